@@ -1,0 +1,221 @@
+"""YAML presets, ``key=value`` overrides, validation and saving of the typed config.
+
+    cfg = load_config("config/quickstart.yaml", ["train.lr=1e-4", "eval.scales=[1.0]"])
+
+Every key is checked against the dataclasses of ``config.schema``: an unknown key or a value of the wrong
+type raises ``ConfigError`` naming the key and its closest valid names.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import difflib
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from config.schema import Config
+from utils.errors import UserError
+from utils.io import atomic_write_text
+
+
+class ConfigError(UserError):
+    """A config file or override that does not fit the schema."""
+
+
+def all_keys(cls: type = Config, prefix: str = "") -> list[str]:
+    """Every dotted leaf key of the config, e.g. ``train.lr``."""
+    keys = []
+    hints = typing.get_type_hints(cls)
+    for f in dataclasses.fields(cls):
+        t = hints[f.name]
+        if dataclasses.is_dataclass(t):
+            keys += all_keys(t, f"{prefix}{f.name}.")
+        else:
+            keys.append(prefix + f.name)
+    return keys
+
+
+def _unknown_key(key: str, where: str) -> ConfigError:
+    close = difflib.get_close_matches(key, all_keys(), n=3, cutoff=0.5)
+    if not close:  # try matching the last component alone, e.g. "lr" -> "train.lr"
+        leaf = key.rsplit(".", 1)[-1]
+        close = [k for k in all_keys() if k.rsplit(".", 1)[-1] == leaf] or difflib.get_close_matches(
+            leaf, all_keys(), n=3, cutoff=0.3
+        )
+    hint = f"; closest valid names: {', '.join(close)}" if close else ""
+    return ConfigError(f"unknown config key '{key}' ({where}){hint}")
+
+
+def _coerce(value: Any, tp: Any, key: str) -> Any:
+    """Check ``value`` against type ``tp`` and convert where lossless (int -> float, tuple -> list)."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _coerce(value, a, key)
+            except ConfigError as e:
+                errors.append(str(e))
+        raise ConfigError(errors[0] if errors else f"config key '{key}': invalid value {value!r}")
+    if origin is typing.Literal:
+        if value not in args:
+            raise ConfigError(f"config key '{key}': {value!r} is not one of {', '.join(map(repr, args))}")
+        return value
+    if origin is list:
+        if isinstance(value, str):  # "0.5,1,2" from the command line
+            value = [yaml.safe_load(v) for v in value.split(",") if v.strip()]
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"config key '{key}': expected a list, got {value!r}")
+        return [_coerce(v, args[0], f"{key}[{i}]") for i, v in enumerate(value)]
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"config key '{key}': expected true or false, got {value!r}")
+    if tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise ConfigError(f"config key '{key}': expected an integer, got {value!r}")
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):  # YAML 1.1 reads "1e-3" (no dot) as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
+        raise ConfigError(f"config key '{key}': expected a number, got {value!r}")
+    if tp is str:
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            return str(value)
+        raise ConfigError(f"config key '{key}': expected a string, got {value!r}")
+    raise ConfigError(f"config key '{key}': unsupported type {tp!r}")
+
+
+def _field_type(obj: Any, name: str) -> Any:
+    return typing.get_type_hints(type(obj))[name]
+
+
+def _set(cfg: Config, key: str, value: Any, where: str) -> None:
+    parts = key.split(".")
+    obj = cfg
+    for i, part in enumerate(parts):
+        if not dataclasses.is_dataclass(obj) or part not in {f.name for f in dataclasses.fields(obj)}:
+            raise _unknown_key(key, where)
+        if i == len(parts) - 1:
+            tp = _field_type(obj, part)
+            if dataclasses.is_dataclass(tp):
+                raise ConfigError(f"config key '{key}' is a section; set its fields, e.g. '{key}.<name>'")
+            setattr(obj, part, _coerce(value, tp, key))
+        else:
+            obj = getattr(obj, part)
+
+
+def _flatten(d: dict, prefix: str = "") -> dict[str, Any]:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[prefix + str(k)] = v
+    return out
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """``"train.lr=1e-4"`` -> ``("train.lr", 1e-4)``; the value is parsed as YAML."""
+    if "=" not in text:
+        raise ConfigError(f"override '{text}' is not of the form key=value (e.g. train.lr=1e-4)")
+    key, raw = text.split("=", 1)
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    return key.strip(), value
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
+    """Defaults, then the YAML file (if any), then ``key=value`` overrides; validated."""
+    cfg = Config()
+    if path:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file {p} not found (presets live in config/*.yaml)")
+        try:
+            data = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError(f"config file {p} is not valid YAML: {e}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"config file {p} must hold a mapping of sections, got {type(data).__name__}")
+        for key, value in _flatten(data).items():
+            _set(cfg, key, value, f"in {p}")
+    for text in overrides or []:
+        key, value = parse_override(text)
+        _set(cfg, key, value, "command-line override")
+    validate(cfg)
+    return cfg
+
+
+def config_from_dict(data: dict) -> Config:
+    """Rebuild a config saved by ``to_dict`` (e.g. from a checkpoint); validated."""
+    cfg = Config()
+    for key, value in _flatten(data).items():
+        _set(cfg, key, value, "saved config")
+    validate(cfg)
+    return cfg
+
+
+def validate(cfg: Config) -> None:
+    """Cross-field checks that the types alone cannot express."""
+    m, d, loss = cfg.model, cfg.data, cfg.loss
+    if len(loss.stack_weights) != m.stacks:
+        raise ConfigError(
+            f"loss.stack_weights has {len(loss.stack_weights)} entries but model.stacks is {m.stacks}; "
+            f"give one weight per stack, e.g. loss.stack_weights=[{','.join(['1'] * m.stacks)}]"
+        )
+    if len(loss.scale_weights) != m.num_scales:
+        raise ConfigError(
+            f"loss.scale_weights has {len(loss.scale_weights)} entries but model.num_scales is "
+            f"{m.num_scales}; give one weight per output scale"
+        )
+    if not 1 <= m.num_scales <= 5:
+        raise ConfigError(f"model.num_scales must be between 1 and 5 (the hourglass has 5 levels), got {m.num_scales}")
+    if d.stride != 4:
+        raise ConfigError(f"data.stride must be 4 (the network's output stride), got {d.stride}")
+    divisor = d.stride * 2**4  # stem /4, four poolings /16
+    if d.input_size <= 0 or d.input_size % divisor:
+        raise ConfigError(
+            f"data.input_size must be a positive multiple of {divisor}, got {d.input_size} "
+            f"(valid sizes: 256, 320, 384, 448, 512, ...)"
+        )
+    if not cfg.eval.scales:
+        raise ConfigError("eval.scales must hold at least one scale, e.g. eval.scales=[1.0]")
+
+
+def to_dict(cfg: Config) -> dict:
+    return dataclasses.asdict(cfg)
+
+
+def save_config(cfg: Config, path: str | Path) -> None:
+    """Write the resolved config as YAML (atomically)."""
+    atomic_write_text(path, yaml.safe_dump(to_dict(cfg), sort_keys=False))
+
+
+def add_config_arguments(parser: argparse.ArgumentParser, default: str | None = None) -> None:
+    """Add ``--config FILE`` and trailing ``key=value`` overrides to a command's parser."""
+    parser.add_argument("--config", default=default, help="YAML preset (e.g. config/quickstart.yaml)")
+    parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, e.g. train.lr=1e-4")
+
+
+def config_from_args(args: argparse.Namespace) -> Config:
+    return load_config(args.config, args.overrides)

@@ -1,0 +1,171 @@
+"""Typed configuration of the whole project.
+
+Dataclass defaults are the faithful values of the original Simple Pose code (spec section 3 and 11.1);
+``config/simplepose_coco.yaml`` restates them explicitly and ``config/quickstart.yaml`` shrinks the job for
+a CPU. Where the original had a bug, the field that restores the original behaviour is named in its
+comment. Units: input pixels unless stated otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+
+@dataclass
+class DataConfig:
+    train: str = ""  # HDF5 file made by `python -m data.coco_to_hdf5` (training samples)
+    val: str = ""  # HDF5 file for the validation loss (optional)
+    val_images: str = ""  # image folder for validation AP (optional)
+    val_annotations: str = ""  # COCO person_keypoints JSON for validation AP (optional)
+    input_size: int = 512  # square network input, pixels; the HDF5 file must be built for it
+    stride: int = 4  # output stride of the finest scale
+    num_workers: int = 2  # DataLoader worker processes
+    pin_memory: bool = True  # only takes effect on CUDA
+
+
+@dataclass
+class AugmentConfig:
+    """Random augmentation, spec section 6."""
+
+    target_dist: float = 0.6  # main person's bbox height as a fraction of the input size
+    scale_prob: float = 0.8
+    scale_min: float = 0.7
+    scale_max: float = 1.3
+    max_rotate_degree: float = 40.0
+    center_perturb_max: float = 50.0  # output pixels
+    flip_prob: float = 0.5
+    tint_prob: float = 0.2
+    hue_wrap: bool = False  # False: clip hue like the original; True: wrap around the hue circle
+    border_bgr: list[int] = field(default_factory=lambda: [124, 127, 127])
+
+
+@dataclass
+class TargetConfig:
+    """Training targets, spec section 7."""
+
+    sigma: float = 9.0  # keypoint Gaussian sigma, input pixels
+    keypoint_gaussian_thre: float = 0.015  # only sizes the keypoint window (half-size 7 cells at sigma 9)
+    limb_sigma: float = 7.0  # limb Gaussian sigma of the distance to the limb, input pixels
+    limb_margin: float = 4.0  # margin around a limb's bounding box, input pixels (original paf_thre)
+    limb_gaussian_thre: float = 0.015  # faithful mode: limb values <= this are replaced by limb_floor
+    limb_floor: float = 0.01
+    # faithful: distance to the infinite line inside the segment's box, floor, mean over people
+    #           (reproduces the original and its golden values);
+    # fixed: distance to the segment, Gaussian band not clipped by the box, max over people, no floor.
+    limb_mode: Literal["faithful", "fixed"] = "faithful"
+
+
+@dataclass
+class ModelConfig:
+    """Identity-Mapping Hourglass Network, spec section 8."""
+
+    stacks: int = 4
+    inp_dim: int = 256  # channels entering each hourglass; the stem makes exactly 256
+    increase: int = 128  # channel increment per hourglass level
+    num_scales: int = 5  # output scales per stack (strides 4, 8, 16, 32, 64)
+    bn: bool = True
+    head_channels: int = 256
+    se_reduction: int = 16
+
+
+@dataclass
+class LossConfig:
+    """Multi-scale focal L2 loss, spec section 9."""
+
+    gamma: float = 1.0  # the original code's effective value; its README credits gamma = 2
+    alpha: float = 0.0
+    beta: float = 0.0
+    pos_threshold: float = 0.01  # target >= this is a positive pixel
+    limb_weight: float = 1.0
+    keypoint_weight: float = 3.0
+    person_mask_weight: float = 0.1
+    max_keypoint_weight: float = 1.0
+    stack_weights: list[float] = field(default_factory=lambda: [1.0, 1.0, 1.0, 1.0])
+    scale_weights: list[float] = field(default_factory=lambda: [0.1, 0.2, 0.4, 1.6, 6.4])
+    mask_threshold: float = 0.5  # resized ignore-mask values below this become 0
+    # actual: divide by the batch the loss really sees (fixed); configured: by train.batch_size (original)
+    batch_divisor: Literal["actual", "configured"] = "actual"
+
+
+@dataclass
+class TrainConfig:
+    """Optimiser, schedule and run control, spec section 10."""
+
+    epochs: int = 100
+    batch_size: int = 4  # per process
+    lr: float = 2.5e-5  # per process; multiplied by the world size when lr_scale_world_size
+    lr_scale_world_size: bool = True
+    optimizer: Literal["sgd", "adam"] = "sgd"
+    momentum: float = 0.9
+    weight_decay: float = 5e-4
+    warmup_epochs: float = 3.0  # linear warm-up over the first epochs; 0 turns it off
+    lr_step_epochs: int = 15  # multiply the LR by lr_gamma every this many epochs
+    lr_gamma: float = 0.2
+    lr_restart_epoch: int | None = None  # original: 78 (restart to the base LR, then step every 5 epochs)
+    lr_restart_step_epochs: int = 5
+    clip_grad_norm: float | None = None  # None: no clipping (the original's clipping was commented out)
+    freeze: list[str] = field(default_factory=list)  # regex patterns of parameter names to freeze
+    amp: Literal["auto", "off", "fp16", "bf16"] = "auto"  # auto: fp16 on CUDA, bf16 on CPU
+    channels_last: bool = False
+    seed: int = 0
+    deterministic: bool = False
+    out_dir: str = "runs/simplepose"
+    resume: str = ""  # "", "auto" (out_dir/last.pt if present) or a checkpoint path
+    init_weights: str = ""  # weights to start from (ours or the original's), not a resume
+    val_every: int = 1  # epochs between validations; 0 turns validation off
+    log_every: int = 10  # steps between log lines
+    checkpoint_every_steps: int = 0  # also write last.pt every N steps; 0: only at epoch ends
+    max_steps_per_epoch: int = 0  # 0: the whole epoch; >0 shortens epochs (smoke runs)
+    device: str = "auto"  # auto, cpu, cuda, cuda:1, ...
+
+
+@dataclass
+class DistConfig:
+    sync_bn: bool = True  # DDP on CUDA only; SyncBatchNorm needs GPU modules
+    backend: Literal["auto", "nccl", "gloo"] = "auto"
+    find_unused_parameters: bool = False
+    dp_device_ids: list[int] = field(default_factory=list)  # DataParallel: empty = all visible GPUs
+
+
+@dataclass
+class EvalConfig:
+    """Test-time inference and grouping, spec section 11."""
+
+    scales: list[float] = field(default_factory=lambda: [0.5, 1.0, 1.5, 2.0, 3.0])
+    flip: bool = True
+    boxsize: int = 512  # scale 1 resizes the image height to this
+    pad_value: int = 128
+    max_downsample: int = 64  # pad the input to a multiple of this
+    max_height: int = 2600  # cap of the resized image, pixels
+    max_width: int = 3800
+    peak_threshold: float = 0.1  # thre1
+    limb_threshold: float = 0.1  # thre2
+    connect_ratio: float = 0.8  # fraction of limb samples above limb_threshold
+    limb_samples: int = 20  # mid_num
+    len_rate: float = 16.0
+    connection_tolerance: float = 0.7
+    refine_radius: int = 2  # peak refinement window half-size, pixels
+    remove_recon: bool = False
+    min_parts: int = 2  # drop people with fewer keypoints
+    min_mean_score: float = 0.45  # drop people whose total / count is below this
+    refine_xy_swap_bug: bool = False  # True: the original's swapped x/y peak refinement
+    max_images: int = 0  # 0: all images
+    batch_size: int = 1
+
+
+@dataclass
+class Config:
+    data: DataConfig = field(default_factory=DataConfig)
+    augment: AugmentConfig = field(default_factory=AugmentConfig)
+    targets: TargetConfig = field(default_factory=TargetConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    loss: LossConfig = field(default_factory=LossConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    dist: DistConfig = field(default_factory=DistConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+
+    @property
+    def output_size(self) -> int:
+        """Side of the finest output grid, cells."""
+        return self.data.input_size // self.data.stride

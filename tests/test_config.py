@@ -1,0 +1,76 @@
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from config.loader import ConfigError, config_from_dict, load_config, save_config, to_dict
+from tests.conftest import REPO_ROOT
+
+
+@pytest.mark.parametrize("preset", sorted((REPO_ROOT / "config").glob("*.yaml")))
+def test_every_preset_loads(preset):
+    load_config(preset)
+
+
+def test_paper_preset_holds_the_original_values():
+    cfg = load_config(REPO_ROOT / "config" / "simplepose_coco.yaml")
+    assert (cfg.data.input_size, cfg.data.stride, cfg.output_size) == (512, 4, 128)
+    assert (cfg.model.stacks, cfg.model.inp_dim, cfg.model.increase) == (4, 256, 128)
+    assert cfg.loss.scale_weights == [0.1, 0.2, 0.4, 1.6, 6.4]
+    assert (cfg.targets.sigma, cfg.targets.limb_sigma, cfg.targets.limb_margin) == (9, 7, 4)
+    assert (cfg.train.batch_size, cfg.train.lr, cfg.train.weight_decay) == (4, 2.5e-5, 5e-4)
+    assert cfg.eval.scales == [0.5, 1.0, 1.5, 2.0, 3.0]
+
+
+def test_overrides_are_typed():
+    cfg = load_config(None, ["train.lr=1e-3", "train.epochs=7", "eval.scales=[1,2]", "eval.flip=false",
+                             "train.clip_grad_norm=5", "train.lr_restart_epoch=null"])  # fmt: skip
+    assert cfg.train.lr == 1e-3 and isinstance(cfg.train.lr, float)
+    assert cfg.train.epochs == 7 and cfg.eval.scales == [1.0, 2.0] and cfg.eval.flip is False
+    assert cfg.train.clip_grad_norm == 5.0 and cfg.train.lr_restart_epoch is None
+
+
+@pytest.mark.parametrize(
+    "override, words",
+    [
+        ("train.lrr=1", ["train.lrr", "train.lr"]),
+        ("trian.lr=1", ["trian.lr", "train.lr"]),
+        ("train.epochs=ten", ["train.epochs", "integer"]),
+        ("eval.flip=maybe", ["eval.flip", "true or false"]),
+        ("targets.limb_mode=sideways", ["targets.limb_mode", "faithful"]),
+        ("train.lr", ["key=value"]),
+        ("data.input_size=500", ["data.input_size", "multiple of 64"]),
+        ("model.stacks=3", ["loss.stack_weights"]),
+    ],
+)
+def test_bad_overrides_name_the_key(override, words):
+    with pytest.raises(ConfigError) as e:
+        load_config(None, [override])
+    for w in words:
+        assert w in str(e.value)
+
+
+def test_unknown_key_in_yaml_names_file(tmp_path):
+    p = tmp_path / "bad.yaml"
+    p.write_text("train:\n  epohcs: 3\n")
+    with pytest.raises(ConfigError, match=r"train.epohcs.*bad.yaml.*train.epochs"):
+        load_config(p)
+
+
+def test_saved_config_round_trips(tmp_path):
+    cfg = load_config(REPO_ROOT / "config" / "quickstart.yaml", ["train.seed=3"])
+    save_config(cfg, tmp_path / "config.yaml")
+    again = config_from_dict(yaml.safe_load((tmp_path / "config.yaml").read_text()))
+    assert to_dict(again) == to_dict(cfg)
+
+
+def test_cli_error_is_clean(tmp_path):
+    """A bad override through a real command: one line on stderr, non-zero exit, no traceback."""
+    code = (
+        "from config.loader import load_config; from utils.errors import cli_main; "
+        "import sys; sys.exit(cli_main(lambda: load_config(None, ['train.lrr=1']))())"
+    )
+    r = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr and "train.lrr" in r.stderr

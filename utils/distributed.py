@@ -1,0 +1,121 @@
+"""Process-group setup from torchrun's environment, rank helpers and all-gather.
+
+Works unchanged with one process (no torchrun): every helper then acts as the identity.
+Multi-node runs use torchrun's standard variables (``--nnodes``, ``--node_rank``, ``--rdzv_*``), which
+set RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT for us.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+
+def env_world_size() -> int:
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def is_distributed() -> bool:
+    return dist.is_available() and dist.is_initialized()
+
+
+def get_rank() -> int:
+    return dist.get_rank() if is_distributed() else 0
+
+
+def get_world_size() -> int:
+    return dist.get_world_size() if is_distributed() else 1
+
+
+def get_local_rank() -> int:
+    return int(os.environ.get("LOCAL_RANK", "0"))
+
+
+def is_main_process() -> bool:
+    return get_rank() == 0
+
+
+def select_device(name: str = "auto") -> torch.device:
+    """``auto``: this process's GPU (by LOCAL_RANK) when CUDA is present, else the CPU."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    device = torch.device(name)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            from utils.errors import UserError
+
+            raise UserError(f"device '{name}' requested but CUDA is not available; use train.device=cpu")
+        if device.index is None:
+            device = torch.device("cuda", get_local_rank() % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+    return device
+
+
+def init_distributed(device: torch.device, backend: str = "auto", timeout_minutes: int = 30) -> bool:
+    """Join the process group described by torchrun's environment. Returns False when not under torchrun."""
+    if env_world_size() <= 1 or is_distributed():
+        return is_distributed()
+    if backend == "auto":
+        backend = "nccl" if device.type == "cuda" else "gloo"
+    kwargs: dict[str, Any] = {"backend": backend, "timeout": datetime.timedelta(minutes=timeout_minutes)}
+    if device.type == "cuda":
+        kwargs["device_id"] = device
+    dist.init_process_group(**kwargs)
+    return True
+
+
+def cleanup() -> None:
+    if is_distributed():
+        dist.destroy_process_group()
+
+
+def barrier() -> None:
+    if is_distributed():
+        dist.barrier()
+
+
+def all_gather_object(obj: Any) -> list[Any]:
+    """Gather any picklable object from every rank; returns the list in rank order (all ranks get it)."""
+    if not is_distributed():
+        return [obj]
+    out: list[Any] = [None] * get_world_size()
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def broadcast_object(obj: Any, src: int = 0) -> Any:
+    """Send ``obj`` from rank ``src`` to every rank."""
+    if not is_distributed():
+        return obj
+    box = [obj]
+    dist.broadcast_object_list(box, src=src)
+    return box[0]
+
+
+def all_reduce_mean(t: torch.Tensor) -> torch.Tensor:
+    """Mean of a tensor over ranks (a new tensor; the input is unchanged)."""
+    if not is_distributed():
+        return t
+    t = t.detach().clone()
+    dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    return t / get_world_size()
+
+
+def any_rank(flag: bool, device: torch.device) -> bool:
+    """True on every rank if ``flag`` is True on any rank (a collective decision: no rank diverges)."""
+    if not is_distributed():
+        return flag
+    t = torch.tensor([1.0 if flag else 0.0], device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item() > 0)
+
+
+def shard(n: int, rank: int | None = None, world: int | None = None) -> range:
+    """Indices of ``n`` items this rank handles: a strided split with no padding and no duplicates."""
+    rank = get_rank() if rank is None else rank
+    world = get_world_size() if world is None else world
+    return range(rank, n, world)
