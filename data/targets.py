@@ -97,47 +97,50 @@ def _limb_geometry(p1: np.ndarray, p2: np.ndarray, gx: np.ndarray, gy: np.ndarra
     return perp_rows, perp_cols, along_rows, along_cols, length
 
 
-def _cell_range(lo: float, hi: float, stride: int, n: int) -> tuple[int, int]:
-    """Cells ``round(lo/stride) .. round(hi/stride)`` inclusive, clipped to the grid; as a half-open range."""
-    a = max(int(np.rint(lo / stride)), 0)
-    b = min(int(np.rint(hi / stride)) + 1, n)
-    return a, b
+def _limb_window(p1, p2, pad: float, grid_hw, stride: int):
+    """Cells of the segment's box enlarged by ``pad`` px: ``round((min-pad)/stride) .. round((max+pad)/stride)``
+    inclusive, clipped to the grid. Returns ``((y0, y1, x0, x1), gx, gy)`` or None when off the grid."""
+    h, w = grid_hw
+    x0 = max(int(np.rint((min(p1[0], p2[0]) - pad) / stride)), 0)
+    x1 = min(int(np.rint((max(p1[0], p2[0]) + pad) / stride)) + 1, w)
+    y0 = max(int(np.rint((min(p1[1], p2[1]) - pad) / stride)), 0)
+    y1 = min(int(np.rint((max(p1[1], p2[1]) + pad) / stride)) + 1, h)
+    if x1 <= x0 or y1 <= y0:
+        return None
+    return (y0, y1, x0, x1), _cell_centres(x0, x1, stride), _cell_centres(y0, y1, stride)
+
+
+def _outer_sum(rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    return rows.astype(np.float32)[:, None] + cols.astype(np.float32)[None, :]
 
 
 def _limb_block_faithful(p1, p2, grid_hw, stride, cfg):
     """One person's limb values inside its clipped box (spec 7.3), or None if the box is off the grid."""
-    h, w = grid_hw
-    m = cfg.limb_margin
-    x0, x1 = _cell_range(min(p1[0], p2[0]) - m, max(p1[0], p2[0]) + m, stride, w)
-    y0, y1 = _cell_range(min(p1[1], p2[1]) - m, max(p1[1], p2[1]) + m, stride, h)
-    if x1 <= x0 or y1 <= y0:
+    window = _limb_window(p1, p2, cfg.limb_margin, grid_hw, stride)
+    if window is None:
         return None
-    gx = _cell_centres(x0, x1, stride)
-    gy = _cell_centres(y0, y1, stride)
+    box, gx, gy = window
     pr, pc, _, _, _ = _limb_geometry(p1, p2, gx, gy)
-    d = pr.astype(np.float32)[:, None] + pc.astype(np.float32)[None, :]
+    d = _outer_sum(pr, pc)
     e = np.exp(d * d * np.float32(-1.0 / (2.0 * cfg.limb_sigma**2)))
     e[e <= cfg.limb_gaussian_thre] = cfg.limb_floor
-    return (y0, y1, x0, x1), e
+    return box, e
 
 
 def _limb_block_fixed(p1, p2, grid_hw, stride, cfg):
     """One person's limb values with the distance to the segment, windowed where the Gaussian >= thre."""
-    h, w = grid_hw
     reach = math.sqrt(-2 * cfg.limb_sigma**2 * math.log(cfg.limb_gaussian_thre))
-    x0, x1 = _cell_range(min(p1[0], p2[0]) - reach, max(p1[0], p2[0]) + reach, stride, w)
-    y0, y1 = _cell_range(min(p1[1], p2[1]) - reach, max(p1[1], p2[1]) + reach, stride, h)
-    if x1 <= x0 or y1 <= y0:
+    window = _limb_window(p1, p2, reach, grid_hw, stride)
+    if window is None:
         return None
-    gx = _cell_centres(x0, x1, stride)
-    gy = _cell_centres(y0, y1, stride)
+    box, gx, gy = window
     pr, pc, ar, ac, length = _limb_geometry(p1, p2, gx, gy)
-    d = pr.astype(np.float32)[:, None] + pc.astype(np.float32)[None, :]
-    t = ar.astype(np.float32)[:, None] + ac.astype(np.float32)[None, :]
+    d = _outer_sum(pr, pc)
+    t = _outer_sum(ar, ac)
     beyond = (t - np.clip(t, 0, 1)) * np.float32(length)
     e = np.exp((d * d + beyond * beyond) * np.float32(-1.0 / (2.0 * cfg.limb_sigma**2)))
     e[e < cfg.limb_gaussian_thre] = 0
-    return (y0, y1, x0, x1), e
+    return box, e
 
 
 def _draw_limbs(out: np.ndarray, keypoints: np.ndarray, stride: int, cfg: TargetConfig) -> None:
