@@ -38,6 +38,12 @@ class AugmentConfig:
     tint_prob: float = 0.2
     hue_wrap: bool = False  # False: clip hue like the original; True: wrap around the hue circle
     border_bgr: list[int] = field(default_factory=lambda: [124, 127, 127])
+    # data pipeline speed-ups (data owner). reduced_decode: decode the JPEG at 1/2, 1/4 or 1/8 size when the
+    # affine shrinks the image at least that much (False: always full size, like the original).
+    reduced_decode: bool = True
+    # faithful: warp masks to the input size then area-resize to the grid (the original);
+    # grid: warp masks straight to the output grid (bilinear at cell centres; faster, slightly sharper edges).
+    mask_warp: Literal["faithful", "grid"] = "faithful"
 
 
 @dataclass

@@ -75,7 +75,7 @@ def check_jpeg(data: bytes, width: int, height: int, path: Path) -> str | None:
         return "not a JPEG file"
     if b"\xff\xd9" not in data[-64:].rstrip(b"\x00"):
         return "truncated JPEG (no end-of-image marker)"
-    img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_REDUCED_GRAYSCALE_8)
+    img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_REDUCED_GRAYSCALE_8 | cv2.IMREAD_IGNORE_ORIENTATION)
     if img is None:
         return "the JPEG does not decode"
     expected = (-(-height // 8), -(-width // 8))
