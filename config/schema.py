@@ -124,6 +124,9 @@ class TrainConfig:
     checkpoint_every_steps: int = 0  # also write last.pt every N steps; 0: only at epoch ends
     max_steps_per_epoch: int = 0  # 0: the whole epoch; >0 shortens epochs (smoke runs)
     device: str = "auto"  # auto, cpu, cuda, cuda:1, ...
+    # Test hooks: replace the loss by NaN at these global steps (on this rank, -1 = every rank).
+    fault_nan_steps: list[int] = field(default_factory=list)
+    fault_nan_rank: int = -1
 
 
 @dataclass

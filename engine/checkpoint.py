@@ -1,0 +1,102 @@
+"""Checkpoints: written atomically, loaded with ``weights_only=True``, with messages that say what to do.
+
+A checkpoint is a dict of tensors and plain Python values: ``model``, ``optimizer``, ``scheduler``, ``scaler``,
+``epoch`` (epochs completed), ``step`` (steps done in the current epoch, 0 at an epoch end), ``global_step``,
+``best_metric``, ``rng``, ``config``, ``version``, ``counters``.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+import random
+import subprocess
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from utils.errors import UserError
+from utils.io import atomic_write_bytes
+
+FORMAT_VERSION = 1
+
+
+def code_version() -> str:
+    """The git commit of the code (with ``-dirty`` when modified), or ``unknown``."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5
+        ).stdout.strip()
+        status = ["git", "status", "--porcelain", "--untracked-files=no"]
+        dirty = subprocess.run(status, cwd=root, capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (sha + ("-dirty" if dirty else "")) if sha else "unknown"
+
+
+def rng_state() -> dict[str, Any]:
+    """Every global RNG state, as tensors and plain values (loadable with weights_only=True)."""
+    np_state = np.random.get_state()
+    state: dict[str, Any] = {
+        "torch": torch.get_rng_state(),
+        "numpy": (np_state[0], torch.from_numpy(np_state[1].astype(np.int64)), *np_state[2:]),
+        "python": random.getstate(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    kind, key, *rest = state["numpy"]
+    np.random.set_state((kind, key.numpy().astype(np.uint32), *rest))
+    py = state["python"]
+    random.setstate((py[0], tuple(py[1]), py[2]))
+    if "cuda" in state and torch.cuda.is_available() and len(state["cuda"]) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
+    """Serialise in memory, then write atomically: a crash leaves the previous file intact."""
+    buf = io.BytesIO()
+    torch.save({"format_version": FORMAT_VERSION, **state}, buf)
+    atomic_write_bytes(path, buf.getvalue())
+
+
+def load_checkpoint(path: str | Path) -> dict[str, Any]:
+    """Load a checkpoint on the CPU without running any code from it."""
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"checkpoint {path} not found (give an existing file, or train.resume=auto)")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except (RuntimeError, EOFError, zipfile.BadZipFile, pickle.UnpicklingError, ValueError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UserError(
+            f"checkpoint {path} cannot be read ({first}); it is truncated, corrupt or not a PyTorch checkpoint. "
+            "Use another one (e.g. best.pt, or the previous last.pt) or start without train.resume"
+        ) from None
+    if not isinstance(ckpt, dict) or "model" not in ckpt:
+        raise UserError(
+            f"checkpoint {path} is not a SimplePose training checkpoint (no 'model' entry); to start from weights "
+            "only, use train.init_weights=PATH"
+        )
+    return ckpt
+
+
+def resolve_resume(resume: str, out_dir: str | Path) -> Path | None:
+    """``""`` -> None; ``auto`` -> out_dir/last.pt if it exists; otherwise the given path (must exist)."""
+    if not resume:
+        return None
+    if resume == "auto":
+        last = Path(out_dir) / "last.pt"
+        return last if last.is_file() else None
+    p = Path(resume)
+    if not p.is_file():
+        raise UserError(f"train.resume={resume}: no such checkpoint (use train.resume=auto to resume if possible)")
+    return p

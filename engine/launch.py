@@ -1,0 +1,91 @@
+"""How a run places the model on devices. The three launchers differ only here; the loop is engine.trainer.
+
+- ``SingleDevice``: the model on one device, the loss beside it (train.py).
+- ``DataParallelBalanced``: nn.DataParallel over a module that runs the model AND the loss in each replica, so
+  only per-replica loss sums reach the first GPU, never the multi-scale outputs (train_parallel.py).
+- ``Distributed``: DistributedDataParallel, one process per device, SyncBN on CUDA (train_distributed.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from utils import distributed as du
+
+
+class ModelWithLoss(nn.Module):
+    """Model + loss in one module; returns the loss summed over the samples it saw, and its breakdown sums."""
+
+    def __init__(self, model: nn.Module, loss: nn.Module) -> None:
+        super().__init__()
+        self.model, self.loss = model, loss
+
+    def forward(self, images, targets, masks):
+        total, breakdown = self.loss(self.model(images), targets, masks, reduction="sum")
+        # A leading replica axis, so DataParallel's gather stacks replicas instead of mixing their entries.
+        return total.unsqueeze(0), {k: v.unsqueeze(0) for k, v in breakdown.items()}
+
+
+@dataclass
+class SingleDevice:
+    device: torch.device
+    rank: int = 0
+    world_size: int = 1
+    name: str = "single"
+
+    def wrap(self, model: nn.Module, loss: nn.Module) -> nn.Module:
+        return model
+
+    def forward_loss(self, wrapped: nn.Module, loss: nn.Module, images, targets, masks):
+        return loss(wrapped(images), targets, masks)
+
+
+@dataclass
+class Distributed(SingleDevice):
+    sync_bn: bool = True
+    find_unused_parameters: bool = False
+    name: str = "distributed"
+
+    def wrap(self, model: nn.Module, loss: nn.Module) -> nn.Module:
+        if self.world_size <= 1:
+            return model
+        if self.sync_bn:
+            if self.device.type == "cuda":
+                model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
+            elif self.rank == 0:
+                print("note: SyncBatchNorm needs CUDA; on the CPU each process keeps plain BatchNorm")
+        ids = [self.device.index] if self.device.type == "cuda" else None
+        return nn.parallel.DistributedDataParallel(
+            model, device_ids=ids, find_unused_parameters=self.find_unused_parameters
+        )
+
+
+@dataclass
+class DataParallelBalanced(SingleDevice):
+    device_ids: list[int] | None = None
+    name: str = "data_parallel"
+
+    def wrap(self, model: nn.Module, loss: nn.Module) -> nn.Module:
+        module = ModelWithLoss(model, loss)
+        if self.device.type != "cuda":
+            return module
+        return nn.DataParallel(module, device_ids=self.device_ids or None)
+
+    def forward_loss(self, wrapped: nn.Module, loss: nn.Module, images, targets, masks):
+        total, breakdown = wrapped(images, targets, masks)
+        n = images.shape[0]  # the global batch: replica sums over it give the per-sample mean
+        return total.sum(0) / n, {k: v.sum(0) / n for k, v in breakdown.items()}
+
+
+def unwrap(model: nn.Module) -> nn.Module:
+    """The bare PoseNet inside DataParallel / DDP / ModelWithLoss."""
+    while isinstance(model, (nn.DataParallel, nn.parallel.DistributedDataParallel, ModelWithLoss)):
+        model = model.module if not isinstance(model, ModelWithLoss) else model.model
+    return model
+
+
+def world() -> tuple[int, int]:
+    return du.get_rank(), du.get_world_size()

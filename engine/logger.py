@@ -1,0 +1,89 @@
+"""Run logging: a JSON-lines metrics file, TensorBoard when installed, and timing meters.
+
+Only the main process writes. Every record carries ``kind`` (``train``, ``epoch``, ``val``), ``epoch`` and
+``global_step``; ``engine.plot`` draws the curves from the file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+
+def _plain(v: Any) -> Any:
+    if hasattr(v, "item") and getattr(v, "ndim", 1) == 0:
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return str(v)
+    return v
+
+
+class MetricsLogger:
+    """Appends records to ``out_dir/metrics.jsonl`` and mirrors scalars to TensorBoard if available."""
+
+    def __init__(self, out_dir: str | Path, enabled: bool = True, tensorboard: bool = True) -> None:
+        self.enabled = enabled
+        self.path = Path(out_dir) / "metrics.jsonl"
+        self.tb = None
+        if not enabled:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self.tb = SummaryWriter(log_dir=str(Path(out_dir) / "tensorboard"))
+            except ImportError:  # TensorBoard is optional
+                self.tb = None
+
+    def truncate_after(self, global_step: int) -> None:
+        """Drop records past ``global_step`` (written by a run that died after its last checkpoint)."""
+        if not self.enabled or not self.path.is_file():
+            return
+        kept = [
+            line
+            for line in self.path.read_text().splitlines()
+            if line.strip() and json.loads(line).get("global_step", 0) <= global_step
+        ]
+        self.path.write_text("".join(line + "\n" for line in kept))
+
+    def log(self, kind: str, epoch: int, global_step: int, **values: Any) -> None:
+        if not self.enabled:
+            return
+        record = {"kind": kind, "epoch": epoch, "global_step": global_step, "time": round(time.time(), 3)}
+        record.update({k: _plain(v) for k, v in values.items()})
+        with self.path.open("a") as f:
+            f.write(json.dumps(record) + "\n")
+        if self.tb is not None:
+            for k, v in record.items():
+                if isinstance(v, (int, float)) and k not in ("epoch", "global_step", "time"):
+                    self.tb.add_scalar(f"{kind}/{k}", v, global_step)
+
+    def close(self) -> None:
+        if self.tb is not None:
+            self.tb.close()
+
+
+def read_metrics(path: str | Path) -> list[dict]:
+    p = Path(path)
+    if p.is_dir():
+        p = p / "metrics.jsonl"
+    return [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
+
+
+class Meter:
+    """Running sum and count of a scalar, e.g. the loss over an epoch."""
+
+    def __init__(self) -> None:
+        self.total, self.count = 0.0, 0
+
+    def update(self, value: float, n: int = 1) -> None:
+        self.total += value * n
+        self.count += n
+
+    @property
+    def mean(self) -> float:
+        return self.total / self.count if self.count else float("nan")

@@ -1,0 +1,95 @@
+"""What the three entry points share: parse the command line, resolve the config, pick a launcher, train.
+
+train.py              -> run("single")
+train_parallel.py     -> run("data_parallel")
+train_distributed.py  -> run("distributed")   (under torchrun)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from config.loader import add_config_arguments, load_config
+from config.schema import Config
+from engine.launch import DataParallelBalanced, Distributed, SingleDevice
+from utils import distributed as du
+
+QUICKSTART_PRESET = Path(__file__).resolve().parents[1] / "config" / "quickstart.yaml"
+
+
+def parse_args(description: str, argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_config_arguments(parser)
+    return parser.parse_args(argv)
+
+
+def make_launcher(kind: str, cfg: Config) -> SingleDevice:
+    if kind == "single":
+        return SingleDevice(du.select_device(cfg.train.device))
+    if kind == "data_parallel":
+        device = du.select_device(cfg.train.device)
+        if device.type != "cuda":
+            print("note: no GPU visible; DataParallel falls back to one process on the CPU (as train.py)")
+        elif torch.cuda.device_count() > 1:
+            device = torch.device("cuda", (cfg.dist.dp_device_ids or [0])[0])
+        return DataParallelBalanced(device, device_ids=cfg.dist.dp_device_ids or None)
+    if kind == "distributed":
+        if du.env_world_size() <= 1 and "LOCAL_RANK" not in os.environ:
+            print("note: not started by torchrun; training in one process (use: torchrun --nproc_per_node=N ...)")
+        device = du.select_device(cfg.train.device)
+        du.init_distributed(device, cfg.dist.backend)
+        return Distributed(device, du.get_rank(), du.get_world_size(), sync_bn=cfg.dist.sync_bn,
+                           find_unused_parameters=cfg.dist.find_unused_parameters)  # fmt: skip
+    raise ValueError(kind)
+
+
+def run(kind: str, description: str, argv: list[str] | None = None) -> int:
+    from engine.trainer import Trainer
+
+    args = parse_args(description, argv)
+    quickstart = args.config is None
+    cfg = load_config(args.config or QUICKSTART_PRESET, args.overrides)
+    if quickstart and not cfg.data.train:
+        from engine.quickstart import prepare_synthetic_data
+
+        prepare_synthetic_data(cfg)
+    if os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") != "0" and not cfg.train.resume:
+        cfg.train.resume = "auto"  # a torchrun restart continues from the last checkpoint
+    launcher = make_launcher(kind, cfg)
+    try:
+        start = time.perf_counter()
+        trainer = Trainer(cfg, launcher)
+        result = trainer.fit()
+        if launcher.rank == 0:
+            report(cfg, result, time.perf_counter() - start, quickstart)
+    finally:
+        du.cleanup()
+    return 0
+
+
+def report(cfg: Config, result: dict, seconds: float, quickstart: bool) -> None:
+    out = Path(cfg.train.out_dir)
+    from engine.plot import plot_run
+
+    curves = plot_run(out)
+    lines = [f"done in {seconds / 60:.1f} min"]
+    if "AP" in result:
+        ap, ap50, ar = result["AP"], result.get("AP50", 0.0), result.get("AR", 0.0)
+        lines.append(f"validation AP {ap:.3f} (AP50 {ap50:.3f}, AR {ar:.3f})")
+    lines += [
+        f"checkpoints: {out / 'last.pt'}" + (f", {out / 'best.pt'}" if (out / "best.pt").is_file() else ""),
+        f"metrics:     {out / 'metrics.jsonl'}",
+        f"curves:      {curves}",
+        f"config:      {out / 'config.yaml'}",
+    ]
+    if quickstart and cfg.data.val_images:
+        from engine.quickstart import draw_predictions
+
+        lines.append(f"predictions: {draw_predictions(cfg, out)}")
+    print("\n".join(lines), file=sys.stdout)

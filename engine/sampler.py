@@ -1,0 +1,43 @@
+"""The order in which a run visits the training samples: one sampler for one process and for many.
+
+Each epoch's permutation depends only on (seed, epoch), so a resumed run sees the same order. Under DDP rank r
+takes every world_size-th index of that permutation, so the i-th batches of all ranks together are exactly
+the i-th batch of a single process whose batch is world_size times larger.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+from torch.utils.data import Sampler
+
+
+class EpochSampler(Sampler[int]):
+    def __init__(self, size: int, seed: int = 0, shuffle: bool = True, rank: int = 0, world_size: int = 1,
+                 batch_size: int = 1) -> None:  # fmt: skip
+        """Yield the indices of this rank, in whole batches (a trailing partial batch is dropped)."""
+        self.size, self.seed, self.shuffle = size, seed, shuffle
+        self.rank, self.world_size, self.batch_size = rank, world_size, batch_size
+        self.epoch = 0
+        self.skip_batches = 0
+
+    def set_epoch(self, epoch: int, skip_batches: int = 0) -> None:
+        """Select the epoch's permutation; ``skip_batches`` resumes mid-epoch after that many batches."""
+        self.epoch, self.skip_batches = epoch, skip_batches
+
+    def batches_per_epoch(self) -> int:
+        return self.size // (self.world_size * self.batch_size)
+
+    def __len__(self) -> int:
+        return (self.batches_per_epoch() - self.skip_batches) * self.batch_size
+
+    def __iter__(self) -> Iterator[int]:
+        if self.shuffle:
+            g = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
+            order = torch.randperm(self.size, generator=g).tolist()
+        else:
+            order = list(range(self.size))
+        used = self.batches_per_epoch() * self.world_size * self.batch_size
+        mine = order[:used][self.rank :: self.world_size]
+        return iter(mine[self.skip_batches * self.batch_size :])

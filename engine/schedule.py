@@ -1,0 +1,67 @@
+"""Learning-rate schedule: linear warm-up, then a step decay (spec 10.1), as a pure function of the step.
+
+Because the rate depends only on (epoch, step in epoch), resuming needs nothing but those two numbers, and
+the rate is set before every iteration exactly as the original did.
+
+    base = lr x world_size                (when train.lr_scale_world_size)
+    lr   = base x gamma^(epoch // step_epochs)
+    lr  *= (global_step + 1) / warmup_steps            while global_step < warmup_steps
+    with the original's restart (train.lr_restart_epoch=78): from that epoch on,
+    lr   = base x gamma^((epoch - restart) // restart_step_epochs)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from config.schema import TrainConfig
+
+
+@dataclass
+class LRSchedule:
+    base_lr: float
+    steps_per_epoch: int
+    warmup_epochs: float = 0.0
+    step_epochs: int = 15
+    gamma: float = 0.2
+    restart_epoch: int | None = None
+    restart_step_epochs: int = 5
+
+    @classmethod
+    def from_config(cls, cfg: TrainConfig, steps_per_epoch: int, world_size: int = 1) -> LRSchedule:
+        scale = world_size if cfg.lr_scale_world_size else 1
+        return cls(
+            base_lr=cfg.lr * scale,
+            steps_per_epoch=max(1, steps_per_epoch),
+            warmup_epochs=cfg.warmup_epochs,
+            step_epochs=cfg.lr_step_epochs,
+            gamma=cfg.lr_gamma,
+            restart_epoch=cfg.lr_restart_epoch,
+            restart_step_epochs=cfg.lr_restart_step_epochs,
+        )
+
+    @property
+    def warmup_steps(self) -> int:
+        return round(self.warmup_epochs * self.steps_per_epoch)
+
+    def decay_factor(self, epoch: int) -> float:
+        if self.restart_epoch is not None and epoch >= self.restart_epoch:
+            return self.gamma ** ((epoch - self.restart_epoch) // self.restart_step_epochs)
+        return self.gamma ** (epoch // self.step_epochs) if self.step_epochs > 0 else 1.0
+
+    def lr(self, epoch: int, step: int) -> float:
+        """Learning rate of iteration ``step`` (0-based, within the epoch) of ``epoch`` (0-based)."""
+        lr = self.base_lr * self.decay_factor(epoch)
+        global_step = epoch * self.steps_per_epoch + step
+        if global_step < self.warmup_steps:
+            lr *= (global_step + 1) / self.warmup_steps
+        return lr
+
+    def state_dict(self) -> dict:
+        return dict(self.__dict__)
+
+    def load_state_dict(self, state: dict) -> None:
+        # The schedule is rebuilt from the config of the resumed run; a saved one only reports a change.
+        for k, v in state.items():
+            if k in self.__dict__ and k != "steps_per_epoch":
+                setattr(self, k, v)

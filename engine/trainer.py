@@ -1,0 +1,368 @@
+"""The training loop shared by every launcher.
+
+One ``Trainer`` owns the optimiser, the learning-rate schedule, torch.amp, gradient clipping, layer freezing,
+non-finite step handling, validation (loss and COCO AP), checkpoints (``last.pt``, ``best.pt``), resume and
+logging. A launcher (engine.launch) only decides how the model is wrapped and which process sees which samples.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+import time
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+from tqdm import tqdm
+
+from config.loader import config_from_dict, save_config, to_dict
+from config.schema import Config
+from engine.checkpoint import code_version, load_checkpoint, resolve_resume, rng_state, save_checkpoint, set_rng_state
+from engine.launch import SingleDevice, unwrap
+from engine.logger import Meter, MetricsLogger
+from engine.sampler import EpochSampler
+from engine.schedule import LRSchedule
+from utils import distributed as du
+from utils.errors import UserError
+
+
+def seed_everything(seed: int, deterministic: bool) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+    if deterministic:
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        torch.backends.cudnn.benchmark = False
+    else:
+        torch.backends.cudnn.benchmark = True
+
+
+def apply_freeze(model: nn.Module, patterns: list[str]) -> list[str]:
+    """Set ``requires_grad=False`` on parameters whose name matches any regex; returns the frozen names.
+
+    The original's ``--freeze`` meant "train only the heads", here
+    ``train.freeze=['^(?!.*(outs|merge|before_regress))']``.
+    """
+    if not patterns:
+        return []
+    compiled = [re.compile(p) for p in patterns]
+    frozen = []
+    for name, p in model.named_parameters():
+        if any(c.search(name) for c in compiled):
+            p.requires_grad_(False)
+            frozen.append(name)
+    if not frozen:
+        raise UserError(f"train.freeze={patterns} matches no parameter name (see `python -m models` for names)")
+    return frozen
+
+
+def autocast_dtype(amp: str, device: torch.device) -> torch.dtype | None:
+    """The autocast dtype for ``train.amp`` on this device, or None for float32."""
+    if amp == "off":
+        return None
+    if amp == "auto":
+        return torch.float16 if device.type == "cuda" else torch.bfloat16
+    if amp == "fp16" and device.type != "cuda":
+        raise UserError("train.amp=fp16 needs CUDA; on the CPU use train.amp=bf16 or train.amp=off")
+    return torch.float16 if amp == "fp16" else torch.bfloat16
+
+
+def build_optimizer(params: list[nn.Parameter], cfg: Config) -> torch.optim.Optimizer:
+    t = cfg.train
+    if t.optimizer == "adam":
+        return torch.optim.Adam(params, lr=t.lr, weight_decay=t.weight_decay)
+    return torch.optim.SGD(params, lr=t.lr, momentum=t.momentum, weight_decay=t.weight_decay)
+
+
+class Trainer:
+    def __init__(self, cfg: Config, launcher: SingleDevice | None = None) -> None:
+        from models import MultiTaskLoss, build_model
+
+        self.cfg = cfg
+        self.launcher = launcher or SingleDevice(du.select_device(cfg.train.device))
+        self.device = self.launcher.device
+        self.rank, self.world_size = self.launcher.rank, self.launcher.world_size
+        self.is_main = self.rank == 0
+        self.out_dir = Path(cfg.train.out_dir)
+        seed_everything(cfg.train.seed, cfg.train.deterministic)
+
+        self.train_set = self._dataset(cfg.data.train, "data.train", train=True)
+        self.val_set = self._dataset(cfg.data.val, "data.val", train=False) if cfg.data.val else None
+        self.sampler = EpochSampler(len(self.train_set), cfg.train.seed, True, self.rank, self.world_size,
+                                    cfg.train.batch_size)  # fmt: skip
+        self.steps_per_epoch = self.sampler.batches_per_epoch()
+        if cfg.train.max_steps_per_epoch > 0:
+            self.steps_per_epoch = min(self.steps_per_epoch, cfg.train.max_steps_per_epoch)
+        if self.steps_per_epoch == 0:
+            raise UserError(
+                f"{cfg.data.train} holds {len(self.train_set)} samples, fewer than one batch of "
+                f"{cfg.train.batch_size} x {self.world_size} processes; lower train.batch_size"
+            )
+
+        model = build_model(cfg).to(self.device)
+        if cfg.train.init_weights:
+            from models.weights import load_weights
+
+            load_weights(model, cfg.train.init_weights)
+        self.frozen = apply_freeze(model, cfg.train.freeze)
+        if cfg.train.channels_last:
+            model = model.to(memory_format=torch.channels_last)
+        self.loss_fn = MultiTaskLoss(cfg).to(self.device)
+        self.model = self.launcher.wrap(model, self.loss_fn)
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.optimizer = build_optimizer(self.params, cfg)
+        self.schedule = LRSchedule.from_config(cfg.train, self.steps_per_epoch, self.world_size)
+        self.amp_dtype = autocast_dtype(cfg.train.amp, self.device)
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.amp_dtype == torch.float16)
+
+        self.epoch, self.start_step, self.global_step = 0, 0, 0
+        self.best_metric = -math.inf
+        self.counters = {"skipped_nonfinite": 0}
+        self.logger = MetricsLogger(self.out_dir, enabled=self.is_main)
+        self._resume()
+        if self.is_main:
+            save_config(cfg, self.out_dir / "config.yaml")
+            self._say(
+                f"{self.launcher.name}: {self.world_size} process(es) on {self.device}, "
+                f"{len(self.train_set)} samples, {self.steps_per_epoch} steps/epoch, "
+                f"{sum(p.numel() for p in self.params):,} trainable parameters"
+                + (f" ({len(self.frozen)} tensors frozen)" if self.frozen else "")
+                + f", amp={self.amp_dtype or 'off'}"
+            )
+
+    # ------------------------------------------------------------------ setup helpers
+    def _dataset(self, path: str, key: str, train: bool):
+        from data.dataset import SimplePoseDataset
+
+        if not path:
+            raise UserError(f"{key} is empty: give the HDF5 file made by `python -m data.coco_to_hdf5` ({key}=FILE)")
+        if not Path(path).is_file():
+            raise UserError(f"{key}={path}: no such file (make it with `python -m data.coco_to_hdf5 ... --out {path}`)")
+        return SimplePoseDataset(path, self.cfg, train=train)
+
+    def _loader(self, dataset, sampler, batch_size: int) -> DataLoader:
+        return DataLoader(
+            dataset,
+            batch_size=batch_size,
+            sampler=sampler,
+            num_workers=self.cfg.data.num_workers,
+            pin_memory=self.cfg.data.pin_memory and self.device.type == "cuda",
+            drop_last=False,
+        )
+
+    def _say(self, msg: str) -> None:
+        if self.is_main:
+            tqdm.write(msg)
+
+    def _resume(self) -> None:
+        path = resolve_resume(self.cfg.train.resume, self.out_dir)
+        if path is None:
+            return
+        ckpt = load_checkpoint(path)
+        saved = config_from_dict(ckpt["config"]) if "config" in ckpt else None
+        if saved is not None and to_dict(saved.model) != to_dict(self.cfg.model):
+            raise UserError(
+                f"checkpoint {path} was trained with model settings {to_dict(saved.model)}, this run has "
+                f"{to_dict(self.cfg.model)}; resume with the same model.* settings"
+            )
+        from models.weights import load_weights
+
+        load_weights(unwrap(self.model), {"model": ckpt["model"]}, source=str(path))
+        try:
+            self.optimizer.load_state_dict(ckpt["optimizer"])
+        except (ValueError, KeyError) as e:
+            raise UserError(f"optimizer state in {path} does not fit this run ({e}); same train.freeze?") from None
+        if ckpt.get("scaler"):
+            self.scaler.load_state_dict(ckpt["scaler"])
+        self.epoch, self.start_step = int(ckpt["epoch"]), int(ckpt["step"])
+        self.global_step = int(ckpt["global_step"])
+        self.best_metric = float(ckpt.get("best_metric", -math.inf))
+        self.counters.update(ckpt.get("counters", {}))
+        saved_world = int(ckpt.get("world_size", self.world_size))
+        if self.start_step and saved_world != self.world_size:
+            # Mid-epoch positions are counted in batches of the old world size: restart that epoch's order there.
+            self.start_step = min(self.steps_per_epoch, self.start_step * saved_world // self.world_size)
+        if "rng" in ckpt and saved_world == self.world_size:
+            set_rng_state(ckpt["rng"][self.rank] if isinstance(ckpt["rng"], list) else ckpt["rng"])
+        self.logger.truncate_after(self.global_step)
+        self._say(f"resumed from {path}: epoch {self.epoch}, step {self.start_step}, global step {self.global_step}")
+
+    # ------------------------------------------------------------------ checkpoints
+    def checkpoint_state(self, epoch: int, step: int) -> dict[str, Any]:
+        rngs = du.all_gather_object(rng_state())
+        return {
+            "model": unwrap(self.model).state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": self.schedule.state_dict(),
+            "scaler": self.scaler.state_dict() if self.scaler.is_enabled() else {},
+            "epoch": epoch,
+            "step": step,
+            "global_step": self.global_step,
+            "world_size": self.world_size,
+            "best_metric": self.best_metric,
+            "counters": dict(self.counters),
+            "rng": rngs if self.world_size > 1 else rngs[0],
+            "config": to_dict(self.cfg),
+            "version": code_version(),
+        }
+
+    def save(self, name: str, epoch: int, step: int) -> None:
+        """Every rank takes part (RNG states are gathered); rank 0 writes; then all wait for the file."""
+        state = self.checkpoint_state(epoch, step)
+        if self.is_main:
+            save_checkpoint(self.out_dir / name, state)
+        du.barrier()
+
+    # ------------------------------------------------------------------ the loop
+    def fit(self) -> dict[str, Any]:
+        cfg = self.cfg.train
+        last: dict[str, Any] = {}
+        for epoch in range(self.epoch, cfg.epochs):
+            train_stats = self.train_epoch(epoch, self.start_step)
+            self.start_step = 0
+            last = {"epoch": epoch, **train_stats}
+            if cfg.val_every and ((epoch + 1) % cfg.val_every == 0 or epoch + 1 == cfg.epochs):
+                val = self.validate(epoch)
+                last.update(val)
+                metric = val.get("AP", -val.get("val_loss", math.inf))
+                if metric > self.best_metric:
+                    self.best_metric = metric
+                    self.save("best.pt", epoch + 1, 0)
+            self.save("last.pt", epoch + 1, 0)
+        self.logger.close()
+        return last
+
+    def train_epoch(self, epoch: int, start_step: int = 0) -> dict[str, float]:
+        cfg = self.cfg
+        self.model.train()
+        self.sampler.set_epoch(epoch, start_step)
+        if hasattr(self.train_set, "set_epoch"):
+            self.train_set.set_epoch(epoch)
+        loader = self._loader(self.train_set, self.sampler, cfg.train.batch_size)
+        loss_meter, data_time, compute_time = Meter(), Meter(), Meter()
+        autocast = (
+            torch.autocast(self.device.type, dtype=self.amp_dtype) if self.amp_dtype is not None else nullcontext()
+        )
+        bar = tqdm(total=self.steps_per_epoch, initial=start_step, desc=f"epoch {epoch}", disable=not self.is_main,
+                   dynamic_ncols=True, leave=False)  # fmt: skip
+        step = start_step
+        tic = time.perf_counter()
+        for batch in loader:
+            if step >= self.steps_per_epoch:
+                break
+            t_data = time.perf_counter()
+            images = batch["image"].to(self.device, non_blocking=True)
+            if cfg.train.channels_last:
+                images = images.contiguous(memory_format=torch.channels_last)
+            targets = [t.to(self.device, non_blocking=True) for t in batch["targets"]]
+            masks = [m.to(self.device, non_blocking=True) for m in batch["masks"]]
+            lr = self.schedule.lr(epoch, step)
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+
+            with autocast:
+                total, breakdown = self.launcher.forward_loss(self.model, self.loss_fn, images, targets, masks)
+            if self.global_step in cfg.train.fault_nan_steps and cfg.train.fault_nan_rank in (-1, self.rank):
+                total = total * float("nan")  # test hook: prove the non-finite guard works
+            self.optimizer.zero_grad(set_to_none=True)
+            # Backward runs even for a non-finite loss so that every DDP rank takes part in the same all-reduce.
+            self.scaler.scale(total).backward()
+            self.scaler.unscale_(self.optimizer)
+            max_norm = cfg.train.clip_grad_norm if cfg.train.clip_grad_norm else math.inf
+            grad_norm = torch.nn.utils.clip_grad_norm_(self.params, max_norm)
+            finite = bool(torch.isfinite(total).item()) and bool(torch.isfinite(grad_norm).item())
+            if du.any_rank(not finite, self.device):
+                self.counters["skipped_nonfinite"] += 1
+                self.optimizer.zero_grad(set_to_none=True)
+                if self.scaler.is_enabled():
+                    self.scaler.update(self.scaler.get_scale() / 2)
+                self._say(f"epoch {epoch} step {step}: non-finite loss or gradient, step skipped "
+                          f"({self.counters['skipped_nonfinite']} so far)")  # fmt: skip
+            else:
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+                loss_meter.update(float(total.item()), images.shape[0])
+            step += 1
+            self.global_step += 1
+            toc = time.perf_counter()
+            data_time.update(t_data - tic)
+            compute_time.update(toc - t_data)
+            tic = toc
+            bar.update(1)
+            if self.is_main and (step % cfg.train.log_every == 0 or step == self.steps_per_epoch):
+                self._log_step(epoch, step, total, breakdown, lr, grad_norm, data_time, compute_time)
+                bar.set_postfix(loss=f"{loss_meter.mean:.4g}", lr=f"{lr:.3g}")
+            if cfg.train.checkpoint_every_steps and self.global_step % cfg.train.checkpoint_every_steps == 0:
+                self.save("last.pt", epoch, step)
+        bar.close()
+        mean_loss = du.all_reduce_mean(torch.tensor(loss_meter.mean, device=self.device)).item()
+        stats = {
+            "train_loss": mean_loss,
+            "skipped_nonfinite": self.counters["skipped_nonfinite"],
+            "samples_per_s": self.world_size * cfg.train.batch_size / max(data_time.mean + compute_time.mean, 1e-9),
+        }
+        self.logger.log("epoch", epoch, self.global_step, **stats)
+        self._say(f"epoch {epoch}: train loss {mean_loss:.4f}, {stats['samples_per_s']:.1f} samples/s")
+        return stats
+
+    def _log_step(self, epoch, step, total, breakdown, lr, grad_norm, data_time, compute_time) -> None:
+        values = {"loss": float(total.item()), "lr": lr, "grad_norm": float(grad_norm.item())}
+        for k, v in breakdown.items():
+            v = v.detach().float().cpu()
+            if v.ndim == 0:
+                values[f"loss/{k}"] = float(v)
+            else:
+                values.update({f"loss/{k}/{i}": float(x) for i, x in enumerate(v.tolist())})
+        batch = self.cfg.train.batch_size * self.world_size
+        values.update(
+            data_time=data_time.mean,
+            compute_time=compute_time.mean,
+            samples_per_s=batch / max(data_time.mean + compute_time.mean, 1e-9),
+            skipped_nonfinite=self.counters["skipped_nonfinite"],
+        )
+        self.logger.log("train", epoch, self.global_step, step=step, **values)
+
+    # ------------------------------------------------------------------ validation
+    @torch.no_grad()
+    def validate(self, epoch: int) -> dict[str, float]:
+        out: dict[str, float] = {}
+        model = unwrap(self.model)
+        was_training = model.training
+        model.eval()
+        if self.val_set is not None:
+            out["val_loss"] = self._val_loss(model)
+        d = self.cfg.data
+        if d.val_images and d.val_annotations:
+            from evaluate.coco_eval import evaluate_coco
+
+            out_json = self.out_dir / f"val_results_epoch{epoch}.json" if self.is_main else None
+            stats = evaluate_coco(model, d.val_images, d.val_annotations, self.cfg, self.device, out_json=out_json)
+            out.update({k: float(v) for k, v in stats.items()})
+        model.train(was_training)
+        if out:
+            self.logger.log("val", epoch, self.global_step, **out)
+            self._say(f"epoch {epoch} validation: " + ", ".join(f"{k} {v:.4f}" for k, v in out.items()))
+        return out
+
+    def _val_loss(self, model: nn.Module) -> float:
+        sampler = EpochSampler(len(self.val_set), shuffle=False, rank=self.rank, world_size=self.world_size,
+                               batch_size=1)  # fmt: skip
+        loader = self._loader(self.val_set, sampler, batch_size=1)
+        meter = Meter()
+        autocast = (
+            torch.autocast(self.device.type, dtype=self.amp_dtype) if self.amp_dtype is not None else nullcontext()
+        )
+        for batch in loader:
+            images = batch["image"].to(self.device)
+            targets = [t.to(self.device) for t in batch["targets"]]
+            masks = [m.to(self.device) for m in batch["masks"]]
+            with autocast:
+                total, _ = self.loss_fn(model(images), targets, masks)
+            meter.update(float(total.item()), images.shape[0])
+        return du.all_reduce_mean(torch.tensor(meter.mean, device=self.device)).item()

@@ -1,0 +1,20 @@
+"""Train Simple Pose on one device: the first GPU when there is one, else the CPU.
+
+    python train.py                                   # quick start: synthetic data, small model, CPU minutes
+    python train.py --config config/simplepose_coco.yaml data.train=coco_train512.h5 \
+        data.val_images=coco/val2017 data.val_annotations=coco/annotations/person_keypoints_val2017.json
+
+Every config value can be overridden with key=value (see config/schema.py); train.resume=auto continues a run.
+"""
+
+from engine.run import run
+from utils.errors import cli_main
+
+
+@cli_main
+def main(argv: list[str] | None = None) -> int:
+    return run("single", __doc__, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,23 @@
+"""Train Simple Pose with nn.DataParallel over the visible GPUs, the loss balanced across replicas.
+
+Each replica runs the model and the loss on its slice of the batch and returns only loss sums, so the
+multi-scale outputs are never gathered on the first GPU (the original's "load balancing"). Without GPUs this
+trains on the CPU like train.py. Prefer train_distributed.py (DDP) when you can: it is faster.
+
+    python train_parallel.py --config config/simplepose_coco.yaml data.train=coco_train512.h5 train.batch_size=16
+    python train_parallel.py ... dist.dp_device_ids=[0,1,2,3]
+
+Here train.batch_size is the global batch, split over the GPUs.
+"""
+
+from engine.run import run
+from utils.errors import cli_main
+
+
+@cli_main
+def main(argv: list[str] | None = None) -> int:
+    return run("data_parallel", __doc__, argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
