@@ -232,10 +232,13 @@ class SimplePoseDataset(torch.utils.data.Dataset):
         return np.ascontiguousarray(warped[..., 0]), np.ascontiguousarray(warped[..., 1])
 
     def __getitem__(self, index: int) -> dict:
-        index = int(index)
+        return self.build(int(index))
+
+    def build(self, index: int, params: augment.AugmentParams | None = None) -> dict:
+        """Sample ``index`` with the given augmentation (default: this epoch's draw, or identity if not train)."""
         image = int(self.sample_image[index])
         keypoints, bbox = self.read_people(index)
-        params = self.sample_params(index)
+        params = self.sample_params(index) if params is None else params
         center = (bbox[0] + bbox[2] / 2, bbox[1] + bbox[3] / 2)
         matrix = augment.affine_matrix(center, float(bbox[3]), params, self.input_hw, self.cfg.augment.target_dist)
 
