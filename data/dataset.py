@@ -16,6 +16,7 @@ fork). The sample index is a handful of numpy arrays (no per-sample Python objec
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -234,31 +235,48 @@ class SimplePoseDataset(torch.utils.data.Dataset):
     def __getitem__(self, index: int) -> dict:
         return self.build(int(index))
 
-    def build(self, index: int, params: augment.AugmentParams | None = None) -> dict:
-        """Sample ``index`` with the given augmentation (default: this epoch's draw, or identity if not train)."""
-        image = int(self.sample_image[index])
-        keypoints, bbox = self.read_people(index)
-        params = self.sample_params(index) if params is None else params
-        center = (bbox[0] + bbox[2] / 2, bbox[1] + bbox[3] / 2)
-        matrix = augment.affine_matrix(center, float(bbox[3]), params, self.input_hw, self.cfg.augment.target_dist)
+    def build(self, index: int, params: augment.AugmentParams | None = None, timer=None) -> dict:
+        """Sample ``index`` with the given augmentation (default: this epoch's draw, or identity if not train).
 
-        pixels, pixel_matrix = self.decode_image(image, matrix)
-        if params.tint:
-            pixels = augment.tint(pixels, params.hsv, self.cfg.augment.hue_wrap)
-        warped = augment.warp_image(pixels, pixel_matrix, self.input_hw, self.cfg.augment.border_bgr)
-        mask_miss, mask_all = self.warp_masks(image, matrix)
-        keypoints = augment.transform_keypoints(keypoints, matrix, params.flip)
+        ``timer``: optional callable ``timer(stage)`` returning a context manager, used by bench/data_pipeline.py.
+        """
+        stage = timer or _no_timer
+        cfg = self.cfg
+        with stage("read+decode"):
+            image = int(self.sample_image[index])
+            keypoints, bbox = self.read_people(index)
+            params = self.sample_params(index) if params is None else params
+            center = (bbox[0] + bbox[2] / 2, bbox[1] + bbox[3] / 2)
+            matrix = augment.affine_matrix(center, float(bbox[3]), params, self.input_hw, cfg.augment.target_dist)
+            pixels, pixel_matrix = self.decode_image(image, matrix)
+        with stage("augment"):
+            if params.tint:
+                pixels = augment.tint(pixels, params.hsv, cfg.augment.hue_wrap)
+            warped = augment.warp_image(pixels, pixel_matrix, self.input_hw, cfg.augment.border_bgr)
+            keypoints = augment.transform_keypoints(keypoints, matrix, params.flip)
+        with stage("masks"):
+            mask_miss, mask_all = self.warp_masks(image, matrix)
+            masks = mask_scales(mask_miss, cfg.model.num_scales, cfg.loss.mask_threshold)
+        with stage("targets"):
+            targets = draw_targets(keypoints, mask_all, self.grid_hw, self.stride, cfg.targets)
+        with stage("scales"):
+            targets = downscale_targets(targets, cfg.model.num_scales)
+        with stage("to-tensor"):
+            return {
+                "image": torch.from_numpy(image_to_chw_float(warped)),
+                "targets": [torch.from_numpy(t) for t in targets],
+                "masks": [torch.from_numpy(m[None]) for m in masks],
+                "meta": {
+                    "image_id": int(self.image_id[image]),
+                    "index": index,
+                    "epoch": self.epoch,
+                    "flip": params.flip,
+                },
+            }
 
-        targets = draw_targets(keypoints, mask_all, self.grid_hw, self.stride, self.cfg.targets)
-        scales = self.cfg.model.num_scales
-        return {
-            "image": torch.from_numpy(image_to_chw_float(warped)),
-            "targets": [torch.from_numpy(t) for t in downscale_targets(targets, scales)],
-            "masks": [torch.from_numpy(m[None]) for m in mask_scales(mask_miss, scales, self.cfg.loss.mask_threshold)],
-            "meta": {
-                "image_id": int(self.image_id[image]),
-                "index": index,
-                "epoch": self.epoch,
-                "flip": params.flip,
-            },
-        }
+
+_NULL = contextlib.nullcontext()
+
+
+def _no_timer(stage: str) -> contextlib.AbstractContextManager:
+    return _NULL
