@@ -107,30 +107,33 @@ def warp_image(image_bgr: np.ndarray, matrix: np.ndarray, input_hw: tuple[int, i
     )
 
 
-def grid_matrix(matrix: np.ndarray, stride: int) -> np.ndarray:
-    """Compose ``matrix`` with the input-pixel -> grid-cell map (cell i has its centre at stride*i + stride/2 - 0.5)."""
-    out = matrix / stride
-    out[:, 2] -= (stride / 2 - 0.5) / stride
+def grid_matrix(matrix: np.ndarray, cell: float) -> np.ndarray:
+    """Compose ``matrix`` with the input-pixel -> grid map for cells of ``cell`` input pixels
+    (cell i has its centre at cell*i + cell/2 - 0.5)."""
+    out = matrix / cell
+    out[:, 2] -= (cell / 2 - 0.5) / cell
     return out
 
 
 def warp_mask_to_grid(
-    mask: np.ndarray, matrix: np.ndarray, input_hw: tuple[int, int], stride: int, border: int, faithful: bool = True
+    mask: np.ndarray, matrix: np.ndarray, input_hw: tuple[int, int], stride: int, border, supersample: int | None = None
 ) -> np.ndarray:
-    """Warp a uint8 {0,255} mask (or a stack of masks, (H0, W0, C)) and bring it to the output grid, in [0, 1].
+    """Warp a uint8 {0,255} mask (or a stack of masks, (H0, W0, C)) onto the output grid, as float in [0, 1].
 
-    faithful=True: warp to the input size then area-resize by ``stride`` (the original, spec 6.3).
-    faithful=False: warp straight to the grid, i.e. bilinear point sampling at the cell centres (cheaper).
+    The mask is warped (bilinear) to ``supersample`` x the grid resolution, then area-averaged down to the grid.
+    ``supersample = stride`` (the default) is the original: warp to the input size, then area-resize (spec 6.3).
+    Smaller values are cheaper approximations (1 = bilinear samples at the cell centres).
     Returns float32 (h, w) or (h, w, C).
     """
     h, w = input_hw
     gh, gw = h // stride, w // stride
+    ss = stride if supersample is None else supersample
+    if stride % ss:
+        raise ValueError(f"supersample {ss} must divide the stride {stride}")
     borders = (border,) * 4 if np.isscalar(border) else tuple(border) + (0,) * (4 - len(border))
-    if faithful:
-        full = cv2.warpAffine(mask, matrix, (w, h), flags=cv2.INTER_LINEAR, borderValue=borders)
-        small = cv2.resize(full, (gw, gh), interpolation=cv2.INTER_AREA)
-    else:
-        small = cv2.warpAffine(mask, grid_matrix(matrix, stride), (gw, gh), flags=cv2.INTER_LINEAR, borderValue=borders)
+    m = matrix if ss == stride else grid_matrix(matrix, stride / ss)
+    fine = cv2.warpAffine(mask, m, (gw * ss, gh * ss), flags=cv2.INTER_LINEAR, borderValue=borders)
+    small = fine if ss == 1 else cv2.resize(fine, (gw, gh), interpolation=cv2.INTER_AREA)
     return small.astype(np.float32) * np.float32(1 / 255)
 
 

@@ -221,15 +221,15 @@ class SimplePoseDataset(torch.utils.data.Dataset):
 
     def warp_masks(self, image: int, matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(mask_miss, mask_all) on the output grid, float32 in [0, 1] (1 = supervise / person)."""
-        faithful = self.cfg.augment.mask_warp == "faithful"
+        ss = {"faithful": self.stride, "half": self.stride // 2, "grid": 1}[self.cfg.augment.mask_warp]
         if not self.has_ignore[image] and not self.has_person[image]:
             return np.ones(self.grid_hw, np.float32), np.zeros(self.grid_hw, np.float32)
         code = self.read_mask_code(image)
         if not self.has_ignore[image]:  # mask_miss is all "supervise", and so is the border
-            person = augment.warp_mask_to_grid(cv2.LUT(code, _LUT_ALL), matrix, self.input_hw, self.stride, 0, faithful)
+            person = augment.warp_mask_to_grid(cv2.LUT(code, _LUT_ALL), matrix, self.input_hw, self.stride, 0, ss)
             return np.ones(self.grid_hw, np.float32), person
         both = cv2.merge([cv2.LUT(code, _LUT_MISS), cv2.LUT(code, _LUT_ALL)])
-        warped = augment.warp_mask_to_grid(both, matrix, self.input_hw, self.stride, (255, 0), faithful)
+        warped = augment.warp_mask_to_grid(both, matrix, self.input_hw, self.stride, (255, 0), ss)
         return np.ascontiguousarray(warped[..., 0]), np.ascontiguousarray(warped[..., 1])
 
     def __getitem__(self, index: int) -> dict:

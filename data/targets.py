@@ -228,8 +228,10 @@ def draw_targets(
 def downscale_targets(targets: np.ndarray, num_scales: int) -> list[np.ndarray]:
     """Targets at ``num_scales`` resolutions, finest first: scale k is the mean of 2^k x 2^k blocks (spec 9.2).
 
-    Computed by repeated 2x2 means (equal to the direct block mean). Args: (C, h, w) with h and w divisible
-    by 2^(num_scales-1). Returns: list of (C, h/2^k, w/2^k) float32 arrays, the first being ``targets``.
+    Computed by repeated 2x2 means (equal to the direct block mean), each one OpenCV area resize of the
+    channels stacked as rows (row pairs never straddle two channels since heights are even).
+    Args: (C, h, w) with h and w divisible by 2^(num_scales-1).
+    Returns: list of (C, h/2^k, w/2^k) float32 arrays, the first being ``targets``.
     """
     c, h, w = targets.shape
     if h % 2 ** (num_scales - 1) or w % 2 ** (num_scales - 1):
@@ -237,8 +239,7 @@ def downscale_targets(targets: np.ndarray, num_scales: int) -> list[np.ndarray]:
     scales = [targets]
     for _ in range(num_scales - 1):
         t = scales[-1]
-        rows = t[:, 0::2] + t[:, 1::2]
-        half = rows[:, :, 0::2] + rows[:, :, 1::2]
-        half *= 0.25
-        scales.append(half)
+        th, tw = t.shape[1] // 2, t.shape[2] // 2
+        half = cv2.resize(t.reshape(c * t.shape[1], t.shape[2]), (tw, c * th), interpolation=cv2.INTER_AREA)
+        scales.append(half.reshape(c, th, tw))
     return scales

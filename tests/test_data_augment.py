@@ -41,13 +41,13 @@ def test_tint_clips_or_wraps_the_hue():
     assert not (wrapped == red).all() and wrapped[0, 0, 0] > 0  # hue 175: a magenta-ish red
 
 
-@pytest.mark.parametrize("faithful", [True, False])
-def test_masks_move_with_the_affine(faithful):
+@pytest.mark.parametrize("supersample", [4, 2, 1])
+def test_masks_move_with_the_affine(supersample):
     mask = np.zeros((300, 400), np.uint8)
     mask[160:181, 230:251] = 255  # blob centred at (240, 170)
     params = augment.AugmentParams(flip=True, degree=25, scale=1.2, dx=7, dy=-3)
     m = augment.affine_matrix((200, 150), 200, params, (256, 256), 0.6)
-    grid = augment.warp_mask_to_grid(mask, m, (256, 256), 4, 0, faithful)
+    grid = augment.warp_mask_to_grid(mask, m, (256, 256), 4, 0, supersample)
     assert grid.shape == (64, 64)
     x, y = m @ [240, 170, 1]
     expected = ((x - 1.5) / 4, (y - 1.5) / 4)  # input pixel -> grid cell
@@ -57,7 +57,7 @@ def test_masks_move_with_the_affine(faithful):
     np.testing.assert_allclose(centroid, expected, atol=0.3)
     # The border value fills what comes from outside the picture (here: left of and above it).
     corner = augment.affine_matrix((0, 0), 200, augment.IDENTITY, (256, 256), 0.6)
-    outside = augment.warp_mask_to_grid(mask, corner, (256, 256), 4, 255, faithful)
+    outside = augment.warp_mask_to_grid(mask, corner, (256, 256), 4, 255, supersample)
     assert outside[:30, :30].min() == 1.0 and outside[40:, 40:].max() == 0.0
 
 
@@ -77,3 +77,17 @@ def test_keypoints_follow_the_affine_and_flip_swaps_sides():
         # The row now labelled "left" is the original right keypoint, mirrored.
         np.testing.assert_allclose(flipped[0, left, :2], mf @ [*kp[0, right, :2], 1], rtol=1e-5)
         assert flipped[0, left, 2] == kp[0, right, 2]
+
+
+def test_cheaper_mask_warps_stay_close_to_the_original():
+    rng = np.random.default_rng(1)
+    mask = np.zeros((300, 400), np.uint8)
+    for _ in range(6):
+        x, y, r = rng.integers(40, 360), rng.integers(40, 260), rng.integers(8, 40)
+        mask[max(0, y - r) : y + r, max(0, x - r) : x + r] = 255
+    m = augment.affine_matrix((200, 150), 180, augment.AugmentParams(degree=20, scale=1.2), (256, 256), 0.6)
+    full = augment.warp_mask_to_grid(mask, m, (256, 256), 4, 0)
+    half = augment.warp_mask_to_grid(mask, m, (256, 256), 4, 0, supersample=2)
+    point = augment.warp_mask_to_grid(mask, m, (256, 256), 4, 0, supersample=1)
+    assert 0 < np.abs(half - full).mean() < np.abs(point - full).mean() < 0.02
+    assert np.abs(half - full).max() < 0.3
