@@ -11,7 +11,8 @@ exist (persistent workers) as well as by new ones (fork or spawn). Call it befor
 workers start prefetching as soon as the iterator is created.
 
 Workers: the HDF5 file is opened lazily, once per process, on first access (h5py handles must not cross a
-fork). The sample index is a handful of numpy arrays (no per-sample Python objects, so no copy-on-read growth).
+fork). The sample index and the per-person records are numpy arrays read at construction (no per-sample Python
+objects, so no copy-on-read growth in forked workers); only JPEG and mask bytes are read per item.
 """
 
 from __future__ import annotations
@@ -140,11 +141,16 @@ class SimplePoseDataset(torch.utils.data.Dataset):
             self.person_offsets = f["images/person_offsets"][:]
             self.has_ignore = f["images/has_ignore"][:]
             self.has_person = f["images/has_person"][:]
+            # Per-person records are small (about 0.25 kB each): kept in memory, keypoints already internal.
+            self.keypoints = sk.coco_to_internal(f["people/keypoints"][:])
+            self.bbox = f["people/bbox"][:]
+            self.has_keypoints = (f["people/num_keypoints"][:] > 0) & ~f["people/iscrowd"][:]
         self.input_hw = (cfg.data.input_size, cfg.data.input_size)
         self.stride = cfg.data.stride
         self.grid_hw = (self.input_hw[0] // self.stride, self.input_hw[1] // self.stride)
         self._epoch = torch.zeros(1, dtype=torch.int64).share_memory_()
         self._file: h5py.File | None = None
+        self._blobs: dict[str, h5py.Dataset] = {}
         self._file_pid = -1
 
     def __len__(self) -> int:
@@ -160,14 +166,16 @@ class SimplePoseDataset(torch.utils.data.Dataset):
 
     def __getstate__(self):
         state = self.__dict__.copy()
-        state["_file"], state["_file_pid"] = None, -1
+        state["_file"], state["_blobs"], state["_file_pid"] = None, {}, -1
         return state
 
-    def _h5(self) -> h5py.File:
+    def _blob(self, name: str) -> h5py.Dataset:
+        """Dataset ``images/<name>`` of this process's own handle on the file (opened on first use)."""
         if self._file is None or self._file_pid != os.getpid():
             self._file = h5py.File(self.path, "r")
             self._file_pid = os.getpid()
-        return self._file
+            self._blobs = {k: self._file[f"images/{k}"] for k in ("jpeg", "mask_png")}
+        return self._blobs[name]
 
     def rng(self, index: int, epoch: int | None = None) -> np.random.Generator:
         """The generator of sample ``index`` in ``epoch`` (default: the current epoch)."""
@@ -177,26 +185,21 @@ class SimplePoseDataset(torch.utils.data.Dataset):
     # ------------------------------------------------------------------ reading
     def read_people(self, index: int) -> tuple[np.ndarray, np.ndarray]:
         """(P, 18, 3) internal keypoints of the sample, main person first, and the main person's bbox."""
-        f = self._h5()
         img = self.sample_image[index]
         a, b = self.person_offsets[img], self.person_offsets[img + 1]
-        main = self.sample_person[index] - a
-        kp = f["people/keypoints"][a:b]
-        bbox = f["people/bbox"][a:b]
-        nk = f["people/num_keypoints"][a:b]
-        crowd = f["people/iscrowd"][a:b]
-        others = np.nonzero((nk > 0) & ~crowd)[0]
+        main = self.sample_person[index]
+        others = a + np.nonzero(self.has_keypoints[a:b])[0]
         order = np.concatenate([[main], others[others != main]])
-        return sk.coco_to_internal(kp[order]), bbox[main]
+        return self.keypoints[order], self.bbox[main]
 
     def read_jpeg(self, image: int) -> np.ndarray:
         a, b = self.jpeg_offsets[image], self.jpeg_offsets[image + 1]
-        return self._h5()["images/jpeg"][a:b]
+        return self._blob("jpeg")[a:b]
 
     def read_mask_code(self, image: int) -> np.ndarray:
         """(H0, W0) uint8 mask code of an image (bit 0 ignore, bit 1 person)."""
         a, b = self.mask_offsets[image], self.mask_offsets[image + 1]
-        return cv2.imdecode(self._h5()["images/mask_png"][a:b], cv2.IMREAD_UNCHANGED)
+        return cv2.imdecode(self._blob("mask_png")[a:b], cv2.IMREAD_UNCHANGED)
 
     def decode_image(self, image: int, matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Decode the JPEG, at a reduced size when the affine shrinks it enough; returns it and the matrix
