@@ -56,6 +56,7 @@ def channel_weights(cfg: LossConfig) -> torch.Tensor:
 class MultiTaskLoss(nn.Module):
     """``loss(outputs, targets, masks) -> (total, breakdown)``.
 
+    Constructed from the whole ``Config`` (or a ``LossConfig`` plus the configured batch size).
     Args (of ``forward``):
         outputs: ``outputs[t][k]`` (B, 50, h_k, w_k), any float dtype (cast to at least float32).
         targets: ``targets[k]`` (B, 50, h_k, w_k), already block-averaged to scale k by the data pipeline.
@@ -70,14 +71,15 @@ class MultiTaskLoss(nn.Module):
 
     def __init__(
         self,
-        cfg: LossConfig | None = None,
+        cfg: Config | LossConfig | None = None,
         configured_batch_size: int = 1,
         reduction: Literal["mean", "sum"] = "mean",
     ):
         super().__init__()
+        if isinstance(cfg, Config):  # the whole config: its loss section and train.batch_size
+            cfg, configured_batch_size = cfg.loss, cfg.train.batch_size
         cfg = cfg or LossConfig()
-        if reduction not in ("mean", "sum"):
-            raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
+        _check_reduction(reduction)
         if sum(cfg.stack_weights) <= 0 or sum(cfg.scale_weights) <= 0:
             raise UserError("loss.stack_weights and loss.scale_weights must each have a positive sum")
         self.cfg = cfg
@@ -94,8 +96,12 @@ class MultiTaskLoss(nn.Module):
         outputs: list[list[torch.Tensor]],
         targets: list[torch.Tensor],
         masks: list[torch.Tensor],
+        reduction: Literal["mean", "sum"] | None = None,
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """``reduction`` overrides the constructor's for this call (the DataParallel wrapper asks for sums)."""
         self._check(outputs, targets, masks)
+        reduction = reduction or self.reduction
+        _check_reduction(reduction)
         device = outputs[0][0].device
         with torch.autocast(device.type, enabled=False):
             dtype = torch.promote_types(outputs[0][0].dtype, torch.float32)
@@ -104,7 +110,7 @@ class MultiTaskLoss(nn.Module):
                 rows.append(torch.stack([self._channel_sums(p.to(dtype), targets[k], masks[k])
                                          for k, p in enumerate(stack_outputs)]))  # fmt: skip
             weight = self.stack_scale_weight.to(device, dtype)[:, :, None] * self.channel_weight.to(device, dtype)
-            weighted = torch.stack(rows) * weight / self._divisor(outputs[0][0].shape[0])  # (T, S, 50)
+            weighted = torch.stack(rows) * weight / self._divisor(outputs[0][0].shape[0], reduction)  # (T, S, 50)
             total = weighted.sum()
         parts = weighted.detach()
         breakdown = {
@@ -126,8 +132,8 @@ class MultiTaskLoss(nn.Module):
             phi = phi.pow(c.gamma)
         return ((p - g).square() * phi * m).sum((0, 2, 3))
 
-    def _divisor(self, batch: int) -> float:
-        if self.reduction == "sum":
+    def _divisor(self, batch: int, reduction: str) -> float:
+        if reduction == "sum":
             return 1.0
         return float(self.configured_batch_size if self.cfg.batch_divisor == "configured" else batch)
 
@@ -150,6 +156,11 @@ class MultiTaskLoss(nn.Module):
                     f"scale {k}: predictions {want} but targets {tuple(targets[k].shape)} and masks "
                     f"{tuple(masks[k].shape)}; the data pipeline's input size must match the model input"
                 )
+
+
+def _check_reduction(reduction: str) -> None:
+    if reduction not in ("mean", "sum"):
+        raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
 
 
 def build_loss(cfg: Config, reduction: Literal["mean", "sum"] = "mean") -> MultiTaskLoss:

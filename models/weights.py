@@ -145,14 +145,17 @@ class LoadReport:
         return not (self.missing or self.unexpected or self.mismatched)
 
 
-def load_weights(model: nn.Module, path_or_state: str | Path | Mapping, strict: bool = True) -> LoadReport:
+def load_weights(
+    model: nn.Module, path_or_state: str | Path | Mapping, strict: bool = True, source: str | None = None
+) -> LoadReport:
     """Load weights into ``model`` (a PoseNet, possibly wrapped by DDP or torch.compile).
 
     ``path_or_state``: a file path, or an already loaded checkpoint / state dict. With ``strict`` any missing,
     unexpected or shape-mismatched key raises UserError listing them and suggesting the fitting model config;
-    without it the matching keys are loaded and the report lists the rest.
+    without it the matching keys are loaded and the report lists the rest. ``source`` names where an
+    already loaded dict came from, for messages.
     """
-    where = str(path_or_state) if isinstance(path_or_state, (str, Path)) else "the given state dict"
+    where = str(path_or_state) if isinstance(path_or_state, (str, Path)) else source or "the given state dict"
     obj = read_checkpoint(path_or_state) if isinstance(path_or_state, (str, Path)) else path_or_state
     weights = extract_weights(obj, where)
     model = unwrap(model)

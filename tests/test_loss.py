@@ -139,4 +139,9 @@ def test_build_loss_uses_the_configured_batch_size():
     cfg.loss.batch_divisor = "configured"
     cfg.train.batch_size = 7
     loss = build_loss(cfg, reduction="mean")
-    assert loss._divisor(2) == 7.0 and build_loss(cfg, reduction="sum")._divisor(2) == 1.0
+    assert loss._divisor(2, "mean") == 7.0 and loss._divisor(2, "sum") == 1.0
+    p, g, m = one_pixel_case()
+    cfg.loss.stack_weights, cfg.loss.scale_weights = [1.0], [1.0]
+    by_call = MultiTaskLoss(cfg)([[p]], [g], [m], reduction="sum")[0]
+    torch.testing.assert_close(by_call, build_loss(cfg, reduction="sum")([[p]], [g], [m])[0])
+    torch.testing.assert_close(by_call / 7, MultiTaskLoss(cfg)([[p]], [g], [m])[0])

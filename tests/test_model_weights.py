@@ -141,8 +141,9 @@ def test_our_checkpoint_bare_and_wrapped_state_dicts_load(tmp_path):
 def test_architecture_mismatch_lists_keys_and_suggests_the_config():
     state = PoseNet(ModelConfig(**{**TINY.__dict__, "stacks": 3})).state_dict()
     with pytest.raises(UserError) as e:
-        load_weights(PoseNet(TINY), {"model": state})
+        load_weights(PoseNet(TINY), {"model": state}, source="runs/x/last.pt")
     msg = str(e.value)
+    assert "runs/x/last.pt" in msg
     assert "unexpected keys" in msg and "hourglasses.2." in msg and "model.stacks=3" in msg
     assert "loss.stack_weights=[1,1,1]" in msg
 
