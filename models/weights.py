@@ -212,8 +212,8 @@ def _mismatch_message(where: str, report: LoadReport, weights: Weights, cfg: Any
     for name, keys in (("missing", report.missing), ("unexpected", report.unexpected),
                        ("shape-mismatched", report.mismatched)):  # fmt: skip
         if keys:
-            more = f" ... and {len(keys) - 10} more" if len(keys) > 10 else ""
-            lines.append(f"  {len(keys)} {name} keys: {', '.join(keys[:10])}{more}")
+            lines.append(f"  {len(keys)} {name} keys" + (", the first 10:" if len(keys) > 10 else ":"))
+            lines += [f"    {k}" for k in keys[:10]]
     found = infer_model_config(weights.state)
     current = {k: getattr(cfg, k) for k in found if hasattr(cfg, k)} if cfg is not None else {}
     differ = {k: v for k, v in found.items() if current.get(k) != v}
