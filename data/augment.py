@@ -83,15 +83,15 @@ def linear_scale(matrix: np.ndarray) -> float:
 
 
 def tint(image_bgr: np.ndarray, hsv: tuple[int, int, int], hue_wrap: bool = False) -> np.ndarray:
-    """Add integer HSV offsets to a BGR uint8 image (OpenCV hue range 0..179); returns a new image."""
-    hsv_img = cv2.cvtColor(image_bgr, cv2.COLOR_BGR2HSV).astype(np.int16)
-    hsv_img += np.asarray(hsv, np.int16)
-    if hue_wrap:
-        hsv_img[..., 0] %= 180
-    else:
-        np.clip(hsv_img[..., 0], 0, 179, out=hsv_img[..., 0])
-    np.clip(hsv_img[..., 1:], 0, 255, out=hsv_img[..., 1:])
-    return cv2.cvtColor(hsv_img.astype(np.uint8), cv2.COLOR_HSV2BGR)
+    """Add integer HSV offsets to a BGR uint8 image (OpenCV hue range 0..179); returns a new image.
+
+    Saturation and value are clipped to 0..255; hue is clipped to 0..179 (the original) or wrapped."""
+    levels = np.arange(256, dtype=np.int32)
+    hue = (levels + hsv[0]) % 180 if hue_wrap else np.clip(levels + hsv[0], 0, 179)
+    luts = [hue] + [np.clip(levels + off, 0, 255) for off in hsv[1:]]
+    channels = cv2.split(cv2.cvtColor(image_bgr, cv2.COLOR_BGR2HSV))
+    shifted = [cv2.LUT(c, lut.astype(np.uint8)) for c, lut in zip(channels, luts)]
+    return cv2.cvtColor(cv2.merge(shifted), cv2.COLOR_HSV2BGR)
 
 
 def warp_image(image_bgr: np.ndarray, matrix: np.ndarray, input_hw: tuple[int, int], border_bgr) -> np.ndarray:
