@@ -181,3 +181,16 @@ def test_file_names_cannot_escape_the_image_folder(tmp_path, small_set):
     data["images"][0]["file_name"] = "../../etc/passwd"
     proc, _ = run_convert(tmp_path, write_json(tmp_path / "ann.json", data), images)
     assert_clean_failure(proc, "outside the image folder")
+
+
+def test_main_person_spacing_uses_each_persons_own_box():
+    from data.coco_annotations import main_person_indices
+
+    def person(x, y, w, h):
+        return {"bbox": [x, y, w, h], "num_keypoints": 10, "area": w * h / 2, "iscrowd": 0}
+
+    # Two large people 60 px apart (0.3 * 300 = 90: too close), then a small last annotation.
+    anns = [person(0, 0, 100, 300), person(60, 0, 100, 300), person(500, 0, 40, 60)]
+    assert main_person_indices(anns) == [0, 2]
+    # The original's stale bbox: the last annotation's box (max side 60 -> 18 px) is used for every spacing.
+    assert main_person_indices(anns, stale_bbox_bug=True) == [0, 1, 2]

@@ -2,6 +2,7 @@
 
 import dataclasses
 
+import cv2
 import numpy as np
 import pytest
 import torch
@@ -141,3 +142,13 @@ def test_refuses_a_file_for_another_input_size(coco_sample_h5, cfg):
         SimplePoseDataset(coco_sample_h5, other, train=True)
     msg = str(e.value)
     assert "built for input size 256" in msg and "python -m data.coco_to_hdf5" in msg and "--input-size 512" in msg
+
+
+def test_show_sample_writes_a_panel_picture(coco_sample_h5, tmp_path):
+    from data.show_sample import main
+
+    out = tmp_path / "panel.png"
+    assert main(["--h5", str(coco_sample_h5), "--index", "2", "--out", str(out), "--train"]) == 0
+    panel = cv2.imread(str(out))
+    assert panel.shape[1] == 4 * 256 and panel.shape[0] > 256
+    assert main(["--h5", str(coco_sample_h5), "--index", "999", "--out", str(out)]) == 2
