@@ -194,3 +194,22 @@ def test_main_person_spacing_uses_each_persons_own_box():
     assert main_person_indices(anns) == [0, 2]
     # The original's stale bbox: the last annotation's box (max side 60 -> 18 px) is used for every spacing.
     assert main_person_indices(anns, stale_bbox_bug=True) == [0, 1, 2]
+
+
+def test_second_source_starts_at_its_offset(tmp_path, coco_sample_images, coco_sample_annotations):
+    """The paper split adds val2017 from position 100 on; here the sample plays val2017 from position 20 on."""
+    from data.coco_to_hdf5 import Source, convert
+
+    data = json.loads(coco_sample_annotations.read_text())
+    with_mains = {
+        img["id"]
+        for img in data["images"][20:]
+        if expected_main_persons([a for a in data["annotations"] if a["image_id"] == img["id"]])
+    }
+    one = Source(coco_sample_images, coco_sample_annotations)
+    tail = Source(coco_sample_images, coco_sample_annotations, start=20)
+    settings = convert([one, tail], tmp_path / "mix.h5", progress=False)
+    alone = convert([one], tmp_path / "one.h5", progress=False)
+    assert settings["counts"]["images"] == alone["counts"]["images"] + len(with_mains)
+    with h5py.File(tmp_path / "mix.h5") as f:
+        assert set(f["images/id"][alone["counts"]["images"] :]) == with_mains

@@ -104,8 +104,8 @@ def test_mask_scales_match_torch_bilinear():
         np.testing.assert_allclose(m, ref, atol=1e-6)
 
 
-def batches(dataset, workers):
-    loader = DataLoader(dataset, batch_size=3, num_workers=workers, shuffle=False)
+def batches(dataset, workers, loader=None):
+    loader = loader or DataLoader(dataset, batch_size=3, num_workers=workers, shuffle=False)
     out = []
     for i, b in enumerate(loader):
         out.append(torch.cat([b["image"].flatten(1), b["targets"][0].flatten(1), b["masks"][1].flatten(1)], 1))
@@ -125,6 +125,11 @@ def test_workers_and_epochs(coco_sample_h5, cfg):
     assert not torch.equal(single, other)
     dataset.set_epoch(2)
     assert torch.equal(batches(dataset, 0), single)
+    # Persistent workers see set_epoch too (the epoch lives in shared memory).
+    loader = DataLoader(dataset, batch_size=3, num_workers=2, shuffle=False, persistent_workers=True)
+    assert torch.equal(batches(dataset, 2, loader), single)
+    dataset.set_epoch(3)
+    assert torch.equal(batches(dataset, 2, loader), other)
 
 
 def test_validation_items_are_deterministic(coco_sample_h5, cfg):
