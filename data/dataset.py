@@ -30,7 +30,7 @@ import torch
 from config import skeleton as sk
 from config.schema import Config
 from data import augment
-from data.coco_to_hdf5 import FORMAT_VERSION, MASK_IGNORE_BIT, MASK_PERSON_BIT
+from data.coco_to_hdf5 import FORMAT_VERSION, MASK_IGNORE_BIT, MASK_PERSON_BIT, decode_mask_runs
 from data.targets import downscale_targets, draw_targets
 from utils.errors import UserError
 
@@ -136,6 +136,8 @@ class SimplePoseDataset(torch.utils.data.Dataset):
             self.sample_image = f["samples/image"][:]
             self.sample_person = f["samples/person"][:]
             self.image_id = f["images/id"][:]
+            self.height = f["images/height"][:]
+            self.width = f["images/width"][:]
             self.jpeg_offsets = f["images/jpeg_offsets"][:]
             self.mask_offsets = f["images/mask_offsets"][:]
             self.person_offsets = f["images/person_offsets"][:]
@@ -174,7 +176,7 @@ class SimplePoseDataset(torch.utils.data.Dataset):
         if self._file is None or self._file_pid != os.getpid():
             self._file = h5py.File(self.path, "r")
             self._file_pid = os.getpid()
-            self._blobs = {k: self._file[f"images/{k}"] for k in ("jpeg", "mask_png")}
+            self._blobs = {k: self._file[f"images/{k}"] for k in ("jpeg", "mask_values", "mask_lengths")}
         return self._blobs[name]
 
     def rng(self, index: int, epoch: int | None = None) -> np.random.Generator:
@@ -199,7 +201,8 @@ class SimplePoseDataset(torch.utils.data.Dataset):
     def read_mask_code(self, image: int) -> np.ndarray:
         """(H0, W0) uint8 mask code of an image (bit 0 ignore, bit 1 person)."""
         a, b = self.mask_offsets[image], self.mask_offsets[image + 1]
-        return cv2.imdecode(self._blob("mask_png")[a:b], cv2.IMREAD_UNCHANGED)
+        values, lengths = self._blob("mask_values")[a:b], self._blob("mask_lengths")[a:b]
+        return decode_mask_runs(values, lengths, int(self.height[image]), int(self.width[image]))
 
     def decode_image(self, image: int, matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Decode the JPEG, at a reduced size when the affine shrinks it enough; returns it and the matrix

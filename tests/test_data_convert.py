@@ -7,13 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import cv2
 import h5py
 import numpy as np
 import pytest
 from pycocotools.coco import COCO
 
-from data.coco_to_hdf5 import MASK_IGNORE_BIT, MASK_PERSON_BIT
+from data.coco_to_hdf5 import MASK_IGNORE_BIT, MASK_PERSON_BIT, decode_mask_runs
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -63,7 +62,8 @@ def test_ignore_mask_covers_crowds_and_unlabelled_people(coco_sample_h5, coco_sa
     with h5py.File(coco_sample_h5) as f:
         mo = f["images/mask_offsets"][:]
         for i, image_id in enumerate(f["images/id"][:]):
-            code = cv2.imdecode(f["images/mask_png"][mo[i] : mo[i + 1]], cv2.IMREAD_UNCHANGED)
+            runs = f["images/mask_values"][mo[i] : mo[i + 1]], f["images/mask_lengths"][mo[i] : mo[i + 1]]
+            code = decode_mask_runs(*runs, int(f["images/height"][i]), int(f["images/width"][i]))
             ignored = (code & MASK_IGNORE_BIT) > 0
             person = (code & MASK_PERSON_BIT) > 0
             anns = coco.loadAnns(coco.getAnnIds(imgIds=[int(image_id)], iscrowd=None))
