@@ -43,26 +43,27 @@ def _visible(keypoints: np.ndarray) -> np.ndarray:
 
 
 def _draw_keypoints(out: np.ndarray, keypoints: np.ndarray, stride: int, cfg: TargetConfig) -> None:
-    """Max-combine every person's keypoint Gaussians into ``out`` (18, h, w), in place."""
+    """Max-combine every person's keypoint Gaussians into ``out`` (18, h, w), in place.
+
+    Window: cells round(x/stride) - r .. + r (r = ``keypoint_window_radius``), clipped to the grid (spec 7.2).
+    The 1-D Gaussians of all windows are computed at once; each window is then one outer product.
+    """
     h, w = out.shape[1:]
     r = keypoint_window_radius(cfg, stride)
-    inv = -1.0 / (2.0 * cfg.sigma**2)
     people, joints = np.nonzero(_visible(keypoints))
     if not len(people):
         return
     xy = keypoints[people, joints, :2].astype(np.float64)
-    centre = np.rint(xy / stride).astype(np.int64)  # half-to-even like Python's round
-    for (x, y), (cx, cy), j in zip(xy, centre, joints):
-        x0, y0 = max(cx - r, 0), max(cy - r, 0)
-        x1, y1 = min(cx + r + 1, w), min(cy + r + 1, h)
-        if x1 <= x0 or y1 <= y0:
-            continue
-        gx = _cell_centres(x0, x1, stride)
-        gy = _cell_centres(y0, y1, stride)
-        ex = np.exp((gx - x) ** 2 * inv).astype(np.float32)
-        ey = np.exp((gy - y) ** 2 * inv).astype(np.float32)
-        block = out[j, y0:y1, x0:x1]
-        np.maximum(block, ey[:, None] * ex[None, :], out=block)
+    first = np.rint(xy / stride).astype(np.int64) - r  # half-to-even like Python's round
+    cells = first[:, :, None] + np.arange(2 * r + 1)  # (N, 2, 2r+1)
+    centres = cells * stride + (stride / 2 - 0.5)
+    gauss = np.exp((centres - xy[:, :, None]) ** 2 * (-1.0 / (2.0 * cfg.sigma**2))).astype(np.float32)
+    lo = np.maximum(first, 0)
+    hi = np.minimum(first + 2 * r + 1, (w, h))
+    for n in np.flatnonzero((hi > lo).all(axis=1)):
+        (x0, y0), (x1, y1), (fx, fy) = lo[n], hi[n], first[n]
+        block = out[joints[n], y0:y1, x0:x1]
+        np.maximum(block, np.outer(gauss[n, 1, y0 - fy : y1 - fy], gauss[n, 0, x0 - fx : x1 - fx]), out=block)
 
 
 def keypoint_heatmaps(keypoints: np.ndarray, grid_hw: tuple[int, int], stride: int, cfg: TargetConfig) -> np.ndarray:
