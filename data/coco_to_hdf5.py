@@ -38,6 +38,7 @@ The other people of a sample are the image's non-crowd persons with keypoints, i
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import sys
@@ -48,6 +49,7 @@ from pathlib import Path
 import cv2
 import h5py
 import numpy as np
+from PIL import Image
 from tqdm import tqdm
 
 from data.coco_annotations import image_masks, load_coco_keypoints, main_person_indices
@@ -78,12 +80,23 @@ def decode_mask_runs(values: np.ndarray, lengths: np.ndarray, height: int, width
     return np.repeat(values, lengths).reshape(height, width)
 
 
+def _truncated(data: bytes) -> bool:
+    """Full decode with Pillow, which (unlike OpenCV) fails on a truncated JPEG; only for files whose tail has
+    no end-of-image marker (OpenCV fills the missing part silently)."""
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            im.load()
+    except (OSError, SyntaxError):
+        return True
+    return False
+
+
 def check_jpeg(data: bytes, width: int, height: int, path: Path) -> str | None:
     """Return None if ``data`` is a complete JPEG that decodes at width x height, else the reason."""
     if len(data) < 4 or data[:2] != b"\xff\xd8":
         return "not a JPEG file"
-    if b"\xff\xd9" not in data[-64:].rstrip(b"\x00"):
-        return "truncated JPEG (no end-of-image marker)"
+    if b"\xff\xd9" not in data[-4096:] and _truncated(data):
+        return "truncated JPEG"
     img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_REDUCED_GRAYSCALE_8 | cv2.IMREAD_IGNORE_ORIENTATION)
     if img is None:
         return "the JPEG does not decode"
