@@ -157,3 +157,21 @@ def test_show_sample_writes_a_panel_picture(coco_sample_h5, tmp_path):
     panel = cv2.imread(str(out))
     assert panel.shape[1] == 4 * 256 and panel.shape[0] > 256
     assert main(["--h5", str(coco_sample_h5), "--index", "999", "--out", str(out)]) == 2
+
+
+def test_reduced_jpeg_decode_stays_aligned(coco_sample_h5, cfg):
+    full_cfg = dataclasses.replace(cfg, augment=dataclasses.replace(cfg.augment, reduced_decode=False))
+    reduced, full = SimplePoseDataset(coco_sample_h5, cfg, True), SimplePoseDataset(coco_sample_h5, full_cfg, True)
+    params = augment.AugmentParams(scale=0.7)
+    for index in range(len(reduced)):
+        _, bbox = reduced.read_people(index)
+        centre = (bbox[0] + bbox[2] / 2, bbox[1] + bbox[3] / 2)
+        if augment.linear_scale(augment.affine_matrix(centre, float(bbox[3]), params, (256, 256), 0.6)) <= 0.5:
+            break
+    else:
+        pytest.fail("no sample is shrunk enough for a reduced decode")
+    a = reduced.build(index, params)["image"].numpy()
+    b = full.build(index, params)["image"].numpy()
+    diff = np.abs(a - b).mean()
+    assert diff < 0.03
+    assert diff < np.abs(a[:, :, 1:] - b[:, :, :-1]).mean() and diff < np.abs(a[:, 1:] - b[:, :-1]).mean()
