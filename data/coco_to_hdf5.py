@@ -3,8 +3,16 @@
     python -m data.coco_to_hdf5 --images coco/train2017 \\
         --annotations coco/annotations/person_keypoints_train2017.json --out coco_train512.h5 [--input-size 512]
 
+Options: ``--split train2017+val2017 --val-images coco/val2017 --val-annotations .../person_keypoints_val2017.json``
+adds val2017 from its 101st image on (the paper's training set, spec 4.6; evaluating on val2017 is then
+contaminated); ``--skip-bad`` skips missing or corrupt images with a warning (counted in the settings);
+``--main-person-bbox-bug`` reproduces the original's main-person spacing (spec 4.4, bug 1).
+
 Only images with at least one main person (spec 4.4) are stored; each main person is one sample (spec 4.5).
 Images are kept as their ORIGINAL JPEG bytes (no re-encoding), checked to decode at the size the JSON states.
+Bounding boxes are stored raw, so nothing depends on the input size (spec bug 2); the size given with
+``--input-size`` is recorded, and the dataset refuses the file for another size so that a preset and its data
+file cannot be mixed up silently.
 
 HDF5 layout (format version 1). ``N`` images, ``P`` person annotations (crowds included), ``S`` samples:
 
