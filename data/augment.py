@@ -94,6 +94,26 @@ def tint(image_bgr: np.ndarray, hsv: tuple[int, int, int], hue_wrap: bool = Fals
     return cv2.cvtColor(cv2.merge(shifted), cv2.COLOR_HSV2BGR)
 
 
+def crop_to_output(image: np.ndarray, matrix: np.ndarray, input_hw: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """The part of ``image`` the warp to ``input_hw`` can sample (plus a 2-pixel margin) and the matrix for it.
+
+    Warping the crop gives the same picture (up to OpenCV's 1/32-pixel quantisation of sampling positions: a
+    few values differ by 1); it saves work on per-pixel steps done before the warp (the tint) when zooming in.
+    Returns the crop (a view) and the adjusted matrix.
+    """
+    h, w = input_hw
+    corners = np.array([[-0.5, -0.5], [w - 0.5, -0.5], [-0.5, h - 0.5], [w - 0.5, h - 0.5]])
+    inv = cv2.invertAffineTransform(matrix)
+    src = corners @ inv[:, :2].T + inv[:, 2]
+    x0, y0 = np.maximum(np.floor(src.min(0)).astype(int) - 2, 0)
+    x1, y1 = np.minimum(np.ceil(src.max(0)).astype(int) + 3, (image.shape[1], image.shape[0]))
+    if x1 <= x0 or y1 <= y0:
+        return image, matrix
+    shifted = matrix.copy()
+    shifted[:, 2] += matrix[:, :2] @ (x0, y0)
+    return image[y0:y1, x0:x1], shifted
+
+
 def warp_image(image_bgr: np.ndarray, matrix: np.ndarray, input_hw: tuple[int, int], border_bgr) -> np.ndarray:
     """Bilinear warp to (H, W, 3) uint8 with a constant border colour."""
     h, w = input_hw

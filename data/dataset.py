@@ -257,6 +257,7 @@ class SimplePoseDataset(torch.utils.data.Dataset):
             pixels, pixel_matrix = self.decode_image(image, matrix)
         with stage("augment"):
             if params.tint:
+                pixels, pixel_matrix = augment.crop_to_output(pixels, pixel_matrix, self.input_hw)
                 pixels = augment.tint(pixels, params.hsv, cfg.augment.hue_wrap)
             warped = augment.warp_image(pixels, pixel_matrix, self.input_hw, cfg.augment.border_bgr)
             keypoints = augment.transform_keypoints(keypoints, matrix, params.flip)
