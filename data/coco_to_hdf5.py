@@ -84,8 +84,9 @@ def encode_mask_runs(code: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def decode_mask_runs(values: np.ndarray, lengths: np.ndarray, height: int, width: int) -> np.ndarray:
-    """Inverse of ``encode_mask_runs``: the (height, width) uint8 mask code."""
-    return np.repeat(values, lengths).reshape(height, width)
+    """Inverse of ``encode_mask_runs``: the (height, width) mask code. ``values`` may carry trailing axes
+    (e.g. (R, 2) for two masks per run), which the result keeps: (height, width, 2)."""
+    return np.repeat(values, lengths, axis=0).reshape(height, width, *values.shape[1:])
 
 
 def _truncated(data: bytes) -> bool:

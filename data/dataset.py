@@ -198,11 +198,13 @@ class SimplePoseDataset(torch.utils.data.Dataset):
         a, b = self.jpeg_offsets[image], self.jpeg_offsets[image + 1]
         return self._blob("jpeg")[a:b]
 
-    def read_mask_code(self, image: int) -> np.ndarray:
-        """(H0, W0) uint8 mask code of an image (bit 0 ignore, bit 1 person)."""
+    def read_masks(self, image: int, which: tuple[np.ndarray, ...]) -> np.ndarray:
+        """An image's masks, (H0, W0, len(which)) uint8 {0, 255}: one per look-up table in ``which``
+        (``_LUT_MISS``, ``_LUT_ALL``), expanded straight from the stored runs (no per-pixel look-up)."""
         a, b = self.mask_offsets[image], self.mask_offsets[image + 1]
         values, lengths = self._blob("mask_values")[a:b], self._blob("mask_lengths")[a:b]
-        return decode_mask_runs(values, lengths, int(self.height[image]), int(self.width[image]))
+        per_run = np.stack([lut[values] for lut in which], axis=1)
+        return decode_mask_runs(per_run, lengths, int(self.height[image]), int(self.width[image]))
 
     def decode_image(self, image: int, matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Decode the JPEG, at a reduced size when the affine shrinks it enough; returns it and the matrix
@@ -230,11 +232,12 @@ class SimplePoseDataset(torch.utils.data.Dataset):
         ss = {"faithful": self.stride, "half": self.stride // 2, "grid": 1}[self.cfg.augment.mask_warp]
         if not self.has_ignore[image] and not self.has_person[image]:
             return np.ones(self.grid_hw, np.float32), np.zeros(self.grid_hw, np.float32)
-        code = self.read_mask_code(image)
         if not self.has_ignore[image]:  # mask_miss is all "supervise", and so is the border
-            person = augment.warp_mask_to_grid(cv2.LUT(code, _LUT_ALL), matrix, self.input_hw, self.stride, 0, ss)
-            return np.ones(self.grid_hw, np.float32), person
-        both = cv2.merge([cv2.LUT(code, _LUT_MISS), cv2.LUT(code, _LUT_ALL)])
+            person = self.read_masks(image, (_LUT_ALL,))[..., 0]
+            return np.ones(self.grid_hw, np.float32), augment.warp_mask_to_grid(
+                person, matrix, self.input_hw, self.stride, 0, ss
+            )
+        both = self.read_masks(image, (_LUT_MISS, _LUT_ALL))
         warped = augment.warp_mask_to_grid(both, matrix, self.input_hw, self.stride, (255, 0), ss)
         return np.ascontiguousarray(warped[..., 0]), np.ascontiguousarray(warped[..., 1])
 
