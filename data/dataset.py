@@ -43,13 +43,19 @@ _REDUCED_FLAGS = {f: flag | cv2.IMREAD_IGNORE_ORIENTATION for f, flag in (
     (8, cv2.IMREAD_REDUCED_COLOR_8))}  # fmt: skip
 
 
+def _open(path: str | Path) -> h5py.File:
+    # Read-only and without HDF5 file locking, which fails on some network file systems and is not needed
+    # for readers.
+    return h5py.File(path, "r", locking=False)
+
+
 def read_settings(h5_path: str | Path) -> dict:
     """The build settings stored in a file made by ``data.coco_to_hdf5`` (JSON, parsed as data)."""
     path = Path(h5_path)
     if not path.is_file():
         raise UserError(f"HDF5 file {path} not found; make it with `python -m data.coco_to_hdf5 ... --out {path}`")
     try:
-        with h5py.File(path, "r") as f:
+        with _open(path) as f:
             raw = f.attrs.get("settings")
     except OSError:
         raise UserError(f"{path} is not a readable HDF5 file; rebuild it with `python -m data.coco_to_hdf5`") from None
@@ -132,7 +138,12 @@ class SimplePoseDataset(torch.utils.data.Dataset):
                 f"with: {rebuild_command(settings, h5_path, cfg.data.input_size)}"
             )
         self.settings = settings
-        with h5py.File(self.path, "r") as f:
+        if not settings["counts"]["samples"]:
+            raise UserError(
+                f"{h5_path} holds no samples: none of its images has a main person (>= 5 keypoints, area >= 32x32); "
+                "check that --annotations is a person_keypoints file"
+            )
+        with _open(self.path) as f:
             self.sample_image = f["samples/image"][:]
             self.sample_person = f["samples/person"][:]
             self.image_id = f["images/id"][:]
@@ -174,7 +185,7 @@ class SimplePoseDataset(torch.utils.data.Dataset):
     def _blob(self, name: str) -> h5py.Dataset:
         """Dataset ``images/<name>`` of this process's own handle on the file (opened on first use)."""
         if self._file is None or self._file_pid != os.getpid():
-            self._file = h5py.File(self.path, "r")
+            self._file = _open(self.path)
             self._file_pid = os.getpid()
             self._blobs = {k: self._file[f"images/{k}"] for k in ("jpeg", "mask_values", "mask_lengths")}
         return self._blobs[name]
