@@ -153,6 +153,11 @@ class EvalConfig:
     min_parts: int = 2  # drop people with fewer keypoints
     min_mean_score: float = 0.45  # drop people whose total / count is below this
     refine_xy_swap_bug: bool = False  # True: the original's swapped x/y peak refinement
+    # score of a refined peak: mean of its refinement window (original) or the peak value itself
+    peak_score: Literal["window_mean", "peak"] = "window_mean"
+    # rows of the grid the scales are averaged and decoded on; 0: the image's own size (original).
+    # Smaller grids decode much faster; peaks are refined to sub-pixel positions either way.
+    decode_height: int = 0
     max_images: int = 0  # 0: all images
     batch_size: int = 1
 

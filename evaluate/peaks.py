@@ -1,0 +1,86 @@
+"""Keypoint peaks: 3x3 local maxima above a threshold, with sub-pixel refinement (spec 11.3).
+
+Coordinates are map pixels, x to the right, y down, integer = pixel centre.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_NEIGHBOURS = ((-1, -1), (-1, 0), (-1, 1), (0, -1), (0, 1), (1, -1), (1, 0), (1, 1))
+
+
+def local_maxima(heat: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Positions where a (K, h, w) map is >= threshold and >= its 8 neighbours (plateaus give several).
+
+    Same result as ``maxpool3x3(pad(h)) == h & h >= threshold`` but only the thresholded pixels are
+    compared, which is much cheaper on mostly empty maps. Returns (channel, y, x) int arrays, sorted by
+    channel, then y, then x.
+    """
+    k, y, x = np.nonzero(heat >= threshold)
+    if k.size == 0:
+        return k, y, x
+    h, w = heat.shape[1:]
+    value = heat[k, y, x]
+    keep = np.ones(k.size, bool)
+    for dy, dx in _NEIGHBOURS:
+        # a clipped neighbour is the pixel itself or another in-window pixel: same result as edge padding
+        keep &= value >= heat[k, np.clip(y + dy, 0, h - 1), np.clip(x + dx, 0, w - 1)]
+    return k[keep], y[keep], x[keep]
+
+
+def refine_peaks(
+    heat: np.ndarray,
+    k: np.ndarray,
+    y: np.ndarray,
+    x: np.ndarray,
+    radius: int,
+    score_mode: str = "window_mean",
+    xy_swap_bug: bool = False,
+) -> np.ndarray:
+    """Sub-pixel peak positions and scores.
+
+    A peak whose (2r+1)^2 window lies inside the map moves by the value-weighted mean offset of the window;
+    its score is the window mean (``score_mode="window_mean"``, the original) or the peak value
+    (``"peak"``). Peaks closer to the border keep their integer position and own value.
+    ``xy_swap_bug=True`` reproduces the original, which added the row offset to x and the column offset to y.
+
+    Returns (N, 3) float64 rows (x, y, score).
+    """
+    n = k.size
+    out = np.empty((n, 3), np.float64)
+    out[:, 0], out[:, 1] = x, y
+    out[:, 2] = heat[k, y, x]
+    if n == 0 or radius <= 0:
+        return out
+    h, w = heat.shape[1:]
+    r = radius
+    inside = (y >= r) & (y < h - r) & (x >= r) & (x < w - r)
+    if not inside.any():
+        return out
+    ki, yi, xi = k[inside], y[inside], x[inside]
+    off = np.arange(-r, r + 1)
+    oy, ox = np.meshgrid(off, off, indexing="ij")
+    oy, ox = oy.ravel(), ox.ravel()
+    window = heat[ki[:, None], yi[:, None] + oy, xi[:, None] + ox].astype(np.float64)  # (M, (2r+1)^2)
+    total = window.sum(1)
+    total = np.where(total > 0, total, 1.0)
+    shift_x = (window * ox).sum(1) / total
+    shift_y = (window * oy).sum(1) / total
+    if xy_swap_bug:
+        shift_x, shift_y = shift_y, shift_x
+    out[inside, 0] = xi + shift_x
+    out[inside, 1] = yi + shift_y
+    if score_mode == "window_mean":
+        out[inside, 2] = window.mean(1)
+    return out
+
+
+def find_peaks(heat: np.ndarray, threshold: float, radius: int, score_mode: str, xy_swap_bug: bool):
+    """Peaks of every keypoint channel of a (K, h, w) map.
+
+    Returns (peaks, part): peaks (N, 3) rows (x, y, score) in map pixels, ordered by part (ids are row
+    indices, consecutive over parts as in the original), and part (N,) the channel of each peak.
+    """
+    k, y, x = local_maxima(heat, threshold)
+    return refine_peaks(heat, k, y, x, radius, score_mode, xy_swap_bug), k
