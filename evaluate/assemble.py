@@ -96,6 +96,7 @@ def assemble_people(
     connections: list[np.ndarray],
     limbs: tuple[tuple[int, int], ...],
     peak_score: np.ndarray,
+    peak_part: np.ndarray,
     num_parts: int,
     params: AssemblyParams,
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -104,10 +105,11 @@ def assemble_people(
     Args:
         connections: per limb k, (M_k, 4) rows (peak id a, peak id b, limb score s, length L), in the
             order they were accepted; limbs are processed in ``limbs`` order.
-        peak_score: (N,) score of every peak id.
+        peak_score, peak_part: (N,) score and keypoint type of every peak id.
     Returns:
         slots (P, num_parts) int peak ids (-1 empty) and totals (P,) summed peak + link scores,
-        after the ``min_parts`` / ``min_mean_score`` filters.
+        after the ``min_parts`` / ``min_mean_score`` filters. With ``min_parts <= 1`` every peak left
+        unassigned is returned as a one-keypoint person (it can only add recall at the bottom of the ranking).
     """
     scores = peak_score.tolist()
     people = _People(len(scores), num_parts)
@@ -130,9 +132,17 @@ def assemble_people(
         and people.count[p] >= params.min_parts
         and people.total[p] / people.count[p] >= params.min_mean_score
     ]
-    slots = np.array([people.slots[p] for p in keep], np.int64).reshape(-1, num_parts)
-    totals = np.array([people.total[p] for p in keep], np.float64)
-    return slots, totals
+    rows = [people.slots[p] for p in keep]
+    totals = [people.total[p] for p in keep]
+    if params.min_parts <= 1:
+        # keypoints no accepted limb reached become one-keypoint people (scored lowest: 1 - 1/score < 0)
+        for peak in np.flatnonzero(np.asarray(people.owner) == EMPTY).tolist():
+            if scores[peak] >= params.min_mean_score:
+                row = [EMPTY] * num_parts
+                row[int(peak_part[peak])] = peak
+                rows.append(row)
+                totals.append(scores[peak])
+    return np.array(rows, np.int64).reshape(-1, num_parts), np.array(totals, np.float64)
 
 
 def _extend(people: _People, p, a, pa, b, pb, s, length, scores, len_rate) -> None:

@@ -156,7 +156,9 @@ def evaluate_images(
     gathered = dist.all_gather_object(coco_results(mine, people))
     stats, summary = None, None
     if dist.is_main_process():
-        results = sorted((r for part in gathered for r in part), key=lambda r: (r["image_id"], -r["score"], r["keypoints"]))
+        results = sorted(
+            (r for part in gathered for r in part), key=lambda r: (r["image_id"], -r["score"], r["keypoints"])
+        )
         if out_json:
             atomic_write_text(out_json, results_text(results))
         stats, summary = coco_keypoint_stats(coco, results, ids)

@@ -1,8 +1,8 @@
 """From one image's averaged maps to people: peaks, limb scoring, greedy assembly (spec 11.3-11.6).
 
-    people = decode_people(maps, cfg.eval, scale=(sx, sy))
-    people.keypoints  # (P, 17, 3) COCO order: x, y in image pixels, keypoint score (0 = not found)
-    people.scores     # (P,) person score, 1 - 1 / total as in the original
+people = decode_people(maps, cfg.eval, scale=(sx, sy))
+people.keypoints  # (P, 17, 3) COCO order: x, y in image pixels, keypoint score (0 = not found)
+people.scores     # (P,) person score, 1 - 1 / total as in the original
 """
 
 from __future__ import annotations
@@ -99,14 +99,14 @@ def decode_people(maps: np.ndarray, cfg: EvalConfig, scale: float | tuple[float,
         raise ValueError(f"maps must be (>= {KEYPOINT_CHANNELS.stop}, h, w), got {maps.shape}")
     heat = maps[KEYPOINT_CHANNELS]
     peaks, part = find_peaks(
-        heat, cfg.peak_threshold, cfg.refine_radius, cfg.peak_score, cfg.refine_xy_swap_bug
+        heat, cfg.peak_threshold, cfg.refine_radius, cfg.peak_score, cfg.refine_xy_swap_bug, cfg.refine_mode
     )
     if len(peaks) < 2:
         return People.empty()
     image_height = maps.shape[1] * sy
     limb_maps = maps[LIMB_START : LIMB_START + len(LIMBS)]
     connections = find_connections(limb_maps, peaks, part, cfg, (sx, sy), image_height)
-    slots, totals = assemble_people(connections, LIMBS, peaks[:, 2], NUM_KEYPOINTS, assembly_params(cfg))
+    slots, totals = assemble_people(connections, LIMBS, peaks[:, 2], part, NUM_KEYPOINTS, assembly_params(cfg))
     return people_from_slots(slots, totals, peaks, (sx, sy))
 
 

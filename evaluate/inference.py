@@ -88,22 +88,52 @@ def resize_to_grid(
     """Map a fused output (C, h, w) onto the decoding grid, dropping the padding.
 
     The output covers ``valid_hw`` input pixels (the resized image) plus padding; cells are cropped to the
-    ones touching the image, resized once (bicubic) so that the image's extent lands exactly on
-    ``grid_hw``, then cropped. CPU: OpenCV (faster there), returns (rows, cols, C) numpy; other devices:
+    ones touching the image, resized once (bicubic, by the exact factor that maps the image's extent onto
+    ``grid_hw``), then cropped. CPU: OpenCV (faster there), returns (rows, cols, C) numpy; other devices:
     torch, returns (C, rows, cols) on the device.
     """
     (hr, wr), (gh, gw) = valid_hw, grid_hw
     hc, wc = math.ceil(hr / stride), math.ceil(wr / stride)
-    sh, sw = max(gh, round(gh * stride * hc / hr)), max(gw, round(gw * stride * wc / wr))
+    # exact factors (not rounded sizes) keep the image's extent aligned with the grid to the sub-cell
+    fy, fx = gh * stride / hr, gw * stride / wr
     crop = fused[:, :hc, :wc]
     if crop.device.type != "cpu":
-        if (sh, sw) != (hc, wc):
-            crop = F.interpolate(crop[None], size=(sh, sw), mode="bicubic", align_corners=False)[0]
+        if (fy, fx) != (1.0, 1.0):
+            crop = F.interpolate(
+                crop[None], scale_factor=(fy, fx), mode="bicubic", align_corners=False, recompute_scale_factor=False
+            )[0]
         return crop[:, :gh, :gw]
     hwc = crop.permute(1, 2, 0).contiguous().numpy()
-    if (sh, sw) != (hc, wc):
-        hwc = cv2.resize(hwc, (sw, sh), interpolation=cv2.INTER_CUBIC)
+    if (fy, fx) != (1.0, 1.0):
+        if round(hc * fy) != hc and round(wc * fx) != wc:
+            hwc = cv2.resize(hwc, None, fx=fx, fy=fy, interpolation=cv2.INTER_CUBIC)
+        else:  # OpenCV ignores the factors and copies when the rounded size is unchanged
+            hwc = _cubic_resample(_cubic_resample(hwc, 0, fy, gh), 1, fx, gw)
     return hwc[:gh, :gw]
+
+
+def _cubic_weights(t: np.ndarray, a: float = -0.75) -> list[np.ndarray]:
+    """Bicubic convolution weights (OpenCV's a = -0.75) of the 4 taps at offsets -1, 0, 1, 2 from floor."""
+    d = [1 + t, t, 1 - t, 2 - t]
+    return [
+        np.where(x <= 1, ((a + 2) * x - (a + 3)) * x * x + 1, ((a * x - 5 * a) * x + 8 * a) * x - 4 * a) for x in d
+    ]
+
+
+def _cubic_resample(a: np.ndarray, axis: int, factor: float, size: int) -> np.ndarray:
+    """Resample one axis by ``factor`` (pixel centres aligned, edge replicated) to ``size`` samples."""
+    if factor == 1.0 and a.shape[axis] >= size:
+        return a
+    src = (np.arange(size) + 0.5) / factor - 0.5
+    base = np.floor(src).astype(np.int64)
+    weights = _cubic_weights((src - base).astype(np.float32))
+    n = a.shape[axis]
+    shape = [1] * a.ndim
+    shape[axis] = size
+    out = np.zeros(a.shape[:axis] + (size,) + a.shape[axis + 1 :], np.float32)
+    for tap, w in zip(range(-1, 3), weights):
+        out += np.take(a, np.clip(base + tap, 0, n - 1), axis=axis) * w.reshape(shape)
+    return out
 
 
 def multiscale_maps(

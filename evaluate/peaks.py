@@ -37,6 +37,7 @@ def refine_peaks(
     radius: int,
     score_mode: str = "window_mean",
     xy_swap_bug: bool = False,
+    position_mode: str = "centroid",
 ) -> np.ndarray:
     """Sub-pixel peak positions and scores.
 
@@ -44,6 +45,9 @@ def refine_peaks(
     its score is the window mean (``score_mode="window_mean"``, the original) or the peak value
     (``"peak"``). Peaks closer to the border keep their integer position and own value.
     ``xy_swap_bug=True`` reproduces the original, which added the row offset to x and the column offset to y.
+    ``position_mode="quadratic"`` instead places the peak at the vertex of a parabola through the logarithms
+    of the peak and its two neighbours along x and along y (exact for a Gaussian peak, and precise on coarse
+    grids, where the window centroid is pulled towards the pixel centre).
 
     Returns (N, 3) float64 rows (x, y, score).
     """
@@ -67,6 +71,11 @@ def refine_peaks(
     total = np.where(total > 0, total, 1.0)
     shift_x = (window * ox).sum(1) / total
     shift_y = (window * oy).sum(1) / total
+    if position_mode == "quadratic":
+        log = np.log(np.maximum(window, 1e-6))
+        c, side = (2 * r + 1) * r + r, 2 * r + 1
+        shift_x = _parabola_vertex(log[:, c - 1], log[:, c], log[:, c + 1])
+        shift_y = _parabola_vertex(log[:, c - side], log[:, c], log[:, c + side])
     if xy_swap_bug:
         shift_x, shift_y = shift_y, shift_x
     out[inside, 0] = xi + shift_x
@@ -76,11 +85,18 @@ def refine_peaks(
     return out
 
 
-def find_peaks(heat: np.ndarray, threshold: float, radius: int, score_mode: str, xy_swap_bug: bool):
+def _parabola_vertex(left: np.ndarray, centre: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """Offset in [-0.5, 0.5] of the vertex of the parabola through (-1, left), (0, centre), (1, right)."""
+    curvature = left - 2 * centre + right
+    safe = np.where(curvature < 0, curvature, -1.0)
+    return np.where(curvature < 0, np.clip(0.5 * (left - right) / safe, -0.5, 0.5), 0.0)
+
+
+def find_peaks(heat: np.ndarray, threshold: float, radius: int, score_mode: str, xy_swap_bug: bool, position_mode: str):
     """Peaks of every keypoint channel of a (K, h, w) map.
 
     Returns (peaks, part): peaks (N, 3) rows (x, y, score) in map pixels, ordered by part (ids are row
     indices, consecutive over parts as in the original), and part (N,) the channel of each peak.
     """
     k, y, x = local_maxima(heat, threshold)
-    return refine_peaks(heat, k, y, x, radius, score_mode, xy_swap_bug), k
+    return refine_peaks(heat, k, y, x, radius, score_mode, xy_swap_bug, position_mode), k
