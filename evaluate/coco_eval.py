@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import io
 import json
-import math
 from collections.abc import Callable
 from pathlib import Path
 

@@ -115,9 +115,7 @@ def resize_to_grid(
 def _cubic_weights(t: np.ndarray, a: float = -0.75) -> list[np.ndarray]:
     """Bicubic convolution weights (OpenCV's a = -0.75) of the 4 taps at offsets -1, 0, 1, 2 from floor."""
     d = [1 + t, t, 1 - t, 2 - t]
-    return [
-        np.where(x <= 1, ((a + 2) * x - (a + 3)) * x * x + 1, ((a * x - 5 * a) * x + 8 * a) * x - 4 * a) for x in d
-    ]
+    return [np.where(x <= 1, ((a + 2) * x - (a + 3)) * x * x + 1, ((a * x - 5 * a) * x + 8 * a) * x - 4 * a) for x in d]
 
 
 def _cubic_resample(a: np.ndarray, axis: int, factor: float, size: int) -> np.ndarray:
