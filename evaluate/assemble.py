@@ -121,7 +121,7 @@ def assemble_people(
             qa, qb = owner[pa], owner[pb]
             if qa == EMPTY and qb == EMPTY:
                 people.create(a, pa, b, pb, s, length, scores)
-            elif qa == qb or qa == EMPTY or qb == EMPTY:
+            elif qa in (qb, EMPTY) or qb == EMPTY:
                 _extend(people, qa if qa != EMPTY else qb, a, pa, b, pb, s, length, scores, len_rate)
             else:
                 _two_people(people, min(qa, qb), max(qa, qb), a, pa, b, pb, s, length, scores, params)
