@@ -41,13 +41,14 @@ def refine_peaks(
 ) -> np.ndarray:
     """Sub-pixel peak positions and scores.
 
-    A peak whose (2r+1)^2 window lies inside the map moves by the value-weighted mean offset of the window;
-    its score is the window mean (``score_mode="window_mean"``, the original) or the peak value
-    (``"peak"``). Peaks closer to the border keep their integer position and own value.
+    ``position_mode="centroid"`` (the original): a peak whose (2r+1)^2 window lies inside the map moves by the
+    value-weighted mean offset of the window; peaks closer to the border keep their integer position.
     ``xy_swap_bug=True`` reproduces the original, which added the row offset to x and the column offset to y.
-    ``position_mode="quadratic"`` instead places the peak at the vertex of a parabola through the logarithms
-    of the peak and its two neighbours along x and along y (exact for a Gaussian peak, and precise on coarse
-    grids, where the window centroid is pulled towards the pixel centre).
+    ``position_mode="quadratic"``: the peak moves to the vertex of a parabola through the logarithms of the
+    peak and its two neighbours, along x and along y (exact for a Gaussian peak, precise on coarse grids
+    where the window centroid is pulled towards the pixel centre; needs only a 1-pixel margin).
+    Score: the window mean (``score_mode="window_mean"``, the original) where the window fits, else (and
+    with ``"peak"``) the peak value.
 
     Returns (N, 3) float64 rows (x, y, score).
     """
@@ -55,34 +56,49 @@ def refine_peaks(
     out = np.empty((n, 3), np.float64)
     out[:, 0], out[:, 1] = x, y
     out[:, 2] = heat[k, y, x]
-    if n == 0 or radius <= 0:
+    if n == 0:
         return out
     h, w = heat.shape[1:]
+    if position_mode == "quadratic":
+        shift_x = _axis_vertex(heat, k, y, x, 0, 1, w)
+        shift_y = _axis_vertex(heat, k, y, x, 1, 0, h)
+        if xy_swap_bug:
+            shift_x, shift_y = shift_y, shift_x
+        out[:, 0] += shift_x
+        out[:, 1] += shift_y
     r = radius
     inside = (y >= r) & (y < h - r) & (x >= r) & (x < w - r)
-    if not inside.any():
+    if r <= 0 or not inside.any() or (position_mode != "centroid" and score_mode != "window_mean"):
         return out
     ki, yi, xi = k[inside], y[inside], x[inside]
     off = np.arange(-r, r + 1)
     oy, ox = np.meshgrid(off, off, indexing="ij")
     oy, ox = oy.ravel(), ox.ravel()
     window = heat[ki[:, None], yi[:, None] + oy, xi[:, None] + ox].astype(np.float64)  # (M, (2r+1)^2)
-    total = window.sum(1)
-    total = np.where(total > 0, total, 1.0)
-    shift_x = (window * ox).sum(1) / total
-    shift_y = (window * oy).sum(1) / total
-    if position_mode == "quadratic":
-        log = np.log(np.maximum(window, 1e-6))
-        c, side = (2 * r + 1) * r + r, 2 * r + 1
-        shift_x = _parabola_vertex(log[:, c - 1], log[:, c], log[:, c + 1])
-        shift_y = _parabola_vertex(log[:, c - side], log[:, c], log[:, c + side])
-    if xy_swap_bug:
-        shift_x, shift_y = shift_y, shift_x
-    out[inside, 0] = xi + shift_x
-    out[inside, 1] = yi + shift_y
+    if position_mode == "centroid":
+        total = window.sum(1)
+        total = np.where(total > 0, total, 1.0)
+        shift_x = (window * ox).sum(1) / total
+        shift_y = (window * oy).sum(1) / total
+        if xy_swap_bug:
+            shift_x, shift_y = shift_y, shift_x
+        out[inside, 0] = xi + shift_x
+        out[inside, 1] = yi + shift_y
     if score_mode == "window_mean":
         out[inside, 2] = window.mean(1)
     return out
+
+
+def _axis_vertex(heat, k, y, x, dy: int, dx: int, size: int) -> np.ndarray:
+    """Parabola-vertex shift of each peak along one axis (0 where a neighbour falls outside the map)."""
+    pos = x if dx else y
+    ok = (pos >= 1) & (pos < size - 1)
+    h, w = heat.shape[1:]
+    yl, xl = np.clip(y - dy, 0, h - 1), np.clip(x - dx, 0, w - 1)
+    yr, xr = np.clip(y + dy, 0, h - 1), np.clip(x + dx, 0, w - 1)
+    log = lambda v: np.log(np.maximum(v.astype(np.float64), 1e-6))  # noqa: E731
+    shift = _parabola_vertex(log(heat[k, yl, xl]), log(heat[k, y, x]), log(heat[k, yr, xr]))
+    return np.where(ok, shift, 0.0)
 
 
 def _parabola_vertex(left: np.ndarray, centre: np.ndarray, right: np.ndarray) -> np.ndarray:
