@@ -164,6 +164,9 @@ class EvalConfig:
     # 192 decodes ~7x faster than a 640x427 image and loses no oracle AP with quadratic refinement.
     # Original decoder: decode_height=0 refine_mode=centroid refine_xy_swap_bug=true min_parts=2
     decode_height: int = 192
+    # keep at most this many strongest peaks per keypoint type (guards flat maps of untrained models, where
+    # every pixel is a peak); 0: no limit, as the original
+    max_peaks: int = 100
     max_images: int = 0  # 0: all images
     batch_size: int = 1
 

@@ -99,7 +99,13 @@ def decode_people(maps: np.ndarray, cfg: EvalConfig, scale: float | tuple[float,
         raise ValueError(f"maps must be (>= {KEYPOINT_CHANNELS.stop}, h, w), got {maps.shape}")
     heat = maps[KEYPOINT_CHANNELS]
     peaks, part = find_peaks(
-        heat, cfg.peak_threshold, cfg.refine_radius, cfg.peak_score, cfg.refine_xy_swap_bug, cfg.refine_mode
+        heat,
+        cfg.peak_threshold,
+        cfg.refine_radius,
+        cfg.peak_score,
+        cfg.refine_xy_swap_bug,
+        cfg.refine_mode,
+        cfg.max_peaks,
     )
     if len(peaks) < 2:
         return People.empty()

@@ -108,11 +108,33 @@ def _parabola_vertex(left: np.ndarray, centre: np.ndarray, right: np.ndarray) ->
     return np.where(curvature < 0, np.clip(0.5 * (left - right) / safe, -0.5, 0.5), 0.0)
 
 
-def find_peaks(heat: np.ndarray, threshold: float, radius: int, score_mode: str, xy_swap_bug: bool, position_mode: str):
+def strongest_per_channel(
+    k: np.ndarray, y: np.ndarray, x: np.ndarray, value: np.ndarray, limit: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Keep at most ``limit`` highest peaks per channel (a flat or saturated map makes every pixel a peak,
+    and limb scoring is quadratic in the number of candidates). Order (channel, y, x) is preserved."""
+    if limit <= 0 or k.size == 0 or np.bincount(k).max() <= limit:
+        return k, y, x
+    order = np.lexsort((-value, k))  # by channel, strongest first
+    first = np.searchsorted(k[order], k[order], side="left")
+    keep = np.sort(order[np.arange(k.size) - first < limit])
+    return k[keep], y[keep], x[keep]
+
+
+def find_peaks(
+    heat: np.ndarray,
+    threshold: float,
+    radius: int,
+    score_mode: str,
+    xy_swap_bug: bool,
+    position_mode: str,
+    max_per_channel: int = 0,
+):
     """Peaks of every keypoint channel of a (K, h, w) map.
 
     Returns (peaks, part): peaks (N, 3) rows (x, y, score) in map pixels, ordered by part (ids are row
     indices, consecutive over parts as in the original), and part (N,) the channel of each peak.
     """
     k, y, x = local_maxima(heat, threshold)
+    k, y, x = strongest_per_channel(k, y, x, heat[k, y, x], max_per_channel)
     return refine_peaks(heat, k, y, x, radius, score_mode, xy_swap_bug, position_mode), k

@@ -180,3 +180,12 @@ def test_empty_and_tiny_maps_give_no_people():
     assert len(decode_people(np.zeros((50, 1, 1), np.float32), EvalConfig())) == 0
     with pytest.raises(ValueError):
         decode_people(np.zeros((20, 10, 10), np.float32), EvalConfig())
+
+
+def test_flat_maps_are_capped_to_the_strongest_peaks():
+    heat = np.ones((2, 30, 40), np.float32)
+    heat[0, 5, 7] = 2.0
+    peaks, part = find_peaks(heat, 0.1, 2, "peak", False, "quadratic", max_per_channel=10)
+    assert np.bincount(part).tolist() == [10, 10]
+    assert [7.0, 5.0, 2.0] in peaks[part == 0].tolist()
+    assert len(decode_people(np.ones((50, 64, 64), np.float32), EvalConfig(max_peaks=20))) <= 20
