@@ -60,8 +60,9 @@ def refine_peaks(
         return out
     h, w = heat.shape[1:]
     if position_mode == "quadratic":
-        shift_x = _axis_vertex(heat, k, y, x, 0, 1, w)
-        shift_y = _axis_vertex(heat, k, y, x, 1, 0, h)
+        d = max(radius, 1)
+        shift_x = _axis_vertex(heat, k, y, x, 0, d, w)
+        shift_y = _axis_vertex(heat, k, y, x, d, 0, h)
         if xy_swap_bug:
             shift_x, shift_y = shift_y, shift_x
         out[:, 0] += shift_x
@@ -90,15 +91,21 @@ def refine_peaks(
 
 
 def _axis_vertex(heat, k, y, x, dy: int, dx: int, size: int) -> np.ndarray:
-    """Parabola-vertex shift of each peak along one axis (0 where a neighbour falls outside the map)."""
+    """Parabola-vertex shift of each peak along one axis, through the values d = dx or dy pixels either side
+    (a wider base than 1 pixel is robust to interpolation ripple on upsampled maps); a smaller base is used
+    where the map border is closer, and 0 where it touches the border."""
+    d = max(dx, dy)
     pos = x if dx else y
-    ok = (pos >= 1) & (pos < size - 1)
+    d = np.minimum(d, np.minimum(pos, size - 1 - pos))
+    ok = d >= 1
+    d = np.maximum(d, 1)
+    dy, dx = (d, 0) if dy else (0, d)
     h, w = heat.shape[1:]
     yl, xl = np.clip(y - dy, 0, h - 1), np.clip(x - dx, 0, w - 1)
     yr, xr = np.clip(y + dy, 0, h - 1), np.clip(x + dx, 0, w - 1)
     log = lambda v: np.log(np.maximum(v.astype(np.float64), 1e-6))  # noqa: E731
-    shift = _parabola_vertex(log(heat[k, yl, xl]), log(heat[k, y, x]), log(heat[k, yr, xr]))
-    return np.where(ok, shift, 0.0)
+    shift = d * _parabola_vertex(log(heat[k, yl, xl]), log(heat[k, y, x]), log(heat[k, yr, xr]))
+    return np.where(ok, np.clip(shift, -0.5, 0.5), 0.0)  # the true maximum is within half a pixel
 
 
 def _parabola_vertex(left: np.ndarray, centre: np.ndarray, right: np.ndarray) -> np.ndarray:
