@@ -17,6 +17,7 @@ from evaluate.inference import (
     scale_factors,
 )
 from evaluate.oracle import oracle_predictor
+from tests.test_eval_decode import person
 
 CPU = torch.device("cpu")
 
@@ -64,11 +65,8 @@ def test_resize_to_grid_keeps_the_image_extent_aligned(grid):
 def test_multiscale_flip_oracle_pipeline_recovers_a_person(decode_height):
     rng = np.random.default_rng(0)
     image = rng.integers(0, 255, (200, 300, 3), dtype=np.uint8)
-    kp = np.zeros((1, 18, 3), np.float32)
-    template = [(0, 20), (0, 45), (-25, 45), (-35, 80), (-40, 115), (25, 45), (35, 80), (40, 115), (-15, 120),
-                (-17, 165), (-18, 190), (15, 120), (17, 165), (18, 190), (-6, 14), (6, 14), (-12, 18), (12, 18)]  # fmt: skip
-    kp[0, :, :2] = np.array(template) * 0.9 + (140.3, 5.7)
-    kp[0, :, 2] = 1
+    kp = person(0, 0)[None]
+    kp[0, :, :2] = kp[0, :, :2] * 0.85 + (140.3, 5.7)
     cfg = EvalConfig(scales=[0.7, 1.0, 1.6], flip=True, boxsize=256, decode_height=decode_height)
     maps, scale = multiscale_maps(image, cfg, oracle_predictor(kp, TargetConfig()), CPU)
     assert maps.shape == (50, *decode_grid(200, 300, cfg)) and maps.dtype == np.float32
