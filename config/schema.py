@@ -38,6 +38,14 @@ class AugmentConfig:
     tint_prob: float = 0.2
     hue_wrap: bool = False  # False: clip hue like the original; True: wrap around the hue circle
     border_bgr: list[int] = field(default_factory=lambda: [124, 127, 127])
+    # data pipeline speed-ups (data owner). reduced_decode: decode the JPEG at 1/2, 1/4 or 1/8 size when the
+    # affine shrinks the image at least that much (False: always full size, like the original).
+    reduced_decode: bool = True
+    # How the two masks reach the output grid. faithful: warp at the input size, then area-resize (the original,
+    # ~2 ms at 512); half: warp at half the input size, then area-resize (~0.5 ms; on the real COCO sample the
+    # mean |difference| to faithful is 0.0003, and 0.2 % of ignored cells change side of the 0.5 threshold);
+    # grid: bilinear samples at the cell centres (~0.1 ms; 0.0014 and 0.6 %).
+    mask_warp: Literal["faithful", "half", "grid"] = "half"
 
 
 @dataclass

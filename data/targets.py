@@ -80,106 +80,91 @@ def keypoint_heatmaps(keypoints: np.ndarray, grid_hw: tuple[int, int], stride: i
     return out
 
 
-def _limb_geometry(p1: np.ndarray, p2: np.ndarray, gx: np.ndarray, gy: np.ndarray):
-    """Signed distance to the line through p1, p2 and position along it, as separable row + column parts.
+_LIMB_FROM = np.array([a for a, _ in sk.LIMBS])
+_LIMB_TO = np.array([b for _, b in sk.LIMBS])
 
-    Returns ``(perp_rows, perp_cols, along_rows, along_cols, length)`` so that for the cell (row i, col j)
-    the signed line distance is ``perp_rows[i] + perp_cols[j]`` and the projection parameter (0 at p1, 1 at
-    p2) is ``along_rows[i] + along_cols[j]``. The faithful formula divides by ``length + 1e-6``.
+
+def _limb_segments(keypoints: np.ndarray, pad: float, grid_hw, stride: int):
+    """Every drawable (limb, person) segment whose padded box touches the grid, vectorised.
+
+    The box is the segment's bounding box enlarged by ``pad`` px, in cells ``round((min-pad)/stride) ..
+    round((max+pad)/stride)`` inclusive, clipped to the grid (spec 7.3). Degenerate segments (both ends equal)
+    are skipped like the original. Returns limb indices (N,), end points p1, p2 (N, 2) float64 and the boxes
+    (N, 4) as half-open cell ranges (y0, y1, x0, x1), sorted by limb.
     """
+    h, w = grid_hw
+    vis = _visible(keypoints)
+    ok = vis[:, _LIMB_FROM] & vis[:, _LIMB_TO]  # (P, 30)
+    people, limbs = np.nonzero(ok.T)[::-1]  # limb-major order
+    xy = keypoints[..., :2].astype(np.float64)
+    p1, p2 = xy[people, _LIMB_FROM[limbs]], xy[people, _LIMB_TO[limbs]]
+    lo = np.rint((np.minimum(p1, p2) - pad) / stride).astype(np.int64)
+    hi = np.rint((np.maximum(p1, p2) + pad) / stride).astype(np.int64) + 1
+    x0, y0 = np.maximum(lo[:, 0], 0), np.maximum(lo[:, 1], 0)
+    x1, y1 = np.minimum(hi[:, 0], w), np.minimum(hi[:, 1], h)
+    keep = (x1 > x0) & (y1 > y0) & (p1 != p2).any(axis=1)
+    boxes = np.stack([y0, y1, x0, x1], axis=1)[keep]
+    return limbs[keep], p1[keep], p2[keep], boxes
+
+
+def _limb_values(p1, p2, box, centres_x, centres_y, cfg: TargetConfig, faithful: bool) -> np.ndarray:
+    """One segment's values inside its box; each distance is an outer sum of a row and a column part."""
+    y0, y1, x0, x1 = box
+    gx, gy = centres_x[x0:x1], centres_y[y0:y1]
     dx, dy = p2[0] - p1[0], p2[1] - p1[1]
     length = math.hypot(dx, dy)
-    norm = length + 1e-6
-    perp_rows = dx * (p1[1] - gy) / norm
-    perp_cols = -dy * (p1[0] - gx) / norm
-    along_rows = (gy - p1[1]) * dy / length**2
-    along_cols = (gx - p1[0]) * dx / length**2
-    return perp_rows, perp_cols, along_rows, along_cols, length
-
-
-def _limb_window(p1, p2, pad: float, grid_hw, stride: int):
-    """Cells of the segment's box enlarged by ``pad`` px: ``round((min-pad)/stride) .. round((max+pad)/stride)``
-    inclusive, clipped to the grid. Returns ``((y0, y1, x0, x1), gx, gy)`` or None when off the grid."""
-    h, w = grid_hw
-    x0 = max(int(np.rint((min(p1[0], p2[0]) - pad) / stride)), 0)
-    x1 = min(int(np.rint((max(p1[0], p2[0]) + pad) / stride)) + 1, w)
-    y0 = max(int(np.rint((min(p1[1], p2[1]) - pad) / stride)), 0)
-    y1 = min(int(np.rint((max(p1[1], p2[1]) + pad) / stride)) + 1, h)
-    if x1 <= x0 or y1 <= y0:
-        return None
-    return (y0, y1, x0, x1), _cell_centres(x0, x1, stride), _cell_centres(y0, y1, stride)
-
-
-def _outer_sum(rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-    return rows.astype(np.float32)[:, None] + cols.astype(np.float32)[None, :]
-
-
-def _limb_block_faithful(p1, p2, grid_hw, stride, cfg):
-    """One person's limb values inside its clipped box (spec 7.3), or None if the box is off the grid."""
-    window = _limb_window(p1, p2, cfg.limb_margin, grid_hw, stride)
-    if window is None:
-        return None
-    box, gx, gy = window
-    pr, pc, _, _, _ = _limb_geometry(p1, p2, gx, gy)
-    d = _outer_sum(pr, pc)
-    e = np.exp(d * d * np.float32(-1.0 / (2.0 * cfg.limb_sigma**2)))
-    e[e <= cfg.limb_gaussian_thre] = cfg.limb_floor
-    return box, e
-
-
-def _limb_block_fixed(p1, p2, grid_hw, stride, cfg):
-    """One person's limb values with the distance to the segment, windowed where the Gaussian >= thre."""
-    reach = math.sqrt(-2 * cfg.limb_sigma**2 * math.log(cfg.limb_gaussian_thre))
-    window = _limb_window(p1, p2, reach, grid_hw, stride)
-    if window is None:
-        return None
-    box, gx, gy = window
-    pr, pc, ar, ac, length = _limb_geometry(p1, p2, gx, gy)
-    d = _outer_sum(pr, pc)
-    t = _outer_sum(ar, ac)
+    norm = length + 1e-6  # the original's guard, kept for exact values
+    # Signed distance to the line: (dx * (y1 - gy) - dy * (x1 - gx)) / norm, split into rows + columns.
+    d = (dx * (p1[1] - gy) / norm).astype(np.float32)[:, None] + (-dy * (p1[0] - gx) / norm).astype(np.float32)
+    scale = np.float32(-1.0 / (2.0 * cfg.limb_sigma**2))
+    if faithful:
+        e = np.exp(d * d * scale)
+        e[e <= cfg.limb_gaussian_thre] = cfg.limb_floor
+        return e
+    # Position along the segment (0 at p1, 1 at p2); beyond the ends the distance is to the nearer end.
+    t = ((gy - p1[1]) * dy / length**2).astype(np.float32)[:, None] + ((gx - p1[0]) * dx / length**2).astype(np.float32)
     beyond = (t - np.clip(t, 0, 1)) * np.float32(length)
-    e = np.exp((d * d + beyond * beyond) * np.float32(-1.0 / (2.0 * cfg.limb_sigma**2)))
+    e = np.exp((d * d + beyond * beyond) * scale)
     e[e < cfg.limb_gaussian_thre] = 0
-    return box, e
+    return e
 
 
 def _draw_limbs(out: np.ndarray, keypoints: np.ndarray, stride: int, cfg: TargetConfig) -> None:
     """Write the 30 limb maps into ``out`` (30, h, w), which must be zero on entry."""
     grid_hw = out.shape[1:]
     faithful = cfg.limb_mode == "faithful"
-    block_fn = _limb_block_faithful if faithful else _limb_block_fixed
-    vis = _visible(keypoints)
-    xy = keypoints[..., :2].astype(np.float64)
+    if faithful:
+        pad = cfg.limb_margin
+    else:  # the Gaussian band reaches limb_gaussian_thre at this distance
+        pad = math.sqrt(-2 * cfg.limb_sigma**2 * math.log(cfg.limb_gaussian_thre))
+    limbs, p1, p2, boxes = _limb_segments(keypoints, pad, grid_hw, stride)
+    if not len(limbs):
+        return
+    centres_x = _cell_centres(0, grid_hw[1], stride)
+    centres_y = _cell_centres(0, grid_hw[0], stride)
+    values = [_limb_values(p1[i], p2[i], boxes[i], centres_x, centres_y, cfg, faithful) for i in range(len(limbs))]
+    starts = np.flatnonzero(np.r_[True, limbs[1:] != limbs[:-1]])
+    ends = np.r_[starts[1:], len(limbs)]
     total = count = None
-    for k, (a, b) in enumerate(sk.LIMBS):
-        people = np.nonzero(vis[:, a] & vis[:, b])[0]
-        blocks = []
-        for p in people:
-            p1, p2 = xy[p, a], xy[p, b]
-            if p1[0] == p2[0] and p1[1] == p2[1]:
-                continue  # degenerate limb: no direction, skipped like the original
-            blk = block_fn(p1, p2, grid_hw, stride, cfg)
-            if blk is not None:
-                blocks.append(blk)
-        if not blocks:
-            continue
-        if len(blocks) == 1 or not faithful:
-            for (y0, y1, x0, x1), e in blocks:
+    for s, e in zip(starts, ends):
+        k = limbs[s]
+        if e - s == 1 or not faithful:  # one person, or fixed mode: max over people
+            for i in range(s, e):
+                y0, y1, x0, x1 = boxes[i]
                 region = out[k, y0:y1, x0:x1]
-                np.maximum(region, e, out=region)
+                np.maximum(region, values[i], out=region)
             continue
         # Faithful: mean over the people whose box covers the cell (spec 7.3, the 0.505 crossing case).
         if total is None:
             total = np.zeros(grid_hw, np.float32)
             count = np.zeros(grid_hw, np.float32)
-        y0 = min(b[0][0] for b in blocks)
-        y1 = max(b[0][1] for b in blocks)
-        x0 = min(b[0][2] for b in blocks)
-        x1 = max(b[0][3] for b in blocks)
+        y0, x0 = boxes[s:e, 0].min(), boxes[s:e, 2].min()
+        y1, x1 = boxes[s:e, 1].max(), boxes[s:e, 3].max()
         total[y0:y1, x0:x1] = 0
         count[y0:y1, x0:x1] = 0
-        for (by0, by1, bx0, bx1), e in blocks:
-            total[by0:by1, bx0:bx1] += e
+        for i in range(s, e):
+            by0, by1, bx0, bx1 = boxes[i]
+            total[by0:by1, bx0:bx1] += values[i]
             count[by0:by1, bx0:bx1] += 1
         t, c = total[y0:y1, x0:x1], count[y0:y1, x0:x1]
         np.divide(t, c, out=out[k, y0:y1, x0:x1], where=c > 0)
@@ -222,15 +207,16 @@ def draw_targets(
     _draw_keypoints(out[sk.KEYPOINT_CHANNELS], kp, stride, cfg)
     out[sk.PERSON_MASK_CHANNEL] = person_mask_channel(mask_all, grid_hw)
     np.max(out[sk.KEYPOINT_CHANNELS], axis=0, out=out[sk.MAX_KEYPOINT_CHANNEL])
-    np.clip(out, 0.0, 1.0, out=out)
-    return out
+    return out  # every channel is in [0, 1] by construction, so the original's final clip is not needed
 
 
 def downscale_targets(targets: np.ndarray, num_scales: int) -> list[np.ndarray]:
     """Targets at ``num_scales`` resolutions, finest first: scale k is the mean of 2^k x 2^k blocks (spec 9.2).
 
-    Computed by repeated 2x2 means (equal to the direct block mean). Args: (C, h, w) with h and w divisible
-    by 2^(num_scales-1). Returns: list of (C, h/2^k, w/2^k) float32 arrays, the first being ``targets``.
+    Computed by repeated 2x2 means (equal to the direct block mean), each one OpenCV area resize of the
+    channels stacked as rows (row pairs never straddle two channels since heights are even).
+    Args: (C, h, w) with h and w divisible by 2^(num_scales-1).
+    Returns: list of (C, h/2^k, w/2^k) float32 arrays, the first being ``targets``.
     """
     c, h, w = targets.shape
     if h % 2 ** (num_scales - 1) or w % 2 ** (num_scales - 1):
@@ -238,7 +224,7 @@ def downscale_targets(targets: np.ndarray, num_scales: int) -> list[np.ndarray]:
     scales = [targets]
     for _ in range(num_scales - 1):
         t = scales[-1]
-        _, th, tw = t.shape
-        q = t.reshape(c, th // 2, 2, tw // 2, 2)
-        scales.append(((q[:, :, 0, :, 0] + q[:, :, 0, :, 1]) + (q[:, :, 1, :, 0] + q[:, :, 1, :, 1])) * 0.25)
+        th, tw = t.shape[1] // 2, t.shape[2] // 2
+        half = cv2.resize(t.reshape(c * t.shape[1], t.shape[2]), (tw, c * th), interpolation=cv2.INTER_AREA)
+        scales.append(half.reshape(c, th, tw))
     return scales

@@ -36,3 +36,23 @@ def coco_sample_annotations(coco_sample: Path) -> Path:
 @pytest.fixture(scope="session")
 def coco_sample_images(coco_sample: Path) -> Path:
     return coco_sample / "images"
+
+
+@pytest.fixture(scope="session")
+def coco_sample_h5(coco_sample_images: Path, coco_sample_annotations: Path, tmp_path_factory) -> Path:
+    """The real COCO sample converted once per session by data.coco_to_hdf5, for input size 256."""
+    from data.coco_to_hdf5 import Source, convert
+
+    out = tmp_path_factory.mktemp("coco_sample_h5") / "sample256.h5"
+    convert([Source(coco_sample_images, coco_sample_annotations)], out, input_size=256, progress=False)
+    return out
+
+
+@pytest.fixture(scope="session")
+def synthetic_coco(tmp_path_factory) -> Path:
+    """A small synthetic dataset (data.synthetic, 12 images, seed 0): images/ and annotations/."""
+    from data.synthetic import generate
+
+    out = tmp_path_factory.mktemp("synthetic_coco")
+    generate(out, num_images=12, seed=0, val_fraction=0.25)
+    return out

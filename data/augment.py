@@ -1,0 +1,145 @@
+"""Random augmentation (spec 6): the parameters, the one affine matrix, colour tint and the warps.
+
+One affine maps the original image, both masks and every keypoint into the network input. It centres the main
+person, scales its bbox height to ``target_dist`` of the input height, rotates, flips and shifts. Randomness
+comes only from the ``numpy.random.Generator`` passed in (no global random state, spec 6.6).
+
+Kept from the original on purpose (spec bug 8): the ``H/(H-1)`` scale tweak and the ``-0.5`` centring.
+Fixed: OpenCV receives sizes as (width, height), so non-square inputs work (spec bug 10); the hue can wrap
+around the hue circle (``augment.hue_wrap``) instead of being clipped (spec bug 9; clipping stays the default).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+from config.schema import AugmentConfig
+from config.skeleton import flip_keypoints_left_right
+
+
+@dataclass(frozen=True)
+class AugmentParams:
+    """One draw of the random augmentation. ``hsv`` are the integer offsets added when ``tint`` is set."""
+
+    flip: bool = False
+    tint: bool = False
+    degree: float = 0.0
+    scale: float = 1.0
+    dx: int = 0  # shift of the crop centre, output pixels
+    dy: int = 0
+    hsv: tuple[int, int, int] = (0, 0, 0)
+
+
+IDENTITY = AugmentParams()  # the original's "unrandom": no flip, no tint, no rotation, scale 1, no shift
+
+
+def random_params(rng: np.random.Generator, cfg: AugmentConfig) -> AugmentParams:
+    """Draw the parameters in the original's order (spec 6.1); the tint offsets are drawn last."""
+    flip = rng.random() < cfg.flip_prob
+    tint = rng.random() < cfg.tint_prob
+    degree = (rng.random() * 2 - 1) * cfg.max_rotate_degree
+    scale = rng.uniform(cfg.scale_min, cfg.scale_max) if rng.random() < cfg.scale_prob else 1.0
+    dx = int((rng.random() * 2 - 1) * cfg.center_perturb_max)  # int() truncates toward zero like the original
+    dy = int((rng.random() * 2 - 1) * cfg.center_perturb_max)
+    hsv = (int(rng.integers(-10, 11)), int(rng.integers(-20, 61)), int(rng.integers(-20, 41)))
+    return AugmentParams(bool(flip), bool(tint), float(degree), float(scale), dx, dy, hsv)
+
+
+def affine_matrix(
+    center: tuple[float, float],
+    bbox_height: float,
+    params: AugmentParams,
+    input_hw: tuple[int, int],
+    target_dist: float,
+) -> np.ndarray:
+    """The 2x3 matrix mapping original-image pixels to input pixels (spec 6.2).
+
+    Args:
+        center: (x, y) of the main person's bbox centre, original pixels.
+        bbox_height: the main person's bbox height, original pixels (the original stored it divided by the
+            input height as ``scale_provided``).
+        input_hw: (H, W) of the network input.
+    Returns:
+        (2, 3) float64.
+    """
+    h, w = input_hw
+    scale_provided = bbox_height / h * h / (h - 1)  # the H/(H-1) tweak of the original
+    s = target_dist / scale_provided * params.scale
+    theta = math.radians(params.degree)
+    c, sn = math.cos(theta), math.sin(theta)
+    f = -1.0 if params.flip else 1.0
+    lin = np.array([[f * s * c, f * s * sn], [-s * sn, s * c]])
+    shift = np.array([w / 2 - 0.5 + params.dx, h / 2 - 0.5 + params.dy])
+    return np.hstack([lin, (shift - lin @ np.asarray(center, np.float64))[:, None]])
+
+
+def linear_scale(matrix: np.ndarray) -> float:
+    """Zoom factor of an affine (square root of the determinant's magnitude)."""
+    return math.sqrt(abs(np.linalg.det(matrix[:, :2])))
+
+
+def tint(image_bgr: np.ndarray, hsv: tuple[int, int, int], hue_wrap: bool = False) -> np.ndarray:
+    """Add integer HSV offsets to a BGR uint8 image (OpenCV hue range 0..179); returns a new image."""
+    hsv_img = cv2.cvtColor(image_bgr, cv2.COLOR_BGR2HSV).astype(np.int16)
+    hsv_img += np.asarray(hsv, np.int16)
+    if hue_wrap:
+        hsv_img[..., 0] %= 180
+    else:
+        np.clip(hsv_img[..., 0], 0, 179, out=hsv_img[..., 0])
+    np.clip(hsv_img[..., 1:], 0, 255, out=hsv_img[..., 1:])
+    return cv2.cvtColor(hsv_img.astype(np.uint8), cv2.COLOR_HSV2BGR)
+
+
+def warp_image(image_bgr: np.ndarray, matrix: np.ndarray, input_hw: tuple[int, int], border_bgr) -> np.ndarray:
+    """Bilinear warp to (H, W, 3) uint8 with a constant border colour."""
+    h, w = input_hw
+    return cv2.warpAffine(
+        image_bgr,
+        matrix,
+        (w, h),
+        flags=cv2.INTER_LINEAR,
+        borderMode=cv2.BORDER_CONSTANT,
+        borderValue=tuple(int(v) for v in border_bgr),
+    )
+
+
+def grid_matrix(matrix: np.ndarray, cell: float) -> np.ndarray:
+    """Compose ``matrix`` with the input-pixel -> grid map for cells of ``cell`` input pixels
+    (cell i has its centre at cell*i + cell/2 - 0.5)."""
+    out = matrix / cell
+    out[:, 2] -= (cell / 2 - 0.5) / cell
+    return out
+
+
+def warp_mask_to_grid(
+    mask: np.ndarray, matrix: np.ndarray, input_hw: tuple[int, int], stride: int, border, supersample: int | None = None
+) -> np.ndarray:
+    """Warp a uint8 {0,255} mask (or a stack of masks, (H0, W0, C)) onto the output grid, as float in [0, 1].
+
+    The mask is warped (bilinear) to ``supersample`` x the grid resolution, then area-averaged down to the grid.
+    ``supersample = stride`` (the default) is the original: warp to the input size, then area-resize (spec 6.3).
+    Smaller values are cheaper approximations (1 = bilinear samples at the cell centres).
+    Returns float32 (h, w) or (h, w, C).
+    """
+    h, w = input_hw
+    gh, gw = h // stride, w // stride
+    ss = stride if supersample is None else supersample
+    if stride % ss:
+        raise ValueError(f"supersample {ss} must divide the stride {stride}")
+    borders = (border,) * 4 if np.isscalar(border) else tuple(border) + (0,) * (4 - len(border))
+    m = matrix if ss == stride else grid_matrix(matrix, stride / ss)
+    fine = cv2.warpAffine(mask, m, (gw * ss, gh * ss), flags=cv2.INTER_LINEAR, borderValue=borders)
+    small = fine if ss == 1 else cv2.resize(fine, (gw, gh), interpolation=cv2.INTER_AREA)
+    return small.astype(np.float32) * np.float32(1 / 255)
+
+
+def transform_keypoints(keypoints: np.ndarray, matrix: np.ndarray, flip: bool) -> np.ndarray:
+    """Map (P, 18, 3) keypoints with the affine; when flipped, swap the left and right rows. v is unchanged."""
+    out = keypoints.astype(np.float32, copy=True)
+    xy = keypoints[..., :2].astype(np.float64)
+    out[..., :2] = xy @ matrix[:, :2].T + matrix[:, 2]
+    return flip_keypoints_left_right(out) if flip else out

@@ -1,0 +1,347 @@
+"""Convert COCO person keypoints (JSON + JPEG folder) into one HDF5 training file, streaming.
+
+    python -m data.coco_to_hdf5 --images coco/train2017 \\
+        --annotations coco/annotations/person_keypoints_train2017.json --out coco_train512.h5 [--input-size 512]
+
+Only images with at least one main person (spec 4.4) are stored; each main person is one sample (spec 4.5).
+Images are kept as their ORIGINAL JPEG bytes (no re-encoding), checked to decode at the size the JSON states.
+
+HDF5 layout (format version 1). ``N`` images, ``P`` person annotations (crowds included), ``S`` samples:
+
+    attrs["settings"]          JSON: format_version, input_size, split, annotations, images, counts,
+                               skipped (list of {file, reason}), main_person_bbox_bug
+    images/id                  (N,)   int64    COCO image id
+    images/height, width       (N,)   int32    pixels
+    images/jpeg                (sum,) uint8    concatenated original JPEG files
+    images/jpeg_offsets        (N+1,) int64    image i is jpeg[jpeg_offsets[i]:jpeg_offsets[i+1]]
+    images/mask_png            (sum,) uint8    concatenated PNGs, one per image, of the mask code
+                                               bit 0 = ignore (NOT mask_miss), bit 1 = person (mask_all)
+    images/mask_offsets        (N+1,) int64
+    images/has_ignore          (N,)   bool     any ignored pixel (else mask_miss is all "supervise")
+    images/has_person          (N,)   bool     any person pixel
+    images/person_offsets      (N+1,) int64    persons of image i are people[person_offsets[i]:...[i+1]]
+    people/keypoints           (P, 17, 3) float32  COCO order, (x, y, v) with COCO v (0 unlabelled, 1, 2)
+    people/bbox                (P, 4) float32  [x, y, w, h], original pixels (raw heights: no input size baked in)
+    people/area                (P,)   float32
+    people/num_keypoints       (P,)   int32
+    people/iscrowd             (P,)   bool
+    people/annotation_id       (P,)   int64
+    samples/image              (S,)   int32    index into images/
+    samples/person             (S,)   int64    index into people/ of the main person
+
+Masks (spec 4.2, see ``data.coco_annotations.image_masks``): ``mask_miss`` 255 = supervise / 0 = ignore, covering
+people without keypoints and all crowd regions; ``mask_all`` = every person pixel, crowds included.
+The other people of a sample are the image's non-crowd persons with keypoints, in annotation order.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import cv2
+import h5py
+import numpy as np
+from tqdm import tqdm
+
+from data.coco_annotations import image_masks, load_coco_keypoints, main_person_indices
+from utils.errors import UserError, cli_main
+
+FORMAT_VERSION = 1
+VAL_HOLDOUT = 100  # paper split: the first 100 val2017 images stay out of training (spec 4.6)
+MASK_IGNORE_BIT, MASK_PERSON_BIT = 1, 2
+_FLUSH_EVERY = 64  # images buffered before appending to the file
+
+
+def mask_code(mask_miss: np.ndarray, mask_all: np.ndarray) -> np.ndarray:
+    """Pack the two {0,255} masks into one uint8 image of bits (see the module docstring)."""
+    return ((mask_miss == 0) * MASK_IGNORE_BIT + (mask_all > 0) * MASK_PERSON_BIT).astype(np.uint8)
+
+
+def encode_masks(mask_miss: np.ndarray, mask_all: np.ndarray) -> bytes:
+    ok, buf = cv2.imencode(".png", mask_code(mask_miss, mask_all), [cv2.IMWRITE_PNG_COMPRESSION, 6])
+    assert ok
+    return buf.tobytes()
+
+
+def check_jpeg(data: bytes, width: int, height: int, path: Path) -> str | None:
+    """Return None if ``data`` is a complete JPEG that decodes at width x height, else the reason."""
+    if len(data) < 4 or data[:2] != b"\xff\xd8":
+        return "not a JPEG file"
+    if b"\xff\xd9" not in data[-64:].rstrip(b"\x00"):
+        return "truncated JPEG (no end-of-image marker)"
+    img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_REDUCED_GRAYSCALE_8 | cv2.IMREAD_IGNORE_ORIENTATION)
+    if img is None:
+        return "the JPEG does not decode"
+    expected = (-(-height // 8), -(-width // 8))
+    if img.shape[:2] != expected:
+        return f"decoded size does not match the annotation's {width}x{height}"
+    return None
+
+
+def safe_image_path(images_dir: Path, file_name: str) -> Path | None:
+    """``images_dir / file_name`` if it stays inside ``images_dir``, else None."""
+    root = images_dir.resolve()
+    p = (root / file_name).resolve()
+    return p if p.is_relative_to(root) and p != root else None
+
+
+@dataclass
+class _Columns:
+    """Per-image and per-person rows buffered between flushes."""
+
+    image: dict = field(default_factory=lambda: {k: [] for k in ("id", "height", "width", "has_ignore", "has_person")})
+    jpeg: list = field(default_factory=list)
+    mask: list = field(default_factory=list)
+    person_counts: list = field(default_factory=list)
+    people: dict = field(
+        default_factory=lambda: {
+            k: [] for k in ("keypoints", "bbox", "area", "num_keypoints", "iscrowd", "annotation_id")
+        }
+    )
+    samples: dict = field(default_factory=lambda: {"image": [], "person": []})
+
+
+class _Writer:
+    """Appends rows to resizable HDF5 datasets."""
+
+    _SPECS = {
+        "images/id": ((), np.int64),
+        "images/height": ((), np.int32),
+        "images/width": ((), np.int32),
+        "images/has_ignore": ((), bool),
+        "images/has_person": ((), bool),
+        "images/jpeg": ((), np.uint8),
+        "images/mask_png": ((), np.uint8),
+        "people/keypoints": ((17, 3), np.float32),
+        "people/bbox": ((4,), np.float32),
+        "people/area": ((), np.float32),
+        "people/num_keypoints": ((), np.int32),
+        "people/iscrowd": ((), bool),
+        "people/annotation_id": ((), np.int64),
+        "samples/image": ((), np.int32),
+        "samples/person": ((), np.int64),
+    }
+
+    def __init__(self, f: h5py.File):
+        self.f = f
+        for name, (shape, dtype) in self._SPECS.items():
+            row_bytes = np.dtype(dtype).itemsize * int(np.prod(shape))
+            chunk_bytes = 1 << 18 if name in ("images/jpeg", "images/mask_png") else 1 << 14
+            chunk = (max(1, chunk_bytes // row_bytes), *shape)
+            f.create_dataset(name, (0, *shape), dtype=dtype, maxshape=(None, *shape), chunks=chunk)
+        self.offsets = {"jpeg": [0], "mask": [0], "person": [0]}
+        self.n_images = self.n_people = 0
+
+    def _append(self, name: str, rows) -> None:
+        rows = np.asarray(rows, dtype=self._SPECS[name][1])
+        if not len(rows):
+            return
+        d = self.f[name]
+        n = d.shape[0]
+        d.resize(n + len(rows), axis=0)
+        d[n:] = rows
+
+    def flush(self, c: _Columns) -> None:
+        for k, v in c.image.items():
+            self._append(f"images/{k}", v)
+        for key, blobs in (("jpeg", c.jpeg), ("mask", c.mask)):
+            self._append(
+                "images/jpeg" if key == "jpeg" else "images/mask_png", np.frombuffer(b"".join(blobs), np.uint8)
+            )
+            for b in blobs:
+                self.offsets[key].append(self.offsets[key][-1] + len(b))
+        for n in c.person_counts:
+            self.offsets["person"].append(self.offsets["person"][-1] + n)
+        for k, v in c.people.items():
+            self._append(f"people/{k}", np.asarray(v).reshape(-1, *self._SPECS[f"people/{k}"][0]))
+        self._append("samples/image", [i + self.n_images for i in c.samples["image"]])
+        self._append("samples/person", [p + self.n_people for p in c.samples["person"]])
+        self.n_images += len(c.image["id"])
+        self.n_people += len(c.people["area"])
+
+    def finish(self) -> None:
+        self.f["images/jpeg_offsets"] = np.asarray(self.offsets["jpeg"], np.int64)
+        self.f["images/mask_offsets"] = np.asarray(self.offsets["mask"], np.int64)
+        self.f["images/person_offsets"] = np.asarray(self.offsets["person"], np.int64)
+
+
+@dataclass
+class Source:
+    """One annotation file with its image folder; ``start`` skips the first images (paper split)."""
+
+    images: Path
+    annotations: Path
+    start: int = 0
+
+
+def convert(
+    sources: list[Source],
+    out: str | Path,
+    input_size: int = 512,
+    split: str = "train2017",
+    skip_bad: bool = False,
+    main_person_bbox_bug: bool = False,
+    progress: bool = True,
+) -> dict:
+    """Build the HDF5 file at ``out`` (atomically) and return its settings dict."""
+    out = Path(out)
+    for s in sources:
+        if not s.images.is_dir():
+            raise UserError(f"image folder {s.images} not found; pass the folder holding the JPEG files (--images)")
+    loaded = [(s, load_coco_keypoints(s.annotations)) for s in sources]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
+    os.close(fd)
+    skipped: list[dict] = []
+    counts = {"images_in_annotations": 0, "images": 0, "people": 0, "samples": 0}
+    try:
+        with h5py.File(tmp, "w") as f:
+            writer = _Writer(f)
+            cols = _Columns()
+            for source, coco in loaded:
+                todo = coco.images[source.start :]
+                counts["images_in_annotations"] += len(todo)
+                bar = tqdm(todo, desc=f"converting {source.annotations.name}", unit="img", disable=not progress)
+                for img in bar:
+                    anns = coco.annotations_by_image.get(img["id"], [])
+                    mains = main_person_indices(anns, main_person_bbox_bug)
+                    if not mains:
+                        continue
+                    data = _read_image(source.images, img, skip_bad, skipped)
+                    if data is None:
+                        continue
+                    _add_image(cols, img, anns, mains, data)
+                    counts["images"] += 1
+                    counts["people"] += len(anns)
+                    counts["samples"] += len(mains)
+                    if len(cols.image["id"]) >= _FLUSH_EVERY:
+                        writer.flush(cols)
+                        cols = _Columns()
+            writer.flush(cols)
+            writer.finish()
+            settings = {
+                "format_version": FORMAT_VERSION,
+                "input_size": input_size,
+                "split": split,
+                "annotations": [str(s.annotations) for s in sources],
+                "images": [str(s.images) for s in sources],
+                "first_image": [s.start for s in sources],
+                "counts": counts,
+                "skipped": skipped,
+                "main_person_bbox_bug": main_person_bbox_bug,
+            }
+            f.attrs["settings"] = json.dumps(settings)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes the file private; give it the usual permissions
+        os.replace(tmp, out)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return settings
+
+
+def _read_image(images_dir: Path, img: dict, skip_bad: bool, skipped: list[dict]) -> bytes | None:
+    path = safe_image_path(images_dir, img["file_name"])
+    if path is None:
+        raise UserError(
+            f"image file name {img['file_name']!r} (image id {img['id']}) points outside the image folder "
+            f"{images_dir}; fix the annotation file"
+        )
+    try:
+        data = path.read_bytes()
+        reason = check_jpeg(data, img["width"], img["height"], path)
+    except FileNotFoundError:
+        reason = "missing"
+    except OSError as e:
+        reason = f"unreadable ({e.strerror})"
+    if reason is None:
+        return data
+    hint = "replace the file (re-download it) or pass --skip-bad to skip such images"
+    if reason == "missing":
+        hint = "check that --images points at the right folder, or pass --skip-bad to skip missing images"
+    if not skip_bad:
+        raise UserError(f"image {path}: {reason}; {hint}")
+    skipped.append({"file": str(path), "reason": reason})
+    tqdm.write(f"warning: skipping image {path}: {reason}", file=sys.stderr)
+    return None
+
+
+def _add_image(cols: _Columns, img: dict, anns: list[dict], mains: list[int], data: bytes) -> None:
+    h, w = img["height"], img["width"]
+    mask_miss, mask_all = image_masks(anns, h, w)
+    first_person = sum(cols.person_counts)
+    image_row = len(cols.image["id"])
+    cols.image["id"].append(img["id"])
+    cols.image["height"].append(h)
+    cols.image["width"].append(w)
+    cols.image["has_ignore"].append(bool((mask_miss == 0).any()))
+    cols.image["has_person"].append(bool(mask_all.any()))
+    cols.jpeg.append(data)
+    cols.mask.append(encode_masks(mask_miss, mask_all))
+    cols.person_counts.append(len(anns))
+    for ann in anns:
+        cols.people["keypoints"].append(np.asarray(ann["keypoints"], np.float32).reshape(17, 3))
+        cols.people["bbox"].append(ann["bbox"])
+        cols.people["area"].append(ann["area"])
+        cols.people["num_keypoints"].append(ann["num_keypoints"])
+        cols.people["iscrowd"].append(bool(ann["iscrowd"]))
+        cols.people["annotation_id"].append(ann.get("id", -1))
+    for m in mains:
+        cols.samples["image"].append(image_row)
+        cols.samples["person"].append(first_person + m)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m data.coco_to_hdf5", description=__doc__.split("\n\n")[0])
+    p.add_argument("--images", required=True, type=Path, help="folder of the JPEG files (e.g. coco/train2017)")
+    p.add_argument("--annotations", required=True, type=Path, help="COCO person_keypoints_*.json")
+    p.add_argument("--out", required=True, type=Path, help="HDF5 file to write")
+    p.add_argument("--input-size", type=int, default=512, help="network input size the file is meant for")
+    p.add_argument(
+        "--split",
+        choices=["train2017", "train2017+val2017"],
+        default="train2017",
+        help="train2017: every image of --annotations (clean). train2017+val2017: the paper's mix, adding "
+        f"val2017 images from position {VAL_HOLDOUT} on (needs --val-images and --val-annotations)",
+    )
+    p.add_argument("--val-images", type=Path, help="val2017 image folder (paper split)")
+    p.add_argument("--val-annotations", type=Path, help="person_keypoints_val2017.json (paper split)")
+    p.add_argument("--skip-bad", action="store_true", help="skip missing or corrupt images with a warning")
+    p.add_argument(
+        "--main-person-bbox-bug",
+        action="store_true",
+        help="reproduce the original's main-person spacing bug (uses the last annotation's bbox)",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+@cli_main
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    sources = [Source(args.images, args.annotations)]
+    if args.split == "train2017+val2017":
+        if not (args.val_images and args.val_annotations):
+            raise UserError("--split train2017+val2017 needs --val-images and --val-annotations")
+        sources.append(Source(args.val_images, args.val_annotations, start=VAL_HOLDOUT))
+    settings = convert(
+        sources, args.out, args.input_size, args.split, args.skip_bad, args.main_person_bbox_bug, not args.no_progress
+    )
+    c = settings["counts"]
+    print(
+        f"wrote {args.out}: {c['images']} images, {c['people']} people, {c['samples']} samples "
+        f"({len(settings['skipped'])} images skipped)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,285 @@
+"""The training dataset: one HDF5 sample (see ``data.coco_to_hdf5``) -> augmented image, targets and masks.
+
+    ds = SimplePoseDataset("coco_train512.h5", cfg, train=True)
+    ds.set_epoch(epoch)          # before iterating a DataLoader over it (each epoch)
+    sample = ds[i]               # {"image", "targets", "masks", "meta"}; batches with the default collate
+
+Randomness: sample ``i`` of epoch ``e`` uses its own generator seeded from ``(cfg.train.seed, e, i)``, so it is
+the same whatever the number of workers and whichever worker draws it, and differs between epochs. The epoch
+lives in a one-element shared-memory tensor: ``set_epoch`` in the main process is seen by workers that already
+exist (persistent workers) as well as by new ones (fork or spawn). Call it before ``iter(loader)``, since
+workers start prefetching as soon as the iterator is created.
+
+Workers: the HDF5 file is opened lazily, once per process, on first access (h5py handles must not cross a
+fork). The sample index and the per-person records are numpy arrays read at construction (no per-sample Python
+objects, so no copy-on-read growth in forked workers); only JPEG and mask bytes are read per item.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+
+import cv2
+import h5py
+import numpy as np
+import torch
+
+from config import skeleton as sk
+from config.schema import Config
+from data import augment
+from data.coco_to_hdf5 import FORMAT_VERSION, MASK_IGNORE_BIT, MASK_PERSON_BIT
+from data.targets import downscale_targets, draw_targets
+from utils.errors import UserError
+
+# Look-up tables from the stored mask code (bit 0 ignore, bit 1 person) to the two {0,255} masks.
+_LUT_MISS = np.array([0 if c & MASK_IGNORE_BIT else 255 for c in range(256)], np.uint8)
+_LUT_ALL = np.array([255 if c & MASK_PERSON_BIT else 0 for c in range(256)], np.uint8)
+# COCO annotations refer to the stored pixel layout, so EXIF orientation is ignored.
+_REDUCED_FLAGS = {f: flag | cv2.IMREAD_IGNORE_ORIENTATION for f, flag in (
+    (1, cv2.IMREAD_COLOR), (2, cv2.IMREAD_REDUCED_COLOR_2), (4, cv2.IMREAD_REDUCED_COLOR_4),
+    (8, cv2.IMREAD_REDUCED_COLOR_8))}  # fmt: skip
+
+
+def read_settings(h5_path: str | Path) -> dict:
+    """The build settings stored in a file made by ``data.coco_to_hdf5`` (JSON, parsed as data)."""
+    path = Path(h5_path)
+    if not path.is_file():
+        raise UserError(f"HDF5 file {path} not found; make it with `python -m data.coco_to_hdf5 ... --out {path}`")
+    try:
+        with h5py.File(path, "r") as f:
+            raw = f.attrs.get("settings")
+    except OSError:
+        raise UserError(f"{path} is not a readable HDF5 file; rebuild it with `python -m data.coco_to_hdf5`") from None
+    if raw is None:
+        raise UserError(
+            f"{path} was not made by `python -m data.coco_to_hdf5` (no settings attribute); "
+            "the original project's HDF5 files are not supported: rebuild it from the COCO files"
+        )
+    return json.loads(raw)
+
+
+def rebuild_command(settings: dict, path: str | Path, input_size: int) -> str:
+    parts = ["python -m data.coco_to_hdf5"]
+    parts += [f"--images {settings['images'][0]}", f"--annotations {settings['annotations'][0]}"]
+    if len(settings["images"]) > 1:
+        parts += [f"--split {settings['split']}", f"--val-images {settings['images'][1]}"]
+        parts += [f"--val-annotations {settings['annotations'][1]}"]
+    return " ".join([*parts, f"--out {path}", f"--input-size {input_size}"])
+
+
+def mask_scales(mask: np.ndarray, num_scales: int, threshold: float) -> list[np.ndarray]:
+    """The ignore mask at every scale (spec 9.2), finest first.
+
+    Scale k is the bilinear resize (align_corners=False, no antialias) by 1/2^k, which for an integer factor
+    f >= 2 is the mean of the 2x2 pixels at rows/cols f*i + f/2 - 1 and f*i + f/2; then values < threshold
+    become 0. Args: (h, w) float32 in [0, 1]. Returns: list of (h/2^k, w/2^k) float32.
+    """
+    out = []
+    for k in range(num_scales):
+        f = 2**k
+        if f == 1:
+            m = mask.copy()
+        else:
+            a = f // 2 - 1
+            m = (
+                mask[a::f, a::f] + mask[a::f, a + 1 :: f] + mask[a + 1 :: f, a::f] + mask[a + 1 :: f, a + 1 :: f]
+            ) * 0.25
+        m[m < threshold] = 0
+        out.append(m)
+    return out
+
+
+def image_to_chw_float(image: np.ndarray) -> np.ndarray:
+    """(H, W, 3) uint8 -> (3, H, W) float32 / 255 (plane by plane: much faster than a strided transpose)."""
+    out = np.empty((image.shape[2], *image.shape[:2]), np.float32)
+    for c, plane in enumerate(cv2.split(image)):
+        np.multiply(plane, np.float32(1 / 255), out=out[c])
+    return out
+
+
+def worker_init_fn(worker_id: int) -> None:
+    """For DataLoader workers: one thread each for OpenCV and torch (the workers already run in parallel)."""
+    cv2.setNumThreads(1)
+    torch.set_num_threads(1)
+
+
+class SimplePoseDataset(torch.utils.data.Dataset):
+    """Samples of an HDF5 file made by ``python -m data.coco_to_hdf5``.
+
+    Item: ``{"image": (3, H, W) float32 BGR/255, "targets": [(50, h/2^k, w/2^k)], "masks": [(1, h/2^k, w/2^k)],
+    "meta": {"image_id", "index", "epoch", "flip"}}`` with ``h = H / stride`` and k < ``cfg.model.num_scales``.
+    Masks are the ignore masks (1 = supervise), resized and thresholded per scale (spec 9.2).
+    ``train=False`` applies the identity augmentation (the main person is still centred and scaled).
+    """
+
+    def __init__(self, h5_path: str | Path, cfg: Config, train: bool):
+        self.path = str(h5_path)
+        self.cfg = cfg
+        self.train = train
+        settings = read_settings(h5_path)
+        if settings.get("format_version") != FORMAT_VERSION:
+            raise UserError(
+                f"{h5_path} has format version {settings.get('format_version')}, this code reads version "
+                f"{FORMAT_VERSION}; rebuild it with: {rebuild_command(settings, h5_path, cfg.data.input_size)}"
+            )
+        if settings["input_size"] != cfg.data.input_size:
+            raise UserError(
+                f"{h5_path} was built for input size {settings['input_size']} but data.input_size is "
+                f"{cfg.data.input_size}; either set data.input_size={settings['input_size']} or rebuild the file "
+                f"with: {rebuild_command(settings, h5_path, cfg.data.input_size)}"
+            )
+        self.settings = settings
+        with h5py.File(self.path, "r") as f:
+            self.sample_image = f["samples/image"][:]
+            self.sample_person = f["samples/person"][:]
+            self.image_id = f["images/id"][:]
+            self.jpeg_offsets = f["images/jpeg_offsets"][:]
+            self.mask_offsets = f["images/mask_offsets"][:]
+            self.person_offsets = f["images/person_offsets"][:]
+            self.has_ignore = f["images/has_ignore"][:]
+            self.has_person = f["images/has_person"][:]
+            # Per-person records are small (about 0.25 kB each): kept in memory, keypoints already internal.
+            self.keypoints = sk.coco_to_internal(f["people/keypoints"][:])
+            self.bbox = f["people/bbox"][:]
+            self.has_keypoints = (f["people/num_keypoints"][:] > 0) & ~f["people/iscrowd"][:]
+        self.input_hw = (cfg.data.input_size, cfg.data.input_size)
+        self.stride = cfg.data.stride
+        self.grid_hw = (self.input_hw[0] // self.stride, self.input_hw[1] // self.stride)
+        self._epoch = torch.zeros(1, dtype=torch.int64).share_memory_()
+        self._file: h5py.File | None = None
+        self._blobs: dict[str, h5py.Dataset] = {}
+        self._file_pid = -1
+
+    def __len__(self) -> int:
+        return len(self.sample_image)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the epoch whose random augmentation the next items use (shared with worker processes)."""
+        self._epoch[0] = int(epoch)
+
+    @property
+    def epoch(self) -> int:
+        return int(self._epoch[0])
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_file"], state["_blobs"], state["_file_pid"] = None, {}, -1
+        return state
+
+    def _blob(self, name: str) -> h5py.Dataset:
+        """Dataset ``images/<name>`` of this process's own handle on the file (opened on first use)."""
+        if self._file is None or self._file_pid != os.getpid():
+            self._file = h5py.File(self.path, "r")
+            self._file_pid = os.getpid()
+            self._blobs = {k: self._file[f"images/{k}"] for k in ("jpeg", "mask_png")}
+        return self._blobs[name]
+
+    def rng(self, index: int, epoch: int | None = None) -> np.random.Generator:
+        """The generator of sample ``index`` in ``epoch`` (default: the current epoch)."""
+        e = self.epoch if epoch is None else epoch
+        return np.random.default_rng([self.cfg.train.seed, e, index])
+
+    # ------------------------------------------------------------------ reading
+    def read_people(self, index: int) -> tuple[np.ndarray, np.ndarray]:
+        """(P, 18, 3) internal keypoints of the sample, main person first, and the main person's bbox."""
+        img = self.sample_image[index]
+        a, b = self.person_offsets[img], self.person_offsets[img + 1]
+        main = self.sample_person[index]
+        others = a + np.nonzero(self.has_keypoints[a:b])[0]
+        order = np.concatenate([[main], others[others != main]])
+        return self.keypoints[order], self.bbox[main]
+
+    def read_jpeg(self, image: int) -> np.ndarray:
+        a, b = self.jpeg_offsets[image], self.jpeg_offsets[image + 1]
+        return self._blob("jpeg")[a:b]
+
+    def read_mask_code(self, image: int) -> np.ndarray:
+        """(H0, W0) uint8 mask code of an image (bit 0 ignore, bit 1 person)."""
+        a, b = self.mask_offsets[image], self.mask_offsets[image + 1]
+        return cv2.imdecode(self._blob("mask_png")[a:b], cv2.IMREAD_UNCHANGED)
+
+    def decode_image(self, image: int, matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Decode the JPEG, at a reduced size when the affine shrinks it enough; returns it and the matrix
+        adjusted to the decoded pixels (reduced pixel u covers original pixels r*u .. r*u + r - 1)."""
+        data = self.read_jpeg(image)
+        factor = 1
+        if self.cfg.augment.reduced_decode:
+            zoom = augment.linear_scale(matrix)
+            while factor < 8 and zoom * factor * 2 <= 1.0:
+                factor *= 2
+        img = cv2.imdecode(data, _REDUCED_FLAGS[factor])
+        if img is None:
+            raise UserError(f"{self.path}: image {self.image_id[image]} does not decode; rebuild the HDF5 file")
+        if factor == 1:
+            return img, matrix
+        up = np.array([[factor, 0, (factor - 1) / 2], [0, factor, (factor - 1) / 2], [0, 0, 1]])
+        return img, matrix @ up
+
+    # ------------------------------------------------------------------ one sample
+    def sample_params(self, index: int) -> augment.AugmentParams:
+        return augment.random_params(self.rng(index), self.cfg.augment) if self.train else augment.IDENTITY
+
+    def warp_masks(self, image: int, matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(mask_miss, mask_all) on the output grid, float32 in [0, 1] (1 = supervise / person)."""
+        ss = {"faithful": self.stride, "half": self.stride // 2, "grid": 1}[self.cfg.augment.mask_warp]
+        if not self.has_ignore[image] and not self.has_person[image]:
+            return np.ones(self.grid_hw, np.float32), np.zeros(self.grid_hw, np.float32)
+        code = self.read_mask_code(image)
+        if not self.has_ignore[image]:  # mask_miss is all "supervise", and so is the border
+            person = augment.warp_mask_to_grid(cv2.LUT(code, _LUT_ALL), matrix, self.input_hw, self.stride, 0, ss)
+            return np.ones(self.grid_hw, np.float32), person
+        both = cv2.merge([cv2.LUT(code, _LUT_MISS), cv2.LUT(code, _LUT_ALL)])
+        warped = augment.warp_mask_to_grid(both, matrix, self.input_hw, self.stride, (255, 0), ss)
+        return np.ascontiguousarray(warped[..., 0]), np.ascontiguousarray(warped[..., 1])
+
+    def __getitem__(self, index: int) -> dict:
+        return self.build(int(index))
+
+    def build(self, index: int, params: augment.AugmentParams | None = None, timer=None) -> dict:
+        """Sample ``index`` with the given augmentation (default: this epoch's draw, or identity if not train).
+
+        ``timer``: optional callable ``timer(stage)`` returning a context manager, used by bench/data_pipeline.py.
+        """
+        stage = timer or _no_timer
+        cfg = self.cfg
+        with stage("read+decode"):
+            image = int(self.sample_image[index])
+            keypoints, bbox = self.read_people(index)
+            params = self.sample_params(index) if params is None else params
+            center = (bbox[0] + bbox[2] / 2, bbox[1] + bbox[3] / 2)
+            matrix = augment.affine_matrix(center, float(bbox[3]), params, self.input_hw, cfg.augment.target_dist)
+            pixels, pixel_matrix = self.decode_image(image, matrix)
+        with stage("augment"):
+            if params.tint:
+                pixels = augment.tint(pixels, params.hsv, cfg.augment.hue_wrap)
+            warped = augment.warp_image(pixels, pixel_matrix, self.input_hw, cfg.augment.border_bgr)
+            keypoints = augment.transform_keypoints(keypoints, matrix, params.flip)
+        with stage("masks"):
+            mask_miss, mask_all = self.warp_masks(image, matrix)
+            masks = mask_scales(mask_miss, cfg.model.num_scales, cfg.loss.mask_threshold)
+        with stage("targets"):
+            targets = draw_targets(keypoints, mask_all, self.grid_hw, self.stride, cfg.targets)
+        with stage("scales"):
+            targets = downscale_targets(targets, cfg.model.num_scales)
+        with stage("to-tensor"):
+            return {
+                "image": torch.from_numpy(image_to_chw_float(warped)),
+                "targets": [torch.from_numpy(t) for t in targets],
+                "masks": [torch.from_numpy(m[None]) for m in masks],
+                "meta": {
+                    "image_id": int(self.image_id[image]),
+                    "index": index,
+                    "epoch": self.epoch,
+                    "flip": params.flip,
+                },
+            }
+
+
+_NULL = contextlib.nullcontext()
+
+
+def _no_timer(stage: str) -> contextlib.AbstractContextManager:
+    return _NULL

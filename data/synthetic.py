@@ -1,0 +1,301 @@
+"""A synthetic COCO-format person-keypoint dataset that a small network learns in minutes on a CPU.
+
+    python -m data.synthetic --out synth [--num-images 600 --seed 0 --val-fraction 0.2]
+
+writes ``synth/images/*.jpg`` and ``synth/annotations/person_keypoints_{train,val}.json`` (images, annotations
+with 17 keypoints, num_keypoints, bbox, area, polygon segmentation, iscrowd, categories), to be converted with
+``python -m data.coco_to_hdf5`` like COCO itself. Deterministic from the seed.
+
+Each picture (256-384 px) has 1-4 large articulated people (bbox height mostly 35-80% of the picture) drawn as
+filled body shapes over a random background (gradient, noise or stripes), plus tiny people without keypoints
+(``num_keypoints = 0``) and sometimes a crowd (``iscrowd = 1``, RLE). Every person faces the camera, so the
+person's right side is on the picture's left relative to the body axis (head up), as for a frontal COCO person:
+that is the left/right cue, and unlike a colour code per side it survives the horizontal-flip augmentation
+(flipping a frontal person gives a frontal person). Limb colours are symmetric per limb type (upper arm,
+forearm, thigh, shin), the face has eyes, nose and ears, and joints carry a dark dot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+import cv2
+import numpy as np
+from pycocotools import mask as mask_utils
+
+from config.skeleton import COCO_KEYPOINTS, COCO_SKELETON
+from utils.errors import UserError, cli_main
+from utils.io import atomic_write_bytes, atomic_write_text
+
+K = {name: i for i, name in enumerate(COCO_KEYPOINTS)}
+# (from, to, colour BGR, thickness as a fraction of the body height); symmetric between sides.
+_LIMB_SHAPES = [
+    ("shoulder", "elbow", (40, 40, 200), 0.055),  # upper arm: red
+    ("elbow", "wrist", (40, 170, 230), 0.045),  # forearm: orange
+    ("hip", "knee", (170, 60, 30), 0.075),  # thigh: blue
+    ("knee", "ankle", (60, 170, 60), 0.06),  # shin: green
+]
+_SKIN = (150, 180, 225)
+
+
+def _rot(angle_deg: float) -> np.ndarray:
+    a = math.radians(angle_deg)
+    return np.array([[math.cos(a), -math.sin(a)], [math.sin(a), math.cos(a)]])
+
+
+def random_pose(rng: np.random.Generator) -> np.ndarray:
+    """17 COCO keypoints (x, y) of a frontal person of height 1 (head top to ankles), neck at the origin, y down.
+
+    The person's right side is at negative x (the viewer's left)."""
+    p = np.zeros((17, 2))
+    p[K["nose"]] = (0, -0.11)
+    for side, sx in (("right", -1), ("left", 1)):
+        p[K[f"{side}_eye"]] = (sx * 0.028, -0.135)
+        p[K[f"{side}_ear"]] = (sx * 0.062, -0.12)
+        sh = np.array([sx * 0.11, 0.02])
+        hip = np.array([sx * 0.075, 0.33])
+        p[K[f"{side}_shoulder"]] = sh
+        p[K[f"{side}_hip"]] = hip
+        up = rng.uniform(-15, 130)  # arm raised outwards, degrees from hanging down
+        bend = rng.uniform(-20, 110)
+        d1 = _rot(-sx * up) @ np.array([0, 1.0])
+        d2 = _rot(-sx * (up + bend)) @ np.array([0, 1.0])
+        p[K[f"{side}_elbow"]] = sh + 0.16 * d1
+        p[K[f"{side}_wrist"]] = sh + 0.16 * d1 + 0.15 * d2
+        spread = rng.uniform(-3, 35)
+        knee = rng.uniform(-5, 50)
+        d1 = _rot(-sx * spread) @ np.array([0, 1.0])
+        d2 = _rot(-sx * (spread - knee)) @ np.array([0, 1.0])
+        p[K[f"{side}_knee"]] = hip + 0.24 * d1
+        p[K[f"{side}_ankle"]] = hip + 0.24 * d1 + 0.23 * d2
+    return p
+
+
+def _background(rng: np.random.Generator, h: int, w: int) -> np.ndarray:
+    kind = rng.integers(3)
+    c0, c1 = rng.integers(0, 256, 3), rng.integers(0, 256, 3)
+    if kind == 0:  # linear gradient in a random direction
+        a = rng.uniform(0, 2 * math.pi)
+        yy, xx = np.mgrid[0:h, 0:w]
+        t = (xx * math.cos(a) + yy * math.sin(a)) / (h + w) + 0.5
+        img = c0 * (1 - t[..., None]) + c1 * t[..., None]
+    elif kind == 1:  # smooth noise
+        small = rng.integers(0, 256, (rng.integers(3, 9), rng.integers(3, 9), 3)).astype(np.uint8)
+        img = cv2.resize(small, (w, h), interpolation=cv2.INTER_CUBIC).astype(np.float64)
+    else:  # stripes
+        period = rng.integers(8, 40)
+        yy, xx = np.mgrid[0:h, 0:w]
+        a = rng.uniform(0, math.pi)
+        on = ((xx * math.cos(a) + yy * math.sin(a)) // period) % 2
+        img = np.where(on[..., None] > 0, c0, c1).astype(np.float64)
+    img += rng.normal(0, 6, (h, w, 3))
+    return np.clip(img, 0, 255).astype(np.uint8)
+
+
+def _draw_person(img: np.ndarray, mask: np.ndarray, kp: np.ndarray, height: float, rng: np.random.Generator) -> None:
+    """Draw a person given its image keypoints (17, 2) and body height in pixels; mark its pixels in ``mask``."""
+    shade = rng.uniform(0.7, 1.15)
+    torso_colour = tuple(int(c) for c in rng.integers(60, 230, 3))
+
+    def pt(name):
+        return tuple(int(round(v)) for v in kp[K[name]])
+
+    def thick(frac):
+        return max(1, int(round(frac * height)))
+
+    torso = np.array([pt("right_shoulder"), pt("left_shoulder"), pt("left_hip"), pt("right_hip")], np.int32)
+    for target, colour in ((img, torso_colour), (mask, 255)):
+        cv2.fillConvexPoly(target, torso, colour, cv2.LINE_AA if target is img else cv2.LINE_8)
+        cv2.line(target, pt("right_shoulder"), pt("left_shoulder"), colour, thick(0.05), cv2.LINE_AA)
+    for a, b, colour, t in _LIMB_SHAPES:
+        c = tuple(int(min(255, v * shade)) for v in colour)
+        for side in ("right", "left"):
+            cv2.line(img, pt(f"{side}_{a}"), pt(f"{side}_{b}"), c, thick(t), cv2.LINE_AA)
+            cv2.line(mask, pt(f"{side}_{a}"), pt(f"{side}_{b}"), 255, thick(t))
+    neck = (kp[K["right_shoulder"]] + kp[K["left_shoulder"]]) / 2
+    head = kp[K["nose"]] + (kp[K["nose"]] - neck) * 0.15
+    centre = tuple(int(round(v)) for v in head)
+    cv2.line(img, tuple(int(round(v)) for v in neck), centre, _SKIN, thick(0.04), cv2.LINE_AA)
+    cv2.line(mask, tuple(int(round(v)) for v in neck), centre, 255, thick(0.04))
+    cv2.circle(img, centre, thick(0.075), _SKIN, -1, cv2.LINE_AA)
+    cv2.circle(mask, centre, thick(0.075), 255, -1)
+    dot = max(1, thick(0.012))
+    for name in ("right_ear", "left_ear"):
+        cv2.circle(img, pt(name), dot + 1, (60, 100, 160), -1, cv2.LINE_AA)
+    for name in ("right_eye", "left_eye"):
+        cv2.circle(img, pt(name), dot, (30, 30, 30), -1, cv2.LINE_AA)
+    cv2.circle(img, pt("nose"), dot, (40, 40, 140), -1, cv2.LINE_AA)
+    for side in ("right", "left"):
+        for j in ("elbow", "wrist", "knee", "ankle", "shoulder", "hip"):
+            cv2.circle(img, pt(f"{side}_{j}"), dot + 1, (25, 25, 25), -1, cv2.LINE_AA)
+
+
+def _polygons(mask: np.ndarray) -> list[list[float]]:
+    contours, _ = cv2.findContours(mask, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
+    return [c.reshape(-1).astype(float).tolist() for c in contours if len(c) >= 3]
+
+
+def make_image(rng: np.random.Generator, image_id: int, first_ann_id: int) -> tuple[np.ndarray, list[dict]]:
+    """One picture and its COCO annotations."""
+    h, w = (int(v) for v in rng.integers(256, 385, 2))
+    img = _background(rng, h, w)
+    people = []  # (keypoints (17,2), mask)
+    for _ in range(int(rng.choice([1, 1, 2, 2, 3, 4]))):
+        height = rng.uniform(0.35, 0.8) * h
+        kp = random_pose(rng) * height
+        kp = kp @ _rot(rng.uniform(-25, 25)).T
+        lo, hi = kp.min(0), kp.max(0)
+        kp += rng.uniform([-lo[0] - 0.1 * w, -lo[1]], [w - hi[0] + 0.1 * w, h - hi[1] + 0.05 * h])
+        mask = np.zeros((h, w), np.uint8)
+        _draw_person(img, mask, kp, height, rng)
+        people.append((kp, mask))
+    tiny = []
+    for _ in range(int(rng.integers(0, 4))):
+        height = rng.uniform(0.04, 0.1) * h
+        kp = random_pose(rng) * height + rng.uniform([0, 0], [w, h])
+        mask = np.zeros((h, w), np.uint8)
+        _draw_person(img, mask, kp, height, rng)
+        tiny.append(mask)
+    crowd = None
+    if rng.random() < 0.15:
+        crowd = np.zeros((h, w), np.uint8)
+        x0, y0 = rng.uniform(0, w * 0.7), rng.uniform(0, h * 0.7)
+        for _ in range(int(rng.integers(5, 12))):
+            height = rng.uniform(0.05, 0.1) * h
+            kp = random_pose(rng) * height + (x0 + rng.uniform(0, w * 0.3), y0 + rng.uniform(0, h * 0.3))
+            _draw_person(img, crowd, kp, height, rng)
+
+    anns = []
+    ann_id = first_ann_id
+    # Later people occlude earlier ones: a person's visible region excludes everything drawn after it.
+    later = np.zeros((h, w), bool)
+    drawn = [m for _, m in people] + tiny + ([crowd] if crowd is not None else [])
+    cover = [None] * len(drawn)
+    for i in range(len(drawn) - 1, -1, -1):
+        cover[i] = later.copy()
+        later |= drawn[i] > 0
+    for i, (kp, mask) in enumerate(people):
+        visible = (mask > 0) & ~cover[i]
+        ann = _person_annotation(kp, visible, cover[i], h, w)
+        if ann is not None:
+            anns.append(ann)
+    for i, mask in enumerate(tiny, start=len(people)):
+        visible = (mask > 0) & ~cover[i]
+        ann = _person_annotation(None, visible, cover[i], h, w)
+        if ann is not None:
+            anns.append(ann)
+    if crowd is not None and crowd.any():
+        rle = mask_utils.encode(np.asfortranarray(crowd > 0))
+        x, y, bw, bh = mask_utils.toBbox(rle).tolist()
+        anns.append(
+            {
+                "segmentation": {"size": [h, w], "counts": rle["counts"].decode("ascii")},
+                "num_keypoints": 0,
+                "area": float(mask_utils.area(rle)),
+                "iscrowd": 1,
+                "keypoints": [0] * 51,
+                "bbox": [x, y, bw, bh],
+                "category_id": 1,
+            }
+        )
+    for a in anns:
+        a["image_id"] = image_id
+        a["id"] = ann_id
+        ann_id += 1
+    return img, anns
+
+
+def _person_annotation(kp, visible: np.ndarray, covered: np.ndarray, h: int, w: int) -> dict | None:
+    polys = _polygons(visible.astype(np.uint8))
+    if not polys:
+        return None
+    ys, xs = np.nonzero(visible)
+    keypoints = [0] * 51
+    num = 0
+    if kp is not None:
+        for j, (x, y) in enumerate(kp):
+            if 0 <= x < w and 0 <= y < h:
+                v = 1 if covered[int(y), int(x)] else 2
+                keypoints[3 * j : 3 * j + 3] = [round(float(x), 2), round(float(y), 2), v]
+                num += 1
+        labelled = np.array([keypoints[3 * j : 3 * j + 2] for j in range(17) if keypoints[3 * j + 2] > 0])
+        if len(labelled):
+            xs = np.concatenate([xs, labelled[:, 0]])
+            ys = np.concatenate([ys, labelled[:, 1]])
+    x0, y0, x1, y1 = float(xs.min()), float(ys.min()), float(xs.max()) + 1, float(ys.max()) + 1
+    return {
+        "segmentation": polys,
+        "num_keypoints": num,
+        "area": float(visible.sum()),
+        "iscrowd": 0,
+        "keypoints": keypoints,
+        "bbox": [x0, y0, min(x1, w) - x0, min(y1, h) - y0],
+        "category_id": 1,
+    }
+
+
+def categories() -> list[dict]:
+    return [
+        {
+            "supercategory": "person",
+            "id": 1,
+            "name": "person",
+            "keypoints": list(COCO_KEYPOINTS),
+            "skeleton": [[a + 1, b + 1] for a, b in COCO_SKELETON],
+        }
+    ]
+
+
+def generate(out: str | Path, num_images: int = 600, seed: int = 0, val_fraction: float = 0.2) -> dict[str, int]:
+    """Write the dataset under ``out``; returns the number of images per split."""
+    if num_images < 1 or not 0 <= val_fraction < 1:
+        raise UserError("--num-images must be >= 1 and --val-fraction in [0, 1)")
+    out = Path(out)
+    (out / "images").mkdir(parents=True, exist_ok=True)
+    (out / "annotations").mkdir(parents=True, exist_ok=True)
+    num_val = int(round(num_images * val_fraction))
+    splits = {"train": {"images": [], "annotations": []}, "val": {"images": [], "annotations": []}}
+    ann_id = 1
+    for i in range(num_images):
+        rng = np.random.default_rng([seed, i])
+        image_id = i + 1
+        img, anns = make_image(rng, image_id, ann_id)
+        ann_id += len(anns)
+        name = f"{image_id:012d}.jpg"
+        ok, buf = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, 92])
+        assert ok
+        atomic_write_bytes(out / "images" / name, buf.tobytes())
+        split = splits["val" if i >= num_images - num_val else "train"]
+        split["images"].append({"id": image_id, "file_name": name, "width": img.shape[1], "height": img.shape[0]})
+        split["annotations"] += anns
+    info = {"description": f"SimplePose synthetic people, seed {seed}", "version": "1"}
+    for name, split in splits.items():
+        data = {"info": info, "licenses": [], **split, "categories": categories()}
+        atomic_write_text(out / "annotations" / f"person_keypoints_{name}.json", json.dumps(data))
+    return {k: len(v["images"]) for k, v in splits.items()}
+
+
+@cli_main
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m data.synthetic", description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", required=True, type=Path, help="output folder")
+    p.add_argument("--num-images", type=int, default=600)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--val-fraction", type=float, default=0.2)
+    args = p.parse_args(argv)
+    counts = generate(args.out, args.num_images, args.seed, args.val_fraction)
+    print(f"wrote {args.out}: {counts['train']} training and {counts['val']} validation images")
+    print(
+        f"next: python -m data.coco_to_hdf5 --images {args.out}/images "
+        f"--annotations {args.out}/annotations/person_keypoints_train.json --out {args.out}/train256.h5 "
+        "--input-size 256"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

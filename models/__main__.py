@@ -1,0 +1,38 @@
+"""Print a model summary: parameters (total and per part), output shapes and MACs per image.
+
+python -m models --config config/simplepose_coco.yaml
+python -m models --config config/quickstart.yaml data.input_size=320
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from config.loader import add_config_arguments, config_from_args
+from models.summary import macs_and_shapes, meta_model, parameter_counts
+from utils.errors import cli_main
+
+
+@cli_main
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m models", description="Summary of the configured network.")
+    add_config_arguments(parser)
+    cfg = config_from_args(parser.parse_args(argv))
+    m, size = cfg.model, cfg.data.input_size
+    print(
+        f"PoseNet: stacks={m.stacks} inp_dim={m.inp_dim} increase={m.increase} num_scales={m.num_scales} "
+        f"head_channels={m.head_channels} se_reduction={m.se_reduction} bn={m.bn}"
+    )
+    counts = parameter_counts(meta_model(m))
+    for part, n in counts.items():
+        print(f"  {part:<12} {n:>13,} parameters")
+    macs, shapes = macs_and_shapes(m, size, size)
+    print(f"input (B, 3, {size}, {size}) -> outputs[stack][scale], {m.stacks} stacks of:")
+    for k, s in enumerate(shapes):
+        print(f"  scale {k}: (B, {s[1]}, {s[2]}, {s[3]})  stride {size // s[2]}")
+    print(f"cost: {macs / 1e9:.2f} G multiply-accumulates per image at {size}x{size}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

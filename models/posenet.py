@@ -1,0 +1,205 @@
+"""Identity-Mapping Hourglass Network (IMHN), spec section 8.
+
+    image (B, 3, H, W) BGR/255, H and W multiples of 64
+      -> Stem -> (B, inp_dim, H/4, W/4)
+      -> T stacks: Hourglass (5 feature scales) -> per-scale ScaleHead -> predictions
+                   + Merge back into the next stack's input and its same-scale features
+      -> outputs[t][k]: (B, 50, H/4/2^k, W/4/2^k), t < stacks, k < num_scales
+
+Only ``outputs[-1][0]`` is used at test time. Module names differ from the original's (clearer); the
+explicit key mapping for the released checkpoint lives in ``models/weights.py``.
+
+Deliberate differences from the original:
+* the scale-0 merge is computed once per stack, not twice (bug 16: double BN-statistics update);
+* the stem honours ``inp_dim`` (bug 15) by scaling its widths with it; at 256 it is exactly the original;
+* the input is NCHW (the original took NHWC and permuted inside).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from config.schema import ModelConfig
+from config.skeleton import NUM_CHANNELS
+from models.layers import ConvBNAct, Residual, SqueezeExcitation, init_original, leaky_relu_
+from utils.errors import UserError
+
+DEPTH = 4  # hourglass levels: four poolings
+STEM_STRIDE = 4
+SIZE_MULTIPLE = STEM_STRIDE * 2**DEPTH  # 64
+DILATIONS = (3, 3, 4, 4, 5, 5)
+
+
+class Stem(nn.Module):
+    """(B, 3, H, W) -> (B, C, H/4, W/4), C = inp_dim (the original's ``Backbone``, spec 8.2).
+
+    conv 7x7/2 3->C/4, BN, LReLU; R(C/4->C/2); max-pool 2; R(C/2->C/2) = u; six dilated 3x3 CBRs on u
+    (dilations 3,3,4,4,5,5) = v; output concat(u, v). At C = 256: 64, 128, u 128 + v 128 (the original).
+    """
+
+    def __init__(self, inp_dim: int = 256):
+        super().__init__()
+        half = inp_dim // 2
+        self.conv1 = nn.Conv2d(3, inp_dim // 4, 7, stride=2, padding=3, bias=False)
+        self.bn1 = nn.BatchNorm2d(inp_dim // 4)
+        self.res1 = Residual(inp_dim // 4, half)
+        self.res2 = Residual(half, half)
+        self.dilated = nn.Sequential(*(ConvBNAct(half, half, 3, dilation=d) for d in DILATIONS))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = leaky_relu_(self.bn1(self.conv1(x)))
+        u = self.res2(F.max_pool2d(self.res1(x), 2))
+        return torch.cat((u, self.dilated(u)), dim=1)
+
+
+class HourglassLevel(nn.Module):
+    """The modules one hourglass level d owns (channels c = c_d, c_next = c_{d+1}); ``inner`` only at the last."""
+
+    def __init__(self, c: int, c_next: int, bn: bool, innermost: bool):
+        super().__init__()
+        self.skip = Residual(c, c)
+        self.down = Residual(c, c_next)
+        self.up = Residual(c_next, c)
+        self.refine = ConvBNAct(c, c, 3, bn=bn)
+        self.inner = Residual(c_next, c_next) if innermost else None
+
+
+class Hourglass(nn.Module):
+    """Depth-4 hourglass with widths c_d = inp_dim + increase * d (spec 8.3).
+
+    (B, c_0, h, w) -> [F_0 .. F_4], F_d: (B, c_d, h/2^d, w/2^d), finest first.
+    """
+
+    def __init__(self, inp_dim: int, increase: int, bn: bool):
+        super().__init__()
+        widths = [inp_dim + increase * d for d in range(DEPTH + 1)]
+        self.levels = nn.ModuleList(
+            HourglassLevel(widths[d], widths[d + 1], bn, innermost=d == DEPTH - 1) for d in range(DEPTH)
+        )
+
+    def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
+        features: list[torch.Tensor] = [x] * (DEPTH + 1)
+        features[0] = self._level(0, x, features)
+        return features
+
+    def _level(self, d: int, x: torch.Tensor, features: list[torch.Tensor]) -> torch.Tensor:
+        level = self.levels[d]
+        skip = level.skip(x)
+        low = level.down(F.max_pool2d(x, 2))
+        low = level.inner(low) if level.inner is not None else self._level(d + 1, low, features)
+        features[d + 1] = low
+        up = F.interpolate(level.up(low), scale_factor=2.0, mode="nearest")
+        return skip + level.refine(up)  # no activation after the sum (as the original)
+
+
+class ScaleHead(nn.Module):
+    """Per-stack, per-scale head (spec 8.4): features CBR3(c->h), CBR3(h->h), SE(h); predict 1x1 h->50 (bias).
+
+    (B, c, r, r) -> (features (B, h, r, r), predictions (B, 50, r, r)); predictions are raw (no sigmoid).
+    """
+
+    def __init__(self, c: int, head_channels: int, bn: bool, se_reduction: int):
+        super().__init__()
+        self.conv1 = ConvBNAct(c, head_channels, 3, bn=bn)
+        self.conv2 = ConvBNAct(head_channels, head_channels, 3, bn=bn)
+        self.se = SqueezeExcitation(head_channels, se_reduction)
+        self.predict = nn.Conv2d(head_channels, NUM_CHANNELS, 1)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        g = self.se(self.conv2(self.conv1(x)))
+        return g, self.predict(g)
+
+
+class Merge(nn.Module):
+    """Maps a stack's head features and predictions back to width c: CB1(h->c)(g) + CB1(50->c)(y)."""
+
+    def __init__(self, c: int, head_channels: int, bn: bool):
+        super().__init__()
+        self.from_features = ConvBNAct(head_channels, c, 1, bn=bn, act=False)
+        self.from_predictions = ConvBNAct(NUM_CHANNELS, c, 1, bn=bn, act=False)
+
+    def forward(self, g: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return self.from_predictions(y) + self.from_features(g)
+
+
+class PoseNet(nn.Module):
+    """The IMHN. ``forward(image)`` -> ``outputs[stack][scale]`` of shape (B, 50, H/4/2^k, W/4/2^k).
+
+    The last stack has no merge layers, so every parameter gets a gradient (DDP without unused parameters).
+    """
+
+    def __init__(self, cfg: ModelConfig | None = None):
+        super().__init__()
+        cfg = cfg or ModelConfig()
+        check_model_config(cfg)
+        self.cfg = cfg
+        widths = [cfg.inp_dim + cfg.increase * d for d in range(cfg.num_scales)]
+        h = cfg.head_channels
+        self.stem = Stem(cfg.inp_dim)
+        self.hourglasses = nn.ModuleList(Hourglass(cfg.inp_dim, cfg.increase, cfg.bn) for _ in range(cfg.stacks))
+        self.heads = nn.ModuleList(
+            nn.ModuleList(ScaleHead(c, h, cfg.bn, cfg.se_reduction) for c in widths) for _ in range(cfg.stacks)
+        )
+        self.merges = nn.ModuleList(nn.ModuleList(Merge(c, h, cfg.bn) for c in widths) for _ in range(cfg.stacks - 1))
+        init_original(self)
+
+    def forward(self, image: torch.Tensor) -> list[list[torch.Tensor]]:
+        check_input_shape(image.shape)
+        x = self.stem(image)
+        cache: list[torch.Tensor] = []
+        outputs: list[list[torch.Tensor]] = []
+        for t, hourglass in enumerate(self.hourglasses):
+            feats = hourglass(x)[: self.cfg.num_scales]
+            if cache:
+                feats = [f + c for f, c in zip(feats, cache)]
+            pairs = [head(f) for head, f in zip(self.heads[t], feats)]
+            outputs.append([y for _, y in pairs])
+            if t < len(self.merges):
+                cache = [merge(g, y) for merge, (g, y) in zip(self.merges[t], pairs)]
+                x = x + cache[0]
+        return outputs
+
+
+def check_model_config(cfg: ModelConfig) -> None:
+    """Raise UserError for model settings the architecture cannot build."""
+    problems = []
+    if cfg.stacks < 1:
+        problems.append(f"model.stacks must be >= 1, got {cfg.stacks}")
+    if cfg.inp_dim < 4 or cfg.inp_dim % 4:
+        problems.append(f"model.inp_dim must be a positive multiple of 4 (the stem splits it), got {cfg.inp_dim}")
+    if cfg.increase < 0 or cfg.increase % 2:
+        problems.append(f"model.increase must be even and >= 0 (bottlenecks halve widths), got {cfg.increase}")
+    if not 1 <= cfg.num_scales <= DEPTH + 1:
+        problems.append(f"model.num_scales must be between 1 and {DEPTH + 1}, got {cfg.num_scales}")
+    if cfg.se_reduction < 1 or cfg.head_channels < cfg.se_reduction:
+        problems.append(
+            f"model.head_channels ({cfg.head_channels}) must be >= model.se_reduction ({cfg.se_reduction}) >= 1"
+        )
+    if problems:
+        raise UserError("; ".join(problems))
+
+
+def check_input_shape(shape: torch.Size | tuple[int, ...]) -> None:
+    """Raise UserError unless ``shape`` is (B, 3, H, W) with H and W multiples of 64."""
+    if len(shape) != 4 or shape[1] != 3:
+        raise UserError(f"the network takes images of shape (B, 3, H, W) (BGR/255, NCHW), got {tuple(shape)}")
+    h, w = shape[2], shape[3]
+    if h < SIZE_MULTIPLE or w < SIZE_MULTIPLE or h % SIZE_MULTIPLE or w % SIZE_MULTIPLE:
+        raise UserError(
+            f"the network cannot take a {h}x{w} input: height and width must be multiples of {SIZE_MULTIPLE} "
+            f"(64, 128, ..., 256, 320, 384, 448, 512, ...); pad or resize the image"
+        )
+
+
+def output_shapes(cfg: ModelConfig, batch: int, height: int, width: int) -> list[tuple[int, int, int, int]]:
+    """Shape of ``outputs[t][k]`` for every scale k (the same for every stack)."""
+    check_input_shape((batch, 3, height, width))
+    r = STEM_STRIDE
+    return [(batch, NUM_CHANNELS, height // (r * 2**k), width // (r * 2**k)) for k in range(cfg.num_scales)]
+
+
+def build_model(cfg) -> PoseNet:
+    """Build the IMHN from a whole ``config.schema.Config`` (or just its ``ModelConfig``)."""
+    return PoseNet(cfg if isinstance(cfg, ModelConfig) else cfg.model)

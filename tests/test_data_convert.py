@@ -1,0 +1,183 @@
+"""COCO -> HDF5 conversion on the real sample: counts, stored bytes, masks; clean errors on bad input."""
+
+import json
+import math
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import cv2
+import h5py
+import numpy as np
+import pytest
+from pycocotools.coco import COCO
+
+from data.coco_to_hdf5 import MASK_IGNORE_BIT, MASK_PERSON_BIT
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def expected_main_persons(anns):
+    """Spec 4.4 with the fix: >= 5 keypoints, area >= 32*32, centre >= 0.3 * max(own w, h) of earlier mains."""
+    mains = []
+    for a in anns:
+        if a["num_keypoints"] < 5 or a["area"] < 1024:
+            continue
+        x, y, w, h = a["bbox"]
+        c = (x + w / 2, y + h / 2)
+        if all(math.dist(c, mc) >= 0.3 * ref for mc, ref in mains):
+            mains.append((c, max(w, h)))
+    return len(mains)
+
+
+def test_counts_match_the_json(coco_sample_h5, coco_sample_annotations, coco_sample_images):
+    data = json.loads(coco_sample_annotations.read_text())
+    by_image = {}
+    for a in data["annotations"]:
+        by_image.setdefault(a["image_id"], []).append(a)
+    kept = [img for img in data["images"] if expected_main_persons(by_image.get(img["id"], []))]
+    with h5py.File(coco_sample_h5) as f:
+        settings = json.loads(f.attrs["settings"])
+        ids = f["images/id"][:]
+        assert list(ids) == [img["id"] for img in kept]
+        assert len(f["samples/image"]) == sum(expected_main_persons(by_image[img["id"]]) for img in kept)
+        assert len(f["people/area"]) == sum(len(by_image[img["id"]]) for img in kept)
+        assert settings["input_size"] == 256 and settings["counts"]["samples"] == len(f["samples/image"])
+        # The stored JPEG is the original file, byte for byte; bbox heights are raw pixels.
+        offsets = f["images/jpeg_offsets"][:]
+        for i in (0, len(ids) - 1):
+            stored = f["images/jpeg"][offsets[i] : offsets[i + 1]].tobytes()
+            assert stored == (coco_sample_images / kept[i]["file_name"]).read_bytes()
+        first = by_image[kept[0]["id"]]
+        np.testing.assert_allclose(f["people/bbox"][: len(first)], [a["bbox"] for a in first], rtol=1e-6)
+        # Every sample's main person belongs to the sample's image.
+        po = f["images/person_offsets"][:]
+        img, person = f["samples/image"][:], f["samples/person"][:]
+        assert ((po[img] <= person) & (person < po[img + 1])).all()
+
+
+def test_ignore_mask_covers_crowds_and_unlabelled_people(coco_sample_h5, coco_sample_annotations):
+    coco = COCO(str(coco_sample_annotations))
+    checked_crowd = checked_unlabelled = 0
+    with h5py.File(coco_sample_h5) as f:
+        mo = f["images/mask_offsets"][:]
+        for i, image_id in enumerate(f["images/id"][:]):
+            code = cv2.imdecode(f["images/mask_png"][mo[i] : mo[i + 1]], cv2.IMREAD_UNCHANGED)
+            ignored = (code & MASK_IGNORE_BIT) > 0
+            person = (code & MASK_PERSON_BIT) > 0
+            anns = coco.loadAnns(coco.getAnnIds(imgIds=[int(image_id)], iscrowd=None))
+            masks = [coco.annToMask(a) > 0 for a in anns]
+            labelled = np.zeros_like(ignored)
+            for a, m in zip(anns, masks):
+                if not a["iscrowd"] and a["num_keypoints"] > 0:
+                    labelled |= m
+            unlabelled = np.zeros_like(ignored)
+            for a, m in zip(anns, masks):
+                assert person[m].all()  # mask_all holds every person, crowds included
+                if a["iscrowd"]:
+                    assert ignored[m & ~labelled].all()
+                    checked_crowd += 1
+                elif a["num_keypoints"] == 0:
+                    assert ignored[m].all()
+                    unlabelled |= m
+                    checked_unlabelled += 1
+            crowd = np.zeros_like(ignored)
+            for a, m in zip(anns, masks):
+                if a["iscrowd"]:
+                    crowd |= m
+            assert not ignored[labelled & ~unlabelled].any()
+            assert not ignored[~(unlabelled | crowd)].any()
+    assert checked_crowd >= 1 and checked_unlabelled >= 10
+
+
+# ---------------------------------------------------------------------------------------------- bad input
+
+
+def run_convert(tmp_path, annotations, images, *extra):
+    out = tmp_path / "out.h5"
+    cmd = [sys.executable, "-m", "data.coco_to_hdf5", "--images", str(images), "--annotations", str(annotations)]
+    proc = subprocess.run(
+        [*cmd, "--out", str(out), "--no-progress", *extra], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    return proc, out
+
+
+@pytest.fixture
+def small_set(tmp_path, coco_sample_annotations, coco_sample_images):
+    """Three real images that all have main persons, with their annotations, in a private folder."""
+    data = json.loads(coco_sample_annotations.read_text())
+    keep = ["000000000790.jpg", "000000030752.jpg", "000000183872.jpg"]
+    images = [img for img in data["images"] if img["file_name"] in keep]
+    ids = {img["id"] for img in images}
+    data["images"] = images
+    data["annotations"] = [a for a in data["annotations"] if a["image_id"] in ids]
+    folder = tmp_path / "images"
+    folder.mkdir()
+    for name in keep:
+        shutil.copy(coco_sample_images / name, folder / name)
+    return data, folder
+
+
+def write_json(path, data):
+    path.write_text(json.dumps(data))
+    return path
+
+
+def assert_clean_failure(proc, *words):
+    assert proc.returncode != 0
+    assert "Traceback" not in proc.stderr
+    for w in words:
+        assert w in proc.stderr, proc.stderr
+
+
+def test_malformed_annotations_fail_cleanly(tmp_path, small_set):
+    data, images = small_set
+    bad = json.loads(json.dumps(data))
+    bad["annotations"][1]["keypoints"] = bad["annotations"][1]["keypoints"][:50]
+    path = write_json(tmp_path / "bad_keypoints.json", bad)
+    proc, out = run_convert(tmp_path, path, images)
+    assert_clean_failure(proc, "bad_keypoints.json", "keypoints", "51")
+    assert not out.exists()
+
+    bad = json.loads(json.dumps(data))
+    del bad["annotations"][0]["bbox"]
+    proc, _ = run_convert(tmp_path, write_json(tmp_path / "no_bbox.json", bad), images)
+    assert_clean_failure(proc, "no_bbox.json", "'bbox'")
+
+    truncated = tmp_path / "truncated.json"
+    truncated.write_text(json.dumps(data)[:5000])
+    proc, _ = run_convert(tmp_path, truncated, images)
+    assert_clean_failure(proc, "truncated.json", "download it again")
+
+
+def test_missing_and_corrupt_images(tmp_path, small_set):
+    data, images = small_set
+    path = write_json(tmp_path / "ann.json", data)
+    (images / "000000030752.jpg").unlink()
+    proc, out = run_convert(tmp_path, path, images)
+    assert_clean_failure(proc, "000000030752.jpg", "missing", "--skip-bad")
+    assert not out.exists() and not list(tmp_path.glob(".out.h5.*"))
+
+    jpeg = images / "000000183872.jpg"
+    jpeg.write_bytes(jpeg.read_bytes()[:20000])  # truncated download
+    shutil.copy(images / "000000000790.jpg", images / "000000030752.jpg")  # present again, wrong size
+    proc, _ = run_convert(tmp_path, path, images)
+    assert_clean_failure(proc, "000000030752.jpg", "size")
+    (images / "000000030752.jpg").unlink()
+
+    proc, out = run_convert(tmp_path, path, images, "--skip-bad")
+    assert proc.returncode == 0, proc.stderr
+    assert "000000030752.jpg" in proc.stderr and "000000183872.jpg" in proc.stderr and "truncated" in proc.stderr
+    assert "2 images skipped" in proc.stdout
+    with h5py.File(out) as f:
+        settings = json.loads(f.attrs["settings"])
+        assert list(f["images/id"][:]) == [790]
+    assert len(settings["skipped"]) == 2
+
+
+def test_file_names_cannot_escape_the_image_folder(tmp_path, small_set):
+    data, images = small_set
+    data["images"][0]["file_name"] = "../../etc/passwd"
+    proc, _ = run_convert(tmp_path, write_json(tmp_path / "ann.json", data), images)
+    assert_clean_failure(proc, "outside the image folder")

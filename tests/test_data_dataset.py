@@ -1,0 +1,143 @@
+"""The dataset on the converted real sample: shapes, geometry, flips, workers and epochs, input-size check."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from config import skeleton as sk
+from config.loader import load_config
+from data import augment
+from data.dataset import SimplePoseDataset, mask_scales
+from utils.errors import UserError
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return load_config(None, ["data.input_size=256"])
+
+
+@pytest.fixture(scope="module")
+def train_set(coco_sample_h5, cfg):
+    return SimplePoseDataset(coco_sample_h5, cfg, train=True)
+
+
+def test_item_layout(train_set, cfg):
+    item = train_set[0]
+    assert item["image"].shape == (3, 256, 256) and item["image"].dtype == torch.float32
+    assert item["image"].min() >= 0 and item["image"].max() <= 1
+    assert [tuple(t.shape) for t in item["targets"]] == [(50, 64 >> k, 64 >> k) for k in range(5)]
+    assert [tuple(m.shape) for m in item["masks"]] == [(1, 64 >> k, 64 >> k) for k in range(5)]
+    assert set(item["meta"]) == {"image_id", "index", "epoch", "flip"}
+    t0 = item["targets"][0].numpy()
+    np.testing.assert_allclose(item["targets"][2].numpy(), t0.reshape(50, 16, 4, 16, 4).mean((2, 4)), atol=1e-6)
+
+
+def test_keypoints_land_on_their_peaks(train_set):
+    hits = 0
+    for index in range(0, len(train_set), 5):
+        params = train_set.sample_params(index)
+        keypoints, bbox = train_set.read_people(index)
+        centre = (bbox[0] + bbox[2] / 2, bbox[1] + bbox[3] / 2)
+        m = augment.affine_matrix(centre, float(bbox[3]), params, (256, 256), 0.6)
+        moved = augment.transform_keypoints(keypoints, m, params.flip)
+        maps = train_set[index]["targets"][0].numpy()
+        for j in range(18):
+            x, y, v = moved[0, j]  # the main person
+            col, row = round((x - 1.5) / 4), round((y - 1.5) / 4)
+            if v >= 2 or not (1 <= col < 63 and 1 <= row < 63):
+                continue
+            channel = maps[sk.KEYPOINT_START + j]
+            assert channel[row, col] > 0.94  # within half a cell of a sigma-9 peak
+            assert (
+                channel[row - 1 : row + 2, col - 1 : col + 2].max()
+                == channel[row - 2 : row + 3, col - 2 : col + 3].max()
+            )
+            hits += 1
+    assert hits > 50
+
+
+def test_flip_mirrors_everything_and_swaps_sides(coco_sample_h5, cfg):
+    # Fixed limb mode: the faithful limb box rounds asymmetrically (spec 7.3), so only fixed mode mirrors exactly.
+    fixed = dataclasses.replace(cfg, targets=dataclasses.replace(cfg.targets, limb_mode="fixed"))
+    dataset = SimplePoseDataset(coco_sample_h5, fixed, train=True)
+    index = 3
+    plain = dataset.build(index, augment.AugmentParams(degree=15, scale=1.1))
+    flipped = dataset.build(index, augment.AugmentParams(degree=15, scale=1.1, flip=True))
+    # The flip mirrors the rotated picture about the crop's vertical axis.
+    np.testing.assert_allclose(flipped["image"].numpy(), plain["image"].numpy()[:, :, ::-1], atol=2 / 255)
+    tp, tf = plain["targets"][0].numpy(), flipped["targets"][0].numpy()
+    mirrored = tp[np.array(sk.CHANNEL_FLIP)][:, :, ::-1]
+    np.testing.assert_allclose(tf[sk.LIMB_CHANNELS], mirrored[sk.LIMB_CHANNELS], atol=1e-4)
+    # Keypoint windows are rounded to cells, so their faint edges (< 0.03) may differ.
+    np.testing.assert_allclose(tf[sk.KEYPOINT_START :], mirrored[sk.KEYPOINT_START :], atol=0.03)
+    rsho = sk.KEYPOINTS.index("right_shoulder")
+    assert tp[sk.KEYPOINT_START + rsho].max() > 0.5
+    assert not np.allclose(tf[sk.KEYPOINT_START + rsho], tp[sk.KEYPOINT_START + rsho][:, ::-1], atol=1e-2)
+    np.testing.assert_allclose(flipped["masks"][0].numpy(), plain["masks"][0].numpy()[:, :, ::-1], atol=1e-2)
+
+
+def test_ignore_mask_is_warped_and_thresholded(train_set):
+    # Sample(s) of an image with a crowd region: some cells are ignored, outside the picture is supervised.
+    ignored = [i for i in range(len(train_set)) if train_set.has_ignore[train_set.sample_image[i]]]
+    assert ignored
+    masks = train_set.build(ignored[0], augment.IDENTITY)["masks"]
+    m0 = masks[0].numpy()[0]
+    assert (m0 == 0).any() and (m0 == 1).any()
+    assert ((m0 == 0) | (m0 >= 0.5)).all()
+    for k in range(1, 5):
+        mk = masks[k].numpy()[0]
+        assert ((mk == 0) | (mk >= 0.5)).all()
+
+
+def test_mask_scales_match_torch_bilinear():
+    rng = np.random.default_rng(0)
+    mask = (rng.random((64, 64)) > 0.3).astype(np.float32)
+    ours = mask_scales(mask, 5, 0.5)
+    for k, m in enumerate(ours):
+        ref = torch.nn.functional.interpolate(torch.from_numpy(mask)[None, None], size=(64 >> k, 64 >> k),
+                                              mode="bilinear", align_corners=False)[0, 0].numpy()  # fmt: skip
+        ref[ref < 0.5] = 0
+        np.testing.assert_allclose(m, ref, atol=1e-6)
+
+
+def batches(dataset, workers):
+    loader = DataLoader(dataset, batch_size=3, num_workers=workers, shuffle=False)
+    out = []
+    for i, b in enumerate(loader):
+        out.append(torch.cat([b["image"].flatten(1), b["targets"][0].flatten(1), b["masks"][1].flatten(1)], 1))
+        if i == 1:
+            break
+    return torch.cat(out)
+
+
+def test_workers_and_epochs(coco_sample_h5, cfg):
+    dataset = SimplePoseDataset(coco_sample_h5, cfg, train=True)
+    dataset.set_epoch(2)
+    single = batches(dataset, 0)
+    parallel = batches(dataset, 2)
+    assert torch.equal(single, parallel)
+    dataset.set_epoch(3)
+    other = batches(dataset, 2)
+    assert not torch.equal(single, other)
+    dataset.set_epoch(2)
+    assert torch.equal(batches(dataset, 0), single)
+
+
+def test_validation_items_are_deterministic(coco_sample_h5, cfg):
+    val = SimplePoseDataset(coco_sample_h5, cfg, train=False)
+    a, b = val[1], val[1]
+    val.set_epoch(5)
+    c = val[1]
+    assert torch.equal(a["image"], b["image"]) and torch.equal(a["image"], c["image"])
+    assert a["meta"]["flip"] is False
+
+
+def test_refuses_a_file_for_another_input_size(coco_sample_h5, cfg):
+    other = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, input_size=512))
+    with pytest.raises(UserError) as e:
+        SimplePoseDataset(coco_sample_h5, other, train=True)
+    msg = str(e.value)
+    assert "built for input size 256" in msg and "python -m data.coco_to_hdf5" in msg and "--input-size 512" in msg

@@ -1,0 +1,71 @@
+"""The synthetic dataset: deterministic, valid COCO, and it goes through the converter and the loader."""
+
+import json
+
+import numpy as np
+from pycocotools.coco import COCO
+
+from config.loader import load_config
+from data.coco_to_hdf5 import Source, convert
+from data.dataset import SimplePoseDataset
+from data.synthetic import generate
+
+
+def test_deterministic_from_the_seed(tmp_path, synthetic_coco):
+    generate(tmp_path / "again", num_images=12, seed=0, val_fraction=0.25)
+    generate(tmp_path / "other", num_images=12, seed=1, val_fraction=0.25)
+    for split in ("train", "val"):
+        name = f"annotations/person_keypoints_{split}.json"
+        assert (tmp_path / "again" / name).read_bytes() == (synthetic_coco / name).read_bytes()
+        assert (tmp_path / "other" / name).read_bytes() != (synthetic_coco / name).read_bytes()
+    first = sorted((synthetic_coco / "images").iterdir())[0]
+    assert (tmp_path / "again" / "images" / first.name).read_bytes() == first.read_bytes()
+
+
+def test_valid_coco_with_the_expected_content(synthetic_coco):
+    train = COCO(str(synthetic_coco / "annotations" / "person_keypoints_train.json"))
+    val = COCO(str(synthetic_coco / "annotations" / "person_keypoints_val.json"))
+    assert len(train.getImgIds()) == 9 and len(val.getImgIds()) == 3
+    anns = train.loadAnns(train.getAnnIds(iscrowd=None))
+    people = [a for a in anns if a["num_keypoints"] > 0]
+    assert people and any(a["num_keypoints"] == 0 and not a["iscrowd"] for a in anns)
+    for a in anns:
+        kp = np.array(a["keypoints"]).reshape(17, 3)
+        assert a["num_keypoints"] == int((kp[:, 2] > 0).sum())
+        assert a["area"] > 0 and a["bbox"][2] > 0 and a["bbox"][3] > 0
+        assert train.annToMask(a).sum() > 0
+    for img in train.loadImgs(train.getImgIds()):
+        assert 256 <= img["width"] <= 384 and 256 <= img["height"] <= 384
+    heights = [a["bbox"][3] / train.imgs[a["image_id"]]["height"] for a in people]
+    assert np.median(heights) > 0.3
+    # Frontal people: relative to the body axis (shoulders -> hips), the right shoulder is on the viewer's left.
+    for a in people:
+        kp = np.array(a["keypoints"], float).reshape(17, 3)
+        if (kp[5:7, 2] > 0).all() and (kp[11:13, 2] > 0).all():
+            down = kp[11:13, :2].mean(0) - kp[5:7, :2].mean(0)
+            right_to_left = kp[6, :2] - kp[5, :2]  # COCO 5 left_shoulder, 6 right_shoulder
+            assert down[0] * right_to_left[1] - down[1] * right_to_left[0] > 0
+    cat = json.loads((synthetic_coco / "annotations" / "person_keypoints_train.json").read_text())["categories"][0]
+    assert len(cat["keypoints"]) == 17 and len(cat["skeleton"]) == 19
+
+
+def test_some_crowd_regions_over_a_larger_set(tmp_path):
+    generate(tmp_path, num_images=40, seed=3, val_fraction=0)
+    anns = json.loads((tmp_path / "annotations" / "person_keypoints_train.json").read_text())["annotations"]
+    crowds = [a for a in anns if a["iscrowd"]]
+    assert crowds and all(isinstance(a["segmentation"]["counts"], str) for a in crowds)
+
+
+def test_converts_end_to_end(tmp_path, synthetic_coco):
+    out = tmp_path / "synth.h5"
+    settings = convert(
+        [Source(synthetic_coco / "images", synthetic_coco / "annotations" / "person_keypoints_train.json")],
+        out,
+        input_size=256,
+        progress=False,
+    )
+    assert settings["counts"]["samples"] >= 9
+    cfg = load_config("config/quickstart.yaml", [])
+    item = SimplePoseDataset(out, cfg, train=True)[0]
+    assert item["image"].shape == (3, 256, 256)
+    assert item["targets"][0][30:48].max() > 0.9
