@@ -1,7 +1,7 @@
 """Rebuild a model from a checkpoint for the test-time commands (coco_eval, demo, export_onnx).
 
-The model section of the config saved in the checkpoint wins over the preset, so the network rebuilds as it
-was trained, except for ``model.*`` keys given explicitly on the command line.
+The model settings come from the checkpoint (its saved config, or what a bare state dict's shapes tell), so
+the network rebuilds as it was trained; ``model.*`` keys given on the command line still win.
 """
 
 from __future__ import annotations
@@ -10,44 +10,29 @@ import dataclasses
 
 import torch
 
-from config.loader import ConfigError, load_config
+from config.loader import load_config
 from config.schema import Config, ModelConfig
-from utils.errors import UserError
-
-
-def _saved_model_section(saved: dict | None) -> dict | None:
-    if not saved:
-        return None
-    section = saved.get("model", saved)
-    return section if isinstance(section, dict) else None
 
 
 def load_model(
     ckpt: str, config_path: str | None, overrides: list[str] | None, device: torch.device
 ) -> tuple[torch.nn.Module, Config]:
-    """(model in eval mode on ``device``, resolved config)."""
+    """(model in eval mode on ``device``, resolved config). Errors are UserErrors naming the file."""
     from models import build_model, load_weights
-    from models.weights import extract_weights, read_checkpoint
+    from models.weights import extract_weights, infer_model_config, read_checkpoint
 
     overrides = list(overrides or [])
     cfg = load_config(config_path, overrides)
     obj = read_checkpoint(ckpt)
     weights = extract_weights(obj, str(ckpt))
-    section = _saved_model_section(weights.config)
+    saved = weights.config.get("model") if weights.config else None
+    section = saved if isinstance(saved, dict) else infer_model_config(weights.state)
     explicit = {o.split("=", 1)[0].strip() for o in overrides}
-    if section:
-        names = {f.name for f in dataclasses.fields(ModelConfig)}
-        kept = [f"model.{k}={_yaml(v)}" for k, v in section.items() if k in names and f"model.{k}" not in explicit]
-        try:
-            cfg = load_config(config_path, kept + overrides)
-        except ConfigError as e:
-            raise UserError(f"checkpoint {ckpt} holds a model config this version cannot use: {e}") from None
+    for f in dataclasses.fields(ModelConfig):
+        if f.name in section and f"model.{f.name}" not in explicit:
+            setattr(cfg.model, f.name, type(getattr(cfg.model, f.name))(section[f.name]))
+    if len(cfg.loss.stack_weights) != cfg.model.stacks:  # the loss is not used here; keep the config valid
+        cfg.loss.stack_weights = [1.0] * cfg.model.stacks
     model = build_model(cfg)
-    load_weights(model, obj)
+    load_weights(model, weights.state)
     return model.to(device).eval(), cfg
-
-
-def _yaml(value) -> str:
-    import yaml
-
-    return yaml.safe_dump(value, default_flow_style=True).strip().removesuffix("...").strip()
