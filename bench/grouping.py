@@ -38,14 +38,19 @@ def network_outputs(images_dir: Path, annotations: Path, cfg, limit: int = 0):
         h, w = image.shape[:2]
         m = scale_factors(h, w, cfg.eval)[0]
         padded, (hr, wr) = prepare_input(image, m, cfg.eval)
-        batch = make_batch(padded, cfg.eval.flip, torch.device("cpu"))
+        batch = make_batch([padded], cfg.eval.flip, torch.device("cpu"))
         out = oracle_predictor(image_keypoints(anns), cfg.targets, cfg.data.stride)(batch, (wr / w, hr / h))
         items.append((out, (hr, wr), decode_grid(h, w, cfg.eval), (h, w)))
     return items
 
 
+def grid_maps(out, valid_hw, grid, flip: bool, stride: int) -> np.ndarray:
+    """Network-shaped output of one image -> (50, rows, cols) maps on the decoding grid."""
+    return resize_to_grid(fuse_flip(out, flip), valid_hw, grid, stride)[0].transpose(2, 0, 1)
+
+
 def post_network(out, valid_hw, grid, image_hw, cfg, stride: int):
-    maps = resize_to_grid(fuse_flip(out), valid_hw, grid, stride).transpose(2, 0, 1)
+    maps = grid_maps(out, valid_hw, grid, cfg.eval.flip, stride)
     return decode_people(maps, cfg.eval, (image_hw[1] / grid[1], image_hw[0] / grid[0]))
 
 
@@ -71,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     items = network_outputs(Path(args.images), Path(args.annotations), cfg)
     stride = cfg.data.stride
     decoded = [
-        (resize_to_grid(fuse_flip(o), v, g, stride).transpose(2, 0, 1), (hw[1] / g[1], hw[0] / g[0]))
+        (grid_maps(o, v, g, cfg.eval.flip, stride), (hw[1] / g[1], hw[0] / g[0]))
         for o, v, g, hw in items
     ]
     people = sum(len(decode_people(m, cfg.eval, s)) for m, s in decoded)

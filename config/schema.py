@@ -176,7 +176,7 @@ class EvalConfig:
     # every pixel is a peak); 0: no limit, as the original
     max_peaks: int = 100
     max_images: int = 0  # 0: all images
-    batch_size: int = 1
+    batch_size: int = 1  # images of one size per forward (their mirrors join the same batch when flipping)
 
 
 @dataclass

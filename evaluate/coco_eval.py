@@ -27,7 +27,7 @@ from tqdm import tqdm
 from config.loader import add_config_arguments, config_from_args
 from config.schema import Config
 from evaluate.decode import People, decode_people
-from evaluate.inference import Predictor, model_predictor, multiscale_maps
+from evaluate.inference import Predictor, model_predictor, multiscale_maps_batch
 from utils import distributed as dist
 from utils.errors import UserError, cli_main
 from utils.io import atomic_write_text
@@ -118,17 +118,37 @@ def predict_people(
     images_dir: Path,
     cfg: Config,
     device: torch.device,
-    predictor_for: Callable[[int, np.ndarray], Predictor],
+    predictor_for: Callable[[list[int]], Predictor],
+    batch_size: int = 1,
     progress: bool = True,
-) -> list[People]:
-    """Run the test-time path on this rank's images; ``predictor_for(image_id, image)`` supplies the maps."""
-    out = []
-    bar = tqdm(image_ids, desc="eval", unit="img", disable=not (progress and dist.is_main_process()))
-    for image_id in bar:
-        info = coco.imgs[image_id]
-        image = read_image(images_dir / info["file_name"])
-        maps, scale = multiscale_maps(image, cfg.eval, predictor_for(image_id, image), device, cfg.data.stride)
-        out.append(decode_people(maps, cfg.eval, scale))
+) -> dict[int, People]:
+    """Run the test-time path on this rank's images, ``batch_size`` images of one size per forward.
+
+    ``predictor_for(image_ids)`` supplies the predictor of a batch. Images are visited grouped by size (from
+    the annotation file) so that batches fill up; returns {image id: people}.
+    """
+    size = lambda i: (coco.imgs[i].get("height", 0), coco.imgs[i].get("width", 0))  # noqa: E731
+    order = sorted(image_ids, key=size)
+    out: dict[int, People] = {}
+    pending: list[tuple[int, np.ndarray]] = []
+
+    def flush() -> None:
+        ids, images = [i for i, _ in pending], [im for _, im in pending]
+        results = multiscale_maps_batch(images, cfg.eval, predictor_for(ids), device, cfg.data.stride)
+        for image_id, (maps, scale) in zip(ids, results):
+            out[image_id] = decode_people(maps, cfg.eval, scale)
+        bar.update(len(pending))
+        pending.clear()
+
+    bar = tqdm(total=len(order), desc="eval", unit="img", disable=not (progress and dist.is_main_process()))
+    for image_id in order:
+        image = read_image(images_dir / coco.imgs[image_id]["file_name"])
+        if pending and (image.shape != pending[0][1].shape or len(pending) >= batch_size):
+            flush()
+        pending.append((image_id, image))
+    if pending:
+        flush()
+    bar.close()
     return out
 
 
@@ -137,9 +157,10 @@ def evaluate_images(
     annotations: str | Path,
     cfg: Config,
     device: torch.device,
-    predictor_for: Callable[[int, np.ndarray], Predictor],
+    predictor_for: Callable[[list[int]], Predictor],
     out_json: str | Path | None = None,
     progress: bool = True,
+    batch_size: int = 1,
 ) -> tuple[dict[str, float], str]:
     """Shard, predict, gather, evaluate. Returns (stats, summary text) on every rank."""
     images_dir = Path(images_dir)
@@ -150,8 +171,8 @@ def evaluate_images(
     if cfg.eval.max_images > 0:
         ids = ids[: cfg.eval.max_images]
     mine = [ids[i] for i in dist.shard(len(ids))]
-    people = predict_people(coco, mine, images_dir, cfg, device, predictor_for, progress)
-    gathered = dist.all_gather_object(coco_results(mine, people))
+    people = predict_people(coco, mine, images_dir, cfg, device, predictor_for, batch_size, progress)
+    gathered = dist.all_gather_object(coco_results(mine, [people[i] for i in mine]))
     stats, summary = None, None
     if dist.is_main_process():
         results = sorted(
@@ -177,7 +198,9 @@ def evaluate_coco(
     model.eval()
     try:
         predictor = model_predictor(model)
-        stats, _ = evaluate_images(images_dir, annotations, cfg, device, lambda i, im: predictor, out_json, progress)
+        stats, _ = evaluate_images(
+            images_dir, annotations, cfg, device, lambda ids: predictor, out_json, progress, cfg.eval.batch_size
+        )
     finally:
         model.train(was_training)
     return stats
@@ -195,11 +218,11 @@ def evaluate_oracle(
 
     coco = load_coco(annotations)
 
-    def predictor_for(image_id: int, image: np.ndarray) -> Predictor:
-        anns = coco.loadAnns(coco.getAnnIds(imgIds=[image_id], catIds=[PERSON_CATEGORY], iscrowd=None))
+    def predictor_for(image_ids: list[int]) -> Predictor:  # one image per batch: the maps are per image
+        anns = coco.loadAnns(coco.getAnnIds(imgIds=image_ids, catIds=[PERSON_CATEGORY], iscrowd=None))
         return oracle_predictor(image_keypoints(anns), cfg.targets, cfg.data.stride)
 
-    return evaluate_images(images_dir, annotations, cfg, torch.device("cpu"), predictor_for, out_json, progress)
+    return evaluate_images(images_dir, annotations, cfg, torch.device("cpu"), predictor_for, out_json, progress, 1)
 
 
 def format_stats(stats: dict[str, float]) -> str:
@@ -246,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
             apply_cli_eval_options(cfg, args)
             predictor = model_predictor(model)
             stats, summary = evaluate_images(
-                args.images, args.annotations, cfg, device, lambda i, im: predictor, args.out
+                args.images, args.annotations, cfg, device, lambda ids: predictor, args.out, True, cfg.eval.batch_size
             )
         if dist.is_main_process():
             print(summary, end="")

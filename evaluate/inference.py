@@ -1,8 +1,8 @@
 """Test-time forward: multi-scale + flip, fused and averaged on one decoding grid (spec 11.2).
 
 A *predictor* turns a padded batch into maps: ``predict(batch, resize_xy) -> (B, 50, Hp/4, Wp/4)``, where
-``batch`` is (1 or 2, 3, Hp, Wp) float32 BGR/255 (the image, then its mirror when flipping) and
-``resize_xy`` the factors the image was resized by. ``model_predictor`` wraps a network; the oracle
+``batch`` is (n or 2n, 3, Hp, Wp) float32 BGR/255 (n images of one size, then their mirrors when flipping)
+and ``resize_xy`` the factors the images were resized by. ``model_predictor`` wraps a network; the oracle
 (evaluate/oracle.py) draws ground-truth maps instead.
 
 Difference from the original (documented on purpose): the original upsampled each output x4, cropped the
@@ -23,6 +23,7 @@ import torch.nn.functional as F
 
 from config.schema import EvalConfig
 from config.skeleton import CHANNEL_FLIP, NUM_CHANNELS
+from utils.errors import UserError
 
 Predictor = Callable[[torch.Tensor, tuple[float, float]], torch.Tensor]
 
@@ -62,54 +63,63 @@ def prepare_input(image: np.ndarray, m: float, cfg: EvalConfig) -> tuple[np.ndar
     return padded.astype(np.float32) / 255.0, (hr, wr)
 
 
-def make_batch(padded: np.ndarray, flip: bool, device: torch.device) -> torch.Tensor:
-    """(Hp, Wp, 3) -> (1 or 2, 3, Hp, Wp): the image and, when flipping, its horizontal mirror."""
-    x = torch.from_numpy(padded).permute(2, 0, 1).unsqueeze(0)
+def make_batch(padded: list[np.ndarray], flip: bool, device: torch.device) -> torch.Tensor:
+    """n padded (Hp, Wp, 3) images -> (n or 2n, 3, Hp, Wp): the images, then (when flipping) their mirrors."""
+    x = torch.from_numpy(np.stack(padded)).permute(0, 3, 1, 2)
     if flip:
         x = torch.cat([x, x.flip(-1)])
     return x.to(device)
 
 
-def fuse_flip(out: torch.Tensor) -> torch.Tensor:
-    """(1 or 2, C, h, w) -> (C, h, w) float32; a mirrored prediction is mirrored back, its left/right
-    channels swapped (config.skeleton.CHANNEL_FLIP) and averaged with the direct one."""
+def fuse_flip(out: torch.Tensor, flip: bool = True) -> torch.Tensor:
+    """(2n, C, h, w) predictions on n images then their mirrors -> (n, C, h, w) float32: each mirrored
+    prediction is mirrored back, its left/right channels swapped (config.skeleton.CHANNEL_FLIP) and averaged
+    with the direct one. Without flip the (n, C, h, w) input is only cast to float32."""
     out = out.float()
-    if out.shape[0] == 1:
-        return out[0]
+    if not flip:
+        return out
+    n = out.shape[0] // 2
     idx = _FLIP_INDEX.get(out.device)
     if idx is None:
         idx = _FLIP_INDEX[out.device] = torch.tensor(CHANNEL_FLIP, device=out.device)
-    return 0.5 * (out[0] + out[1].flip(-1).index_select(0, idx))
+    return 0.5 * (out[:n] + out[n:].flip(-1).index_select(1, idx))
 
 
 def resize_to_grid(
-    fused: torch.Tensor, valid_hw: tuple[int, int], grid_hw: tuple[int, int], stride: int
+    fused: torch.Tensor,
+    valid_hw: tuple[int, int],
+    grid_hw: tuple[int, int],
+    stride: int,
+    backend: str = "auto",
 ) -> np.ndarray | torch.Tensor:
-    """Map a fused output (C, h, w) onto the decoding grid, dropping the padding.
+    """Map fused outputs (n, C, h, w) onto the decoding grid, dropping the padding.
 
-    The output covers ``valid_hw`` input pixels (the resized image) plus padding; cells are cropped to the
+    The outputs cover ``valid_hw`` input pixels (the resized image) plus padding; cells are cropped to the
     ones touching the image, resized once (bicubic, by the exact factor that maps the image's extent onto
-    ``grid_hw``), then cropped. CPU: OpenCV (faster there), returns (rows, cols, C) numpy; other devices:
-    torch, returns (C, rows, cols) on the device.
+    ``grid_hw``), then cropped. ``backend``: "opencv" returns (n, rows, cols, C) numpy (faster on CPU);
+    "torch" returns (n, C, rows, cols) on the tensor's device; "auto" picks OpenCV on CPU, torch elsewhere.
     """
     (hr, wr), (gh, gw) = valid_hw, grid_hw
     hc, wc = math.ceil(hr / stride), math.ceil(wr / stride)
     # exact factors (not rounded sizes) keep the image's extent aligned with the grid to the sub-cell
     fy, fx = gh * stride / hr, gw * stride / wr
-    crop = fused[:, :hc, :wc]
-    if crop.device.type != "cpu":
+    crop = fused[:, :, :hc, :wc]
+    if backend == "torch" or (backend == "auto" and crop.device.type != "cpu"):
         if (fy, fx) != (1.0, 1.0):
             crop = F.interpolate(
-                crop[None], scale_factor=(fy, fx), mode="bicubic", align_corners=False, recompute_scale_factor=False
-            )[0]
-        return crop[:, :gh, :gw]
-    hwc = crop.permute(1, 2, 0).contiguous().numpy()
-    if (fy, fx) != (1.0, 1.0):
-        if round(hc * fy) != hc and round(wc * fx) != wc:
-            hwc = cv2.resize(hwc, None, fx=fx, fy=fy, interpolation=cv2.INTER_CUBIC)
-        else:  # OpenCV ignores the factors and copies when the rounded size is unchanged
-            hwc = _cubic_resample(_cubic_resample(hwc, 0, fy, gh), 1, fx, gw)
-    return hwc[:gh, :gw]
+                crop, scale_factor=(fy, fx), mode="bicubic", align_corners=False, recompute_scale_factor=False
+            )
+        return crop[:, :, :gh, :gw]
+    out = []
+    for hwc in crop.permute(0, 2, 3, 1).cpu().numpy():
+        hwc = np.ascontiguousarray(hwc)
+        if (fy, fx) != (1.0, 1.0):
+            if round(hc * fy) != hc and round(wc * fx) != wc:
+                hwc = cv2.resize(hwc, None, fx=fx, fy=fy, interpolation=cv2.INTER_CUBIC)
+            else:  # OpenCV ignores the factors and copies when the rounded size is unchanged
+                hwc = _cubic_resample(_cubic_resample(hwc, 0, fy, gh), 1, fx, gw)
+        out.append(hwc[:gh, :gw])
+    return np.stack(out)
 
 
 def _cubic_weights(t: np.ndarray, a: float = -0.75) -> list[np.ndarray]:
@@ -134,33 +144,44 @@ def _cubic_resample(a: np.ndarray, axis: int, factor: float, size: int) -> np.nd
     return out
 
 
-def multiscale_maps(
-    image: np.ndarray, cfg: EvalConfig, predict: Predictor, device: torch.device, stride: int = 4
-) -> tuple[np.ndarray, tuple[float, float]]:
-    """Average the fused maps of every test scale for one BGR uint8 image.
+def multiscale_maps_batch(
+    images: list[np.ndarray], cfg: EvalConfig, predict: Predictor, device: torch.device, stride: int = 4
+) -> list[tuple[np.ndarray, tuple[float, float]]]:
+    """Average the fused maps of every test scale for BGR uint8 images of one size, in one batch per scale.
 
-    Returns maps (50, rows, cols) float32 on the decoding grid and (sx, sy), image pixels per grid pixel
-    (what ``decode_people`` takes as ``scale``).
+    Returns per image: maps (50, rows, cols) float32 on the decoding grid and (sx, sy), image pixels per grid
+    pixel (what ``decode_people`` takes as ``scale``).
     """
-    h, w = image.shape[:2]
+    h, w = images[0].shape[:2]
+    if any(im.shape[:2] != (h, w) for im in images):
+        raise ValueError("multiscale_maps_batch needs images of one size")
     grid = decode_grid(h, w, cfg)
     acc = None
     for m in scale_factors(h, w, cfg):
-        padded, (hr, wr) = prepare_input(image, m, cfg)
-        batch = make_batch(padded, cfg.flip, device)
+        prepared = [prepare_input(im, m, cfg) for im in images]
+        hr, wr = prepared[0][1]
+        batch = make_batch([p for p, _ in prepared], cfg.flip, device)
         with torch.no_grad():
             out = predict(batch, (wr / w, hr / h))
         if out.shape[1] != NUM_CHANNELS:
-            raise ValueError(f"predictor returned {out.shape[1]} channels, expected {NUM_CHANNELS}")
-        maps = resize_to_grid(fuse_flip(out), (hr, wr), grid, stride)
+            raise UserError(f"the network outputs {out.shape[1]} channels; decoding needs {NUM_CHANNELS}")
+        maps = resize_to_grid(fuse_flip(out, cfg.flip), (hr, wr), grid, stride)
         acc = maps if acc is None else acc + maps
     n = len(cfg.scales)
     if isinstance(acc, torch.Tensor):
         maps = (acc / n).cpu().numpy()
     else:
-        maps = (acc / n).transpose(2, 0, 1)
+        maps = (acc / n).transpose(0, 3, 1, 2)
     maps = np.nan_to_num(maps, copy=False)
-    return maps, (w / grid[1], h / grid[0])
+    scale = (w / grid[1], h / grid[0])
+    return [(one, scale) for one in maps]
+
+
+def multiscale_maps(
+    image: np.ndarray, cfg: EvalConfig, predict: Predictor, device: torch.device, stride: int = 4
+) -> tuple[np.ndarray, tuple[float, float]]:
+    """``multiscale_maps_batch`` for one image: (maps (50, rows, cols) float32, (sx, sy))."""
+    return multiscale_maps_batch([image], cfg, predict, device, stride)[0]
 
 
 def model_predictor(model: torch.nn.Module) -> Predictor:

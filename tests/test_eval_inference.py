@@ -12,6 +12,7 @@ from evaluate.inference import (
     fuse_flip,
     model_predictor,
     multiscale_maps,
+    multiscale_maps_batch,
     prepare_input,
     resize_to_grid,
     scale_factors,
@@ -40,9 +41,10 @@ def test_prepare_input_pads_bottom_right_to_max_downsample():
 def test_fuse_flip_undoes_mirror_and_channel_swap():
     direct = torch.rand(50, 8, 12)
     mirrored = direct.flip(-1)[list(sk.CHANNEL_FLIP)]  # what a perfect network says about the mirror
-    fused = fuse_flip(torch.stack([direct, mirrored]))
-    assert torch.allclose(fused, direct)
-    assert torch.equal(fuse_flip(direct[None]), direct)
+    fused = fuse_flip(torch.stack([direct, direct * 2, mirrored, mirrored * 2]))
+    assert fused.shape == (2, 50, 8, 12)
+    assert torch.allclose(fused[0], direct) and torch.allclose(fused[1], direct * 2)
+    assert torch.equal(fuse_flip(direct[None], flip=False)[0], direct)
 
 
 @pytest.mark.parametrize("grid", [(50, 75), (100, 150), (25, 38), (40, 60)])
@@ -52,9 +54,11 @@ def test_resize_to_grid_keeps_the_image_extent_aligned(grid):
     hr, wr, stride, x0 = 100, 150, 4, 77.3
     centres = torch.arange(64, dtype=torch.float64) * stride + 1.5
     row = torch.exp(-((centres - x0) ** 2) / (2 * 9.0**2)).float()
-    fused = row.expand(2, 40, 64).clone()
-    out = resize_to_grid(fused, (hr, wr), grid, stride)
+    fused = row.expand(1, 2, 40, 64).clone()
+    out = resize_to_grid(fused, (hr, wr), grid, stride)[0]
     assert out.shape == (*grid, 2)
+    on_torch = resize_to_grid(fused, (hr, wr), grid, stride, backend="torch")[0]  # the GPU path
+    assert np.abs(on_torch.permute(1, 2, 0).numpy() - out).max() < 2e-3
     values = np.log(np.maximum(out[grid[0] // 2, :, 0], 1e-6).astype(np.float64))
     j = int(np.argmax(values))
     vertex = j + 0.5 * (values[j - 1] - values[j + 1]) / (values[j - 1] - 2 * values[j] + values[j + 1])
@@ -77,6 +81,23 @@ def test_multiscale_flip_oracle_pipeline_recovers_a_person(decode_height):
         if c >= 0:
             expected[c] = kp[0, i, :2]
     assert np.abs(people.keypoints[0, :, :2] - expected).max() < 1.0
+
+
+def test_a_batch_of_images_gives_the_same_maps_as_one_by_one():
+    rng = np.random.default_rng(1)
+    images = [rng.integers(0, 255, (60, 90, 3), dtype=np.uint8) for _ in range(3)]
+    weights = torch.linspace(0.5, 1.5, 50)
+
+    def predict(batch, resize_xy):  # a "network" that depends on its input, position and channel
+        pooled = torch.nn.functional.avg_pool2d(batch.mean(1, keepdim=True), 4)
+        return pooled * weights.view(1, 50, 1, 1) + torch.linspace(0, 1, pooled.shape[-1])
+
+    cfg = EvalConfig(scales=[0.8, 1.2], boxsize=64, decode_height=40)
+    together = multiscale_maps_batch(images, cfg, predict, CPU)
+    for image, (maps, scale) in zip(images, together):
+        alone, alone_scale = multiscale_maps(image, cfg, predict, CPU)
+        assert scale == alone_scale and np.allclose(maps, alone, atol=1e-6)
+    assert not np.allclose(together[0][0], together[1][0])
 
 
 def test_model_predictor_uses_the_last_stack_finest_output():
