@@ -71,13 +71,12 @@ def match_limb(
     used_a: set[int] = set()
     used_b: set[int] = set()
     rows = []
-    for o in order.tolist():
-        i, j = int(ii[o]), int(jj[o])
+    for i, j, sc, ln in zip(ii[order].tolist(), jj[order].tolist(), s[order].tolist(), length[ii, jj][order].tolist()):
         if i in used_a or j in used_b:
             continue
         used_a.add(i)
         used_b.add(j)
-        rows.append((i, j, s[o], length[i, j]))
+        rows.append((i, j, sc, ln))
         if len(rows) >= limit:
             break
     return np.asarray(rows, np.float64)
