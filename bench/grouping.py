@@ -77,10 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     cv2.setNumThreads(1)
     items = network_outputs(Path(args.images), Path(args.annotations), cfg)
     stride = cfg.data.stride
-    decoded = [
-        (grid_maps(o, v, g, cfg.eval.flip, stride), (hw[1] / g[1], hw[0] / g[0]))
-        for o, v, g, hw in items
-    ]
+    decoded = [(grid_maps(o, v, g, cfg.eval.flip, stride), (hw[1] / g[1], hw[0] / g[0])) for o, v, g, hw in items]
     people = sum(len(decode_people(m, cfg.eval, s)) for m, s in decoded)
     decode_rate = rate(lambda m, s: decode_people(m, cfg.eval, s), decoded, args.repeat)
     post_rate = rate(lambda o, v, g, hw: post_network(o, v, g, hw, cfg, stride), items, args.repeat)

@@ -197,7 +197,7 @@ def evaluate_coco(
     was_training = model.training
     model.eval()
     try:
-        predictor = model_predictor(model)
+        predictor = model_predictor(model, cfg.eval.amp)
         stats, _ = evaluate_images(
             images_dir, annotations, cfg, device, lambda ids: predictor, out_json, progress, cfg.eval.batch_size
         )
@@ -267,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
 
             model, cfg = load_model(args.ckpt, args.config, args.overrides, device)
             apply_cli_eval_options(cfg, args)
-            predictor = model_predictor(model)
+            predictor = model_predictor(model, cfg.eval.amp)
             stats, summary = evaluate_images(
                 args.images, args.annotations, cfg, device, lambda ids: predictor, args.out, True, cfg.eval.batch_size
             )

@@ -184,10 +184,18 @@ def multiscale_maps(
     return multiscale_maps_batch([image], cfg, predict, device, stride)[0]
 
 
-def model_predictor(model: torch.nn.Module) -> Predictor:
-    """Predictor of a network returning outputs[stack][scale]: the last stack's finest output."""
+def model_predictor(model: torch.nn.Module, amp: str = "off") -> Predictor:
+    """Predictor of a network returning outputs[stack][scale]: the last stack's finest output.
+
+    ``amp``: "fp16" or "bf16" runs the forward under torch.autocast on the batch's device ("off": float32);
+    the output is cast back to float32 before any further step (spec 13 item 39).
+    """
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(amp)
 
     def predict(batch: torch.Tensor, resize_xy: tuple[float, float]) -> torch.Tensor:
-        return model(batch)[-1][0]
+        if dtype is None:
+            return model(batch)[-1][0]
+        with torch.autocast(batch.device.type, dtype=dtype):
+            return model(batch)[-1][0].float()
 
     return predict
