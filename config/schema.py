@@ -22,6 +22,10 @@ class DataConfig:
     stride: int = 4  # output stride of the finest scale
     num_workers: int = 2  # DataLoader worker processes
     pin_memory: bool = True  # only takes effect on CUDA
+    # The quick start (train.py without --config and without data.train) makes synthetic data here, once.
+    synthetic_dir: str = "cache/synthetic"
+    synthetic_images: int = 600
+    synthetic_seed: int = 0
 
 
 @dataclass

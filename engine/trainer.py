@@ -315,10 +315,8 @@ class Trainer:
         values = {"loss": float(total.item()), "lr": lr, "grad_norm": float(grad_norm.item())}
         for k, v in breakdown.items():
             v = v.detach().float().cpu()
-            if v.ndim == 0:
-                values[f"loss/{k}"] = float(v)
-            else:
-                values.update({f"loss/{k}/{i}": float(x) for i, x in enumerate(v.tolist())})
+            for idx in np.ndindex(*v.shape):  # e.g. loss/stack_scale/1_4 for stack 1, scale 4
+                values["/".join(["loss", k, *(["_".join(map(str, idx))] if idx else [])])] = float(v[idx])
         batch = self.cfg.train.batch_size * self.world_size
         values.update(
             data_time=data_time.mean,
