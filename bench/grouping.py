@@ -5,12 +5,14 @@
 Prints two figures (the original: 4.32 images/s decoding, 2.55 images/s post-network on this machine):
 * decoding: peaks + limb scoring + assembly on the averaged maps;
 * post-network: flip fusion + resize onto the decoding grid + decoding, starting from the network-shaped
-  (2, 50, h, w) output of scale 1 (the maps the network would give, drawn from the annotations).
+  (2, 50, h, w) output at scale 1 (boxsize / image height; the maps a perfect network would give, drawn
+  from the annotations).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 from pathlib import Path
 
@@ -36,7 +38,7 @@ def network_outputs(images_dir: Path, annotations: Path, cfg, limit: int = 0):
         image = read_image(images_dir / coco.imgs[image_id]["file_name"])
         anns = coco.loadAnns(coco.getAnnIds(imgIds=[image_id], catIds=[PERSON_CATEGORY], iscrowd=None))
         h, w = image.shape[:2]
-        m = scale_factors(h, w, cfg.eval)[0]
+        m = scale_factors(h, w, dataclasses.replace(cfg.eval, scales=[1.0]))[0]
         padded, (hr, wr) = prepare_input(image, m, cfg.eval)
         batch = make_batch([padded], cfg.eval.flip, torch.device("cpu"))
         out = oracle_predictor(image_keypoints(anns), cfg.targets, cfg.data.stride)(batch, (wr / w, hr / h))
@@ -75,10 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     cv2.setNumThreads(1)
     items = network_outputs(Path(args.images), Path(args.annotations), cfg)
     stride = cfg.data.stride
-    decoded = [
-        (grid_maps(o, v, g, cfg.eval.flip, stride), (hw[1] / g[1], hw[0] / g[0]))
-        for o, v, g, hw in items
-    ]
+    decoded = [(grid_maps(o, v, g, cfg.eval.flip, stride), (hw[1] / g[1], hw[0] / g[0])) for o, v, g, hw in items]
     people = sum(len(decode_people(m, cfg.eval, s)) for m, s in decoded)
     decode_rate = rate(lambda m, s: decode_people(m, cfg.eval, s), decoded, args.repeat)
     post_rate = rate(lambda o, v, g, hw: post_network(o, v, g, hw, cfg, stride), items, args.repeat)

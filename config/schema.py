@@ -180,6 +180,7 @@ class EvalConfig:
     # every pixel is a peak); 0: no limit, as the original
     max_peaks: int = 100
     max_images: int = 0  # 0: all images
+    amp: Literal["off", "fp16", "bf16"] = "off"  # autocast the network's forward at test time
     batch_size: int = 1  # images of one size per forward (their mirrors join the same batch when flipping)
 
 

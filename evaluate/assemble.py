@@ -129,13 +129,13 @@ def assemble_people(
         p
         for p in range(len(people.slots))
         if people.alive[p]
-        and people.count[p] >= params.min_parts
+        and people.count[p] >= max(params.min_parts, 1)
         and people.total[p] / people.count[p] >= params.min_mean_score
     ]
     rows = [people.slots[p] for p in keep]
     totals = [people.total[p] for p in keep]
     if params.min_parts <= 1:
-        # keypoints no accepted limb reached become one-keypoint people (scored lowest: 1 - 1/score < 0)
+        # keypoints no accepted limb reached become one-keypoint people (ranked last: 1 - 1/score < 0)
         for peak in np.flatnonzero(np.asarray(people.owner) == EMPTY).tolist():
             if scores[peak] >= params.min_mean_score:
                 row = [EMPTY] * num_parts

@@ -78,8 +78,12 @@ def coco_results(image_ids: list[int], people: list[People]) -> list[dict]:
                 "score": round(float(score), 6),
             }
             out.append(entry)
-    out.sort(key=lambda r: (r["image_id"], -r["score"], r["keypoints"]))
-    return out
+    return sort_results(out)
+
+
+def sort_results(results) -> list[dict]:
+    """The one result order: image id, then descending score (then keypoints, to break ties)."""
+    return sorted(results, key=lambda r: (r["image_id"], -r["score"], r["keypoints"]))
 
 
 def results_text(results: list[dict]) -> str:
@@ -175,9 +179,7 @@ def evaluate_images(
     gathered = dist.all_gather_object(coco_results(mine, [people[i] for i in mine]))
     stats, summary = None, None
     if dist.is_main_process():
-        results = sorted(
-            (r for part in gathered for r in part), key=lambda r: (r["image_id"], -r["score"], r["keypoints"])
-        )
+        results = sort_results(r for part in gathered for r in part)
         if out_json:
             atomic_write_text(out_json, results_text(results))
         stats, summary = coco_keypoint_stats(coco, results, ids)
@@ -197,7 +199,7 @@ def evaluate_coco(
     was_training = model.training
     model.eval()
     try:
-        predictor = model_predictor(model)
+        predictor = model_predictor(model, cfg.eval.amp)
         stats, _ = evaluate_images(
             images_dir, annotations, cfg, device, lambda ids: predictor, out_json, progress, cfg.eval.batch_size
         )
@@ -267,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
 
             model, cfg = load_model(args.ckpt, args.config, args.overrides, device)
             apply_cli_eval_options(cfg, args)
-            predictor = model_predictor(model)
+            predictor = model_predictor(model, cfg.eval.amp)
             stats, summary = evaluate_images(
                 args.images, args.annotations, cfg, device, lambda ids: predictor, args.out, True, cfg.eval.batch_size
             )

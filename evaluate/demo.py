@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         from evaluate.checkpoint import load_model
 
         model, cfg = load_model(args.ckpt, args.config, args.overrides, device)
-        predict = model_predictor(model)
+        predict = model_predictor(model, cfg.eval.amp)
 
         def predictor_for(path: Path) -> Predictor:
             return predict

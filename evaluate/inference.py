@@ -82,7 +82,8 @@ def fuse_flip(out: torch.Tensor, flip: bool = True) -> torch.Tensor:
     idx = _FLIP_INDEX.get(out.device)
     if idx is None:
         idx = _FLIP_INDEX[out.device] = torch.tensor(CHANNEL_FLIP, device=out.device)
-    return 0.5 * (out[:n] + out[n:].flip(-1).index_select(1, idx))
+    fused = out[n:].index_select(1, idx).flip(-1)
+    return fused.add_(out[:n]).mul_(0.5)
 
 
 def resize_to_grid(
@@ -119,7 +120,7 @@ def resize_to_grid(
             else:  # OpenCV ignores the factors and copies when the rounded size is unchanged
                 hwc = _cubic_resample(_cubic_resample(hwc, 0, fy, gh), 1, fx, gw)
         out.append(hwc[:gh, :gw])
-    return np.stack(out)
+    return out[0][None] if len(out) == 1 else np.stack(out)  # no copy for a single image
 
 
 def _cubic_weights(t: np.ndarray, a: float = -0.75) -> list[np.ndarray]:
@@ -184,10 +185,18 @@ def multiscale_maps(
     return multiscale_maps_batch([image], cfg, predict, device, stride)[0]
 
 
-def model_predictor(model: torch.nn.Module) -> Predictor:
-    """Predictor of a network returning outputs[stack][scale]: the last stack's finest output."""
+def model_predictor(model: torch.nn.Module, amp: str = "off") -> Predictor:
+    """Predictor of a network returning outputs[stack][scale]: the last stack's finest output.
+
+    ``amp``: "fp16" or "bf16" runs the forward under torch.autocast on the batch's device ("off": float32);
+    the output is cast back to float32 before any further step (spec 13 item 39).
+    """
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(amp)
 
     def predict(batch: torch.Tensor, resize_xy: tuple[float, float]) -> torch.Tensor:
-        return model(batch)[-1][0]
+        if dtype is None:
+            return model(batch)[-1][0]
+        with torch.autocast(batch.device.type, dtype=dtype):
+            return model(batch)[-1][0].float()
 
     return predict

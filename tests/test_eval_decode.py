@@ -189,3 +189,15 @@ def test_flat_maps_are_capped_to_the_strongest_peaks():
     assert np.bincount(part).tolist() == [10, 10]
     assert [7.0, 5.0, 2.0] in peaks[part == 0].tolist()
     assert len(decode_people(np.ones((50, 64, 64), np.float32), EvalConfig(max_peaks=20))) <= 20
+
+
+def test_contested_keypoint_goes_to_the_stronger_link_with_remove_recon():
+    # person A = peaks 0-1 (parts 0, 1), person B = peaks 2-3 (parts 2, 1)... joined by a limb of part 0 -> 2
+    # whose ends sit in different people that share part 1: the weaker holder of the contested end loses it
+    limbs = ((0, 1), (2, 1), (0, 2))
+    conns = [np.array([[0, 1, 0.9, 10.0]]), np.array([[2, 3, 0.5, 10.0]]), np.array([[0, 2, 0.95, 10.0]])]
+    part = np.array([0, 1, 2, 1])
+    kept, _ = assemble_people(conns, limbs, np.ones(4), part, 3, AssemblyParams(remove_recon=False, min_parts=1))
+    assert kept.tolist() == [[0, 1, -1], [-1, 3, 2]]
+    removed, _ = assemble_people(conns, limbs, np.ones(4), part, 3, AssemblyParams(remove_recon=True, min_parts=1))
+    assert removed.tolist() == [[0, 1, -1], [-1, 3, -1], [-1, -1, 2]]

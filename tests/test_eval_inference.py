@@ -108,5 +108,7 @@ def test_model_predictor_uses_the_last_stack_finest_output():
             return [[fine * 0, fine[..., ::2, ::2]], [fine, fine[..., ::2, ::2]]]
 
     image = np.zeros((64, 96, 3), np.uint8)
-    maps, scale = multiscale_maps(image, EvalConfig(scales=[1.0], boxsize=64), model_predictor(TwoStacks()), CPU)
-    assert np.allclose(maps, 0.5, atol=1e-5)
+    for amp in ("off", "bf16"):
+        predict = model_predictor(TwoStacks(), amp)
+        maps, scale = multiscale_maps(image, EvalConfig(scales=[1.0], boxsize=64), predict, CPU)
+        assert maps.dtype == np.float32 and np.allclose(maps, 0.5, atol=1e-5)
