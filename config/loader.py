@@ -111,7 +111,7 @@ def _field_type(obj: Any, name: str) -> Any:
     return typing.get_type_hints(type(obj))[name]
 
 
-def _set(cfg: Config, key: str, value: Any, where: str) -> None:
+def set_key(cfg: Config, key: str, value: Any, where: str) -> None:
     parts = key.split(".")
     obj = cfg
     for i, part in enumerate(parts):
@@ -165,10 +165,10 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         if not isinstance(data, dict):
             raise ConfigError(f"config file {p} must hold a mapping of sections, got {type(data).__name__}")
         for key, value in _flatten(data).items():
-            _set(cfg, key, value, f"in {p}")
+            set_key(cfg, key, value, f"in {p}")
     for text in overrides or []:
         key, value = parse_override(text)
-        _set(cfg, key, value, "command-line override")
+        set_key(cfg, key, value, "command-line override")
     validate(cfg)
     return cfg
 
@@ -177,7 +177,7 @@ def config_from_dict(data: dict) -> Config:
     """Rebuild a config saved by ``to_dict`` (e.g. from a checkpoint); validated."""
     cfg = Config()
     for key, value in _flatten(data).items():
-        _set(cfg, key, value, "saved config")
+        set_key(cfg, key, value, "saved config")
     validate(cfg)
     return cfg
 

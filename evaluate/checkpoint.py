@@ -10,21 +10,32 @@ import dataclasses
 
 import torch
 
-from config.loader import load_config
+from config.loader import config_from_dict, load_config, parse_override, set_key, validate
 from config.schema import Config, ModelConfig
 
 
 def load_model(
     ckpt: str, config_path: str | None, overrides: list[str] | None, device: torch.device
 ) -> tuple[torch.nn.Module, Config]:
-    """(model in eval mode on ``device``, resolved config). Errors are UserErrors naming the file."""
+    """(model in eval mode on ``device``, resolved config). Errors are UserErrors naming the file.
+
+    Without ``--config``, a checkpoint that carries its run's config is evaluated with that config (same input
+    size, scales, thresholds as the run); with ``--config`` only the model section is taken from it.
+    """
     from models import build_model, load_weights
     from models.weights import extract_weights, infer_model_config, read_checkpoint
 
     overrides = list(overrides or [])
-    cfg = load_config(config_path, overrides)
     obj = read_checkpoint(ckpt)
     weights = extract_weights(obj, str(ckpt))
+    if config_path is None and isinstance(weights.config, dict) and "eval" in weights.config:
+        cfg = config_from_dict(weights.config)
+        for text in overrides:
+            key, value = parse_override(text)
+            set_key(cfg, key, value, "command-line override")
+        validate(cfg)
+    else:
+        cfg = load_config(config_path, overrides)
     saved = weights.config.get("model") if weights.config else None
     section = saved if isinstance(saved, dict) else infer_model_config(weights.state)
     explicit = {o.split("=", 1)[0].strip() for o in overrides}
