@@ -1,0 +1,1 @@
+"""Speed benchmarks that print figures (never asserted in tests)."""

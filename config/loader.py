@@ -68,12 +68,16 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
                 errors.append(str(e))
         raise ConfigError(errors[0] if errors else f"config key '{key}': invalid value {value!r}")
     if origin is typing.Literal:
+        if isinstance(value, bool) and value not in args:  # YAML 1.1 reads off/on/no/yes as booleans
+            value = next((w for w in (("on", "yes", "true") if value else ("off", "no", "false")) if w in args), value)
         if value not in args:
             raise ConfigError(f"config key '{key}': {value!r} is not one of {', '.join(map(repr, args))}")
         return value
     if origin is list:
-        if isinstance(value, str):  # "0.5,1,2" from the command line
-            value = [yaml.safe_load(v) for v in value.split(",") if v.strip()]
+        if isinstance(value, str):  # "0.5,1,2" or an unquoted "[a,b]" YAML could not read
+            inner = value.strip()
+            inner = inner[1:-1] if inner.startswith("[") and inner.endswith("]") else inner
+            value = [_yaml_or_raw(v.strip()) for v in inner.split(",") if v.strip()]
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"config key '{key}': expected a list, got {value!r}")
         return [_coerce(v, args[0], f"{key}[{i}]") for i, v in enumerate(value)]
@@ -107,7 +111,7 @@ def _field_type(obj: Any, name: str) -> Any:
     return typing.get_type_hints(type(obj))[name]
 
 
-def _set(cfg: Config, key: str, value: Any, where: str) -> None:
+def set_key(cfg: Config, key: str, value: Any, where: str) -> None:
     parts = key.split(".")
     obj = cfg
     for i, part in enumerate(parts):
@@ -132,16 +136,19 @@ def _flatten(d: dict, prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def _yaml_or_raw(raw: str) -> Any:
+    try:
+        return yaml.safe_load(raw)
+    except yaml.YAMLError:
+        return raw
+
+
 def parse_override(text: str) -> tuple[str, Any]:
     """``"train.lr=1e-4"`` -> ``("train.lr", 1e-4)``; the value is parsed as YAML."""
     if "=" not in text:
         raise ConfigError(f"override '{text}' is not of the form key=value (e.g. train.lr=1e-4)")
     key, raw = text.split("=", 1)
-    try:
-        value = yaml.safe_load(raw) if raw.strip() else ""
-    except yaml.YAMLError:
-        value = raw
-    return key.strip(), value
+    return key.strip(), _yaml_or_raw(raw) if raw.strip() else ""
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
@@ -158,10 +165,10 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         if not isinstance(data, dict):
             raise ConfigError(f"config file {p} must hold a mapping of sections, got {type(data).__name__}")
         for key, value in _flatten(data).items():
-            _set(cfg, key, value, f"in {p}")
+            set_key(cfg, key, value, f"in {p}")
     for text in overrides or []:
         key, value = parse_override(text)
-        _set(cfg, key, value, "command-line override")
+        set_key(cfg, key, value, "command-line override")
     validate(cfg)
     return cfg
 
@@ -170,7 +177,7 @@ def config_from_dict(data: dict) -> Config:
     """Rebuild a config saved by ``to_dict`` (e.g. from a checkpoint); validated."""
     cfg = Config()
     for key, value in _flatten(data).items():
-        _set(cfg, key, value, "saved config")
+        set_key(cfg, key, value, "saved config")
     validate(cfg)
     return cfg
 

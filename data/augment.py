@@ -83,15 +83,35 @@ def linear_scale(matrix: np.ndarray) -> float:
 
 
 def tint(image_bgr: np.ndarray, hsv: tuple[int, int, int], hue_wrap: bool = False) -> np.ndarray:
-    """Add integer HSV offsets to a BGR uint8 image (OpenCV hue range 0..179); returns a new image."""
-    hsv_img = cv2.cvtColor(image_bgr, cv2.COLOR_BGR2HSV).astype(np.int16)
-    hsv_img += np.asarray(hsv, np.int16)
-    if hue_wrap:
-        hsv_img[..., 0] %= 180
-    else:
-        np.clip(hsv_img[..., 0], 0, 179, out=hsv_img[..., 0])
-    np.clip(hsv_img[..., 1:], 0, 255, out=hsv_img[..., 1:])
-    return cv2.cvtColor(hsv_img.astype(np.uint8), cv2.COLOR_HSV2BGR)
+    """Add integer HSV offsets to a BGR uint8 image (OpenCV hue range 0..179); returns a new image.
+
+    Saturation and value are clipped to 0..255; hue is clipped to 0..179 (the original) or wrapped."""
+    levels = np.arange(256, dtype=np.int32)
+    hue = (levels + hsv[0]) % 180 if hue_wrap else np.clip(levels + hsv[0], 0, 179)
+    luts = [hue] + [np.clip(levels + off, 0, 255) for off in hsv[1:]]
+    channels = cv2.split(cv2.cvtColor(image_bgr, cv2.COLOR_BGR2HSV))
+    shifted = [cv2.LUT(c, lut.astype(np.uint8)) for c, lut in zip(channels, luts)]
+    return cv2.cvtColor(cv2.merge(shifted), cv2.COLOR_HSV2BGR)
+
+
+def crop_to_output(image: np.ndarray, matrix: np.ndarray, input_hw: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """The part of ``image`` the warp to ``input_hw`` can sample (plus a 2-pixel margin) and the matrix for it.
+
+    Warping the crop gives the same picture (up to OpenCV's 1/32-pixel quantisation of sampling positions: a
+    few values differ by 1); it saves work on per-pixel steps done before the warp (the tint) when zooming in.
+    Returns the crop (a view) and the adjusted matrix.
+    """
+    h, w = input_hw
+    corners = np.array([[-0.5, -0.5], [w - 0.5, -0.5], [-0.5, h - 0.5], [w - 0.5, h - 0.5]])
+    inv = cv2.invertAffineTransform(matrix)
+    src = corners @ inv[:, :2].T + inv[:, 2]
+    x0, y0 = np.maximum(np.floor(src.min(0)).astype(int) - 2, 0)
+    x1, y1 = np.minimum(np.ceil(src.max(0)).astype(int) + 3, (image.shape[1], image.shape[0]))
+    if x1 <= x0 or y1 <= y0:
+        return image, matrix
+    shifted = matrix.copy()
+    shifted[:, 2] += matrix[:, :2] @ (x0, y0)
+    return image[y0:y1, x0:x1], shifted
 
 
 def warp_image(image_bgr: np.ndarray, matrix: np.ndarray, input_hw: tuple[int, int], border_bgr) -> np.ndarray:

@@ -104,7 +104,7 @@ def _check_annotation(ann, i: int, path: Path, image_ids: set[int]) -> None:
     if ann["iscrowd"]:
         ok = isinstance(seg, dict) and "counts" in seg and "size" in seg
     else:
-        ok = isinstance(seg, list) and all(isinstance(p, list) and len(p) >= 6 for p in seg)
+        ok = isinstance(seg, list) and all(isinstance(p, list) and all(_is_number(v) for v in p) for p in seg)
         ok = ok or (isinstance(seg, dict) and "counts" in seg and "size" in seg)
     if not ok:
         raise UserError(f"{where}: 'segmentation' must be polygons, or an RLE for a crowd; {_fix_hint(path)}")
@@ -118,7 +118,9 @@ def segmentation_mask(ann: dict, height: int, width: int) -> np.ndarray:
     """Decode one annotation's segmentation (polygons or RLE) to a (height, width) bool mask."""
     seg = ann["segmentation"]
     if isinstance(seg, list):
-        rles = mask_utils.frPyObjects(seg, height, width) if seg else []
+        # A few COCO polygons have fewer than 3 points; pycocotools would read a 4-number one as a box.
+        polygons = [p for p in seg if len(p) >= 6]
+        rles = mask_utils.frPyObjects(polygons, height, width) if polygons else []
         if not rles:
             return np.zeros((height, width), bool)
         rle = mask_utils.merge(rles)

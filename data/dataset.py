@@ -30,7 +30,7 @@ import torch
 from config import skeleton as sk
 from config.schema import Config
 from data import augment
-from data.coco_to_hdf5 import FORMAT_VERSION, MASK_IGNORE_BIT, MASK_PERSON_BIT
+from data.coco_to_hdf5 import FORMAT_VERSION, MASK_IGNORE_BIT, MASK_PERSON_BIT, decode_mask_runs
 from data.targets import downscale_targets, draw_targets
 from utils.errors import UserError
 
@@ -43,13 +43,19 @@ _REDUCED_FLAGS = {f: flag | cv2.IMREAD_IGNORE_ORIENTATION for f, flag in (
     (8, cv2.IMREAD_REDUCED_COLOR_8))}  # fmt: skip
 
 
+def _open(path: str | Path) -> h5py.File:
+    # Read-only and without HDF5 file locking, which fails on some network file systems and is not needed
+    # for readers.
+    return h5py.File(path, "r", locking=False)
+
+
 def read_settings(h5_path: str | Path) -> dict:
     """The build settings stored in a file made by ``data.coco_to_hdf5`` (JSON, parsed as data)."""
     path = Path(h5_path)
     if not path.is_file():
         raise UserError(f"HDF5 file {path} not found; make it with `python -m data.coco_to_hdf5 ... --out {path}`")
     try:
-        with h5py.File(path, "r") as f:
+        with _open(path) as f:
             raw = f.attrs.get("settings")
     except OSError:
         raise UserError(f"{path} is not a readable HDF5 file; rebuild it with `python -m data.coco_to_hdf5`") from None
@@ -132,10 +138,17 @@ class SimplePoseDataset(torch.utils.data.Dataset):
                 f"with: {rebuild_command(settings, h5_path, cfg.data.input_size)}"
             )
         self.settings = settings
-        with h5py.File(self.path, "r") as f:
+        if not settings["counts"]["samples"]:
+            raise UserError(
+                f"{h5_path} holds no samples: none of its images has a main person (>= 5 keypoints, area >= 32x32); "
+                "check that --annotations is a person_keypoints file"
+            )
+        with _open(self.path) as f:
             self.sample_image = f["samples/image"][:]
             self.sample_person = f["samples/person"][:]
             self.image_id = f["images/id"][:]
+            self.height = f["images/height"][:]
+            self.width = f["images/width"][:]
             self.jpeg_offsets = f["images/jpeg_offsets"][:]
             self.mask_offsets = f["images/mask_offsets"][:]
             self.person_offsets = f["images/person_offsets"][:]
@@ -172,9 +185,9 @@ class SimplePoseDataset(torch.utils.data.Dataset):
     def _blob(self, name: str) -> h5py.Dataset:
         """Dataset ``images/<name>`` of this process's own handle on the file (opened on first use)."""
         if self._file is None or self._file_pid != os.getpid():
-            self._file = h5py.File(self.path, "r")
+            self._file = _open(self.path)
             self._file_pid = os.getpid()
-            self._blobs = {k: self._file[f"images/{k}"] for k in ("jpeg", "mask_png")}
+            self._blobs = {k: self._file[f"images/{k}"] for k in ("jpeg", "mask_values", "mask_lengths")}
         return self._blobs[name]
 
     def rng(self, index: int, epoch: int | None = None) -> np.random.Generator:
@@ -196,10 +209,13 @@ class SimplePoseDataset(torch.utils.data.Dataset):
         a, b = self.jpeg_offsets[image], self.jpeg_offsets[image + 1]
         return self._blob("jpeg")[a:b]
 
-    def read_mask_code(self, image: int) -> np.ndarray:
-        """(H0, W0) uint8 mask code of an image (bit 0 ignore, bit 1 person)."""
+    def read_masks(self, image: int, which: tuple[np.ndarray, ...]) -> np.ndarray:
+        """An image's masks, (H0, W0, len(which)) uint8 {0, 255}: one per look-up table in ``which``
+        (``_LUT_MISS``, ``_LUT_ALL``), expanded straight from the stored runs (no per-pixel look-up)."""
         a, b = self.mask_offsets[image], self.mask_offsets[image + 1]
-        return cv2.imdecode(self._blob("mask_png")[a:b], cv2.IMREAD_UNCHANGED)
+        values, lengths = self._blob("mask_values")[a:b], self._blob("mask_lengths")[a:b]
+        per_run = np.stack([lut[values] for lut in which], axis=1)
+        return decode_mask_runs(per_run, lengths, int(self.height[image]), int(self.width[image]))
 
     def decode_image(self, image: int, matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Decode the JPEG, at a reduced size when the affine shrinks it enough; returns it and the matrix
@@ -227,11 +243,12 @@ class SimplePoseDataset(torch.utils.data.Dataset):
         ss = {"faithful": self.stride, "half": self.stride // 2, "grid": 1}[self.cfg.augment.mask_warp]
         if not self.has_ignore[image] and not self.has_person[image]:
             return np.ones(self.grid_hw, np.float32), np.zeros(self.grid_hw, np.float32)
-        code = self.read_mask_code(image)
         if not self.has_ignore[image]:  # mask_miss is all "supervise", and so is the border
-            person = augment.warp_mask_to_grid(cv2.LUT(code, _LUT_ALL), matrix, self.input_hw, self.stride, 0, ss)
-            return np.ones(self.grid_hw, np.float32), person
-        both = cv2.merge([cv2.LUT(code, _LUT_MISS), cv2.LUT(code, _LUT_ALL)])
+            person = self.read_masks(image, (_LUT_ALL,))[..., 0]
+            return np.ones(self.grid_hw, np.float32), augment.warp_mask_to_grid(
+                person, matrix, self.input_hw, self.stride, 0, ss
+            )
+        both = self.read_masks(image, (_LUT_MISS, _LUT_ALL))
         warped = augment.warp_mask_to_grid(both, matrix, self.input_hw, self.stride, (255, 0), ss)
         return np.ascontiguousarray(warped[..., 0]), np.ascontiguousarray(warped[..., 1])
 
@@ -254,6 +271,7 @@ class SimplePoseDataset(torch.utils.data.Dataset):
             pixels, pixel_matrix = self.decode_image(image, matrix)
         with stage("augment"):
             if params.tint:
+                pixels, pixel_matrix = augment.crop_to_output(pixels, pixel_matrix, self.input_hw)
                 pixels = augment.tint(pixels, params.hsv, cfg.augment.hue_wrap)
             warped = augment.warp_image(pixels, pixel_matrix, self.input_hw, cfg.augment.border_bgr)
             keypoints = augment.transform_keypoints(keypoints, matrix, params.flip)

@@ -29,7 +29,7 @@ from pycocotools import mask as mask_utils
 
 from config.skeleton import COCO_KEYPOINTS, COCO_SKELETON
 from utils.errors import UserError, cli_main
-from utils.io import atomic_write_bytes, atomic_write_text
+from utils.io import atomic_write_text
 
 K = {name: i for i, name in enumerate(COCO_KEYPOINTS)}
 # (from, to, colour BGR, thickness as a fraction of the body height); symmetric between sides.
@@ -268,7 +268,7 @@ def generate(out: str | Path, num_images: int = 600, seed: int = 0, val_fraction
         name = f"{image_id:012d}.jpg"
         ok, buf = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, 92])
         assert ok
-        atomic_write_bytes(out / "images" / name, buf.tobytes())
+        (out / "images" / name).write_bytes(buf.tobytes())  # the JSON files, written last, are atomic
         split = splits["val" if i >= num_images - num_val else "train"]
         split["images"].append({"id": image_id, "file_name": name, "width": img.shape[1], "height": img.shape[0]})
         split["annotations"] += anns

@@ -43,26 +43,27 @@ def _visible(keypoints: np.ndarray) -> np.ndarray:
 
 
 def _draw_keypoints(out: np.ndarray, keypoints: np.ndarray, stride: int, cfg: TargetConfig) -> None:
-    """Max-combine every person's keypoint Gaussians into ``out`` (18, h, w), in place."""
+    """Max-combine every person's keypoint Gaussians into ``out`` (18, h, w), in place.
+
+    Window: cells round(x/stride) - r .. + r (r = ``keypoint_window_radius``), clipped to the grid (spec 7.2).
+    The 1-D Gaussians of all windows are computed at once; each window is then one outer product.
+    """
     h, w = out.shape[1:]
     r = keypoint_window_radius(cfg, stride)
-    inv = -1.0 / (2.0 * cfg.sigma**2)
     people, joints = np.nonzero(_visible(keypoints))
     if not len(people):
         return
     xy = keypoints[people, joints, :2].astype(np.float64)
-    centre = np.rint(xy / stride).astype(np.int64)  # half-to-even like Python's round
-    for (x, y), (cx, cy), j in zip(xy, centre, joints):
-        x0, y0 = max(cx - r, 0), max(cy - r, 0)
-        x1, y1 = min(cx + r + 1, w), min(cy + r + 1, h)
-        if x1 <= x0 or y1 <= y0:
-            continue
-        gx = _cell_centres(x0, x1, stride)
-        gy = _cell_centres(y0, y1, stride)
-        ex = np.exp((gx - x) ** 2 * inv).astype(np.float32)
-        ey = np.exp((gy - y) ** 2 * inv).astype(np.float32)
-        block = out[j, y0:y1, x0:x1]
-        np.maximum(block, ey[:, None] * ex[None, :], out=block)
+    first = np.rint(xy / stride).astype(np.int64) - r  # half-to-even like Python's round
+    cells = first[:, :, None] + np.arange(2 * r + 1)  # (N, 2, 2r+1)
+    centres = cells * stride + (stride / 2 - 0.5)
+    gauss = np.exp((centres - xy[:, :, None]) ** 2 * (-1.0 / (2.0 * cfg.sigma**2))).astype(np.float32)
+    lo = np.maximum(first, 0)
+    hi = np.minimum(first + 2 * r + 1, (w, h))
+    for n in np.flatnonzero((hi > lo).all(axis=1)):
+        (x0, y0), (x1, y1), (fx, fy) = lo[n], hi[n], first[n]
+        block = out[joints[n], y0:y1, x0:x1]
+        np.maximum(block, np.outer(gauss[n, 1, y0 - fy : y1 - fy], gauss[n, 0, x0 - fx : x1 - fx]), out=block)
 
 
 def keypoint_heatmaps(keypoints: np.ndarray, grid_hw: tuple[int, int], stride: int, cfg: TargetConfig) -> np.ndarray:
@@ -107,26 +108,23 @@ def _limb_segments(keypoints: np.ndarray, pad: float, grid_hw, stride: int):
     return limbs[keep], p1[keep], p2[keep], boxes
 
 
-def _limb_values(p1, p2, box, centres_x, centres_y, cfg: TargetConfig, faithful: bool) -> np.ndarray:
-    """One segment's values inside its box; each distance is an outer sum of a row and a column part."""
-    y0, y1, x0, x1 = box
-    gx, gy = centres_x[x0:x1], centres_y[y0:y1]
-    dx, dy = p2[0] - p1[0], p2[1] - p1[1]
-    length = math.hypot(dx, dy)
+def _limb_fields(p1: np.ndarray, p2: np.ndarray, grid_hw, stride: int):
+    """Separable parts of every segment's geometry over the whole grid, float32, all segments at once.
+
+    For segment n and cell (row i, col j): signed distance to the line = ``perp_r[n, i] + perp_c[n, j]``
+    (the original's ``cross / (length + 1e-6)``), projection parameter along the segment (0 at p1, 1 at p2)
+    = ``along_r[n, i] + along_c[n, j]``. Returns (perp_r, perp_c, along_r, along_c, length).
+    """
+    gx = _cell_centres(0, grid_hw[1], stride)
+    gy = _cell_centres(0, grid_hw[0], stride)
+    d = p2 - p1
+    length = np.hypot(d[:, 0], d[:, 1])[:, None]
     norm = length + 1e-6  # the original's guard, kept for exact values
-    # Signed distance to the line: (dx * (y1 - gy) - dy * (x1 - gx)) / norm, split into rows + columns.
-    d = (dx * (p1[1] - gy) / norm).astype(np.float32)[:, None] + (-dy * (p1[0] - gx) / norm).astype(np.float32)
-    scale = np.float32(-1.0 / (2.0 * cfg.limb_sigma**2))
-    if faithful:
-        e = np.exp(d * d * scale)
-        e[e <= cfg.limb_gaussian_thre] = cfg.limb_floor
-        return e
-    # Position along the segment (0 at p1, 1 at p2); beyond the ends the distance is to the nearer end.
-    t = ((gy - p1[1]) * dy / length**2).astype(np.float32)[:, None] + ((gx - p1[0]) * dx / length**2).astype(np.float32)
-    beyond = (t - np.clip(t, 0, 1)) * np.float32(length)
-    e = np.exp((d * d + beyond * beyond) * scale)
-    e[e < cfg.limb_gaussian_thre] = 0
-    return e
+    perp_r = (d[:, :1] * (p1[:, 1:] - gy) / norm).astype(np.float32)
+    perp_c = (-d[:, 1:] * (p1[:, :1] - gx) / norm).astype(np.float32)
+    along_r = ((gy - p1[:, 1:]) * d[:, 1:] / length**2).astype(np.float32)
+    along_c = ((gx - p1[:, :1]) * d[:, :1] / length**2).astype(np.float32)
+    return perp_r, perp_c, along_r, along_c, length[:, 0].astype(np.float32)
 
 
 def _draw_limbs(out: np.ndarray, keypoints: np.ndarray, stride: int, cfg: TargetConfig) -> None:
@@ -140,9 +138,20 @@ def _draw_limbs(out: np.ndarray, keypoints: np.ndarray, stride: int, cfg: Target
     limbs, p1, p2, boxes = _limb_segments(keypoints, pad, grid_hw, stride)
     if not len(limbs):
         return
-    centres_x = _cell_centres(0, grid_hw[1], stride)
-    centres_y = _cell_centres(0, grid_hw[0], stride)
-    values = [_limb_values(p1[i], p2[i], boxes[i], centres_x, centres_y, cfg, faithful) for i in range(len(limbs))]
+    perp_r, perp_c, along_r, along_c, length = _limb_fields(p1, p2, grid_hw, stride)
+    scale = np.float32(-1.0 / (2.0 * cfg.limb_sigma**2))
+    values = []
+    for n, (y0, y1, x0, x1) in enumerate(boxes):
+        d = perp_r[n, y0:y1, None] + perp_c[n, x0:x1]
+        if faithful:
+            e = np.exp(d * d * scale)
+            e[e <= cfg.limb_gaussian_thre] = cfg.limb_floor
+        else:  # beyond the ends, the distance is to the nearer end point
+            t = along_r[n, y0:y1, None] + along_c[n, x0:x1]
+            beyond = (t - np.clip(t, 0, 1)) * length[n]
+            e = np.exp((d * d + beyond * beyond) * scale)
+            e[e < cfg.limb_gaussian_thre] = 0
+        values.append(e)
     starts = np.flatnonzero(np.r_[True, limbs[1:] != limbs[:-1]])
     ends = np.r_[starts[1:], len(limbs)]
     total = count = None

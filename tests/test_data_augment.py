@@ -91,3 +91,16 @@ def test_cheaper_mask_warps_stay_close_to_the_original():
     point = augment.warp_mask_to_grid(mask, m, (256, 256), 4, 0, supersample=1)
     assert 0 < np.abs(half - full).mean() < np.abs(point - full).mean() < 0.02
     assert np.abs(half - full).max() < 0.3
+
+
+@pytest.mark.parametrize("degree, scale, bbox", [(0, 1.0, 100), (33, 1.3, 60), (-20, 0.7, 400)])
+def test_warping_the_used_crop_gives_the_same_picture(degree, scale, bbox):
+    image = np.random.default_rng(0).integers(0, 256, (300, 420, 3), dtype=np.uint8)
+    m = augment.affine_matrix((250, 140), bbox, augment.AugmentParams(degree=degree, scale=scale), (128, 128), 0.6)
+    crop, mc = augment.crop_to_output(image, m, (128, 128))
+    if bbox < 200:
+        assert crop.size < image.size  # zooming in: only part of the picture is used
+    full = augment.warp_image(image, m, (128, 128), (124, 127, 127)).astype(int)
+    diff = np.abs(augment.warp_image(crop, mc, (128, 128), (124, 127, 127)) - full)
+    # Equal up to OpenCV's 1/32-pixel quantisation of the sampling positions (which moves with the offset).
+    assert diff.max() <= 1 and (diff > 0).mean() < 0.005

@@ -7,13 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import cv2
 import h5py
 import numpy as np
 import pytest
 from pycocotools.coco import COCO
 
-from data.coco_to_hdf5 import MASK_IGNORE_BIT, MASK_PERSON_BIT
+from data.coco_to_hdf5 import MASK_IGNORE_BIT, MASK_PERSON_BIT, decode_mask_runs
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -63,7 +62,8 @@ def test_ignore_mask_covers_crowds_and_unlabelled_people(coco_sample_h5, coco_sa
     with h5py.File(coco_sample_h5) as f:
         mo = f["images/mask_offsets"][:]
         for i, image_id in enumerate(f["images/id"][:]):
-            code = cv2.imdecode(f["images/mask_png"][mo[i] : mo[i + 1]], cv2.IMREAD_UNCHANGED)
+            runs = f["images/mask_values"][mo[i] : mo[i + 1]], f["images/mask_lengths"][mo[i] : mo[i + 1]]
+            code = decode_mask_runs(*runs, int(f["images/height"][i]), int(f["images/width"][i]))
             ignored = (code & MASK_IGNORE_BIT) > 0
             person = (code & MASK_PERSON_BIT) > 0
             anns = coco.loadAnns(coco.getAnnIds(imgIds=[int(image_id)], iscrowd=None))
@@ -181,3 +181,35 @@ def test_file_names_cannot_escape_the_image_folder(tmp_path, small_set):
     data["images"][0]["file_name"] = "../../etc/passwd"
     proc, _ = run_convert(tmp_path, write_json(tmp_path / "ann.json", data), images)
     assert_clean_failure(proc, "outside the image folder")
+
+
+def test_main_person_spacing_uses_each_persons_own_box():
+    from data.coco_annotations import main_person_indices
+
+    def person(x, y, w, h):
+        return {"bbox": [x, y, w, h], "num_keypoints": 10, "area": w * h / 2, "iscrowd": 0}
+
+    # Two large people 60 px apart (0.3 * 300 = 90: too close), then a small last annotation.
+    anns = [person(0, 0, 100, 300), person(60, 0, 100, 300), person(500, 0, 40, 60)]
+    assert main_person_indices(anns) == [0, 2]
+    # The original's stale bbox: the last annotation's box (max side 60 -> 18 px) is used for every spacing.
+    assert main_person_indices(anns, stale_bbox_bug=True) == [0, 1, 2]
+
+
+def test_second_source_starts_at_its_offset(tmp_path, coco_sample_images, coco_sample_annotations):
+    """The paper split adds val2017 from position 100 on; here the sample plays val2017 from position 20 on."""
+    from data.coco_to_hdf5 import Source, convert
+
+    data = json.loads(coco_sample_annotations.read_text())
+    with_mains = {
+        img["id"]
+        for img in data["images"][20:]
+        if expected_main_persons([a for a in data["annotations"] if a["image_id"] == img["id"]])
+    }
+    one = Source(coco_sample_images, coco_sample_annotations)
+    tail = Source(coco_sample_images, coco_sample_annotations, start=20)
+    settings = convert([one, tail], tmp_path / "mix.h5", progress=False)
+    alone = convert([one], tmp_path / "one.h5", progress=False)
+    assert settings["counts"]["images"] == alone["counts"]["images"] + len(with_mains)
+    with h5py.File(tmp_path / "mix.h5") as f:
+        assert set(f["images/id"][alone["counts"]["images"] :]) == with_mains

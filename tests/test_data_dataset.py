@@ -2,6 +2,7 @@
 
 import dataclasses
 
+import cv2
 import numpy as np
 import pytest
 import torch
@@ -103,8 +104,8 @@ def test_mask_scales_match_torch_bilinear():
         np.testing.assert_allclose(m, ref, atol=1e-6)
 
 
-def batches(dataset, workers):
-    loader = DataLoader(dataset, batch_size=3, num_workers=workers, shuffle=False)
+def batches(dataset, workers, loader=None):
+    loader = loader or DataLoader(dataset, batch_size=3, num_workers=workers, shuffle=False)
     out = []
     for i, b in enumerate(loader):
         out.append(torch.cat([b["image"].flatten(1), b["targets"][0].flatten(1), b["masks"][1].flatten(1)], 1))
@@ -124,6 +125,11 @@ def test_workers_and_epochs(coco_sample_h5, cfg):
     assert not torch.equal(single, other)
     dataset.set_epoch(2)
     assert torch.equal(batches(dataset, 0), single)
+    # Persistent workers see set_epoch too (the epoch lives in shared memory).
+    loader = DataLoader(dataset, batch_size=3, num_workers=2, shuffle=False, persistent_workers=True)
+    assert torch.equal(batches(dataset, 2, loader), single)
+    dataset.set_epoch(3)
+    assert torch.equal(batches(dataset, 2, loader), other)
 
 
 def test_validation_items_are_deterministic(coco_sample_h5, cfg):
@@ -141,3 +147,31 @@ def test_refuses_a_file_for_another_input_size(coco_sample_h5, cfg):
         SimplePoseDataset(coco_sample_h5, other, train=True)
     msg = str(e.value)
     assert "built for input size 256" in msg and "python -m data.coco_to_hdf5" in msg and "--input-size 512" in msg
+
+
+def test_show_sample_writes_a_panel_picture(coco_sample_h5, tmp_path):
+    from data.show_sample import main
+
+    out = tmp_path / "panel.png"
+    assert main(["--h5", str(coco_sample_h5), "--index", "2", "--out", str(out), "--train"]) == 0
+    panel = cv2.imread(str(out))
+    assert panel.shape[1] == 4 * 256 and panel.shape[0] > 256
+    assert main(["--h5", str(coco_sample_h5), "--index", "999", "--out", str(out)]) == 2
+
+
+def test_reduced_jpeg_decode_stays_aligned(coco_sample_h5, cfg):
+    full_cfg = dataclasses.replace(cfg, augment=dataclasses.replace(cfg.augment, reduced_decode=False))
+    reduced, full = SimplePoseDataset(coco_sample_h5, cfg, True), SimplePoseDataset(coco_sample_h5, full_cfg, True)
+    params = augment.AugmentParams(scale=0.7)
+    for index in range(len(reduced)):
+        _, bbox = reduced.read_people(index)
+        centre = (bbox[0] + bbox[2] / 2, bbox[1] + bbox[3] / 2)
+        if augment.linear_scale(augment.affine_matrix(centre, float(bbox[3]), params, (256, 256), 0.6)) <= 0.5:
+            break
+    else:
+        pytest.fail("no sample is shrunk enough for a reduced decode")
+    a = reduced.build(index, params)["image"].numpy()
+    b = full.build(index, params)["image"].numpy()
+    diff = np.abs(a - b).mean()
+    assert diff < 0.03
+    assert diff < np.abs(a[:, :, 1:] - b[:, :, :-1]).mean() and diff < np.abs(a[:, 1:] - b[:, :-1]).mean()

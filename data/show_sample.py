@@ -1,0 +1,137 @@
+"""Draw one training sample as a panel picture: image with keypoints, keypoint maps, limb maps, masks, scales.
+
+    python -m data.show_sample --h5 coco_train512.h5 --index 0 --out sample.png [--train] [--epoch E]
+        [--config FILE] [key=value ...]
+
+Without ``--train`` the sample is the identity augmentation (centred and scaled main person). Without a config
+the input size is the one the file was built for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import cv2
+import numpy as np
+
+from config import skeleton as sk
+from config.loader import add_config_arguments, config_from_args
+from data import augment
+from data.dataset import SimplePoseDataset, read_settings
+from utils.errors import UserError, cli_main
+from utils.io import atomic_write_bytes
+
+
+def _to_bgr(image_chw: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray((image_chw.transpose(1, 2, 0) * 255).round().astype(np.uint8))
+
+
+def _upscale(m: np.ndarray, hw: tuple[int, int]) -> np.ndarray:
+    return cv2.resize(m, (hw[1], hw[0]), interpolation=cv2.INTER_NEAREST)
+
+
+def _overlay(image: np.ndarray, heat: np.ndarray, colour_map: int = cv2.COLORMAP_JET) -> np.ndarray:
+    """Blend a [0, 1] map (any resolution) over the image."""
+    heat = _upscale(heat.astype(np.float32), image.shape[:2])
+    coloured = cv2.applyColorMap((np.clip(heat, 0, 1) * 255).astype(np.uint8), colour_map)
+    alpha = np.clip(heat, 0, 1)[..., None] * 0.7
+    return (image * (1 - alpha) + coloured * alpha).astype(np.uint8)
+
+
+def _limb_colours(limbs: np.ndarray, image: np.ndarray) -> np.ndarray:
+    """Each limb map in its own colour (config.skeleton.LIMB_COLORS_BGR), max over limbs, over the image."""
+    strongest = limbs.argmax(0)
+    value = limbs.max(0)
+    colours = np.array(sk.LIMB_COLORS_BGR, np.float32)[strongest]
+    colours = np.stack([_upscale(colours[..., c], image.shape[:2]) for c in range(3)], -1)
+    alpha = _upscale(value, image.shape[:2])[..., None] * 0.8
+    return (image * (1 - alpha) + colours * alpha).astype(np.uint8)
+
+
+def _label(img: np.ndarray, text: str) -> np.ndarray:
+    img = img.copy()
+    cv2.rectangle(img, (0, 0), (img.shape[1], 18), (0, 0, 0), -1)
+    cv2.putText(img, text, (4, 13), cv2.FONT_HERSHEY_SIMPLEX, 0.42, (255, 255, 255), 1, cv2.LINE_AA)
+    return img
+
+
+def _draw_people(image: np.ndarray, keypoints: np.ndarray) -> np.ndarray:
+    img = image.copy()
+    for person in keypoints:
+        for k, (a, b) in enumerate(sk.LIMBS):
+            if k in sk.DRAW_LIMBS and person[a, 2] < 2 and person[b, 2] < 2:
+                pa, pb = (tuple(int(round(v)) for v in person[i, :2]) for i in (a, b))
+                cv2.line(img, pa, pb, sk.LIMB_COLORS_BGR[k], 2, cv2.LINE_AA)
+        for j, (x, y, v) in enumerate(person):
+            if v < 2:
+                name = sk.KEYPOINTS[j]
+                side = name.split("_")[0]
+                colour = {"right": (0, 0, 255), "left": (255, 0, 0)}.get(side, (0, 255, 0))
+                cv2.circle(img, (int(round(x)), int(round(y))), 3, colour, -1, cv2.LINE_AA)
+    return img
+
+
+def render(ds: SimplePoseDataset, index: int) -> np.ndarray:
+    """The panel picture (BGR uint8) of sample ``index``."""
+    params = ds.sample_params(index)
+    item = ds.build(index, params)
+    keypoints, bbox = ds.read_people(index)
+    centre = (bbox[0] + bbox[2] / 2, bbox[1] + bbox[3] / 2)
+    m = augment.affine_matrix(centre, float(bbox[3]), params, ds.input_hw, ds.cfg.augment.target_dist)
+    keypoints = augment.transform_keypoints(keypoints, m, params.flip)
+    image = _to_bgr(item["image"].numpy())
+    targets = item["targets"][0].numpy()
+    ignore = 1 - item["masks"][0].numpy()[0]
+    person = targets[sk.PERSON_MASK_CHANNEL]
+    masks = image.copy()
+    for m, tint_bgr in ((person, (0, 128, 0)), (ignore, (0, 0, 150))):
+        sel = _upscale(m, image.shape[:2]) > 0.5
+        masks[sel] = (masks[sel] * 0.5 + tint_bgr).astype(np.uint8)
+    title = f"image {item['meta']['image_id']} flip={params.flip} rot={params.degree:.0f}"
+    top = [
+        _label(_draw_people(image, keypoints), title),
+        _label(_overlay(image, targets[sk.MAX_KEYPOINT_CHANNEL]), "keypoint maps (channel 49)"),
+        _label(_limb_colours(targets[sk.LIMB_CHANNELS], image), "limb maps (0-29)"),
+        _label(masks, "ignored (red), person mask ch 48 (green)"),
+    ]
+    scales = []
+    for k, t in enumerate(item["targets"]):
+        t = t.numpy()
+        both = np.maximum(t[sk.MAX_KEYPOINT_CHANNEL], t[sk.LIMB_CHANNELS].max(0) * 0.5)
+        scales.append(_label(_overlay(image, both), f"scale {k}: {t.shape[-1]}x{t.shape[-2]}"))
+    rows = [np.hstack(top)]
+    width = rows[0].shape[1]
+    strip = np.hstack(scales)
+    strip = cv2.resize(strip, (width, int(strip.shape[0] * width / strip.shape[1])), interpolation=cv2.INTER_AREA)
+    rows.append(strip)
+    return np.vstack(rows)
+
+
+@cli_main
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m data.show_sample", description=__doc__.split("\n\n")[0])
+    p.add_argument("--h5", required=True, help="HDF5 file made by python -m data.coco_to_hdf5")
+    p.add_argument("--index", type=int, default=0, help="sample index")
+    p.add_argument("--out", required=True, help="PNG file to write")
+    p.add_argument("--train", action="store_true", help="random training augmentation instead of the identity")
+    p.add_argument("--epoch", type=int, default=0, help="epoch whose augmentation draw to show (with --train)")
+    add_config_arguments(p)
+    args = p.parse_args(argv)
+    if not args.config and not any(o.startswith("data.input_size=") for o in args.overrides):
+        args.overrides = [*args.overrides, f"data.input_size={read_settings(args.h5)['input_size']}"]
+    cfg = config_from_args(args)
+    ds = SimplePoseDataset(args.h5, cfg, train=args.train)
+    if not 0 <= args.index < len(ds):
+        raise UserError(f"--index {args.index} is out of range: {args.h5} has {len(ds)} samples")
+    ds.set_epoch(args.epoch)
+    ok, png = cv2.imencode(".png", render(ds, args.index))
+    if not ok:
+        raise UserError(f"could not encode the picture for {args.out}")
+    atomic_write_bytes(args.out, png.tobytes())
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

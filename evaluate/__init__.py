@@ -1,0 +1,1 @@
+"""Test-time path: multi-scale + flip inference, keypoint grouping, COCO AP, demo and export."""

@@ -1,0 +1,190 @@
+"""Greedy person assembly from accepted limb connections (spec 11.5), with the original's bugs fixed.
+
+Fixes (spec 13 item 35):
+* a person found through the "to" end whose "from" slot is empty also receives the "from" keypoint
+  (the original only ever attached the "to" end);
+* the part-count filter is real (``min_parts``), and the merged person's longest limb includes both halves;
+* no crash on impossible matches (a peak sits in at most one person, so at most two people match).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+EMPTY = -1
+
+
+@dataclass
+class AssemblyParams:
+    len_rate: float = 16.0
+    connection_tolerance: float = 0.7
+    remove_recon: bool = False
+    min_parts: int = 2
+    min_mean_score: float = 0.45
+
+
+class _People:
+    """Growing set of partial people. Slots hold peak ids; ``owner[peak]`` is the person holding a peak."""
+
+    def __init__(self, num_peaks: int, num_parts: int):
+        self.num_parts = num_parts
+        self.slots: list[list[int]] = []
+        self.links: list[list[float]] = []
+        self.total: list[float] = []
+        self.count: list[int] = []
+        self.maxlen: list[float] = []
+        self.alive: list[bool] = []
+        self.owner = [EMPTY] * num_peaks
+
+    def create(self, a: int, pa: int, b: int, pb: int, s: float, length: float, peak_score: list[float]) -> None:
+        p = len(self.slots)
+        slots = [EMPTY] * self.num_parts
+        links = [0.0] * self.num_parts
+        slots[a], slots[b] = pa, pb
+        links[a], links[b] = s, s
+        self.slots.append(slots)
+        self.links.append(links)
+        self.total.append(peak_score[pa] + peak_score[pb] + s)
+        self.count.append(2)
+        self.maxlen.append(length)
+        self.alive.append(True)
+        self.owner[pa] = self.owner[pb] = p
+
+    def attach(self, p: int, part: int, peak: int, s: float, length: float, peak_score: list[float]) -> None:
+        self.slots[p][part] = peak
+        self.links[p][part] = s
+        self.count[p] += 1
+        self.total[p] += peak_score[peak] + s
+        self.maxlen[p] = max(self.maxlen[p], length)
+        self.owner[peak] = p
+
+    def replace(self, p: int, part: int, peak: int, s: float, length: float, peak_score: list[float]) -> None:
+        old = self.slots[p][part]
+        self.total[p] += peak_score[peak] + s - peak_score[old] - self.links[p][part]
+        self.owner[old] = EMPTY
+        self.slots[p][part] = peak
+        self.links[p][part] = s
+        self.maxlen[p] = max(self.maxlen[p], length)
+        self.owner[peak] = p
+
+    def remove(self, p: int, part: int, peak_score: list[float]) -> None:
+        peak = self.slots[p][part]
+        self.total[p] -= peak_score[peak] + self.links[p][part]
+        self.count[p] -= 1
+        self.owner[peak] = EMPTY
+        self.slots[p][part] = EMPTY
+        self.links[p][part] = 0.0
+
+    def merge(self, p1: int, p2: int, s: float, length: float) -> None:
+        for part, peak in enumerate(self.slots[p2]):
+            if peak != EMPTY:
+                self.slots[p1][part] = peak
+                self.links[p1][part] = self.links[p2][part]
+                self.owner[peak] = p1
+        self.total[p1] += self.total[p2] + s
+        self.count[p1] += self.count[p2]
+        self.maxlen[p1] = max(self.maxlen[p1], self.maxlen[p2], length)
+        self.alive[p2] = False
+
+    def min_link(self, p: int) -> float:
+        return min(lk for lk, peak in zip(self.links[p], self.slots[p]) if peak != EMPTY)
+
+
+def assemble_people(
+    connections: list[np.ndarray],
+    limbs: tuple[tuple[int, int], ...],
+    peak_score: np.ndarray,
+    peak_part: np.ndarray,
+    num_parts: int,
+    params: AssemblyParams,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Group limb connections into people.
+
+    Args:
+        connections: per limb k, (M_k, 4) rows (peak id a, peak id b, limb score s, length L), in the
+            order they were accepted; limbs are processed in ``limbs`` order.
+        peak_score, peak_part: (N,) score and keypoint type of every peak id.
+    Returns:
+        slots (P, num_parts) int peak ids (-1 empty) and totals (P,) summed peak + link scores,
+        after the ``min_parts`` / ``min_mean_score`` filters. With ``min_parts <= 1`` every peak left
+        unassigned is returned as a one-keypoint person (it can only add recall at the bottom of the ranking).
+    """
+    scores = peak_score.tolist()
+    people = _People(len(scores), num_parts)
+    owner = people.owner
+    len_rate = params.len_rate
+    for (a, b), conn in zip(limbs, connections):
+        for pa_f, pb_f, s, length in conn.tolist():
+            pa, pb = int(pa_f), int(pb_f)
+            qa, qb = owner[pa], owner[pb]
+            if qa == EMPTY and qb == EMPTY:
+                people.create(a, pa, b, pb, s, length, scores)
+            elif qa in (qb, EMPTY) or qb == EMPTY:
+                _extend(people, qa if qa != EMPTY else qb, a, pa, b, pb, s, length, scores, len_rate)
+            else:
+                _two_people(people, min(qa, qb), max(qa, qb), a, pa, b, pb, s, length, scores, params)
+    keep = [
+        p
+        for p in range(len(people.slots))
+        if people.alive[p]
+        and people.count[p] >= max(params.min_parts, 1)
+        and people.total[p] / people.count[p] >= params.min_mean_score
+    ]
+    rows = [people.slots[p] for p in keep]
+    totals = [people.total[p] for p in keep]
+    if params.min_parts <= 1:
+        # keypoints no accepted limb reached become one-keypoint people (ranked last: 1 - 1/score < 0)
+        for peak in np.flatnonzero(np.asarray(people.owner) == EMPTY).tolist():
+            if scores[peak] >= params.min_mean_score:
+                row = [EMPTY] * num_parts
+                row[int(peak_part[peak])] = peak
+                rows.append(row)
+                totals.append(scores[peak])
+    return np.array(rows, np.int64).reshape(-1, num_parts), np.array(totals, np.float64)
+
+
+def _extend(people: _People, p, a, pa, b, pb, s, length, scores, len_rate) -> None:
+    """One person holds pa and/or pb: attach, replace or re-link the ends (original branch 2, fixed)."""
+    slots, links = people.slots[p], people.links[p]
+    short_enough = length < len_rate * people.maxlen[p]
+    held_b = slots[b]
+    if held_b == EMPTY:
+        if short_enough:
+            people.attach(p, b, pb, s, length, scores)
+    elif held_b != pb:
+        if links[b] < s and short_enough and people.owner[pb] == EMPTY:
+            people.replace(p, b, pb, s, length, scores)
+    elif links[b] <= s:
+        people.total[p] += s - links[b]
+        links[b] = s
+        people.maxlen[p] = max(people.maxlen[p], length)
+    # fix: found through the "to" end, the "from" end is attached too when its slot is free
+    if slots[a] == EMPTY and people.owner[pa] == EMPTY and slots[b] == pb and short_enough:
+        people.attach(p, a, pa, s, length, scores)
+
+
+def _two_people(people: _People, p1, p2, a, pa, b, pb, s, length, scores, params: AssemblyParams) -> None:
+    """pa and pb belong to two different people: merge them, or settle a contested keypoint."""
+    s1, s2 = people.slots[p1], people.slots[p2]
+    disjoint = all(x == EMPTY or y == EMPTY for x, y in zip(s1, s2))
+    if disjoint:
+        tol = min(people.min_link(p1), people.min_link(p2))
+        if s >= params.connection_tolerance * tol and length < params.len_rate * people.maxlen[p1]:
+            people.merge(p1, p2, s, length)
+        return
+    if not params.remove_recon:
+        return
+    # the keypoint of this connection held by each person; the original crashed if it was missing
+    c1 = a if s1[a] == pa else (b if s1[b] == pb else None)
+    c2 = a if s2[a] == pa else (b if s2[b] == pb else None)
+    if c1 is None or c2 is None:
+        return
+    l1, l2 = people.links[p1][c1], people.links[p2][c2]
+    if s < l1 and s < l2:
+        return
+    if l1 < l2:
+        people.remove(p1, c1, scores)
+    else:
+        people.remove(p2, c2, scores)

@@ -1,0 +1,49 @@
+"""Rebuild a model from a checkpoint for the test-time commands (coco_eval, demo, export_onnx).
+
+The model settings come from the checkpoint (its saved config, or what a bare state dict's shapes tell), so
+the network rebuilds as it was trained; ``model.*`` keys given on the command line still win.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from config.loader import config_from_dict, load_config, parse_override, set_key, validate
+from config.schema import Config, ModelConfig
+
+
+def load_model(
+    ckpt: str, config_path: str | None, overrides: list[str] | None, device: torch.device
+) -> tuple[torch.nn.Module, Config]:
+    """(model in eval mode on ``device``, resolved config). Errors are UserErrors naming the file.
+
+    Without ``--config``, a checkpoint that carries its run's config is evaluated with that config (same input
+    size, scales, thresholds as the run); with ``--config`` only the model section is taken from it.
+    """
+    from models import build_model, load_weights
+    from models.weights import extract_weights, infer_model_config, read_checkpoint
+
+    overrides = list(overrides or [])
+    obj = read_checkpoint(ckpt)
+    weights = extract_weights(obj, str(ckpt))
+    if config_path is None and isinstance(weights.config, dict) and "eval" in weights.config:
+        cfg = config_from_dict(weights.config)
+        for text in overrides:
+            key, value = parse_override(text)
+            set_key(cfg, key, value, "command-line override")
+        validate(cfg)
+    else:
+        cfg = load_config(config_path, overrides)
+    saved = weights.config.get("model") if weights.config else None
+    section = saved if isinstance(saved, dict) else infer_model_config(weights.state)
+    explicit = {o.split("=", 1)[0].strip() for o in overrides}
+    for f in dataclasses.fields(ModelConfig):
+        if f.name in section and f"model.{f.name}" not in explicit:
+            setattr(cfg.model, f.name, type(getattr(cfg.model, f.name))(section[f.name]))
+    if len(cfg.loss.stack_weights) != cfg.model.stacks:  # the loss is not used here; keep the config valid
+        cfg.loss.stack_weights = [1.0] * cfg.model.stacks
+    model = build_model(cfg)
+    load_weights(model, weights.state)
+    return model.to(device).eval(), cfg

@@ -1,0 +1,287 @@
+"""COCO keypoint AP of a model (or of the oracle maps), in one process or sharded over torchrun ranks.
+
+    python -m evaluate.coco_eval --ckpt runs/x/best.pt --images coco/val2017 \
+        --annotations coco/annotations/person_keypoints_val2017.json [--scales 1] [--no-flip] [--out res.json]
+    torchrun --nproc_per_node=4 -m evaluate.coco_eval ...        # images split over ranks
+    python -m evaluate.coco_eval --from-ground-truth --images ... --annotations ...   # decoder upper bound
+
+Ranks take a strided shard of the (sorted) image ids, predictions are all-gathered, rank 0 writes the results
+JSON and runs pycocotools, every rank receives the numbers. The JSON is sorted and its floats rounded, so it
+is byte-identical for any number of processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import cv2
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from config.loader import add_config_arguments, config_from_args
+from config.schema import Config
+from evaluate.decode import People, decode_people
+from evaluate.inference import Predictor, model_predictor, multiscale_maps_batch
+from utils import distributed as dist
+from utils.errors import UserError, cli_main
+from utils.io import atomic_write_text
+
+STAT_NAMES = ("AP", "AP50", "AP75", "APm", "APl", "AR", "AR50", "AR75", "ARm", "ARl")
+PERSON_CATEGORY = 1
+
+
+def load_coco(annotations: str | Path):
+    """pycocotools COCO object of a person_keypoints JSON, quietly; UserError when missing or malformed."""
+    from pycocotools.coco import COCO
+
+    path = Path(annotations)
+    if not path.is_file():
+        raise UserError(f"annotation file {path} not found (expected a COCO person_keypoints_*.json)")
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            return COCO(str(path))
+    except (ValueError, KeyError, TypeError, AssertionError) as e:
+        raise UserError(f"annotation file {path} is not a valid COCO annotation file: {e}") from None
+
+
+def read_image(path: Path) -> np.ndarray:
+    """BGR uint8 image; UserError when missing or unreadable."""
+    if not path.is_file():
+        raise UserError(f"image {path} not found (check --images / data.val_images)")
+    image = cv2.imread(str(path), cv2.IMREAD_COLOR)
+    if image is None:
+        raise UserError(f"image {path} could not be decoded (corrupt or not an image)")
+    return image
+
+
+def coco_results(image_ids: list[int], people: list[People]) -> list[dict]:
+    """The COCO keypoint results list: one entry per person, sorted by image id then descending score.
+
+    Keypoint v is 1 where a keypoint was found and 0 otherwise (with x = y = 0). Floats are rounded
+    (coordinates to 0.01 px, scores to 1e-6) so that the file is reproducible byte for byte.
+    """
+    out = []
+    for image_id, p in zip(image_ids, people):
+        for kp, score in zip(p.keypoints, p.scores):
+            found = kp[:, 2] > 0
+            flat = np.stack([kp[:, 0], kp[:, 1], found.astype(np.float64)], 1).ravel()
+            entry = {
+                "image_id": int(image_id),
+                "category_id": PERSON_CATEGORY,
+                "keypoints": [round(float(v), 2) for v in flat],
+                "score": round(float(score), 6),
+            }
+            out.append(entry)
+    return sort_results(out)
+
+
+def sort_results(results) -> list[dict]:
+    """The one result order: image id, then descending score (then keypoints, to break ties)."""
+    return sorted(results, key=lambda r: (r["image_id"], -r["score"], r["keypoints"]))
+
+
+def results_text(results: list[dict]) -> str:
+    """The results list as JSON text, one person per line."""
+    if not results:
+        return "[]\n"
+    return "[\n" + ",\n".join(json.dumps(r, separators=(",", ":")) for r in results) + "\n]\n"
+
+
+def coco_keypoint_stats(coco, results: list[dict], image_ids: list[int]) -> tuple[dict[str, float], str]:
+    """pycocotools keypoint evaluation restricted to ``image_ids``; (stats, printed summary).
+
+    No detections at all gives zeros (pycocotools cannot load an empty result list).
+    """
+    if not results:
+        return {k: 0.0 for k in STAT_NAMES}, "no detections: every AP and AR is 0\n"
+    from pycocotools.cocoeval import COCOeval
+
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text):
+        detections = coco.loadRes(results)
+        ev = COCOeval(coco, detections, "keypoints")
+        ev.params.imgIds = list(image_ids)
+        ev.evaluate()
+        ev.accumulate()
+    summary = io.StringIO()
+    with contextlib.redirect_stdout(summary):
+        ev.summarize()
+    stats = {k: float(max(v, 0.0)) for k, v in zip(STAT_NAMES, ev.stats)}  # -1 means "no ground truth"
+    return stats, summary.getvalue()
+
+
+def predict_people(
+    coco,
+    image_ids: list[int],
+    images_dir: Path,
+    cfg: Config,
+    device: torch.device,
+    predictor_for: Callable[[list[int]], Predictor],
+    batch_size: int = 1,
+    progress: bool = True,
+) -> dict[int, People]:
+    """Run the test-time path on this rank's images, ``batch_size`` images of one size per forward.
+
+    ``predictor_for(image_ids)`` supplies the predictor of a batch. Images are visited grouped by size (from
+    the annotation file) so that batches fill up; returns {image id: people}.
+    """
+    size = lambda i: (coco.imgs[i].get("height", 0), coco.imgs[i].get("width", 0))  # noqa: E731
+    order = sorted(image_ids, key=size)
+    out: dict[int, People] = {}
+    pending: list[tuple[int, np.ndarray]] = []
+
+    def flush() -> None:
+        ids, images = [i for i, _ in pending], [im for _, im in pending]
+        results = multiscale_maps_batch(images, cfg.eval, predictor_for(ids), device, cfg.data.stride)
+        for image_id, (maps, scale) in zip(ids, results):
+            out[image_id] = decode_people(maps, cfg.eval, scale)
+        bar.update(len(pending))
+        pending.clear()
+
+    bar = tqdm(total=len(order), desc="eval", unit="img", disable=not (progress and dist.is_main_process()))
+    for image_id in order:
+        image = read_image(images_dir / coco.imgs[image_id]["file_name"])
+        if pending and (image.shape != pending[0][1].shape or len(pending) >= batch_size):
+            flush()
+        pending.append((image_id, image))
+    if pending:
+        flush()
+    bar.close()
+    return out
+
+
+def evaluate_images(
+    images_dir: str | Path,
+    annotations: str | Path,
+    cfg: Config,
+    device: torch.device,
+    predictor_for: Callable[[list[int]], Predictor],
+    out_json: str | Path | None = None,
+    progress: bool = True,
+    batch_size: int = 1,
+) -> tuple[dict[str, float], str]:
+    """Shard, predict, gather, evaluate. Returns (stats, summary text) on every rank."""
+    images_dir = Path(images_dir)
+    if not images_dir.is_dir():
+        raise UserError(f"image folder {images_dir} not found (check --images / data.val_images)")
+    coco = load_coco(annotations)
+    ids = sorted(coco.getImgIds())
+    if cfg.eval.max_images > 0:
+        ids = ids[: cfg.eval.max_images]
+    mine = [ids[i] for i in dist.shard(len(ids))]
+    people = predict_people(coco, mine, images_dir, cfg, device, predictor_for, batch_size, progress)
+    gathered = dist.all_gather_object(coco_results(mine, [people[i] for i in mine]))
+    stats, summary = None, None
+    if dist.is_main_process():
+        results = sort_results(r for part in gathered for r in part)
+        if out_json:
+            atomic_write_text(out_json, results_text(results))
+        stats, summary = coco_keypoint_stats(coco, results, ids)
+    return dist.broadcast_object((stats, summary))
+
+
+def evaluate_coco(
+    model: torch.nn.Module,
+    images_dir: str | Path,
+    annotations: str | Path,
+    cfg: Config,
+    device: torch.device,
+    out_json: str | Path | None = None,
+    progress: bool = True,
+) -> dict[str, float]:
+    """COCO keypoint AP/AR of ``model`` (any rank count). The model is put in eval mode and restored after."""
+    was_training = model.training
+    model.eval()
+    try:
+        predictor = model_predictor(model, cfg.eval.amp)
+        stats, _ = evaluate_images(
+            images_dir, annotations, cfg, device, lambda ids: predictor, out_json, progress, cfg.eval.batch_size
+        )
+    finally:
+        model.train(was_training)
+    return stats
+
+
+def evaluate_oracle(
+    images_dir: str | Path,
+    annotations: str | Path,
+    cfg: Config,
+    out_json: str | Path | None = None,
+    progress: bool = True,
+) -> tuple[dict[str, float], str]:
+    """AP of decoding the ground-truth target maps (the decoder's upper bound)."""
+    from evaluate.oracle import image_keypoints, oracle_predictor
+
+    coco = load_coco(annotations)
+
+    def predictor_for(image_ids: list[int]) -> Predictor:  # one image per batch: the maps are per image
+        anns = coco.loadAnns(coco.getAnnIds(imgIds=image_ids, catIds=[PERSON_CATEGORY], iscrowd=None))
+        return oracle_predictor(image_keypoints(anns), cfg.targets, cfg.data.stride)
+
+    return evaluate_images(images_dir, annotations, cfg, torch.device("cpu"), predictor_for, out_json, progress, 1)
+
+
+def format_stats(stats: dict[str, float]) -> str:
+    return "  ".join(f"{k} {v:.3f}" for k, v in stats.items())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m evaluate.coco_eval", description=__doc__.split("\n\n")[0])
+    p.add_argument("--ckpt", help="checkpoint (ours, the original's, or a bare state dict)")
+    p.add_argument("--from-ground-truth", action="store_true", help="decode the annotations' own target maps")
+    p.add_argument("--images", required=True, help="image folder, e.g. coco/val2017")
+    p.add_argument("--annotations", required=True, help="COCO person_keypoints JSON")
+    p.add_argument("--scales", type=float, nargs="+", help="test scales (default: eval.scales)")
+    p.add_argument("--flip", action=argparse.BooleanOptionalAction, default=None, help="flip test (eval.flip)")
+    p.add_argument("--out", help="results JSON to write")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ...")
+    add_config_arguments(p)
+    return p
+
+
+def apply_cli_eval_options(cfg: Config, args: argparse.Namespace) -> None:
+    if args.scales:
+        cfg.eval.scales = list(args.scales)
+    if args.flip is not None:
+        cfg.eval.flip = args.flip
+
+
+@cli_main
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if bool(args.ckpt) == bool(args.from_ground_truth):
+        raise UserError("give exactly one of --ckpt CKPT or --from-ground-truth")
+    device = dist.select_device(args.device)
+    dist.init_distributed(device)
+    try:
+        if args.from_ground_truth:
+            cfg = config_from_args(args)
+            apply_cli_eval_options(cfg, args)
+            stats, summary = evaluate_oracle(args.images, args.annotations, cfg, args.out)
+        else:
+            from evaluate.checkpoint import load_model
+
+            model, cfg = load_model(args.ckpt, args.config, args.overrides, device)
+            apply_cli_eval_options(cfg, args)
+            predictor = model_predictor(model, cfg.eval.amp)
+            stats, summary = evaluate_images(
+                args.images, args.annotations, cfg, device, lambda ids: predictor, args.out, True, cfg.eval.batch_size
+            )
+        if dist.is_main_process():
+            print(summary, end="")
+            print(format_stats(stats))
+            if args.out:
+                print(f"results written to {args.out}")
+    finally:
+        dist.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

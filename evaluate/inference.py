@@ -1,0 +1,202 @@
+"""Test-time forward: multi-scale + flip, fused and averaged on one decoding grid (spec 11.2).
+
+A *predictor* turns a padded batch into maps: ``predict(batch, resize_xy) -> (B, 50, Hp/4, Wp/4)``, where
+``batch`` is (n or 2n, 3, Hp, Wp) float32 BGR/255 (n images of one size, then their mirrors when flipping)
+and ``resize_xy`` the factors the images were resized by. ``model_predictor`` wraps a network; the oracle
+(evaluate/oracle.py) draws ground-truth maps instead.
+
+Difference from the original (documented on purpose): the original upsampled each output x4, cropped the
+padding and resized again to the image size (two bicubic passes, full image resolution, 50 channels). Here
+each fused output is resized once straight onto the decoding grid (``eval.decode_height`` rows, or the image
+size when 0) with the same pixel-centre alignment, which is several times cheaper.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import cv2
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from config.schema import EvalConfig
+from config.skeleton import CHANNEL_FLIP, NUM_CHANNELS
+from utils.errors import UserError
+
+Predictor = Callable[[torch.Tensor, tuple[float, float]], torch.Tensor]
+
+_FLIP_INDEX: dict[torch.device, torch.Tensor] = {}
+
+
+def scale_factors(height: int, width: int, cfg: EvalConfig) -> list[float]:
+    """Resize factor of every test scale: ``s * boxsize / height``, capped to max_height x max_width."""
+    out = []
+    for s in cfg.scales:
+        m = s * cfg.boxsize / height
+        if m * height > cfg.max_height or m * width > cfg.max_width:
+            m = min(cfg.max_height / height, cfg.max_width / width)
+        out.append(m)
+    return out
+
+
+def decode_grid(height: int, width: int, cfg: EvalConfig) -> tuple[int, int]:
+    """(rows, cols) of the grid the maps are averaged and decoded on."""
+    if cfg.decode_height <= 0:
+        return height, width
+    return cfg.decode_height, max(1, round(width * cfg.decode_height / height))
+
+
+def prepare_input(image: np.ndarray, m: float, cfg: EvalConfig) -> tuple[np.ndarray, tuple[int, int]]:
+    """Resize a BGR uint8 image by m (bicubic), pad bottom/right to a multiple of max_downsample.
+
+    Returns the padded (Hp, Wp, 3) float32 BGR/255 array and the resized (rows, cols) before padding.
+    """
+    h, w = image.shape[:2]
+    hr, wr = max(1, round(h * m)), max(1, round(w * m))
+    resized = cv2.resize(image, (wr, hr), interpolation=cv2.INTER_CUBIC)
+    step = cfg.max_downsample
+    hp, wp = math.ceil(hr / step) * step, math.ceil(wr / step) * step
+    padded = np.full((hp, wp, 3), cfg.pad_value, np.uint8)
+    padded[:hr, :wr] = resized
+    return padded.astype(np.float32) / 255.0, (hr, wr)
+
+
+def make_batch(padded: list[np.ndarray], flip: bool, device: torch.device) -> torch.Tensor:
+    """n padded (Hp, Wp, 3) images -> (n or 2n, 3, Hp, Wp): the images, then (when flipping) their mirrors."""
+    x = torch.from_numpy(np.stack(padded)).permute(0, 3, 1, 2)
+    if flip:
+        x = torch.cat([x, x.flip(-1)])
+    return x.to(device)
+
+
+def fuse_flip(out: torch.Tensor, flip: bool = True) -> torch.Tensor:
+    """(2n, C, h, w) predictions on n images then their mirrors -> (n, C, h, w) float32: each mirrored
+    prediction is mirrored back, its left/right channels swapped (config.skeleton.CHANNEL_FLIP) and averaged
+    with the direct one. Without flip the (n, C, h, w) input is only cast to float32."""
+    out = out.float()
+    if not flip:
+        return out
+    n = out.shape[0] // 2
+    idx = _FLIP_INDEX.get(out.device)
+    if idx is None:
+        idx = _FLIP_INDEX[out.device] = torch.tensor(CHANNEL_FLIP, device=out.device)
+    fused = out[n:].index_select(1, idx).flip(-1)
+    return fused.add_(out[:n]).mul_(0.5)
+
+
+def resize_to_grid(
+    fused: torch.Tensor,
+    valid_hw: tuple[int, int],
+    grid_hw: tuple[int, int],
+    stride: int,
+    backend: str = "auto",
+) -> np.ndarray | torch.Tensor:
+    """Map fused outputs (n, C, h, w) onto the decoding grid, dropping the padding.
+
+    The outputs cover ``valid_hw`` input pixels (the resized image) plus padding; cells are cropped to the
+    ones touching the image, resized once (bicubic, by the exact factor that maps the image's extent onto
+    ``grid_hw``), then cropped. ``backend``: "opencv" returns (n, rows, cols, C) numpy (faster on CPU);
+    "torch" returns (n, C, rows, cols) on the tensor's device; "auto" picks OpenCV on CPU, torch elsewhere.
+    """
+    (hr, wr), (gh, gw) = valid_hw, grid_hw
+    hc, wc = math.ceil(hr / stride), math.ceil(wr / stride)
+    # exact factors (not rounded sizes) keep the image's extent aligned with the grid to the sub-cell
+    fy, fx = gh * stride / hr, gw * stride / wr
+    crop = fused[:, :, :hc, :wc]
+    if backend == "torch" or (backend == "auto" and crop.device.type != "cpu"):
+        if (fy, fx) != (1.0, 1.0):
+            crop = F.interpolate(
+                crop, scale_factor=(fy, fx), mode="bicubic", align_corners=False, recompute_scale_factor=False
+            )
+        return crop[:, :, :gh, :gw]
+    out = []
+    for hwc in crop.permute(0, 2, 3, 1).cpu().numpy():
+        hwc = np.ascontiguousarray(hwc)
+        if (fy, fx) != (1.0, 1.0):
+            if round(hc * fy) != hc and round(wc * fx) != wc:
+                hwc = cv2.resize(hwc, None, fx=fx, fy=fy, interpolation=cv2.INTER_CUBIC)
+            else:  # OpenCV ignores the factors and copies when the rounded size is unchanged
+                hwc = _cubic_resample(_cubic_resample(hwc, 0, fy, gh), 1, fx, gw)
+        out.append(hwc[:gh, :gw])
+    return out[0][None] if len(out) == 1 else np.stack(out)  # no copy for a single image
+
+
+def _cubic_weights(t: np.ndarray, a: float = -0.75) -> list[np.ndarray]:
+    """Bicubic convolution weights (OpenCV's a = -0.75) of the 4 taps at offsets -1, 0, 1, 2 from floor."""
+    d = [1 + t, t, 1 - t, 2 - t]
+    return [np.where(x <= 1, ((a + 2) * x - (a + 3)) * x * x + 1, ((a * x - 5 * a) * x + 8 * a) * x - 4 * a) for x in d]
+
+
+def _cubic_resample(a: np.ndarray, axis: int, factor: float, size: int) -> np.ndarray:
+    """Resample one axis by ``factor`` (pixel centres aligned, edge replicated) to ``size`` samples."""
+    if factor == 1.0 and a.shape[axis] >= size:
+        return a
+    src = (np.arange(size) + 0.5) / factor - 0.5
+    base = np.floor(src).astype(np.int64)
+    weights = _cubic_weights((src - base).astype(np.float32))
+    n = a.shape[axis]
+    shape = [1] * a.ndim
+    shape[axis] = size
+    out = np.zeros(a.shape[:axis] + (size,) + a.shape[axis + 1 :], np.float32)
+    for tap, w in zip(range(-1, 3), weights):
+        out += np.take(a, np.clip(base + tap, 0, n - 1), axis=axis) * w.reshape(shape)
+    return out
+
+
+def multiscale_maps_batch(
+    images: list[np.ndarray], cfg: EvalConfig, predict: Predictor, device: torch.device, stride: int = 4
+) -> list[tuple[np.ndarray, tuple[float, float]]]:
+    """Average the fused maps of every test scale for BGR uint8 images of one size, in one batch per scale.
+
+    Returns per image: maps (50, rows, cols) float32 on the decoding grid and (sx, sy), image pixels per grid
+    pixel (what ``decode_people`` takes as ``scale``).
+    """
+    h, w = images[0].shape[:2]
+    if any(im.shape[:2] != (h, w) for im in images):
+        raise ValueError("multiscale_maps_batch needs images of one size")
+    grid = decode_grid(h, w, cfg)
+    acc = None
+    for m in scale_factors(h, w, cfg):
+        prepared = [prepare_input(im, m, cfg) for im in images]
+        hr, wr = prepared[0][1]
+        batch = make_batch([p for p, _ in prepared], cfg.flip, device)
+        with torch.no_grad():
+            out = predict(batch, (wr / w, hr / h))
+        if out.shape[1] != NUM_CHANNELS:
+            raise UserError(f"the network outputs {out.shape[1]} channels; decoding needs {NUM_CHANNELS}")
+        maps = resize_to_grid(fuse_flip(out, cfg.flip), (hr, wr), grid, stride)
+        acc = maps if acc is None else acc + maps
+    n = len(cfg.scales)
+    if isinstance(acc, torch.Tensor):
+        maps = (acc / n).cpu().numpy()
+    else:
+        maps = (acc / n).transpose(0, 3, 1, 2)
+    maps = np.nan_to_num(maps, copy=False)
+    scale = (w / grid[1], h / grid[0])
+    return [(one, scale) for one in maps]
+
+
+def multiscale_maps(
+    image: np.ndarray, cfg: EvalConfig, predict: Predictor, device: torch.device, stride: int = 4
+) -> tuple[np.ndarray, tuple[float, float]]:
+    """``multiscale_maps_batch`` for one image: (maps (50, rows, cols) float32, (sx, sy))."""
+    return multiscale_maps_batch([image], cfg, predict, device, stride)[0]
+
+
+def model_predictor(model: torch.nn.Module, amp: str = "off") -> Predictor:
+    """Predictor of a network returning outputs[stack][scale]: the last stack's finest output.
+
+    ``amp``: "fp16" or "bf16" runs the forward under torch.autocast on the batch's device ("off": float32);
+    the output is cast back to float32 before any further step (spec 13 item 39).
+    """
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(amp)
+
+    def predict(batch: torch.Tensor, resize_xy: tuple[float, float]) -> torch.Tensor:
+        if dtype is None:
+            return model(batch)[-1][0]
+        with torch.autocast(batch.device.type, dtype=dtype):
+            return model(batch)[-1][0].float()
+
+    return predict

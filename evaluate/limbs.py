@@ -1,0 +1,82 @@
+"""Limb scoring: which keypoint candidates a limb map connects (spec 11.4), all pairs of a limb at once."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def score_pairs(
+    limb_map: np.ndarray,
+    a_xy: np.ndarray,
+    b_xy: np.ndarray,
+    scale_xy: tuple[float, float],
+    image_height: float,
+    threshold: float,
+    ratio: float,
+    max_samples: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Score every (a_i, b_j) pair of one limb type.
+
+    Args:
+        limb_map: (h, w) limb heatmap.
+        a_xy, b_xy: (na, 2) and (nb, 2) candidate positions (x, y) in map pixels.
+        scale_xy: image pixels per map pixel along x and y (lengths are measured in image pixels).
+        image_height: in image pixels; limbs longer than half of it are penalised (the original names this
+            the image width but passes the height).
+    Returns:
+        (score, length, accepted), each (na, nb): mean sampled value plus the length prior, the length in
+        image pixels, and whether the pair passes the criterion (enough samples above ``threshold``,
+        positive score, non-zero length).
+    """
+    h, w = limb_map.shape
+    d = b_xy[None, :, :] - a_xy[:, None, :]  # (na, nb, 2) map pixels
+    length = np.hypot(d[..., 0] * scale_xy[0], d[..., 1] * scale_xy[1])
+    # Python's round (half to even) as in the original, like np.rint
+    n = np.minimum(np.rint(length + 1), max_samples).astype(np.int64)
+    n = np.maximum(n, 1)
+    steps = np.arange(max_samples)
+    t = steps / np.maximum(n - 1, 1)[..., None]  # (na, nb, S); steps >= n are masked below
+    valid = steps < n[..., None]
+    t = np.minimum(t, 1.0)
+    px = np.clip(np.rint(a_xy[:, None, None, 0] + t * d[..., None, 0]), 0, w - 1).astype(np.int64)
+    py = np.clip(np.rint(a_xy[:, None, None, 1] + t * d[..., None, 1]), 0, h - 1).astype(np.int64)
+    samples = np.where(valid, limb_map[py, px], 0.0)
+    above = ((samples > threshold) & valid).sum(-1)
+    safe_length = np.where(length > 0, length, 1.0)
+    score = samples.sum(-1) / n + np.minimum(0.5 * image_height / safe_length - 1.0, 0.0)
+    accepted = (above >= ratio * n) & (score > 0) & (length > 0)
+    return score, length, accepted
+
+
+def match_limb(
+    score: np.ndarray,
+    length: np.ndarray,
+    accepted: np.ndarray,
+    a_score: np.ndarray,
+    b_score: np.ndarray,
+) -> np.ndarray:
+    """Greedy one-to-one matching of the accepted pairs of one limb type.
+
+    Pairs are taken in descending order of ``0.5 s + 0.25 score(a) + 0.25 score(b)`` (stable, so ties keep
+    a-major order as the original); a pair is kept if neither end is used yet; at most min(na, nb) pairs.
+    Returns (M, 4) rows (i, j, s, L): local candidate indices, limb score, length in image pixels.
+    """
+    ii, jj = np.nonzero(accepted)
+    if ii.size == 0:
+        return np.zeros((0, 4))
+    s = score[ii, jj]
+    key = 0.5 * s + 0.25 * a_score[ii] + 0.25 * b_score[jj]
+    order = np.argsort(-key, kind="stable")
+    limit = min(score.shape)
+    used_a: set[int] = set()
+    used_b: set[int] = set()
+    rows = []
+    for i, j, sc, ln in zip(ii[order].tolist(), jj[order].tolist(), s[order].tolist(), length[ii, jj][order].tolist()):
+        if i in used_a or j in used_b:
+            continue
+        used_a.add(i)
+        used_b.add(j)
+        rows.append((i, j, sc, ln))
+        if len(rows) >= limit:
+            break
+    return np.asarray(rows, np.float64)

@@ -1,0 +1,45 @@
+"""Oracle maps: the training targets of an image's own annotations, in place of the network's output.
+
+Decoding them measures the decoder's upper bound ("oracle AP"): everything the grouping loses on perfect
+maps at the network's resolution. The maps are drawn with data.targets on the grid the network would output
+for each test scale, and for the mirrored input too when flipping, so the whole test-time path (resize,
+padding, flip fusion, scale averaging) runs exactly as with a model.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from config.schema import TargetConfig
+from config.skeleton import coco_to_internal, flip_keypoints_left_right
+from data.targets import draw_targets
+from evaluate.inference import Predictor
+
+
+def image_keypoints(annotations: list[dict]) -> np.ndarray:
+    """(P, 18, 3) internal-layout keypoints (image pixels) of an image's non-crowd COCO annotations."""
+    kp = [a["keypoints"] for a in annotations if not a.get("iscrowd", 0) and a.get("keypoints")]
+    if not kp:
+        return np.zeros((0, 18, 3), np.float32)
+    return coco_to_internal(np.asarray(kp, np.float32).reshape(len(kp), 17, 3))
+
+
+def oracle_predictor(keypoints: np.ndarray, targets: TargetConfig, stride: int = 4) -> Predictor:
+    """Predictor drawing the target maps of ``keypoints`` (P, 18, 3 image pixels) for each resized input."""
+
+    def predict(batch: torch.Tensor, resize_xy: tuple[float, float]) -> torch.Tensor:
+        hp, wp = batch.shape[2:]
+        grid = (hp // stride, wp // stride)
+        kp = keypoints.copy()
+        # OpenCV's resize maps pixel centres: x' = (x + 0.5) * f - 0.5
+        kp[..., 0] = (kp[..., 0] + 0.5) * resize_xy[0] - 0.5
+        kp[..., 1] = (kp[..., 1] + 0.5) * resize_xy[1] - 0.5
+        maps = [draw_targets(kp, None, grid, stride, targets)]
+        if batch.shape[0] == 2:
+            mirrored = flip_keypoints_left_right(kp).copy()
+            mirrored[..., 0] = wp - 1 - mirrored[..., 0]
+            maps.append(draw_targets(mirrored, None, grid, stride, targets))
+        return torch.from_numpy(np.stack(maps)).to(batch.device)
+
+    return predict

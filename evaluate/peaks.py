@@ -1,0 +1,147 @@
+"""Keypoint peaks: 3x3 local maxima above a threshold, with sub-pixel refinement (spec 11.3).
+
+Coordinates are map pixels, x to the right, y down, integer = pixel centre.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_NEIGHBOURS = ((-1, -1), (-1, 0), (-1, 1), (0, -1), (0, 1), (1, -1), (1, 0), (1, 1))
+
+
+def local_maxima(heat: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Positions where a (K, h, w) map is >= threshold and >= its 8 neighbours (plateaus give several).
+
+    Same result as ``maxpool3x3(pad(h)) == h & h >= threshold`` but only the thresholded pixels are
+    compared, which is much cheaper on mostly empty maps. Returns (channel, y, x) int arrays, sorted by
+    channel, then y, then x.
+    """
+    k, y, x = np.nonzero(heat >= threshold)
+    if k.size == 0:
+        return k, y, x
+    h, w = heat.shape[1:]
+    value = heat[k, y, x]
+    keep = np.ones(k.size, bool)
+    for dy, dx in _NEIGHBOURS:
+        # a clipped neighbour is the pixel itself or another in-window pixel: same result as edge padding
+        keep &= value >= heat[k, np.clip(y + dy, 0, h - 1), np.clip(x + dx, 0, w - 1)]
+    return k[keep], y[keep], x[keep]
+
+
+def refine_peaks(
+    heat: np.ndarray,
+    k: np.ndarray,
+    y: np.ndarray,
+    x: np.ndarray,
+    radius: int,
+    score_mode: str = "window_mean",
+    xy_swap_bug: bool = False,
+    position_mode: str = "centroid",
+) -> np.ndarray:
+    """Sub-pixel peak positions and scores.
+
+    ``position_mode="centroid"`` (the original): a peak whose (2r+1)^2 window lies inside the map moves by the
+    value-weighted mean offset of the window; peaks closer to the border keep their integer position.
+    ``xy_swap_bug=True`` reproduces the original, which added the row offset to x and the column offset to y.
+    ``position_mode="quadratic"``: the peak moves to the vertex of a parabola through the logarithms of the
+    peak and its two neighbours, along x and along y (exact for a Gaussian peak, precise on coarse grids
+    where the window centroid is pulled towards the pixel centre; needs only a 1-pixel margin).
+    Score: the window mean (``score_mode="window_mean"``, the original) where the window fits, else (and
+    with ``"peak"``) the peak value.
+
+    Returns (N, 3) float64 rows (x, y, score).
+    """
+    n = k.size
+    out = np.empty((n, 3), np.float64)
+    out[:, 0], out[:, 1] = x, y
+    out[:, 2] = heat[k, y, x]
+    if n == 0:
+        return out
+    h, w = heat.shape[1:]
+    if position_mode == "quadratic":
+        d = max(radius, 1)
+        shift_x = _axis_vertex(heat, k, y, x, 0, d, w)
+        shift_y = _axis_vertex(heat, k, y, x, d, 0, h)
+        if xy_swap_bug:
+            shift_x, shift_y = shift_y, shift_x
+        out[:, 0] += shift_x
+        out[:, 1] += shift_y
+    r = radius
+    inside = (y >= r) & (y < h - r) & (x >= r) & (x < w - r)
+    if r <= 0 or not inside.any() or (position_mode != "centroid" and score_mode != "window_mean"):
+        return out
+    ki, yi, xi = k[inside], y[inside], x[inside]
+    off = np.arange(-r, r + 1)
+    oy, ox = np.meshgrid(off, off, indexing="ij")
+    oy, ox = oy.ravel(), ox.ravel()
+    window = heat[ki[:, None], yi[:, None] + oy, xi[:, None] + ox].astype(np.float64)  # (M, (2r+1)^2)
+    if position_mode == "centroid":
+        total = window.sum(1)
+        total = np.where(total > 0, total, 1.0)
+        shift_x = (window * ox).sum(1) / total
+        shift_y = (window * oy).sum(1) / total
+        if xy_swap_bug:
+            shift_x, shift_y = shift_y, shift_x
+        out[inside, 0] = xi + shift_x
+        out[inside, 1] = yi + shift_y
+    if score_mode == "window_mean":
+        out[inside, 2] = window.mean(1)
+    return out
+
+
+def _axis_vertex(heat, k, y, x, dy: int, dx: int, size: int) -> np.ndarray:
+    """Parabola-vertex shift of each peak along one axis, through the values d = dx or dy pixels either side
+    (a wider base than 1 pixel is robust to interpolation ripple on upsampled maps); a smaller base is used
+    where the map border is closer, and 0 where it touches the border."""
+    d = max(dx, dy)
+    pos = x if dx else y
+    d = np.minimum(d, np.minimum(pos, size - 1 - pos))
+    ok = d >= 1
+    d = np.maximum(d, 1)
+    dy, dx = (d, 0) if dy else (0, d)
+    h, w = heat.shape[1:]
+    yl, xl = np.clip(y - dy, 0, h - 1), np.clip(x - dx, 0, w - 1)
+    yr, xr = np.clip(y + dy, 0, h - 1), np.clip(x + dx, 0, w - 1)
+    log = lambda v: np.log(np.maximum(v.astype(np.float64), 1e-6))  # noqa: E731
+    shift = d * _parabola_vertex(log(heat[k, yl, xl]), log(heat[k, y, x]), log(heat[k, yr, xr]))
+    return np.where(ok, np.clip(shift, -0.5, 0.5), 0.0)  # the true maximum is within half a pixel
+
+
+def _parabola_vertex(left: np.ndarray, centre: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """Offset in [-0.5, 0.5] of the vertex of the parabola through (-1, left), (0, centre), (1, right)."""
+    curvature = left - 2 * centre + right
+    safe = np.where(curvature < 0, curvature, -1.0)
+    return np.where(curvature < 0, np.clip(0.5 * (left - right) / safe, -0.5, 0.5), 0.0)
+
+
+def strongest_per_channel(
+    k: np.ndarray, y: np.ndarray, x: np.ndarray, value: np.ndarray, limit: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Keep at most ``limit`` highest peaks per channel (a flat or saturated map makes every pixel a peak,
+    and limb scoring is quadratic in the number of candidates). Order (channel, y, x) is preserved."""
+    if limit <= 0 or k.size == 0 or np.bincount(k).max() <= limit:
+        return k, y, x
+    order = np.lexsort((-value, k))  # by channel, strongest first
+    first = np.searchsorted(k[order], k[order], side="left")
+    keep = np.sort(order[np.arange(k.size) - first < limit])
+    return k[keep], y[keep], x[keep]
+
+
+def find_peaks(
+    heat: np.ndarray,
+    threshold: float,
+    radius: int,
+    score_mode: str,
+    xy_swap_bug: bool,
+    position_mode: str,
+    max_per_channel: int = 0,
+):
+    """Peaks of every keypoint channel of a (K, h, w) map.
+
+    Returns (peaks, part): peaks (N, 3) rows (x, y, score) in map pixels, ordered by part (ids are row
+    indices, consecutive over parts as in the original), and part (N,) the channel of each peak.
+    """
+    k, y, x = local_maxima(heat, threshold)
+    k, y, x = strongest_per_channel(k, y, x, heat[k, y, x], max_per_channel)
+    return refine_peaks(heat, k, y, x, radius, score_mode, xy_swap_bug, position_mode), k

@@ -1,0 +1,203 @@
+"""Peaks, limb scoring and person assembly on hand-made maps with known people."""
+
+import numpy as np
+import pytest
+
+from config import skeleton as sk
+from config.schema import EvalConfig, TargetConfig
+from data.targets import draw_targets
+from evaluate.assemble import AssemblyParams, assemble_people
+from evaluate.decode import decode_people
+from evaluate.limbs import match_limb, score_pairs
+from evaluate.peaks import find_peaks, local_maxima
+
+STRIDE = 4
+# A person facing the camera, (dx, dy) from the top of the head, internal keypoint order, input pixels.
+TEMPLATE = np.array([
+    (0, 20), (0, 45), (-25, 45), (-35, 80), (-40, 115), (25, 45), (35, 80), (40, 115),
+    (-15, 120), (-17, 165), (-18, 210), (15, 120), (17, 165), (18, 210),
+    (-6, 14), (6, 14), (-12, 18), (12, 18),
+], np.float64)  # fmt: skip
+
+
+def person(x: float, y: float, **moved) -> np.ndarray:
+    """(18, 3) internal keypoints of a person whose head top is at (x, y); ``moved`` overrides joints."""
+    kp = np.zeros((18, 3))
+    kp[:, :2] = TEMPLATE + (x, y)
+    kp[:, 2] = 1
+    for name, xy in moved.items():
+        kp[sk.KEYPOINTS.index(name), :2] = xy
+    return kp
+
+
+def gaussian_map(h: int, w: int, x: float, y: float, sigma: float = 2.25) -> np.ndarray:
+    gy, gx = np.mgrid[0:h, 0:w]
+    return np.exp(-((gx - x) ** 2 + (gy - y) ** 2) / (2 * sigma**2)).astype(np.float32)
+
+
+def to_coco(kp: np.ndarray) -> np.ndarray:
+    """(18, 3) internal -> (17, 2) COCO-order x, y (NaN where not visible)."""
+    out = np.full((17, 2), np.nan)
+    for i, c in enumerate(sk.INTERNAL_TO_COCO):
+        if c >= 0 and kp[i, 2] < 2:
+            out[c] = kp[i, :2]
+    return out
+
+
+def decode_drawn(people: list[np.ndarray], grid_hw=(64, 80), **cfg_overrides):
+    maps = draw_targets(np.stack(people), None, grid_hw, STRIDE, TargetConfig())
+    return decode_people(maps, EvalConfig(**cfg_overrides), scale=STRIDE)
+
+
+def assert_found(decoded, truth: np.ndarray, tol: float = 1.0):
+    """Exactly one decoded person matches ``truth`` (18, 3) keypoint for keypoint within ``tol`` pixels."""
+    expected = to_coco(truth)
+    errors = []
+    for kp in decoded.keypoints:
+        found = kp[:, 2] > 0
+        if not np.array_equal(found, ~np.isnan(expected[:, 0])):
+            errors.append(np.inf)
+            continue
+        errors.append(np.abs(kp[found, :2] - expected[found]).max())
+    assert min(errors) <= tol, f"best match error {min(errors):.2f} px"
+    assert sum(e <= tol for e in errors) == 1
+
+
+# ----------------------------------------------------------------------------------------------- peaks
+def test_peak_subpixel_position_and_score():
+    heat = gaussian_map(40, 50, x=20.3, y=11.7)[None]
+    peaks, part = find_peaks(heat, 0.1, 2, "window_mean", False, "quadratic")
+    assert len(peaks) == 1 and part[0] == 0
+    assert peaks[0, 0] == pytest.approx(20.3, abs=0.01) and peaks[0, 1] == pytest.approx(11.7, abs=0.01)
+    window = heat[0, 10:15, 18:23]
+    assert peaks[0, 2] == pytest.approx(window.mean(), rel=1e-6)
+    peaks, _ = find_peaks(heat, 0.1, 2, "peak", False, "centroid")
+    assert peaks[0, 2] == pytest.approx(heat[0, 12, 20])
+    # the centroid moves the right way along each axis (less far: the window pulls towards the centre)
+    assert 20.0 < peaks[0, 0] < 20.3 and 11.7 < peaks[0, 1] < 12.0
+
+
+def test_refine_xy_swap_bug_reproduces_the_original():
+    heat = gaussian_map(40, 50, x=20.3, y=11.7)[None]
+    good, _ = find_peaks(heat, 0.1, 2, "window_mean", False, "centroid")
+    bad, _ = find_peaks(heat, 0.1, 2, "window_mean", True, "centroid")
+    assert bad[0, 0] - 20 == pytest.approx(good[0, 1] - 12)
+    assert bad[0, 1] - 12 == pytest.approx(good[0, 0] - 20)
+
+
+def test_local_maxima_threshold_plateau_and_border():
+    heat = np.zeros((2, 10, 10), np.float32)
+    heat[0, 3, 3:5] = 0.8  # plateau: both pixels are peaks
+    heat[0, 7, 7] = 0.05  # below threshold
+    heat[1, 0, 9] = 0.5  # corner peak
+    k, y, x = local_maxima(heat, 0.1)
+    assert list(zip(k, y, x)) == [(0, 3, 3), (0, 3, 4), (1, 0, 9)]
+    peaks, _ = find_peaks(heat, 0.1, 2, "window_mean", False, "quadratic")
+    assert tuple(peaks[2]) == (9.0, 0.0, 0.5)  # too close to the border: integer position, own value
+
+
+# ----------------------------------------------------------------------------------------------- limbs
+def test_limb_scoring_accepts_the_drawn_limb_only():
+    kp = person(100, 20)[None]
+    maps = draw_targets(kp, None, (64, 80), STRIDE, TargetConfig())
+    limb = sk.LIMBS.index((sk.KEYPOINTS.index("right_shoulder"), sk.KEYPOINTS.index("right_elbow")))
+    cell = lambda xy: (np.asarray(xy) + 0.5) / STRIDE - 0.5  # noqa: E731
+    a = cell([kp[0, 2, :2]])
+    b = cell([kp[0, 3, :2], kp[0, 7, :2]])  # the true elbow and the left wrist
+    score, length, accepted = score_pairs(maps[limb], a, b, (STRIDE, STRIDE), 256, 0.1, 0.8, 20)
+    assert accepted.tolist() == [[True, False]]
+    assert score[0, 0] > 0.8
+    assert length[0, 0] == pytest.approx(np.hypot(10, 35), rel=1e-6)
+    rows = match_limb(score, length, accepted, np.ones(1), np.ones(2))
+    assert rows[:, :2].tolist() == [[0, 0]]
+
+
+def test_limb_length_prior_penalises_long_limbs():
+    limb_map = np.ones((10, 100), np.float32)
+    a, b = np.array([[0.0, 5.0]]), np.array([[99.0, 5.0]])
+    score, _, _ = score_pairs(limb_map, a, b, (1.0, 1.0), 100.0, 0.1, 0.8, 20)
+    assert score[0, 0] == pytest.approx(1 + 0.5 * 100 / 99 - 1)
+
+
+def test_match_limb_is_one_to_one_and_greedy():
+    score = np.array([[0.9, 0.8], [0.85, 0.2]])
+    accepted = np.ones((2, 2), bool)
+    rows = match_limb(score, np.ones((2, 2)), accepted, np.ones(2), np.ones(2))
+    assert rows[:, :2].tolist() == [[0, 0], [1, 1]]
+
+
+# ----------------------------------------------------------------------------------------------- assembly
+def test_person_found_through_the_to_end_receives_the_from_end():
+    # limb (0 -> 1) starts a person; limb (2 -> 1) reaches it through peak 1, its "to" end.
+    limbs = ((0, 1), (2, 1))
+    conns = [np.array([[0, 1, 0.9, 10.0]]), np.array([[2, 1, 0.9, 10.0]])]
+    slots, totals = assemble_people(conns, limbs, np.ones(3), np.array([0, 1, 2]), 3, AssemblyParams())
+    assert slots.tolist() == [[0, 1, 2]]  # the original dropped peak 2 here
+    assert totals[0] == pytest.approx(3 + 0.9 * 2)
+
+
+def test_partial_people_merge_and_filters():
+    limbs = ((0, 1), (2, 3), (1, 2))
+    conns = [np.array([[0, 1, 0.9, 10.0]]), np.array([[2, 3, 0.9, 10.0]]), np.array([[1, 2, 0.8, 10.0]])]
+    part = np.array([0, 1, 2, 3, 3])
+    params = AssemblyParams(min_parts=2)
+    slots, _ = assemble_people(conns, limbs, np.ones(5), part, 4, params)
+    assert slots.tolist() == [[0, 1, 2, 3]]  # merged; the lone peak 4 is dropped
+    slots, totals = assemble_people(conns, limbs, np.ones(5), part, 4, AssemblyParams(min_parts=1))
+    assert slots.tolist() == [[0, 1, 2, 3], [-1, -1, -1, 4]] and totals[1] == 1.0
+    slots, _ = assemble_people(conns, limbs, np.ones(5), part, 4, AssemblyParams(min_parts=5))
+    assert len(slots) == 0
+    weak = np.full(5, 0.1)
+    slots, _ = assemble_people(conns, limbs, weak, part, 4, AssemblyParams(min_mean_score=0.9))
+    assert len(slots) == 0
+
+
+# ----------------------------------------------------------------------------------------------- decoding
+def test_decodes_two_people_whose_limbs_cross():
+    # both left forearms cross between the two people
+    a = person(100, 20, left_elbow=(150, 95), left_wrist=(215, 140))
+    b = person(190, 20, left_elbow=(235, 90), left_wrist=(160, 145))
+    decoded = decode_drawn([a, b], min_parts=2)
+    assert len(decoded) == 2
+    assert_found(decoded, a)
+    assert_found(decoded, b)
+    assert np.all(decoded.scores > 0)
+
+
+def test_decodes_a_person_cut_by_the_image_border():
+    # the right arm and the legs leave the 320 x 256 image: only the joints inside are annotated
+    cut = person(290, 120)
+    cut[(cut[:, 0] > 319) | (cut[:, 1] > 255), 2] = 2
+    whole = person(80, 10)
+    decoded = decode_drawn([whole, cut], min_parts=2)
+    assert len(decoded) == 2
+    assert_found(decoded, whole)
+    assert_found(decoded, cut, tol=1.5)  # a shoulder 4 px from the border has a one-sided Gaussian
+
+
+def test_empty_and_tiny_maps_give_no_people():
+    assert len(decode_people(np.zeros((50, 30, 40), np.float32), EvalConfig())) == 0
+    assert len(decode_people(np.zeros((50, 1, 1), np.float32), EvalConfig())) == 0
+    with pytest.raises(ValueError):
+        decode_people(np.zeros((20, 10, 10), np.float32), EvalConfig())
+
+
+def test_flat_maps_are_capped_to_the_strongest_peaks():
+    heat = np.ones((2, 30, 40), np.float32)
+    heat[0, 5, 7] = 2.0
+    peaks, part = find_peaks(heat, 0.1, 2, "peak", False, "quadratic", max_per_channel=10)
+    assert np.bincount(part).tolist() == [10, 10]
+    assert [7.0, 5.0, 2.0] in peaks[part == 0].tolist()
+    assert len(decode_people(np.ones((50, 64, 64), np.float32), EvalConfig(max_peaks=20))) <= 20
+
+
+def test_contested_keypoint_goes_to_the_stronger_link_with_remove_recon():
+    # person A = peaks 0-1 (parts 0, 1), person B = peaks 2-3 (parts 2, 1)... joined by a limb of part 0 -> 2
+    # whose ends sit in different people that share part 1: the weaker holder of the contested end loses it
+    limbs = ((0, 1), (2, 1), (0, 2))
+    conns = [np.array([[0, 1, 0.9, 10.0]]), np.array([[2, 3, 0.5, 10.0]]), np.array([[0, 2, 0.95, 10.0]])]
+    part = np.array([0, 1, 2, 1])
+    kept, _ = assemble_people(conns, limbs, np.ones(4), part, 3, AssemblyParams(remove_recon=False, min_parts=1))
+    assert kept.tolist() == [[0, 1, -1], [-1, 3, 2]]
+    removed, _ = assemble_people(conns, limbs, np.ones(4), part, 3, AssemblyParams(remove_recon=True, min_parts=1))
+    assert removed.tolist() == [[0, 1, -1], [-1, 3, -1], [-1, -1, 2]]

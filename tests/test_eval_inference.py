@@ -1,0 +1,114 @@
+"""Test-time forward: scale factors, padding, flip fusion, alignment of the averaged maps with the image."""
+
+import numpy as np
+import pytest
+import torch
+
+from config import skeleton as sk
+from config.schema import EvalConfig, TargetConfig
+from evaluate.decode import decode_people
+from evaluate.inference import (
+    decode_grid,
+    fuse_flip,
+    model_predictor,
+    multiscale_maps,
+    multiscale_maps_batch,
+    prepare_input,
+    resize_to_grid,
+    scale_factors,
+)
+from evaluate.oracle import oracle_predictor
+from tests.test_eval_decode import person
+
+CPU = torch.device("cpu")
+
+
+def test_scale_factors_relative_to_boxsize_and_capped():
+    cfg = EvalConfig(scales=[0.5, 1.0, 20.0])
+    m = scale_factors(427, 640, cfg)
+    assert m[:2] == pytest.approx([256 / 427, 512 / 427])
+    assert m[2] == pytest.approx(min(2600 / 427, 3800 / 640))
+
+
+def test_prepare_input_pads_bottom_right_to_max_downsample():
+    image = np.full((100, 150, 3), 255, np.uint8)
+    padded, (hr, wr) = prepare_input(image, 1.3, EvalConfig())
+    assert (hr, wr) == (130, 195) and padded.shape == (192, 256, 3) and padded.dtype == np.float32
+    assert padded[:130, :195].min() == pytest.approx(1.0)
+    assert np.allclose(padded[130:], 128 / 255) and np.allclose(padded[:, 195:], 128 / 255)
+
+
+def test_fuse_flip_undoes_mirror_and_channel_swap():
+    direct = torch.rand(50, 8, 12)
+    mirrored = direct.flip(-1)[list(sk.CHANNEL_FLIP)]  # what a perfect network says about the mirror
+    fused = fuse_flip(torch.stack([direct, direct * 2, mirrored, mirrored * 2]))
+    assert fused.shape == (2, 50, 8, 12)
+    assert torch.allclose(fused[0], direct) and torch.allclose(fused[1], direct * 2)
+    assert torch.equal(fuse_flip(direct[None], flip=False)[0], direct)
+
+
+@pytest.mark.parametrize("grid", [(50, 75), (100, 150), (25, 38), (40, 60)])
+def test_resize_to_grid_keeps_the_image_extent_aligned(grid):
+    # a Gaussian bump at input pixel x0 on the stride-4 output of a 100 x 150 resized image (padded to 160
+    # x 256): after cropping the padding and resizing, its peak must sit at x0 in the grid's own coordinates
+    hr, wr, stride, x0 = 100, 150, 4, 77.3
+    centres = torch.arange(64, dtype=torch.float64) * stride + 1.5
+    row = torch.exp(-((centres - x0) ** 2) / (2 * 9.0**2)).float()
+    fused = row.expand(1, 2, 40, 64).clone()
+    out = resize_to_grid(fused, (hr, wr), grid, stride)[0]
+    assert out.shape == (*grid, 2)
+    on_torch = resize_to_grid(fused, (hr, wr), grid, stride, backend="torch")[0]  # the GPU path
+    assert np.abs(on_torch.permute(1, 2, 0).numpy() - out).max() < 2e-3
+    values = np.log(np.maximum(out[grid[0] // 2, :, 0], 1e-6).astype(np.float64))
+    j = int(np.argmax(values))
+    vertex = j + 0.5 * (values[j - 1] - values[j + 1]) / (values[j - 1] - 2 * values[j] + values[j + 1])
+    assert (vertex + 0.5) * wr / grid[1] - 0.5 == pytest.approx(x0, abs=0.3)  # bicubic ripple: ~0.2
+
+
+@pytest.mark.parametrize("decode_height", [0, 96])
+def test_multiscale_flip_oracle_pipeline_recovers_a_person(decode_height):
+    rng = np.random.default_rng(0)
+    image = rng.integers(0, 255, (200, 300, 3), dtype=np.uint8)
+    kp = person(0, 0)[None]
+    kp[0, :, :2] = kp[0, :, :2] * 0.85 + (140.3, 5.7)
+    cfg = EvalConfig(scales=[0.7, 1.0, 1.6], flip=True, boxsize=256, decode_height=decode_height)
+    maps, scale = multiscale_maps(image, cfg, oracle_predictor(kp, TargetConfig()), CPU)
+    assert maps.shape == (50, *decode_grid(200, 300, cfg)) and maps.dtype == np.float32
+    people = decode_people(maps, cfg, scale)
+    assert len(people) == 1
+    expected = np.zeros((17, 2))
+    for i, c in enumerate(sk.INTERNAL_TO_COCO):
+        if c >= 0:
+            expected[c] = kp[0, i, :2]
+    assert np.abs(people.keypoints[0, :, :2] - expected).max() < 1.0
+
+
+def test_a_batch_of_images_gives_the_same_maps_as_one_by_one():
+    rng = np.random.default_rng(1)
+    images = [rng.integers(0, 255, (60, 90, 3), dtype=np.uint8) for _ in range(3)]
+    weights = torch.linspace(0.5, 1.5, 50)
+
+    def predict(batch, resize_xy):  # a "network" that depends on its input, position and channel
+        pooled = torch.nn.functional.avg_pool2d(batch.mean(1, keepdim=True), 4)
+        return pooled * weights.view(1, 50, 1, 1) + torch.linspace(0, 1, pooled.shape[-1])
+
+    cfg = EvalConfig(scales=[0.8, 1.2], boxsize=64, decode_height=40)
+    together = multiscale_maps_batch(images, cfg, predict, CPU)
+    for image, (maps, scale) in zip(images, together):
+        alone, alone_scale = multiscale_maps(image, cfg, predict, CPU)
+        assert scale == alone_scale and np.allclose(maps, alone, atol=1e-6)
+    assert not np.allclose(together[0][0], together[1][0])
+
+
+def test_model_predictor_uses_the_last_stack_finest_output():
+    class TwoStacks(torch.nn.Module):
+        def forward(self, x):
+            b, _, h, w = x.shape
+            fine = torch.full((b, 50, h // 4, w // 4), 0.5)
+            return [[fine * 0, fine[..., ::2, ::2]], [fine, fine[..., ::2, ::2]]]
+
+    image = np.zeros((64, 96, 3), np.uint8)
+    for amp in ("off", "bf16"):
+        predict = model_predictor(TwoStacks(), amp)
+        maps, scale = multiscale_maps(image, EvalConfig(scales=[1.0], boxsize=64), predict, CPU)
+        assert maps.dtype == np.float32 and np.allclose(maps, 0.5, atol=1e-5)
