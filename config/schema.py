@@ -130,9 +130,17 @@ class TrainConfig:
     checkpoint_every_steps: int = 0  # also write last.pt every N steps; 0: only at epoch ends
     max_steps_per_epoch: int = 0  # 0: the whole epoch; >0 shortens epochs (smoke runs)
     device: str = "auto"  # auto, cpu, cuda, cuda:1, ...
+    # BatchNorm layers stay in eval mode while training (running statistics fixed, affine parameters still
+    # trained): for fine-tuning with small per-device batches, and what makes N processes x batch b exactly
+    # equal to 1 process x batch N*b (per-process batch statistics differ otherwise). False: the original.
+    bn_eval: bool = False
     # Test hooks: replace the loss by NaN at these global steps (on this rank, -1 = every rank).
     fault_nan_steps: list[int] = field(default_factory=list)
     fault_nan_rank: int = -1
+    # Test hook: process fault_exit_rank dies (os._exit) at this global step, in the first attempt of a
+    # torchrun job only (TORCHELASTIC_RESTART_COUNT=0), to prove elastic restarts resume; -1 = never.
+    fault_exit_step: int = -1
+    fault_exit_rank: int = 1
 
 
 @dataclass

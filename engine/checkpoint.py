@@ -68,6 +68,15 @@ def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
     atomic_write_bytes(path, buf.getvalue())
 
 
+def remove_stale_temporaries(out_dir: str | Path) -> list[Path]:
+    """Delete the temporary files of checkpoint writes that never finished (their process was killed before the
+    rename; the checkpoint itself is then the previous, complete file). Returns the removed paths."""
+    stale = list(Path(out_dir).glob(".*.pt.*.tmp")) if Path(out_dir).is_dir() else []
+    for p in stale:
+        p.unlink(missing_ok=True)
+    return stale
+
+
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
     """Load a checkpoint on the CPU without running any code from it."""
     path = Path(path)

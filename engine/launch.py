@@ -43,6 +43,14 @@ class SingleDevice:
         return loss(wrapped(images), targets, masks)
 
 
+def sync_batchnorm(model: nn.Module) -> nn.Module:
+    """Every BatchNorm of ``model`` becomes a SyncBatchNorm (statistics over the whole global batch).
+
+    Parameters and buffers are shared, not copied, and the state_dict keys stay the same, so checkpoints
+    move freely between SyncBN and plain-BN runs."""
+    return nn.SyncBatchNorm.convert_sync_batchnorm(model)
+
+
 @dataclass
 class Distributed(SingleDevice):
     sync_bn: bool = True
@@ -54,7 +62,7 @@ class Distributed(SingleDevice):
             return model
         if self.sync_bn:
             if self.device.type == "cuda":
-                model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
+                model = sync_batchnorm(model)
             elif self.rank == 0:
                 print("note: SyncBatchNorm needs CUDA; on the CPU each process keeps plain BatchNorm")
         ids = [self.device.index] if self.device.type == "cuda" else None

@@ -24,7 +24,15 @@ from tqdm import tqdm
 
 from config.loader import config_from_dict, save_config, to_dict
 from config.schema import Config
-from engine.checkpoint import code_version, load_checkpoint, resolve_resume, rng_state, save_checkpoint, set_rng_state
+from engine.checkpoint import (
+    code_version,
+    load_checkpoint,
+    remove_stale_temporaries,
+    resolve_resume,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
 from engine.launch import SingleDevice, unwrap
 from engine.logger import Meter, MetricsLogger
 from engine.sampler import EpochSampler
@@ -68,6 +76,23 @@ def apply_freeze(model: nn.Module, patterns: list[str]) -> list[str]:
     if not frozen:
         raise UserError(f"train.freeze={patterns} matches no parameter name (see `python -m models` for names)")
     return frozen
+
+
+def batchnorm_eval(model: nn.Module) -> None:
+    """Put every BatchNorm (incl. SyncBatchNorm) in eval mode: running statistics are used and kept fixed."""
+    for m in model.modules():
+        if isinstance(m, nn.modules.batchnorm._BatchNorm):
+            m.eval()
+
+
+def parameter_fingerprint(model: nn.Module) -> list[float]:
+    """Per-tensor float64 sums and sums of squares of the parameters: equal on all ranks unless they diverged.
+
+    Buffers are left out: without SyncBN each rank's BatchNorm running statistics follow its own batches
+    until DDP broadcasts rank 0's at the next forward."""
+    with torch.no_grad():
+        rows = [torch.stack([p.double().sum(), p.double().square().sum()]) for p in model.parameters()]
+        return torch.stack(rows).flatten().cpu().tolist() if rows else []
 
 
 def autocast_dtype(amp: str, device: torch.device) -> torch.dtype | None:
@@ -134,6 +159,8 @@ class Trainer:
         self.best_metric = -math.inf
         self.counters = {"skipped_nonfinite": 0}
         self.logger = MetricsLogger(self.out_dir, enabled=self.is_main)
+        if self.is_main:
+            remove_stale_temporaries(self.out_dir)  # left by a process killed while writing a checkpoint
         self._resume()
         if self.is_main:
             save_config(cfg, self.out_dir / "config.yaml")
@@ -172,6 +199,8 @@ class Trainer:
     def _resume(self) -> None:
         path = resolve_resume(self.cfg.train.resume, self.out_dir)
         if path is None:
+            # A fresh start (also an elastic restart before the first checkpoint): the metrics start empty.
+            self.logger.truncate_after(0)
             return
         ckpt = load_checkpoint(path)
         saved = config_from_dict(ckpt["config"]) if "config" in ckpt else None
@@ -205,6 +234,10 @@ class Trainer:
     # ------------------------------------------------------------------ checkpoints
     def checkpoint_state(self, epoch: int, step: int) -> dict[str, Any]:
         rngs = du.all_gather_object(rng_state())
+        fingerprints = du.all_gather_object(parameter_fingerprint(unwrap(self.model)))
+        if any(f != fingerprints[0] for f in fingerprints):
+            self._say(f"warning: the weights of the {self.world_size} processes differ at global step "
+                      f"{self.global_step}; the checkpoint holds rank 0's")  # fmt: skip
         return {
             "model": unwrap(self.model).state_dict(),
             "optimizer": self.optimizer.state_dict(),
@@ -217,6 +250,7 @@ class Trainer:
             "best_metric": self.best_metric,
             "counters": dict(self.counters),
             "rng": rngs if self.world_size > 1 else rngs[0],
+            "ranks_in_sync": all(f == fingerprints[0] for f in fingerprints),
             "config": to_dict(self.cfg),
             "version": code_version(),
         }
@@ -250,6 +284,8 @@ class Trainer:
     def train_epoch(self, epoch: int, start_step: int = 0) -> dict[str, float]:
         cfg = self.cfg
         self.model.train()
+        if cfg.train.bn_eval:
+            batchnorm_eval(self.model)
         self.sampler.set_epoch(epoch, start_step)
         if hasattr(self.train_set, "set_epoch"):
             self.train_set.set_epoch(epoch)
@@ -265,6 +301,7 @@ class Trainer:
         for batch in loader:
             if step >= self.steps_per_epoch:
                 break
+            self._fault_exit()
             t_data = time.perf_counter()
             images = batch["image"].to(self.device, non_blocking=True)
             if cfg.train.channels_last:
@@ -304,9 +341,13 @@ class Trainer:
             compute_time.update(toc - t_data)
             tic = toc
             bar.update(1)
-            if self.is_main and (step % cfg.train.log_every == 0 or step == self.steps_per_epoch):
-                self._log_step(epoch, step, total, breakdown, lr, grad_norm, data_time, compute_time)
-                bar.set_postfix(loss=f"{loss_meter.mean:.4g}", lr=f"{lr:.3g}")
+            if step % cfg.train.log_every == 0 or step == self.steps_per_epoch:
+                # every rank joins the averaging (the same steps everywhere); only rank 0 writes
+                total = du.all_reduce_mean(total.detach())
+                breakdown = {k: du.all_reduce_mean(v) for k, v in breakdown.items()}
+                if self.is_main:
+                    self._log_step(epoch, step, total, breakdown, lr, grad_norm, data_time, compute_time)
+                    bar.set_postfix(loss=f"{loss_meter.mean:.4g}", lr=f"{lr:.3g}")
             if cfg.train.checkpoint_every_steps and self.global_step % cfg.train.checkpoint_every_steps == 0:
                 self.save("last.pt", epoch, step)
         bar.close()
@@ -319,6 +360,13 @@ class Trainer:
         self.logger.log("epoch", epoch, self.global_step, **stats)
         self._say(f"epoch {epoch}: train loss {mean_loss:.4f}, {stats['samples_per_s']:.1f} samples/s")
         return stats
+
+    def _fault_exit(self) -> None:
+        t = self.cfg.train
+        if (self.global_step == t.fault_exit_step and self.rank == t.fault_exit_rank
+                and os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"):  # fmt: skip
+            print(f"fault_exit_step: rank {self.rank} dies at global step {self.global_step}", flush=True)
+            os._exit(13)
 
     def _log_step(self, epoch, step, total, breakdown, lr, grad_norm, data_time, compute_time) -> None:
         values = {"loss": float(total.item()), "lr": lr, "grad_norm": float(grad_norm.item())}

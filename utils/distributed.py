@@ -61,11 +61,37 @@ def init_distributed(device: torch.device, backend: str = "auto", timeout_minute
         return is_distributed()
     if backend == "auto":
         backend = "nccl" if device.type == "cuda" else "gloo"
-    kwargs: dict[str, Any] = {"backend": backend, "timeout": datetime.timedelta(minutes=timeout_minutes)}
+    timeout = datetime.timedelta(minutes=timeout_minutes)
+    kwargs: dict[str, Any] = {"backend": backend, "timeout": timeout}
     if device.type == "cuda":
         kwargs["device_id"] = device
+    store = _attempt_store(timeout)
+    if store is not None:
+        kwargs.update(store=store, rank=int(os.environ["RANK"]), world_size=env_world_size())
     dist.init_process_group(**kwargs)
     return True
+
+
+def _attempt_store(timeout: datetime.timedelta) -> dist.Store | None:
+    """The rendezvous store of this torchrun attempt, under a key prefix of its own.
+
+    A group restarted by ``torchrun --max-restarts`` reuses torchrun's store; with the default keys the new
+    workers can read the dead attempt's addresses and fail to connect ("Gloo connectFullMesh failed ...
+    Connection refused"; seen here in 1 of 3 restarts). None when not under torchrun (plain env:// then).
+    """
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT")
+    if attempt is None or "MASTER_ADDR" not in os.environ or "RANK" not in os.environ:
+        return None
+    agent_hosts_store = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    store = dist.TCPStore(
+        os.environ["MASTER_ADDR"],
+        int(os.environ["MASTER_PORT"]),
+        env_world_size(),
+        is_master=not agent_hosts_store and os.environ["RANK"] == "0",
+        timeout=timeout,
+        multi_tenant=not agent_hosts_store,
+    )
+    return dist.PrefixStore(f"simplepose/attempt_{attempt}", store)
 
 
 def cleanup() -> None:

@@ -1,0 +1,221 @@
+"""Multi-process training on the real COCO sample (CPU, gloo, tiny model): torchrun DDP against one process with
+the world-size-times larger batch, NaN on one rank, resume across world sizes, an elastic restart after a killed
+worker, the DataParallel loss balancing and the SyncBN conversion."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from torch import nn
+
+from engine.checkpoint import load_checkpoint
+from engine.launch import DataParallelBalanced, ModelWithLoss, sync_batchnorm
+from tests.conftest import REPO_ROOT
+from tests.test_engine import TINY, sample_h5_64, tiny_cfg  # noqa: F401  (sample_h5_64 is a fixture)
+
+# per process: batch 2, 4 steps, a checkpoint every 2 steps; BatchNorm in eval mode makes N x b == 1 x N*b exact
+RUN = ["train.epochs=1", "train.max_steps_per_epoch=4", "train.checkpoint_every_steps=2", "train.optimizer=sgd",
+       "train.lr=0.01", "train.bn_eval=true"]  # fmt: skip
+TIMES: dict[str, float] = {}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _run(command: list[str], label: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"}
+    start = time.perf_counter()
+    r = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+    TIMES[label] = time.perf_counter() - start
+    print(f"{label}: {TIMES[label]:.1f} s wall")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return r
+
+
+def torchrun(script: str, h5, out_dir, *overrides: str, nproc: int = 2, max_restarts: int = 0, label: str = ""):
+    launcher = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}",
+                f"--max-restarts={max_restarts}", f"--master_port={_free_port()}"]  # fmt: skip
+    args = [script, *TINY, f"data.train={h5}", f"train.out_dir={out_dir}", *overrides]
+    return _run([*launcher, *args], label or f"torchrun x{nproc} {script}")
+
+
+def one_process(script: str, h5, out_dir, *overrides: str, label: str = ""):
+    args = [script, *TINY, f"data.train={h5}", f"train.out_dir={out_dir}", *overrides]
+    return _run([sys.executable, *args], label or f"1 process {script}")
+
+
+def train_records(out_dir) -> list[dict]:
+    rows = [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    return [r for r in rows if r["kind"] == "train"]
+
+
+def assert_close_states(a: dict, b: dict, rtol=1e-4, atol=1e-6):
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.allclose(a[k].double(), b[k].double(), rtol=rtol, atol=atol), k
+
+
+@pytest.fixture(scope="module")
+def two_process_run(sample_h5_64, tmp_path_factory):  # noqa: F811
+    out = tmp_path_factory.mktemp("ddp2")
+    r = torchrun("train_distributed.py", sample_h5_64, out, *RUN, label="2 processes x batch 2 (torchrun)")
+    return out, r
+
+
+def test_two_processes_equal_one_process_with_twice_the_batch(sample_h5_64, two_process_run, tmp_path):  # noqa: F811
+    out2, r2 = two_process_run
+    assert "SyncBatchNorm needs CUDA" in r2.stdout
+    # train_parallel.py on the CPU: one process, the balanced wrapper, train.batch_size is the global batch; the
+    # LR is not scaled there, so it gets 2x the per-process LR that DDP scales by its world size (spec 10.1)
+    r1 = one_process("train_parallel.py", sample_h5_64, tmp_path, *RUN, "train.batch_size=4", "train.lr=0.02",
+                     label="1 process x batch 4 (train_parallel.py)")  # fmt: skip
+    assert "no GPU visible" in r1.stdout
+    two, one = load_checkpoint(out2 / "last.pt"), load_checkpoint(tmp_path / "last.pt")
+    assert two["world_size"] == 2 and one["world_size"] == 1
+    assert two["global_step"] == one["global_step"] == 4
+    assert two["ranks_in_sync"] is True  # every rank held bit-identical weights at the checkpoint
+
+    from engine.trainer import seed_everything
+    from models import build_model
+
+    seed_everything(0, False)
+    init = build_model(tiny_cfg(sample_h5_64, tmp_path)).state_dict()
+    moved = max((two["model"][k] - init[k]).abs().max().item() for k in init if init[k].is_floating_point())
+    assert moved > 1e-3  # training changed the weights, so equality below is not trivial
+    assert_close_states(two["model"], one["model"])
+    momenta = [(a["momentum_buffer"], b["momentum_buffer"])
+               for a, b in zip(two["optimizer"]["state"].values(), one["optimizer"]["state"].values())]  # fmt: skip
+    assert momenta and all(torch.allclose(a, b, rtol=1e-4, atol=1e-7) for a, b in momenta)
+    # the logged loss is the mean over ranks: the loss of the whole global batch
+    for a, b in zip(train_records(out2), train_records(tmp_path)):
+        assert a["global_step"] == b["global_step"] and a["loss"] == pytest.approx(b["loss"], rel=1e-4)
+    print(f"wall time: 2 processes {TIMES['2 processes x batch 2 (torchrun)']:.1f} s, "
+          f"1 process {TIMES['1 process x batch 4 (train_parallel.py)']:.1f} s")  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def nan_run(sample_h5_64, tmp_path_factory):  # noqa: F811
+    out = tmp_path_factory.mktemp("nan")
+    r = torchrun("train_distributed.py", sample_h5_64, out, "train.epochs=1", "train.max_steps_per_epoch=3",
+                 "train.fault_nan_steps=[1]", "train.fault_nan_rank=1")  # fmt: skip
+    return out, r
+
+
+def test_nan_on_one_rank_makes_every_rank_skip_the_step(nan_run):
+    out, r = nan_run
+    assert r.stdout.count("step skipped") == 1
+    ckpt = load_checkpoint(out / "last.pt")
+    assert ckpt["counters"]["skipped_nonfinite"] == 1 and ckpt["global_step"] == 3
+    assert ckpt["ranks_in_sync"] is True  # rank 0 skipped too (it saw a finite loss)
+    assert all(torch.isfinite(v).all() for v in ckpt["model"].values() if v.is_floating_point())
+    losses = [rec["loss"] for rec in train_records(out)]
+    assert losses[1] == "nan" and all(isinstance(x, float) for x in losses[::2])
+
+
+@pytest.mark.parametrize("nproc", [1, 2])
+def test_a_two_process_checkpoint_resumes_in_one_and_in_two(nan_run, sample_h5_64, tmp_path, nproc):  # noqa: F811
+    src, _ = nan_run
+    (tmp_path / "last.pt").write_bytes((src / "last.pt").read_bytes())
+    resume = ["train.epochs=2", "train.max_steps_per_epoch=3", "train.resume=auto"]
+    if nproc == 1:
+        r = one_process("train_distributed.py", sample_h5_64, tmp_path, *resume)
+        assert "not started by torchrun" in r.stdout
+    else:
+        r = torchrun("train_distributed.py", sample_h5_64, tmp_path, *resume, nproc=2)
+    assert "resumed from" in r.stdout and "global step 3" in r.stdout
+    ckpt = load_checkpoint(tmp_path / "last.pt")
+    assert (ckpt["epoch"], ckpt["global_step"], ckpt["world_size"]) == (2, 6, nproc)
+    assert ckpt["counters"]["skipped_nonfinite"] == 1  # carried over
+    assert [rec["global_step"] for rec in train_records(tmp_path)] == [4, 5, 6]
+
+
+def test_a_killed_worker_restarts_and_resumes_from_the_last_checkpoint(sample_h5_64, two_process_run, tmp_path):  # noqa: F811
+    stale = tmp_path / ".last.pt.killed.tmp"  # what a worker killed while writing a checkpoint leaves behind
+    stale.write_bytes(b"half a checkpoint")
+    r = torchrun("train_distributed.py", sample_h5_64, tmp_path, *RUN, "train.fault_exit_step=3", max_restarts=1,
+                 label="2 processes, rank 1 killed at step 3, --max-restarts=1")  # fmt: skip
+    assert "rank 1 dies at global step 3" in r.stdout
+    assert "resumed from" in r.stdout and "step 2, global step 2" in r.stdout
+    assert not stale.exists()
+    ckpt = load_checkpoint(tmp_path / "last.pt")
+    assert (ckpt["epoch"], ckpt["global_step"]) == (1, 4) and ckpt["ranks_in_sync"] is True
+    # the metrics lost the dead attempt's records past its checkpoint: every step is logged once
+    assert [rec["global_step"] for rec in train_records(tmp_path)] == [1, 2, 3, 4]
+    # only the work since the checkpoint was redone, exactly: the same weights as the uninterrupted run
+    reference = load_checkpoint(two_process_run[0] / "last.pt")
+    assert_close_states(reference["model"], ckpt["model"], rtol=0, atol=0)
+
+
+class SplitByHand(nn.Module):
+    """What nn.DataParallel does, on the CPU: scatter the batch in chunks, run a replica on each, concatenate."""
+
+    def __init__(self, module: nn.Module, sizes: list[int]):
+        super().__init__()
+        self.module, self.sizes = module, sizes
+
+    def forward(self, images, targets, masks):
+        totals, parts = [], []
+        for chunk in zip(images.split(self.sizes), *(t.split(self.sizes) for t in targets),
+                         *(m.split(self.sizes) for m in masks)):  # fmt: skip
+            n = len(targets)
+            total, breakdown = self.module(chunk[0], list(chunk[1 : 1 + n]), list(chunk[1 + n :]))
+            totals.append(total)
+            parts.append(breakdown)
+        return torch.cat(totals), {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
+
+
+@pytest.mark.parametrize("sizes", [[2, 2], [3, 1]])
+def test_balanced_data_parallel_gives_the_plain_loss_and_gradients(sample_h5_64, tmp_path, sizes):  # noqa: F811
+    from torch.utils.data import DataLoader
+
+    from data.dataset import SimplePoseDataset
+    from models import MultiTaskLoss, build_model
+
+    cfg = tiny_cfg(sample_h5_64, tmp_path)
+    batch = next(iter(DataLoader(SimplePoseDataset(sample_h5_64, cfg, train=True), batch_size=4)))
+    images, targets, masks = batch["image"], batch["targets"], batch["masks"]
+    torch.manual_seed(0)
+    model, loss = build_model(cfg).eval(), MultiTaskLoss(cfg)  # eval: replicas would normalise per slice
+
+    def loss_and_grads(compute):
+        model.zero_grad()
+        total, breakdown = compute()
+        total.backward()
+        return total.detach(), breakdown, [p.grad.clone() for p in model.parameters()]
+
+    plain = loss_and_grads(lambda: loss(model(images), targets, masks))
+    launcher = DataParallelBalanced(torch.device("cpu"))
+    replicas = SplitByHand(ModelWithLoss(model, loss), sizes)
+    balanced = loss_and_grads(lambda: launcher.forward_loss(replicas, loss, images, targets, masks))
+
+    assert plain[0].item() > 0
+    assert abs(balanced[0].item() - plain[0].item()) <= 1e-6 * plain[0].item()
+    for k, v in plain[1].items():
+        assert torch.allclose(balanced[1][k], v, rtol=1e-6, atol=1e-6 * plain[0].item()), k
+    for g_plain, g_balanced in zip(plain[2], balanced[2]):
+        assert (g_balanced - g_plain).norm() <= 1e-6 * g_plain.norm() + 1e-12
+
+
+def test_sync_batchnorm_conversion_replaces_every_batchnorm(sample_h5_64, tmp_path):  # noqa: F811
+    from models import build_model
+
+    model = build_model(tiny_cfg(sample_h5_64, tmp_path))
+    plain = [n for n, m in model.named_modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    keys = list(model.state_dict())
+    converted = sync_batchnorm(model)
+    assert plain, "the tiny model has BatchNorm layers"
+    sync = [n for n, m in converted.named_modules() if isinstance(m, nn.SyncBatchNorm)]
+    others = [n for n, m in converted.named_modules()
+              if isinstance(m, nn.modules.batchnorm._BatchNorm) and not isinstance(m, nn.SyncBatchNorm)]  # fmt: skip
+    assert sync == plain and others == []
+    assert list(converted.state_dict()) == keys  # checkpoints load either way
