@@ -1,13 +1,17 @@
 """Train Simple Pose with DistributedDataParallel, one process per device, started by torchrun.
 
     torchrun --nproc_per_node=4 train_distributed.py --config config/simplepose_coco.yaml data.train=coco_train512.h5
-    # several machines (run on each, node_rank 0..N-1):
-    torchrun --nnodes=2 --node_rank=0 --nproc_per_node=8 --rdzv_backend=c10d --rdzv_endpoint=HOST:29500 \
+    # several machines (run on each; the same command everywhere, train.out_dir on a shared filesystem):
+    torchrun --nnodes=2 --nproc_per_node=8 --rdzv_backend=c10d --rdzv_endpoint=HOST:29500 --rdzv_id=pose1 \
         train_distributed.py --config config/simplepose_coco.yaml ...
+    # elastic: a worker that dies restarts the whole group, which resumes from out_dir/last.pt by itself
+    torchrun --nproc_per_node=4 --max-restarts=3 train_distributed.py ... train.checkpoint_every_steps=500
 
-train.batch_size is per process and train.lr is per process, multiplied by the world size (linear scaling,
-as the paper: 4 GPUs x batch 4 at 2.5e-5 x 4). NCCL on CUDA, gloo on CPU; SyncBN on CUDA (dist.sync_bn).
-Under torchrun --max-restarts=K a restarted group resumes from the last checkpoint by itself.
+train.batch_size is per process (global batch = batch_size x processes) and train.lr is per process,
+multiplied by the world size (linear scaling as the paper: 4 GPUs x batch 4 at 2.5e-5 x 4;
+train.lr_scale_world_size=false keeps it as given). NCCL on CUDA, gloo on CPU; SyncBN on CUDA (dist.sync_bn).
+Rank 0 alone writes checkpoints and metrics; train.resume=auto continues a run in any number of processes.
+Without torchrun this trains in one process, like train.py.
 """
 
 from engine.run import run

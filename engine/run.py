@@ -59,8 +59,11 @@ def run(kind: str, description: str, argv: list[str] | None = None) -> int:
         from engine.quickstart import prepare_synthetic_data
 
         prepare_synthetic_data(cfg)
-    if os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") != "0" and not cfg.train.resume:
-        cfg.train.resume = "auto"  # a torchrun restart continues from the last checkpoint
+    restarted = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") != "0"
+    if restarted and (not cfg.train.resume or (Path(cfg.train.out_dir) / "last.pt").is_file()):
+        # a torchrun restart continues from this run's last checkpoint; a train.resume=PATH given at launch
+        # only applies until the run has written its own
+        cfg.train.resume = "auto"
     launcher = make_launcher(kind, cfg)
     try:
         start = time.perf_counter()

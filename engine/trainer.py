@@ -196,8 +196,26 @@ class Trainer:
         if self.is_main:
             tqdm.write(msg)
 
+    def _resume_path(self) -> Path | None:
+        """The checkpoint to resume from, the same on every rank (a collective: no rank starts afresh while the
+        others resume). Only rank 0 writes checkpoints, so every node must see its out_dir."""
+        try:
+            mine, error = resolve_resume(self.cfg.train.resume, self.out_dir), ""
+        except UserError as e:
+            mine, error = None, str(e)
+        seen = du.all_gather_object((str(mine) if mine else None, error))
+        errors = [e for _, e in seen if e]
+        if errors:
+            raise UserError(errors[0])
+        if any(p != seen[0][0] for p, _ in seen):
+            raise UserError(
+                f"the processes disagree on the checkpoint to resume from ({[p for p, _ in seen]}, by rank): put "
+                f"train.out_dir={self.out_dir} on a filesystem every node shares, or give train.resume=PATH on each"
+            )
+        return Path(seen[0][0]) if seen[0][0] else None
+
     def _resume(self) -> None:
-        path = resolve_resume(self.cfg.train.resume, self.out_dir)
+        path = self._resume_path()
         if path is None:
             # A fresh start (also an elastic restart before the first checkpoint): the metrics start empty.
             self.logger.truncate_after(0)

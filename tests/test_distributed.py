@@ -104,10 +104,12 @@ def test_two_processes_equal_one_process_with_twice_the_batch(sample_h5_64, two_
 
 
 @pytest.fixture(scope="module")
-def nan_run(sample_h5_64, tmp_path_factory):  # noqa: F811
+def nan_run(sample_h5_64, tmp_path_factory, coco_sample_images, coco_sample_annotations):  # noqa: F811
     out = tmp_path_factory.mktemp("nan")
+    validation = ["train.val_every=1", f"data.val={sample_h5_64}", f"data.val_images={coco_sample_images}",
+                  f"data.val_annotations={coco_sample_annotations}", "eval.max_images=4"]  # fmt: skip
     r = torchrun("train_distributed.py", sample_h5_64, out, "train.epochs=1", "train.max_steps_per_epoch=3",
-                 "train.fault_nan_steps=[1]", "train.fault_nan_rank=1")  # fmt: skip
+                 "train.fault_nan_steps=[1]", "train.fault_nan_rank=1", *validation)  # fmt: skip
     return out, r
 
 
@@ -120,6 +122,10 @@ def test_nan_on_one_rank_makes_every_rank_skip_the_step(nan_run):
     assert all(torch.isfinite(v).all() for v in ckpt["model"].values() if v.is_floating_point())
     losses = [rec["loss"] for rec in train_records(out)]
     assert losses[1] == "nan" and all(isinstance(x, float) for x in losses[::2])
+    # validation ran sharded over both ranks: one record, the loss over the val file and COCO AP of 4 images
+    val = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if '"kind": "val"' in line]
+    assert len(val) == 1 and val[0]["val_loss"] > 0 and 0 <= val[0]["AP"] <= 1
+    assert json.loads((out / "val_results_epoch0.json").read_text()) is not None
 
 
 @pytest.mark.parametrize("nproc", [1, 2])
