@@ -40,14 +40,18 @@ class MetricsLogger:
                 self.tb = None
 
     def truncate_after(self, global_step: int) -> None:
-        """Drop records past ``global_step`` (written by a run that died after its last checkpoint)."""
+        """Drop records past ``global_step`` (written by a run that died after its last checkpoint), and a last
+        line cut short by a process killed while writing it."""
         if not self.enabled or not self.path.is_file():
             return
-        kept = [
-            line
-            for line in self.path.read_text().splitlines()
-            if line.strip() and json.loads(line).get("global_step", 0) <= global_step
-        ]
+        kept = []
+        for line in self.path.read_text().splitlines():
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if record.get("global_step", 0) <= global_step:
+                kept.append(line)
         self.path.write_text("".join(line + "\n" for line in kept))
 
     def log(self, kind: str, epoch: int, global_step: int, **values: Any) -> None:

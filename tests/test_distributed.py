@@ -225,3 +225,15 @@ def test_sync_batchnorm_conversion_replaces_every_batchnorm(sample_h5_64, tmp_pa
               if isinstance(m, nn.modules.batchnorm._BatchNorm) and not isinstance(m, nn.SyncBatchNorm)]  # fmt: skip
     assert sync == plain and others == []
     assert list(converted.state_dict()) == keys  # checkpoints load either way
+
+
+def test_restart_drops_metrics_past_the_checkpoint_and_a_cut_line(tmp_path):
+    from engine.logger import MetricsLogger, read_metrics
+
+    logger = MetricsLogger(tmp_path, tensorboard=False)
+    for step in (1, 2, 3):
+        logger.log("train", 0, step, loss=1.0)
+    with (tmp_path / "metrics.jsonl").open("a") as f:
+        f.write('{"kind": "train", "epoch": 0, "glo')  # the dying process was killed mid-line
+    MetricsLogger(tmp_path, tensorboard=False).truncate_after(2)
+    assert [r["global_step"] for r in read_metrics(tmp_path)] == [1, 2]
