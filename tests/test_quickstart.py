@@ -21,7 +21,7 @@ def test_quickstart_smoke_end_to_end(tmp_path):
     ]  # fmt: skip
     r = subprocess.run([sys.executable, "train.py", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
-    for name in ("last.pt", "best.pt", "metrics.jsonl", "config.yaml", "curves.png", "predictions.jpg"):
+    for name in ("last.pt", "best.pt", "metrics.jsonl", "config.yaml", "curves.png", "predictions.png"):
         assert (run / name).is_file(), name
     assert (synthetic / "train256.h5").is_file() and (synthetic / "val256.h5").is_file()
     assert "validation AP" in r.stdout and str(run / "last.pt") in r.stdout
