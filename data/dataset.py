@@ -43,6 +43,25 @@ _REDUCED_FLAGS = {f: flag | cv2.IMREAD_IGNORE_ORIENTATION for f, flag in (
     (8, cv2.IMREAD_REDUCED_COLOR_8))}  # fmt: skip
 
 
+def keep_freed_memory() -> None:
+    """Let glibc reuse freed large blocks instead of returning them to the OS (Linux/glibc only; else a no-op).
+
+    Every sample allocates several MB of fresh arrays (image, 50 target maps, 5 scales). By default glibc serves
+    blocks over 128 kB with mmap and unmaps them on free, so each new sample page-faults all of its memory in
+    again: measured 30% of the pipeline's time. Keeping them in the heap removes that; RSS stays at its peak.
+    """
+    import ctypes
+    import ctypes.util
+
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.mallopt(m_mmap_threshold, 64 << 20)
+        libc.mallopt(m_trim_threshold, 512 << 20)
+    except (OSError, AttributeError):
+        pass
+
+
 def _open(path: str | Path) -> h5py.File:
     # Read-only and without HDF5 file locking, which fails on some network file systems and is not needed
     # for readers.
@@ -122,6 +141,7 @@ class SimplePoseDataset(torch.utils.data.Dataset):
     """
 
     def __init__(self, h5_path: str | Path, cfg: Config, train: bool):
+        keep_freed_memory()
         self.path = str(h5_path)
         self.cfg = cfg
         self.train = train

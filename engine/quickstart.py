@@ -70,6 +70,6 @@ def draw_predictions(cfg: Config, run_dir: str | Path, num_images: int = 6) -> P
     tiles = [cv2.copyMakeBorder(t, 2, 2, 2, width - t.shape[1] + 2, cv2.BORDER_CONSTANT) for t in tiles]
     rows = [np.hstack(tiles[i : i + 3]) for i in range(0, len(tiles), 3)]
     rows = [cv2.copyMakeBorder(r, 0, 0, 0, rows[0].shape[1] - r.shape[1], cv2.BORDER_CONSTANT) for r in rows]
-    out = run_dir / "predictions.jpg"
-    atomic_write_bytes(out, cv2.imencode(".jpg", np.vstack(rows))[1].tobytes())
+    out = run_dir / "predictions.png"
+    atomic_write_bytes(out, cv2.imencode(".png", np.vstack(rows))[1].tobytes())
     return out

@@ -249,6 +249,12 @@ class Trainer:
         self.logger.truncate_after(self.global_step)
         self._say(f"resumed from {path}: epoch {self.epoch}, step {self.start_step}, global step {self.global_step}")
 
+    def autocast(self):
+        """torch.autocast for the configured precision, or a no-op context for float32."""
+        if self.amp_dtype is None:
+            return nullcontext()
+        return torch.autocast(self.device.type, dtype=self.amp_dtype)
+
     # ------------------------------------------------------------------ checkpoints
     def checkpoint_state(self, epoch: int, step: int) -> dict[str, Any]:
         rngs = du.all_gather_object(rng_state())
@@ -309,9 +315,7 @@ class Trainer:
             self.train_set.set_epoch(epoch)
         loader = self._loader(self.train_set, self.sampler, cfg.train.batch_size)
         loss_meter, data_time, compute_time = Meter(), Meter(), Meter()
-        autocast = (
-            torch.autocast(self.device.type, dtype=self.amp_dtype) if self.amp_dtype is not None else nullcontext()
-        )
+        autocast = self.autocast()
         bar = tqdm(total=self.steps_per_epoch, initial=start_step, desc=f"epoch {epoch}", disable=not self.is_main,
                    dynamic_ncols=True, leave=False)  # fmt: skip
         step = start_step
@@ -428,9 +432,7 @@ class Trainer:
                                batch_size=1)  # fmt: skip
         loader = self._loader(self.val_set, sampler, batch_size=1)
         meter = Meter()
-        autocast = (
-            torch.autocast(self.device.type, dtype=self.amp_dtype) if self.amp_dtype is not None else nullcontext()
-        )
+        autocast = self.autocast()
         for batch in loader:
             images = batch["image"].to(self.device)
             targets = [t.to(self.device) for t in batch["targets"]]

@@ -17,11 +17,11 @@ def test_quickstart_smoke_end_to_end(tmp_path):
         f"data.synthetic_dir={synthetic}", "data.synthetic_images=20", f"train.out_dir={run}",
         "train.epochs=2", "train.max_steps_per_epoch=2", "train.batch_size=2", "data.num_workers=0",
         "model.stacks=1", "loss.stack_weights=[1]", "model.inp_dim=16", "model.increase=8", "model.head_channels=16",
-        "eval.max_images=3",
+        "eval.max_images=3", "train.val_every=1",
     ]  # fmt: skip
     r = subprocess.run([sys.executable, "train.py", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
-    for name in ("last.pt", "best.pt", "metrics.jsonl", "config.yaml", "curves.png", "predictions.jpg"):
+    for name in ("last.pt", "best.pt", "metrics.jsonl", "config.yaml", "curves.png", "predictions.png"):
         assert (run / name).is_file(), name
     assert (synthetic / "train256.h5").is_file() and (synthetic / "val256.h5").is_file()
     assert "validation AP" in r.stdout and str(run / "last.pt") in r.stdout
