@@ -53,18 +53,22 @@ def run(kind: str, description: str, argv: list[str] | None = None) -> int:
     from engine.trainer import Trainer
 
     args = parse_args(description, argv)
-    quickstart = args.config is None
+    quickstart = args.config is None or Path(args.config).resolve() == QUICKSTART_PRESET
     cfg = load_config(args.config or QUICKSTART_PRESET, args.overrides)
-    if quickstart and not cfg.data.train:
-        from engine.quickstart import prepare_synthetic_data
-
-        prepare_synthetic_data(cfg)
     restarted = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") != "0"
     if restarted and (not cfg.train.resume or (Path(cfg.train.out_dir) / "last.pt").is_file()):
         # a torchrun restart continues from this run's last checkpoint; a train.resume=PATH given at launch
         # only applies until the run has written its own
         cfg.train.resume = "auto"
     launcher = make_launcher(kind, cfg)
+    if quickstart and not cfg.data.train:
+        from engine.quickstart import prepare_synthetic_data
+
+        if launcher.rank == 0:  # one process makes the cached data; the others then only read its paths
+            prepare_synthetic_data(cfg)
+        du.barrier()
+        if launcher.rank != 0:
+            prepare_synthetic_data(cfg)
     try:
         start = time.perf_counter()
         trainer = Trainer(cfg, launcher)
