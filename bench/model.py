@@ -19,7 +19,7 @@ import torch
 
 from config.loader import load_config
 from models import MultiTaskLoss, build_model
-from models.posenet import PoseNet, check_input_shape, output_shapes
+from models.posenet import PoseNet, output_shapes
 from utils.errors import cli_main
 
 PRESETS = {"paper": "config/simplepose_coco.yaml", "quickstart": "config/quickstart.yaml"}
@@ -71,21 +71,10 @@ class OriginalWay(PoseNet):
     (once for the next stack's input, once for its cache). Same parameters, same kernels."""
 
     def forward(self, image_nhwc: torch.Tensor) -> list[list[torch.Tensor]]:
-        image = image_nhwc.permute(0, 3, 1, 2)
-        check_input_shape(image.shape)
-        x = self.stem(image)
-        cache: list[torch.Tensor] = []
-        outputs: list[list[torch.Tensor]] = []
-        for t, hourglass in enumerate(self.hourglasses):
-            feats = hourglass(x)[: self.cfg.num_scales]
-            if cache:
-                feats = [f + c for f, c in zip(feats, cache)]
-            pairs = [head(f) for head, f in zip(self.heads[t], feats)]
-            outputs.append([y for _, y in pairs])
-            if t < len(self.merges):
-                x = x + self.merges[t][0](*pairs[0])
-                cache = [merge(g, y) for merge, (g, y) in zip(self.merges[t], pairs)]
-        return outputs
+        return super().forward(image_nhwc.permute(0, 3, 1, 2))
+
+    def next_stack_input(self, x: torch.Tensor, t: int, pairs, cache: list[torch.Tensor]) -> torch.Tensor:
+        return x + self.merges[t][0](*pairs[0])
 
 
 def versus_original(size: int, batch: int, rounds: int) -> None:
