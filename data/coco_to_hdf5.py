@@ -48,9 +48,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import os
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,6 +60,7 @@ from tqdm import tqdm
 
 from data.coco_annotations import image_masks, load_coco_keypoints, main_person_indices
 from utils.errors import UserError, cli_main
+from utils.io import atomic_path
 
 FORMAT_VERSION = 1
 VAL_HOLDOUT = 100  # paper split: the first 100 val2017 images stay out of training (spec 4.6)
@@ -229,56 +228,44 @@ def convert(
         if not s.images.is_dir():
             raise UserError(f"image folder {s.images} not found; pass the folder holding the JPEG files (--images)")
     loaded = [(s, load_coco_keypoints(s.annotations)) for s in sources]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    os.close(fd)
     skipped: list[dict] = []
     counts = {"images_in_annotations": 0, "images": 0, "people": 0, "samples": 0}
-    try:
-        with h5py.File(tmp, "w") as f:
-            writer = _Writer(f)
-            cols = _Columns()
-            for source, coco in loaded:
-                todo = coco.images[source.start :]
-                counts["images_in_annotations"] += len(todo)
-                bar = tqdm(todo, desc=f"converting {source.annotations.name}", unit="img", disable=not progress)
-                for img in bar:
-                    anns = coco.annotations_by_image.get(img["id"], [])
-                    mains = main_person_indices(anns, main_person_bbox_bug)
-                    if not mains:
-                        continue
-                    data = _read_image(source.images, img, skip_bad, skipped)
-                    if data is None:
-                        continue
-                    _add_image(cols, img, anns, mains, data)
-                    counts["images"] += 1
-                    counts["people"] += len(anns)
-                    counts["samples"] += len(mains)
-                    if len(cols.image["id"]) >= _FLUSH_EVERY:
-                        writer.flush(cols)
-                        cols = _Columns()
-            writer.flush(cols)
-            writer.finish()
-            settings = {
-                "format_version": FORMAT_VERSION,
-                "input_size": input_size,
-                "split": split,
-                "annotations": [str(s.annotations) for s in sources],
-                "images": [str(s.images) for s in sources],
-                "first_image": [s.start for s in sources],
-                "counts": counts,
-                "skipped": skipped,
-                "main_person_bbox_bug": main_person_bbox_bug,
-            }
-            f.attrs["settings"] = json.dumps(settings)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes the file private; give it the usual permissions
-        os.replace(tmp, out)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_path(out) as tmp, h5py.File(tmp, "w") as f:
+        writer = _Writer(f)
+        cols = _Columns()
+        for source, coco in loaded:
+            todo = coco.images[source.start :]
+            counts["images_in_annotations"] += len(todo)
+            bar = tqdm(todo, desc=f"converting {source.annotations.name}", unit="img", disable=not progress)
+            for img in bar:
+                anns = coco.annotations_by_image.get(img["id"], [])
+                mains = main_person_indices(anns, main_person_bbox_bug)
+                if not mains:
+                    continue
+                data = _read_image(source.images, img, skip_bad, skipped)
+                if data is None:
+                    continue
+                _add_image(cols, img, anns, mains, data)
+                counts["images"] += 1
+                counts["people"] += len(anns)
+                counts["samples"] += len(mains)
+                if len(cols.image["id"]) >= _FLUSH_EVERY:
+                    writer.flush(cols)
+                    cols = _Columns()
+        writer.flush(cols)
+        writer.finish()
+        settings = {
+            "format_version": FORMAT_VERSION,
+            "input_size": input_size,
+            "split": split,
+            "annotations": [str(s.annotations) for s in sources],
+            "images": [str(s.images) for s in sources],
+            "first_image": [s.start for s in sources],
+            "counts": counts,
+            "skipped": skipped,
+            "main_person_bbox_bug": main_person_bbox_bug,
+        }
+        f.attrs["settings"] = json.dumps(settings)
     return settings
 
 

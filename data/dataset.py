@@ -92,6 +92,10 @@ def rebuild_command(settings: dict, path: str | Path, input_size: int) -> str:
     if len(settings["images"]) > 1:
         parts += [f"--split {settings['split']}", f"--val-images {settings['images'][1]}"]
         parts += [f"--val-annotations {settings['annotations'][1]}"]
+    if settings.get("main_person_bbox_bug"):
+        parts.append("--main-person-bbox-bug")
+    if settings.get("skipped"):
+        parts.append("--skip-bad")
     return " ".join([*parts, f"--out {path}", f"--input-size {input_size}"])
 
 

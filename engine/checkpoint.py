@@ -9,10 +9,8 @@ A checkpoint is a dict of tensors and plain Python values: ``model``, ``optimize
 from __future__ import annotations
 
 import io
-import pickle
 import random
 import subprocess
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -79,18 +77,13 @@ def remove_stale_temporaries(out_dir: str | Path) -> list[Path]:
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
-    """Load a checkpoint on the CPU without running any code from it."""
+    """Load a training checkpoint on the CPU without running any code from it (models.weights.read_checkpoint)."""
+    from models.weights import read_checkpoint
+
     path = Path(path)
     if not path.is_file():
         raise UserError(f"checkpoint {path} not found (give an existing file, or train.resume=auto)")
-    try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    except (RuntimeError, EOFError, zipfile.BadZipFile, pickle.UnpicklingError, ValueError) as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UserError(
-            f"checkpoint {path} cannot be read ({first}); it is truncated, corrupt or not a PyTorch checkpoint. "
-            "Use another one (e.g. best.pt, or the previous last.pt) or start without train.resume"
-        ) from None
+    ckpt = read_checkpoint(path)
     if not isinstance(ckpt, dict) or "model" not in ckpt:
         raise UserError(
             f"checkpoint {path} is not a SimplePose training checkpoint (no 'model' entry); to start from weights "

@@ -13,18 +13,19 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from utils import distributed as du
-
 
 class ModelWithLoss(nn.Module):
-    """Model + loss in one module; returns the loss summed over the samples it saw, and its breakdown sums."""
+    """Model + loss in one module; returns the loss summed over the samples it saw, and its breakdown sums.
+
+    The model is ``.module`` (as in DataParallel / DDP), so ``models.weights.unwrap`` peels this wrapper too.
+    """
 
     def __init__(self, model: nn.Module, loss: nn.Module) -> None:
         super().__init__()
-        self.model, self.loss = model, loss
+        self.module, self.loss = model, loss
 
     def forward(self, images, targets, masks):
-        total, breakdown = self.loss(self.model(images), targets, masks, reduction="sum")
+        total, breakdown = self.loss(self.module(images), targets, masks, reduction="sum")
         # A leading replica axis, so DataParallel's gather stacks replicas instead of mixing their entries.
         return total.unsqueeze(0), {k: v.unsqueeze(0) for k, v in breakdown.items()}
 
@@ -86,14 +87,3 @@ class DataParallelBalanced(SingleDevice):
         total, breakdown = wrapped(images, targets, masks)
         n = images.shape[0]  # the global batch: replica sums over it give the per-sample mean
         return total.sum(0) / n, {k: v.sum(0) / n for k, v in breakdown.items()}
-
-
-def unwrap(model: nn.Module) -> nn.Module:
-    """The bare PoseNet inside DataParallel / DDP / ModelWithLoss."""
-    while isinstance(model, (nn.DataParallel, nn.parallel.DistributedDataParallel, ModelWithLoss)):
-        model = model.module if not isinstance(model, ModelWithLoss) else model.model
-    return model
-
-
-def world() -> tuple[int, int]:
-    return du.get_rank(), du.get_world_size()

@@ -24,6 +24,7 @@ from tqdm import tqdm
 
 from config.loader import config_from_dict, save_config, to_dict
 from config.schema import Config
+from data.dataset import worker_init_fn
 from engine.checkpoint import (
     code_version,
     load_checkpoint,
@@ -33,10 +34,11 @@ from engine.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
-from engine.launch import SingleDevice, unwrap
+from engine.launch import SingleDevice
 from engine.logger import Meter, MetricsLogger
 from engine.sampler import EpochSampler
 from engine.schedule import LRSchedule
+from models.weights import unwrap
 from utils import distributed as du
 from utils.errors import UserError
 
@@ -190,6 +192,7 @@ class Trainer:
             num_workers=self.cfg.data.num_workers,
             pin_memory=self.cfg.data.pin_memory and self.device.type == "cuda",
             drop_last=False,
+            worker_init_fn=worker_init_fn,
         )
 
     def _say(self, msg: str) -> None:

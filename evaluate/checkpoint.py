@@ -6,12 +6,10 @@ the network rebuilds as it was trained; ``model.*`` keys given on the command li
 
 from __future__ import annotations
 
-import dataclasses
-
 import torch
 
 from config.loader import config_from_dict, load_config, parse_override, set_key, validate
-from config.schema import Config, ModelConfig
+from config.schema import Config
 
 
 def load_model(
@@ -23,7 +21,7 @@ def load_model(
     size, scales, thresholds as the run); with ``--config`` only the model section is taken from it.
     """
     from models import build_model, load_weights
-    from models.weights import extract_weights, infer_model_config, read_checkpoint
+    from models.weights import apply_model_section, extract_weights, infer_model_config, read_checkpoint
 
     overrides = list(overrides or [])
     obj = read_checkpoint(ckpt)
@@ -38,12 +36,7 @@ def load_model(
         cfg = load_config(config_path, overrides)
     saved = weights.config.get("model") if weights.config else None
     section = saved if isinstance(saved, dict) else infer_model_config(weights.state)
-    explicit = {o.split("=", 1)[0].strip() for o in overrides}
-    for f in dataclasses.fields(ModelConfig):
-        if f.name in section and f"model.{f.name}" not in explicit:
-            setattr(cfg.model, f.name, type(getattr(cfg.model, f.name))(section[f.name]))
-    if len(cfg.loss.stack_weights) != cfg.model.stacks:  # the loss is not used here; keep the config valid
-        cfg.loss.stack_weights = [1.0] * cfg.model.stacks
+    apply_model_section(cfg, section, keep={o.split("=", 1)[0].strip() for o in overrides})
     model = build_model(cfg)
     load_weights(model, weights.state)
     return model.to(device).eval(), cfg

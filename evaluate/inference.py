@@ -115,7 +115,7 @@ def resize_to_grid(
     for hwc in crop.permute(0, 2, 3, 1).cpu().numpy():
         hwc = np.ascontiguousarray(hwc)
         if (fy, fx) != (1.0, 1.0):
-            if round(hc * fy) != hc and round(wc * fx) != wc:
+            if (round(hc * fy), round(wc * fx)) != (hc, wc):
                 hwc = cv2.resize(hwc, None, fx=fx, fy=fy, interpolation=cv2.INTER_CUBIC)
             else:  # OpenCV ignores the factors and copies when the rounded size is unchanged
                 hwc = _cubic_resample(_cubic_resample(hwc, 0, fy, gh), 1, fx, gw)

@@ -17,7 +17,7 @@ import torch
 from config.loader import config_from_dict, to_dict
 from config.schema import Config
 from models.posenet import PoseNet
-from models.weights import extract_weights, infer_model_config, load_weights, read_checkpoint
+from models.weights import apply_model_section, extract_weights, infer_model_config, load_weights, read_checkpoint
 from utils.errors import UserError, cli_main
 from utils.io import atomic_write
 
@@ -30,10 +30,7 @@ def convert(weights_path: str | Path) -> dict:
     if weights.source != "original":
         raise UserError(f"{weights_path} is not an original Simple Pose checkpoint (no 'posenet.' keys)")
     cfg = Config()
-    for key, value in infer_model_config(weights.state).items():
-        setattr(cfg.model, key, value)
-    cfg.loss.stack_weights = [1.0] * cfg.model.stacks
-    cfg.loss.scale_weights = cfg.loss.scale_weights[: cfg.model.num_scales]
+    apply_model_section(cfg, infer_model_config(weights.state))
     cfg = config_from_dict(to_dict(cfg))  # validates
     state = {k: v.float() if v.is_floating_point() else v for k, v in weights.state.items()}
     with torch.device("meta"):

@@ -14,6 +14,7 @@ Files are always read with ``torch.load(map_location="cpu", weights_only=True)``
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 import re
 import zipfile
@@ -25,6 +26,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from config.schema import LossConfig
 from utils.errors import UserError
 
 ORIGINAL_PREFIX = "posenet."
@@ -183,6 +185,19 @@ def unwrap(model: nn.Module) -> nn.Module:
                 break
         else:
             return model
+
+
+def apply_model_section(cfg: Any, section: Mapping[str, Any], keep: set[str] | frozenset = frozenset()) -> None:
+    """Set ``cfg.model`` from a saved or inferred model section (fields named in ``keep`` stay), then give the
+    loss one weight per stack and per scale so the config stays valid (the loss's own weights are kept when
+    they already fit)."""
+    for f in dataclasses.fields(cfg.model):
+        if f.name in section and f"model.{f.name}" not in keep:
+            setattr(cfg.model, f.name, type(getattr(cfg.model, f.name))(section[f.name]))
+    if len(cfg.loss.stack_weights) != cfg.model.stacks:
+        cfg.loss.stack_weights = [1.0] * cfg.model.stacks
+    if len(cfg.loss.scale_weights) != cfg.model.num_scales:
+        cfg.loss.scale_weights = LossConfig().scale_weights[: cfg.model.num_scales]
 
 
 def infer_model_config(state: Mapping[str, torch.Tensor]) -> dict[str, Any]:

@@ -10,8 +10,8 @@ import torch
 
 from config.loader import load_config
 from engine.checkpoint import load_checkpoint
-from engine.launch import unwrap
 from engine.trainer import Trainer
+from models.weights import unwrap
 from tests.conftest import REPO_ROOT
 
 TINY = [

@@ -8,26 +8,31 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
 from utils.errors import UserError
 
 
-def atomic_write(path: str | Path, write: Callable[[IO[bytes]], None]) -> None:
-    """Call ``write(f)`` on a temporary binary file, then rename it to ``path``."""
+@contextlib.contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``path`` for the caller to write (by name, e.g. with h5py); on success it
+    is flushed to disk, given the usual permissions and renamed over ``path``; on any error it is removed."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.close(fd)
     except OSError as e:
         raise UserError(f"cannot write {path}: {e.strerror} (check that the folder is writable)") from None
     try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
+        yield Path(tmp)
+        with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes the file private; give it the usual permissions
         os.replace(tmp, path)
     except OSError as e:
         _remove_quietly(tmp)
@@ -35,6 +40,12 @@ def atomic_write(path: str | Path, write: Callable[[IO[bytes]], None]) -> None:
     except BaseException:
         _remove_quietly(tmp)
         raise
+
+
+def atomic_write(path: str | Path, write: Callable[[IO[bytes]], None]) -> None:
+    """Call ``write(f)`` on a temporary binary file, then rename it to ``path``."""
+    with atomic_path(path) as tmp, open(tmp, "wb") as f:
+        write(f)
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
