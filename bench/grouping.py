@@ -21,10 +21,10 @@ import numpy as np
 import torch
 
 from config.loader import add_config_arguments, config_from_args
-from evaluate.coco_eval import PERSON_CATEGORY, load_coco, read_image
+from evaluate.coco_eval import load_coco, read_image
 from evaluate.decode import decode_people
 from evaluate.inference import decode_grid, fuse_flip, make_batch, prepare_input, resize_to_grid, scale_factors
-from evaluate.oracle import image_keypoints, oracle_predictor
+from evaluate.oracle import oracle_for
 from utils.errors import cli_main
 
 SAMPLE = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "coco_sample"
@@ -36,12 +36,11 @@ def network_outputs(images_dir: Path, annotations: Path, cfg, limit: int = 0):
     items = []
     for image_id in sorted(coco.getImgIds())[: limit or None]:
         image = read_image(images_dir / coco.imgs[image_id]["file_name"])
-        anns = coco.loadAnns(coco.getAnnIds(imgIds=[image_id], catIds=[PERSON_CATEGORY], iscrowd=None))
         h, w = image.shape[:2]
         m = scale_factors(h, w, dataclasses.replace(cfg.eval, scales=[1.0]))[0]
         padded, (hr, wr) = prepare_input(image, m, cfg.eval)
         batch = make_batch([padded], cfg.eval.flip, torch.device("cpu"))
-        out = oracle_predictor(image_keypoints(anns), cfg.targets, cfg.data.stride)(batch, (wr / w, hr / h))
+        out = oracle_for(coco, [image_id], cfg.targets, cfg.data.stride)(batch, (wr / w, hr / h))
         items.append((out, (hr, wr), decode_grid(h, w, cfg.eval), (h, w)))
     return items
 

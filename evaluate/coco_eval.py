@@ -26,6 +26,7 @@ from tqdm import tqdm
 
 from config.loader import add_config_arguments, config_from_args
 from config.schema import Config
+from data.coco_annotations import PERSON_CATEGORY
 from evaluate.decode import People, decode_people
 from evaluate.inference import Predictor, model_predictor, multiscale_maps_batch
 from utils import distributed as dist
@@ -33,7 +34,6 @@ from utils.errors import UserError, cli_main
 from utils.io import atomic_write_text
 
 STAT_NAMES = ("AP", "AP50", "AP75", "APm", "APl", "AR", "AR50", "AR75", "ARm", "ARl")
-PERSON_CATEGORY = 1
 
 
 def load_coco(annotations: str | Path):
@@ -194,18 +194,20 @@ def evaluate_coco(
     device: torch.device,
     out_json: str | Path | None = None,
     progress: bool = True,
-) -> dict[str, float]:
-    """COCO keypoint AP/AR of ``model`` (any rank count). The model is put in eval mode and restored after."""
+    with_summary: bool = False,
+) -> dict[str, float] | tuple[dict[str, float], str]:
+    """COCO keypoint AP/AR of ``model`` (any rank count); with ``with_summary`` also pycocotools' printed table.
+    The model is put in eval mode and restored after."""
     was_training = model.training
     model.eval()
     try:
         predictor = model_predictor(model, cfg.eval.amp)
-        stats, _ = evaluate_images(
+        stats, summary = evaluate_images(
             images_dir, annotations, cfg, device, lambda ids: predictor, out_json, progress, cfg.eval.batch_size
         )
     finally:
         model.train(was_training)
-    return stats
+    return (stats, summary) if with_summary else stats
 
 
 def evaluate_oracle(
@@ -216,13 +218,12 @@ def evaluate_oracle(
     progress: bool = True,
 ) -> tuple[dict[str, float], str]:
     """AP of decoding the ground-truth target maps (the decoder's upper bound)."""
-    from evaluate.oracle import image_keypoints, oracle_predictor
+    from evaluate.oracle import oracle_for
 
     coco = load_coco(annotations)
 
     def predictor_for(image_ids: list[int]) -> Predictor:  # one image per batch: the maps are per image
-        anns = coco.loadAnns(coco.getAnnIds(imgIds=image_ids, catIds=[PERSON_CATEGORY], iscrowd=None))
-        return oracle_predictor(image_keypoints(anns), cfg.targets, cfg.data.stride)
+        return oracle_for(coco, image_ids, cfg.targets, cfg.data.stride)
 
     return evaluate_images(images_dir, annotations, cfg, torch.device("cpu"), predictor_for, out_json, progress, 1)
 
@@ -269,9 +270,8 @@ def main(argv: list[str] | None = None) -> int:
 
             model, cfg = load_model(args.ckpt, args.config, args.overrides, device)
             apply_cli_eval_options(cfg, args)
-            predictor = model_predictor(model, cfg.eval.amp)
-            stats, summary = evaluate_images(
-                args.images, args.annotations, cfg, device, lambda ids: predictor, args.out, True, cfg.eval.batch_size
+            stats, summary = evaluate_coco(
+                model, args.images, args.annotations, cfg, device, args.out, with_summary=True
             )
         if dist.is_main_process():
             print(summary, end="")

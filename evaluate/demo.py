@@ -55,10 +55,8 @@ def image_paths(path: Path) -> list[Path]:
     return [path]
 
 
-def video_frames(path: Path) -> Iterator[np.ndarray]:
-    cap = cv2.VideoCapture(str(path))
-    if not cap.isOpened():
-        raise UserError(f"video {path} could not be opened (unsupported codec or corrupt file)")
+def video_frames(cap: cv2.VideoCapture) -> Iterator[np.ndarray]:
+    """The frames of an opened capture, released at the end."""
     try:
         while True:
             ok, frame = cap.read()
@@ -87,13 +85,16 @@ def run_images(paths, out_dir: Path, cfg: Config, predictor_for, device) -> list
 
 
 def run_video(path: Path, out_dir: Path, cfg: Config, predict: Predictor, device) -> Path:
-    fps = cv2.VideoCapture(str(path)).get(cv2.CAP_PROP_FPS) or 25.0
+    cap = cv2.VideoCapture(str(path))
+    if not cap.isOpened():
+        raise UserError(f"video {path} could not be opened (unsupported codec or corrupt file)")
+    fps = cap.get(cv2.CAP_PROP_FPS) or 25.0
     target = out_dir / f"{path.stem}_pose.mp4"
     tmp = out_dir / f".{path.stem}_pose.tmp.mp4"
     writer = None
     n = 0
     try:
-        for frame in video_frames(path):
+        for frame in video_frames(cap):
             people, t_net, t_dec = estimate(frame, cfg, predict, device)
             if writer is None:
                 h, w = frame.shape[:2]
@@ -101,6 +102,9 @@ def run_video(path: Path, out_dir: Path, cfg: Config, predict: Predictor, device
             writer.write(draw_people(frame, people.keypoints))
             n += 1
             print(f"frame {n}: {len(people)} people, network {t_net * 1000:.1f} ms, decoding {t_dec * 1000:.1f} ms")
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     finally:
         if writer is not None:
             writer.release()
@@ -111,8 +115,8 @@ def run_video(path: Path, out_dir: Path, cfg: Config, predict: Predictor, device
 
 
 def ground_truth_predictors(annotations: str, cfg: Config):
-    from evaluate.coco_eval import PERSON_CATEGORY, load_coco
-    from evaluate.oracle import image_keypoints, oracle_predictor
+    from evaluate.coco_eval import load_coco
+    from evaluate.oracle import oracle_for
 
     coco = load_coco(annotations)
     by_name = {info["file_name"]: image_id for image_id, info in coco.imgs.items()}
@@ -120,8 +124,7 @@ def ground_truth_predictors(annotations: str, cfg: Config):
     def predictor_for(path: Path) -> Predictor:
         if path.name not in by_name:
             raise UserError(f"image {path.name} is not listed in {annotations}")
-        anns = coco.loadAnns(coco.getAnnIds(imgIds=[by_name[path.name]], catIds=[PERSON_CATEGORY], iscrowd=None))
-        return oracle_predictor(image_keypoints(anns), cfg.targets, cfg.data.stride)
+        return oracle_for(coco, [by_name[path.name]], cfg.targets, cfg.data.stride)
 
     return predictor_for
 

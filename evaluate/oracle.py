@@ -13,6 +13,7 @@ import torch
 
 from config.schema import TargetConfig
 from config.skeleton import coco_to_internal, flip_keypoints_left_right
+from data.coco_annotations import PERSON_CATEGORY
 from data.targets import draw_targets
 from evaluate.inference import Predictor
 
@@ -43,3 +44,9 @@ def oracle_predictor(keypoints: np.ndarray, targets: TargetConfig, stride: int =
         return torch.from_numpy(np.stack(maps)).to(batch.device)
 
     return predict
+
+
+def oracle_for(coco, image_ids: list[int], targets: TargetConfig, stride: int = 4) -> Predictor:
+    """The oracle predictor of the given images' person annotations in a pycocotools ``COCO``."""
+    anns = coco.loadAnns(coco.getAnnIds(imgIds=list(image_ids), catIds=[PERSON_CATEGORY], iscrowd=None))
+    return oracle_predictor(image_keypoints(anns), targets, stride)
