@@ -23,7 +23,6 @@ import torch
 
 from config import skeleton as sk
 from config.loader import add_config_arguments, config_from_args
-from data import augment
 from data.dataset import SimplePoseDataset
 from data.targets import keypoint_heatmaps, limb_heatmaps
 from utils.errors import cli_main
@@ -45,11 +44,7 @@ class StageTimer:
 
 
 def _moved_keypoints(ds: SimplePoseDataset, index: int) -> np.ndarray:
-    keypoints, bbox = ds.read_people(index)
-    params = ds.sample_params(index)
-    center = (bbox[0] + bbox[2] / 2, bbox[1] + bbox[3] / 2)
-    m = augment.affine_matrix(center, float(bbox[3]), params, ds.input_hw, ds.cfg.augment.target_dist)
-    return augment.transform_keypoints(keypoints, m, params.flip)
+    return ds.place(index, ds.sample_params(index))[1]
 
 
 def _timed(fn, items) -> float:

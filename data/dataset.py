@@ -276,6 +276,13 @@ class SimplePoseDataset(torch.utils.data.Dataset):
         warped = augment.warp_mask_to_grid(both, matrix, self.input_hw, self.stride, (255, 0), ss)
         return np.ascontiguousarray(warped[..., 0]), np.ascontiguousarray(warped[..., 1])
 
+    def place(self, index: int, params: augment.AugmentParams) -> tuple[np.ndarray, np.ndarray]:
+        """(affine 2x3 from image to input pixels, every person's (P, 18, 3) keypoints moved by it and flipped)."""
+        keypoints, bbox = self.read_people(index)
+        center = (bbox[0] + bbox[2] / 2, bbox[1] + bbox[3] / 2)
+        matrix = augment.affine_matrix(center, float(bbox[3]), params, self.input_hw, self.cfg.augment.target_dist)
+        return matrix, augment.transform_keypoints(keypoints, matrix, params.flip)
+
     def __getitem__(self, index: int) -> dict:
         return self.build(int(index))
 
@@ -288,17 +295,14 @@ class SimplePoseDataset(torch.utils.data.Dataset):
         cfg = self.cfg
         with stage("read+decode"):
             image = int(self.sample_image[index])
-            keypoints, bbox = self.read_people(index)
             params = self.sample_params(index) if params is None else params
-            center = (bbox[0] + bbox[2] / 2, bbox[1] + bbox[3] / 2)
-            matrix = augment.affine_matrix(center, float(bbox[3]), params, self.input_hw, cfg.augment.target_dist)
+            matrix, keypoints = self.place(index, params)
             pixels, pixel_matrix = self.decode_image(image, matrix)
         with stage("augment"):
             if params.tint:
                 pixels, pixel_matrix = augment.crop_to_output(pixels, pixel_matrix, self.input_hw)
                 pixels = augment.tint(pixels, params.hsv, cfg.augment.hue_wrap)
             warped = augment.warp_image(pixels, pixel_matrix, self.input_hw, cfg.augment.border_bgr)
-            keypoints = augment.transform_keypoints(keypoints, matrix, params.flip)
         with stage("masks"):
             mask_miss, mask_all = self.warp_masks(image, matrix)
             masks = mask_scales(mask_miss, cfg.model.num_scales, cfg.loss.mask_threshold)

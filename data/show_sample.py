@@ -17,7 +17,6 @@ import numpy as np
 
 from config import skeleton as sk
 from config.loader import add_config_arguments, config_from_args
-from data import augment
 from data.dataset import SimplePoseDataset, read_settings
 from utils.errors import UserError, cli_main
 from utils.io import atomic_write_bytes
@@ -76,10 +75,7 @@ def render(ds: SimplePoseDataset, index: int) -> np.ndarray:
     """The panel picture (BGR uint8) of sample ``index``."""
     params = ds.sample_params(index)
     item = ds.build(index, params)
-    keypoints, bbox = ds.read_people(index)
-    centre = (bbox[0] + bbox[2] / 2, bbox[1] + bbox[3] / 2)
-    m = augment.affine_matrix(centre, float(bbox[3]), params, ds.input_hw, ds.cfg.augment.target_dist)
-    keypoints = augment.transform_keypoints(keypoints, m, params.flip)
+    _, keypoints = ds.place(index, params)
     image = _to_bgr(item["image"].numpy())
     targets = item["targets"][0].numpy()
     ignore = 1 - item["masks"][0].numpy()[0]

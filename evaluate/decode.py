@@ -13,9 +13,9 @@ import numpy as np
 
 from config.schema import EvalConfig
 from config.skeleton import (
-    INTERNAL_TO_COCO,
+    COCO_TO_INTERNAL,
     KEYPOINT_CHANNELS,
-    LIMB_START,
+    LIMB_CHANNELS,
     LIMBS,
     NUM_COCO_KEYPOINTS,
     NUM_KEYPOINTS,
@@ -23,9 +23,6 @@ from config.skeleton import (
 from evaluate.assemble import AssemblyParams, assemble_people
 from evaluate.limbs import match_limb, score_pairs
 from evaluate.peaks import find_peaks
-
-_COCO_SLOT = np.array([c for c in INTERNAL_TO_COCO if c >= 0])
-_INTERNAL_SLOT = np.array([i for i, c in enumerate(INTERNAL_TO_COCO) if c >= 0])
 
 
 @dataclass
@@ -110,7 +107,7 @@ def decode_people(maps: np.ndarray, cfg: EvalConfig, scale: float | tuple[float,
     if len(peaks) < 2:
         return People.empty()
     image_height = maps.shape[1] * sy
-    limb_maps = maps[LIMB_START : LIMB_START + len(LIMBS)]
+    limb_maps = maps[LIMB_CHANNELS]
     connections = find_connections(limb_maps, peaks, part, cfg, (sx, sy), image_height)
     slots, totals = assemble_people(connections, LIMBS, peaks[:, 2], part, NUM_KEYPOINTS, assembly_params(cfg))
     return people_from_slots(slots, totals, peaks, (sx, sy))
@@ -129,6 +126,4 @@ def people_from_slots(
     internal[..., 1] = (rows[..., 1] + 0.5) * scale_xy[1] - 0.5
     internal[..., 2] = rows[..., 2]
     internal[~found] = 0.0
-    keypoints = np.zeros((len(slots), NUM_COCO_KEYPOINTS, 3))
-    keypoints[:, _COCO_SLOT] = internal[:, _INTERNAL_SLOT]
-    return People(keypoints, 1.0 - 1.0 / totals)
+    return People(internal[:, COCO_TO_INTERNAL], 1.0 - 1.0 / totals)

@@ -33,7 +33,6 @@ def score_pairs(
     length = np.hypot(d[..., 0] * scale_xy[0], d[..., 1] * scale_xy[1])
     # Python's round (half to even) as in the original, like np.rint
     n = np.minimum(np.rint(length + 1), max_samples).astype(np.int64)
-    n = np.maximum(n, 1)
     steps = np.arange(max_samples)
     t = steps / np.maximum(n - 1, 1)[..., None]  # (na, nb, S); steps >= n are masked below
     valid = steps < n[..., None]
