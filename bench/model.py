@@ -18,7 +18,8 @@ import time
 import torch
 
 from config.loader import load_config
-from models import MultiTaskLoss, build_model
+from models import build_model
+from models.loss import build_loss
 from models.posenet import PoseNet, output_shapes
 from utils.errors import cli_main
 
@@ -36,16 +37,21 @@ def _median_ms(fn, warmup: int, iters: int) -> float:
     return statistics.median(times)
 
 
+def loss_inputs(cfg, batch: int, size: int):
+    """Random targets, all-ones masks and the config's loss, for timing a training step."""
+    shapes = output_shapes(cfg.model, batch, size, size)
+    targets = [torch.rand(s) for s in shapes]
+    masks = [torch.ones(s[0], 1, *s[2:]) for s in shapes]
+    return targets, masks, build_loss(cfg)
+
+
 def bench_case(preset: str, size: int, dtype: str, channels_last: bool, batch: int, warmup: int, iters: int):
     cfg = load_config(PRESETS[preset], [f"data.input_size={size}"])
     model = build_model(cfg).train()
     fmt = torch.channels_last if channels_last else torch.contiguous_format
     model = model.to(memory_format=fmt)
     image = torch.rand(batch, 3, size, size).contiguous(memory_format=fmt)
-    shapes = output_shapes(cfg.model, batch, size, size)
-    targets = [torch.rand(s) for s in shapes]
-    masks = [torch.ones(s[0], 1, *s[2:]) for s in shapes]
-    loss_fn = MultiTaskLoss(cfg.loss)
+    targets, masks, loss_fn = loss_inputs(cfg, batch, size)
 
     def autocast():
         if dtype == "bf16":
@@ -84,10 +90,7 @@ def versus_original(size: int, batch: int, rounds: int) -> None:
     ours = build_model(cfg).train()
     original = OriginalWay(cfg.model).train()
     original.load_state_dict(ours.state_dict())
-    shapes = output_shapes(cfg.model, batch, size, size)
-    targets = [torch.rand(s) for s in shapes]
-    masks = [torch.ones(s[0], 1, *s[2:]) for s in shapes]
-    loss_fn = MultiTaskLoss(cfg.loss)
+    targets, masks, loss_fn = loss_inputs(cfg, batch, size)
     image = torch.rand(batch, 3, size, size)
     image_nhwc = image.permute(0, 2, 3, 1).contiguous()
     ours_cl = build_model(cfg).train().to(memory_format=torch.channels_last)
