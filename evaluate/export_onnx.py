@@ -79,9 +79,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--opset", type=int, default=17)
     add_config_arguments(p)
     args = p.parse_args(argv)
-    if args.input_size <= 0 or args.input_size % 64:
-        raise UserError(f"--input-size must be a positive multiple of 64, got {args.input_size}")
     from evaluate.checkpoint import load_model
+    from models.posenet import check_input_shape
+
+    check_input_shape((1, 3, args.input_size, args.input_size))  # before loading anything
 
     model, _ = load_model(args.ckpt, args.config, args.overrides, torch.device("cpu"))
     example = export_onnx(model, args.out, args.input_size, args.opset)
