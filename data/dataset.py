@@ -252,7 +252,7 @@ class SimplePoseDataset(torch.utils.data.Dataset):
                 factor *= 2
         img = cv2.imdecode(data, _REDUCED_FLAGS[factor])
         if img is None:
-            raise UserError(f"{self.path}: image {self.image_id[image]} does not decode; rebuild the HDF5 file")
+            raise UserError(f"{self.path}: the JPEG bytes of image {self.image_id[image]} do not decode (corrupt file)")
         if factor == 1:
             return img, matrix
         up = np.array([[factor, 0, (factor - 1) / 2], [0, factor, (factor - 1) / 2], [0, 0, 1]])
@@ -284,7 +284,15 @@ class SimplePoseDataset(torch.utils.data.Dataset):
         return matrix, augment.transform_keypoints(keypoints, matrix, params.flip)
 
     def __getitem__(self, index: int) -> dict:
-        return self.build(int(index))
+        try:
+            return self.build(int(index))
+        except Exception as e:  # named here: in a DataLoader worker only the message reaches the user
+            image_id = self.image_id[self.sample_image[index]] if 0 <= index < len(self) else "?"
+            reason = str(e) if isinstance(e, UserError) else f"{type(e).__name__}: {e}"
+            raise UserError(
+                f"sample {index} (image id {image_id}) of {self.path} cannot be loaded: {reason}; rebuild the file "
+                f"with: {rebuild_command(self.settings, self.path, self.cfg.data.input_size)}"
+            ) from e
 
     def build(self, index: int, params: augment.AugmentParams | None = None, timer=None) -> dict:
         """Sample ``index`` with the given augmentation (default: this epoch's draw, or identity if not train).

@@ -19,6 +19,7 @@ from config.loader import add_config_arguments, load_config
 from config.schema import Config
 from engine.launch import DataParallelBalanced, Distributed, SingleDevice
 from utils import distributed as du
+from utils.io import disk_errors
 
 QUICKSTART_PRESET = Path(__file__).resolve().parents[1] / "config" / "quickstart.yaml"
 
@@ -69,10 +70,12 @@ def run(kind: str, description: str, argv: list[str] | None = None) -> int:
         du.barrier()
         if launcher.rank != 0:
             prepare_synthetic_data(cfg)
+    resume_hint = f"then continue the run with train.resume=auto train.out_dir={cfg.train.out_dir}"
     try:
         start = time.perf_counter()
-        trainer = Trainer(cfg, launcher)
-        result = trainer.fit()
+        with disk_errors(resume_hint):  # a full disk or read-only folder while writing logs or the config
+            trainer = Trainer(cfg, launcher)
+            result = trainer.fit()
         if launcher.rank == 0:
             report(cfg, result, time.perf_counter() - start, quickstart)
     finally:

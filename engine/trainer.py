@@ -12,7 +12,8 @@ import os
 import random
 import re
 import time
-from contextlib import nullcontext
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +114,19 @@ def build_optimizer(params: list[nn.Parameter], cfg: Config) -> torch.optim.Opti
     if t.optimizer == "adam":
         return torch.optim.Adam(params, lr=t.lr, weight_decay=t.weight_decay)
     return torch.optim.SGD(params, lr=t.lr, momentum=t.momentum, weight_decay=t.weight_decay)
+
+
+def worker_error_message(message: str) -> str:
+    """The original exception's own message from the text of a DataLoader worker failure ("Caught X in
+    DataLoader worker process N. Original Traceback ..."), without the worker's traceback."""
+    lines = message.rstrip().splitlines()
+    last_frame = max((i for i, line in enumerate(lines) if line.startswith("  ")), default=0)
+    detail = "\n".join(lines[last_frame + 1 :]).strip() or lines[0]
+    kind, sep, text = detail.partition(": ")
+    if sep and kind.rsplit(".", 1)[-1] == "UserError":
+        return text
+    worker = lines[0].removeprefix("Caught ").rstrip(".")
+    return f"{detail} (raised in a DataLoader worker: {worker}); rerun with data.num_workers=0 for the full traceback"
 
 
 class Trainer:
@@ -283,22 +297,35 @@ class Trainer:
         }
 
     def save(self, name: str, epoch: int, step: int) -> None:
-        """Every rank takes part (RNG states are gathered); rank 0 writes; then all wait for the file."""
+        """Every rank takes part (RNG states are gathered); rank 0 writes; then all learn whether it could, so
+        a full disk stops every process with the same message instead of leaving the others waiting."""
         state = self.checkpoint_state(epoch, step)
+        error = ""
         if self.is_main:
-            save_checkpoint(self.out_dir / name, state)
-        du.barrier()
+            try:
+                save_checkpoint(self.out_dir / name, state)
+            except UserError as e:
+                error = str(e)
+        error = du.broadcast_object(error)
+        if error:
+            raise UserError(
+                f"{error}. Training stopped at epoch {epoch}, step {step} (global step {self.global_step}) without "
+                f"this checkpoint; once fixed, continue from the previous one with train.resume=auto "
+                f"train.out_dir={self.out_dir}"
+            )
 
     # ------------------------------------------------------------------ the loop
     def fit(self) -> dict[str, Any]:
         cfg = self.cfg.train
         last: dict[str, Any] = {}
         for epoch in range(self.epoch, cfg.epochs):
-            train_stats = self.train_epoch(epoch, self.start_step)
+            with self.loader_errors(epoch, self.train_set):
+                train_stats = self.train_epoch(epoch, self.start_step)
             self.start_step = 0
             last = {"epoch": epoch, **train_stats}
             if cfg.val_every and ((epoch + 1) % cfg.val_every == 0 or epoch + 1 == cfg.epochs):
-                val = self.validate(epoch)
+                with self.loader_errors(epoch, self.val_set):
+                    val = self.validate(epoch)
                 last.update(val)
                 metric = val.get("AP", -val.get("val_loss", math.inf))
                 if metric > self.best_metric:
@@ -385,6 +412,40 @@ class Trainer:
         self.logger.log("epoch", epoch, self.global_step, **stats)
         self._say(f"epoch {epoch}: train loss {mean_loss:.4f}, {stats['samples_per_s']:.1f} samples/s")
         return stats
+
+    @contextmanager
+    def loader_errors(self, epoch: int, dataset) -> Iterator[None]:
+        """Turn a DataLoader worker's failure into a UserError: a sample that raised inside a worker gives its
+        own message (the dataset names the sample) instead of the worker's traceback; a worker that died (killed
+        by a signal, e.g. the out-of-memory killer) gives the epoch, the step and the samples then loading."""
+        try:
+            yield
+        except Exception as e:
+            message = str(e)
+            if not (message.startswith("Caught ") and " in DataLoader worker process " in message) and not (
+                isinstance(e, RuntimeError) and "DataLoader worker (pid" in message
+            ):
+                raise
+            if message.startswith("Caught "):
+                raise UserError(worker_error_message(message)) from None
+            where = "validating" if dataset is self.val_set else f"epoch {epoch}, {self._loading_batch(epoch)}"
+            raise UserError(
+                f"a DataLoader worker died while loading {getattr(dataset, 'path', 'the data')} ({where}): "
+                f"{message.strip()} This is most often the out-of-memory killer (see `dmesg`): lower "
+                f"data.num_workers or train.batch_size (data.num_workers=0 loads in this process and reports any "
+                f"sample error directly), then continue with train.resume=auto"
+            ) from None
+
+    def _loading_batch(self, epoch: int) -> str:
+        """``step S (next batch: samples [..], image ids [..])`` for the step the run was at in ``epoch``."""
+        step = min(max(self.global_step - epoch * self.steps_per_epoch, 0), self.steps_per_epoch)
+        sampler = EpochSampler(self.sampler.size, self.sampler.seed, self.sampler.shuffle, self.rank,
+                               self.world_size, self.sampler.batch_size)  # fmt: skip
+        sampler.set_epoch(epoch, step)
+        samples = list(sampler)[: self.sampler.batch_size]
+        ds = self.train_set
+        ids = [int(ds.image_id[ds.sample_image[i]]) for i in samples] if hasattr(ds, "image_id") else []
+        return f"step {step} (next batch: samples {samples}" + (f", image ids {ids})" if ids else ")")
 
     def _fault_exit(self) -> None:
         t = self.cfg.train

@@ -6,6 +6,7 @@ A crash at any moment leaves either the old file or the new one, never a half-wr
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import tempfile
 from collections.abc import Callable, Iterator
@@ -25,7 +26,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         os.close(fd)
     except OSError as e:
-        raise UserError(f"cannot write {path}: {e.strerror} (check that the folder is writable)") from None
+        raise UserError(write_error_message(path, e)) from None
     try:
         yield Path(tmp)
         with open(tmp, "rb+") as f:
@@ -36,10 +37,41 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         os.replace(tmp, path)
     except OSError as e:
         _remove_quietly(tmp)
-        raise UserError(f"cannot write {path}: {e.strerror}; the previous file, if any, is unchanged") from None
+        raise UserError(write_error_message(path, e) + "; the previous file, if any, is unchanged") from None
     except BaseException:
         _remove_quietly(tmp)
         raise
+
+
+_ADVICE = {
+    errno.ENOSPC: "the disk is full: free space there or write to another disk",
+    errno.EDQUOT: "the disk quota is exhausted: free space there or write to another disk",
+    errno.EROFS: "the file system is read-only: write to a writable folder",
+    errno.EACCES: "permission denied: make the folder writable or write to another one",
+    errno.EPERM: "permission denied: make the folder writable or write to another one",
+}
+OUT_OF_SPACE_OR_READ_ONLY = frozenset(_ADVICE)
+
+
+def write_error_message(path: str | Path, error: OSError) -> str:
+    """``cannot write PATH: <reason> (<errno name>); <what to do>`` for an OSError met while writing PATH."""
+    name = errno.errorcode.get(error.errno or 0, "")
+    reason = error.strerror or str(error)
+    advice = _ADVICE.get(error.errno or 0, "check that the folder exists and is writable")
+    return f"cannot write {path}: {reason}{f' ({name})' if name else ''}; {advice}"
+
+
+@contextlib.contextmanager
+def disk_errors(hint: str = "") -> Iterator[None]:
+    """Turn an OSError of a full disk, a read-only file system or a refused permission raised inside the block
+    into a UserError naming the file (``hint`` is appended: what to do next in the caller's terms)."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno not in OUT_OF_SPACE_OR_READ_ONLY:
+            raise
+        path = e.filename or "a file"
+        raise UserError(write_error_message(path, e) + (f"; {hint}" if hint else "")) from None
 
 
 def atomic_write(path: str | Path, write: Callable[[IO[bytes]], None]) -> None:
