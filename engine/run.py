@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from config.loader import add_config_arguments, load_config
 from config.schema import Config
 from engine.launch import DataParallelBalanced, Distributed, SingleDevice
 from utils import distributed as du
-from utils.io import disk_errors
+from utils.io import OUT_OF_SPACE_OR_READ_ONLY, check_writable, disk_errors, write_error_message
 
 QUICKSTART_PRESET = Path(__file__).resolve().parents[1] / "config" / "quickstart.yaml"
 
@@ -71,16 +72,31 @@ def run(kind: str, description: str, argv: list[str] | None = None) -> int:
         if launcher.rank != 0:
             prepare_synthetic_data(cfg)
     resume_hint = f"then continue the run with train.resume=auto train.out_dir={cfg.train.out_dir}"
+    if launcher.rank == 0:
+        check_writable(cfg.train.out_dir)  # before any writer (TensorBoard's thread) starts there
+    previous_hook, threading.excepthook = threading.excepthook, _quiet_disk_errors_in_threads
     try:
         start = time.perf_counter()
-        with disk_errors(resume_hint):  # a full disk or read-only folder while writing logs or the config
+        with disk_errors(resume_hint):  # a full disk or read-only folder while writing logs, config or plots
             trainer = Trainer(cfg, launcher)
             result = trainer.fit()
-        if launcher.rank == 0:
-            report(cfg, result, time.perf_counter() - start, quickstart)
+            if launcher.rank == 0:
+                report(cfg, result, time.perf_counter() - start, quickstart)
     finally:
+        threading.excepthook = previous_hook
         du.cleanup()
     return 0
+
+
+def _quiet_disk_errors_in_threads(args: threading.ExceptHookArgs) -> None:
+    """A background writer (TensorBoard's event thread) that meets a full disk or a read-only folder prints one
+    line instead of a traceback; the run itself then stops with a clear message at its next write."""
+    e = args.exc_value
+    if isinstance(e, OSError) and e.errno in OUT_OF_SPACE_OR_READ_ONLY:
+        where = os.fsdecode(e.filename) if e.filename else "a file"
+        print(f"warning: background writer stopped: {write_error_message(where, e)}", file=sys.stderr)
+        return
+    threading.__excepthook__(args)
 
 
 def report(cfg: Config, result: dict, seconds: float, quickstart: bool) -> None:

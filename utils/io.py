@@ -70,8 +70,20 @@ def disk_errors(hint: str = "") -> Iterator[None]:
     except OSError as e:
         if e.errno not in OUT_OF_SPACE_OR_READ_ONLY:
             raise
-        path = e.filename or "a file"
+        path = os.fsdecode(e.filename) if e.filename else "a file"
         raise UserError(write_error_message(path, e) + (f"; {hint}" if hint else "")) from None
+
+
+def check_writable(folder: str | Path) -> None:
+    """Create ``folder`` if needed and prove a file can be made in it; UserError (naming it) if not."""
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".write-check.", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise UserError(write_error_message(folder, e)) from None
 
 
 def atomic_write(path: str | Path, write: Callable[[IO[bytes]], None]) -> None:
