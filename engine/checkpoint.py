@@ -8,6 +8,7 @@ A checkpoint is a dict of tensors and plain Python values: ``model``, ``optimize
 
 from __future__ import annotations
 
+import functools
 import io
 import random
 import subprocess
@@ -23,8 +24,10 @@ from utils.io import atomic_write_bytes
 FORMAT_VERSION = 1
 
 
+@functools.cache
 def code_version() -> str:
-    """The git commit of the code (with ``-dirty`` when modified), or ``unknown``."""
+    """The git commit of the code (with ``-dirty`` when modified), or ``unknown``; asked once per process (two
+    git commands at every checkpoint cost more than the write of a small model)."""
     root = Path(__file__).resolve().parents[1]
     try:
         sha = subprocess.run(

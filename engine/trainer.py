@@ -420,7 +420,11 @@ class Trainer:
         by a signal, e.g. the out-of-memory killer) gives the epoch, the step and the samples then loading."""
         try:
             yield
-        except Exception as e:
+        except BaseException as e:
+            for bar in list(getattr(tqdm, "_instances", ())):
+                bar.close()  # the message then starts on a line of its own, not after a progress bar
+            if not isinstance(e, Exception):
+                raise
             message = str(e)
             if not (message.startswith("Caught ") and " in DataLoader worker process " in message) and not (
                 isinstance(e, RuntimeError) and "DataLoader worker (pid" in message
@@ -431,7 +435,7 @@ class Trainer:
             where = "validating" if dataset is self.val_set else f"epoch {epoch}, {self._loading_batch(epoch)}"
             raise UserError(
                 f"a DataLoader worker died while loading {getattr(dataset, 'path', 'the data')} ({where}): "
-                f"{message.strip()} This is most often the out-of-memory killer (see `dmesg`): lower "
+                f"{message.strip().rstrip('.')}. This is most often the out-of-memory killer (see `dmesg`): lower "
                 f"data.num_workers or train.batch_size (data.num_workers=0 loads in this process and reports any "
                 f"sample error directly), then continue with train.resume=auto"
             ) from None
