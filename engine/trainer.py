@@ -116,6 +116,27 @@ def build_optimizer(params: list[nn.Parameter], cfg: Config) -> torch.optim.Opti
     return torch.optim.SGD(params, lr=t.lr, momentum=t.momentum, weight_decay=t.weight_decay)
 
 
+class ForkSafeLoader(DataLoader):
+    """A DataLoader whose workers are forked while OpenCV runs single-threaded in this process.
+
+    A worker forked while OpenCV's thread pool is alive here (it is after any multi-threaded cv2 call in this
+    process: COCO evaluation, or loading with data.num_workers=0) hangs for ever in its first OpenCV call
+    (worker_init_fn's cv2.setNumThreads included): the pool's threads do not exist in the child. Seen here as
+    a test process that hung for ever at its first batch after having trained with data.num_workers=0."""
+
+    def __iter__(self):
+        if self.num_workers == 0:
+            return super().__iter__()
+        import cv2
+
+        threads = cv2.getNumThreads()
+        cv2.setNumThreads(1)
+        try:
+            return super().__iter__()  # forks the workers (non-persistent ones: at every epoch)
+        finally:
+            cv2.setNumThreads(threads)
+
+
 def worker_error_message(message: str) -> str:
     """The original exception's own message from the text of a DataLoader worker failure ("Caught X in
     DataLoader worker process N. Original Traceback ..."), without the worker's traceback."""
@@ -199,7 +220,7 @@ class Trainer:
         return SimplePoseDataset(path, self.cfg, train=train)
 
     def _loader(self, dataset, sampler, batch_size: int) -> DataLoader:
-        return DataLoader(
+        return ForkSafeLoader(
             dataset,
             batch_size=batch_size,
             sampler=sampler,

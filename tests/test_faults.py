@@ -1,0 +1,103 @@
+"""Quick fault-injection cases on the real COCO sample with a tiny model (bench/faults.py runs the long ones):
+kill -9 mid-run then resume, a full disk and a read-only folder at the checkpoint write, a corrupt sample inside
+a DataLoader worker."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import h5py
+import pytest
+
+import train
+from bench.faults import temporaries, write_fault
+from engine.checkpoint import load_checkpoint
+from engine.trainer import Trainer, worker_error_message
+from tests.conftest import REPO_ROOT
+from tests.test_engine import TINY, sample_h5_64, tiny_cfg  # noqa: F401  (sample_h5_64 is a fixture)
+from utils.errors import UserError
+
+SHORT = ["train.max_steps_per_epoch=2", "train.optimizer=sgd", "train.lr=0.01"]
+
+
+def digest(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_kill_9_mid_run_then_resume_auto_completes(sample_h5_64, tmp_path):  # noqa: F811
+    args = [sys.executable, "train.py", *TINY, f"data.train={sample_h5_64}", f"train.out_dir={tmp_path}", *SHORT,
+            "train.epochs=4", "train.checkpoint_every_steps=1"]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    p = subprocess.Popen(args, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while p.poll() is None and not (tmp_path / "last.pt").exists() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    assert p.returncode == -signal.SIGKILL, "the run ended before it could be killed"
+    killed_at = load_checkpoint(tmp_path / "last.pt")  # the checkpoint present after the kill loads
+    assert killed_at["global_step"] < 8
+
+    r = subprocess.run([*args, "train.resume=auto"], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+                       timeout=300)  # fmt: skip
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert "resumed from" in r.stdout
+    final = load_checkpoint(tmp_path / "last.pt")
+    assert (final["epoch"], final["global_step"]) == (4, 8)
+    assert temporaries(tmp_path) == []
+
+
+@pytest.fixture(scope="module")
+def one_epoch_run(sample_h5_64, tmp_path_factory):  # noqa: F811
+    out = tmp_path_factory.mktemp("one_epoch")
+    Trainer(tiny_cfg(sample_h5_64, out, *SHORT, "train.epochs=1")).fit()
+    return out
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EROFS])
+def test_full_disk_or_read_only_folder_at_checkpoint_save(one_epoch_run, sample_h5_64, tmp_path, capsys, code):  # noqa: F811
+    run = tmp_path / "run"
+    shutil.copytree(one_epoch_run, run)
+    before = digest(run / "last.pt")
+    argv = [*TINY, f"data.train={sample_h5_64}", f"train.out_dir={run}", *SHORT, "train.epochs=2",
+            "train.resume=auto"]  # fmt: skip
+    with write_fault(code, "last.pt"):
+        rc = train.main(argv)
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err
+    message = err[err.index("error: ") :]
+    assert f"cannot write {run / 'last.pt'}" in message and errno.errorcode[code] in message
+    assert "train.resume=auto" in message
+    assert digest(run / "last.pt") == before and load_checkpoint(run / "last.pt")["epoch"] == 1
+    assert temporaries(run) == []
+
+
+def test_corrupt_sample_in_a_dataloader_worker_is_named(sample_h5_64, tmp_path):  # noqa: F811
+    bad = tmp_path / "corrupt.h5"
+    shutil.copyfile(sample_h5_64, bad)
+    with h5py.File(bad, "r+") as f:
+        start, image_id = int(f["images/jpeg_offsets"][0]), int(f["images/id"][0])
+        f["images/jpeg"][start : start + 64] = 0  # the JPEG header of the first image
+        samples = [i for i, img in enumerate(f["samples/image"][:]) if img == 0]
+    trainer = Trainer(tiny_cfg(bad, tmp_path / "run", "data.num_workers=1", "train.epochs=1"))
+    trainer.sampler.shuffle = False  # the corrupt image's samples come first
+    with pytest.raises(UserError) as e:
+        trainer.fit()
+    message = str(e.value)
+    assert "Traceback" not in message and "DataLoader worker" not in message
+    assert f"sample {samples[0]} (image id {image_id}) of {bad}" in message and "rebuild" in message
+
+
+def test_a_non_user_error_in_a_worker_keeps_its_type_and_message_only():
+    text = ("Caught ValueError in DataLoader worker process 0.\nOriginal Traceback (most recent call last):\n"
+            '  File "x.py", line 1, in f\n    g()\nValueError: bad batch shape\n')  # fmt: skip
+    message = worker_error_message(text)
+    assert message.startswith("ValueError: bad batch shape") and "num_workers=0" in message
+    assert "Traceback" not in message
