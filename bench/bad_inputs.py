@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -232,7 +232,8 @@ def _keypoints_wrong_count_skip_bad(c: _Corpus, name: str) -> Case:
 @_case
 def _keypoint_nan(c: _Corpus, name: str) -> Case:
     data, ann_id = _set_keypoints(c, lambda kp: [math.nan, *kp[1:]])
-    return c.convert_case(name, "a NaN keypoint coordinate", "clean_error", data, names=(str(ann_id), "NaN"))
+    names = (str(ann_id), "'keypoints'[0]", "nan")
+    return c.convert_case(name, "a NaN keypoint coordinate", "clean_error", data, names=names)
 
 
 @_case
@@ -495,10 +496,17 @@ def _ckpt_other_architecture(c: _Corpus, name: str) -> Case:
 CASE_NAMES: tuple[str, ...] = tuple(_BUILDERS)
 
 
-def build_corpus(sample_dir: Path, out_dir: Path) -> list[Case]:
-    """Derive every bad input from the real sample at ``sample_dir`` (images/, annotations/) under ``out_dir``."""
+# Cases about untrusted files (tests/test_security.py runs these; tests/test_bad_inputs.py the others).
+SECURITY_CASES = ("file_name_parent", "file_name_absolute", "file_name_symlink_outside", "file_name_nul_byte",
+                  "h5_settings_python_code", "ckpt_pickled_class", "ckpt_reduce_payload")  # fmt: skip
+
+
+def build_corpus(sample_dir: Path, out_dir: Path, only: Iterable[str] | None = None) -> list[Case]:
+    """Derive every bad input (or those named in ``only``) from the real sample at ``sample_dir`` (images/,
+    annotations/) under ``out_dir``."""
     corpus = _Corpus(Path(sample_dir), Path(out_dir))
-    return [build(corpus, name) for name, build in _BUILDERS.items()]
+    names = list(_BUILDERS) if only is None else list(only)
+    return [_BUILDERS[name](corpus, name) for name in names]
 
 
 # ------------------------------------------------------------------------------------------------ running
