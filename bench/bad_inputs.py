@@ -342,12 +342,12 @@ def _jpeg_garbage_after_header(c: _Corpus, name: str) -> Case:
     return _image_case(c, name, "a JPEG header followed by random bytes", "clean_error", scramble)
 
 
-def _file_name_case(c: _Corpus, name: str, what: str, file_name: Callable[[Path], str]) -> Case:
+def _file_name_case(c: _Corpus, name: str, what: str, file_name: Callable[[Path], str], why="outside") -> Case:
     """Image 2's file_name replaced; a real JPEG waits outside the image folder, so an escape would succeed."""
     images = c.out / name / "images"
     bad = file_name(images)
     data = c.edited(lambda d: d["images"][1].update(file_name=bad))
-    case = c.convert_case(name, what, "clean_error", data, images=images, names=(repr(bad), "outside"))
+    case = c.convert_case(name, what, "clean_error", data, images=images, names=(repr(bad), why))
     c.image_folder(images)
     outside = images.parent / "outside.jpg"
     shutil.copyfile(c.sample_dir / "images" / BASE_IMAGES[1], outside)
@@ -373,7 +373,7 @@ def _file_name_symlink_outside(c: _Corpus, name: str) -> Case:
 
 @_case
 def _file_name_nul_byte(c: _Corpus, name: str) -> Case:
-    return _file_name_case(c, name, "a file_name with a NUL byte", lambda images: "a\x00.jpg")
+    return _file_name_case(c, name, "a file_name with a NUL byte", lambda images: "a\x00.jpg", "NUL")
 
 
 @_case
