@@ -554,6 +554,12 @@ def run_cases(cases: list[Case], jobs: int = 2) -> list[CaseResult]:
         return list(pool.map(run_case, cases))
 
 
+def run_named(sample_dir: Path, out_dir: Path, names: Iterable[str], jobs: int = 2) -> dict[str, tuple]:
+    """Build and run the named cases: {name: (Case, CaseResult)}."""
+    cases = build_corpus(sample_dir, out_dir, only=names)
+    return {c.name: (c, r) for c, r in zip(cases, run_cases(cases, jobs))}
+
+
 def run_corpus(work_dir: Path, jobs: int = 2) -> list[CaseResult]:
     """Build the corpus from the real sample under ``work_dir`` and run every case (``jobs`` at a time)."""
     from tests.conftest import coco_sample_dir

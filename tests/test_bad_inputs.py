@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from bench.bad_inputs import CASE_NAMES, SECURITY_CASES, build_corpus, run_cases
+from bench.bad_inputs import CASE_NAMES, SECURITY_CASES, run_named
 from config.loader import load_config
 from tests.conftest import REPO_ROOT
 
@@ -39,25 +39,29 @@ def test_every_case_is_tested_somewhere():
     assert set(CASE_NAMES) == {*NAMES, *SECURITY_CASES, *TESTED_ELSEWHERE}
 
 
-@pytest.fixture(scope="module")
-def corpus(coco_sample, tmp_path_factory):
-    """{name: (case, result)}, every case run once (two at a time)."""
-    cases = build_corpus(coco_sample, tmp_path_factory.mktemp("bad_inputs"), only=NAMES)
-    return {c.name: (c, r) for c, r in zip(cases, run_cases(cases, jobs=2))}
+def case_params(names, needs_fix: dict[str, str]) -> list:
+    """pytest params for ``names``; those waiting for a fix elsewhere are strict xfails (they fail once fixed)."""
+    mark = pytest.mark.xfail
+    return [pytest.param(n, marks=mark(strict=True, reason=needs_fix[n])) if n in needs_fix else n for n in names]
 
 
-@pytest.mark.parametrize(
-    "name",
-    [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=NEEDS_DATASET_FIX[n])) if n in NEEDS_DATASET_FIX
-     else n for n in NAMES],
-)  # fmt: skip
-def test_case_ends_as_expected(corpus, name):
-    case, result = corpus[name]
+def assert_ends_as_expected(case, result) -> None:
     assert result.outcome != "raw_traceback", result.message
     assert not result.partial_output, f"{case.outputs} or a temporary file left behind"
     assert result.outcome == case.expected, result.message
     for word in case.names:
         assert word in result.message, f"the message should name {word!r}: {result.message}"
+
+
+@pytest.fixture(scope="module")
+def corpus(coco_sample, tmp_path_factory):
+    """{name: (case, result)}, every case run once (two at a time)."""
+    return run_named(coco_sample, tmp_path_factory.mktemp("bad_inputs"), NAMES)
+
+
+@pytest.mark.parametrize("name", case_params(NAMES, NEEDS_DATASET_FIX))
+def test_case_ends_as_expected(corpus, name):
+    assert_ends_as_expected(*corpus[name])
 
 
 def stored(case) -> tuple[dict, dict]:

@@ -17,13 +17,13 @@ from bench.bad_inputs import (
     SECURITY_CASES,
     InjectedObject,
     ReducePayload,
-    build_corpus,
-    run_cases,
+    run_named,
     settings_payload,
 )
 from data.coco_to_hdf5 import Source, check_layout, convert
 from models import convert_original
 from tests.conftest import REPO_ROOT
+from tests.test_bad_inputs import assert_ends_as_expected, case_params
 from utils.errors import UserError
 
 NEEDS_DATASET_FIX = {"h5_settings_python_code": "data.dataset.read_settings must use data.coco_to_hdf5.check_layout"}
@@ -71,24 +71,16 @@ def test_no_file_in_the_repo_loads_unsafely():
 @pytest.fixture(scope="module")
 def security_corpus(coco_sample, tmp_path_factory):
     """{name: (case, result)} for the untrusted-file cases of bench.bad_inputs, each run through its command."""
-    cases = build_corpus(coco_sample, tmp_path_factory.mktemp("security"), only=SECURITY_CASES)
-    return {c.name: (c, r) for c, r in zip(cases, run_cases(cases, jobs=2))}
+    return run_named(coco_sample, tmp_path_factory.mktemp("security"), SECURITY_CASES)
 
 
-@pytest.mark.parametrize(
-    "name",
-    [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=NEEDS_DATASET_FIX[n])) if n in NEEDS_DATASET_FIX
-     else n for n in SECURITY_CASES],
-)  # fmt: skip
+@pytest.mark.parametrize("name", case_params(SECURITY_CASES, NEEDS_DATASET_FIX))
 def test_untrusted_input_is_refused_cleanly(security_corpus, name):
     """file_name with '..', absolute, symlink to outside or NUL: refused naming the file_name; a checkpoint with a
     class instance (evaluate --ckpt) or a __reduce__ payload (train.py train.resume=): refused; HDF5 settings
     holding a Python expression (train.py): refused. Nothing is written and no payload runs."""
     case, result = security_corpus[name]
-    assert result.outcome == "clean_error", result.message
-    assert not result.partial_output
-    for word in case.names:
-        assert word in result.message, f"the message should name {word!r}: {result.message}"
+    assert_ends_as_expected(case, result)
     assert not list(case.folder.parent.rglob(PAYLOAD_MARKER))
 
 
