@@ -450,28 +450,29 @@ class ReducePayload:
         return (os.system, (f"touch {self.marker}",))
 
 
-def tampered_checkpoint(base: Path, out: Path, extra: object) -> Path:
-    """``base`` re-saved with one more entry holding ``extra`` (a pickled object)."""
+def _edited_checkpoint(c: _Corpus, name: str, edit: Callable[[dict], object]) -> Path:
+    """The tiny checkpoint, edited in place by ``edit`` and saved as ``<name>.pt``."""
     import torch
 
     from models.weights import read_checkpoint
 
-    ckpt = read_checkpoint(base)
-    ckpt["extra"] = extra
-    torch.save(ckpt, out)
-    return out
+    ckpt = read_checkpoint(c.checkpoint())
+    edit(ckpt)
+    path = c.out / f"{name}.pt"
+    torch.save(ckpt, path)
+    return path
 
 
 @_case
 def _ckpt_pickled_class(c: _Corpus, name: str) -> Case:
-    ckpt = tampered_checkpoint(c.checkpoint(), c.out / f"{name}.pt", InjectedObject())
+    ckpt = _edited_checkpoint(c, name, lambda ckpt: ckpt.update(extra=InjectedObject()))
     return c.eval_case(name, "a checkpoint holding a class instance", "clean_error", ckpt, names=(ckpt.name,))
 
 
 @_case
 def _ckpt_reduce_payload(c: _Corpus, name: str) -> Case:
     case = c.train_case(name, "a checkpoint with a __reduce__ payload, resumed", "clean_error", c.h5())
-    ckpt = tampered_checkpoint(c.checkpoint(), c.out / f"{name}.pt", ReducePayload(c.out / name / PAYLOAD_MARKER))
+    ckpt = _edited_checkpoint(c, name, lambda ckpt: ckpt.update(extra=ReducePayload(c.out / name / PAYLOAD_MARKER)))
     case.argv.append(f"train.resume={ckpt}")
     case.names = (ckpt.name, "weights_only")
     return case
@@ -491,6 +492,23 @@ def _ckpt_other_architecture(c: _Corpus, name: str) -> Case:
     case.argv.append(f"train.resume={c.checkpoint(stacks=2)}")
     case.names = ("stacks",)
     return case
+
+
+@_case
+def _ckpt_nan_weights(c: _Corpus, name: str) -> Case:
+    def poison(ckpt):
+        ckpt["model"] = {k: v * math.nan if v.is_floating_point() else v for k, v in ckpt["model"].items()}
+
+    ckpt = _edited_checkpoint(c, name, poison)
+    what = "a checkpoint of a diverged run (NaN weights)"
+    return c.eval_case(name, what, "clean_error", ckpt, names=(ckpt.name, "NaN"))
+
+
+@_case
+def _ckpt_invalid_config(c: _Corpus, name: str) -> Case:
+    ckpt = _edited_checkpoint(c, name, lambda ckpt: ckpt["config"]["eval"].update(scales="large"))
+    names = (ckpt.name, "eval.scales")
+    return c.eval_case(name, "a checkpoint whose saved config is invalid", "clean_error", ckpt, names=names)
 
 
 CASE_NAMES: tuple[str, ...] = tuple(_BUILDERS)
@@ -542,9 +560,13 @@ def run_case(case: Case, timeout: float = 300) -> CaseResult:
         proc = subprocess.run(case.argv, cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         return CaseResult(case.name, "raw_traceback", bool(leftover_temporaries(case.folder)), f"timed out {timeout}s")
-    outcome, message = classify(proc.returncode, proc.stdout, proc.stderr)
-    failed = proc.returncode != 0
-    partial = any(p.exists() for p in case.outputs) if failed else False
+    return result_of(case, proc.returncode, proc.stdout, proc.stderr)
+
+
+def result_of(case: Case, returncode: int, stdout: str, stderr: str) -> CaseResult:
+    """Classify a finished run of ``case`` (by subprocess, or by calling the command's ``main`` in process)."""
+    outcome, message = classify(returncode, stdout, stderr)
+    partial = returncode != 0 and any(p.exists() for p in case.outputs)
     partial = partial or bool(leftover_temporaries(case.folder))
     return CaseResult(case.name, outcome, partial, message)
 

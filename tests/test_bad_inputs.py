@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 import torch
 
-from bench.bad_inputs import CASE_NAMES, SECURITY_CASES, run_named
+from bench.bad_inputs import CASE_NAMES, SECURITY_CASES, build_corpus, result_of, run_named
 from config.loader import load_config
+from evaluate import coco_eval
 from tests.conftest import REPO_ROOT
 
 NEEDS_DATASET_FIX = {
@@ -32,11 +33,13 @@ TESTED_ELSEWHERE = {
     "h5_other_input_size": "test_engine.py::test_bad_inputs_give_clear_errors",
     "ckpt_truncated": "test_engine.py::test_bad_inputs_give_clear_errors, test_model_weights.py",
 }
-NAMES = [n for n in CASE_NAMES if n not in SECURITY_CASES and n not in TESTED_ELSEWHERE]
+# evaluate --ckpt refuses these before any work, so calling its main() in this process is cheap.
+IN_PROCESS = ("ckpt_nan_weights", "ckpt_invalid_config")
+NAMES = [n for n in CASE_NAMES if n not in {*SECURITY_CASES, *TESTED_ELSEWHERE, *IN_PROCESS}]
 
 
 def test_every_case_is_tested_somewhere():
-    assert set(CASE_NAMES) == {*NAMES, *SECURITY_CASES, *TESTED_ELSEWHERE}
+    assert set(CASE_NAMES) == {*NAMES, *SECURITY_CASES, *TESTED_ELSEWHERE, *IN_PROCESS}
 
 
 def case_params(names, needs_fix: dict[str, str]) -> list:
@@ -62,6 +65,20 @@ def corpus(coco_sample, tmp_path_factory):
 @pytest.mark.parametrize("name", case_params(NAMES, NEEDS_DATASET_FIX))
 def test_case_ends_as_expected(corpus, name):
     assert_ends_as_expected(*corpus[name])
+
+
+@pytest.fixture(scope="module")
+def in_process_cases(coco_sample, tmp_path_factory):
+    return {c.name: c for c in build_corpus(coco_sample, tmp_path_factory.mktemp("in_process"), only=IN_PROCESS)}
+
+
+@pytest.mark.parametrize("name", IN_PROCESS)
+def test_checkpoint_case_in_process(in_process_cases, name, capsys):
+    case = in_process_cases[name]
+    assert case.argv[1:3] == ["-m", "evaluate.coco_eval"]
+    rc = coco_eval.main(case.argv[3:])
+    printed = capsys.readouterr()
+    assert_ends_as_expected(case, result_of(case, rc, printed.out, printed.err))
 
 
 def stored(case) -> tuple[dict, dict]:
