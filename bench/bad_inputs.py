@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from utils.errors import UserError, cli_main
+
 REPO = Path(__file__).resolve().parents[1]
 Outcome = Literal["clean_error", "counted_skip", "raw_traceback", "accepted"]
 OUTCOMES: tuple[Outcome, ...] = ("clean_error", "counted_skip", "raw_traceback", "accepted")
@@ -582,32 +584,36 @@ def run_named(sample_dir: Path, out_dir: Path, names: Iterable[str], jobs: int =
     return {c.name: (c, r) for c, r in zip(cases, run_cases(cases, jobs))}
 
 
-def run_corpus(work_dir: Path, jobs: int = 2) -> list[CaseResult]:
-    """Build the corpus from the real sample under ``work_dir`` and run every case (``jobs`` at a time)."""
+def _sample_dir() -> Path:
     from tests.conftest import coco_sample_dir
 
-    return run_cases(build_corpus(coco_sample_dir(), Path(work_dir) / "corpus"), jobs)
+    root = coco_sample_dir()
+    if not (root / "annotations" / "person_keypoints_sample.json").is_file():
+        raise UserError(f"real COCO sample not found at {root}: set SIMPLEPOSE_COCO_SAMPLE to its folder")
+    return root
 
 
+def run_corpus(work_dir: Path, jobs: int = 2) -> list[CaseResult]:
+    """Build the corpus from the real sample under ``work_dir`` and run every case (``jobs`` at a time)."""
+    return run_cases(build_corpus(_sample_dir(), Path(work_dir) / "corpus"), jobs)
+
+
+@cli_main
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.bad_inputs", description=__doc__.split("\n\n")[0])
     p.add_argument("--work-dir", type=Path, help="where to build the corpus (default: a temporary folder)")
     p.add_argument("--jobs", type=int, default=2, help="cases run at the same time")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        work = args.work_dir or Path(tmp)
-        from tests.conftest import coco_sample_dir
-
-        cases = build_corpus(coco_sample_dir(), work / "corpus")
+        cases = build_corpus(_sample_dir(), (args.work_dir or Path(tmp)) / "corpus")
         results = run_cases(cases, args.jobs)
     width = max(map(len, CASE_NAMES))
     wrong = 0
     for case, r in zip(cases, results):
         ok = r.outcome == case.expected and not r.partial_output
         wrong += not ok
-        flag = "ok  " if ok else "FAIL"
         partial = " PARTIAL OUTPUT" if r.partial_output else ""
-        print(f"{flag} {r.name:<{width}}  {r.outcome:<13}{partial}  {r.message[:160]}")
+        print(f"{'ok  ' if ok else 'FAIL'} {r.name:<{width}}  {r.outcome:<13}{partial}  {case.what}: {r.message[:150]}")
     totals = Counter(r.outcome for r in results)
     print(
         f"{len(results)} cases: "
