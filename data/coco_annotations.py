@@ -15,6 +15,7 @@ are dropped and listed); the file-level problems stay errors.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -151,7 +152,10 @@ def _annotation_problem(ann: dict, image_ids: set[int]) -> str | None:
 
 
 def _is_number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v)
+    """A finite JSON number (math.isfinite: about 10x faster than numpy on scalars; 13 M values in train2017)."""
+    if isinstance(v, float):
+        return math.isfinite(v)
+    return isinstance(v, int) and not isinstance(v, bool) and abs(v) < 1e15
 
 
 def segmentation_mask(ann: dict, height: int, width: int) -> np.ndarray:
