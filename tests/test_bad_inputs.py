@@ -18,10 +18,6 @@ from config.loader import load_config
 from evaluate import coco_eval
 from tests.conftest import REPO_ROOT
 
-NEEDS_DATASET_FIX = {
-    "h5_settings_not_a_dict": "data.dataset.read_settings must validate with data.coco_to_hdf5.check_layout",
-    "h5_dataset_missing": "data.dataset.read_settings must validate with data.coco_to_hdf5.check_layout",
-}
 # Corpus cases whose behaviour an existing test already asserts (they still run in `python -m bench.bad_inputs`).
 TESTED_ELSEWHERE = {
     "json_truncated": "test_data_convert.py::test_malformed_annotations_fail_cleanly",
@@ -42,12 +38,6 @@ def test_every_case_is_tested_somewhere():
     assert set(CASE_NAMES) == {*NAMES, *SECURITY_CASES, *TESTED_ELSEWHERE, *IN_PROCESS}
 
 
-def case_params(names, needs_fix: dict[str, str]) -> list:
-    """pytest params for ``names``; those waiting for a fix elsewhere are strict xfails (they fail once fixed)."""
-    mark = pytest.mark.xfail
-    return [pytest.param(n, marks=mark(strict=True, reason=needs_fix[n])) if n in needs_fix else n for n in names]
-
-
 def assert_ends_as_expected(case, result) -> None:
     assert result.outcome != "raw_traceback", result.message
     assert not result.partial_output, f"{case.outputs} or a temporary file left behind"
@@ -62,7 +52,7 @@ def corpus(coco_sample, tmp_path_factory):
     return run_named(coco_sample, tmp_path_factory.mktemp("bad_inputs"), NAMES)
 
 
-@pytest.mark.parametrize("name", case_params(NAMES, NEEDS_DATASET_FIX))
+@pytest.mark.parametrize("name", NAMES)
 def test_case_ends_as_expected(corpus, name):
     assert_ends_as_expected(*corpus[name])
 

@@ -23,10 +23,8 @@ from bench.bad_inputs import (
 from data.coco_to_hdf5 import Source, check_layout, convert
 from models import convert_original
 from tests.conftest import REPO_ROOT
-from tests.test_bad_inputs import assert_ends_as_expected, case_params
+from tests.test_bad_inputs import assert_ends_as_expected
 from utils.errors import UserError
-
-NEEDS_DATASET_FIX = {"h5_settings_python_code": "data.dataset.read_settings must use data.coco_to_hdf5.check_layout"}
 
 # ------------------------------------------------------------------------------------- the source tree
 
@@ -74,7 +72,7 @@ def security_corpus(coco_sample, tmp_path_factory):
     return run_named(coco_sample, tmp_path_factory.mktemp("security"), SECURITY_CASES)
 
 
-@pytest.mark.parametrize("name", case_params(SECURITY_CASES, NEEDS_DATASET_FIX))
+@pytest.mark.parametrize("name", SECURITY_CASES)
 def test_untrusted_input_is_refused_cleanly(security_corpus, name):
     """file_name with '..', absolute, symlink to outside or NUL: refused naming the file_name; a checkpoint with a
     class instance (evaluate --ckpt) or a __reduce__ payload (train.py train.resume=): refused; HDF5 settings
