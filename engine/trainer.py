@@ -447,9 +447,11 @@ class Trainer:
             if not isinstance(e, Exception):
                 raise
             message = str(e)
-            if not (message.startswith("Caught ") and " in DataLoader worker process " in message) and not (
-                isinstance(e, RuntimeError) and "DataLoader worker (pid" in message
-            ):
+            died = isinstance(e, RuntimeError) and "DataLoader worker (pid" in message
+            # a worker killed while handing over a batch breaks the connection the batch's memory comes through
+            if isinstance(e, (ConnectionError, EOFError)) and self.cfg.data.num_workers > 0:
+                message = f"the connection to a DataLoader worker broke ({type(e).__name__}: {e})"
+            elif not (message.startswith("Caught ") and " in DataLoader worker process " in message) and not died:
                 raise
             if message.startswith("Caught "):
                 raise UserError(worker_error_message(message)) from None
