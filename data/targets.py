@@ -127,8 +127,21 @@ def _limb_fields(p1: np.ndarray, p2: np.ndarray, grid_hw, stride: int):
     return perp_r, perp_c, along_r, along_c, length[:, 0].astype(np.float32)
 
 
+def _box_cells(boxes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every cell of every box, flattened: (segment, row, col) int64 arrays, box after box, row-major within."""
+    heights, widths = boxes[:, 1] - boxes[:, 0], boxes[:, 3] - boxes[:, 2]
+    sizes = heights * widths
+    seg = np.repeat(np.arange(len(boxes)), sizes)
+    k = np.arange(len(seg)) - np.repeat(np.cumsum(sizes) - sizes, sizes)  # position within the box
+    row, col = np.divmod(k, widths[seg])
+    return seg, row + boxes[seg, 0], col + boxes[seg, 2]
+
+
 def _draw_limbs(out: np.ndarray, keypoints: np.ndarray, stride: int, cfg: TargetConfig) -> None:
-    """Write the 30 limb maps into ``out`` (30, h, w), which must be zero on entry."""
+    """Write the 30 limb maps into ``out`` (30, h, w), C-contiguous and zero on entry.
+
+    All segments' box cells are evaluated in one flat pass and scattered into ``out`` (no per-segment loop).
+    """
     grid_hw = out.shape[1:]
     faithful = cfg.limb_mode == "faithful"
     if faithful:
@@ -138,45 +151,33 @@ def _draw_limbs(out: np.ndarray, keypoints: np.ndarray, stride: int, cfg: Target
     limbs, p1, p2, boxes = _limb_segments(keypoints, pad, grid_hw, stride)
     if not len(limbs):
         return
+    if not out.flags.c_contiguous:
+        raise ValueError("the limb maps must be C-contiguous")
     perp_r, perp_c, along_r, along_c, length = _limb_fields(p1, p2, grid_hw, stride)
+    h, w = grid_hw
+    seg, row, col = _box_cells(boxes)
+    at_row, at_col = seg * h + row, seg * w + col
+    d = perp_r.take(at_row) + perp_c.take(at_col)
     scale = np.float32(-1.0 / (2.0 * cfg.limb_sigma**2))
-    values = []
-    for n, (y0, y1, x0, x1) in enumerate(boxes):
-        d = perp_r[n, y0:y1, None] + perp_c[n, x0:x1]
-        if faithful:
-            e = np.exp(d * d * scale)
-            e[e <= cfg.limb_gaussian_thre] = cfg.limb_floor
-        else:  # beyond the ends, the distance is to the nearer end point
-            t = along_r[n, y0:y1, None] + along_c[n, x0:x1]
-            beyond = (t - np.clip(t, 0, 1)) * length[n]
-            e = np.exp((d * d + beyond * beyond) * scale)
-            e[e < cfg.limb_gaussian_thre] = 0
-        values.append(e)
-    starts = np.flatnonzero(np.r_[True, limbs[1:] != limbs[:-1]])
-    ends = np.r_[starts[1:], len(limbs)]
-    total = count = None
-    for s, e in zip(starts, ends):
-        k = limbs[s]
-        if e - s == 1 or not faithful:  # one person, or fixed mode: max over people
-            for i in range(s, e):
-                y0, y1, x0, x1 = boxes[i]
-                region = out[k, y0:y1, x0:x1]
-                np.maximum(region, values[i], out=region)
-            continue
-        # Faithful: mean over the people whose box covers the cell (spec 7.3, the 0.505 crossing case).
-        if total is None:
-            total = np.zeros(grid_hw, np.float32)
-            count = np.zeros(grid_hw, np.float32)
-        y0, x0 = boxes[s:e, 0].min(), boxes[s:e, 2].min()
-        y1, x1 = boxes[s:e, 1].max(), boxes[s:e, 3].max()
-        total[y0:y1, x0:x1] = 0
-        count[y0:y1, x0:x1] = 0
-        for i in range(s, e):
-            by0, by1, bx0, bx1 = boxes[i]
-            total[by0:by1, bx0:bx1] += values[i]
-            count[by0:by1, bx0:bx1] += 1
-        t, c = total[y0:y1, x0:x1], count[y0:y1, x0:x1]
-        np.divide(t, c, out=out[k, y0:y1, x0:x1], where=c > 0)
+    cell = limbs[seg] * (h * w) + row * w + col  # flat index into out
+    flat = out.reshape(-1)
+    if not faithful:  # beyond the ends, the distance is to the nearer end point; max over people
+        t = along_r.take(at_row) + along_c.take(at_col)
+        beyond = (t - np.clip(t, 0, 1)) * length[seg]
+        e = np.exp((d * d + beyond * beyond) * scale)
+        e[e < cfg.limb_gaussian_thre] = 0
+        np.maximum.at(flat, cell, e)
+        return
+    e = np.exp(d * d * scale)
+    e[e <= cfg.limb_gaussian_thre] = cfg.limb_floor
+    # Faithful: mean over the people whose box covers the cell (spec 7.3, the 0.505 crossing case): sums in
+    # person order, then divided by the count where a limb has several people.
+    np.add.at(flat, cell, e)
+    shared = (np.bincount(limbs, minlength=sk.NUM_LIMBS) > 1)[limbs][seg]
+    if shared.any():
+        cells, count = np.unique(cell[shared], return_counts=True)
+        cells, count = cells[count > 1], count[count > 1]
+        flat[cells] /= count.astype(np.float32)
 
 
 def limb_heatmaps(keypoints: np.ndarray, grid_hw: tuple[int, int], stride: int, cfg: TargetConfig) -> np.ndarray:
