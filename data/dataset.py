@@ -38,6 +38,7 @@ from torch.utils.data import default_collate
 from config import skeleton as sk
 from config.schema import Config
 from data import augment
+from data.blob_reader import BlobReader, map_file
 from data.coco_to_hdf5 import FORMAT_VERSION, MASK_IGNORE_BIT, MASK_PERSON_BIT, decode_mask_runs
 from data.targets import downscale_targets, draw_targets
 from utils.errors import UserError
@@ -45,6 +46,8 @@ from utils.errors import UserError
 # Look-up tables from the stored mask code (bit 0 ignore, bit 1 person) to the two {0,255} masks.
 _LUT_MISS = np.array([0 if c & MASK_IGNORE_BIT else 255 for c in range(256)], np.uint8)
 _LUT_ALL = np.array([255 if c & MASK_PERSON_BIT else 0 for c in range(256)], np.uint8)
+# Both at once: little-endian uint16 (mask_miss, mask_all) byte pairs, so that one run is one element.
+_LUT_BOTH = (_LUT_MISS | _LUT_ALL.astype(np.uint16) << 8).astype("<u2")
 # COCO annotations refer to the stored pixel layout, so EXIF orientation is ignored.
 _REDUCED_FLAGS = {f: flag | cv2.IMREAD_IGNORE_ORIENTATION for f, flag in (
     (1, cv2.IMREAD_COLOR), (2, cv2.IMREAD_REDUCED_COLOR_2), (4, cv2.IMREAD_REDUCED_COLOR_4),
@@ -235,12 +238,14 @@ class SimplePoseDataset(torch.utils.data.Dataset):
         state["_file"], state["_blobs"], state["_file_pid"] = None, {}, -1
         return state
 
-    def _blob(self, name: str) -> h5py.Dataset:
-        """Dataset ``images/<name>`` of this process's own handle on the file (opened on first use)."""
+    def _blob(self, name: str) -> BlobReader:
+        """The reader of dataset ``images/<name>`` on this process's own handle on the file (opened on first use)."""
         if self._file is None or self._file_pid != os.getpid():
             self._file = _open(self.path)
             self._file_pid = os.getpid()
-            self._blobs = {k: self._file[f"images/{k}"] for k in ("jpeg", "mask_values", "mask_lengths")}
+            buffer = map_file(self.path)
+            names = ("jpeg", "mask_values", "mask_lengths")
+            self._blobs = {k: BlobReader(self._file[f"images/{k}"], buffer) for k in names}
         return self._blobs[name]
 
     def rng(self, index: int, epoch: int | None = None) -> np.random.Generator:
@@ -259,16 +264,17 @@ class SimplePoseDataset(torch.utils.data.Dataset):
         return self.keypoints[order], self.bbox[main]
 
     def read_jpeg(self, image: int) -> np.ndarray:
-        a, b = self.jpeg_offsets[image], self.jpeg_offsets[image + 1]
-        return self._blob("jpeg")[a:b]
+        return self._blob("jpeg").read(self.jpeg_offsets[image], self.jpeg_offsets[image + 1])
 
-    def read_masks(self, image: int, which: tuple[np.ndarray, ...]) -> np.ndarray:
-        """An image's masks, (H0, W0, len(which)) uint8 {0, 255}: one per look-up table in ``which``
-        (``_LUT_MISS``, ``_LUT_ALL``), expanded straight from the stored runs (no per-pixel look-up)."""
+    def read_masks(self, image: int, both: bool) -> np.ndarray:
+        """An image's masks as uint8 {0, 255}, expanded straight from the stored runs (no per-pixel look-up):
+        (H0, W0, 2) (mask_miss, mask_all) if ``both``, else mask_all alone, (H0, W0)."""
         a, b = self.mask_offsets[image], self.mask_offsets[image + 1]
-        values, lengths = self._blob("mask_values")[a:b], self._blob("mask_lengths")[a:b]
-        per_run = np.stack([lut[values] for lut in which], axis=1)
-        return decode_mask_runs(per_run, lengths, int(self.height[image]), int(self.width[image]))
+        values, lengths = self._blob("mask_values").read(a, b), self._blob("mask_lengths").read(a, b)
+        h, w = int(self.height[image]), int(self.width[image])
+        if not both:
+            return decode_mask_runs(_LUT_ALL[values], lengths, h, w)
+        return decode_mask_runs(_LUT_BOTH[values], lengths, h, w).view(np.uint8).reshape(h, w, 2)
 
     def decode_image(self, image: int, matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Decode the JPEG, at a reduced size when the affine shrinks it enough; returns it and the matrix
@@ -288,8 +294,9 @@ class SimplePoseDataset(torch.utils.data.Dataset):
         return img, matrix @ up
 
     # ------------------------------------------------------------------ one sample
-    def sample_params(self, index: int) -> augment.AugmentParams:
-        return augment.random_params(self.rng(index), self.cfg.augment) if self.train else augment.IDENTITY
+    def sample_params(self, index: int, epoch: int | None = None) -> augment.AugmentParams:
+        """The augmentation of sample ``index`` in ``epoch`` (default: the current epoch)."""
+        return augment.random_params(self.rng(index, epoch), self.cfg.augment) if self.train else augment.IDENTITY
 
     def warp_masks(self, image: int, matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(mask_miss, mask_all) on the output grid, float32 in [0, 1] (1 = supervise / person)."""
@@ -297,11 +304,11 @@ class SimplePoseDataset(torch.utils.data.Dataset):
         if not self.has_ignore[image] and not self.has_person[image]:
             return np.ones(self.grid_hw, np.float32), np.zeros(self.grid_hw, np.float32)
         if not self.has_ignore[image]:  # mask_miss is all "supervise", and so is the border
-            person = self.read_masks(image, (_LUT_ALL,))[..., 0]
+            person = self.read_masks(image, both=False)
             return np.ones(self.grid_hw, np.float32), augment.warp_mask_to_grid(
                 person, matrix, self.input_hw, self.stride, 0, ss
             )
-        both = self.read_masks(image, (_LUT_MISS, _LUT_ALL))
+        both = self.read_masks(image, both=True)
         warped = augment.warp_mask_to_grid(both, matrix, self.input_hw, self.stride, (255, 0), ss)
         return np.ascontiguousarray(warped[..., 0]), np.ascontiguousarray(warped[..., 1])
 
@@ -324,7 +331,8 @@ class SimplePoseDataset(torch.utils.data.Dataset):
         cfg = self.cfg
         with stage("read+decode"):
             image = int(self.sample_image[index])
-            params = self.sample_params(index) if params is None else params
+            epoch = self.epoch  # read once: set_epoch may run meanwhile in the main process
+            params = self.sample_params(index, epoch) if params is None else params
             matrix, keypoints = self.place(index, params)
             pixels, pixel_matrix = self.decode_image(image, matrix)
         with stage("augment"):
@@ -347,7 +355,7 @@ class SimplePoseDataset(torch.utils.data.Dataset):
                 "meta": {
                     "image_id": int(self.image_id[image]),
                     "index": index,
-                    "epoch": self.epoch,
+                    "epoch": epoch,
                     "flip": params.flip,
                 },
             }

@@ -201,3 +201,25 @@ def test_uint8_images_become_the_float_images_of_before(train_set):
     np.testing.assert_array_max_ulp(as_float[1].numpy(), padded.transpose(2, 0, 1), maxulp=1)
     with pytest.raises(TypeError):
         images_to_float(as_float)
+
+
+def test_blob_reader_reads_what_h5py_reads(coco_sample_h5, tmp_path):
+    import h5py
+
+    from data.blob_reader import BlobReader, map_file
+
+    rng = np.random.default_rng(0)
+    compressed = tmp_path / "compressed.h5"
+    with h5py.File(compressed, "w") as f:
+        f.create_dataset("x", data=np.arange(5000, dtype=np.uint32), chunks=(512,), compression="gzip")
+    for path, names in ((coco_sample_h5, ("images/jpeg", "images/mask_lengths", "images/jpeg_offsets")),
+                        (compressed, ("x",))):  # fmt: skip
+        with h5py.File(path, "r", locking=False) as f:
+            buffer = map_file(str(path))
+            for name in names:
+                reader = BlobReader(f[name], buffer)
+                assert reader.mapped == (name != "x")  # gzip: read through h5py
+                n = len(f[name])
+                for a, b in [(0, n), (n - 1, n), (3, 3)] + [sorted(rng.integers(0, n + 1, 2)) for _ in range(30)]:
+                    got = reader.read(a, b)
+                    assert got.dtype == f[name].dtype and np.array_equal(got, f[name][a:b])
