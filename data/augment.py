@@ -89,10 +89,9 @@ def tint(image_bgr: np.ndarray, hsv: tuple[int, int, int], hue_wrap: bool = Fals
     Saturation and value are clipped to 0..255; hue is clipped to 0..179 (the original) or wrapped."""
     levels = np.arange(256, dtype=np.int32)
     hue = (levels + hsv[0]) % 180 if hue_wrap else np.clip(levels + hsv[0], 0, 179)
-    luts = [hue] + [np.clip(levels + off, 0, 255) for off in hsv[1:]]
-    channels = cv2.split(cv2.cvtColor(image_bgr, cv2.COLOR_BGR2HSV))
-    shifted = [cv2.LUT(c, lut.astype(np.uint8)) for c, lut in zip(channels, luts)]
-    return cv2.cvtColor(cv2.merge(shifted), cv2.COLOR_HSV2BGR, dstCn=4)
+    lut = np.stack([hue] + [np.clip(levels + off, 0, 255) for off in hsv[1:]], axis=1)  # (256, 3): one per channel
+    shifted = cv2.LUT(cv2.cvtColor(image_bgr, cv2.COLOR_BGR2HSV), lut.astype(np.uint8)[:, None])
+    return cv2.cvtColor(shifted, cv2.COLOR_HSV2BGR, dstCn=4)
 
 
 def sampled_region(image_hw: tuple[int, int], matrix: np.ndarray, input_hw: tuple[int, int]) -> tuple[int, ...]:
