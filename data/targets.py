@@ -43,27 +43,33 @@ def _visible(keypoints: np.ndarray) -> np.ndarray:
 
 
 def _draw_keypoints(out: np.ndarray, keypoints: np.ndarray, stride: int, cfg: TargetConfig) -> None:
-    """Max-combine every person's keypoint Gaussians into ``out`` (18, h, w), in place.
+    """Max-combine every person's keypoint Gaussians into ``out`` (18, h, w), C-contiguous, in place.
 
     Window: cells round(x/stride) - r .. + r (r = ``keypoint_window_radius``), clipped to the grid (spec 7.2).
-    The 1-D Gaussians of all windows are computed at once; each window is then one outer product.
+    The 1-D Gaussians of all windows are computed at once, each window is their outer product; a person's windows
+    lie in different channels, so they are max-combined into ``out`` together, one person at a time.
     """
     h, w = out.shape[1:]
     r = keypoint_window_radius(cfg, stride)
     people, joints = np.nonzero(_visible(keypoints))
     if not len(people):
         return
+    if not out.flags.c_contiguous:
+        raise ValueError("the keypoint maps must be C-contiguous")
     xy = keypoints[people, joints, :2].astype(np.float64)
     first = np.rint(xy / stride).astype(np.int64) - r  # half-to-even like Python's round
-    cells = first[:, :, None] + np.arange(2 * r + 1)  # (N, 2, 2r+1)
+    cells = first[:, :, None] + np.arange(2 * r + 1)  # (N, 2, 2r+1): x cells, then y cells
     centres = cells * stride + (stride / 2 - 0.5)
     gauss = np.exp((centres - xy[:, :, None]) ** 2 * (-1.0 / (2.0 * cfg.sigma**2))).astype(np.float32)
-    lo = np.maximum(first, 0)
-    hi = np.minimum(first + 2 * r + 1, (w, h))
-    for n in np.flatnonzero((hi > lo).all(axis=1)):
-        (x0, y0), (x1, y1), (fx, fy) = lo[n], hi[n], first[n]
-        block = out[joints[n], y0:y1, x0:x1]
-        np.maximum(block, np.outer(gauss[n, 1, y0 - fy : y1 - fy], gauss[n, 0, x0 - fx : x1 - fx]), out=block)
+    windows = gauss[:, 1, :, None] * gauss[:, 0, None, :]  # (N, 2r+1, 2r+1): rows y, columns x
+    cx, cy = cells[:, 0, None, :], cells[:, 1, :, None]
+    inside = (cy >= 0) & (cy < h) & (cx >= 0) & (cx < w)
+    flat_index = (joints[:, None, None] * h + cy) * w + cx
+    flat = out.reshape(-1)
+    for p in np.unique(people):
+        mine = (people == p)[:, None, None] & inside
+        at, values = flat_index[mine], windows[mine]
+        flat[at] = np.maximum(flat[at], values)
 
 
 def keypoint_heatmaps(keypoints: np.ndarray, grid_hw: tuple[int, int], stride: int, cfg: TargetConfig) -> np.ndarray:
@@ -108,12 +114,12 @@ def _limb_segments(keypoints: np.ndarray, pad: float, grid_hw, stride: int):
     return limbs[keep], p1[keep], p2[keep], boxes
 
 
-def _limb_fields(p1: np.ndarray, p2: np.ndarray, grid_hw, stride: int):
+def _limb_fields(p1: np.ndarray, p2: np.ndarray, grid_hw, stride: int, along: bool = True):
     """Separable parts of every segment's geometry over the whole grid, float32, all segments at once.
 
     For segment n and cell (row i, col j): signed distance to the line = ``perp_r[n, i] + perp_c[n, j]``
     (the original's ``cross / (length + 1e-6)``), projection parameter along the segment (0 at p1, 1 at p2)
-    = ``along_r[n, i] + along_c[n, j]``. Returns (perp_r, perp_c, along_r, along_c, length).
+    = ``along_r[n, i] + along_c[n, j]`` (None unless ``along``). Returns (perp_r, perp_c, along_r, along_c, length).
     """
     gx = _cell_centres(0, grid_hw[1], stride)
     gy = _cell_centres(0, grid_hw[0], stride)
@@ -122,6 +128,8 @@ def _limb_fields(p1: np.ndarray, p2: np.ndarray, grid_hw, stride: int):
     norm = length + 1e-6  # the original's guard, kept for exact values
     perp_r = (d[:, :1] * (p1[:, 1:] - gy) / norm).astype(np.float32)
     perp_c = (-d[:, 1:] * (p1[:, :1] - gx) / norm).astype(np.float32)
+    if not along:
+        return perp_r, perp_c, None, None, length[:, 0].astype(np.float32)
     along_r = ((gy - p1[:, 1:]) * d[:, 1:] / length**2).astype(np.float32)
     along_c = ((gx - p1[:, :1]) * d[:, :1] / length**2).astype(np.float32)
     return perp_r, perp_c, along_r, along_c, length[:, 0].astype(np.float32)
@@ -153,7 +161,7 @@ def _draw_limbs(out: np.ndarray, keypoints: np.ndarray, stride: int, cfg: Target
         return
     if not out.flags.c_contiguous:
         raise ValueError("the limb maps must be C-contiguous")
-    perp_r, perp_c, along_r, along_c, length = _limb_fields(p1, p2, grid_hw, stride)
+    perp_r, perp_c, along_r, along_c, length = _limb_fields(p1, p2, grid_hw, stride, along=not faithful)
     h, w = grid_hw
     seg, row, col = _box_cells(boxes)
     at_row, at_col = seg * h + row, seg * w + col
