@@ -2,12 +2,21 @@
 
 JSON is parsed as data (``json.load``), never evaluated. Every problem with the file is a ``UserError`` naming
 the file, the image or annotation and the field.
+
+What is legal COCO and kept: images without people, keypoints outside their image (negative or past the
+border; augmentation can bring them into the crop), zero-area boxes (the person is kept for the masks and as
+an "other person", but cannot be a main person: its box gives no scale). What is corrupt and refused: invalid
+JSON, duplicate image or annotation ids, a keypoint list that is not 17 x [x, y, v] finite numbers with v in
+{0, 1, 2}, a box with a negative or non-finite size, an annotation of an image that is not listed. With
+``skip_bad`` the images of corrupt annotations are skipped and listed instead (annotations of unlisted images
+are dropped and listed); the file-level problems stay errors.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -26,14 +35,26 @@ class CocoKeypoints:
     path: Path
     images: list[dict]
     annotations_by_image: dict[int, list[dict]]
+    bad: list[dict] = field(default_factory=list)  # with skip_bad: {"annotation_id", "image_id", "reason"}
+
+    @property
+    def bad_image_ids(self) -> set[int]:
+        return {b["image_id"] for b in self.bad}
 
 
 def _fix_hint(path: Path) -> str:
     return f"fix or re-download {path} (it must be a COCO person_keypoints_*.json file)"
 
 
-def load_coco_keypoints(path: str | Path) -> CocoKeypoints:
-    """Load and validate a COCO person_keypoints JSON file."""
+_SKIP_HINT = "; or pass --skip-bad to skip the images of such annotations (listed in the output file's settings)"
+
+
+def load_coco_keypoints(path: str | Path, skip_bad: bool = False) -> CocoKeypoints:
+    """Load and validate a COCO person_keypoints JSON file.
+
+    ``skip_bad``: an annotation with bad values does not stop the load; it is listed in ``bad`` and its image
+    should be skipped (``bad_image_ids``), since a person missing from an image would teach wrong negatives.
+    """
     path = Path(path)
     if not path.is_file():
         raise UserError(f"annotation file {path} not found; pass the COCO person_keypoints_*.json file")
@@ -71,47 +92,70 @@ def load_coco_keypoints(path: str | Path) -> CocoKeypoints:
         images.append({k: img[k] for k in ("id", "file_name", "width", "height")})
 
     by_image: dict[int, list[dict]] = {}
+    bad: list[dict] = []
+    ann_ids: dict[int, int] = {}
     for i, ann in enumerate(data["annotations"]):
         if isinstance(ann, dict) and ann.get("category_id", PERSON_CATEGORY) != PERSON_CATEGORY:
             continue
-        _check_annotation(ann, i, path, seen)
-        by_image.setdefault(ann["image_id"], []).append(ann)
-    return CocoKeypoints(path, images, by_image)
+        where = f"annotation file {path}, annotations[{i}]"
+        if not isinstance(ann, dict):
+            raise UserError(f"{where} is not an object; {_fix_hint(path)}")
+        ann_id = ann.get("id")
+        where += f" (id {ann_id if ann_id is not None else '?'})"
+        if isinstance(ann_id, int) and ann_id in ann_ids:
+            raise UserError(
+                f"{where}: annotation id {ann_id} appears twice (also annotations[{ann_ids[ann_id]}]); the file "
+                f"was probably merged from overlapping parts: remove the duplicates, or {_fix_hint(path)}"
+            )
+        if isinstance(ann_id, int):
+            ann_ids[ann_id] = i
+        problem = _annotation_problem(ann, seen)
+        if problem is None:
+            by_image.setdefault(ann["image_id"], []).append(ann)
+        elif skip_bad:
+            bad.append({"annotation_id": ann_id, "image_id": ann.get("image_id"), "reason": problem})
+        else:
+            raise UserError(f"{where}: {problem}; {_fix_hint(path)}{_SKIP_HINT}")
+    return CocoKeypoints(path, images, by_image, bad)
 
 
-def _check_annotation(ann, i: int, path: Path, image_ids: set[int]) -> None:
-    where = f"annotation file {path}, annotations[{i}]"
-    if not isinstance(ann, dict):
-        raise UserError(f"{where} is not an object; {_fix_hint(path)}")
-    where += f" (id {ann.get('id', '?')})"
+def _annotation_problem(ann: dict, image_ids: set[int]) -> str | None:
+    """What is wrong with one person annotation (naming the field), or None."""
     for key in _ANNOTATION_FIELDS:
         if key not in ann:
-            raise UserError(f"{where} has no '{key}' field; {_fix_hint(path)}")
+            return f"has no '{key}' field"
     if ann["image_id"] not in image_ids:
-        raise UserError(f"{where} refers to image_id {ann['image_id']}, which is not in 'images'; {_fix_hint(path)}")
+        return f"refers to image_id {ann['image_id']}, which is not in 'images'"
     kp = ann["keypoints"]
-    if not isinstance(kp, list) or len(kp) != 51 or not all(_is_number(v) for v in kp):
+    if not isinstance(kp, list) or len(kp) != 51:
         n = len(kp) if isinstance(kp, list) else type(kp).__name__
-        raise UserError(f"{where}: 'keypoints' must be 51 numbers (17 x [x, y, v]), got {n}; {_fix_hint(path)}")
+        return f"'keypoints' must be 51 numbers (17 x [x, y, v]), got {n}"
+    if not all(_is_number(v) for v in kp):
+        j = next(j for j, v in enumerate(kp) if not _is_number(v))
+        return f"'keypoints'[{j}] (keypoint {j // 3}, {'xyv'[j % 3]}) is {kp[j]!r}, not a finite number"
+    if any(v not in (0, 1, 2) for v in kp[2::3]):
+        return f"'keypoints' visibility flags must be 0, 1 or 2, got {sorted(set(kp[2::3]) - {0, 1, 2})}"
     bbox = ann["bbox"]
     if not isinstance(bbox, list) or len(bbox) != 4 or not all(_is_number(v) for v in bbox):
-        raise UserError(f"{where}: 'bbox' must be 4 numbers [x, y, w, h]; {_fix_hint(path)}")
+        return f"'bbox' must be 4 finite numbers [x, y, w, h], got {bbox!r}"
+    if bbox[2] < 0 or bbox[3] < 0:
+        return f"'bbox' {bbox} has a negative width or height"
     if not _is_number(ann["area"]) or not isinstance(ann["num_keypoints"], int) or ann["iscrowd"] not in (0, 1):
-        raise UserError(
-            f"{where}: 'area' must be a number, 'num_keypoints' an integer, 'iscrowd' 0 or 1; {_fix_hint(path)}"
-        )
+        return "'area' must be a number, 'num_keypoints' an integer, 'iscrowd' 0 or 1"
     seg = ann["segmentation"]
     if ann["iscrowd"]:
         ok = isinstance(seg, dict) and "counts" in seg and "size" in seg
     else:
         ok = isinstance(seg, list) and all(isinstance(p, list) and all(_is_number(v) for v in p) for p in seg)
         ok = ok or (isinstance(seg, dict) and "counts" in seg and "size" in seg)
-    if not ok:
-        raise UserError(f"{where}: 'segmentation' must be polygons, or an RLE for a crowd; {_fix_hint(path)}")
+    return None if ok else "'segmentation' must be polygons, or an RLE for a crowd"
 
 
 def _is_number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and np.isfinite(v)
+    """A finite JSON number (math.isfinite: about 10x faster than numpy on scalars; 13 M values in train2017)."""
+    if isinstance(v, float):
+        return math.isfinite(v)
+    return isinstance(v, int) and not isinstance(v, bool) and abs(v) < 1e15
 
 
 def segmentation_mask(ann: dict, height: int, width: int) -> np.ndarray:
@@ -163,12 +207,14 @@ def main_person_indices(anns: list[dict], stale_bbox_bug: bool = False) -> list[
     A person is main iff it has >= 5 keypoints, area >= 32*32, and its bbox centre is at least 0.3 * ref away
     from every main person chosen before it, where ref = max(w, h) of that earlier main person's bbox.
     ``stale_bbox_bug=True`` reproduces the original, which used the image's last annotation's bbox for ref.
+    Unlike the original, a person with a zero-width or zero-height box is never main: augmentation scales the
+    sample by the box height, which would divide by zero (``has_empty_box``).
     """
     chosen: list[tuple[float, float, float]] = []  # (cx, cy, ref)
     out = []
     last_bbox = anns[-1]["bbox"] if anns else None
     for i, ann in enumerate(anns):
-        if ann["iscrowd"] or ann["num_keypoints"] < 5 or ann["area"] < 32 * 32:
+        if ann["iscrowd"] or ann["num_keypoints"] < 5 or ann["area"] < 32 * 32 or has_empty_box(ann):
             continue
         x, y, w, h = ann["bbox"]
         cx, cy = x + w / 2, y + h / 2
@@ -178,3 +224,8 @@ def main_person_indices(anns: list[dict], stale_bbox_bug: bool = False) -> list[
         chosen.append((cx, cy, max(ref_box[2], ref_box[3])))
         out.append(i)
     return out
+
+
+def has_empty_box(ann: dict) -> bool:
+    """The annotation's bbox has zero width or height (legal COCO, but useless for scaling a sample)."""
+    return ann["bbox"][2] <= 0 or ann["bbox"][3] <= 0

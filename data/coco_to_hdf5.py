@@ -5,10 +5,16 @@
 
 Options: ``--split train2017+val2017 --val-images coco/val2017 --val-annotations .../person_keypoints_val2017.json``
 adds val2017 from its 101st image on (the paper's training set, spec 4.6; evaluating on val2017 is then
-contaminated); ``--skip-bad`` skips missing or corrupt images with a warning (counted in the settings);
-``--main-person-bbox-bug`` reproduces the original's main-person spacing (spec 4.4, bug 1).
+contaminated); ``--skip-bad`` skips, with a warning, missing or corrupt images and the images of corrupt
+annotations (listed in the settings' ``skipped``); ``--main-person-bbox-bug`` reproduces the original's
+main-person spacing (spec 4.4, bug 1).
 
 Only images with at least one main person (spec 4.4) are stored; each main person is one sample (spec 4.5).
+Left out and counted (``counts``, and the summary line): images without a main person (legal, e.g. no
+people), people with a zero-area box as main persons (they stay as other persons). Always refused, even with
+``--skip-bad``: invalid JSON, duplicate image or annotation ids, an image ``file_name`` that leads outside
+``--images`` (``..``, an absolute path, a symlink to elsewhere). All image paths are checked, and all missing
+files listed, before anything is converted.
 Images are kept as their ORIGINAL JPEG bytes (no re-encoding), checked to decode at the size the JSON states.
 Bounding boxes are stored raw, so nothing depends on the input size (spec bug 2); the size given with
 ``--input-size`` is recorded, and the dataset refuses the file for another size so that a preset and its data
@@ -58,7 +64,13 @@ import numpy as np
 from PIL import Image
 from tqdm import tqdm
 
-from data.coco_annotations import image_masks, load_coco_keypoints, main_person_indices
+from data.coco_annotations import (
+    CocoKeypoints,
+    has_empty_box,
+    image_masks,
+    load_coco_keypoints,
+    main_person_indices,
+)
 from utils.errors import UserError, cli_main
 from utils.io import atomic_path
 
@@ -104,7 +116,7 @@ def check_jpeg(data: bytes, width: int, height: int, path: Path) -> str | None:
     if len(data) < 4 or data[:2] != b"\xff\xd8":
         return "not a JPEG file"
     if b"\xff\xd9" not in data[-4096:] and _truncated(data):
-        return "truncated JPEG"
+        return "truncated or corrupt JPEG (it does not decode to its end)"
     img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_REDUCED_GRAYSCALE_8 | cv2.IMREAD_IGNORE_ORIENTATION)
     if img is None:
         return "the JPEG does not decode"
@@ -115,10 +127,30 @@ def check_jpeg(data: bytes, width: int, height: int, path: Path) -> str | None:
 
 
 def safe_image_path(images_dir: Path, file_name: str) -> Path | None:
-    """``images_dir / file_name`` if it stays inside ``images_dir``, else None."""
+    """``images_dir / file_name`` if it stays inside ``images_dir`` once ``..`` and symlinks are resolved (an
+    absolute ``file_name`` does not), else None."""
     root = images_dir.resolve()
-    p = (root / file_name).resolve()
+    try:
+        p = (root / file_name).resolve()
+    except (ValueError, OSError):  # a NUL byte, a symlink loop
+        return None
     return p if p.is_relative_to(root) and p != root else None
+
+
+def _image_path(images_dir: Path, img: dict, annotations: Path) -> Path:
+    if "\x00" in img["file_name"]:
+        raise UserError(
+            f"annotation file {annotations}: image file_name {img['file_name']!r} (image id {img['id']}) contains "
+            "a NUL byte; fix the file_name"
+        )
+    path = safe_image_path(images_dir, img["file_name"])
+    if path is None:
+        raise UserError(
+            f"annotation file {annotations}: image file_name {img['file_name']!r} (image id {img['id']}) leads "
+            f"outside the image folder {images_dir} (through '..', an absolute path or a symlink); such files are "
+            "never read: fix the file_name, or copy the image into the folder"
+        )
+    return path
 
 
 @dataclass
@@ -204,6 +236,36 @@ class _Writer:
         self.f["images/person_offsets"] = np.asarray(self.offsets["person"], np.int64)
 
 
+_REQUIRED_SETTINGS = {"format_version": int, "input_size": int, "counts": dict, "images": list, "annotations": list}
+
+
+def check_layout(f: h5py.File, path: str | Path) -> dict:
+    """The settings of an open converted file, after checking that it has this module's layout.
+
+    ``settings`` is parsed as JSON data, never evaluated; anything else (an edited attribute, a Python
+    expression, a file of another tool, a missing dataset) is a UserError naming the file and the rebuild."""
+    rebuild = "rebuild it with `python -m data.coco_to_hdf5`"
+    raw = f.attrs.get("settings")
+    if raw is None:
+        raise UserError(
+            f"{path} was not made by `python -m data.coco_to_hdf5` (no settings attribute); the original "
+            "project's HDF5 files are not supported: rebuild it from the COCO files"
+        )
+    try:
+        settings = json.loads(raw.decode() if isinstance(raw, bytes) else raw)
+    except (TypeError, ValueError):  # JSONDecodeError, UnicodeDecodeError, an array attribute
+        raise UserError(f"{path}: its 'settings' attribute is not JSON (edited or damaged); {rebuild}") from None
+    wrong = [k for k, kind in _REQUIRED_SETTINGS.items() if not isinstance(settings, dict) or not
+             isinstance(settings.get(k), kind) or isinstance(settings.get(k), bool)]  # fmt: skip
+    if wrong or not isinstance(settings["counts"].get("samples"), int):
+        raise UserError(f"{path}: its 'settings' lack or mistype {wrong or ['counts.samples']}; {rebuild}")
+    offsets = ("images/jpeg_offsets", "images/mask_offsets", "images/person_offsets")
+    missing = [name for name in (*_Writer._SPECS, *offsets) if name not in f]
+    if missing:
+        raise UserError(f"{path} lacks the datasets {missing} (damaged or made by another version); {rebuild}")
+    return settings
+
+
 @dataclass
 class Source:
     """One annotation file with its image folder; ``start`` skips the first images (paper split)."""
@@ -211,6 +273,52 @@ class Source:
     images: Path
     annotations: Path
     start: int = 0
+
+
+@dataclass
+class _Planned:
+    """An image to convert: its annotation entry, persons, main persons and checked path."""
+
+    img: dict
+    anns: list[dict]
+    mains: list[int]
+    path: Path
+
+
+def _plan(
+    sources: list[tuple[Source, CocoKeypoints]], skip_bad: bool, bbox_bug: bool, counts: dict, skipped: list[dict]
+) -> list[_Planned]:
+    """Choose the images to convert and check their paths, so that bad paths fail before any work is done."""
+    planned, missing = [], []
+    for source, coco in sources:
+        for b in coco.bad:
+            skipped.append({"file": str(coco.path), "reason": f"annotation id {b['annotation_id']} of image id "
+                            f"{b['image_id']}: {b['reason']}"})  # fmt: skip
+            _warn(f"skipping image id {b['image_id']}: annotation id {b['annotation_id']} {b['reason']}")
+        todo = coco.images[source.start :]
+        counts["images_in_annotations"] += len(todo)
+        bad_ids = coco.bad_image_ids
+        for img in todo:
+            anns = coco.annotations_by_image.get(img["id"], [])
+            labelled = [a for a in anns if not a["iscrowd"] and a["num_keypoints"] > 0]
+            counts["people_with_empty_box"] += sum(has_empty_box(a) for a in labelled)
+            mains = main_person_indices(anns, bbox_bug)
+            if img["id"] in bad_ids:
+                continue
+            if not mains:
+                counts["images_without_main_person"] += 1
+                continue
+            path = _image_path(source.images, img, coco.path)
+            if not skip_bad and not path.is_file():
+                missing.append(path)
+            planned.append(_Planned(img, anns, mains, path))
+    if missing:
+        listed = "\n  ".join(map(str, missing[:10])) + ("\n  ..." if len(missing) > 10 else "")
+        raise UserError(
+            f"{len(missing)} of {len(planned)} images are missing:\n  {listed}\ncheck that --images points at the "
+            "right folder, or pass --skip-bad to skip missing images"
+        )
+    return planned
 
 
 def convert(
@@ -227,31 +335,25 @@ def convert(
     for s in sources:
         if not s.images.is_dir():
             raise UserError(f"image folder {s.images} not found; pass the folder holding the JPEG files (--images)")
-    loaded = [(s, load_coco_keypoints(s.annotations)) for s in sources]
+    loaded = [(s, load_coco_keypoints(s.annotations, skip_bad)) for s in sources]
     skipped: list[dict] = []
-    counts = {"images_in_annotations": 0, "images": 0, "people": 0, "samples": 0}
+    counts = {"images_in_annotations": 0, "images": 0, "people": 0, "samples": 0, "images_without_main_person": 0,
+              "people_with_empty_box": 0}  # fmt: skip
+    planned = _plan(loaded, skip_bad, main_person_bbox_bug, counts, skipped)
     with atomic_path(out) as tmp, h5py.File(tmp, "w") as f:
         writer = _Writer(f)
         cols = _Columns()
-        for source, coco in loaded:
-            todo = coco.images[source.start :]
-            counts["images_in_annotations"] += len(todo)
-            bar = tqdm(todo, desc=f"converting {source.annotations.name}", unit="img", disable=not progress)
-            for img in bar:
-                anns = coco.annotations_by_image.get(img["id"], [])
-                mains = main_person_indices(anns, main_person_bbox_bug)
-                if not mains:
-                    continue
-                data = _read_image(source.images, img, skip_bad, skipped)
-                if data is None:
-                    continue
-                _add_image(cols, img, anns, mains, data)
-                counts["images"] += 1
-                counts["people"] += len(anns)
-                counts["samples"] += len(mains)
-                if len(cols.image["id"]) >= _FLUSH_EVERY:
-                    writer.flush(cols)
-                    cols = _Columns()
+        for p in tqdm(planned, desc=f"converting to {out.name}", unit="img", disable=not progress):
+            data = _read_image(p.path, p.img, skip_bad, skipped)
+            if data is None:
+                continue
+            _add_image(cols, p.img, p.anns, p.mains, data)
+            counts["images"] += 1
+            counts["people"] += len(p.anns)
+            counts["samples"] += len(p.mains)
+            if len(cols.image["id"]) >= _FLUSH_EVERY:
+                writer.flush(cols)
+                cols = _Columns()
         writer.flush(cols)
         writer.finish()
         settings = {
@@ -269,13 +371,11 @@ def convert(
     return settings
 
 
-def _read_image(images_dir: Path, img: dict, skip_bad: bool, skipped: list[dict]) -> bytes | None:
-    path = safe_image_path(images_dir, img["file_name"])
-    if path is None:
-        raise UserError(
-            f"image file name {img['file_name']!r} (image id {img['id']}) points outside the image folder "
-            f"{images_dir}; fix the annotation file"
-        )
+def _warn(text: str) -> None:
+    tqdm.write(f"warning: {text}", file=sys.stderr)
+
+
+def _read_image(path: Path, img: dict, skip_bad: bool, skipped: list[dict]) -> bytes | None:
     try:
         data = path.read_bytes()
         reason = check_jpeg(data, img["width"], img["height"], path)
@@ -289,9 +389,9 @@ def _read_image(images_dir: Path, img: dict, skip_bad: bool, skipped: list[dict]
     if reason == "missing":
         hint = "check that --images points at the right folder, or pass --skip-bad to skip missing images"
     if not skip_bad:
-        raise UserError(f"image {path}: {reason}; {hint}")
+        raise UserError(f"image {path} (image id {img['id']}): {reason}; {hint}")
     skipped.append({"file": str(path), "reason": reason})
-    tqdm.write(f"warning: skipping image {path}: {reason}", file=sys.stderr)
+    _warn(f"skipping image {path}: {reason}")
     return None
 
 
@@ -335,7 +435,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--val-images", type=Path, help="val2017 image folder (paper split)")
     p.add_argument("--val-annotations", type=Path, help="person_keypoints_val2017.json (paper split)")
-    p.add_argument("--skip-bad", action="store_true", help="skip missing or corrupt images with a warning")
+    p.add_argument(
+        "--skip-bad",
+        action="store_true",
+        help="skip, with a warning, missing or corrupt images and the images of corrupt annotations (wrong "
+        "keypoint count, NaN, negative box size, unknown image id); all are listed in the settings' 'skipped'. "
+        "Always left out and counted, with or without it: images without a main person; people with a zero-area "
+        "box are never main persons. Always refused: invalid JSON, duplicate ids, file names outside --images",
+    )
     p.add_argument(
         "--main-person-bbox-bug",
         action="store_true",
@@ -358,8 +465,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     c = settings["counts"]
     print(
-        f"wrote {args.out}: {c['images']} images, {c['people']} people, {c['samples']} samples "
-        f"({len(settings['skipped'])} images skipped)"
+        f"wrote {args.out}: {c['images']} images, {c['people']} people, {c['samples']} samples; "
+        f"{len(settings['skipped'])} images skipped as bad, {c['images_without_main_person']} images without a "
+        f"main person left out, {c['people_with_empty_box']} people with a zero-area box not used as main persons"
     )
     return 0
 

@@ -25,7 +25,6 @@ objects, so no copy-on-read growth in forked workers); only JPEG and mask bytes 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from pathlib import Path
 
@@ -39,7 +38,7 @@ from config import skeleton as sk
 from config.schema import Config
 from data import augment
 from data.blob_reader import BlobReader, map_file
-from data.coco_to_hdf5 import FORMAT_VERSION, MASK_IGNORE_BIT, MASK_PERSON_BIT, decode_mask_runs
+from data.coco_to_hdf5 import FORMAT_VERSION, MASK_IGNORE_BIT, MASK_PERSON_BIT, check_layout, decode_mask_runs
 from data.targets import downscale_targets, draw_targets
 from utils.errors import UserError
 
@@ -86,15 +85,9 @@ def read_settings(h5_path: str | Path) -> dict:
         raise UserError(f"HDF5 file {path} not found; make it with `python -m data.coco_to_hdf5 ... --out {path}`")
     try:
         with _open(path) as f:
-            raw = f.attrs.get("settings")
+            return check_layout(f, path)
     except OSError:
         raise UserError(f"{path} is not a readable HDF5 file; rebuild it with `python -m data.coco_to_hdf5`") from None
-    if raw is None:
-        raise UserError(
-            f"{path} was not made by `python -m data.coco_to_hdf5` (no settings attribute); "
-            "the original project's HDF5 files are not supported: rebuild it from the COCO files"
-        )
-    return json.loads(raw)
 
 
 def rebuild_command(settings: dict, path: str | Path, input_size: int) -> str:

@@ -47,7 +47,7 @@ def draw_predictions(cfg: Config, run_dir: str | Path, num_images: int = 6) -> P
     import cv2
     import numpy as np
 
-    from evaluate.coco_eval import load_coco, read_image
+    from evaluate.coco_eval import image_path, load_coco, read_image
     from evaluate.demo import estimate
     from evaluate.draw import draw_people
     from evaluate.inference import model_predictor
@@ -62,7 +62,7 @@ def draw_predictions(cfg: Config, run_dir: str | Path, num_images: int = 6) -> P
     coco = load_coco(cfg.data.val_annotations)
     tiles = []
     for image_id in sorted(coco.getImgIds())[:num_images]:
-        image = read_image(Path(cfg.data.val_images) / coco.imgs[image_id]["file_name"])
+        image = read_image(image_path(Path(cfg.data.val_images), coco.imgs[image_id]["file_name"]))
         people, _, _ = estimate(image, cfg, predict, torch.device("cpu"))
         tile = draw_people(image, people.keypoints)
         tiles.append(cv2.resize(tile, (round(tile.shape[1] * 256 / tile.shape[0]), 256)))

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import torch
 
-from config.loader import config_from_dict, load_config, parse_override, set_key, validate
+from config.loader import ConfigError, config_from_dict, load_config, parse_override, set_key, validate
 from config.schema import Config
+from utils.errors import UserError
 
 
 def load_model(
@@ -27,7 +28,10 @@ def load_model(
     obj = read_checkpoint(ckpt)
     weights = extract_weights(obj, str(ckpt))
     if config_path is None and isinstance(weights.config, dict) and "eval" in weights.config:
-        cfg = config_from_dict(weights.config)
+        try:
+            cfg = config_from_dict(weights.config)
+        except ConfigError as e:
+            raise UserError(f"the config saved in {ckpt} is invalid ({e}); give one with --config FILE") from None
         for text in overrides:
             key, value = parse_override(text)
             set_key(cfg, key, value, "command-line override")
@@ -38,5 +42,5 @@ def load_model(
     section = saved if isinstance(saved, dict) else infer_model_config(weights.state)
     apply_model_section(cfg, section, keep={o.split("=", 1)[0].strip() for o in overrides})
     model = build_model(cfg)
-    load_weights(model, weights.state)
+    load_weights(model, weights.state, source=str(ckpt))
     return model.to(device).eval(), cfg

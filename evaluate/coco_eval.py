@@ -27,6 +27,7 @@ from tqdm import tqdm
 from config.loader import add_config_arguments, config_from_args
 from config.schema import Config
 from data.coco_annotations import PERSON_CATEGORY
+from data.coco_to_hdf5 import safe_image_path
 from evaluate.decode import People, decode_people
 from evaluate.inference import Predictor, model_predictor, multiscale_maps_batch
 from utils import distributed as dist
@@ -48,6 +49,14 @@ def load_coco(annotations: str | Path):
             return COCO(str(path))
     except (ValueError, KeyError, TypeError, AssertionError) as e:
         raise UserError(f"annotation file {path} is not a valid COCO annotation file: {e}") from None
+
+
+def image_path(images_dir: Path, file_name: str) -> Path:
+    """``images_dir / file_name``, refused when the annotation's file name leads outside the folder."""
+    path = safe_image_path(Path(images_dir), file_name)
+    if path is None:
+        raise UserError(f"image file_name {file_name!r} leads outside {images_dir}; fix the annotation file")
+    return path
 
 
 def read_image(path: Path) -> np.ndarray:
@@ -146,7 +155,7 @@ def predict_people(
 
     bar = tqdm(total=len(order), desc="eval", unit="img", disable=not (progress and dist.is_main_process()))
     for image_id in order:
-        image = read_image(images_dir / coco.imgs[image_id]["file_name"])
+        image = read_image(image_path(images_dir, coco.imgs[image_id]["file_name"]))
         if pending and (image.shape != pending[0][1].shape or len(pending) >= batch_size):
             flush()
         pending.append((image_id, image))

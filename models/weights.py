@@ -160,6 +160,12 @@ def load_weights(
     where = str(path_or_state) if isinstance(path_or_state, (str, Path)) else source or "the given state dict"
     obj = read_checkpoint(path_or_state) if isinstance(path_or_state, (str, Path)) else path_or_state
     weights = extract_weights(obj, where)
+    diverged = [k for k, v in weights.state.items() if v.is_floating_point() and not torch.isfinite(v).all()]
+    if diverged:
+        raise UserError(
+            f"{where} holds NaN or infinite values in {len(diverged)} tensors (e.g. {', '.join(diverged[:3])}): the "
+            "run that wrote it diverged; use an earlier checkpoint"
+        )
     model = unwrap(model)
     own = model.state_dict()
     report = LoadReport(source=weights.source)
@@ -193,7 +199,14 @@ def apply_model_section(cfg: Any, section: Mapping[str, Any], keep: set[str] | f
     they already fit)."""
     for f in dataclasses.fields(cfg.model):
         if f.name in section and f"model.{f.name}" not in keep:
-            setattr(cfg.model, f.name, type(getattr(cfg.model, f.name))(section[f.name]))
+            kind = type(getattr(cfg.model, f.name))
+            try:
+                setattr(cfg.model, f.name, kind(section[f.name]))
+            except (TypeError, ValueError):
+                raise UserError(
+                    f"the saved model setting {f.name}={section[f.name]!r} is not of type {kind.__name__}; set "
+                    f"model.{f.name}=... on the command line"
+                ) from None
     if len(cfg.loss.stack_weights) != cfg.model.stacks:
         cfg.loss.stack_weights = [1.0] * cfg.model.stacks
     if len(cfg.loss.scale_weights) != cfg.model.num_scales:

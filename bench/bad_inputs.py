@@ -1,0 +1,627 @@
+"""Bad-input corpus: every kind of broken or odd input, derived from the real COCO sample, run through the real
+command that would consume it, and classified.
+
+    python -m bench.bad_inputs [--work-dir DIR] [--keep]
+
+Each case edits a copy of the sample's annotation JSON, images, a converted HDF5 file or a checkpoint, then runs
+``python -m data.coco_to_hdf5``, ``python train.py`` (tiny config) or ``python -m evaluate.coco_eval --ckpt`` in a
+subprocess. Outcomes: ``clean_error`` (non-zero exit, an ``error:`` message), ``counted_skip`` (exit 0, the output
+reports a non-zero count of skipped / left-out items), ``raw_traceback`` (a Python traceback, or a failure without
+a message) and ``accepted`` (exit 0, nothing skipped). ``partial_output``: the intended output exists after a
+failed run, or a temporary file was left behind. Prints one line per case and the totals.
+
+``run_corpus(work_dir)`` is the interface ``bench.faults`` uses for its table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from utils.errors import UserError, cli_main
+
+REPO = Path(__file__).resolve().parents[1]
+Outcome = Literal["clean_error", "counted_skip", "raw_traceback", "accepted"]
+OUTCOMES: tuple[Outcome, ...] = ("clean_error", "counted_skip", "raw_traceback", "accepted")
+
+# Three real images that all have main persons, and two without any (one has no annotation at all, one only
+# people without enough keypoints).
+BASE_IMAGES = ("000000000790.jpg", "000000030752.jpg", "000000183872.jpg")
+NO_MAIN_PERSON_IMAGES = ("000000070133.jpg", "000000145311.jpg")
+PAYLOAD_MARKER = "payload_ran"  # a file a pickled payload would create if a checkpoint were unpickled unsafely
+
+TINY_CONFIG = """\
+data: {input_size: 64, num_workers: 0}
+model: {stacks: 1, inp_dim: 16, increase: 8, num_scales: 5, head_channels: 16, se_reduction: 4}
+loss: {stack_weights: [1]}
+train: {epochs: 1, max_steps_per_epoch: 1, batch_size: 2, warmup_epochs: 0, val_every: 0, amp: "off"}
+eval: {scales: [1.0], flip: false, boxsize: 64, max_images: 1}
+"""
+
+
+@dataclass
+class Case:
+    """One bad input and the command that consumes it (run from the repo root)."""
+
+    name: str
+    what: str
+    argv: list[str]
+    expected: Outcome
+    outputs: list[Path]  # files the command would write: must not exist after a failure
+    names: tuple[str, ...] = ()  # what the message must name (file, id, field)
+    folder: Path = field(default=Path("."))  # where leftover temporary files are looked for
+
+
+@dataclass
+class CaseResult:
+    name: str
+    outcome: Outcome
+    partial_output: bool
+    message: str
+
+
+class _Corpus:
+    """The shared pieces the cases are made from, all under ``out_dir``."""
+
+    def __init__(self, sample_dir: Path, out_dir: Path):
+        self.sample_dir, self.out = sample_dir, out_dir
+        out_dir.mkdir(parents=True, exist_ok=True)
+        full = json.loads((sample_dir / "annotations" / "person_keypoints_sample.json").read_text())
+        self.full = full
+        self.base = _subset(full, BASE_IMAGES)
+        self.images = self.image_folder(out_dir / "images", BASE_IMAGES + NO_MAIN_PERSON_IMAGES)
+        self.config = out_dir / "tiny.yaml"
+        self.config.write_text(TINY_CONFIG)
+        self._h5: dict[int, Path] = {}
+        self._ckpt: dict[int, Path] = {}
+
+    def image_folder(self, folder: Path, names=BASE_IMAGES) -> Path:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            shutil.copyfile(self.sample_dir / "images" / name, folder / name)
+        return folder
+
+    def case_dir(self, name: str) -> Path:
+        d = self.out / name
+        shutil.rmtree(d, ignore_errors=True)
+        d.mkdir(parents=True)
+        return d
+
+    def main_ann(self, data: dict) -> dict:
+        """The first annotation that makes a main person (>= 5 keypoints)."""
+        return next(a for a in data["annotations"] if a["num_keypoints"] >= 5 and not a["iscrowd"])
+
+    def convert_case(self, name, what, expected, data=None, text=None, images=None, extra=(), names=()) -> Case:
+        d = self.case_dir(name)
+        ann = d / "annotations.json"
+        ann.write_text(text if text is not None else json.dumps(data))
+        out = d / "out.h5"
+        argv = [sys.executable, "-m", "data.coco_to_hdf5", "--images", str(images or self.images)]
+        argv += ["--annotations", str(ann), "--out", str(out), "--input-size", "64", "--no-progress", *extra]
+        return Case(name, what, argv, expected, [out], names, d)
+
+    def edited(self, edit: Callable[[dict], object]) -> dict:
+        data = copy.deepcopy(self.base)
+        edit(data)
+        return data
+
+    def h5(self, input_size: int = 64) -> Path:
+        """The base images converted (in process) for ``input_size``."""
+        if input_size not in self._h5:
+            from data.coco_to_hdf5 import Source, convert
+
+            ann = self.out / "base.json"
+            ann.write_text(json.dumps(self.base))
+            self._h5[input_size] = self.out / f"base{input_size}.h5"
+            convert([Source(self.images, ann)], self._h5[input_size], input_size=input_size, progress=False)
+        return self._h5[input_size]
+
+    def train_case(self, name, what, expected, h5: Path, extra=(), names=()) -> Case:
+        d = self.case_dir(name)
+        run = d / "run"
+        argv = [sys.executable, "train.py", "--config", str(self.config), f"data.train={h5}", f"train.out_dir={run}"]
+        return Case(name, what, [*argv, *extra], expected, [run / "last.pt"], names, run)
+
+    def checkpoint(self, stacks: int = 1) -> Path:
+        """A real checkpoint of the tiny model (random weights) with its config, as the trainer writes them."""
+        if stacks not in self._ckpt:
+            import torch
+
+            from config.loader import load_config, to_dict
+            from engine.checkpoint import save_checkpoint
+            from models import build_model
+
+            cfg = load_config(str(self.config), [f"model.stacks={stacks}", f"loss.stack_weights={[1] * stacks}"])
+            torch.manual_seed(0)
+            state = {"model": build_model(cfg).state_dict(), "config": to_dict(cfg), "epoch": 1, "global_step": 1}
+            self._ckpt[stacks] = self.out / f"tiny_stacks{stacks}.pt"
+            save_checkpoint(self._ckpt[stacks], state)
+        return self._ckpt[stacks]
+
+    def eval_case(self, name, what, expected, ckpt: Path, names=()) -> Case:
+        d = self.case_dir(name)
+        ann = d / "annotations.json"
+        ann.write_text(json.dumps(self.base))
+        out = d / "results.json"
+        argv = [sys.executable, "-m", "evaluate.coco_eval", "--ckpt", str(ckpt), "--images", str(self.images)]
+        argv += ["--annotations", str(ann), "--out", str(out), "--device", "cpu"]
+        return Case(name, what, argv, expected, [out], names, d)
+
+
+def _subset(data: dict, file_names) -> dict:
+    out = copy.deepcopy(data)
+    out["images"] = [img for img in data["images"] if img["file_name"] in file_names]
+    ids = {img["id"] for img in out["images"]}
+    out["annotations"] = [a for a in out["annotations"] if a["image_id"] in ids]
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ the cases
+
+_BUILDERS: dict[str, Callable[[_Corpus, str], Case]] = {}
+
+
+def _case(fn: Callable[[_Corpus, str], Case]) -> Callable[[_Corpus, str], Case]:
+    _BUILDERS[fn.__name__.removeprefix("_")] = fn
+    return fn
+
+
+@_case
+def _control_convert(c: _Corpus, name: str) -> Case:
+    return c.convert_case(name, "the unedited sample (control)", "accepted", c.base)
+
+
+@_case
+def _json_malformed(c: _Corpus, name: str) -> Case:
+    text = json.dumps(c.base, indent=1)
+    text = text.replace('"num_keypoints":', '"num_keypoints"', 1)  # a missing colon in the middle of the file
+    return c.convert_case(
+        name, "JSON with a syntax error", "clean_error", text=text, names=("annotations.json", "line")
+    )
+
+
+@_case
+def _json_truncated(c: _Corpus, name: str) -> Case:
+    text = json.dumps(c.base)
+    return c.convert_case(
+        name, "JSON cut short", "clean_error", text=text[: len(text) // 2], names=("annotations.json",)
+    )
+
+
+def _set_keypoints(c: _Corpus, values: Callable[[list], list]) -> tuple[dict, int]:
+    def edit(data):
+        ann = c.main_ann(data)
+        ann["keypoints"] = values(ann["keypoints"])
+
+    data = c.edited(edit)
+    return data, c.main_ann(c.base)["id"]
+
+
+@_case
+def _keypoints_16_values(c: _Corpus, name: str) -> Case:
+    data, ann_id = _set_keypoints(c, lambda kp: kp[:16])
+    return c.convert_case(name, "16 keypoint values", "clean_error", data, names=(str(ann_id), "'keypoints'", "51"))
+
+
+@_case
+def _keypoints_52_values(c: _Corpus, name: str) -> Case:
+    data, ann_id = _set_keypoints(c, lambda kp: [*kp, 0])
+    return c.convert_case(name, "52 keypoint values", "clean_error", data, names=(str(ann_id), "'keypoints'", "52"))
+
+
+@_case
+def _keypoints_wrong_count_skip_bad(c: _Corpus, name: str) -> Case:
+    data, ann_id = _set_keypoints(c, lambda kp: kp[:16])
+    return c.convert_case(
+        name, "16 keypoint values, --skip-bad", "counted_skip", data, extra=["--skip-bad"], names=(str(ann_id),)
+    )
+
+
+@_case
+def _keypoint_nan(c: _Corpus, name: str) -> Case:
+    data, ann_id = _set_keypoints(c, lambda kp: [math.nan, *kp[1:]])
+    names = (str(ann_id), "'keypoints'[0]", "nan")
+    return c.convert_case(name, "a NaN keypoint coordinate", "clean_error", data, names=names)
+
+
+@_case
+def _keypoint_visibility_invalid(c: _Corpus, name: str) -> Case:
+    data, ann_id = _set_keypoints(c, lambda kp: [*kp[:2], 7, *kp[3:]])
+    return c.convert_case(name, "a visibility flag of 7", "clean_error", data, names=(str(ann_id), "visibility"))
+
+
+def _move_labelled_keypoint(kp: list, x: float) -> list:
+    j = next(j for j in range(0, 51, 3) if kp[j + 2] > 0)
+    return [*kp[:j], x, *kp[j + 1 :]]
+
+
+@_case
+def _keypoint_negative(c: _Corpus, name: str) -> Case:
+    data, _ = _set_keypoints(c, lambda kp: _move_labelled_keypoint(kp, -25.0))
+    return c.convert_case(name, "a labelled keypoint at x = -25 (kept: outside the image)", "accepted", data)
+
+
+@_case
+def _keypoint_outside_image(c: _Corpus, name: str) -> Case:
+    data, _ = _set_keypoints(c, lambda kp: _move_labelled_keypoint(kp, 700.0))
+    return c.convert_case(name, "a labelled keypoint past the right border (kept)", "accepted", data)
+
+
+def _set_bbox(c: _Corpus, w: float, h: float) -> tuple[dict, int]:
+    def edit(data):
+        ann = c.main_ann(data)
+        ann["bbox"] = [ann["bbox"][0], ann["bbox"][1], w, h]
+
+    return c.edited(edit), c.main_ann(c.base)["id"]
+
+
+@_case
+def _bbox_zero_area(c: _Corpus, name: str) -> Case:
+    data, _ = _set_bbox(c, 0.0, 0.0)
+    return c.convert_case(name, "a main person's box of zero size (kept, not main)", "counted_skip", data)
+
+
+@_case
+def _bbox_negative(c: _Corpus, name: str) -> Case:
+    data, ann_id = _set_bbox(c, -40.0, 120.0)
+    return c.convert_case(name, "a box of negative width", "clean_error", data, names=(str(ann_id), "'bbox'"))
+
+
+@_case
+def _images_without_people(c: _Corpus, name: str) -> Case:
+    data = _subset(c.full, BASE_IMAGES + NO_MAIN_PERSON_IMAGES)
+    return c.convert_case(name, "images without any (main) person", "counted_skip", data)
+
+
+@_case
+def _duplicate_image_ids(c: _Corpus, name: str) -> Case:
+    data = c.edited(lambda d: d["images"][1].update(id=d["images"][0]["id"]))
+    return c.convert_case(name, "two images with one id", "clean_error", data, names=(str(c.base["images"][0]["id"]),))
+
+
+@_case
+def _duplicate_annotation_ids(c: _Corpus, name: str) -> Case:
+    data = c.edited(lambda d: d["annotations"][1].update(id=d["annotations"][0]["id"]))
+    dup = str(c.base["annotations"][0]["id"])
+    return c.convert_case(name, "two annotations with one id", "clean_error", data, names=(dup, "twice"))
+
+
+@_case
+def _annotation_of_missing_image(c: _Corpus, name: str) -> Case:
+    data = c.edited(lambda d: d["annotations"][0].update(image_id=999999999))
+    return c.convert_case(name, "an annotation of an unlisted image", "clean_error", data, names=("999999999",))
+
+
+def _image_case(c: _Corpus, name: str, what: str, expected: Outcome, damage, extra=()) -> Case:
+    images = c.image_folder(c.out / f"{name}_images")
+    damage(images / BASE_IMAGES[1])
+    return c.convert_case(name, what, expected, c.base, images=images, extra=extra, names=(BASE_IMAGES[1],))
+
+
+@_case
+def _jpeg_missing(c: _Corpus, name: str) -> Case:
+    return _image_case(c, name, "a missing JPEG", "clean_error", Path.unlink)
+
+
+@_case
+def _jpeg_missing_skip_bad(c: _Corpus, name: str) -> Case:
+    return _image_case(c, name, "a missing JPEG, --skip-bad", "counted_skip", Path.unlink, ["--skip-bad"])
+
+
+@_case
+def _jpeg_truncated(c: _Corpus, name: str) -> Case:
+    def cut(p: Path):
+        p.write_bytes(p.read_bytes()[: p.stat().st_size // 3])
+
+    return _image_case(c, name, "a JPEG cut short", "clean_error", cut)
+
+
+@_case
+def _jpeg_garbage(c: _Corpus, name: str) -> Case:
+    return _image_case(c, name, "a JPEG of random bytes", "clean_error", lambda p: p.write_bytes(os.urandom(5000)))
+
+
+@_case
+def _jpeg_garbage_after_header(c: _Corpus, name: str) -> Case:
+    def scramble(p: Path):
+        data = p.read_bytes()
+        p.write_bytes(data[:600] + os.urandom(len(data) - 600))
+
+    return _image_case(c, name, "a JPEG header followed by random bytes", "clean_error", scramble)
+
+
+def _file_name_case(c: _Corpus, name: str, what: str, file_name: Callable[[Path], str], why="outside") -> Case:
+    """Image 2's file_name replaced; a real JPEG waits outside the image folder, so an escape would succeed."""
+    images = c.out / name / "images"
+    bad = file_name(images)
+    data = c.edited(lambda d: d["images"][1].update(file_name=bad))
+    case = c.convert_case(name, what, "clean_error", data, images=images, names=(repr(bad), why))
+    c.image_folder(images)
+    outside = images.parent / "outside.jpg"
+    shutil.copyfile(c.sample_dir / "images" / BASE_IMAGES[1], outside)
+    if "symlink" in name:
+        (images / bad).symlink_to(outside)
+    return case
+
+
+@_case
+def _file_name_parent(c: _Corpus, name: str) -> Case:
+    return _file_name_case(c, name, "file_name '../outside.jpg'", lambda images: "../outside.jpg")
+
+
+@_case
+def _file_name_absolute(c: _Corpus, name: str) -> Case:
+    return _file_name_case(c, name, "an absolute file_name", lambda images: str(images.parent / "outside.jpg"))
+
+
+@_case
+def _file_name_symlink_outside(c: _Corpus, name: str) -> Case:
+    return _file_name_case(c, name, "a file_name that is a symlink to outside", lambda images: "link.jpg")
+
+
+@_case
+def _file_name_nul_byte(c: _Corpus, name: str) -> Case:
+    return _file_name_case(c, name, "a file_name with a NUL byte", lambda images: "a\x00.jpg", "NUL")
+
+
+@_case
+def _h5_other_input_size(c: _Corpus, name: str) -> Case:
+    return c.train_case(name, "an HDF5 file made for input size 128", "clean_error", c.h5(128), names=("128", "64"))
+
+
+@_case
+def _h5_truncated(c: _Corpus, name: str) -> Case:
+    d = c.out / f"{name}_data"
+    d.mkdir(exist_ok=True)
+    h5 = d / "cut.h5"
+    data = c.h5().read_bytes()
+    h5.write_bytes(data[: len(data) // 2])
+    return c.train_case(name, "an HDF5 file cut in half", "clean_error", h5, names=("cut.h5",))
+
+
+def _h5_with_settings(c: _Corpus, name: str, settings: str) -> Path:
+    import h5py
+
+    d = c.out / f"{name}_data"
+    d.mkdir(exist_ok=True)
+    h5 = d / "edited.h5"
+    shutil.copyfile(c.h5(), h5)
+    with h5py.File(h5, "r+") as f:
+        f.attrs["settings"] = settings
+    return h5
+
+
+def settings_payload(marker: Path) -> str:
+    """A Python expression that would create ``marker`` if it were ever evaluated."""
+    return f"__import__('os').system('touch {marker}')"
+
+
+@_case
+def _h5_settings_python_code(c: _Corpus, name: str) -> Case:
+    h5 = _h5_with_settings(c, name, settings_payload(c.out / name / PAYLOAD_MARKER))
+    return c.train_case(name, "HDF5 settings holding a Python expression", "clean_error", h5, names=("edited.h5",))
+
+
+@_case
+def _h5_settings_not_a_dict(c: _Corpus, name: str) -> Case:
+    h5 = _h5_with_settings(c, name, json.dumps([64, "train2017"]))
+    return c.train_case(name, "HDF5 settings that are JSON but not an object", "clean_error", h5, names=("edited.h5",))
+
+
+@_case
+def _h5_dataset_missing(c: _Corpus, name: str) -> Case:
+    import h5py
+
+    d = c.out / f"{name}_data"
+    d.mkdir(exist_ok=True)
+    h5 = d / "no_boxes.h5"
+    shutil.copyfile(c.h5(), h5)
+    with h5py.File(h5, "r+") as f:
+        del f["people/bbox"]
+    return c.train_case(name, "an HDF5 file without its people/bbox dataset", "clean_error", h5, names=("people/bbox",))
+
+
+class InjectedObject:
+    """A class instance inside a checkpoint: safe loading must refuse it (it could be any class)."""
+
+    def __init__(self):
+        self.note = "pickled class instance"
+
+
+class ReducePayload:
+    """Unpickling this calls ``os.system`` (creates ``marker``): the classic malicious-checkpoint payload."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def _edited_checkpoint(c: _Corpus, name: str, edit: Callable[[dict], object]) -> Path:
+    """The tiny checkpoint, edited in place by ``edit`` and saved as ``<name>.pt``."""
+    import torch
+
+    from models.weights import read_checkpoint
+
+    ckpt = read_checkpoint(c.checkpoint())
+    edit(ckpt)
+    path = c.out / f"{name}.pt"
+    torch.save(ckpt, path)
+    return path
+
+
+@_case
+def _ckpt_pickled_class(c: _Corpus, name: str) -> Case:
+    ckpt = _edited_checkpoint(c, name, lambda ckpt: ckpt.update(extra=InjectedObject()))
+    return c.eval_case(name, "a checkpoint holding a class instance", "clean_error", ckpt, names=(ckpt.name,))
+
+
+@_case
+def _ckpt_reduce_payload(c: _Corpus, name: str) -> Case:
+    case = c.train_case(name, "a checkpoint with a __reduce__ payload, resumed", "clean_error", c.h5())
+    ckpt = _edited_checkpoint(c, name, lambda ckpt: ckpt.update(extra=ReducePayload(c.out / name / PAYLOAD_MARKER)))
+    case.argv.append(f"train.resume={ckpt}")
+    case.names = (ckpt.name, "weights_only")
+    return case
+
+
+@_case
+def _ckpt_truncated(c: _Corpus, name: str) -> Case:
+    ckpt = c.out / f"{name}.pt"
+    data = c.checkpoint().read_bytes()
+    ckpt.write_bytes(data[: len(data) // 2])
+    return c.eval_case(name, "a checkpoint cut in half", "clean_error", ckpt, names=(ckpt.name, "truncated"))
+
+
+@_case
+def _ckpt_other_architecture(c: _Corpus, name: str) -> Case:
+    case = c.train_case(name, "resuming a 1-stack run from a 2-stack checkpoint", "clean_error", c.h5())
+    case.argv.append(f"train.resume={c.checkpoint(stacks=2)}")
+    case.names = ("stacks",)
+    return case
+
+
+@_case
+def _ckpt_nan_weights(c: _Corpus, name: str) -> Case:
+    def poison(ckpt):
+        ckpt["model"] = {k: v * math.nan if v.is_floating_point() else v for k, v in ckpt["model"].items()}
+
+    ckpt = _edited_checkpoint(c, name, poison)
+    what = "a checkpoint of a diverged run (NaN weights)"
+    return c.eval_case(name, what, "clean_error", ckpt, names=(ckpt.name, "NaN"))
+
+
+@_case
+def _ckpt_invalid_config(c: _Corpus, name: str) -> Case:
+    ckpt = _edited_checkpoint(c, name, lambda ckpt: ckpt["config"]["eval"].update(scales="large"))
+    names = (ckpt.name, "eval.scales")
+    return c.eval_case(name, "a checkpoint whose saved config is invalid", "clean_error", ckpt, names=names)
+
+
+CASE_NAMES: tuple[str, ...] = tuple(_BUILDERS)
+
+
+# Cases about untrusted files (tests/test_security.py runs these; tests/test_bad_inputs.py the others).
+SECURITY_CASES = ("file_name_parent", "file_name_absolute", "file_name_symlink_outside", "file_name_nul_byte",
+                  "h5_settings_python_code", "ckpt_pickled_class", "ckpt_reduce_payload")  # fmt: skip
+
+
+def build_corpus(sample_dir: Path, out_dir: Path, only: Iterable[str] | None = None) -> list[Case]:
+    """Derive every bad input (or those named in ``only``) from the real sample at ``sample_dir`` (images/,
+    annotations/) under ``out_dir``."""
+    corpus = _Corpus(Path(sample_dir), Path(out_dir))
+    names = list(_BUILDERS) if only is None else list(only)
+    return [_BUILDERS[name](corpus, name) for name in names]
+
+
+# ------------------------------------------------------------------------------------------------ running
+
+_COUNTED = re.compile(r"\b[1-9]\d* [a-z -]*\b(skipped|left out|not used)\b|^warning: skipping", re.I | re.M)
+
+
+def classify(returncode: int, stdout: str, stderr: str) -> tuple[Outcome, str]:
+    """(outcome, the message that decided it) of one finished command."""
+    if "Traceback (most recent call last)" in stderr:
+        last = [line for line in stderr.splitlines() if line.strip()]
+        return "raw_traceback", last[-1] if last else ""
+    if returncode != 0:
+        start = stderr.rfind("error: ")
+        if start < 0:
+            return "raw_traceback", f"exit status {returncode} without an error message: {stderr.strip()[-300:]}"
+        return "clean_error", " ".join(stderr[start:].split())
+    counted = [m.group(0) for m in _COUNTED.finditer(stdout + "\n" + stderr)]
+    if counted:
+        lines = [line for line in (stdout + stderr).splitlines() if any(c in line for c in counted)]
+        return "counted_skip", " | ".join(lines)
+    return "accepted", stdout.strip().splitlines()[-1] if stdout.strip() else ""
+
+
+def leftover_temporaries(folder: Path) -> list[Path]:
+    """Temporary files (``*.tmp``, as utils.io writes them) under ``folder``."""
+    return sorted(folder.rglob("*.tmp")) if folder.is_dir() else []
+
+
+def run_case(case: Case, timeout: float = 300) -> CaseResult:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    try:
+        proc = subprocess.run(case.argv, cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        return CaseResult(case.name, "raw_traceback", bool(leftover_temporaries(case.folder)), f"timed out {timeout}s")
+    return result_of(case, proc.returncode, proc.stdout, proc.stderr)
+
+
+def result_of(case: Case, returncode: int, stdout: str, stderr: str) -> CaseResult:
+    """Classify a finished run of ``case`` (by subprocess, or by calling the command's ``main`` in process)."""
+    outcome, message = classify(returncode, stdout, stderr)
+    partial = returncode != 0 and any(p.exists() for p in case.outputs)
+    partial = partial or bool(leftover_temporaries(case.folder))
+    return CaseResult(case.name, outcome, partial, message)
+
+
+def run_cases(cases: list[Case], jobs: int = 2) -> list[CaseResult]:
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        return list(pool.map(run_case, cases))
+
+
+def run_named(sample_dir: Path, out_dir: Path, names: Iterable[str], jobs: int = 2) -> dict[str, tuple]:
+    """Build and run the named cases: {name: (Case, CaseResult)}."""
+    cases = build_corpus(sample_dir, out_dir, only=names)
+    return {c.name: (c, r) for c, r in zip(cases, run_cases(cases, jobs))}
+
+
+def _sample_dir() -> Path:
+    from tests.conftest import coco_sample_dir
+
+    root = coco_sample_dir()
+    if not (root / "annotations" / "person_keypoints_sample.json").is_file():
+        raise UserError(f"real COCO sample not found at {root}: set SIMPLEPOSE_COCO_SAMPLE to its folder")
+    return root
+
+
+def run_corpus(work_dir: Path, jobs: int = 2) -> list[CaseResult]:
+    """Build the corpus from the real sample under ``work_dir`` and run every case (``jobs`` at a time)."""
+    return run_cases(build_corpus(_sample_dir(), Path(work_dir) / "corpus"), jobs)
+
+
+@cli_main
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.bad_inputs", description=__doc__.split("\n\n")[0])
+    p.add_argument("--work-dir", type=Path, help="where to build the corpus (default: a temporary folder)")
+    p.add_argument("--jobs", type=int, default=2, help="cases run at the same time")
+    args = p.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        cases = build_corpus(_sample_dir(), (args.work_dir or Path(tmp)) / "corpus")
+        results = run_cases(cases, args.jobs)
+    width = max(map(len, CASE_NAMES))
+    wrong = 0
+    for case, r in zip(cases, results):
+        ok = r.outcome == case.expected and not r.partial_output
+        wrong += not ok
+        partial = " PARTIAL OUTPUT" if r.partial_output else ""
+        print(f"{'ok  ' if ok else 'FAIL'} {r.name:<{width}}  {r.outcome:<13}{partial}  {case.what}: {r.message[:150]}")
+    totals = Counter(r.outcome for r in results)
+    print(
+        f"{len(results)} cases: "
+        + ", ".join(f"{totals[o]} {o}" for o in OUTCOMES)
+        + f"; {sum(r.partial_output for r in results)} with partial output; {wrong} not as expected"
+    )
+    return 1 if wrong else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

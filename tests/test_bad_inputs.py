@@ -1,0 +1,126 @@
+"""The bad-input corpus (bench.bad_inputs) on the real sample, through the real commands: every case ends in its
+expected outcome (a clean error naming the file/field, a counted skip, or a correct acceptance), never a raw
+traceback, and leaves no partial output. The untrusted-file cases are in test_security.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import pytest
+import torch
+
+from bench.bad_inputs import CASE_NAMES, SECURITY_CASES, build_corpus, result_of, run_named
+from config.loader import load_config
+from evaluate import coco_eval
+from tests.conftest import REPO_ROOT
+
+# Corpus cases whose behaviour an existing test already asserts (they still run in `python -m bench.bad_inputs`).
+TESTED_ELSEWHERE = {
+    "json_truncated": "test_data_convert.py::test_malformed_annotations_fail_cleanly",
+    "keypoints_16_values": "test_data_convert.py::test_malformed_annotations_fail_cleanly (50 values)",
+    "keypoints_52_values": "test_data_convert.py::test_malformed_annotations_fail_cleanly (50 values)",
+    "jpeg_missing": "test_data_convert.py::test_missing_and_corrupt_images",
+    "jpeg_missing_skip_bad": "test_data_convert.py::test_missing_and_corrupt_images",
+    "jpeg_truncated": "test_data_convert.py::test_missing_and_corrupt_images",
+    "h5_other_input_size": "test_engine.py::test_bad_inputs_give_clear_errors",
+    "ckpt_truncated": "test_engine.py::test_bad_inputs_give_clear_errors, test_model_weights.py",
+}
+# evaluate --ckpt refuses these before any work, so calling its main() in this process is cheap.
+IN_PROCESS = ("ckpt_nan_weights", "ckpt_invalid_config")
+NAMES = [n for n in CASE_NAMES if n not in {*SECURITY_CASES, *TESTED_ELSEWHERE, *IN_PROCESS}]
+
+
+def test_every_case_is_tested_somewhere():
+    assert set(CASE_NAMES) == {*NAMES, *SECURITY_CASES, *TESTED_ELSEWHERE, *IN_PROCESS}
+
+
+def assert_ends_as_expected(case, result) -> None:
+    assert result.outcome != "raw_traceback", result.message
+    assert not result.partial_output, f"{case.outputs} or a temporary file left behind"
+    assert result.outcome == case.expected, result.message
+    for word in case.names:
+        assert word in result.message, f"the message should name {word!r}: {result.message}"
+
+
+@pytest.fixture(scope="module")
+def corpus(coco_sample, tmp_path_factory):
+    """{name: (case, result)}, every case run once (two at a time)."""
+    return run_named(coco_sample, tmp_path_factory.mktemp("bad_inputs"), NAMES)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_case_ends_as_expected(corpus, name):
+    assert_ends_as_expected(*corpus[name])
+
+
+@pytest.fixture(scope="module")
+def in_process_cases(coco_sample, tmp_path_factory):
+    return {c.name: c for c in build_corpus(coco_sample, tmp_path_factory.mktemp("in_process"), only=IN_PROCESS)}
+
+
+@pytest.mark.parametrize("name", IN_PROCESS)
+def test_checkpoint_case_in_process(in_process_cases, name, capsys):
+    case = in_process_cases[name]
+    assert case.argv[1:3] == ["-m", "evaluate.coco_eval"]
+    rc = coco_eval.main(case.argv[3:])
+    printed = capsys.readouterr()
+    assert_ends_as_expected(case, result_of(case, rc, printed.out, printed.err))
+
+
+def stored(case) -> tuple[dict, dict]:
+    """(settings, {annotation id: (keypoints (17, 3), bbox)}) of a case's output file."""
+    with h5py.File(case.outputs[0], "r", locking=False) as f:
+        ids = f["people/annotation_id"][:]
+        people = {int(i): (k, b) for i, k, b in zip(ids, f["people/keypoints"][:], f["people/bbox"][:])}
+        return json.loads(f.attrs["settings"]), people
+
+
+def annotations_of(case) -> dict[int, dict]:
+    path = case.argv[case.argv.index("--annotations") + 1]
+    with open(path) as f:
+        return {a["id"]: a for a in json.load(f)["annotations"]}
+
+
+@pytest.mark.parametrize("name", ["keypoint_negative", "keypoint_outside_image", "bbox_zero_area"])
+def test_legal_oddities_are_kept_as_given_and_train(corpus, name):
+    """Keypoints outside the image and zero-area boxes are stored unchanged, and every sample built from the file
+    is finite (a zero-area box is never a main person: the box height scales the sample)."""
+    from data.dataset import SimplePoseDataset
+
+    case, _ = corpus[name]
+    settings, people = stored(case)
+    given = annotations_of(case)
+    for ann_id, (keypoints, bbox) in people.items():
+        np.testing.assert_allclose(keypoints.ravel(), given[ann_id]["keypoints"], rtol=1e-6)
+        np.testing.assert_allclose(bbox, given[ann_id]["bbox"], rtol=1e-6)
+    cfg = load_config(None, ["data.input_size=64"])
+    ds = SimplePoseDataset(case.outputs[0], cfg, train=True)
+    for i in range(len(ds)):
+        item = ds[i]
+        assert all(torch.isfinite(torch.as_tensor(t)).all() for t in (item["image"], *item["targets"], *item["masks"]))
+    empty = [i for i, a in given.items() if a["bbox"][2] == 0]
+    with h5py.File(case.outputs[0], "r", locking=False) as f:
+        mains = set(f["people/annotation_id"][:][f["samples/person"][:]].tolist())
+    assert not mains & set(empty)
+    assert settings["counts"]["people_with_empty_box"] == len(empty)
+
+
+def test_skips_are_listed_in_the_settings(corpus):
+    settings, _ = stored(corpus["keypoints_wrong_count_skip_bad"][0])
+    assert len(settings["skipped"]) == 1 and "'keypoints' must be 51 numbers" in settings["skipped"][0]["reason"]
+    settings, _ = stored(corpus["images_without_people"][0])
+    assert settings["counts"]["images_without_main_person"] == 2
+    assert settings["counts"]["images_in_annotations"] == settings["counts"]["images"] + 2
+
+
+def test_every_skip_is_documented_in_the_help():
+    text = subprocess.run(
+        [sys.executable, "-m", "data.coco_to_hdf5", "--help"], cwd=REPO_ROOT, capture_output=True, text=True
+    ).stdout
+    text = " ".join(text.split())
+    for phrase in ("images without a main person", "zero-area box", "corrupt annotations", "missing or corrupt images"):
+        assert phrase in text, phrase

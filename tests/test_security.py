@@ -1,0 +1,147 @@
+"""Untrusted files: checkpoints never run code (weights_only=True everywhere), HDF5 metadata is JSON data, and
+image paths from annotation files cannot leave the image folder."""
+
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+from pathlib import Path
+
+import h5py
+import pytest
+import torch
+
+from bench.bad_inputs import (
+    PAYLOAD_MARKER,
+    SECURITY_CASES,
+    InjectedObject,
+    ReducePayload,
+    run_named,
+    settings_payload,
+)
+from data.coco_to_hdf5 import Source, check_layout, convert
+from models import convert_original
+from tests.conftest import REPO_ROOT
+from tests.test_bad_inputs import assert_ends_as_expected
+from utils.errors import UserError
+
+# ------------------------------------------------------------------------------------- the source tree
+
+
+def unsafe_calls(source: str) -> list[str]:
+    """Calls that can run code from a file: torch.load without weights_only=True, eval/exec, pickle/marshal
+    loads, yaml.load/unsafe_load/full_load, np.load(allow_pickle=True), torch.jit.load. As 'line: call'."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        name = ast.unparse(node.func)
+        keywords = {k.arg: k.value for k in node.keywords}
+        flag = keywords.get("weights_only")
+        if name == "torch.load" and not (isinstance(flag, ast.Constant) and flag.value is True):
+            found.append(f"{node.lineno}: torch.load without weights_only=True")
+        elif name in ("eval", "exec", "pickle.load", "pickle.loads", "marshal.loads", "torch.jit.load"):
+            found.append(f"{node.lineno}: {name}")
+        elif name in ("yaml.load", "yaml.unsafe_load", "yaml.full_load"):
+            found.append(f"{node.lineno}: {name} (use yaml.safe_load)")
+        elif name in ("np.load", "numpy.load") and "allow_pickle" in keywords:
+            found.append(f"{node.lineno}: {name}(allow_pickle=...) (keep numpy's default, False)")
+    return found
+
+
+def test_the_scanner_finds_unsafe_loads():
+    code = "import torch, pickle\ntorch.load(p)\ntorch.load(p, weights_only=False)\npickle.loads(b)\neval(s)\n"
+    assert [f.split(":")[0] for f in unsafe_calls(code)] == ["2", "3", "4", "5"]
+    assert unsafe_calls("torch.load(p, map_location='cpu', weights_only=True)\nmodel.eval()\nyaml.safe_load(t)") == []
+
+
+def test_no_file_in_the_repo_loads_unsafely():
+    files = [p for p in REPO_ROOT.rglob("*.py") if not any(part.startswith(".") for part in p.parts)]
+    assert len(files) > 50
+    found = [f"{p.relative_to(REPO_ROOT)}:{hit}" for p in files for hit in unsafe_calls(p.read_text())]
+    assert found == []
+
+
+# ------------------------------------------------------------------------------------- through the commands
+
+
+@pytest.fixture(scope="module")
+def security_corpus(coco_sample, tmp_path_factory):
+    """{name: (case, result)} for the untrusted-file cases of bench.bad_inputs, each run through its command."""
+    return run_named(coco_sample, tmp_path_factory.mktemp("security"), SECURITY_CASES)
+
+
+@pytest.mark.parametrize("name", SECURITY_CASES)
+def test_untrusted_input_is_refused_cleanly(security_corpus, name):
+    """file_name with '..', absolute, symlink to outside or NUL: refused naming the file_name; a checkpoint with a
+    class instance (evaluate --ckpt) or a __reduce__ payload (train.py train.resume=): refused; HDF5 settings
+    holding a Python expression (train.py): refused. Nothing is written and no payload runs."""
+    case, result = security_corpus[name]
+    assert_ends_as_expected(case, result)
+    assert not list(case.folder.parent.rglob(PAYLOAD_MARKER))
+
+
+@pytest.mark.parametrize("payload", ["class_instance", "reduce"])
+def test_convert_original_refuses_pickled_code(tmp_path, capsys, payload):
+    marker = tmp_path / PAYLOAD_MARKER
+    weights = {"posenet.pre.conv1.conv.weight": torch.zeros(1)}
+    extra = InjectedObject() if payload == "class_instance" else ReducePayload(marker)
+    torch.save({"weights": weights, "epoch": 52, "extra": extra}, tmp_path / "PoseNet_52_epoch.pth")
+    out = tmp_path / "converted.pt"
+    assert convert_original.main(["--weights", str(tmp_path / "PoseNet_52_epoch.pth"), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "PoseNet_52_epoch.pth" in err and "weights_only=True" in err
+    assert not marker.exists() and not out.exists()
+
+
+def test_hdf5_settings_are_parsed_as_json_never_evaluated(coco_sample_h5, tmp_path):
+    marker = tmp_path / PAYLOAD_MARKER
+    path = tmp_path / "edited.h5"
+    shutil.copyfile(coco_sample_h5, path)
+    with h5py.File(path, "r") as f:
+        assert check_layout(f, path)["input_size"] == 256  # the untouched file passes
+    for settings in (settings_payload(marker), "{'input_size': 256}", json.dumps({"input_size": 256})):
+        with h5py.File(path, "r+") as f:
+            f.attrs["settings"] = settings
+        with h5py.File(path, "r") as f, pytest.raises(UserError, match=r"edited\.h5.*'settings'"):
+            check_layout(f, path)
+    assert not marker.exists()
+
+
+# ------------------------------------------------------------------------------------- image paths
+
+
+@pytest.fixture
+def one_image(tmp_path, coco_sample_annotations, coco_sample_images) -> tuple[dict, Path]:
+    """One real image with its annotations, and a folder holding it."""
+    data = json.loads(coco_sample_annotations.read_text())
+    data["images"] = [img for img in data["images"] if img["file_name"] == "000000000790.jpg"]
+    data["annotations"] = [a for a in data["annotations"] if a["image_id"] == data["images"][0]["id"]]
+    folder = tmp_path / "store" / "images"
+    folder.mkdir(parents=True)
+    shutil.copyfile(coco_sample_images / "000000000790.jpg", folder / "000000000790.jpg")
+    return data, folder
+
+
+def test_escaping_file_names_are_refused_even_with_skip_bad(tmp_path, one_image):
+    data, folder = one_image
+    shutil.copyfile(folder / "000000000790.jpg", tmp_path / "secret.jpg")
+    ann = tmp_path / "ann.json"
+    for name in ("../../secret.jpg", str(tmp_path / "secret.jpg")):
+        data["images"][0]["file_name"] = name
+        ann.write_text(json.dumps(data))
+        with pytest.raises(UserError, match=f"{name!r}.*outside the image folder"):
+            convert([Source(folder, ann)], tmp_path / "out.h5", skip_bad=True, progress=False)
+        assert not (tmp_path / "out.h5").exists()
+
+
+def test_a_symlinked_image_folder_is_fine(tmp_path, one_image):
+    """Only links that lead out of the folder are refused: the folder itself may be a link (a common setup)."""
+    data, folder = one_image
+    (tmp_path / "coco").mkdir()
+    (tmp_path / "coco" / "train2017").symlink_to(folder, target_is_directory=True)
+    ann = tmp_path / "ann.json"
+    ann.write_text(json.dumps(data))
+    settings = convert([Source(tmp_path / "coco" / "train2017", ann)], tmp_path / "out.h5", progress=False)
+    assert settings["counts"]["images"] == 1
