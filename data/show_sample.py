@@ -22,10 +22,6 @@ from utils.errors import UserError, cli_main
 from utils.io import atomic_write_bytes
 
 
-def _to_bgr(image_chw: np.ndarray) -> np.ndarray:
-    return np.ascontiguousarray((image_chw.transpose(1, 2, 0) * 255).round().astype(np.uint8))
-
-
 def _upscale(m: np.ndarray, hw: tuple[int, int]) -> np.ndarray:
     return cv2.resize(m, (hw[1], hw[0]), interpolation=cv2.INTER_NEAREST)
 
@@ -76,7 +72,7 @@ def render(ds: SimplePoseDataset, index: int) -> np.ndarray:
     params = ds.sample_params(index)
     item = ds.build(index, params)
     _, keypoints = ds.place(index, params)
-    image = _to_bgr(item["image"].numpy())
+    image = np.ascontiguousarray(item["image"].permute(1, 2, 0).numpy())  # (H, W, 3) BGR uint8
     targets = item["targets"][0].numpy()
     ignore = 1 - item["masks"][0].numpy()[0]
     person = targets[sk.PERSON_MASK_CHANNEL]

@@ -43,27 +43,33 @@ def _visible(keypoints: np.ndarray) -> np.ndarray:
 
 
 def _draw_keypoints(out: np.ndarray, keypoints: np.ndarray, stride: int, cfg: TargetConfig) -> None:
-    """Max-combine every person's keypoint Gaussians into ``out`` (18, h, w), in place.
+    """Max-combine every person's keypoint Gaussians into ``out`` (18, h, w), C-contiguous, in place.
 
     Window: cells round(x/stride) - r .. + r (r = ``keypoint_window_radius``), clipped to the grid (spec 7.2).
-    The 1-D Gaussians of all windows are computed at once; each window is then one outer product.
+    The 1-D Gaussians of all windows are computed at once, each window is their outer product; a person's windows
+    lie in different channels, so they are max-combined into ``out`` together, one person at a time.
     """
     h, w = out.shape[1:]
     r = keypoint_window_radius(cfg, stride)
     people, joints = np.nonzero(_visible(keypoints))
     if not len(people):
         return
+    if not out.flags.c_contiguous:
+        raise ValueError("the keypoint maps must be C-contiguous")
     xy = keypoints[people, joints, :2].astype(np.float64)
     first = np.rint(xy / stride).astype(np.int64) - r  # half-to-even like Python's round
-    cells = first[:, :, None] + np.arange(2 * r + 1)  # (N, 2, 2r+1)
+    cells = first[:, :, None] + np.arange(2 * r + 1)  # (N, 2, 2r+1): x cells, then y cells
     centres = cells * stride + (stride / 2 - 0.5)
     gauss = np.exp((centres - xy[:, :, None]) ** 2 * (-1.0 / (2.0 * cfg.sigma**2))).astype(np.float32)
-    lo = np.maximum(first, 0)
-    hi = np.minimum(first + 2 * r + 1, (w, h))
-    for n in np.flatnonzero((hi > lo).all(axis=1)):
-        (x0, y0), (x1, y1), (fx, fy) = lo[n], hi[n], first[n]
-        block = out[joints[n], y0:y1, x0:x1]
-        np.maximum(block, np.outer(gauss[n, 1, y0 - fy : y1 - fy], gauss[n, 0, x0 - fx : x1 - fx]), out=block)
+    windows = gauss[:, 1, :, None] * gauss[:, 0, None, :]  # (N, 2r+1, 2r+1): rows y, columns x
+    cx, cy = cells[:, 0, None, :], cells[:, 1, :, None]
+    inside = (cy >= 0) & (cy < h) & (cx >= 0) & (cx < w)
+    flat_index = (joints[:, None, None] * h + cy) * w + cx
+    flat = out.reshape(-1)
+    for p in np.unique(people):
+        mine = (people == p)[:, None, None] & inside
+        at, values = flat_index[mine], windows[mine]
+        flat[at] = np.maximum(flat[at], values)
 
 
 def keypoint_heatmaps(keypoints: np.ndarray, grid_hw: tuple[int, int], stride: int, cfg: TargetConfig) -> np.ndarray:
@@ -108,12 +114,12 @@ def _limb_segments(keypoints: np.ndarray, pad: float, grid_hw, stride: int):
     return limbs[keep], p1[keep], p2[keep], boxes
 
 
-def _limb_fields(p1: np.ndarray, p2: np.ndarray, grid_hw, stride: int):
+def _limb_fields(p1: np.ndarray, p2: np.ndarray, grid_hw, stride: int, along: bool = True):
     """Separable parts of every segment's geometry over the whole grid, float32, all segments at once.
 
     For segment n and cell (row i, col j): signed distance to the line = ``perp_r[n, i] + perp_c[n, j]``
     (the original's ``cross / (length + 1e-6)``), projection parameter along the segment (0 at p1, 1 at p2)
-    = ``along_r[n, i] + along_c[n, j]``. Returns (perp_r, perp_c, along_r, along_c, length).
+    = ``along_r[n, i] + along_c[n, j]`` (None unless ``along``). Returns (perp_r, perp_c, along_r, along_c, length).
     """
     gx = _cell_centres(0, grid_hw[1], stride)
     gy = _cell_centres(0, grid_hw[0], stride)
@@ -122,13 +128,28 @@ def _limb_fields(p1: np.ndarray, p2: np.ndarray, grid_hw, stride: int):
     norm = length + 1e-6  # the original's guard, kept for exact values
     perp_r = (d[:, :1] * (p1[:, 1:] - gy) / norm).astype(np.float32)
     perp_c = (-d[:, 1:] * (p1[:, :1] - gx) / norm).astype(np.float32)
+    if not along:
+        return perp_r, perp_c, None, None, length[:, 0].astype(np.float32)
     along_r = ((gy - p1[:, 1:]) * d[:, 1:] / length**2).astype(np.float32)
     along_c = ((gx - p1[:, :1]) * d[:, :1] / length**2).astype(np.float32)
     return perp_r, perp_c, along_r, along_c, length[:, 0].astype(np.float32)
 
 
+def _box_cells(boxes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every cell of every box, flattened: (segment, row, col) int64 arrays, box after box, row-major within."""
+    heights, widths = boxes[:, 1] - boxes[:, 0], boxes[:, 3] - boxes[:, 2]
+    sizes = heights * widths
+    seg = np.repeat(np.arange(len(boxes)), sizes)
+    k = np.arange(len(seg)) - np.repeat(np.cumsum(sizes) - sizes, sizes)  # position within the box
+    row, col = np.divmod(k, widths[seg])
+    return seg, row + boxes[seg, 0], col + boxes[seg, 2]
+
+
 def _draw_limbs(out: np.ndarray, keypoints: np.ndarray, stride: int, cfg: TargetConfig) -> None:
-    """Write the 30 limb maps into ``out`` (30, h, w), which must be zero on entry."""
+    """Write the 30 limb maps into ``out`` (30, h, w), C-contiguous and zero on entry.
+
+    All segments' box cells are evaluated in one flat pass and scattered into ``out`` (no per-segment loop).
+    """
     grid_hw = out.shape[1:]
     faithful = cfg.limb_mode == "faithful"
     if faithful:
@@ -138,45 +159,33 @@ def _draw_limbs(out: np.ndarray, keypoints: np.ndarray, stride: int, cfg: Target
     limbs, p1, p2, boxes = _limb_segments(keypoints, pad, grid_hw, stride)
     if not len(limbs):
         return
-    perp_r, perp_c, along_r, along_c, length = _limb_fields(p1, p2, grid_hw, stride)
+    if not out.flags.c_contiguous:
+        raise ValueError("the limb maps must be C-contiguous")
+    perp_r, perp_c, along_r, along_c, length = _limb_fields(p1, p2, grid_hw, stride, along=not faithful)
+    h, w = grid_hw
+    seg, row, col = _box_cells(boxes)
+    at_row, at_col = seg * h + row, seg * w + col
+    d = perp_r.take(at_row) + perp_c.take(at_col)
     scale = np.float32(-1.0 / (2.0 * cfg.limb_sigma**2))
-    values = []
-    for n, (y0, y1, x0, x1) in enumerate(boxes):
-        d = perp_r[n, y0:y1, None] + perp_c[n, x0:x1]
-        if faithful:
-            e = np.exp(d * d * scale)
-            e[e <= cfg.limb_gaussian_thre] = cfg.limb_floor
-        else:  # beyond the ends, the distance is to the nearer end point
-            t = along_r[n, y0:y1, None] + along_c[n, x0:x1]
-            beyond = (t - np.clip(t, 0, 1)) * length[n]
-            e = np.exp((d * d + beyond * beyond) * scale)
-            e[e < cfg.limb_gaussian_thre] = 0
-        values.append(e)
-    starts = np.flatnonzero(np.r_[True, limbs[1:] != limbs[:-1]])
-    ends = np.r_[starts[1:], len(limbs)]
-    total = count = None
-    for s, e in zip(starts, ends):
-        k = limbs[s]
-        if e - s == 1 or not faithful:  # one person, or fixed mode: max over people
-            for i in range(s, e):
-                y0, y1, x0, x1 = boxes[i]
-                region = out[k, y0:y1, x0:x1]
-                np.maximum(region, values[i], out=region)
-            continue
-        # Faithful: mean over the people whose box covers the cell (spec 7.3, the 0.505 crossing case).
-        if total is None:
-            total = np.zeros(grid_hw, np.float32)
-            count = np.zeros(grid_hw, np.float32)
-        y0, x0 = boxes[s:e, 0].min(), boxes[s:e, 2].min()
-        y1, x1 = boxes[s:e, 1].max(), boxes[s:e, 3].max()
-        total[y0:y1, x0:x1] = 0
-        count[y0:y1, x0:x1] = 0
-        for i in range(s, e):
-            by0, by1, bx0, bx1 = boxes[i]
-            total[by0:by1, bx0:bx1] += values[i]
-            count[by0:by1, bx0:bx1] += 1
-        t, c = total[y0:y1, x0:x1], count[y0:y1, x0:x1]
-        np.divide(t, c, out=out[k, y0:y1, x0:x1], where=c > 0)
+    cell = limbs[seg] * (h * w) + row * w + col  # flat index into out
+    flat = out.reshape(-1)
+    if not faithful:  # beyond the ends, the distance is to the nearer end point; max over people
+        t = along_r.take(at_row) + along_c.take(at_col)
+        beyond = (t - np.clip(t, 0, 1)) * length[seg]
+        e = np.exp((d * d + beyond * beyond) * scale)
+        e[e < cfg.limb_gaussian_thre] = 0
+        np.maximum.at(flat, cell, e)
+        return
+    e = np.exp(d * d * scale)
+    e[e <= cfg.limb_gaussian_thre] = cfg.limb_floor
+    # Faithful: mean over the people whose box covers the cell (spec 7.3, the 0.505 crossing case): sums in
+    # person order, then divided by the count where a limb has several people.
+    np.add.at(flat, cell, e)
+    shared = (np.bincount(limbs, minlength=sk.NUM_LIMBS) > 1)[limbs][seg]
+    if shared.any():
+        cells, count = np.unique(cell[shared], return_counts=True)
+        cells, count = cells[count > 1], count[count > 1]
+        flat[cells] /= count.astype(np.float32)
 
 
 def limb_heatmaps(keypoints: np.ndarray, grid_hw: tuple[int, int], stride: int, cfg: TargetConfig) -> np.ndarray:

@@ -25,7 +25,7 @@ from tqdm import tqdm
 
 from config.loader import config_from_dict, save_config, to_dict
 from config.schema import Config
-from data.dataset import worker_init_fn
+from data.dataset import collate, images_to_float, worker_init_fn
 from engine.checkpoint import (
     code_version,
     load_checkpoint,
@@ -228,6 +228,7 @@ class Trainer:
             pin_memory=self.cfg.data.pin_memory and self.device.type == "cuda",
             drop_last=False,
             worker_init_fn=worker_init_fn,
+            collate_fn=collate,
         )
 
     def _say(self, msg: str) -> None:
@@ -376,9 +377,7 @@ class Trainer:
                 break
             self._fault_exit()
             t_data = time.perf_counter()
-            images = batch["image"].to(self.device, non_blocking=True)
-            if cfg.train.channels_last:
-                images = images.contiguous(memory_format=torch.channels_last)
+            images = images_to_float(batch["image"].to(self.device, non_blocking=True), cfg.train.channels_last)
             targets = [t.to(self.device, non_blocking=True) for t in batch["targets"]]
             masks = [m.to(self.device, non_blocking=True) for m in batch["masks"]]
             lr = self.schedule.lr(epoch, step)
@@ -525,7 +524,7 @@ class Trainer:
         meter = Meter()
         autocast = self.autocast()
         for batch in loader:
-            images = batch["image"].to(self.device)
+            images = images_to_float(batch["image"].to(self.device), self.cfg.train.channels_last)
             targets = [t.to(self.device) for t in batch["targets"]]
             masks = [m.to(self.device) for m in batch["masks"]]
             with autocast:

@@ -1,5 +1,6 @@
 """Augmentation: golden matrices (spec 6.2), parameter draws, and that image, masks and keypoints move together."""
 
+import cv2
 import numpy as np
 import pytest
 
@@ -36,8 +37,9 @@ def test_tint_clips_or_wraps_the_hue():
     red = np.zeros((4, 4, 3), np.uint8)
     red[..., 2] = 200  # hue 0 in OpenCV's HSV
     clipped = augment.tint(red, (-5, 0, 0), hue_wrap=False)
-    wrapped = augment.tint(red, (-5, 0, 0), hue_wrap=True)
-    assert (clipped == red).all()  # hue clipped at 0: unchanged
+    wrapped = augment.tint(red, (-5, 0, 0), hue_wrap=True)[..., :3]
+    assert clipped.shape == (4, 4, 4) and (clipped[..., 3] == 255).all()  # BGRA, for warp_image
+    assert (clipped[..., :3] == red).all()  # hue clipped at 0: unchanged
     assert not (wrapped == red).all() and wrapped[0, 0, 0] > 0  # hue 175: a magenta-ish red
 
 
@@ -104,3 +106,18 @@ def test_warping_the_used_crop_gives_the_same_picture(degree, scale, bbox):
     diff = np.abs(augment.warp_image(crop, mc, (128, 128), (124, 127, 127)) - full)
     # Equal up to OpenCV's 1/32-pixel quantisation of the sampling positions (which moves with the offset).
     assert diff.max() <= 1 and (diff > 0).mean() < 0.005
+
+
+@pytest.mark.parametrize("degree, scale, bbox", [(0, 1.0, 100), (33, 1.3, 60), (-20, 0.7, 400), (10, 1.0, 2000)])
+def test_warp_image_is_opencvs_bgr_warp_and_reads_only_the_sampled_region(degree, scale, bbox):
+    image = np.random.default_rng(1).integers(0, 256, (300, 420, 3), dtype=np.uint8)
+    m = augment.affine_matrix((250, 140), bbox, augment.AugmentParams(degree=degree, scale=scale), (128, 128), 0.6)
+    border = (124, 127, 127)
+    plain = cv2.warpAffine(image, m, (128, 128), flags=cv2.INTER_LINEAR, borderValue=border)
+    ours = augment.warp_image(image, m, (128, 128), border)
+    assert ours.shape == (128, 128, 3) and np.array_equal(ours, plain)
+    # A BGRA input whose pixels outside the sampled region are garbage warps to the same picture.
+    x0, y0, x1, y1 = augment.sampled_region(image.shape[:2], m, (128, 128))
+    garbage = np.random.default_rng(2).integers(0, 256, (300, 420, 4), dtype=np.uint8)
+    garbage[y0:y1, x0:x1] = cv2.cvtColor(image, cv2.COLOR_BGR2BGRA)[y0:y1, x0:x1]
+    assert np.array_equal(augment.warp_image(garbage, m, (128, 128), border), plain)

@@ -11,7 +11,8 @@ from torch.utils.data import DataLoader
 from config import skeleton as sk
 from config.loader import load_config
 from data import augment
-from data.dataset import SimplePoseDataset, mask_scales
+from data.dataset import SimplePoseDataset, collate, images_to_float, mask_scales
+from evaluate.inference import prepare_input
 from utils.errors import UserError
 
 
@@ -27,8 +28,7 @@ def train_set(coco_sample_h5, cfg):
 
 def test_item_layout(train_set, cfg):
     item = train_set[0]
-    assert item["image"].shape == (3, 256, 256) and item["image"].dtype == torch.float32
-    assert item["image"].min() >= 0 and item["image"].max() <= 1
+    assert item["image"].shape == (3, 256, 256) and item["image"].dtype == torch.uint8
     assert [tuple(t.shape) for t in item["targets"]] == [(50, 64 >> k, 64 >> k) for k in range(5)]
     assert [tuple(m.shape) for m in item["masks"]] == [(1, 64 >> k, 64 >> k) for k in range(5)]
     assert set(item["meta"]) == {"image_id", "index", "epoch", "flip"}
@@ -68,7 +68,7 @@ def test_flip_mirrors_everything_and_swaps_sides(coco_sample_h5, cfg):
     plain = dataset.build(index, augment.AugmentParams(degree=15, scale=1.1))
     flipped = dataset.build(index, augment.AugmentParams(degree=15, scale=1.1, flip=True))
     # The flip mirrors the rotated picture about the crop's vertical axis.
-    np.testing.assert_allclose(flipped["image"].numpy(), plain["image"].numpy()[:, :, ::-1], atol=2 / 255)
+    np.testing.assert_allclose(flipped["image"].numpy(), plain["image"].numpy()[:, :, ::-1], atol=2)
     tp, tf = plain["targets"][0].numpy(), flipped["targets"][0].numpy()
     mirrored = tp[np.array(sk.CHANNEL_FLIP)][:, :, ::-1]
     np.testing.assert_allclose(tf[sk.LIMB_CHANNELS], mirrored[sk.LIMB_CHANNELS], atol=1e-4)
@@ -105,10 +105,11 @@ def test_mask_scales_match_torch_bilinear():
 
 
 def batches(dataset, workers, loader=None):
-    loader = loader or DataLoader(dataset, batch_size=3, num_workers=workers, shuffle=False)
+    loader = loader or DataLoader(dataset, batch_size=3, num_workers=workers, shuffle=False, collate_fn=collate)
     out = []
     for i, b in enumerate(loader):
-        out.append(torch.cat([b["image"].flatten(1), b["targets"][0].flatten(1), b["masks"][1].flatten(1)], 1))
+        image = images_to_float(b["image"]).flatten(1)
+        out.append(torch.cat([image, b["targets"][0].flatten(1), b["masks"][1].flatten(1)], 1))
         if i == 1:
             break
     return torch.cat(out)
@@ -126,7 +127,7 @@ def test_workers_and_epochs(coco_sample_h5, cfg):
     dataset.set_epoch(2)
     assert torch.equal(batches(dataset, 0), single)
     # Persistent workers see set_epoch too (the epoch lives in shared memory).
-    loader = DataLoader(dataset, batch_size=3, num_workers=2, shuffle=False, persistent_workers=True)
+    loader = DataLoader(dataset, batch_size=3, num_workers=2, persistent_workers=True, collate_fn=collate)
     assert torch.equal(batches(dataset, 2, loader), single)
     dataset.set_epoch(3)
     assert torch.equal(batches(dataset, 2, loader), other)
@@ -170,8 +171,55 @@ def test_reduced_jpeg_decode_stays_aligned(coco_sample_h5, cfg):
             break
     else:
         pytest.fail("no sample is shrunk enough for a reduced decode")
-    a = reduced.build(index, params)["image"].numpy()
-    b = full.build(index, params)["image"].numpy()
+    a = reduced.build(index, params)["image"].numpy() / 255
+    b = full.build(index, params)["image"].numpy() / 255
     diff = np.abs(a - b).mean()
     assert diff < 0.03
     assert diff < np.abs(a[:, :, 1:] - b[:, :, :-1]).mean() and diff < np.abs(a[:, 1:] - b[:, :-1]).mean()
+
+
+def test_uint8_images_become_the_float_images_of_before(train_set):
+    """images_to_float(sample) equals the former float path (the warped BGR pixels, plane by plane times
+    float32(1/255)) bit for bit, and a collated batch is channels-last and gives the same values."""
+    samples = [train_set[i] for i in (0, 5)]
+    for s in samples:
+        pixels = s["image"].permute(1, 2, 0).numpy()  # the warped (H, W, 3) picture the sample is a view of
+        assert pixels.base is not None
+        before = np.stack([p * np.float32(1 / 255) for p in cv2.split(pixels)])
+        after = images_to_float(s["image"][None])[0].numpy()
+        assert after.dtype == np.float32 and np.array_equal(after, before)
+    batch = collate(samples)
+    assert batch["image"].shape == (2, 3, 256, 256) and batch["image"].dtype == torch.uint8
+    assert batch["image"].is_contiguous(memory_format=torch.channels_last)
+    assert batch["targets"][0].shape == (2, 50, 64, 64) and batch["meta"]["index"].tolist() == [0, 5]
+    as_float = images_to_float(batch["image"], channels_last=True)
+    assert as_float.is_contiguous(memory_format=torch.channels_last)
+    assert torch.equal(images_to_float(batch["image"]), as_float) and images_to_float(batch["image"]).is_contiguous()
+    assert torch.equal(as_float[1], images_to_float(samples[1]["image"][None])[0])
+    # Evaluation scales its own images by /255 (evaluate/inference.py): the same inputs, to 1 ulp.
+    padded, _ = prepare_input(samples[1]["image"].permute(1, 2, 0).numpy(), 1.0, train_set.cfg.eval)
+    np.testing.assert_array_max_ulp(as_float[1].numpy(), padded.transpose(2, 0, 1), maxulp=1)
+    with pytest.raises(TypeError):
+        images_to_float(as_float)
+
+
+def test_blob_reader_reads_what_h5py_reads(coco_sample_h5, tmp_path):
+    import h5py
+
+    from data.blob_reader import BlobReader, map_file
+
+    rng = np.random.default_rng(0)
+    compressed = tmp_path / "compressed.h5"
+    with h5py.File(compressed, "w") as f:
+        f.create_dataset("x", data=np.arange(5000, dtype=np.uint32), chunks=(512,), compression="gzip")
+    for path, names in ((coco_sample_h5, ("images/jpeg", "images/mask_lengths", "images/jpeg_offsets")),
+                        (compressed, ("x",))):  # fmt: skip
+        with h5py.File(path, "r", locking=False) as f:
+            buffer = map_file(str(path))
+            for name in names:
+                reader = BlobReader(f[name], buffer)
+                assert reader.mapped == (name != "x")  # gzip: read through h5py
+                n = len(f[name])
+                for a, b in [(0, n), (n - 1, n), (3, 3)] + [sorted(rng.integers(0, n + 1, 2)) for _ in range(30)]:
+                    got = reader.read(a, b)
+                    assert got.dtype == f[name].dtype and np.array_equal(got, f[name][a:b])

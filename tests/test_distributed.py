@@ -184,12 +184,12 @@ class SplitByHand(nn.Module):
 def test_balanced_data_parallel_gives_the_plain_loss_and_gradients(sample_h5_64, tmp_path, sizes):  # noqa: F811
     from torch.utils.data import DataLoader
 
-    from data.dataset import SimplePoseDataset
+    from data.dataset import SimplePoseDataset, collate, images_to_float
     from models import MultiTaskLoss, build_model
 
     cfg = tiny_cfg(sample_h5_64, tmp_path)
-    batch = next(iter(DataLoader(SimplePoseDataset(sample_h5_64, cfg, train=True), batch_size=4)))
-    images, targets, masks = batch["image"], batch["targets"], batch["masks"]
+    batch = next(iter(DataLoader(SimplePoseDataset(sample_h5_64, cfg, train=True), batch_size=4, collate_fn=collate)))
+    images, targets, masks = images_to_float(batch["image"]), batch["targets"], batch["masks"]
     torch.manual_seed(0)
     model, loss = build_model(cfg).eval(), MultiTaskLoss(cfg)  # eval: replicas would normalise per slice
 

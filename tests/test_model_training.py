@@ -5,10 +5,9 @@ import sys
 
 import pytest
 import torch
-from torch.utils.data import default_collate
 
 from config.loader import load_config
-from data.dataset import SimplePoseDataset
+from data.dataset import SimplePoseDataset, collate, images_to_float
 from models import build_loss, build_model
 from tests.conftest import REPO_ROOT
 
@@ -34,7 +33,7 @@ def test_tiny_model_lowers_the_loss_tenfold_on_two_real_samples(
     cfg = load_config(None, ["data.input_size=128", "model.stacks=2", "model.inp_dim=32", "model.increase=16",
                              "model.head_channels=32", "model.se_reduction=4", "loss.stack_weights=[1,1]"])  # fmt: skip
     dataset = SimplePoseDataset(h5, cfg, train=False)
-    batch = default_collate([dataset[0], dataset[1]])
+    batch = collate([dataset[0], dataset[1]])
     assert batch["image"].shape == (2, 3, 128, 128) and batch["targets"][0].shape == (2, 50, 32, 32)
     assert batch["targets"][0][:, 30:48].amax() > 0.5  # real people with keypoints
 
@@ -43,7 +42,7 @@ def test_tiny_model_lowers_the_loss_tenfold_on_two_real_samples(
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
     losses = []
     for _ in range(80):
-        total, breakdown = loss_fn(model(batch["image"]), batch["targets"], batch["masks"])
+        total, breakdown = loss_fn(model(images_to_float(batch["image"])), batch["targets"], batch["masks"])
         optimizer.zero_grad(set_to_none=True)
         total.backward()
         optimizer.step()

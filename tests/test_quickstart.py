@@ -6,13 +6,16 @@ import sys
 
 import pytest
 
+from config.loader import load_config
 from engine.plot import plot_run
+from engine.run import QUICKSTART_PRESET
 from tests.conftest import REPO_ROOT
 
 
 @pytest.mark.slow
 def test_quickstart_smoke_end_to_end(tmp_path):
     synthetic, run = tmp_path / "synthetic", tmp_path / "run"
+    size = load_config(QUICKSTART_PRESET).data.input_size
     args = [
         f"data.synthetic_dir={synthetic}", "data.synthetic_images=20", f"train.out_dir={run}",
         "train.epochs=2", "train.max_steps_per_epoch=2", "train.batch_size=2", "data.num_workers=0",
@@ -23,16 +26,16 @@ def test_quickstart_smoke_end_to_end(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     for name in ("last.pt", "best.pt", "metrics.jsonl", "config.yaml", "curves.png", "predictions.png"):
         assert (run / name).is_file(), name
-    assert (synthetic / "train256.h5").is_file() and (synthetic / "val256.h5").is_file()
+    assert (synthetic / f"train{size}.h5").is_file() and (synthetic / f"val{size}.h5").is_file()
     assert "validation AP" in r.stdout and str(run / "last.pt") in r.stdout
     kinds = [json.loads(line)["kind"] for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert kinds.count("epoch") == 2 and kinds.count("val") == 2
     assert plot_run(run, tmp_path / "again.png").stat().st_size > 10_000
 
     # Running again reuses the cached synthetic data and resumes the finished run (nothing left to do).
-    mtime = (synthetic / "train256.h5").stat().st_mtime
+    mtime = (synthetic / f"train{size}.h5").stat().st_mtime
     r = subprocess.run([sys.executable, "train.py", *args, "train.resume=auto"], cwd=REPO_ROOT, capture_output=True,
                        text=True, timeout=600)  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
-    assert (synthetic / "train256.h5").stat().st_mtime == mtime
+    assert (synthetic / f"train{size}.h5").stat().st_mtime == mtime
     assert "resumed from" in r.stdout + r.stderr
