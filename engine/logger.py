@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from utils.io import atomic_write_text
+
 
 def _plain(v: Any) -> Any:
     if hasattr(v, "item") and getattr(v, "ndim", 1) == 0:
@@ -52,7 +54,7 @@ class MetricsLogger:
                 continue
             if record.get("global_step", 0) <= global_step:
                 kept.append(line)
-        self.path.write_text("".join(line + "\n" for line in kept))
+        atomic_write_text(self.path, "".join(line + "\n" for line in kept))  # a kill here loses no line
 
     def log(self, kind: str, epoch: int, global_step: int, **values: Any) -> None:
         if not self.enabled:
