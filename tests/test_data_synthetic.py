@@ -58,14 +58,15 @@ def test_some_crowd_regions_over_a_larger_set(tmp_path):
 
 def test_converts_end_to_end(tmp_path, synthetic_coco):
     out = tmp_path / "synth.h5"
+    cfg = load_config("config/quickstart.yaml", [])
+    size = cfg.data.input_size
     settings = convert(
         [Source(synthetic_coco / "images", synthetic_coco / "annotations" / "person_keypoints_train.json")],
         out,
-        input_size=256,
+        input_size=size,
         progress=False,
     )
     assert settings["counts"]["samples"] >= 9
-    cfg = load_config("config/quickstart.yaml", [])
     item = SimplePoseDataset(out, cfg, train=True)[0]
-    assert item["image"].shape == (3, 256, 256)
+    assert item["image"].shape == (3, size, size)
     assert item["targets"][0][30:48].max() > 0.9
