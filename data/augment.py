@@ -83,8 +83,8 @@ def linear_scale(matrix: np.ndarray) -> float:
 
 
 def tint(image_bgr: np.ndarray, hsv: tuple[int, int, int], hue_wrap: bool = False) -> np.ndarray:
-    """Add integer HSV offsets to a BGR uint8 image (OpenCV hue range 0..179); returns a new image, as BGRA
-    (alpha 255: the form ``warp_image`` warps fastest).
+    """Add integer HSV offsets to a BGR or BGRA uint8 image (OpenCV hue range 0..179; alpha is ignored); returns a
+    new image, as BGRA (alpha 255: the form ``warp_image`` warps fastest).
 
     Saturation and value are clipped to 0..255; hue is clipped to 0..179 (the original) or wrapped."""
     levels = np.arange(256, dtype=np.int32)

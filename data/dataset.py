@@ -39,6 +39,7 @@ from config.schema import Config
 from data import augment
 from data.blob_reader import BlobReader, map_file
 from data.coco_to_hdf5 import FORMAT_VERSION, MASK_IGNORE_BIT, MASK_PERSON_BIT, check_layout, decode_mask_runs
+from data.jpeg import decode_bgra
 from data.targets import downscale_targets, draw_targets
 from utils.errors import UserError
 
@@ -47,10 +48,6 @@ _LUT_MISS = np.array([0 if c & MASK_IGNORE_BIT else 255 for c in range(256)], np
 _LUT_ALL = np.array([255 if c & MASK_PERSON_BIT else 0 for c in range(256)], np.uint8)
 # Both at once: little-endian uint16 (mask_miss, mask_all) byte pairs, so that one run is one element.
 _LUT_BOTH = (_LUT_MISS | _LUT_ALL.astype(np.uint16) << 8).astype("<u2")
-# COCO annotations refer to the stored pixel layout, so EXIF orientation is ignored.
-_REDUCED_FLAGS = {f: flag | cv2.IMREAD_IGNORE_ORIENTATION for f, flag in (
-    (1, cv2.IMREAD_COLOR), (2, cv2.IMREAD_REDUCED_COLOR_2), (4, cv2.IMREAD_REDUCED_COLOR_4),
-    (8, cv2.IMREAD_REDUCED_COLOR_8))}  # fmt: skip
 
 
 def keep_freed_memory() -> None:
@@ -270,15 +267,16 @@ class SimplePoseDataset(torch.utils.data.Dataset):
         return decode_mask_runs(_LUT_BOTH[values], lengths, h, w).view(np.uint8).reshape(h, w, 2)
 
     def decode_image(self, image: int, matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Decode the JPEG, at a reduced size when the affine shrinks it enough; returns it and the matrix
-        adjusted to the decoded pixels (reduced pixel u covers original pixels r*u .. r*u + r - 1)."""
+        """Decode the JPEG (BGRA, see ``data.jpeg``), at a reduced size when the affine shrinks it enough;
+        returns it and the matrix adjusted to the decoded pixels (reduced pixel u covers original pixels
+        r*u .. r*u + r - 1)."""
         data = self.read_jpeg(image)
         factor = 1
         if self.cfg.augment.reduced_decode:
             zoom = augment.linear_scale(matrix)
             while factor < 8 and zoom * factor * 2 <= 1.0:
                 factor *= 2
-        img = cv2.imdecode(data, _REDUCED_FLAGS[factor])
+        img = decode_bgra(data, factor)
         if img is None:
             raise UserError(f"{self.path}: the JPEG bytes of image {self.image_id[image]} do not decode (corrupt file)")
         if factor == 1:

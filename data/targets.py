@@ -46,8 +46,8 @@ def _draw_keypoints(out: np.ndarray, keypoints: np.ndarray, stride: int, cfg: Ta
     """Max-combine every person's keypoint Gaussians into ``out`` (18, h, w), C-contiguous, in place.
 
     Window: cells round(x/stride) - r .. + r (r = ``keypoint_window_radius``), clipped to the grid (spec 7.2).
-    The 1-D Gaussians of all windows are computed at once, each window is their outer product; a person's windows
-    lie in different channels, so they are max-combined into ``out`` together, one person at a time.
+    The 1-D Gaussians of all windows are computed at once, each window is their outer product, and all windows are
+    max-combined into ``out`` in one unbuffered ``np.maximum.at``.
     """
     h, w = out.shape[1:]
     r = keypoint_window_radius(cfg, stride)
@@ -65,11 +65,7 @@ def _draw_keypoints(out: np.ndarray, keypoints: np.ndarray, stride: int, cfg: Ta
     cx, cy = cells[:, 0, None, :], cells[:, 1, :, None]
     inside = (cy >= 0) & (cy < h) & (cx >= 0) & (cx < w)
     flat_index = (joints[:, None, None] * h + cy) * w + cx
-    flat = out.reshape(-1)
-    for p in np.unique(people):
-        mine = (people == p)[:, None, None] & inside
-        at, values = flat_index[mine], windows[mine]
-        flat[at] = np.maximum(flat[at], values)
+    np.maximum.at(out.reshape(-1), flat_index[inside], windows[inside])
 
 
 def keypoint_heatmaps(keypoints: np.ndarray, grid_hw: tuple[int, int], stride: int, cfg: TargetConfig) -> np.ndarray:

@@ -60,10 +60,14 @@ def image_path(images_dir: Path, file_name: str) -> Path:
 
 
 def read_image(path: Path) -> np.ndarray:
-    """BGR uint8 image; UserError when missing or unreadable."""
+    """BGR uint8 image in its stored pixel layout; UserError when missing or unreadable.
+
+    EXIF orientation is ignored, as in training (data/jpeg.py): COCO's keypoints refer to the stored pixels, so a
+    rotated read would put every prediction of such an image in the wrong place.
+    """
     if not path.is_file():
         raise UserError(f"image {path} not found (check --images / data.val_images)")
-    image = cv2.imread(str(path), cv2.IMREAD_COLOR)
+    image = cv2.imread(str(path), cv2.IMREAD_COLOR | cv2.IMREAD_IGNORE_ORIENTATION)
     if image is None:
         raise UserError(f"image {path} could not be decoded (corrupt or not an image)")
     return image
