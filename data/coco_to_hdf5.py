@@ -94,10 +94,22 @@ def encode_mask_runs(code: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return flat[starts], np.diff(np.r_[starts, flat.size]).astype(np.uint32)
 
 
-def decode_mask_runs(values: np.ndarray, lengths: np.ndarray, height: int, width: int) -> np.ndarray:
+def decode_mask_runs(
+    values: np.ndarray, lengths: np.ndarray, height: int, width: int, rows: tuple[int, int] | None = None
+) -> np.ndarray:
     """Inverse of ``encode_mask_runs``: the (height, width) mask code. ``values`` may carry trailing axes
-    (e.g. (R, 2) for two masks per run), which the result keeps: (height, width, 2)."""
-    return np.repeat(values, lengths, axis=0).reshape(height, width, *values.shape[1:])
+    (e.g. (R, 2) for two masks per run), which the result keeps: (height, width, 2).
+
+    ``rows=(y0, y1)`` decodes only rows y0 .. y1 - 1 (0 <= y0 < y1 <= height): (y1 - y0, width, ...).
+    """
+    if rows is None or rows == (0, height):
+        return np.repeat(values, lengths, axis=0).reshape(height, width, *values.shape[1:])
+    first, stop = rows[0] * width, rows[1] * width  # pixel range, row-major
+    ends = np.cumsum(lengths, dtype=np.int64)
+    a = int(np.searchsorted(ends, first, side="right"))  # the first run that ends after ``first``
+    b = int(np.searchsorted(ends - lengths, stop, side="left"))  # the first run that starts at or after ``stop``
+    part = np.minimum(ends[a:b], stop) - np.maximum(ends[a:b] - lengths[a:b], first)
+    return np.repeat(values[a:b], part, axis=0).reshape(rows[1] - rows[0], width, *values.shape[1:])
 
 
 def _truncated(data: bytes) -> bool:

@@ -256,15 +256,17 @@ class SimplePoseDataset(torch.utils.data.Dataset):
     def read_jpeg(self, image: int) -> np.ndarray:
         return self._blob("jpeg").read(self.jpeg_offsets[image], self.jpeg_offsets[image + 1])
 
-    def read_masks(self, image: int, both: bool) -> np.ndarray:
+    def read_masks(self, image: int, both: bool, rows: tuple[int, int] | None = None) -> np.ndarray:
         """An image's masks as uint8 {0, 255}, expanded straight from the stored runs (no per-pixel look-up):
-        (H0, W0, 2) (mask_miss, mask_all) if ``both``, else mask_all alone, (H0, W0)."""
+        (H0, W0, 2) (mask_miss, mask_all) if ``both``, else mask_all alone, (H0, W0); only rows y0 .. y1 - 1
+        if ``rows=(y0, y1)``."""
         a, b = self.mask_offsets[image], self.mask_offsets[image + 1]
         values, lengths = self._blob("mask_values").read(a, b), self._blob("mask_lengths").read(a, b)
         h, w = int(self.height[image]), int(self.width[image])
+        n = h if rows is None else rows[1] - rows[0]
         if not both:
-            return decode_mask_runs(_LUT_ALL[values], lengths, h, w)
-        return decode_mask_runs(_LUT_BOTH[values], lengths, h, w).view(np.uint8).reshape(h, w, 2)
+            return decode_mask_runs(_LUT_ALL[values], lengths, h, w, rows)
+        return decode_mask_runs(_LUT_BOTH[values], lengths, h, w, rows).view(np.uint8).reshape(n, w, 2)
 
     def decode_image(self, image: int, matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Decode the JPEG (BGRA, see ``data.jpeg``), at a reduced size when the affine shrinks it enough;
@@ -294,12 +296,19 @@ class SimplePoseDataset(torch.utils.data.Dataset):
         ss = {"faithful": self.stride, "half": self.stride // 2, "grid": 1}[self.cfg.augment.mask_warp]
         if not self.has_ignore[image] and not self.has_person[image]:
             return np.ones(self.grid_hw, np.float32), np.zeros(self.grid_hw, np.float32)
+        # Only the rows the warp can sample are expanded from the runs (on average about half of them).
+        image_hw = (int(self.height[image]), int(self.width[image]))
+        x0, y0, x1, y1 = augment.sampled_region(image_hw, matrix, self.input_hw)
+        rows = (y0, y1) if y1 > y0 and x1 > x0 else None
+        if rows:
+            matrix = matrix.copy()
+            matrix[:, 2] += matrix[:, 1] * y0
         if not self.has_ignore[image]:  # mask_miss is all "supervise", and so is the border
-            person = self.read_masks(image, both=False)
+            person = self.read_masks(image, both=False, rows=rows)
             return np.ones(self.grid_hw, np.float32), augment.warp_mask_to_grid(
                 person, matrix, self.input_hw, self.stride, 0, ss
             )
-        both = self.read_masks(image, both=True)
+        both = self.read_masks(image, both=True, rows=rows)
         warped = augment.warp_mask_to_grid(both, matrix, self.input_hw, self.stride, (255, 0), ss)
         return np.ascontiguousarray(warped[..., 0]), np.ascontiguousarray(warped[..., 1])
 
@@ -315,11 +324,14 @@ class SimplePoseDataset(torch.utils.data.Dataset):
             return self.build(int(index))
         except Exception as e:  # named here: in a DataLoader worker only the message reaches the user
             image_id = self.image_id[self.sample_image[index]] if 0 <= index < len(self) else "?"
-            reason = str(e) if isinstance(e, UserError) else f"{type(e).__name__}: {e}"
-            raise UserError(
-                f"sample {index} (image id {image_id}) of {self.path} cannot be loaded: {reason}; rebuild the file "
-                f"with: {rebuild_command(self.settings, self.path, self.cfg.data.input_size)}"
-            ) from e
+            where = f"sample {index} (image id {image_id}) of {self.path}"
+            rebuild = rebuild_command(self.settings, self.path, self.cfg.data.input_size)
+            if isinstance(e, UserError):  # the file's content is at fault
+                raise UserError(f"{where} cannot be loaded: {e}; rebuild the file with: {rebuild}") from e
+            # Anything else may be a bug: keep its type and traceback, and say which sample raised it.
+            if hasattr(e, "add_note"):  # Python 3.11+
+                e.add_note(f"while loading {where}; if the file changed since it was built, rebuild it with: {rebuild}")
+            raise
 
     def build(self, index: int, params: augment.AugmentParams | None = None, timer=None) -> dict:
         """Sample ``index`` with the given augmentation (default: this epoch's draw, or identity if not train).

@@ -223,3 +223,29 @@ def test_blob_reader_reads_what_h5py_reads(coco_sample_h5, tmp_path):
                 for a, b in [(0, n), (n - 1, n), (3, 3)] + [sorted(rng.integers(0, n + 1, 2)) for _ in range(30)]:
                     got = reader.read(a, b)
                     assert got.dtype == f[name].dtype and np.array_equal(got, f[name][a:b])
+
+
+def test_a_code_error_keeps_its_type_and_names_the_sample(coco_sample_h5, cfg, monkeypatch):
+    """A failure that is not the file's fault (here a bug in building) is not turned into "rebuild the file": it
+    keeps its type and traceback, with a note naming the sample, which the trainer shows for a worker's failure."""
+    from engine.trainer import worker_error_message
+
+    dataset = SimplePoseDataset(coco_sample_h5, cfg, train=True)
+    image_id = int(dataset.image_id[dataset.sample_image[3]])
+
+    def broken(index):
+        raise ValueError("a bug in the pipeline")
+
+    monkeypatch.setattr(dataset, "build", broken)
+    with pytest.raises(ValueError, match="a bug in the pipeline") as e:
+        dataset[3]
+    assert not isinstance(e.value, UserError)
+    if not hasattr(e.value, "add_note"):  # Python 3.10: no notes
+        return
+    assert f"while loading sample 3 (image id {image_id}) of {coco_sample_h5}" in e.value.__notes__[0]
+    loader = DataLoader(torch.utils.data.Subset(dataset, [3]), num_workers=1, collate_fn=collate)
+    with pytest.raises(ValueError) as e:
+        next(iter(loader))
+    message = worker_error_message(str(e.value))
+    assert message.startswith("ValueError: a bug in the pipeline") and f"sample 3 (image id {image_id})" in message
+    assert "Traceback" not in message and "num_workers=0" in message
