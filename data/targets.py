@@ -42,8 +42,11 @@ def _visible(keypoints: np.ndarray) -> np.ndarray:
     return keypoints[..., 2] < 2
 
 
-def _draw_keypoints(out: np.ndarray, keypoints: np.ndarray, stride: int, cfg: TargetConfig) -> None:
-    """Max-combine every person's keypoint Gaussians into ``out`` (18, h, w), C-contiguous, in place.
+def _draw_keypoints(
+    out: np.ndarray, keypoints: np.ndarray, stride: int, cfg: TargetConfig, max_map: np.ndarray | None = None
+) -> None:
+    """Max-combine every person's keypoint Gaussians into ``out`` (18, h, w), C-contiguous, in place, and into
+    ``max_map`` (h, w) if given (their max over keypoints, without reading the 18 maps back).
 
     Window: cells round(x/stride) - r .. + r (r = ``keypoint_window_radius``), clipped to the grid (spec 7.2).
     The 1-D Gaussians of all windows are computed at once, each window is their outer product, and all windows are
@@ -64,8 +67,11 @@ def _draw_keypoints(out: np.ndarray, keypoints: np.ndarray, stride: int, cfg: Ta
     windows = gauss[:, 1, :, None] * gauss[:, 0, None, :]  # (N, 2r+1, 2r+1): rows y, columns x
     cx, cy = cells[:, 0, None, :], cells[:, 1, :, None]
     inside = (cy >= 0) & (cy < h) & (cx >= 0) & (cx < w)
-    flat_index = (joints[:, None, None] * h + cy) * w + cx
-    np.maximum.at(out.reshape(-1), flat_index[inside], windows[inside])
+    cell = cy * w + cx  # (N, 2r+1, 2r+1) flat index within a map
+    values = windows[inside]
+    np.maximum.at(out.reshape(-1), (joints[:, None, None] * (h * w) + cell)[inside], values)
+    if max_map is not None:
+        np.maximum.at(max_map.reshape(-1), cell[inside], values)
 
 
 def keypoint_heatmaps(keypoints: np.ndarray, grid_hw: tuple[int, int], stride: int, cfg: TargetConfig) -> np.ndarray:
@@ -218,9 +224,8 @@ def draw_targets(
     kp = np.asarray(keypoints).reshape(-1, sk.NUM_KEYPOINTS, 3)
     out = np.zeros((sk.NUM_CHANNELS, *grid_hw), np.float32)
     _draw_limbs(out[sk.LIMB_CHANNELS], kp, stride, cfg)
-    _draw_keypoints(out[sk.KEYPOINT_CHANNELS], kp, stride, cfg)
+    _draw_keypoints(out[sk.KEYPOINT_CHANNELS], kp, stride, cfg, max_map=out[sk.MAX_KEYPOINT_CHANNEL])
     out[sk.PERSON_MASK_CHANNEL] = person_mask_channel(mask_all, grid_hw)
-    np.max(out[sk.KEYPOINT_CHANNELS], axis=0, out=out[sk.MAX_KEYPOINT_CHANNEL])
     return out  # every channel is in [0, 1] by construction, so the original's final clip is not needed
 
 
