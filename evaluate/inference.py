@@ -60,7 +60,7 @@ def prepare_input(image: np.ndarray, m: float, cfg: EvalConfig) -> tuple[np.ndar
     hp, wp = math.ceil(hr / step) * step, math.ceil(wr / step) * step
     padded = np.full((hp, wp, 3), cfg.pad_value, np.uint8)
     padded[:hr, :wr] = resized
-    return padded.astype(np.float32) / 255.0, (hr, wr)
+    return padded.astype(np.float32) * np.float32(1 / 255), (hr, wr)  # as data.dataset.images_to_float
 
 
 def make_batch(padded: list[np.ndarray], flip: bool, device: torch.device) -> torch.Tensor:
