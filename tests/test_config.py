@@ -5,7 +5,7 @@ import pytest
 import yaml
 
 from config.loader import ConfigError, config_from_dict, load_config, save_config, to_dict
-from tests.conftest import REPO_ROOT
+from utils.paths import REPO_ROOT
 
 
 @pytest.mark.parametrize("preset", sorted((REPO_ROOT / "config").glob("*.yaml")))
