@@ -1,6 +1,6 @@
 """Quick fault-injection cases on the real COCO sample with a tiny model (bench/faults.py runs the long ones):
 kill -9 mid-run then resume, a full disk and a read-only folder at the checkpoint write, a corrupt sample inside
-a DataLoader worker."""
+a DataLoader worker, a DataLoader worker stuck without dying."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import time
 
 import h5py
 import pytest
+from torch.utils.data import Dataset
 
 import train
 from bench.faults import temporaries, write_fault
@@ -92,6 +93,37 @@ def test_corrupt_sample_in_a_dataloader_worker_is_named(sample_h5_64, tmp_path):
     message = str(e.value)
     assert "Traceback" not in message and "DataLoader worker" not in message
     assert f"sample {samples[0]} (image id {image_id}) of {bad}" in message and "rebuild" in message
+
+
+class HangingDataset(Dataset):
+    """A dataset whose every sample takes ``seconds``: a worker stuck without dying (a deadlock, a read hanging on a
+    network file system). It keeps the real dataset's path and length."""
+
+    def __init__(self, real, seconds: float):
+        self.path, self.size, self.seconds = real.path, len(real), seconds
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, index: int):
+        time.sleep(self.seconds)
+        raise RuntimeError(f"sample {index} took {self.seconds} s")
+
+
+def test_a_worker_stuck_without_dying_stops_training_with_the_batch_named(sample_h5_64, tmp_path):  # noqa: F811
+    trainer = Trainer(tiny_cfg(sample_h5_64, tmp_path, "data.num_workers=1", "data.loader_timeout=2"))
+    trainer.train_set = HangingDataset(trainer.train_set, seconds=120)
+    trainer.sampler.shuffle = False
+    with pytest.raises(UserError) as e:
+        trainer.fit()
+    message = str(e.value)
+    assert "timed out" not in message and "Traceback" not in message
+    assert (
+        f"within data.loader_timeout=2 s while loading {sample_h5_64} (epoch 0, step 0 (next batch: samples [0, 1]"
+        in message
+    )
+    assert "raise data.loader_timeout" in message and "data.num_workers=0" in message
+    assert message.endswith("train.resume=auto")
 
 
 def test_a_non_user_error_in_a_worker_keeps_its_type_and_message_only():
