@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from utils.errors import UserError, cli_main
+from utils.errors import cli_main
+from utils.paths import COCO_SAMPLE_ANNOTATIONS, REPO_ROOT, TINY_PRESET, coco_sample_dir
 
-REPO = Path(__file__).resolve().parents[1]
 Outcome = Literal["clean_error", "counted_skip", "raw_traceback", "accepted"]
 OUTCOMES: tuple[Outcome, ...] = ("clean_error", "counted_skip", "raw_traceback", "accepted")
 
@@ -45,13 +45,8 @@ BASE_IMAGES = ("000000000790.jpg", "000000030752.jpg", "000000183872.jpg")
 NO_MAIN_PERSON_IMAGES = ("000000070133.jpg", "000000145311.jpg")
 PAYLOAD_MARKER = "payload_ran"  # a file a pickled payload would create if a checkpoint were unpickled unsafely
 
-TINY_CONFIG = """\
-data: {input_size: 64, num_workers: 0}
-model: {stacks: 1, inp_dim: 16, increase: 8, num_scales: 5, head_channels: 16, se_reduction: 4}
-loss: {stack_weights: [1]}
-train: {epochs: 1, max_steps_per_epoch: 1, batch_size: 2, warmup_epochs: 0, val_every: 0, amp: "off"}
-eval: {scales: [1.0], flip: false, boxsize: 64, max_images: 1}
-"""
+# on top of config/tiny.yaml: one training step, and an evaluation of one image without flip
+SHORTEST = ["train.max_steps_per_epoch=1", "eval.flip=false", "eval.max_images=1"]
 
 
 @dataclass
@@ -81,12 +76,10 @@ class _Corpus:
     def __init__(self, sample_dir: Path, out_dir: Path):
         self.sample_dir, self.out = sample_dir, out_dir
         out_dir.mkdir(parents=True, exist_ok=True)
-        full = json.loads((sample_dir / "annotations" / "person_keypoints_sample.json").read_text())
+        full = json.loads((sample_dir / COCO_SAMPLE_ANNOTATIONS).read_text())
         self.full = full
         self.base = _subset(full, BASE_IMAGES)
         self.images = self.image_folder(out_dir / "images", BASE_IMAGES + NO_MAIN_PERSON_IMAGES)
-        self.config = out_dir / "tiny.yaml"
-        self.config.write_text(TINY_CONFIG)
         self._h5: dict[int, Path] = {}
         self._ckpt: dict[int, Path] = {}
 
@@ -134,7 +127,8 @@ class _Corpus:
     def train_case(self, name, what, expected, h5: Path, extra=(), names=()) -> Case:
         d = self.case_dir(name)
         run = d / "run"
-        argv = [sys.executable, "train.py", "--config", str(self.config), f"data.train={h5}", f"train.out_dir={run}"]
+        argv = [sys.executable, "train.py", "--config", str(TINY_PRESET), *SHORTEST, f"data.train={h5}",
+                f"train.out_dir={run}"]  # fmt: skip
         return Case(name, what, [*argv, *extra], expected, [run / "last.pt"], names, run)
 
     def checkpoint(self, stacks: int = 1) -> Path:
@@ -146,7 +140,7 @@ class _Corpus:
             from engine.checkpoint import save_checkpoint
             from models import build_model
 
-            cfg = load_config(str(self.config), [f"model.stacks={stacks}", f"loss.stack_weights={[1] * stacks}"])
+            cfg = load_config(TINY_PRESET, [*SHORTEST, f"model.stacks={stacks}", f"loss.stack_weights={[1] * stacks}"])
             torch.manual_seed(0)
             state = {"model": build_model(cfg).state_dict(), "config": to_dict(cfg), "epoch": 1, "global_step": 1}
             self._ckpt[stacks] = self.out / f"tiny_stacks{stacks}.pt"
@@ -562,7 +556,7 @@ def leftover_temporaries(folder: Path) -> list[Path]:
 def run_case(case: Case, timeout: float = 300) -> CaseResult:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     try:
-        proc = subprocess.run(case.argv, cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env)
+        proc = subprocess.run(case.argv, cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout, env=env)
     except subprocess.TimeoutExpired:
         return CaseResult(case.name, "raw_traceback", bool(leftover_temporaries(case.folder)), f"timed out {timeout}s")
     return result_of(case, proc.returncode, proc.stdout, proc.stderr)
@@ -587,18 +581,9 @@ def run_named(sample_dir: Path, out_dir: Path, names: Iterable[str], jobs: int =
     return {c.name: (c, r) for c, r in zip(cases, run_cases(cases, jobs))}
 
 
-def _sample_dir() -> Path:
-    from tests.conftest import coco_sample_dir
-
-    root = coco_sample_dir()
-    if not (root / "annotations" / "person_keypoints_sample.json").is_file():
-        raise UserError(f"real COCO sample not found at {root}: set SIMPLEPOSE_COCO_SAMPLE to its folder")
-    return root
-
-
 def run_corpus(work_dir: Path, jobs: int = 2) -> list[CaseResult]:
     """Build the corpus from the real sample under ``work_dir`` and run every case (``jobs`` at a time)."""
-    return run_cases(build_corpus(_sample_dir(), Path(work_dir) / "corpus"), jobs)
+    return run_cases(build_corpus(coco_sample_dir(), Path(work_dir) / "corpus"), jobs)
 
 
 @cli_main
@@ -608,7 +593,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=2, help="cases run at the same time")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        cases = build_corpus(_sample_dir(), (args.work_dir or Path(tmp)) / "corpus")
+        cases = build_corpus(coco_sample_dir(), (args.work_dir or Path(tmp)) / "corpus")
         results = run_cases(cases, args.jobs)
     width = max(map(len, CASE_NAMES))
     wrong = 0

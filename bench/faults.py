@@ -18,7 +18,7 @@ data.coco_to_hdf5):
   index), so a resumed run redoes exactly the steps lost since the last checkpoint (deterministic CPU kernels,
   one thread).
 - torchrun --nproc_per_node=2 --max-restarts=1 with rank 1 dying (os._exit, no clean-up) at step 3: the group
-  restarts, resumes from last.pt and completes (tests.test_distributed's helper).
+  restarts, resumes from last.pt and completes the same 6 x 2 steps.
 - ENOSPC and EROFS at the checkpoint write, injected (``write_fault``) and, where this process may mount, on a
   real small / read-only tmpfs: exit 2, a message naming the path and what to do, previous last.pt intact and
   loadable, no temporary file left.
@@ -50,13 +50,14 @@ from pathlib import Path
 import torch
 
 from engine.checkpoint import load_checkpoint
-from tests.conftest import REPO_ROOT
-from tests.test_engine import TINY
+from utils.distributed import torchrun_command
 from utils.errors import UserError
+from utils.paths import REPO_ROOT, TINY_PRESET
 
 TRACEBACK = "Traceback (most recent call last)"
 CHECKPOINTS = ("last.pt", "best.pt")
 # 6 epochs of 2 steps, last.pt after every step, validation (val loss) and best.pt after every epoch
+RUN_STEPS = 6 * 2
 RUN = ["train.epochs=6", "train.max_steps_per_epoch=2", "train.checkpoint_every_steps=1", "train.val_every=1",
        "train.optimizer=sgd", "train.lr=0.01"]  # fmt: skip
 ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"}
@@ -143,18 +144,31 @@ def make_data(root: Path) -> tuple[Path, Path]:
 
 
 def train_args(train_h5: Path, out_dir: Path, *extra: str) -> list[str]:
-    return [*TINY, f"data.train={train_h5}", f"train.out_dir={out_dir}", *extra]
+    """Arguments of a tiny run (config/tiny.yaml) on ``train_h5`` writing to ``out_dir``."""
+    return ["--config", str(TINY_PRESET), f"data.train={train_h5}", f"train.out_dir={out_dir}", *extra]
 
 
-def start_train(args: list[str], python_code: str | None = None) -> subprocess.Popen:
-    command = [sys.executable, "-c", python_code, *args] if python_code else [sys.executable, "train.py", *args]
+def start(command: list[str]) -> subprocess.Popen:
     return subprocess.Popen(command, cwd=REPO_ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def run_train(args: list[str], python_code: str | None = None) -> subprocess.CompletedProcess:
-    p = start_train(args, python_code)
+def run(command: list[str]) -> subprocess.CompletedProcess:
+    p = start(command)
     out, err = p.communicate(timeout=600)
     return subprocess.CompletedProcess(p.args, p.returncode, out, err)
+
+
+def train_command(args: list[str], python_code: str | None = None) -> list[str]:
+    """``python train.py ARGS``, or ``python -c CODE ARGS`` (CODE calls train.main in its own way)."""
+    return [sys.executable, "-c", python_code, *args] if python_code else [sys.executable, "train.py", *args]
+
+
+def start_train(args: list[str], python_code: str | None = None) -> subprocess.Popen:
+    return start(train_command(args, python_code))
+
+
+def run_train(args: list[str], python_code: str | None = None) -> subprocess.CompletedProcess:
+    return run(train_command(args, python_code))
 
 
 def temporaries(out_dir: Path) -> list[Path]:
@@ -275,27 +289,23 @@ def kill_and_resume(train_h5: Path, val_h5: Path, work: Path, trials: int, seed:
 
 # ---------------------------------------------------------------------------------------------- b. torchrun
 def torchrun_worker_death(train_h5: Path, work: Path, tally: Tally) -> None:
-    from tests.test_distributed import RUN as DIST_RUN
-    from tests.test_distributed import torchrun
-
     out_dir = work / "torchrun"
     tally.trials += 1
     tally.resumes += 1
-    try:
-        r = torchrun("train_distributed.py", train_h5, out_dir, *DIST_RUN, "train.fault_exit_step=3", max_restarts=1,
-                     label="torchrun x2, rank 1 dies at step 3, --max-restarts=1")  # fmt: skip
-    except AssertionError as e:
-        tally.failures.append(f"torchrun restart did not complete: {str(e)[-1500:]}")
+    program = ["train_distributed.py", *train_args(train_h5, out_dir, *RUN, "train.fault_exit_step=3")]
+    r = run(torchrun_command(program, nproc=2, max_restarts=1))
+    if r.returncode != 0:
+        tally.failures.append(f"torchrun restart did not complete (exit {r.returncode}):\n{r.stderr[-1500:]}")
         return
     if "rank 1 dies at global step 3" in r.stdout:
         tally.kills += 1
     if TRACEBACK in r.stderr and "rank 1 dies" not in r.stdout:
         tally.raw_tracebacks += 1
     final = check_checkpoints(out_dir, tally, "torchrun after the restart")
-    if "resumed from" in r.stdout and final.get("last.pt", {}).get("global_step") == 4:
+    if "resumed from" in r.stdout and final.get("last.pt", {}).get("global_step") == RUN_STEPS:
         tally.resumes_completed += 1
     else:
-        tally.failures.append(f"torchrun: no resume to global step 4:\n{r.stdout[-1500:]}")
+        tally.failures.append(f"torchrun: no resume to global step {RUN_STEPS}:\n{r.stdout[-1500:]}")
 
 
 # ---------------------------------------------------------------------------------------------- c. disk faults
@@ -331,7 +341,7 @@ def disk_case(tally: Tally, name: str, out_dir: Path, args: list[str], must_name
 
 
 def disk_faults(train_h5: Path, work: Path, tally: Tally) -> list[str]:
-    args = [*TINY, f"data.train={train_h5}", "train.max_steps_per_epoch=2"]
+    args = ["--config", str(TINY_PRESET), f"data.train={train_h5}", "train.max_steps_per_epoch=2"]
     base = work / "disk_base"
     r = run_train([*args, f"train.out_dir={base}", "train.epochs=1"])
     if r.returncode != 0:
@@ -381,13 +391,11 @@ def worker_pids(pid: int) -> list[int]:
 def loader_faults(train_h5: Path, work: Path, tally: Tally) -> None:
     bad = work / "corrupt.h5"
     image_id = corrupt_jpeg(train_h5, bad, image=2)
-    args = [*TINY, f"data.train={bad}", "data.num_workers=1", "train.epochs=1", f"train.out_dir={work / 'corrupt'}"]
-    r = run_train(args)
+    r = run_train(train_args(bad, work / "corrupt", "data.num_workers=1"))
     classify_error(tally, "corrupt JPEG in a worker", r, ["sample", f"image id {image_id}", str(bad)])
 
     out_dir = work / "killed_worker"
-    p = start_train([*TINY, f"data.train={train_h5}", "data.num_workers=1", "train.epochs=30",
-                     f"train.out_dir={out_dir}"])  # fmt: skip
+    p = start_train(train_args(train_h5, out_dir, "data.num_workers=1", "train.epochs=30"))
     deadline = time.perf_counter() + 300
     # once the first step is logged the epoch's worker runs; workers restart each epoch, so retry a missed kill
     while p.poll() is None and time.perf_counter() < deadline:

@@ -1,7 +1,7 @@
 """Numerical SyncBN check on GPUs: N processes x batch b with SyncBatchNorm must equal 1 GPU x batch N*b with plain
 BatchNorm (outputs, BatchNorm running statistics, gradients). Needs CUDA and >= 2 GPUs; run from the repo root:
 
-    torchrun --nproc_per_node=2 -m bench.syncbn_check            # tiny PoseNet, global batch 8 at 64 x 64
+    torchrun --nproc_per_node=2 -m bench.syncbn_check            # config/tiny.yaml's PoseNet, global batch 8 at 64 x 64
     torchrun --nproc_per_node=4 -m bench.syncbn_check --config config/simplepose_coco.yaml --per-process-batch 2
 
 It converts the model exactly as train_distributed.py does (engine.launch.sync_batchnorm, then DDP). Every rank
@@ -22,16 +22,8 @@ from config.loader import add_config_arguments, config_from_args
 from engine.launch import sync_batchnorm
 from utils import distributed as du
 from utils.errors import UserError, cli_main
+from utils.paths import TINY_PRESET
 
-TINY = [
-    "model.stacks=1",
-    "model.inp_dim=16",
-    "model.increase=8",
-    "model.head_channels=16",
-    "model.se_reduction=4",
-    "loss.stack_weights=[1]",
-    "data.input_size=64",
-]  # fmt: skip  (used without --config)
 TOLERANCE = 1e-4
 
 
@@ -48,14 +40,12 @@ def output_loss(outputs: list[list[torch.Tensor]]) -> torch.Tensor:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--per-process-batch", type=int, default=4)
-    add_config_arguments(parser)
+    add_config_arguments(parser, default=str(TINY_PRESET))
     args = parser.parse_args(argv)
     if not torch.cuda.is_available() or du.env_world_size() < 2:
         raise UserError(
             "the SyncBN check needs CUDA and >= 2 processes: torchrun --nproc_per_node=2 -m bench.syncbn_check"
         )
-    if args.config is None:
-        args.overrides = [*TINY, *args.overrides]
     cfg = config_from_args(args)
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False

@@ -205,6 +205,8 @@ def validate(cfg: Config) -> None:
             f"data.input_size must be a positive multiple of {divisor}, got {d.input_size} "
             f"(valid sizes: 256, 320, 384, 448, 512, ...)"
         )
+    if d.loader_timeout < 0:
+        raise ConfigError(f"data.loader_timeout must be >= 0 seconds (0 waits for ever), got {d.loader_timeout}")
     if not cfg.eval.scales:
         raise ConfigError("eval.scales must hold at least one scale, e.g. eval.scales=[1.0]")
 

@@ -22,6 +22,12 @@ class DataConfig:
     stride: int = 4  # output stride of the finest scale
     num_workers: int = 2  # DataLoader worker processes
     pin_memory: bool = True  # only takes effect on CUDA
+    # Seconds to wait for one batch from a DataLoader worker before stopping with an error naming the batch (a
+    # worker stuck without dying: a deadlock, a hung network file system); 0 waits for ever; only applies with
+    # num_workers > 0. A healthy worker hands over a batch in well under a second (a few seconds for the first
+    # of an epoch, or from a cold network disk), so 600 never fires on slow but working storage, yet stops a
+    # hung run within 10 min, before DDP's 30 min collective timeout would hide the cause on the other ranks.
+    loader_timeout: float = 600.0
     # The quick start (train.py without --config and without data.train) makes synthetic data here, once.
     synthetic_dir: str = "cache/synthetic"
     synthetic_images: int = 600

@@ -220,12 +220,14 @@ class Trainer:
         return SimplePoseDataset(path, self.cfg, train=train)
 
     def _loader(self, dataset, sampler, batch_size: int) -> DataLoader:
+        d = self.cfg.data
         return ForkSafeLoader(
             dataset,
             batch_size=batch_size,
             sampler=sampler,
-            num_workers=self.cfg.data.num_workers,
-            pin_memory=self.cfg.data.pin_memory and self.device.type == "cuda",
+            num_workers=d.num_workers,
+            timeout=d.loader_timeout if d.num_workers > 0 else 0,  # a stuck worker: see loader_errors
+            pin_memory=d.pin_memory and self.device.type == "cuda",
             drop_last=False,
             worker_init_fn=worker_init_fn,
             collate_fn=collate,
@@ -437,7 +439,8 @@ class Trainer:
     def loader_errors(self, epoch: int, dataset) -> Iterator[None]:
         """Turn a DataLoader worker's failure into a UserError: a sample that raised inside a worker gives its
         own message (the dataset names the sample) instead of the worker's traceback; a worker that died (killed
-        by a signal, e.g. the out-of-memory killer) gives the epoch, the step and the samples then loading."""
+        by a signal, e.g. the out-of-memory killer) or that gave no batch within data.loader_timeout gives the
+        epoch, the step and the samples then loading."""
         try:
             yield
         except BaseException as e:
@@ -446,6 +449,17 @@ class Trainer:
             if not isinstance(e, Exception):
                 raise
             message = str(e)
+            path = getattr(dataset, "path", "the data")
+            if isinstance(e, RuntimeError) and message.startswith("DataLoader timed out after"):
+                raise UserError(
+                    f"no batch came from a DataLoader worker within data.loader_timeout="
+                    f"{self.cfg.data.loader_timeout:g} s while loading {path} ({self._where(epoch, dataset)}): a "
+                    f"worker is stuck without dying (a deadlock, or a read hanging on a network file system). Check "
+                    f"that {path} reads at normal speed from this machine (or copy it to a local disk); if batches "
+                    f"are only slow, raise data.loader_timeout (0 waits for ever); data.num_workers=0 loads in this "
+                    f"process, where a stack dump (e.g. `py-spy dump --pid PID`) shows where it hangs. Then continue "
+                    f"with train.resume=auto"
+                ) from None
             died = isinstance(e, RuntimeError) and "DataLoader worker (pid" in message
             # a worker killed while handing over a batch breaks the connection the batch's memory comes through
             if isinstance(e, (ConnectionError, EOFError)) and self.cfg.data.num_workers > 0:
@@ -454,13 +468,15 @@ class Trainer:
                 raise
             if message.startswith("Caught "):
                 raise UserError(worker_error_message(message)) from None
-            where = "validating" if dataset is self.val_set else f"epoch {epoch}, {self._loading_batch(epoch)}"
             raise UserError(
-                f"a DataLoader worker died while loading {getattr(dataset, 'path', 'the data')} ({where}): "
+                f"a DataLoader worker died while loading {path} ({self._where(epoch, dataset)}): "
                 f"{message.strip().rstrip('.')}. This is most often the out-of-memory killer (see `dmesg`): lower "
                 f"data.num_workers or train.batch_size (data.num_workers=0 loads in this process and reports any "
                 f"sample error directly), then continue with train.resume=auto"
             ) from None
+
+    def _where(self, epoch: int, dataset) -> str:
+        return "validating" if dataset is self.val_set else f"epoch {epoch}, {self._loading_batch(epoch)}"
 
     def _loading_batch(self, epoch: int) -> str:
         """``step S (next batch: samples [..], image ids [..])`` for the step the run was at in ``epoch``."""

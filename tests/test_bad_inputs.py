@@ -16,7 +16,7 @@ import torch
 from bench.bad_inputs import CASE_NAMES, SECURITY_CASES, build_corpus, result_of, run_named
 from config.loader import load_config
 from evaluate import coco_eval
-from tests.conftest import REPO_ROOT
+from utils.paths import REPO_ROOT
 
 # Corpus cases whose behaviour an existing test already asserts (they still run in `python -m bench.bad_inputs`).
 TESTED_ELSEWHERE = {

@@ -5,7 +5,7 @@ import pytest
 import yaml
 
 from config.loader import ConfigError, config_from_dict, load_config, save_config, to_dict
-from tests.conftest import REPO_ROOT
+from utils.paths import REPO_ROOT
 
 
 @pytest.mark.parametrize("preset", sorted((REPO_ROOT / "config").glob("*.yaml")))
@@ -42,6 +42,7 @@ def test_overrides_are_typed():
         ("train.lr", ["key=value"]),
         ("data.input_size=500", ["data.input_size", "multiple of 64"]),
         ("model.stacks=3", ["loss.stack_weights"]),
+        ("data.loader_timeout=-1", ["data.loader_timeout", ">= 0"]),
     ],
 )
 def test_bad_overrides_name_the_key(override, words):

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -17,19 +16,14 @@ from torch import nn
 
 from engine.checkpoint import load_checkpoint
 from engine.launch import DataParallelBalanced, ModelWithLoss, sync_batchnorm
-from tests.conftest import REPO_ROOT
-from tests.test_engine import TINY, sample_h5_64, tiny_cfg  # noqa: F401  (sample_h5_64 is a fixture)
+from tests.test_engine import sample_h5_64, tiny_args, tiny_cfg  # noqa: F401  (sample_h5_64 is a fixture)
+from utils.distributed import torchrun_command
+from utils.paths import REPO_ROOT
 
 # per process: batch 2, 4 steps, a checkpoint every 2 steps; BatchNorm in eval mode makes N x b == 1 x N*b exact
 RUN = ["train.epochs=1", "train.max_steps_per_epoch=4", "train.checkpoint_every_steps=2", "train.optimizer=sgd",
        "train.lr=0.01", "train.bn_eval=true"]  # fmt: skip
 TIMES: dict[str, float] = {}
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _run(command: list[str], label: str) -> subprocess.CompletedProcess:
@@ -43,15 +37,12 @@ def _run(command: list[str], label: str) -> subprocess.CompletedProcess:
 
 
 def torchrun(script: str, h5, out_dir, *overrides: str, nproc: int = 2, max_restarts: int = 0, label: str = ""):
-    launcher = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}",
-                f"--max-restarts={max_restarts}", f"--master_port={_free_port()}"]  # fmt: skip
-    args = [script, *TINY, f"data.train={h5}", f"train.out_dir={out_dir}", *overrides]
-    return _run([*launcher, *args], label or f"torchrun x{nproc} {script}")
+    command = torchrun_command([script, *tiny_args(h5, out_dir, *overrides)], nproc, max_restarts)
+    return _run(command, label or f"torchrun x{nproc} {script}")
 
 
 def one_process(script: str, h5, out_dir, *overrides: str, label: str = ""):
-    args = [script, *TINY, f"data.train={h5}", f"train.out_dir={out_dir}", *overrides]
-    return _run([sys.executable, *args], label or f"1 process {script}")
+    return _run([sys.executable, script, *tiny_args(h5, out_dir, *overrides)], label or f"1 process {script}")
 
 
 def train_records(out_dir) -> list[dict]:

@@ -12,14 +12,7 @@ from config.loader import load_config
 from engine.checkpoint import load_checkpoint
 from engine.trainer import Trainer
 from models.weights import unwrap
-from tests.conftest import REPO_ROOT
-
-TINY = [
-    "data.input_size=64", "data.num_workers=0", "model.stacks=1", "model.inp_dim=16", "model.increase=8",
-    "model.head_channels=16", "model.se_reduction=4", "loss.stack_weights=[1]", "train.batch_size=2",
-    "train.warmup_epochs=0", "train.val_every=0", "train.log_every=1", "train.amp=off", "train.deterministic=true",
-    "eval.scales=[1.0]", "eval.boxsize=64",
-]  # fmt: skip
+from utils.paths import REPO_ROOT, TINY_PRESET
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +24,13 @@ def sample_h5_64(tmp_path_factory, coco_sample_images, coco_sample_annotations):
     return out
 
 
-def tiny_cfg(h5, out_dir, *extra):
-    return load_config(None, [*TINY, f"data.train={h5}", f"train.out_dir={out_dir}", *extra])
+def tiny_args(h5, out_dir, *extra: str) -> list[str]:
+    """Command-line arguments of a run of config/tiny.yaml on ``h5`` writing to ``out_dir``."""
+    return ["--config", str(TINY_PRESET), f"data.train={h5}", f"train.out_dir={out_dir}", *extra]
+
+
+def tiny_cfg(h5, out_dir, *extra: str):
+    return load_config(TINY_PRESET, [f"data.train={h5}", f"train.out_dir={out_dir}", *extra])
 
 
 def model_state(trainer):
@@ -147,8 +145,8 @@ def test_bad_inputs_give_clear_errors(sample_h5_64, tmp_path, coco_sample_images
     t = Trainer(tiny_cfg(sample_h5_64, tmp_path / "two", "model.stacks=2", "loss.stack_weights=[1,1]",
                          "train.epochs=1", "train.max_steps_per_epoch=1"))  # fmt: skip
     t.fit()
-    r = subprocess.run([sys.executable, "train.py", *TINY, f"data.train={sample_h5_64}", f"train.out_dir={tmp_path}",
-                        f"train.init_weights={tmp_path / 'two' / 'last.pt'}"],
+    r = subprocess.run([sys.executable, "train.py",
+                        *tiny_args(sample_h5_64, tmp_path, f"train.init_weights={tmp_path / 'two' / 'last.pt'}")],
                        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "unexpected" in r.stderr and "hourglasses.1." in r.stderr and "model.stacks=2" in r.stderr
@@ -156,7 +154,7 @@ def test_bad_inputs_give_clear_errors(sample_h5_64, tmp_path, coco_sample_images
     data = (tmp_path / "two" / "last.pt").read_bytes()
     (tmp_path / "cut.pt").write_bytes(data[: len(data) // 3])
     cut = tmp_path / "cut.pt"
-    r = subprocess.run([sys.executable, "train.py", *TINY, "model.stacks=2", "loss.stack_weights=[1,1]",
-                        f"data.train={sample_h5_64}", f"train.out_dir={tmp_path}", f"train.resume={cut}"],
+    r = subprocess.run([sys.executable, "train.py", *tiny_args(sample_h5_64, tmp_path, "model.stacks=2",
+                                                                "loss.stack_weights=[1,1]", f"train.resume={cut}")],
                        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
     assert r.returncode == 2 and "Traceback" not in r.stderr and "cut.pt" in r.stderr and "truncated" in r.stderr

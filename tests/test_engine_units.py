@@ -13,8 +13,8 @@ from engine.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_r
 from engine.logger import MetricsLogger, read_metrics
 from engine.sampler import EpochSampler
 from engine.schedule import LRSchedule
-from tests.conftest import REPO_ROOT
 from utils.errors import UserError
+from utils.paths import REPO_ROOT
 
 
 def test_paper_schedule_matches_formula():

@@ -2,10 +2,8 @@
 
 import json
 import os
-import socket
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,8 +13,8 @@ from torch import nn
 from config.schema import Config
 from evaluate.coco_eval import STAT_NAMES, coco_results, evaluate_coco, evaluate_oracle, results_text
 from evaluate.decode import People
-
-REPO = Path(__file__).resolve().parents[1]
+from utils.distributed import torchrun_command
+from utils.paths import REPO_ROOT
 
 
 def single_scale_config(**eval_overrides) -> Config:
@@ -82,26 +80,19 @@ def test_no_detections_give_an_empty_file_and_zero_ap(coco_sample_images, coco_s
     assert model.training  # mode restored
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_distributed_results_are_byte_identical(coco_sample_images, coco_sample_annotations, tmp_path):
     args = ["--from-ground-truth", "--images", str(coco_sample_images), "--annotations", str(coco_sample_annotations)]
     overrides = ["eval.scales=[1.0]", "eval.max_images=9"]
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"}
     single = subprocess.run(
         [sys.executable, "-m", "evaluate.coco_eval", *args, "--out", str(tmp_path / "one.json"), *overrides],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert single.returncode == 0, single.stderr
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={_free_port()}"]
     double = subprocess.run(
-        [*launcher, "-m", "evaluate.coco_eval", *args, "--out", str(tmp_path / "two.json"), *overrides],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+        torchrun_command(["-m", "evaluate.coco_eval", *args, "--out", str(tmp_path / "two.json"), *overrides], 2),
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert double.returncode == 0, double.stderr
     one, two = (tmp_path / "one.json").read_bytes(), (tmp_path / "two.json").read_bytes()

@@ -1,6 +1,6 @@
 """Quick fault-injection cases on the real COCO sample with a tiny model (bench/faults.py runs the long ones):
 kill -9 mid-run then resume, a full disk and a read-only folder at the checkpoint write, a corrupt sample inside
-a DataLoader worker."""
+a DataLoader worker, a DataLoader worker stuck without dying."""
 
 from __future__ import annotations
 
@@ -15,14 +15,15 @@ import time
 
 import h5py
 import pytest
+from torch.utils.data import Dataset
 
 import train
 from bench.faults import temporaries, write_fault
 from engine.checkpoint import load_checkpoint
 from engine.trainer import Trainer, worker_error_message
-from tests.conftest import REPO_ROOT
-from tests.test_engine import TINY, sample_h5_64, tiny_cfg  # noqa: F401  (sample_h5_64 is a fixture)
+from tests.test_engine import sample_h5_64, tiny_args, tiny_cfg  # noqa: F401  (sample_h5_64 is a fixture)
 from utils.errors import UserError
+from utils.paths import REPO_ROOT
 
 SHORT = ["train.max_steps_per_epoch=2", "train.optimizer=sgd", "train.lr=0.01"]
 
@@ -32,8 +33,8 @@ def digest(path) -> str:
 
 
 def test_kill_9_mid_run_then_resume_auto_completes(sample_h5_64, tmp_path):  # noqa: F811
-    args = [sys.executable, "train.py", *TINY, f"data.train={sample_h5_64}", f"train.out_dir={tmp_path}", *SHORT,
-            "train.epochs=4", "train.checkpoint_every_steps=1"]  # fmt: skip
+    run = tiny_args(sample_h5_64, tmp_path, *SHORT, "train.epochs=4", "train.checkpoint_every_steps=1")
+    args = [sys.executable, "train.py", *run]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     p = subprocess.Popen(args, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
@@ -66,8 +67,7 @@ def test_full_disk_or_read_only_folder_at_checkpoint_save(one_epoch_run, sample_
     run = tmp_path / "run"
     shutil.copytree(one_epoch_run, run)
     before = digest(run / "last.pt")
-    argv = [*TINY, f"data.train={sample_h5_64}", f"train.out_dir={run}", *SHORT, "train.epochs=2",
-            "train.resume=auto"]  # fmt: skip
+    argv = tiny_args(sample_h5_64, run, *SHORT, "train.epochs=2", "train.resume=auto")
     with write_fault(code, "last.pt"):
         rc = train.main(argv)
     err = capsys.readouterr().err
@@ -93,6 +93,37 @@ def test_corrupt_sample_in_a_dataloader_worker_is_named(sample_h5_64, tmp_path):
     message = str(e.value)
     assert "Traceback" not in message and "DataLoader worker" not in message
     assert f"sample {samples[0]} (image id {image_id}) of {bad}" in message and "rebuild" in message
+
+
+class HangingDataset(Dataset):
+    """A dataset whose every sample takes ``seconds``: a worker stuck without dying (a deadlock, a read hanging on a
+    network file system). It keeps the real dataset's path and length."""
+
+    def __init__(self, real, seconds: float):
+        self.path, self.size, self.seconds = real.path, len(real), seconds
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, index: int):
+        time.sleep(self.seconds)
+        raise RuntimeError(f"sample {index} took {self.seconds} s")
+
+
+def test_a_worker_stuck_without_dying_stops_training_with_the_batch_named(sample_h5_64, tmp_path):  # noqa: F811
+    trainer = Trainer(tiny_cfg(sample_h5_64, tmp_path, "data.num_workers=1", "data.loader_timeout=2"))
+    trainer.train_set = HangingDataset(trainer.train_set, seconds=120)
+    trainer.sampler.shuffle = False
+    with pytest.raises(UserError) as e:
+        trainer.fit()
+    message = str(e.value)
+    assert "timed out" not in message and "Traceback" not in message
+    assert (
+        f"within data.loader_timeout=2 s while loading {sample_h5_64} (epoch 0, step 0 (next batch: samples [0, 1]"
+        in message
+    )
+    assert "raise data.loader_timeout" in message and "data.num_workers=0" in message
+    assert message.endswith("train.resume=auto")
 
 
 def test_a_non_user_error_in_a_worker_keeps_its_type_and_message_only():

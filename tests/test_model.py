@@ -6,8 +6,8 @@ from config.schema import Config, ModelConfig
 from models import PoseNet, build_model
 from models.posenet import output_shapes
 from models.summary import macs_and_shapes, meta_model, parameter_counts
-from tests.conftest import REPO_ROOT
 from utils.errors import UserError
+from utils.paths import REPO_ROOT
 
 TINY = ModelConfig(stacks=2, inp_dim=16, increase=8, num_scales=5, head_channels=16, se_reduction=4)
 

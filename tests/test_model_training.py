@@ -9,7 +9,7 @@ import torch
 from config.loader import load_config
 from data.dataset import SimplePoseDataset, collate, images_to_float
 from models import build_loss, build_model
-from tests.conftest import REPO_ROOT
+from utils.paths import REPO_ROOT
 
 
 @pytest.fixture

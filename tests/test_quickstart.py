@@ -9,7 +9,7 @@ import pytest
 from config.loader import load_config
 from engine.plot import plot_run
 from engine.run import QUICKSTART_PRESET
-from tests.conftest import REPO_ROOT
+from utils.paths import REPO_ROOT
 
 
 @pytest.mark.slow

@@ -22,9 +22,9 @@ from bench.bad_inputs import (
 )
 from data.coco_to_hdf5 import Source, check_layout, convert
 from models import convert_original
-from tests.conftest import REPO_ROOT
 from tests.test_bad_inputs import assert_ends_as_expected
 from utils.errors import UserError
+from utils.paths import REPO_ROOT
 
 # ------------------------------------------------------------------------------------- the source tree
 

@@ -1,0 +1,35 @@
+"""The code shipped to users (everything outside tests/) does not depend on the test suite."""
+
+from __future__ import annotations
+
+import ast
+
+from utils.paths import REPO_ROOT
+
+
+def imported_modules(source: str) -> set[str]:
+    modules = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            modules.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            modules.add(node.module)
+    return modules
+
+
+def test_imported_modules_sees_every_form_of_import():
+    source = "import tests.conftest\nfrom tests import x\ndef f():\n    from tests.test_engine import TINY\n"
+    assert imported_modules(source) == {"tests.conftest", "tests", "tests.test_engine"}
+
+
+def shipped(path) -> bool:
+    parts = path.relative_to(REPO_ROOT).parts
+    return not any(part.startswith(".") or part in ("tests", "runs", "cache") for part in parts)
+
+
+def test_shipped_code_does_not_import_the_tests():
+    files = [p for p in REPO_ROOT.rglob("*.py") if shipped(p)]
+    assert any(p.parts[-2:] == ("bench", "faults.py") for p in files)
+    found = [f"{p.relative_to(REPO_ROOT)}: {m}" for p in files for m in sorted(imported_modules(p.read_text()))
+             if m == "tests" or m.startswith("tests.")]  # fmt: skip
+    assert found == []
