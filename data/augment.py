@@ -72,14 +72,17 @@ def affine_matrix(
     theta = math.radians(params.degree)
     c, sn = math.cos(theta), math.sin(theta)
     f = -1.0 if params.flip else 1.0
-    lin = np.array([[f * s * c, f * s * sn], [-s * sn, s * c]])
-    shift = np.array([w / 2 - 0.5 + params.dx, h / 2 - 0.5 + params.dy])
-    return np.hstack([lin, (shift - lin @ np.asarray(center, np.float64))[:, None]])
+    (a, b), (c2, d) = (f * s * c, f * s * sn), (-s * sn, s * c)
+    cx, cy = float(center[0]), float(center[1])
+    tx = w / 2 - 0.5 + params.dx - (a * cx + b * cy)
+    ty = h / 2 - 0.5 + params.dy - (c2 * cx + d * cy)
+    return np.array([[a, b, tx], [c2, d, ty]])
 
 
 def linear_scale(matrix: np.ndarray) -> float:
     """Zoom factor of an affine (square root of the determinant's magnitude)."""
-    return math.sqrt(abs(np.linalg.det(matrix[:, :2])))
+    (a, b, _), (c, d, _) = matrix.tolist()
+    return math.sqrt(abs(a * d - b * c))
 
 
 def tint(image_bgr: np.ndarray, hsv: tuple[int, int, int], hue_wrap: bool = False) -> np.ndarray:
@@ -97,13 +100,19 @@ def tint(image_bgr: np.ndarray, hsv: tuple[int, int, int], hue_wrap: bool = Fals
 def sampled_region(image_hw: tuple[int, int], matrix: np.ndarray, input_hw: tuple[int, int]) -> tuple[int, ...]:
     """(x0, y0, x1, y1), half-open: the part of an ``image_hw`` image that the warp to ``input_hw`` can sample,
     plus a 2-pixel margin, clipped to the image (x1 <= x0 or y1 <= y0 if the output sees none of it)."""
+    # Plain Python floats: per sample, a dozen NumPy calls on 2x3 arrays cost more than this whole function.
     h, w = input_hw
-    corners = np.array([[-0.5, -0.5], [w - 0.5, -0.5], [-0.5, h - 0.5], [w - 0.5, h - 0.5]])
-    inv = cv2.invertAffineTransform(matrix)
-    src = corners @ inv[:, :2].T + inv[:, 2]
-    x0, y0 = np.maximum(np.floor(src.min(0)).astype(int) - 2, 0)
-    x1, y1 = np.minimum(np.ceil(src.max(0)).astype(int) + 3, (image_hw[1], image_hw[0]))
-    return int(x0), int(y0), int(x1), int(y1)
+    (a, b, tx), (c, d, ty) = matrix.tolist()
+    det = a * d - b * c
+    ia, ib, ic, id_ = d / det, -b / det, -c / det, a / det  # inverse of the linear part
+    xs, ys = [], []
+    for u in (-0.5, w - 0.5):
+        for v in (-0.5, h - 0.5):
+            xs.append(ia * (u - tx) + ib * (v - ty))
+            ys.append(ic * (u - tx) + id_ * (v - ty))
+    x0, y0 = max(math.floor(min(xs)) - 2, 0), max(math.floor(min(ys)) - 2, 0)
+    x1, y1 = min(math.ceil(max(xs)) + 3, image_hw[1]), min(math.ceil(max(ys)) + 3, image_hw[0])
+    return x0, y0, x1, y1
 
 
 def crop_to_output(image: np.ndarray, matrix: np.ndarray, input_hw: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
