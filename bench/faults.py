@@ -52,7 +52,7 @@ import torch
 from engine.checkpoint import load_checkpoint
 from utils.distributed import torchrun_command
 from utils.errors import UserError
-from utils.paths import REPO_ROOT, TINY_PRESET
+from utils.paths import REPO_ROOT, TINY_PRESET, tiny_run_args
 
 TRACEBACK = "Traceback (most recent call last)"
 CHECKPOINTS = ("last.pt", "best.pt")
@@ -141,11 +141,6 @@ def make_data(root: Path) -> tuple[Path, Path]:
         convert([Source(root / "synthetic" / "images", ann)], h5, input_size=64, split=split, progress=False)
         out.append(h5)
     return out[0], out[1]
-
-
-def train_args(train_h5: Path, out_dir: Path, *extra: str) -> list[str]:
-    """Arguments of a tiny run (config/tiny.yaml) on ``train_h5`` writing to ``out_dir``."""
-    return ["--config", str(TINY_PRESET), f"data.train={train_h5}", f"train.out_dir={out_dir}", *extra]
 
 
 def start(command: list[str]) -> subprocess.Popen:
@@ -245,7 +240,7 @@ def kill_and_resume(train_h5: Path, val_h5: Path, work: Path, trials: int, seed:
     common = [f"data.val={val_h5}", *RUN]
     ref_dir = work / "reference"
     start = time.perf_counter()
-    r = run_train(train_args(train_h5, ref_dir, *common))
+    r = run_train(tiny_run_args(train_h5, ref_dir, *common))
     ref_seconds = time.perf_counter() - start
     if r.returncode != 0:
         raise SystemExit(f"the uninterrupted reference run failed:\n{r.stderr[-3000:]}")
@@ -259,7 +254,7 @@ def kill_and_resume(train_h5: Path, val_h5: Path, work: Path, trials: int, seed:
         for _attempt in range(2):  # a run that ended before its moment (a loaded machine) is run again, sooner
             delay, nth = rng.uniform(0.05, 0.85) * ref_seconds, rng.randint(1, writes)
             started = time.perf_counter()
-            p = start_train(train_args(train_h5, out_dir, *common))
+            p = start_train(tiny_run_args(train_h5, out_dir, *common))
             if kill_when(p, out_dir, None if aimed else delay, nth):
                 tally.kills += 1
                 tally.kills_during_write += bool(temporaries(out_dir))
@@ -271,7 +266,7 @@ def kill_and_resume(train_h5: Path, val_h5: Path, work: Path, trials: int, seed:
         check_checkpoints(out_dir, tally, f"trial {trial} after the kill")
 
         tally.resumes += 1
-        r = run_train(train_args(train_h5, out_dir, *common, "train.resume=auto"))
+        r = run_train(tiny_run_args(train_h5, out_dir, *common, "train.resume=auto"))
         if TRACEBACK in r.stderr:
             tally.raw_tracebacks += 1
         if r.returncode != 0:
@@ -292,7 +287,7 @@ def torchrun_worker_death(train_h5: Path, work: Path, tally: Tally) -> None:
     out_dir = work / "torchrun"
     tally.trials += 1
     tally.resumes += 1
-    program = ["train_distributed.py", *train_args(train_h5, out_dir, *RUN, "train.fault_exit_step=3")]
+    program = ["train_distributed.py", *tiny_run_args(train_h5, out_dir, *RUN, "train.fault_exit_step=3")]
     r = run(torchrun_command(program, nproc=2, max_restarts=1))
     if r.returncode != 0:
         tally.failures.append(f"torchrun restart did not complete (exit {r.returncode}):\n{r.stderr[-1500:]}")
@@ -391,11 +386,11 @@ def worker_pids(pid: int) -> list[int]:
 def loader_faults(train_h5: Path, work: Path, tally: Tally) -> None:
     bad = work / "corrupt.h5"
     image_id = corrupt_jpeg(train_h5, bad, image=2)
-    r = run_train(train_args(bad, work / "corrupt", "data.num_workers=1"))
+    r = run_train(tiny_run_args(bad, work / "corrupt", "data.num_workers=1"))
     classify_error(tally, "corrupt JPEG in a worker", r, ["sample", f"image id {image_id}", str(bad)])
 
     out_dir = work / "killed_worker"
-    p = start_train(train_args(train_h5, out_dir, "data.num_workers=1", "train.epochs=30"))
+    p = start_train(tiny_run_args(train_h5, out_dir, "data.num_workers=1", "train.epochs=30"))
     deadline = time.perf_counter() + 300
     # once the first step is logged the epoch's worker runs; workers restart each epoch, so retry a missed kill
     while p.poll() is None and time.perf_counter() < deadline:

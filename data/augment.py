@@ -115,6 +115,13 @@ def sampled_region(image_hw: tuple[int, int], matrix: np.ndarray, input_hw: tupl
     return x0, y0, x1, y1
 
 
+def crop_matrix(matrix: np.ndarray, x0: int, y0: int) -> np.ndarray:
+    """``matrix`` for the crop of its source image that starts at pixel (x0, y0) (a new array)."""
+    a, b, tx = matrix[0]
+    c, d, ty = matrix[1]
+    return np.array([[a, b, tx + a * x0 + b * y0], [c, d, ty + c * x0 + d * y0]])
+
+
 def crop_to_output(image: np.ndarray, matrix: np.ndarray, input_hw: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
     """The ``sampled_region`` of ``image`` and the matrix for it.
 
@@ -125,9 +132,7 @@ def crop_to_output(image: np.ndarray, matrix: np.ndarray, input_hw: tuple[int, i
     x0, y0, x1, y1 = sampled_region(image.shape[:2], matrix, input_hw)
     if x1 <= x0 or y1 <= y0:
         return image, matrix
-    shifted = matrix.copy()
-    shifted[:, 2] += matrix[:, :2] @ (x0, y0)
-    return image[y0:y1, x0:x1], shifted
+    return image[y0:y1, x0:x1], crop_matrix(matrix, x0, y0)
 
 
 def warp_image(image: np.ndarray, matrix: np.ndarray, input_hw: tuple[int, int], border_bgr) -> np.ndarray:

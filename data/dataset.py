@@ -301,8 +301,7 @@ class SimplePoseDataset(torch.utils.data.Dataset):
         x0, y0, x1, y1 = augment.sampled_region(image_hw, matrix, self.input_hw)
         rows = (y0, y1) if y1 > y0 and x1 > x0 else None
         if rows:
-            matrix = matrix.copy()
-            matrix[:, 2] += matrix[:, 1] * y0
+            matrix = augment.crop_matrix(matrix, 0, y0)
         if not self.has_ignore[image]:  # mask_miss is all "supervise", and so is the border
             person = self.read_masks(image, both=False, rows=rows)
             return np.ones(self.grid_hw, np.float32), augment.warp_mask_to_grid(

@@ -16,9 +16,9 @@ from torch import nn
 
 from engine.checkpoint import load_checkpoint
 from engine.launch import DataParallelBalanced, ModelWithLoss, sync_batchnorm
-from tests.test_engine import sample_h5_64, tiny_args, tiny_cfg  # noqa: F401  (sample_h5_64 is a fixture)
+from tests.test_engine import sample_h5_64, tiny_cfg  # noqa: F401  (sample_h5_64 is a fixture)
 from utils.distributed import torchrun_command
-from utils.paths import REPO_ROOT
+from utils.paths import REPO_ROOT, tiny_run_args
 
 # per process: batch 2, 4 steps, a checkpoint every 2 steps; BatchNorm in eval mode makes N x b == 1 x N*b exact
 RUN = ["train.epochs=1", "train.max_steps_per_epoch=4", "train.checkpoint_every_steps=2", "train.optimizer=sgd",
@@ -37,12 +37,12 @@ def _run(command: list[str], label: str) -> subprocess.CompletedProcess:
 
 
 def torchrun(script: str, h5, out_dir, *overrides: str, nproc: int = 2, max_restarts: int = 0, label: str = ""):
-    command = torchrun_command([script, *tiny_args(h5, out_dir, *overrides)], nproc, max_restarts)
+    command = torchrun_command([script, *tiny_run_args(h5, out_dir, *overrides)], nproc, max_restarts)
     return _run(command, label or f"torchrun x{nproc} {script}")
 
 
 def one_process(script: str, h5, out_dir, *overrides: str, label: str = ""):
-    return _run([sys.executable, script, *tiny_args(h5, out_dir, *overrides)], label or f"1 process {script}")
+    return _run([sys.executable, script, *tiny_run_args(h5, out_dir, *overrides)], label or f"1 process {script}")
 
 
 def train_records(out_dir) -> list[dict]:

@@ -12,7 +12,7 @@ from config.loader import load_config
 from engine.checkpoint import load_checkpoint
 from engine.trainer import Trainer
 from models.weights import unwrap
-from utils.paths import REPO_ROOT, TINY_PRESET
+from utils.paths import REPO_ROOT, TINY_PRESET, tiny_run_args
 
 
 @pytest.fixture(scope="module")
@@ -22,11 +22,6 @@ def sample_h5_64(tmp_path_factory, coco_sample_images, coco_sample_annotations):
     out = tmp_path_factory.mktemp("h5") / "sample64.h5"
     convert([Source(coco_sample_images, coco_sample_annotations)], out, input_size=64, progress=False)
     return out
-
-
-def tiny_args(h5, out_dir, *extra: str) -> list[str]:
-    """Command-line arguments of a run of config/tiny.yaml on ``h5`` writing to ``out_dir``."""
-    return ["--config", str(TINY_PRESET), f"data.train={h5}", f"train.out_dir={out_dir}", *extra]
 
 
 def tiny_cfg(h5, out_dir, *extra: str):
@@ -146,7 +141,7 @@ def test_bad_inputs_give_clear_errors(sample_h5_64, tmp_path, coco_sample_images
                          "train.epochs=1", "train.max_steps_per_epoch=1"))  # fmt: skip
     t.fit()
     r = subprocess.run([sys.executable, "train.py",
-                        *tiny_args(sample_h5_64, tmp_path, f"train.init_weights={tmp_path / 'two' / 'last.pt'}")],
+                        *tiny_run_args(sample_h5_64, tmp_path, f"train.init_weights={tmp_path / 'two' / 'last.pt'}")],
                        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "unexpected" in r.stderr and "hourglasses.1." in r.stderr and "model.stacks=2" in r.stderr
@@ -154,7 +149,7 @@ def test_bad_inputs_give_clear_errors(sample_h5_64, tmp_path, coco_sample_images
     data = (tmp_path / "two" / "last.pt").read_bytes()
     (tmp_path / "cut.pt").write_bytes(data[: len(data) // 3])
     cut = tmp_path / "cut.pt"
-    r = subprocess.run([sys.executable, "train.py", *tiny_args(sample_h5_64, tmp_path, "model.stacks=2",
+    r = subprocess.run([sys.executable, "train.py", *tiny_run_args(sample_h5_64, tmp_path, "model.stacks=2",
                                                                 "loss.stack_weights=[1,1]", f"train.resume={cut}")],
                        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
     assert r.returncode == 2 and "Traceback" not in r.stderr and "cut.pt" in r.stderr and "truncated" in r.stderr

@@ -21,9 +21,9 @@ import train
 from bench.faults import temporaries, write_fault
 from engine.checkpoint import load_checkpoint
 from engine.trainer import Trainer, worker_error_message
-from tests.test_engine import sample_h5_64, tiny_args, tiny_cfg  # noqa: F401  (sample_h5_64 is a fixture)
+from tests.test_engine import sample_h5_64, tiny_cfg  # noqa: F401  (sample_h5_64 is a fixture)
 from utils.errors import UserError
-from utils.paths import REPO_ROOT
+from utils.paths import REPO_ROOT, tiny_run_args
 
 SHORT = ["train.max_steps_per_epoch=2", "train.optimizer=sgd", "train.lr=0.01"]
 
@@ -33,7 +33,7 @@ def digest(path) -> str:
 
 
 def test_kill_9_mid_run_then_resume_auto_completes(sample_h5_64, tmp_path):  # noqa: F811
-    run = tiny_args(sample_h5_64, tmp_path, *SHORT, "train.epochs=4", "train.checkpoint_every_steps=1")
+    run = tiny_run_args(sample_h5_64, tmp_path, *SHORT, "train.epochs=4", "train.checkpoint_every_steps=1")
     args = [sys.executable, "train.py", *run]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     p = subprocess.Popen(args, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -67,7 +67,7 @@ def test_full_disk_or_read_only_folder_at_checkpoint_save(one_epoch_run, sample_
     run = tmp_path / "run"
     shutil.copytree(one_epoch_run, run)
     before = digest(run / "last.pt")
-    argv = tiny_args(sample_h5_64, run, *SHORT, "train.epochs=2", "train.resume=auto")
+    argv = tiny_run_args(sample_h5_64, run, *SHORT, "train.epochs=2", "train.resume=auto")
     with write_fault(code, "last.pt"):
         rc = train.main(argv)
     err = capsys.readouterr().err

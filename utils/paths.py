@@ -12,6 +12,12 @@ TINY_PRESET = REPO_ROOT / "config" / "tiny.yaml"  # smoke runs and tests: a CPU 
 COCO_SAMPLE_ANNOTATIONS = Path("annotations") / "person_keypoints_sample.json"
 
 
+def tiny_run_args(train_h5: str | Path, out_dir: str | Path, *extra: str) -> list[str]:
+    """Command-line arguments of a run of the tiny preset on ``train_h5`` (built for input size 64), writing to
+    ``out_dir``; ``extra`` are further ``key=value`` overrides."""
+    return ["--config", str(TINY_PRESET), f"data.train={train_h5}", f"train.out_dir={out_dir}", *extra]
+
+
 def coco_sample_dir() -> Path:
     """The real COCO sample (27 train2017 images: ``images/`` and ``annotations/person_keypoints_sample.json``):
     ``$SIMPLEPOSE_COCO_SAMPLE``, else ``../shared/data/coco_sample`` next to the repository. UserError when its
