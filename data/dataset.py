@@ -1,4 +1,4 @@
-"""The training dataset: one HDF5 sample (see ``data.coco_to_hdf5``) -> augmented image, targets and masks.
+"""The training dataset: one HDF5 sample (layout: ``data.h5_format``) -> augmented image, targets and masks.
 
     ds = SimplePoseDataset("coco_train512.h5", cfg, train=True)
     ds.set_epoch(epoch)          # before iterating a DataLoader over it (each epoch)
@@ -38,7 +38,7 @@ from config import skeleton as sk
 from config.schema import Config
 from data import augment
 from data.blob_reader import BlobReader, map_file
-from data.coco_to_hdf5 import FORMAT_VERSION, MASK_IGNORE_BIT, MASK_PERSON_BIT, check_layout, decode_mask_runs
+from data.h5_format import H5_FORMAT_VERSION, MASK_IGNORE_BIT, MASK_PERSON_BIT, check_layout, decode_mask_runs
 from data.jpeg import decode_bgra
 from data.targets import downscale_targets, draw_targets
 from utils.errors import UserError
@@ -172,10 +172,10 @@ class SimplePoseDataset(torch.utils.data.Dataset):
         self.cfg = cfg
         self.train = train
         settings = read_settings(h5_path)
-        if settings.get("format_version") != FORMAT_VERSION:
+        if settings.get("format_version") != H5_FORMAT_VERSION:
             raise UserError(
                 f"{h5_path} has format version {settings.get('format_version')}, this code reads version "
-                f"{FORMAT_VERSION}; rebuild it with: {rebuild_command(settings, h5_path, cfg.data.input_size)}"
+                f"{H5_FORMAT_VERSION}; rebuild it with: {rebuild_command(settings, h5_path, cfg.data.input_size)}"
             )
         if settings["input_size"] != cfg.data.input_size:
             raise UserError(

@@ -17,13 +17,14 @@ from utils.io import atomic_write_text
 
 def prepare_synthetic_data(cfg: Config) -> None:
     """Make (or reuse) the synthetic dataset and its HDF5 files; point ``cfg.data`` at them."""
-    from data.coco_to_hdf5 import FORMAT_VERSION, Source, convert
+    from data.coco_to_hdf5 import Source, convert
+    from data.h5_format import H5_FORMAT_VERSION
     from data.synthetic import generate
 
     d = cfg.data
     root = Path(d.synthetic_dir)
     images, ann = root / "images", root / "annotations"
-    wanted = {"num_images": d.synthetic_images, "seed": d.synthetic_seed, "format_version": FORMAT_VERSION}
+    wanted = {"num_images": d.synthetic_images, "seed": d.synthetic_seed, "format_version": H5_FORMAT_VERSION}
     marker = root / "synthetic.json"
     if not marker.is_file() or json.loads(marker.read_text()) != wanted:
         print(f"making {d.synthetic_images} synthetic images in {root} (once)")

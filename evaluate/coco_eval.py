@@ -27,12 +27,12 @@ from tqdm import tqdm
 from config.loader import add_config_arguments, config_from_args
 from config.schema import Config
 from data.coco_annotations import PERSON_CATEGORY
-from data.coco_to_hdf5 import safe_image_path
 from evaluate.decode import People, decode_people
 from evaluate.inference import Predictor, model_predictor, multiscale_maps_batch
 from utils import distributed as dist
 from utils.errors import UserError, cli_main
 from utils.io import atomic_write_text
+from utils.safe_paths import safe_image_path
 
 STAT_NAMES = ("AP", "AP50", "AP75", "APm", "APl", "AR", "AR50", "AR75", "ARm", "ARl")
 

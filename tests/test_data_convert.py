@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from pycocotools.coco import COCO
 
-from data.coco_to_hdf5 import MASK_IGNORE_BIT, MASK_PERSON_BIT, decode_mask_runs
+from data.h5_format import MASK_IGNORE_BIT, MASK_PERSON_BIT, decode_mask_runs
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -213,22 +213,3 @@ def test_second_source_starts_at_its_offset(tmp_path, coco_sample_images, coco_s
     assert settings["counts"]["images"] == alone["counts"]["images"] + len(with_mains)
     with h5py.File(tmp_path / "mix.h5") as f:
         assert set(f["images/id"][alone["counts"]["images"] :]) == with_mains
-
-
-def test_mask_runs_decode_any_band_of_rows(coco_sample_h5):
-    """Decoding rows y0 .. y1 - 1 straight from the runs (what the dataset does for the rows its warp samples)
-    gives those rows of the full decode, for every real image and bands of every kind (edges, one row, all)."""
-    rng = np.random.default_rng(0)
-    with h5py.File(coco_sample_h5) as f:
-        mo = f["images/mask_offsets"][:]
-        for i in range(len(f["images/id"])):
-            h, w = int(f["images/height"][i]), int(f["images/width"][i])
-            values = f["images/mask_values"][mo[i] : mo[i + 1]]
-            lengths = f["images/mask_lengths"][mo[i] : mo[i + 1]]
-            full = decode_mask_runs(values, lengths, h, w)
-            pairs = np.stack([values, 255 - values], axis=1)  # trailing axis, as the dataset uses (R, 2) runs
-            y0 = int(rng.integers(0, h))
-            for rows in [(0, h), (0, 1), (h - 1, h), (y0, int(rng.integers(y0 + 1, h + 1)))]:
-                np.testing.assert_array_equal(decode_mask_runs(values, lengths, h, w, rows), full[rows[0] : rows[1]])
-                band = decode_mask_runs(pairs, lengths, h, w, rows)
-                np.testing.assert_array_equal(band[..., 0], full[rows[0] : rows[1]])

@@ -20,7 +20,8 @@ from bench.bad_inputs import (
     run_named,
     settings_payload,
 )
-from data.coco_to_hdf5 import Source, check_layout, convert
+from data.coco_to_hdf5 import Source, convert
+from data.h5_format import check_layout
 from models import convert_original
 from tests.test_bad_inputs import assert_ends_as_expected
 from utils.errors import UserError
