@@ -21,7 +21,7 @@ import torch
 from utils.errors import UserError
 from utils.io import atomic_write_bytes
 
-FORMAT_VERSION = 1
+CHECKPOINT_FORMAT_VERSION = 1
 
 
 @functools.cache
@@ -66,7 +66,7 @@ def set_rng_state(state: dict[str, Any]) -> None:
 def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
     """Serialise in memory, then write atomically: a crash leaves the previous file intact."""
     buf = io.BytesIO()
-    torch.save({"format_version": FORMAT_VERSION, **state}, buf)
+    torch.save({"format_version": CHECKPOINT_FORMAT_VERSION, **state}, buf)
     atomic_write_bytes(path, buf.getvalue())
 
 

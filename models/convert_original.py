@@ -21,7 +21,7 @@ from models.weights import apply_model_section, extract_weights, infer_model_con
 from utils.errors import UserError, cli_main
 from utils.io import atomic_write
 
-FORMAT_VERSION = 1
+CONVERTED_WEIGHTS_FORMAT_VERSION = 1
 
 
 def convert(weights_path: str | Path) -> dict:
@@ -38,7 +38,7 @@ def convert(weights_path: str | Path) -> dict:
     model = model.to_empty(device="cpu")
     load_weights(model, {"model": state}, strict=True)
     return {"model": state, "config": to_dict(cfg), "source": f"original:{Path(weights_path).name}",
-            "version": FORMAT_VERSION}  # fmt: skip
+            "version": CONVERTED_WEIGHTS_FORMAT_VERSION}  # fmt: skip
 
 
 @cli_main
