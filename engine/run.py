@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from config.loader import add_config_arguments, load_config
+from config.loader import add_config_arguments, load_config, set_key, validate
 from config.schema import Config
 from engine.launch import DataParallelBalanced, Distributed, SingleDevice
 from utils import distributed as du
@@ -64,13 +64,16 @@ def run(kind: str, description: str, argv: list[str] | None = None) -> int:
         cfg.train.resume = "auto"
     launcher = make_launcher(kind, cfg)
     if quickstart and not cfg.data.train:
-        from engine.quickstart import prepare_synthetic_data
+        from data.quickstart_data import prepare_synthetic_data
 
         if launcher.rank == 0:  # one process makes the cached data; the others then only read its paths
-            prepare_synthetic_data(cfg)
+            data_settings = prepare_synthetic_data(cfg.data)
         du.barrier()
         if launcher.rank != 0:
-            prepare_synthetic_data(cfg)
+            data_settings = prepare_synthetic_data(cfg.data)
+        for key, value in data_settings.items():
+            set_key(cfg, key, value, "quick-start data")
+        validate(cfg)
     resume_hint = f"then continue the run with train.resume=auto train.out_dir={cfg.train.out_dir}"
     if launcher.rank == 0:
         check_writable(cfg.train.out_dir)  # before any writer (TensorBoard's thread) starts there
@@ -115,7 +118,7 @@ def report(cfg: Config, result: dict, seconds: float, quickstart: bool) -> None:
         f"config:      {out / 'config.yaml'}",
     ]
     if quickstart and cfg.data.val_images:
-        from engine.quickstart import draw_predictions
+        from evaluate.prediction_sheet import draw_predictions
 
         lines.append(f"predictions: {draw_predictions(cfg, out)}")
     print("\n".join(lines), file=sys.stdout)

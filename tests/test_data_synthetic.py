@@ -5,9 +5,10 @@ import json
 import numpy as np
 from pycocotools.coco import COCO
 
-from config.loader import load_config
+from config.loader import load_config, set_key, validate
 from data.coco_to_hdf5 import Source, convert
 from data.dataset import SimplePoseDataset
+from data.quickstart_data import prepare_synthetic_data
 from data.synthetic import generate
 
 
@@ -70,3 +71,27 @@ def test_converts_end_to_end(tmp_path, synthetic_coco):
     item = SimplePoseDataset(out, cfg, train=True)[0]
     assert item["image"].shape == (3, size, size)
     assert item["targets"][0][30:48].max() > 0.9
+
+
+def test_quick_start_data_is_made_once_and_returned_as_settings(tmp_path):
+    """The quick start's files are made once, reused, and handed back as config keys; the config is not touched."""
+    root = tmp_path / "synthetic"
+    cfg = load_config("config/quickstart.yaml", [f"data.synthetic_dir={root}", "data.synthetic_images=8"])
+    before = repr(cfg)
+    settings = prepare_synthetic_data(cfg.data)
+    assert repr(cfg) == before
+    size = cfg.data.input_size
+    assert settings == {
+        "data.train": str(root / f"train{size}.h5"),
+        "data.val": str(root / f"val{size}.h5"),
+        "data.val_images": str(root / "images"),
+        "data.val_annotations": str(root / "annotations" / "person_keypoints_val.json"),
+    }
+    mtime = (root / f"train{size}.h5").stat().st_mtime_ns
+    assert prepare_synthetic_data(cfg.data) == settings
+    assert (root / f"train{size}.h5").stat().st_mtime_ns == mtime  # reused, not rebuilt
+    for key, value in settings.items():
+        set_key(cfg, key, value, "test")
+    validate(cfg)
+    assert len(SimplePoseDataset(cfg.data.train, cfg, train=True)) > 0
+    assert len(COCO(cfg.data.val_annotations).getImgIds()) > 0
