@@ -3,9 +3,10 @@
     python -m bench.data_pipeline --h5 coco_train512.h5 [--n 300] [--config config/simplepose_coco.yaml] [key=value]
 
 Defaults to the paper preset (512 input, 50 channels, all 5 scales), training augmentation. Prints samples/s of
-``dataset[i]`` end to end, then milliseconds per sample for each stage (timed in a second pass), each the best
-of ``--repeats`` passes, with the target stage split into keypoint maps, limb maps and the rest by re-drawing
-them on the same keypoints.
+``dataset[i]`` end to end, then milliseconds per sample for each stage (timed in a second pass that makes the
+same samples through the dataset's own stage calls, ``build_in_stages``), each the best of ``--repeats``
+passes, with the target stage split into keypoint maps, limb maps and the rest by re-drawing them on the same
+keypoints.
 The image comes out as uint8 (its float conversion happens per batch on the training device: see data/dataset.py).
 
 Comparing with the original: issue 2 quotes 87 samples/s per process for the original pipeline (128x128 targets
@@ -27,8 +28,8 @@ import torch
 
 from config import skeleton as sk
 from config.loader import add_config_arguments, config_from_args
-from data.dataset import SimplePoseDataset
-from data.targets import keypoint_heatmaps, limb_heatmaps
+from data.dataset import SimplePoseDataset, mask_scales, sample_tensors
+from data.targets import downscale_targets, draw_targets, keypoint_heatmaps, limb_heatmaps
 from utils.errors import cli_main
 
 QUOTED_ORIGINAL_SAMPLES_PER_S = 87  # issue 2's figure for the original's pipeline (1 process, 128x128 targets only)
@@ -47,6 +48,28 @@ class StageTimer:
             yield
         finally:
             self.total[stage] += time.perf_counter() - t0
+
+
+def build_in_stages(ds: SimplePoseDataset, index: int, timer: StageTimer) -> dict:
+    """``ds.build(index)`` (this epoch's augmentation) made by the same calls in the same order, each stage timed.
+    Returns the sample without its ``meta``."""
+    cfg = ds.cfg
+    with timer("read+decode"):
+        image = int(ds.sample_image[index])
+        params = ds.sample_params(index)
+        matrix, keypoints = ds.place(index, params)
+        pixels, pixel_matrix = ds.decode_image(image, matrix)
+    with timer("augment"):
+        warped = ds.augment_image(pixels, pixel_matrix, params)
+    with timer("masks"):
+        mask_miss, mask_all = ds.warp_masks(image, matrix)
+        masks = mask_scales(mask_miss, cfg.model.num_scales, cfg.loss.mask_threshold)
+    with timer("targets"):
+        targets = draw_targets(keypoints, mask_all, ds.grid_hw, ds.stride, cfg.targets)
+    with timer("scales"):
+        targets = downscale_targets(targets, cfg.model.num_scales)
+    with timer("to-tensor"):
+        return sample_tensors(warped, targets, masks)
 
 
 def _moved_keypoints(ds: SimplePoseDataset, index: int) -> np.ndarray:
@@ -74,7 +97,7 @@ def run(ds: SimplePoseDataset, n: int, repeats: int = 3) -> dict[str, float]:
         cpu = time.process_time() - c0
         timer = StageTimer()
         for i in indices:
-            ds.build(i, timer=timer)
+            build_in_stages(ds, i, timer)
         t_kp = _timed(lambda kp: keypoint_heatmaps(kp, ds.grid_hw, ds.stride, ds.cfg.targets), moved)
         t_limb = _timed(lambda kp: limb_heatmaps(kp, ds.grid_hw, ds.stride, ds.cfg.targets), moved)
         ms = {k: v / n * 1e3 for k, v in timer.total.items()}

@@ -24,7 +24,6 @@ objects, so no copy-on-read growth in forked workers); only JPEG and mask bytes 
 
 from __future__ import annotations
 
-import contextlib
 import os
 from pathlib import Path
 
@@ -332,47 +331,40 @@ class SimplePoseDataset(torch.utils.data.Dataset):
                 e.add_note(f"while loading {where}; if the file changed since it was built, rebuild it with: {rebuild}")
             raise
 
-    def build(self, index: int, params: augment.AugmentParams | None = None, timer=None) -> dict:
+    def augment_image(self, pixels: np.ndarray, pixel_matrix: np.ndarray, params: augment.AugmentParams) -> np.ndarray:
+        """The decoded pixels (``decode_image``) tinted if ``params.tint``, then warped to the (H, W, 3) uint8 input."""
+        cfg = self.cfg.augment
+        if params.tint:
+            pixels, pixel_matrix = augment.crop_to_output(pixels, pixel_matrix, self.input_hw)
+            pixels = augment.tint(pixels, params.hsv, cfg.hue_wrap)
+        return augment.warp_image(pixels, pixel_matrix, self.input_hw, cfg.border_bgr)
+
+    def build(self, index: int, params: augment.AugmentParams | None = None) -> dict:
         """Sample ``index`` with the given augmentation (default: this epoch's draw, or identity if not train).
 
-        ``timer``: optional callable ``timer(stage)`` returning a context manager, used by bench/data_pipeline.py.
-        """
-        stage = timer or _no_timer
+        The stages, in order (bench/data_pipeline.py times each): read and decode, augment, masks, targets,
+        scales, to-tensor."""
         cfg = self.cfg
-        with stage("read+decode"):
-            image = int(self.sample_image[index])
-            epoch = self.epoch  # read once: set_epoch may run meanwhile in the main process
-            params = self.sample_params(index, epoch) if params is None else params
-            matrix, keypoints = self.place(index, params)
-            pixels, pixel_matrix = self.decode_image(image, matrix)
-        with stage("augment"):
-            if params.tint:
-                pixels, pixel_matrix = augment.crop_to_output(pixels, pixel_matrix, self.input_hw)
-                pixels = augment.tint(pixels, params.hsv, cfg.augment.hue_wrap)
-            warped = augment.warp_image(pixels, pixel_matrix, self.input_hw, cfg.augment.border_bgr)
-        with stage("masks"):
-            mask_miss, mask_all = self.warp_masks(image, matrix)
-            masks = mask_scales(mask_miss, cfg.model.num_scales, cfg.loss.mask_threshold)
-        with stage("targets"):
-            targets = draw_targets(keypoints, mask_all, self.grid_hw, self.stride, cfg.targets)
-        with stage("scales"):
-            targets = downscale_targets(targets, cfg.model.num_scales)
-        with stage("to-tensor"):
-            return {
-                "image": image_to_tensor(warped),
-                "targets": [torch.from_numpy(t) for t in targets],
-                "masks": [torch.from_numpy(m[None]) for m in masks],
-                "meta": {
-                    "image_id": int(self.image_id[image]),
-                    "index": index,
-                    "epoch": epoch,
-                    "flip": params.flip,
-                },
-            }
+        image = int(self.sample_image[index])
+        epoch = self.epoch  # read once: set_epoch may run meanwhile in the main process
+        params = self.sample_params(index, epoch) if params is None else params
+        matrix, keypoints = self.place(index, params)
+        pixels, pixel_matrix = self.decode_image(image, matrix)
+        warped = self.augment_image(pixels, pixel_matrix, params)
+        mask_miss, mask_all = self.warp_masks(image, matrix)
+        masks = mask_scales(mask_miss, cfg.model.num_scales, cfg.loss.mask_threshold)
+        targets = draw_targets(keypoints, mask_all, self.grid_hw, self.stride, cfg.targets)
+        targets = downscale_targets(targets, cfg.model.num_scales)
+        sample = sample_tensors(warped, targets, masks)
+        sample["meta"] = {"image_id": int(self.image_id[image]), "index": index, "epoch": epoch, "flip": params.flip}
+        return sample
 
 
-_NULL = contextlib.nullcontext()
-
-
-def _no_timer(stage: str) -> contextlib.AbstractContextManager:
-    return _NULL
+def sample_tensors(image_hwc: np.ndarray, targets: list[np.ndarray], masks: list[np.ndarray]) -> dict:
+    """A sample's arrays as tensors (no copies): ``{"image": (3, H, W) uint8 view, "targets": [(50, h, w)],
+    "masks": [(1, h, w)]}`` per scale, from the (H, W, 3) image, (50, h, w) targets and (h, w) masks."""
+    return {
+        "image": image_to_tensor(image_hwc),
+        "targets": [torch.from_numpy(t) for t in targets],
+        "masks": [torch.from_numpy(m[None]) for m in masks],
+    }

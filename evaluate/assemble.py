@@ -25,7 +25,7 @@ class AssemblyParams:
     min_mean_score: float = 0.45
 
 
-class _People:
+class _PartialPeople:
     """Growing set of partial people. Slots hold peak ids; ``owner[peak]`` is the person holding a peak."""
 
     def __init__(self, num_peaks: int, num_parts: int):
@@ -112,7 +112,7 @@ def assemble_people(
         unassigned is returned as a one-keypoint person (it can only add recall at the bottom of the ranking).
     """
     scores = peak_score.tolist()
-    people = _People(len(scores), num_parts)
+    people = _PartialPeople(len(scores), num_parts)
     owner = people.owner
     len_rate = params.len_rate
     for (a, b), conn in zip(limbs, connections):
@@ -145,7 +145,7 @@ def assemble_people(
     return np.array(rows, np.int64).reshape(-1, num_parts), np.array(totals, np.float64)
 
 
-def _extend(people: _People, p, a, pa, b, pb, s, length, scores, len_rate) -> None:
+def _extend(people: _PartialPeople, p, a, pa, b, pb, s, length, scores, len_rate) -> None:
     """One person holds pa and/or pb: attach, replace or re-link the ends (original branch 2, fixed)."""
     slots, links = people.slots[p], people.links[p]
     short_enough = length < len_rate * people.maxlen[p]
@@ -165,7 +165,7 @@ def _extend(people: _People, p, a, pa, b, pb, s, length, scores, len_rate) -> No
         people.attach(p, a, pa, s, length, scores)
 
 
-def _two_people(people: _People, p1, p2, a, pa, b, pb, s, length, scores, params: AssemblyParams) -> None:
+def _two_people(people: _PartialPeople, p1, p2, a, pa, b, pb, s, length, scores, params: AssemblyParams) -> None:
     """pa and pb belong to two different people: merge them, or settle a contested keypoint."""
     s1, s2 = people.slots[p1], people.slots[p2]
     disjoint = all(x == EMPTY or y == EMPTY for x, y in zip(s1, s2))

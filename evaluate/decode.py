@@ -27,6 +27,8 @@ from evaluate.peaks import find_peaks
 
 @dataclass
 class People:
+    """The people found in one image: the decoder's result (``decode_people``), in COCO keypoint order."""
+
     keypoints: np.ndarray  # (P, 17, 3) float64: x, y (image pixels), keypoint score; all 0 when not found
     scores: np.ndarray  # (P,) float64
 

@@ -158,10 +158,10 @@ class PoseNet(nn.Module):
             outputs.append([y for _, y in pairs])
             if t < len(self.merges):
                 cache = [merge(g, y) for merge, (g, y) in zip(self.merges[t], pairs)]
-                x = self.next_stack_input(x, t, pairs, cache)
+                x = self.next_stack_input(x, cache)
         return outputs
 
-    def next_stack_input(self, x: torch.Tensor, t: int, pairs, cache: list[torch.Tensor]) -> torch.Tensor:
+    def next_stack_input(self, x: torch.Tensor, cache: list[torch.Tensor]) -> torch.Tensor:
         """Input of stack t+1: x plus the scale-0 merge, reused from the cache (the original computed it twice)."""
         return x + cache[0]
 

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import re
 
+import torch
+
 from bench import data_pipeline
+from config.loader import load_config
+from data.dataset import SimplePoseDataset
 
 
 def test_data_pipeline_bench_prints_rate_and_every_stage(coco_sample_h5, capsys):
@@ -19,3 +23,17 @@ def test_data_pipeline_bench_prints_rate_and_every_stage(coco_sample_h5, capsys)
         assert stage in stages, stage
     parts = sum(float(v) for k, v in stages.items() if k != "sum of stages")
     assert abs(parts - float(stages["sum of stages"])) < 0.05
+
+
+def test_the_timed_stages_make_the_samples_of_the_dataset(coco_sample_h5):
+    """The bench times the dataset's own stage calls: they must build exactly what ``dataset[i]`` builds."""
+    ds = SimplePoseDataset(coco_sample_h5, load_config(None, ["data.input_size=256"]), train=True)
+    ds.set_epoch(1)
+    timer = data_pipeline.StageTimer()
+    for i in (0, 5):
+        staged, item = data_pipeline.build_in_stages(ds, i, timer), ds[i]
+        assert torch.equal(staged["image"], item["image"])
+        for key in ("targets", "masks"):
+            assert len(staged[key]) == len(item[key]) == 5
+            assert all(torch.equal(a, b) for a, b in zip(staged[key], item[key]))
+    assert set(timer.total) == {"read+decode", "augment", "masks", "targets", "scales", "to-tensor"}
