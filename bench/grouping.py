@@ -26,8 +26,7 @@ from evaluate.decode import decode_people
 from evaluate.inference import decode_grid, fuse_flip, make_batch, prepare_input, resize_to_grid, scale_factors
 from evaluate.oracle import oracle_for
 from utils.errors import cli_main
-
-SAMPLE = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "coco_sample"
+from utils.paths import COCO_SAMPLE_ANNOTATIONS, coco_sample_dir
 
 
 def network_outputs(images_dir: Path, annotations: Path, cfg, limit: int = 0):
@@ -63,18 +62,26 @@ def rate(fn, items, repeat: int) -> float:
     return repeat * len(items) / (time.perf_counter() - start)
 
 
+def inputs_or_sample(images: Path | None, annotations: Path | None) -> tuple[Path, Path]:
+    """(image folder, annotation file): those given, else the real COCO sample's (utils.paths.coco_sample_dir)."""
+    if images is not None and annotations is not None:
+        return images, annotations
+    sample = coco_sample_dir()
+    return images or sample / "images", annotations or sample / COCO_SAMPLE_ANNOTATIONS
+
+
 @cli_main
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.grouping", description=__doc__.split("\n\n")[0])
-    p.add_argument("--images", default=str(SAMPLE / "images"))
-    p.add_argument("--annotations", default=str(SAMPLE / "annotations" / "person_keypoints_sample.json"))
+    p.add_argument("--images", type=Path, help="image folder (default: the real COCO sample's)")
+    p.add_argument("--annotations", type=Path, help="COCO keypoint annotations (default: the real COCO sample's)")
     p.add_argument("--repeat", type=int, default=3)
     add_config_arguments(p)
     args = p.parse_args(argv)
     cfg = config_from_args(args)
     torch.set_num_threads(1)
     cv2.setNumThreads(1)
-    items = network_outputs(Path(args.images), Path(args.annotations), cfg)
+    items = network_outputs(*inputs_or_sample(args.images, args.annotations), cfg)
     stride = cfg.data.stride
     decoded = [(grid_maps(o, v, g, cfg.eval.flip, stride), (hw[1] / g[1], hw[0] / g[0])) for o, v, g, hw in items]
     people = sum(len(decode_people(m, cfg.eval, s)) for m, s in decoded)

@@ -1,6 +1,7 @@
-"""The bad-input corpus (bench.bad_inputs) on the real sample, through the real commands: every case ends in its
-expected outcome (a clean error naming the file/field, a counted skip, or a correct acceptance), never a raw
-traceback, and leaves no partial output. The untrusted-file cases are in test_security.py."""
+"""The bad-input corpus (harness.bad_inputs; `python -m bench.bad_inputs` prints it) on the real sample, through
+the real commands: every case ends in its expected outcome (a clean error naming the file/field, a counted skip, or
+a correct acceptance), never a raw traceback, and leaves no partial output. The untrusted-file cases are in
+test_security.py."""
 
 from __future__ import annotations
 
@@ -13,9 +14,11 @@ import numpy as np
 import pytest
 import torch
 
-from bench.bad_inputs import CASE_NAMES, SECURITY_CASES, build_corpus, result_of, run_named
 from config.loader import load_config
 from evaluate import coco_eval
+from harness.bad_inputs import CASE_NAMES, SECURITY_CASES, build_corpus, run_named
+from harness.cases import result_of
+from tests.helpers import assert_ends_as_expected
 from utils.paths import REPO_ROOT
 
 # Corpus cases whose behaviour an existing test already asserts (they still run in `python -m bench.bad_inputs`).
@@ -36,14 +39,6 @@ NAMES = [n for n in CASE_NAMES if n not in {*SECURITY_CASES, *TESTED_ELSEWHERE, 
 
 def test_every_case_is_tested_somewhere():
     assert set(CASE_NAMES) == {*NAMES, *SECURITY_CASES, *TESTED_ELSEWHERE, *IN_PROCESS}
-
-
-def assert_ends_as_expected(case, result) -> None:
-    assert result.outcome != "raw_traceback", result.message
-    assert not result.partial_output, f"{case.outputs} or a temporary file left behind"
-    assert result.outcome == case.expected, result.message
-    for word in case.names:
-        assert word in result.message, f"the message should name {word!r}: {result.message}"
 
 
 @pytest.fixture(scope="module")

@@ -1,14 +1,22 @@
-"""The speed scripts run and print their figures (their numbers are read by people, never asserted)."""
+"""The bench scripts run and print their figures (their numbers are read by people, never asserted)."""
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 
+import pytest
 import torch
 
-from bench import data_pipeline
+from bench import bad_inputs, data_pipeline, grouping, model, syncbn_check
 from config.loader import load_config
 from data.dataset import SimplePoseDataset
+from harness.bad_inputs import build_corpus
+from harness.cases import run_cases
+from harness.faults import write_fault_train_code
+from utils.paths import REPO_ROOT
 
 
 def test_data_pipeline_bench_prints_rate_and_every_stage(coco_sample_h5, capsys):
@@ -37,3 +45,60 @@ def test_the_timed_stages_make_the_samples_of_the_dataset(coco_sample_h5):
             assert len(staged[key]) == len(item[key]) == 5
             assert all(torch.equal(a, b) for a, b in zip(staged[key], item[key]))
     assert set(timer.total) == {"read+decode", "augment", "masks", "targets", "scales", "to-tensor"}
+def test_grouping_bench_prints_both_rates_on_the_real_sample(coco_sample, coco_sample_annotations, capsys):
+    rc = grouping.main(["--repeat", "1"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    images = len(json.loads(coco_sample_annotations.read_text())["images"])
+    assert out.startswith(f"{images} images, ")
+    for figure in (
+        "decoding \\(peaks \\+ limbs \\+ assembly\\)",
+        "post-network \\(flip fusion \\+ resize \\+ decoding\\)",
+    ):
+        rate = re.search(f"^{figure}: ([0-9.]+) images/s$", out, re.M)
+        assert rate and float(rate.group(1)) > 0, figure
+
+
+def test_grouping_bench_finds_the_sample_through_the_environment(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SIMPLEPOSE_COCO_SAMPLE", str(tmp_path / "elsewhere"))
+    assert grouping.main(["--repeat", "1"]) == 2
+    assert str(tmp_path / "elsewhere") in capsys.readouterr().err
+
+
+def test_model_bench_prints_a_row_per_case(capsys):
+    argv = ["--presets", "quickstart", "--sizes", "64", "--dtypes", "fp32", "--channels-last", "off", "--warmup", "0",
+            "--iters", "1"]  # fmt: skip
+    assert model.main(argv) == 0
+    row = re.search(r"^quickstart\s+64 fp32\s+off\s+([0-9.]+)\s+([0-9.]+)$", capsys.readouterr().out, re.M)
+    assert row and float(row.group(1)) > 0 and float(row.group(2)) > 0
+
+
+def test_syncbn_check_refuses_cleanly_outside_torchrun(capsys):
+    assert syncbn_check.main([]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "torchrun --nproc_per_node=2 -m bench.syncbn_check" in err
+
+
+@pytest.mark.parametrize("script", ["bench.bad_inputs", "bench.faults"])
+def test_fault_scripts_start_from_the_command_line(script):
+    """Their full runs take minutes; --help proves the command and the harness it imports load."""
+    r = subprocess.run([sys.executable, "-m", script, "--help"], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert r.returncode == 0 and "usage:" in r.stdout and r.stderr == "", r.stderr[-2000:]
+
+
+def test_bad_inputs_report_prints_a_line_per_case_and_the_totals(coco_sample, tmp_path, capsys):
+    cases = build_corpus(coco_sample, tmp_path, only=["control_convert", "json_malformed"])
+    assert bad_inputs.print_report(cases, run_cases(cases)) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[:3] for line in lines[:2]] == [["ok", "control_convert", "accepted"],
+                                                        ["ok", "json_malformed", "clean_error"]]  # fmt: skip
+    assert lines[2] == (
+        "2 cases: 1 clean_error, 0 counted_skip, 0 raw_traceback, 1 accepted; 0 with partial output; 0 not as expected"
+    )
+
+
+def test_the_injected_write_fault_command_runs_train_py():
+    """bench.faults runs train.py under write_fault in a subprocess through this code: it must import and start."""
+    code = write_fault_train_code("ENOSPC")
+    r = subprocess.run([sys.executable, "-c", code, "--help"], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert r.returncode == 0 and "train.resume=auto" in r.stdout, r.stderr[-2000:]

@@ -16,7 +16,7 @@ from torch import nn
 
 from engine.checkpoint import load_checkpoint
 from engine.launch import DataParallelBalanced, ModelWithLoss, sync_batchnorm
-from tests.test_engine import sample_h5_64, tiny_cfg  # noqa: F401  (sample_h5_64 is a fixture)
+from tests.helpers import tiny_cfg
 from utils.distributed import torchrun_command
 from utils.paths import REPO_ROOT, tiny_run_args
 
@@ -57,13 +57,13 @@ def assert_close_states(a: dict, b: dict, rtol=1e-4, atol=1e-6):
 
 
 @pytest.fixture(scope="module")
-def two_process_run(sample_h5_64, tmp_path_factory):  # noqa: F811
+def two_process_run(sample_h5_64, tmp_path_factory):
     out = tmp_path_factory.mktemp("ddp2")
     r = torchrun("train_distributed.py", sample_h5_64, out, *RUN, label="2 processes x batch 2 (torchrun)")
     return out, r
 
 
-def test_two_processes_equal_one_process_with_twice_the_batch(sample_h5_64, two_process_run, tmp_path):  # noqa: F811
+def test_two_processes_equal_one_process_with_twice_the_batch(sample_h5_64, two_process_run, tmp_path):
     out2, r2 = two_process_run
     assert "SyncBatchNorm needs CUDA" in r2.stdout
     # train_parallel.py on the CPU: one process, the balanced wrapper, train.batch_size is the global batch; the
@@ -95,7 +95,7 @@ def test_two_processes_equal_one_process_with_twice_the_batch(sample_h5_64, two_
 
 
 @pytest.fixture(scope="module")
-def nan_run(sample_h5_64, tmp_path_factory, coco_sample_images, coco_sample_annotations):  # noqa: F811
+def nan_run(sample_h5_64, tmp_path_factory, coco_sample_images, coco_sample_annotations):
     out = tmp_path_factory.mktemp("nan")
     validation = ["train.val_every=1", f"data.val={sample_h5_64}", f"data.val_images={coco_sample_images}",
                   f"data.val_annotations={coco_sample_annotations}", "eval.max_images=4"]  # fmt: skip
@@ -120,7 +120,7 @@ def test_nan_on_one_rank_makes_every_rank_skip_the_step(nan_run):
 
 
 @pytest.mark.parametrize("nproc", [1, 2])
-def test_a_two_process_checkpoint_resumes_in_one_and_in_two(nan_run, sample_h5_64, tmp_path, nproc):  # noqa: F811
+def test_a_two_process_checkpoint_resumes_in_one_and_in_two(nan_run, sample_h5_64, tmp_path, nproc):
     src, _ = nan_run
     (tmp_path / "last.pt").write_bytes((src / "last.pt").read_bytes())
     resume = ["train.epochs=2", "train.max_steps_per_epoch=3", "train.resume=auto"]
@@ -136,7 +136,7 @@ def test_a_two_process_checkpoint_resumes_in_one_and_in_two(nan_run, sample_h5_6
     assert [rec["global_step"] for rec in train_records(tmp_path)] == [4, 5, 6]
 
 
-def test_a_killed_worker_restarts_and_resumes_from_the_last_checkpoint(sample_h5_64, two_process_run, tmp_path):  # noqa: F811
+def test_a_killed_worker_restarts_and_resumes_from_the_last_checkpoint(sample_h5_64, two_process_run, tmp_path):
     stale = tmp_path / ".last.pt.killed.tmp"  # what a worker killed while writing a checkpoint leaves behind
     stale.write_bytes(b"half a checkpoint")
     r = torchrun("train_distributed.py", sample_h5_64, tmp_path, *RUN, "train.fault_exit_step=3", max_restarts=1,
@@ -172,7 +172,7 @@ class SplitByHand(nn.Module):
 
 
 @pytest.mark.parametrize("sizes", [[2, 2], [3, 1]])
-def test_balanced_data_parallel_gives_the_plain_loss_and_gradients(sample_h5_64, tmp_path, sizes):  # noqa: F811
+def test_balanced_data_parallel_gives_the_plain_loss_and_gradients(sample_h5_64, tmp_path, sizes):
     from torch.utils.data import DataLoader
 
     from data.dataset import SimplePoseDataset, collate, images_to_float
@@ -203,7 +203,7 @@ def test_balanced_data_parallel_gives_the_plain_loss_and_gradients(sample_h5_64,
         assert (g_balanced - g_plain).norm() <= 1e-6 * g_plain.norm() + 1e-12
 
 
-def test_sync_batchnorm_conversion_replaces_every_batchnorm(sample_h5_64, tmp_path):  # noqa: F811
+def test_sync_batchnorm_conversion_replaces_every_batchnorm(sample_h5_64, tmp_path):
     from models import build_model
 
     model = build_model(tiny_cfg(sample_h5_64, tmp_path))

@@ -5,27 +5,13 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pytest
 import torch
 
-from config.loader import load_config
 from engine.checkpoint import load_checkpoint
 from engine.trainer import Trainer
 from models.weights import unwrap
-from utils.paths import REPO_ROOT, TINY_PRESET, tiny_run_args
-
-
-@pytest.fixture(scope="module")
-def sample_h5_64(tmp_path_factory, coco_sample_images, coco_sample_annotations):
-    from data.coco_to_hdf5 import Source, convert
-
-    out = tmp_path_factory.mktemp("h5") / "sample64.h5"
-    convert([Source(coco_sample_images, coco_sample_annotations)], out, input_size=64, progress=False)
-    return out
-
-
-def tiny_cfg(h5, out_dir, *extra: str):
-    return load_config(TINY_PRESET, [f"data.train={h5}", f"train.out_dir={out_dir}", *extra])
+from tests.helpers import tiny_cfg
+from utils.paths import REPO_ROOT, tiny_run_args
 
 
 def model_state(trainer):

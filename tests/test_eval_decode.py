@@ -10,24 +10,9 @@ from evaluate.assemble import AssemblyParams, assemble_people
 from evaluate.decode import decode_people
 from evaluate.limbs import match_limb, score_pairs
 from evaluate.peaks import find_peaks, local_maxima
+from tests.helpers import person
 
 STRIDE = 4
-# A person facing the camera, (dx, dy) from the top of the head, internal keypoint order, input pixels.
-TEMPLATE = np.array([
-    (0, 20), (0, 45), (-25, 45), (-35, 80), (-40, 115), (25, 45), (35, 80), (40, 115),
-    (-15, 120), (-17, 165), (-18, 210), (15, 120), (17, 165), (18, 210),
-    (-6, 14), (6, 14), (-12, 18), (12, 18),
-], np.float64)  # fmt: skip
-
-
-def person(x: float, y: float, **moved) -> np.ndarray:
-    """(18, 3) internal keypoints of a person whose head top is at (x, y); ``moved`` overrides joints."""
-    kp = np.zeros((18, 3))
-    kp[:, :2] = TEMPLATE + (x, y)
-    kp[:, 2] = 1
-    for name, xy in moved.items():
-        kp[sk.KEYPOINTS.index(name), :2] = xy
-    return kp
 
 
 def gaussian_map(h: int, w: int, x: float, y: float, sigma: float = 2.25) -> np.ndarray:

@@ -18,7 +18,7 @@ from evaluate.inference import (
     scale_factors,
 )
 from evaluate.oracle import oracle_predictor
-from tests.test_eval_decode import person
+from tests.helpers import person
 
 CPU = torch.device("cpu")
 

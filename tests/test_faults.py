@@ -1,4 +1,4 @@
-"""Quick fault-injection cases on the real COCO sample with a tiny model (bench/faults.py runs the long ones):
+"""Quick fault-injection cases on the real COCO sample with a tiny model (`python -m bench.faults` runs the long ones):
 kill -9 mid-run then resume, a full disk and a read-only folder at the checkpoint write, a corrupt sample inside
 a DataLoader worker, a DataLoader worker stuck without dying."""
 
@@ -18,10 +18,10 @@ import pytest
 from torch.utils.data import Dataset
 
 import train
-from bench.faults import temporaries, write_fault
 from engine.checkpoint import load_checkpoint
 from engine.trainer import Trainer, worker_error_message
-from tests.test_engine import sample_h5_64, tiny_cfg  # noqa: F401  (sample_h5_64 is a fixture)
+from harness.faults import temporaries, write_fault
+from tests.helpers import tiny_cfg
 from utils.errors import UserError
 from utils.paths import REPO_ROOT, tiny_run_args
 
@@ -32,7 +32,7 @@ def digest(path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def test_kill_9_mid_run_then_resume_auto_completes(sample_h5_64, tmp_path):  # noqa: F811
+def test_kill_9_mid_run_then_resume_auto_completes(sample_h5_64, tmp_path):
     run = tiny_run_args(sample_h5_64, tmp_path, *SHORT, "train.epochs=4", "train.checkpoint_every_steps=1")
     args = [sys.executable, "train.py", *run]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
@@ -56,14 +56,14 @@ def test_kill_9_mid_run_then_resume_auto_completes(sample_h5_64, tmp_path):  # n
 
 
 @pytest.fixture(scope="module")
-def one_epoch_run(sample_h5_64, tmp_path_factory):  # noqa: F811
+def one_epoch_run(sample_h5_64, tmp_path_factory):
     out = tmp_path_factory.mktemp("one_epoch")
     Trainer(tiny_cfg(sample_h5_64, out, *SHORT, "train.epochs=1")).fit()
     return out
 
 
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EROFS])
-def test_full_disk_or_read_only_folder_at_checkpoint_save(one_epoch_run, sample_h5_64, tmp_path, capsys, code):  # noqa: F811
+def test_full_disk_or_read_only_folder_at_checkpoint_save(one_epoch_run, sample_h5_64, tmp_path, capsys, code):
     run = tmp_path / "run"
     shutil.copytree(one_epoch_run, run)
     before = digest(run / "last.pt")
@@ -79,7 +79,7 @@ def test_full_disk_or_read_only_folder_at_checkpoint_save(one_epoch_run, sample_
     assert temporaries(run) == []
 
 
-def test_corrupt_sample_in_a_dataloader_worker_is_named(sample_h5_64, tmp_path):  # noqa: F811
+def test_corrupt_sample_in_a_dataloader_worker_is_named(sample_h5_64, tmp_path):
     bad = tmp_path / "corrupt.h5"
     shutil.copyfile(sample_h5_64, bad)
     with h5py.File(bad, "r+") as f:
@@ -110,7 +110,7 @@ class HangingDataset(Dataset):
         raise RuntimeError(f"sample {index} took {self.seconds} s")
 
 
-def test_a_worker_stuck_without_dying_stops_training_with_the_batch_named(sample_h5_64, tmp_path):  # noqa: F811
+def test_a_worker_stuck_without_dying_stops_training_with_the_batch_named(sample_h5_64, tmp_path):
     trainer = Trainer(tiny_cfg(sample_h5_64, tmp_path, "data.num_workers=1", "data.loader_timeout=2"))
     trainer.train_set = HangingDataset(trainer.train_set, seconds=120)
     trainer.sampler.shuffle = False

@@ -1,0 +1,494 @@
+"""The bad-input corpus: every kind of broken or odd input, derived from the real COCO sample, each with the real
+command that would consume it and the outcome it must end in (harness.cases runs and classifies them).
+
+Each case edits a copy of the sample's annotation JSON, images, a converted HDF5 file or a checkpoint, then runs
+``python -m data.coco_to_hdf5``, ``python train.py`` (tiny config) or ``python -m evaluate.coco_eval --ckpt``.
+``python -m bench.bad_inputs`` prints one line per case; tests/test_bad_inputs.py and tests/test_security.py assert
+them.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import random
+import shutil
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import h5py
+import torch
+
+from config.loader import load_config, to_dict
+from data.coco_to_hdf5 import Source, convert
+from engine.checkpoint import save_checkpoint
+from harness.cases import Case, CaseResult, Outcome, run_cases
+from models import build_model
+from models.weights import read_checkpoint
+from utils.paths import COCO_SAMPLE_ANNOTATIONS, TINY_PRESET, coco_sample_dir
+
+# Three real images that all have main persons, and two without any (one has no annotation at all, one only
+# people without enough keypoints).
+BASE_IMAGES = ("000000000790.jpg", "000000030752.jpg", "000000183872.jpg")
+NO_MAIN_PERSON_IMAGES = ("000000070133.jpg", "000000145311.jpg")
+PAYLOAD_MARKER = "payload_ran"  # a file a pickled payload would create if a checkpoint were unpickled unsafely
+
+# on top of config/tiny.yaml: one training step, and an evaluation of one image without flip
+SHORTEST = ["train.max_steps_per_epoch=1", "eval.flip=false", "eval.max_images=1"]
+
+
+class _Corpus:
+    """The shared pieces the cases are made from, all under ``out_dir``."""
+
+    def __init__(self, sample_dir: Path, out_dir: Path):
+        self.sample_dir, self.out = sample_dir, out_dir
+        out_dir.mkdir(parents=True, exist_ok=True)
+        full = json.loads((sample_dir / COCO_SAMPLE_ANNOTATIONS).read_text())
+        self.full = full
+        self.base = _subset(full, BASE_IMAGES)
+        self.images = self.image_folder(out_dir / "images", BASE_IMAGES + NO_MAIN_PERSON_IMAGES)
+        self._h5: dict[int, Path] = {}
+        self._ckpt: dict[int, Path] = {}
+
+    def image_folder(self, folder: Path, names=BASE_IMAGES) -> Path:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            shutil.copyfile(self.sample_dir / "images" / name, folder / name)
+        return folder
+
+    def case_dir(self, name: str) -> Path:
+        d = self.out / name
+        shutil.rmtree(d, ignore_errors=True)
+        d.mkdir(parents=True)
+        return d
+
+    def main_ann(self, data: dict) -> dict:
+        """The first annotation that makes a main person (>= 5 keypoints)."""
+        return next(a for a in data["annotations"] if a["num_keypoints"] >= 5 and not a["iscrowd"])
+
+    def convert_case(self, name, what, expected, data=None, text=None, images=None, extra=(), names=()) -> Case:
+        d = self.case_dir(name)
+        ann = d / "annotations.json"
+        ann.write_text(text if text is not None else json.dumps(data))
+        out = d / "out.h5"
+        argv = [sys.executable, "-m", "data.coco_to_hdf5", "--images", str(images or self.images)]
+        argv += ["--annotations", str(ann), "--out", str(out), "--input-size", "64", "--no-progress", *extra]
+        return Case(name, what, argv, expected, [out], names, d)
+
+    def edited(self, edit: Callable[[dict], object]) -> dict:
+        data = copy.deepcopy(self.base)
+        edit(data)
+        return data
+
+    def h5(self, input_size: int = 64) -> Path:
+        """The base images converted (in process) for ``input_size``."""
+        if input_size not in self._h5:
+            ann = self.out / "base.json"
+            ann.write_text(json.dumps(self.base))
+            self._h5[input_size] = self.out / f"base{input_size}.h5"
+            convert([Source(self.images, ann)], self._h5[input_size], input_size=input_size, progress=False)
+        return self._h5[input_size]
+
+    def train_case(self, name, what, expected, h5: Path, extra=(), names=()) -> Case:
+        d = self.case_dir(name)
+        run = d / "run"
+        argv = [sys.executable, "train.py", "--config", str(TINY_PRESET), *SHORTEST, f"data.train={h5}",
+                f"train.out_dir={run}"]  # fmt: skip
+        return Case(name, what, [*argv, *extra], expected, [run / "last.pt"], names, run)
+
+    def checkpoint(self, stacks: int = 1) -> Path:
+        """A real checkpoint of the tiny model (random weights) with its config, as the trainer writes them."""
+        if stacks not in self._ckpt:
+            cfg = load_config(TINY_PRESET, [*SHORTEST, f"model.stacks={stacks}", f"loss.stack_weights={[1] * stacks}"])
+            torch.manual_seed(0)
+            state = {"model": build_model(cfg).state_dict(), "config": to_dict(cfg), "epoch": 1, "global_step": 1}
+            self._ckpt[stacks] = self.out / f"tiny_stacks{stacks}.pt"
+            save_checkpoint(self._ckpt[stacks], state)
+        return self._ckpt[stacks]
+
+    def eval_case(self, name, what, expected, ckpt: Path, names=()) -> Case:
+        d = self.case_dir(name)
+        ann = d / "annotations.json"
+        ann.write_text(json.dumps(self.base))
+        out = d / "results.json"
+        argv = [sys.executable, "-m", "evaluate.coco_eval", "--ckpt", str(ckpt), "--images", str(self.images)]
+        argv += ["--annotations", str(ann), "--out", str(out), "--device", "cpu"]
+        return Case(name, what, argv, expected, [out], names, d)
+
+
+def _subset(data: dict, file_names) -> dict:
+    out = copy.deepcopy(data)
+    out["images"] = [img for img in data["images"] if img["file_name"] in file_names]
+    ids = {img["id"] for img in out["images"]}
+    out["annotations"] = [a for a in out["annotations"] if a["image_id"] in ids]
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ the cases
+
+_BUILDERS: dict[str, Callable[[_Corpus, str], Case]] = {}
+
+
+def _case(fn: Callable[[_Corpus, str], Case]) -> Callable[[_Corpus, str], Case]:
+    _BUILDERS[fn.__name__.removeprefix("_")] = fn
+    return fn
+
+
+@_case
+def _control_convert(c: _Corpus, name: str) -> Case:
+    return c.convert_case(name, "the unedited sample (control)", "accepted", c.base)
+
+
+@_case
+def _json_malformed(c: _Corpus, name: str) -> Case:
+    text = json.dumps(c.base, indent=1)
+    text = text.replace('"num_keypoints":', '"num_keypoints"', 1)  # a missing colon in the middle of the file
+    return c.convert_case(
+        name, "JSON with a syntax error", "clean_error", text=text, names=("annotations.json", "line")
+    )
+
+
+@_case
+def _json_truncated(c: _Corpus, name: str) -> Case:
+    text = json.dumps(c.base)
+    return c.convert_case(
+        name, "JSON cut short", "clean_error", text=text[: len(text) // 2], names=("annotations.json",)
+    )
+
+
+def _set_keypoints(c: _Corpus, values: Callable[[list], list]) -> tuple[dict, int]:
+    def edit(data):
+        ann = c.main_ann(data)
+        ann["keypoints"] = values(ann["keypoints"])
+
+    data = c.edited(edit)
+    return data, c.main_ann(c.base)["id"]
+
+
+@_case
+def _keypoints_16_values(c: _Corpus, name: str) -> Case:
+    data, ann_id = _set_keypoints(c, lambda kp: kp[:16])
+    return c.convert_case(name, "16 keypoint values", "clean_error", data, names=(str(ann_id), "'keypoints'", "51"))
+
+
+@_case
+def _keypoints_52_values(c: _Corpus, name: str) -> Case:
+    data, ann_id = _set_keypoints(c, lambda kp: [*kp, 0])
+    return c.convert_case(name, "52 keypoint values", "clean_error", data, names=(str(ann_id), "'keypoints'", "52"))
+
+
+@_case
+def _keypoints_wrong_count_skip_bad(c: _Corpus, name: str) -> Case:
+    data, ann_id = _set_keypoints(c, lambda kp: kp[:16])
+    return c.convert_case(
+        name, "16 keypoint values, --skip-bad", "counted_skip", data, extra=["--skip-bad"], names=(str(ann_id),)
+    )
+
+
+@_case
+def _keypoint_nan(c: _Corpus, name: str) -> Case:
+    data, ann_id = _set_keypoints(c, lambda kp: [math.nan, *kp[1:]])
+    names = (str(ann_id), "'keypoints'[0]", "nan")
+    return c.convert_case(name, "a NaN keypoint coordinate", "clean_error", data, names=names)
+
+
+@_case
+def _keypoint_visibility_invalid(c: _Corpus, name: str) -> Case:
+    data, ann_id = _set_keypoints(c, lambda kp: [*kp[:2], 7, *kp[3:]])
+    return c.convert_case(name, "a visibility flag of 7", "clean_error", data, names=(str(ann_id), "visibility"))
+
+
+def _move_labelled_keypoint(kp: list, x: float) -> list:
+    j = next(j for j in range(0, 51, 3) if kp[j + 2] > 0)
+    return [*kp[:j], x, *kp[j + 1 :]]
+
+
+@_case
+def _keypoint_negative(c: _Corpus, name: str) -> Case:
+    data, _ = _set_keypoints(c, lambda kp: _move_labelled_keypoint(kp, -25.0))
+    return c.convert_case(name, "a labelled keypoint at x = -25 (kept: outside the image)", "accepted", data)
+
+
+@_case
+def _keypoint_outside_image(c: _Corpus, name: str) -> Case:
+    data, _ = _set_keypoints(c, lambda kp: _move_labelled_keypoint(kp, 700.0))
+    return c.convert_case(name, "a labelled keypoint past the right border (kept)", "accepted", data)
+
+
+def _set_bbox(c: _Corpus, w: float, h: float) -> tuple[dict, int]:
+    def edit(data):
+        ann = c.main_ann(data)
+        ann["bbox"] = [ann["bbox"][0], ann["bbox"][1], w, h]
+
+    return c.edited(edit), c.main_ann(c.base)["id"]
+
+
+@_case
+def _bbox_zero_area(c: _Corpus, name: str) -> Case:
+    data, _ = _set_bbox(c, 0.0, 0.0)
+    return c.convert_case(name, "a main person's box of zero size (kept, not main)", "counted_skip", data)
+
+
+@_case
+def _bbox_negative(c: _Corpus, name: str) -> Case:
+    data, ann_id = _set_bbox(c, -40.0, 120.0)
+    return c.convert_case(name, "a box of negative width", "clean_error", data, names=(str(ann_id), "'bbox'"))
+
+
+@_case
+def _images_without_people(c: _Corpus, name: str) -> Case:
+    data = _subset(c.full, BASE_IMAGES + NO_MAIN_PERSON_IMAGES)
+    return c.convert_case(name, "images without any (main) person", "counted_skip", data)
+
+
+@_case
+def _duplicate_image_ids(c: _Corpus, name: str) -> Case:
+    data = c.edited(lambda d: d["images"][1].update(id=d["images"][0]["id"]))
+    return c.convert_case(name, "two images with one id", "clean_error", data, names=(str(c.base["images"][0]["id"]),))
+
+
+@_case
+def _duplicate_annotation_ids(c: _Corpus, name: str) -> Case:
+    data = c.edited(lambda d: d["annotations"][1].update(id=d["annotations"][0]["id"]))
+    dup = str(c.base["annotations"][0]["id"])
+    return c.convert_case(name, "two annotations with one id", "clean_error", data, names=(dup, "twice"))
+
+
+@_case
+def _annotation_of_missing_image(c: _Corpus, name: str) -> Case:
+    data = c.edited(lambda d: d["annotations"][0].update(image_id=999999999))
+    return c.convert_case(name, "an annotation of an unlisted image", "clean_error", data, names=("999999999",))
+
+
+def _image_case(c: _Corpus, name: str, what: str, expected: Outcome, damage, extra=()) -> Case:
+    images = c.image_folder(c.out / f"{name}_images")
+    damage(images / BASE_IMAGES[1])
+    return c.convert_case(name, what, expected, c.base, images=images, extra=extra, names=(BASE_IMAGES[1],))
+
+
+@_case
+def _jpeg_missing(c: _Corpus, name: str) -> Case:
+    return _image_case(c, name, "a missing JPEG", "clean_error", Path.unlink)
+
+
+@_case
+def _jpeg_missing_skip_bad(c: _Corpus, name: str) -> Case:
+    return _image_case(c, name, "a missing JPEG, --skip-bad", "counted_skip", Path.unlink, ["--skip-bad"])
+
+
+@_case
+def _jpeg_truncated(c: _Corpus, name: str) -> Case:
+    def cut(p: Path):
+        p.write_bytes(p.read_bytes()[: p.stat().st_size // 3])
+
+    return _image_case(c, name, "a JPEG cut short", "clean_error", cut)
+
+
+@_case
+def _jpeg_garbage(c: _Corpus, name: str) -> Case:
+    return _image_case(
+        c, name, "a JPEG of random bytes", "clean_error", lambda p: p.write_bytes(random.Random(1).randbytes(5000))
+    )
+
+
+@_case
+def _jpeg_garbage_after_header(c: _Corpus, name: str) -> Case:
+    def scramble(p: Path):
+        data = p.read_bytes()
+        p.write_bytes(data[:600] + random.Random(2).randbytes(len(data) - 600))  # seeded: same case every run
+
+    return _image_case(c, name, "a JPEG header followed by random bytes", "clean_error", scramble)
+
+
+def _file_name_case(c: _Corpus, name: str, what: str, file_name: Callable[[Path], str], why="outside") -> Case:
+    """Image 2's file_name replaced; a real JPEG waits outside the image folder, so an escape would succeed."""
+    images = c.out / name / "images"
+    bad = file_name(images)
+    data = c.edited(lambda d: d["images"][1].update(file_name=bad))
+    case = c.convert_case(name, what, "clean_error", data, images=images, names=(repr(bad), why))
+    c.image_folder(images)
+    outside = images.parent / "outside.jpg"
+    shutil.copyfile(c.sample_dir / "images" / BASE_IMAGES[1], outside)
+    if "symlink" in name:
+        (images / bad).symlink_to(outside)
+    return case
+
+
+@_case
+def _file_name_parent(c: _Corpus, name: str) -> Case:
+    return _file_name_case(c, name, "file_name '../outside.jpg'", lambda images: "../outside.jpg")
+
+
+@_case
+def _file_name_absolute(c: _Corpus, name: str) -> Case:
+    return _file_name_case(c, name, "an absolute file_name", lambda images: str(images.parent / "outside.jpg"))
+
+
+@_case
+def _file_name_symlink_outside(c: _Corpus, name: str) -> Case:
+    return _file_name_case(c, name, "a file_name that is a symlink to outside", lambda images: "link.jpg")
+
+
+@_case
+def _file_name_nul_byte(c: _Corpus, name: str) -> Case:
+    return _file_name_case(c, name, "a file_name with a NUL byte", lambda images: "a\x00.jpg", "NUL")
+
+
+@_case
+def _h5_other_input_size(c: _Corpus, name: str) -> Case:
+    return c.train_case(name, "an HDF5 file made for input size 128", "clean_error", c.h5(128), names=("128", "64"))
+
+
+@_case
+def _h5_truncated(c: _Corpus, name: str) -> Case:
+    d = c.out / f"{name}_data"
+    d.mkdir(exist_ok=True)
+    h5 = d / "cut.h5"
+    data = c.h5().read_bytes()
+    h5.write_bytes(data[: len(data) // 2])
+    return c.train_case(name, "an HDF5 file cut in half", "clean_error", h5, names=("cut.h5",))
+
+
+def _h5_with_settings(c: _Corpus, name: str, settings: str) -> Path:
+    d = c.out / f"{name}_data"
+    d.mkdir(exist_ok=True)
+    h5 = d / "edited.h5"
+    shutil.copyfile(c.h5(), h5)
+    with h5py.File(h5, "r+") as f:
+        f.attrs["settings"] = settings
+    return h5
+
+
+def settings_payload(marker: Path) -> str:
+    """A Python expression that would create ``marker`` if it were ever evaluated."""
+    return f"__import__('os').system('touch {marker}')"
+
+
+@_case
+def _h5_settings_python_code(c: _Corpus, name: str) -> Case:
+    h5 = _h5_with_settings(c, name, settings_payload(c.out / name / PAYLOAD_MARKER))
+    return c.train_case(name, "HDF5 settings holding a Python expression", "clean_error", h5, names=("edited.h5",))
+
+
+@_case
+def _h5_settings_not_a_dict(c: _Corpus, name: str) -> Case:
+    h5 = _h5_with_settings(c, name, json.dumps([64, "train2017"]))
+    return c.train_case(name, "HDF5 settings that are JSON but not an object", "clean_error", h5, names=("edited.h5",))
+
+
+@_case
+def _h5_dataset_missing(c: _Corpus, name: str) -> Case:
+    d = c.out / f"{name}_data"
+    d.mkdir(exist_ok=True)
+    h5 = d / "no_boxes.h5"
+    shutil.copyfile(c.h5(), h5)
+    with h5py.File(h5, "r+") as f:
+        del f["people/bbox"]
+    return c.train_case(name, "an HDF5 file without its people/bbox dataset", "clean_error", h5, names=("people/bbox",))
+
+
+class InjectedObject:
+    """A class instance inside a checkpoint: safe loading must refuse it (it could be any class)."""
+
+    def __init__(self):
+        self.note = "pickled class instance"
+
+
+class ReducePayload:
+    """Unpickling this calls ``os.system`` (creates ``marker``): the classic malicious-checkpoint payload."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def _edited_checkpoint(c: _Corpus, name: str, edit: Callable[[dict], object]) -> Path:
+    """The tiny checkpoint, edited in place by ``edit`` and saved as ``<name>.pt``."""
+    ckpt = read_checkpoint(c.checkpoint())
+    edit(ckpt)
+    path = c.out / f"{name}.pt"
+    torch.save(ckpt, path)
+    return path
+
+
+@_case
+def _ckpt_pickled_class(c: _Corpus, name: str) -> Case:
+    ckpt = _edited_checkpoint(c, name, lambda ckpt: ckpt.update(extra=InjectedObject()))
+    return c.eval_case(name, "a checkpoint holding a class instance", "clean_error", ckpt, names=(ckpt.name,))
+
+
+@_case
+def _ckpt_reduce_payload(c: _Corpus, name: str) -> Case:
+    case = c.train_case(name, "a checkpoint with a __reduce__ payload, resumed", "clean_error", c.h5())
+    ckpt = _edited_checkpoint(c, name, lambda ckpt: ckpt.update(extra=ReducePayload(c.out / name / PAYLOAD_MARKER)))
+    case.argv.append(f"train.resume={ckpt}")
+    case.names = (ckpt.name, "weights_only")
+    return case
+
+
+@_case
+def _ckpt_truncated(c: _Corpus, name: str) -> Case:
+    ckpt = c.out / f"{name}.pt"
+    data = c.checkpoint().read_bytes()
+    ckpt.write_bytes(data[: len(data) // 2])
+    return c.eval_case(name, "a checkpoint cut in half", "clean_error", ckpt, names=(ckpt.name, "truncated"))
+
+
+@_case
+def _ckpt_other_architecture(c: _Corpus, name: str) -> Case:
+    case = c.train_case(name, "resuming a 1-stack run from a 2-stack checkpoint", "clean_error", c.h5())
+    case.argv.append(f"train.resume={c.checkpoint(stacks=2)}")
+    case.names = ("stacks",)
+    return case
+
+
+@_case
+def _ckpt_nan_weights(c: _Corpus, name: str) -> Case:
+    def poison(ckpt):
+        ckpt["model"] = {k: v * math.nan if v.is_floating_point() else v for k, v in ckpt["model"].items()}
+
+    ckpt = _edited_checkpoint(c, name, poison)
+    what = "a checkpoint of a diverged run (NaN weights)"
+    return c.eval_case(name, what, "clean_error", ckpt, names=(ckpt.name, "NaN"))
+
+
+@_case
+def _ckpt_invalid_config(c: _Corpus, name: str) -> Case:
+    ckpt = _edited_checkpoint(c, name, lambda ckpt: ckpt["config"]["eval"].update(scales="large"))
+    names = (ckpt.name, "eval.scales")
+    return c.eval_case(name, "a checkpoint whose saved config is invalid", "clean_error", ckpt, names=names)
+
+
+CASE_NAMES: tuple[str, ...] = tuple(_BUILDERS)
+
+
+# Cases about untrusted files (tests/test_security.py runs these; tests/test_bad_inputs.py the others).
+SECURITY_CASES = ("file_name_parent", "file_name_absolute", "file_name_symlink_outside", "file_name_nul_byte",
+                  "h5_settings_python_code", "ckpt_pickled_class", "ckpt_reduce_payload")  # fmt: skip
+
+
+def build_corpus(sample_dir: Path, out_dir: Path, only: Iterable[str] | None = None) -> list[Case]:
+    """Derive every bad input (or those named in ``only``) from the real sample at ``sample_dir`` (images/,
+    annotations/) under ``out_dir``."""
+    corpus = _Corpus(Path(sample_dir), Path(out_dir))
+    names = list(_BUILDERS) if only is None else list(only)
+    return [_BUILDERS[name](corpus, name) for name in names]
+
+
+# ------------------------------------------------------------------------------------------------ running
+
+
+def run_named(sample_dir: Path, out_dir: Path, names: Iterable[str], jobs: int = 2) -> dict[str, tuple]:
+    """Build and run the named cases: {name: (Case, CaseResult)}."""
+    cases = build_corpus(sample_dir, out_dir, only=names)
+    return {c.name: (c, r) for c, r in zip(cases, run_cases(cases, jobs))}
+
+
+def run_corpus(work_dir: Path, jobs: int = 2) -> list[CaseResult]:
+    """Build the corpus from the real sample under ``work_dir`` and run every case (``jobs`` at a time)."""
+    return run_cases(build_corpus(coco_sample_dir(), Path(work_dir) / "corpus"), jobs)

@@ -1,0 +1,43 @@
+"""Plain helpers shared by several test modules (fixtures live in conftest.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from config import skeleton as sk
+from config.loader import load_config
+from config.schema import Config
+from utils.paths import TINY_PRESET
+
+
+def tiny_cfg(h5, out_dir, *extra: str) -> Config:
+    """The tiny preset training on ``h5`` (built for input size 64) into ``out_dir``, with ``key=value`` extras."""
+    return load_config(TINY_PRESET, [f"data.train={h5}", f"train.out_dir={out_dir}", *extra])
+
+
+# A person facing the camera, (dx, dy) from the top of the head, internal keypoint order, input pixels.
+TEMPLATE = np.array([
+    (0, 20), (0, 45), (-25, 45), (-35, 80), (-40, 115), (25, 45), (35, 80), (40, 115),
+    (-15, 120), (-17, 165), (-18, 210), (15, 120), (17, 165), (18, 210),
+    (-6, 14), (6, 14), (-12, 18), (12, 18),
+], np.float64)  # fmt: skip
+
+
+def person(x: float, y: float, **moved) -> np.ndarray:
+    """(18, 3) internal keypoints of a person whose head top is at (x, y); ``moved`` overrides joints."""
+    kp = np.zeros((18, 3))
+    kp[:, :2] = TEMPLATE + (x, y)
+    kp[:, 2] = 1
+    for name, xy in moved.items():
+        kp[sk.KEYPOINTS.index(name), :2] = xy
+    return kp
+
+
+def assert_ends_as_expected(case, result) -> None:
+    """A bad-input case (harness.cases.Case) ended as it should: no traceback, no partial output, the expected
+    outcome, and a message naming everything in ``case.names``."""
+    assert result.outcome != "raw_traceback", result.message
+    assert not result.partial_output, f"{case.outputs} or a temporary file left behind"
+    assert result.outcome == case.expected, result.message
+    for word in case.names:
+        assert word in result.message, f"the message should name {word!r}: {result.message}"
