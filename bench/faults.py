@@ -287,7 +287,8 @@ def torchrun_worker_death(train_h5: Path, work: Path, tally: Tally) -> None:
     out_dir = work / "torchrun"
     tally.trials += 1
     tally.resumes += 1
-    program = ["train_distributed.py", *tiny_run_args(train_h5, out_dir, *RUN, "train.fault_exit_step=3")]
+    faulty = ["-m", "tests.harness.faulty_trainer", "--launcher", "distributed", "--exit-step", "3", "--"]
+    program = [*faulty, *tiny_run_args(train_h5, out_dir, *RUN)]
     r = run(torchrun_command(program, nproc=2, max_restarts=1))
     if r.returncode != 0:
         tally.failures.append(f"torchrun restart did not complete (exit {r.returncode}):\n{r.stderr[-1500:]}")

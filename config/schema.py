@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+OUTPUT_STRIDE = 4  # input pixels per cell of the finest output grid (the network's stem), not a setting
+
 
 @dataclass
 class DataConfig:
@@ -19,7 +21,6 @@ class DataConfig:
     val_images: str = ""  # image folder for validation AP (optional)
     val_annotations: str = ""  # COCO person_keypoints JSON for validation AP (optional)
     input_size: int = 512  # square network input, pixels; the HDF5 file must be built for it
-    stride: int = 4  # output stride of the finest scale
     num_workers: int = 2  # DataLoader worker processes
     pin_memory: bool = True  # only takes effect on CUDA
     # Seconds to wait for one batch from a DataLoader worker before stopping with an error naming the batch (a
@@ -124,7 +125,9 @@ class TrainConfig:
     lr_restart_step_epochs: int = 5
     clip_grad_norm: float | None = None  # None: no clipping (the original's clipping was commented out)
     freeze: list[str] = field(default_factory=list)  # regex patterns of parameter names to freeze
-    amp: Literal["auto", "off", "fp16", "bf16"] = "auto"  # auto: fp16 on CUDA, bf16 on CPU
+    # auto: bf16 where the device computes it natively (AVX512-BF16/AMX CPUs, CUDA compute >= 8.0), fp16 with
+    # loss scaling on older GPUs, else float32 (utils/precision.py has the table); the run log says which
+    amp: Literal["auto", "off", "fp16", "bf16"] = "auto"
     channels_last: bool = False
     seed: int = 0
     deterministic: bool = False
@@ -140,13 +143,6 @@ class TrainConfig:
     # trained): for fine-tuning with small per-device batches, and what makes N processes x batch b exactly
     # equal to 1 process x batch N*b (per-process batch statistics differ otherwise). False: the original.
     bn_eval: bool = False
-    # Test hooks: replace the loss by NaN at these global steps (on this rank, -1 = every rank).
-    fault_nan_steps: list[int] = field(default_factory=list)
-    fault_nan_rank: int = -1
-    # Test hook: process fault_exit_rank dies (os._exit) at this global step, in the first attempt of a
-    # torchrun job only (TORCHELASTIC_RESTART_COUNT=0), to prove elastic restarts resume; -1 = never.
-    fault_exit_step: int = -1
-    fault_exit_rank: int = 1
 
 
 @dataclass
@@ -194,7 +190,8 @@ class EvalConfig:
     # every pixel is a peak); 0: no limit, as the original
     max_peaks: int = 100
     max_images: int = 0  # 0: all images
-    amp: Literal["off", "fp16", "bf16"] = "off"  # autocast the network's forward at test time
+    # autocast of the network's forward at test time; auto decides as train.amp does (utils/precision.py)
+    amp: Literal["auto", "off", "fp16", "bf16"] = "off"
     batch_size: int = 1  # images of one size per forward (their mirrors join the same batch when flipping)
 
 
@@ -212,4 +209,4 @@ class Config:
     @property
     def output_size(self) -> int:
         """Side of the finest output grid, cells."""
-        return self.data.input_size // self.data.stride
+        return self.data.input_size // OUTPUT_STRIDE

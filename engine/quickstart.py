@@ -15,8 +15,8 @@ from config.schema import Config
 from utils.io import atomic_write_text
 
 
-def prepare_synthetic_data(cfg: Config) -> None:
-    """Make (or reuse) the synthetic dataset and its HDF5 files; point ``cfg.data`` at them."""
+def prepare_synthetic_data(cfg: Config) -> dict[str, str]:
+    """Make (or reuse) the synthetic dataset and its HDF5 files; returns the data.* settings that point at them."""
     from data.coco_to_hdf5 import FORMAT_VERSION, Source, convert
     from data.synthetic import generate
 
@@ -36,10 +36,12 @@ def prepare_synthetic_data(cfg: Config) -> None:
         if not h5.is_file():
             convert([Source(images, ann / f"person_keypoints_{split}.json")], h5, input_size=d.input_size,
                     split=f"synthetic-{split}", progress=False)  # fmt: skip
-    d.train = str(root / f"train{d.input_size}.h5")
-    d.val = str(root / f"val{d.input_size}.h5")
-    d.val_images = str(images)
-    d.val_annotations = str(ann / "person_keypoints_val.json")
+    return {
+        "data.train": str(root / f"train{d.input_size}.h5"),
+        "data.val": str(root / f"val{d.input_size}.h5"),
+        "data.val_images": str(images),
+        "data.val_annotations": str(ann / "person_keypoints_val.json"),
+    }
 
 
 def draw_predictions(cfg: Config, run_dir: str | Path, num_images: int = 6) -> Path:

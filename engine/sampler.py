@@ -33,11 +33,17 @@ class EpochSampler(Sampler[int]):
         return (self.batches_per_epoch() - self.skip_batches) * self.batch_size
 
     def __iter__(self) -> Iterator[int]:
+        return iter(self._indices(self.epoch)[self.skip_batches * self.batch_size :])
+
+    def batch_at(self, epoch: int, step: int) -> list[int]:
+        """The sample indices of this rank's batch ``step`` of ``epoch`` (without changing the sampler)."""
+        return self._indices(epoch)[step * self.batch_size : (step + 1) * self.batch_size]
+
+    def _indices(self, epoch: int) -> list[int]:
         if self.shuffle:
-            g = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
+            g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
             order = torch.randperm(self.size, generator=g).tolist()
         else:
             order = list(range(self.size))
         used = self.batches_per_epoch() * self.world_size * self.batch_size
-        mine = order[:used][self.rank :: self.world_size]
-        return iter(mine[self.skip_batches * self.batch_size :])
+        return order[:used][self.rank :: self.world_size]

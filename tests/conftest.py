@@ -41,6 +41,16 @@ def coco_sample_h5(coco_sample_images: Path, coco_sample_annotations: Path, tmp_
 
 
 @pytest.fixture(scope="session")
+def sample_h5_64(tmp_path_factory, coco_sample_images: Path, coco_sample_annotations: Path) -> Path:
+    """The real COCO sample converted once per session for input size 64 (the tiny preset's)."""
+    from data.coco_to_hdf5 import Source, convert
+
+    out = tmp_path_factory.mktemp("h5") / "sample64.h5"
+    convert([Source(coco_sample_images, coco_sample_annotations)], out, input_size=64, progress=False)
+    return out
+
+
+@pytest.fixture(scope="session")
 def synthetic_coco(tmp_path_factory) -> Path:
     """A small synthetic dataset (data.synthetic, 12 images, seed 0): images/ and annotations/."""
     from data.synthetic import generate

@@ -5,23 +5,14 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pytest
 import torch
 
 from config.loader import load_config
 from engine.checkpoint import load_checkpoint
 from engine.trainer import Trainer
 from models.weights import unwrap
+from tests.harness.faulty_trainer import faulty_trainer
 from utils.paths import REPO_ROOT, TINY_PRESET, tiny_run_args
-
-
-@pytest.fixture(scope="module")
-def sample_h5_64(tmp_path_factory, coco_sample_images, coco_sample_annotations):
-    from data.coco_to_hdf5 import Source, convert
-
-    out = tmp_path_factory.mktemp("h5") / "sample64.h5"
-    convert([Source(coco_sample_images, coco_sample_annotations)], out, input_size=64, progress=False)
-    return out
 
 
 def tiny_cfg(h5, out_dir, *extra: str):
@@ -106,9 +97,10 @@ def test_freezing_keeps_parameters_and_keeps_them_out_of_the_optimizer(sample_h5
 
 
 def test_bf16_autocast_trains_and_nan_is_skipped_and_counted(sample_h5_64, tmp_path):
-    t = Trainer(tiny_cfg(sample_h5_64, tmp_path, "train.amp=bf16", "train.epochs=6", "train.max_steps_per_epoch=2",
-                         "train.optimizer=adam", "train.lr=3e-3", "train.fault_nan_steps=[5]"))  # fmt: skip
-    assert t.amp_dtype == torch.bfloat16
+    cfg = tiny_cfg(sample_h5_64, tmp_path, "train.amp=bf16", "train.epochs=6", "train.max_steps_per_epoch=2",
+                   "train.optimizer=adam", "train.lr=3e-3")  # fmt: skip
+    t = faulty_trainer(nan_steps={5})(cfg)
+    assert t.precision.dtype == torch.bfloat16
     t.sampler.shuffle = False  # the same 4 samples every epoch: the loss must fall
     t.sampler.size = 4
     t.fit()

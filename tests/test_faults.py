@@ -20,8 +20,9 @@ from torch.utils.data import Dataset
 import train
 from bench.faults import temporaries, write_fault
 from engine.checkpoint import load_checkpoint
-from engine.trainer import Trainer, worker_error_message
-from tests.test_engine import sample_h5_64, tiny_cfg  # noqa: F401  (sample_h5_64 is a fixture)
+from engine.loader_errors import worker_error_message
+from engine.trainer import Trainer
+from tests.test_engine import tiny_cfg
 from utils.errors import UserError
 from utils.paths import REPO_ROOT, tiny_run_args
 
