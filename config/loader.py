@@ -236,6 +236,10 @@ def validate(cfg: Config) -> None:
             f"data.input_size must be a positive multiple of {divisor}, got {d.input_size} "
             f"(valid sizes: 256, 320, 384, 448, 512, ...)"
         )
+    if cfg.train.accumulate_steps < 1:
+        raise ConfigError(f"train.accumulate_steps must be >= 1 (1: no accumulation), got {cfg.train.accumulate_steps}")
+    if cfg.dist.timeout_s <= 0:
+        raise ConfigError(f"dist.timeout_s must be > 0 seconds, got {cfg.dist.timeout_s}")
     if d.loader_timeout < 0:
         raise ConfigError(f"data.loader_timeout must be >= 0 seconds (0 waits for ever), got {d.loader_timeout}")
     if not cfg.eval.scales:

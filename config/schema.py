@@ -112,8 +112,13 @@ class TrainConfig:
     """Optimiser, schedule and run control, spec section 10."""
 
     epochs: int = 100
-    batch_size: int = 4  # per process
-    lr: float = 2.5e-5  # per process; multiplied by the world size when lr_scale_world_size
+    batch_size: int = 4  # per process and micro-batch
+    # Gradient accumulation: micro-batches of batch_size per optimiser step (effective batch: batch_size x
+    # accumulate_steps x processes). The schedule, the logs and checkpoint_every_steps count optimiser steps.
+    accumulate_steps: int = 1
+    # per process and micro-batch; multiplied by processes x accumulate_steps when lr_scale_world_size (linear
+    # scaling: 1 GPU x accumulate_steps=4 then trains like 4 GPUs)
+    lr: float = 2.5e-5
     lr_scale_world_size: bool = True
     optimizer: Literal["sgd", "adam"] = "sgd"
     momentum: float = 0.9
@@ -148,6 +153,11 @@ class TrainConfig:
 @dataclass
 class DistConfig:
     sync_bn: bool = True  # DDP on CUDA only; SyncBatchNorm needs GPU modules
+    # A process that makes no progress for this long (stuck in a collective, a hung network file system) ends
+    # the run with an error naming the rank and the step; torchrun --max-restarts then resumes from last.pt.
+    # Keep it above the longest silent stretch of a healthy run (a validation of rank-sharded images beats per
+    # batch; a checkpoint write on a slow disk does not).
+    timeout_s: float = 1800.0
     backend: Literal["auto", "nccl", "gloo"] = "auto"
     find_unused_parameters: bool = False
     dp_device_ids: list[int] = field(default_factory=list)  # DataParallel: empty = all visible GPUs

@@ -12,6 +12,7 @@ how a batch's loss is computed through the wrapped model.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -50,6 +51,10 @@ class Launcher:
         """(total loss, breakdown) of a batch, averaged over its samples."""
         return loss(wrapped(images), targets, masks)
 
+    def no_sync(self, wrapped: nn.Module) -> AbstractContextManager:
+        """Context for a backward pass whose gradients are not yet to be synchronised (accumulation)."""
+        return nullcontext()
+
 
 @dataclass
 class SingleDevice(Launcher):
@@ -86,6 +91,9 @@ class Distributed(Launcher):
         return nn.parallel.DistributedDataParallel(
             model, device_ids=ids, find_unused_parameters=self.find_unused_parameters
         )
+
+    def no_sync(self, wrapped: nn.Module) -> AbstractContextManager:
+        return wrapped.no_sync() if isinstance(wrapped, nn.parallel.DistributedDataParallel) else nullcontext()
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""DataLoader failures as messages a user can act on, instead of a worker's traceback.
+"""Training failures as messages a user can act on, instead of a traceback: DataLoader failures and running out
+of device memory.
 
 - a sample that raised inside a worker: its own message (the dataset names the sample and the file);
 - a worker that died (killed by a signal, e.g. the out-of-memory killer) or broke its connection: the epoch, the
@@ -74,3 +75,25 @@ def loader_errors(path: str, cfg: DataConfig, where: Callable[[], str]) -> Itera
         if message.startswith("Caught "):
             raise UserError(worker_error_message(message)) from None
         raise UserError(_died_message(path, where(), message)) from None
+
+
+def next_batch(trainer, epoch: int) -> str:
+    """``epoch E, step S (next batch: samples [..], image ids [..])``: where a trainer's DataLoader failed."""
+    step = min(max(trainer.global_step - epoch * trainer.steps_per_epoch, 0), trainer.steps_per_epoch)
+    samples = trainer.sampler.batch_at(epoch, step)
+    ds = trainer.train_set
+    ids = f", image ids {[int(ds.image_id[ds.sample_image[i]]) for i in samples]}" if hasattr(ds, "image_id") else ""
+    return f"epoch {epoch}, step {step} (next batch: samples {samples}{ids})"
+
+
+def out_of_memory_message(trainer, where: str, shape: tuple[int, ...]) -> str:
+    """One line for a CUDA out-of-memory error in a training step at ``where`` on micro-batches of ``shape``."""
+    t = trainer.cfg.train
+    b, a = t.batch_size, t.accumulate_steps
+    fewer = f"train.batch_size={b // 2} train.accumulate_steps={a * 2} (the same {b * a} samples per step), or "
+    return (
+        f"out of memory on {trainer.device} at {where}: a micro-batch of {shape[0]} images of {shape[-2]}x{shape[-1]} "
+        f"px per process ({trainer.precision.name}). Use less memory per micro-batch: {fewer if b > 1 else ''}"
+        f"model.checkpoint_activations=true (recomputes each stack in the backward pass); then continue with "
+        f"train.resume=auto train.out_dir={trainer.out_dir} (the last checkpoint is intact)"
+    )

@@ -45,10 +45,11 @@ def make_launcher(kind: str, cfg: Config) -> Launcher:
             device = torch.device("cuda", (cfg.dist.dp_device_ids or [0])[0])
         return DataParallelBalanced(device, device_ids=cfg.dist.dp_device_ids or None)
     if kind == "distributed":
-        if du.env_world_size() <= 1 and "LOCAL_RANK" not in os.environ:
+        if not du.under_torchrun():
             print("note: not started by torchrun; training in one process (use: torchrun --nproc_per_node=N ...)")
         device = du.select_device(cfg.train.device)
-        du.init_distributed(device, cfg.dist.backend)
+        # collectives may wait a minute longer than the stall watchdog, which then reports first and by name
+        du.init_distributed(device, cfg.dist.backend, timeout_s=cfg.dist.timeout_s + 60)
         return Distributed(device, du.get_rank(), du.get_world_size(), sync_bn=cfg.dist.sync_bn,
                            find_unused_parameters=cfg.dist.find_unused_parameters)  # fmt: skip
     raise ValueError(kind)

@@ -7,7 +7,7 @@ the i-th batch of a single process whose batch is world_size times larger.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import torch
 from torch.utils.data import Sampler
@@ -47,3 +47,13 @@ class EpochSampler(Sampler[int]):
             order = list(range(self.size))
         used = self.batches_per_epoch() * self.world_size * self.batch_size
         return order[:used][self.rank :: self.world_size]
+
+
+def groups_of(items: Iterable, n: int) -> Iterator[list]:
+    """Consecutive lists of ``n`` items (a shorter last one is dropped: it would not make a whole step)."""
+    group = []
+    for item in items:
+        group.append(item)
+        if len(group) == n:
+            yield group
+            group = []

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,12 +32,12 @@ from engine.checkpoint import (
 )
 from engine.launch import Launcher, SingleDevice
 from engine.loader import make_loader
-from engine.loader_errors import loader_errors
+from engine.loader_errors import loader_errors, next_batch, out_of_memory_message
 from engine.logger import Meter, MetricsLogger, step_values
 from engine.optim import apply_freeze, batchnorm_eval, build_optimizer
 from engine.resume import agreed_resume_path, check_same_model, ranks_in_sync
 from engine.runtime import configure_cpu_threads, seed_everything
-from engine.sampler import EpochSampler
+from engine.sampler import EpochSampler, groups_of
 from engine.schedule import LRSchedule
 from evaluate.coco_eval import evaluate_coco
 from models import MultiTaskLoss, build_model, load_weights
@@ -44,6 +45,7 @@ from models.weights import unwrap
 from utils import distributed as du
 from utils.errors import UserError
 from utils.precision import precision_for
+from utils.watchdog import Watchdog, beat
 
 
 @dataclass
@@ -72,14 +74,17 @@ class Trainer:
         self.train_set = self._dataset(cfg.data.train, "data.train", train=True)
         self.val_set = self._dataset(cfg.data.val, "data.val", train=False) if cfg.data.val else None
         t = cfg.train
-        self.sampler = EpochSampler(len(self.train_set), t.seed, True, self.rank, self.world_size, t.batch_size)
+        # the sampler's batch is one optimiser step: accumulate_steps micro-batches of batch_size
+        step_batch = t.batch_size * t.accumulate_steps
+        self.sampler = EpochSampler(len(self.train_set), t.seed, True, self.rank, self.world_size, step_batch)
         self.steps_per_epoch = self.sampler.batches_per_epoch()
         if t.max_steps_per_epoch > 0:
             self.steps_per_epoch = min(self.steps_per_epoch, t.max_steps_per_epoch)
         if self.steps_per_epoch == 0:
             raise UserError(
-                f"{cfg.data.train} holds {len(self.train_set)} samples, fewer than one batch of "
-                f"{t.batch_size} x {self.world_size} processes; lower train.batch_size"
+                f"{cfg.data.train} holds {len(self.train_set)} samples, fewer than one optimiser step of "
+                f"{t.batch_size} x {t.accumulate_steps} micro-batches x {self.world_size} processes; lower "
+                f"train.batch_size or train.accumulate_steps"
             )
 
         model = build_model(cfg).to(self.device)
@@ -180,6 +185,7 @@ class Trainer:
     def save(self, name: str, epoch: int, step: int) -> None:
         """Every rank takes part (RNG states are gathered); rank 0 writes; then all learn whether it could, so
         a full disk stops every process with the same message instead of leaving the others waiting."""
+        beat("checkpoint", f"{name} of epoch {epoch}, step {step}")
         state = self.checkpoint_state(epoch, step)
         error = ""
         if self.is_main:
@@ -197,13 +203,21 @@ class Trainer:
 
     # ------------------------------------------------------------------ the loop
     def fit(self) -> dict[str, Any]:
+        if self.world_size > 1:
+            store = du.get_store()
+            with Watchdog(self.cfg.dist.timeout_s, self.rank, self.world_size, store, lambda: self.global_step):
+                return self._fit()
+        return self._fit()
+
+    def _fit(self) -> dict[str, Any]:
         cfg = self.cfg.train
         last: dict[str, Any] = {}
         for epoch in range(self.epoch, cfg.epochs):
-            with loader_errors(self.cfg.data.train, self.cfg.data, lambda e=epoch: self._position(e)):
+            with loader_errors(self.cfg.data.train, self.cfg.data, lambda e=epoch: next_batch(self, e)):
                 last = {"epoch": epoch, **self.train_epoch(epoch, self.start_step)}
             self.start_step = 0
             if cfg.val_every and ((epoch + 1) % cfg.val_every == 0 or epoch + 1 == cfg.epochs):
+                beat("validation", f"epoch {epoch}")
                 with loader_errors(self.cfg.data.val, self.cfg.data, lambda: "validating"):
                     val = self.validate(epoch)
                 last.update(val)
@@ -228,17 +242,19 @@ class Trainer:
         bar = tqdm(total=self.steps_per_epoch, initial=start_step, desc=f"epoch {epoch}", disable=not self.is_main,
                    dynamic_ncols=True, leave=False)  # fmt: skip
         step, tic = start_step, time.perf_counter()
-        for batch in loader:
+        beat("loading data", self._where(epoch, step))
+        for micro_batches in groups_of(loader, t.accumulate_steps):
             if step >= self.steps_per_epoch:
                 break
             self.before_step(epoch, step)
             t_data = time.perf_counter()
             lr = self.schedule.lr(epoch, step)
-            result = self.train_step(batch, lr, epoch, step)
+            result = self.train_step(micro_batches, lr, epoch, step)
             if result.applied:
                 loss_meter.update(float(result.loss.item()), result.samples)
             step += 1
             self.global_step += 1
+            beat("loading data", self._where(epoch, step))
             toc = time.perf_counter()
             data_time.update(t_data - tic)
             compute_time.update(toc - t_data)
@@ -251,29 +267,46 @@ class Trainer:
                 self.save("last.pt", epoch, step)
         bar.close()
         mean_loss = du.all_reduce_mean(torch.tensor(loss_meter.mean, device=self.device)).item()
-        samples_per_s = self.world_size * t.batch_size / max(data_time.mean + compute_time.mean, 1e-9)
+        samples_per_s = self.world_size * self.step_batch / max(data_time.mean + compute_time.mean, 1e-9)
         stats = {"train_loss": mean_loss, "skipped_nonfinite": self.counters["skipped_nonfinite"],
                  "samples_per_s": samples_per_s}  # fmt: skip
         self.logger.log("epoch", epoch, self.global_step, **stats)
         self._say(f"epoch {epoch}: train loss {mean_loss:.4f}, {samples_per_s:.1f} samples/s")
         return stats
 
-    def train_step(self, batch: dict, lr: float, epoch: int, step: int) -> StepResult:
-        """One optimiser step on ``batch``: forward and loss under autocast, backward, unscale, clip, and the update
-        unless the loss or the gradient is non-finite on any rank (then every rank skips it, counted)."""
-        images = images_to_float(batch["image"].to(self.device, non_blocking=True), self.cfg.train.channels_last)
-        targets = [t.to(self.device, non_blocking=True) for t in batch["targets"]]
-        masks = [m.to(self.device, non_blocking=True) for m in batch["masks"]]
+    def train_step(self, micro_batches: list[dict], lr: float, epoch: int, step: int) -> StepResult:
+        """One optimiser step: forward and loss under autocast and backward for each micro-batch (its loss divided
+        by their number, so the gradient is that of their union), then unscale, clip, and the update unless the
+        loss or the gradient is non-finite on any rank (then every rank skips it, counted). A CUDA out-of-memory
+        error becomes one line naming the batch and what to change."""
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        with self.precision.autocast(self.device):
-            total, breakdown = self.compute_loss(images, targets, masks)
         self.optimizer.zero_grad(set_to_none=True)
-        # Backward runs even for a non-finite loss so that every DDP rank takes part in the same all-reduce.
-        self.scaler.scale(total).backward()
+        losses, breakdowns, samples = [], [], 0
+        for i, batch in enumerate(micro_batches):
+            images = images_to_float(batch["image"].to(self.device, non_blocking=True), self.cfg.train.channels_last)
+            targets = [t.to(self.device, non_blocking=True) for t in batch["targets"]]
+            masks = [m.to(self.device, non_blocking=True) for m in batch["masks"]]
+            last = i == len(micro_batches) - 1
+            try:
+                # gradients are all-reduced once, with the last micro-batch's backward
+                with nullcontext() if last else self.launcher.no_sync(self.model):
+                    beat("forward pass", self._where(epoch, step))
+                    with self.precision.autocast(self.device):
+                        total, breakdown = self.compute_loss(images, targets, masks)
+                    beat("backward pass", self._where(epoch, step))
+                    # backward runs even for a non-finite loss so that every DDP rank joins the same all-reduce
+                    self.scaler.scale(total / len(micro_batches)).backward()
+            except torch.cuda.OutOfMemoryError:
+                raise UserError(out_of_memory_message(self, self._where(epoch, step), images.shape)) from None
+            losses.append(total.detach())
+            breakdowns.append(breakdown)
+            samples += images.shape[0]
+        beat("optimizer step", self._where(epoch, step))
+        total = torch.stack(losses).mean()
+        breakdown = {k: torch.stack([b[k].detach() for b in breakdowns]).mean(0) for k in breakdowns[0]}
         self.scaler.unscale_(self.optimizer)
-        max_norm = self.cfg.train.clip_grad_norm or math.inf
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, max_norm)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.cfg.train.clip_grad_norm or math.inf)
         finite = bool(torch.isfinite(total).item()) and bool(torch.isfinite(grad_norm).item())
         applied = not du.any_rank(not finite, self.device)
         if applied:
@@ -286,7 +319,7 @@ class Trainer:
                 self.scaler.update(self.scaler.get_scale() / 2)
             self._say(f"epoch {epoch} step {step}: non-finite loss or gradient, step skipped "
                       f"({self.counters['skipped_nonfinite']} so far)")  # fmt: skip
-        return StepResult(total.detach(), breakdown, grad_norm, applied, images.shape[0])
+        return StepResult(total, breakdown, grad_norm, applied, samples)
 
     def compute_loss(self, images: torch.Tensor, targets: list[torch.Tensor], masks: list[torch.Tensor]):
         """(total loss, breakdown) of one batch through the launcher's wrapped model."""
@@ -302,19 +335,17 @@ class Trainer:
         if self.is_main:
             values = step_values(total, breakdown, lr, result.grad_norm)
             values.update(data_time=data_time, compute_time=step_time - data_time,
-                          samples_per_s=self.cfg.train.batch_size * self.world_size / max(step_time, 1e-9),
+                          samples_per_s=self.step_batch * self.world_size / max(step_time, 1e-9),
                           skipped_nonfinite=self.counters["skipped_nonfinite"])  # fmt: skip
             self.logger.log("train", epoch, self.global_step, step=step, **values)
 
-    def _position(self, epoch: int) -> str:
-        """``epoch E, step S (next batch: samples [..], image ids [..])``: where a DataLoader failure happened."""
-        step = min(max(self.global_step - epoch * self.steps_per_epoch, 0), self.steps_per_epoch)
-        samples = self.sampler.batch_at(epoch, step)
-        ds = self.train_set
-        if not hasattr(ds, "image_id"):
-            return f"epoch {epoch}, step {step} (next batch: samples {samples})"
-        ids = [int(ds.image_id[ds.sample_image[i]]) for i in samples]
-        return f"epoch {epoch}, step {step} (next batch: samples {samples}, image ids {ids})"
+    @property
+    def step_batch(self) -> int:
+        """Samples per process in one optimiser step."""
+        return self.cfg.train.batch_size * self.cfg.train.accumulate_steps
+
+    def _where(self, epoch: int, step: int) -> str:
+        return f"epoch {epoch}, step {step} (global step {self.global_step})"
 
     # ------------------------------------------------------------------ validation
     @torch.no_grad()
