@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from config.loader import add_config_arguments, config_from_args
+from config.schema import OUTPUT_STRIDE
 from evaluate.coco_eval import load_coco, read_image
 from evaluate.decode import decode_people
 from evaluate.inference import decode_grid, fuse_flip, make_batch, prepare_input, resize_to_grid, scale_factors
@@ -39,7 +40,7 @@ def network_outputs(images_dir: Path, annotations: Path, cfg, limit: int = 0):
         m = scale_factors(h, w, dataclasses.replace(cfg.eval, scales=[1.0]))[0]
         padded, (hr, wr) = prepare_input(image, m, cfg.eval)
         batch = make_batch([padded], cfg.eval.flip, torch.device("cpu"))
-        out = oracle_for(coco, [image_id], cfg.targets, cfg.data.stride)(batch, (wr / w, hr / h))
+        out = oracle_for(coco, [image_id], cfg.targets, OUTPUT_STRIDE)(batch, (wr / w, hr / h))
         items.append((out, (hr, wr), decode_grid(h, w, cfg.eval), (h, w)))
     return items
 
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     cv2.setNumThreads(1)
     items = network_outputs(*inputs_or_sample(args.images, args.annotations), cfg)
-    stride = cfg.data.stride
+    stride = OUTPUT_STRIDE
     decoded = [(grid_maps(o, v, g, cfg.eval.flip, stride), (hw[1] / g[1], hw[0] / g[0])) for o, v, g, hw in items]
     people = sum(len(decode_people(m, cfg.eval, s)) for m, s in decoded)
     decode_rate = rate(lambda m, s: decode_people(m, cfg.eval, s), decoded, args.repeat)

@@ -9,6 +9,7 @@ type raises ``ConfigError`` naming the key and its closest valid names.
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import difflib
 import types
@@ -18,13 +19,24 @@ from typing import Any
 
 import yaml
 
-from config.schema import Config
+from config.schema import OUTPUT_STRIDE, Config
 from utils.errors import UserError
 from utils.io import atomic_write_text
 
 
 class ConfigError(UserError):
     """A config file or override that does not fit the schema."""
+
+
+# Keys that earlier versions had. A saved config (a checkpoint's) may still hold them: they are dropped there; a
+# preset or an override that sets one is refused with the reason.
+RETIRED_KEYS = {
+    "data.stride": "the output stride is fixed at 4 by the network (config.schema.OUTPUT_STRIDE)",
+    "train.fault_nan_steps": "fault injection is a test harness now (tests/harness), not a setting",
+    "train.fault_nan_rank": "fault injection is a test harness now (tests/harness), not a setting",
+    "train.fault_exit_step": "fault injection is a test harness now (tests/harness), not a setting",
+    "train.fault_exit_rank": "fault injection is a test harness now (tests/harness), not a setting",
+}
 
 
 def all_keys(cls: type = Config, prefix: str = "") -> list[str]:
@@ -112,6 +124,10 @@ def _field_type(obj: Any, name: str) -> Any:
 
 
 def set_key(cfg: Config, key: str, value: Any, where: str) -> None:
+    """Set one dotted key, type-checked. Only for building a config: a validated one is changed through
+    ``with_overrides``, which returns a new, validated copy."""
+    if key in RETIRED_KEYS:
+        raise ConfigError(f"config key '{key}' ({where}) is no longer a setting: {RETIRED_KEYS[key]}; remove it")
     parts = key.split(".")
     obj = cfg
     for i, part in enumerate(parts):
@@ -152,7 +168,8 @@ def parse_override(text: str) -> tuple[str, Any]:
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
-    """Defaults, then the YAML file (if any), then ``key=value`` overrides; validated."""
+    """Defaults, then the YAML file (if any), then ``key=value`` overrides; validated. The one way a command
+    builds its config; later changes go through ``with_overrides``."""
     cfg = Config()
     if path:
         p = Path(path)
@@ -174,12 +191,28 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
 
 
 def config_from_dict(data: dict) -> Config:
-    """Rebuild a config saved by ``to_dict`` (e.g. from a checkpoint); validated."""
+    """Rebuild a config saved by ``to_dict`` (e.g. from a checkpoint); validated. Keys that earlier versions
+    had (RETIRED_KEYS) are dropped."""
     cfg = Config()
     for key, value in _flatten(data).items():
-        set_key(cfg, key, value, "saved config")
+        if key not in RETIRED_KEYS:
+            set_key(cfg, key, value, "saved config")
     validate(cfg)
     return cfg
+
+
+def with_overrides(cfg: Config, values: dict[str, Any], where: str) -> Config:
+    """A validated copy of ``cfg`` with the dotted keys of ``values`` set (``cfg`` itself is unchanged)."""
+    out = copy.deepcopy(cfg)
+    for key, value in values.items():
+        set_key(out, key, value, where)
+    validate(out)
+    return out
+
+
+def parse_overrides(overrides: list[str] | None) -> dict[str, Any]:
+    """``["train.lr=1e-4", ...]`` -> ``{"train.lr": 1e-4, ...}`` (values parsed as YAML; the last one wins)."""
+    return dict(parse_override(text) for text in overrides or [])
 
 
 def validate(cfg: Config) -> None:
@@ -197,14 +230,16 @@ def validate(cfg: Config) -> None:
         )
     if not 1 <= m.num_scales <= 5:
         raise ConfigError(f"model.num_scales must be between 1 and 5 (the hourglass has 5 levels), got {m.num_scales}")
-    if d.stride != 4:
-        raise ConfigError(f"data.stride must be 4 (the network's output stride), got {d.stride}")
-    divisor = d.stride * 2**4  # stem /4, four poolings /16
+    divisor = OUTPUT_STRIDE * 2**4  # stem /4, four poolings /16
     if d.input_size <= 0 or d.input_size % divisor:
         raise ConfigError(
             f"data.input_size must be a positive multiple of {divisor}, got {d.input_size} "
             f"(valid sizes: 256, 320, 384, 448, 512, ...)"
         )
+    if cfg.train.accumulate_steps < 1:
+        raise ConfigError(f"train.accumulate_steps must be >= 1 (1: no accumulation), got {cfg.train.accumulate_steps}")
+    if cfg.dist.timeout_s <= 0:
+        raise ConfigError(f"dist.timeout_s must be > 0 seconds, got {cfg.dist.timeout_s}")
     if d.loader_timeout < 0:
         raise ConfigError(f"data.loader_timeout must be >= 0 seconds (0 waits for ever), got {d.loader_timeout}")
     if not cfg.eval.scales:

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+OUTPUT_STRIDE = 4  # input pixels per cell of the finest output grid (the network's stem), not a setting
+
 
 @dataclass
 class DataConfig:
@@ -19,7 +21,6 @@ class DataConfig:
     val_images: str = ""  # image folder for validation AP (optional)
     val_annotations: str = ""  # COCO person_keypoints JSON for validation AP (optional)
     input_size: int = 512  # square network input, pixels; the HDF5 file must be built for it
-    stride: int = 4  # output stride of the finest scale
     num_workers: int = 2  # DataLoader worker processes
     pin_memory: bool = True  # only takes effect on CUDA
     # Seconds to wait for one batch from a DataLoader worker before stopping with an error naming the batch (a
@@ -111,8 +112,13 @@ class TrainConfig:
     """Optimiser, schedule and run control, spec section 10."""
 
     epochs: int = 100
-    batch_size: int = 4  # per process
-    lr: float = 2.5e-5  # per process; multiplied by the world size when lr_scale_world_size
+    batch_size: int = 4  # per process and micro-batch
+    # Gradient accumulation: micro-batches of batch_size per optimiser step (effective batch: batch_size x
+    # accumulate_steps x processes). The schedule, the logs and checkpoint_every_steps count optimiser steps.
+    accumulate_steps: int = 1
+    # per process and micro-batch; multiplied by processes x accumulate_steps when lr_scale_world_size (linear
+    # scaling: 1 GPU x accumulate_steps=4 then trains like 4 GPUs)
+    lr: float = 2.5e-5
     lr_scale_world_size: bool = True
     optimizer: Literal["sgd", "adam"] = "sgd"
     momentum: float = 0.9
@@ -124,7 +130,9 @@ class TrainConfig:
     lr_restart_step_epochs: int = 5
     clip_grad_norm: float | None = None  # None: no clipping (the original's clipping was commented out)
     freeze: list[str] = field(default_factory=list)  # regex patterns of parameter names to freeze
-    amp: Literal["auto", "off", "fp16", "bf16"] = "auto"  # auto: fp16 on CUDA, bf16 on CPU
+    # auto: bf16 where the device computes it natively (AVX512-BF16/AMX CPUs, CUDA compute >= 8.0), fp16 with
+    # loss scaling on older GPUs, else float32 (utils/precision.py has the table); the run log says which
+    amp: Literal["auto", "off", "fp16", "bf16"] = "auto"
     channels_last: bool = False
     seed: int = 0
     deterministic: bool = False
@@ -140,18 +148,16 @@ class TrainConfig:
     # trained): for fine-tuning with small per-device batches, and what makes N processes x batch b exactly
     # equal to 1 process x batch N*b (per-process batch statistics differ otherwise). False: the original.
     bn_eval: bool = False
-    # Test hooks: replace the loss by NaN at these global steps (on this rank, -1 = every rank).
-    fault_nan_steps: list[int] = field(default_factory=list)
-    fault_nan_rank: int = -1
-    # Test hook: process fault_exit_rank dies (os._exit) at this global step, in the first attempt of a
-    # torchrun job only (TORCHELASTIC_RESTART_COUNT=0), to prove elastic restarts resume; -1 = never.
-    fault_exit_step: int = -1
-    fault_exit_rank: int = 1
 
 
 @dataclass
 class DistConfig:
     sync_bn: bool = True  # DDP on CUDA only; SyncBatchNorm needs GPU modules
+    # A process that makes no progress for this long (stuck in a collective, a hung network file system) ends
+    # the run with an error naming the rank and the step; torchrun --max-restarts then resumes from last.pt.
+    # Keep it above the longest silent stretch of a healthy run (a validation of rank-sharded images beats per
+    # batch; a checkpoint write on a slow disk does not).
+    timeout_s: float = 1800.0
     backend: Literal["auto", "nccl", "gloo"] = "auto"
     find_unused_parameters: bool = False
     dp_device_ids: list[int] = field(default_factory=list)  # DataParallel: empty = all visible GPUs
@@ -194,7 +200,8 @@ class EvalConfig:
     # every pixel is a peak); 0: no limit, as the original
     max_peaks: int = 100
     max_images: int = 0  # 0: all images
-    amp: Literal["off", "fp16", "bf16"] = "off"  # autocast the network's forward at test time
+    # autocast of the network's forward at test time; auto decides as train.amp does (utils/precision.py)
+    amp: Literal["auto", "off", "fp16", "bf16"] = "off"
     batch_size: int = 1  # images of one size per forward (their mirrors join the same batch when flipping)
 
 
@@ -212,4 +219,4 @@ class Config:
     @property
     def output_size(self) -> int:
         """Side of the finest output grid, cells."""
-        return self.data.input_size // self.data.stride
+        return self.data.input_size // OUTPUT_STRIDE

@@ -34,7 +34,7 @@ import torch
 from torch.utils.data import default_collate
 
 from config import skeleton as sk
-from config.schema import Config
+from config.schema import OUTPUT_STRIDE, Config
 from data import augment
 from data.blob_reader import BlobReader, map_file
 from data.h5_format import H5_FORMAT_VERSION, MASK_IGNORE_BIT, MASK_PERSON_BIT, check_layout, decode_mask_runs
@@ -204,7 +204,7 @@ class SimplePoseDataset(torch.utils.data.Dataset):
             self.bbox = f["people/bbox"][:]
             self.has_keypoints = (f["people/num_keypoints"][:] > 0) & ~f["people/iscrowd"][:]
         self.input_hw = (cfg.data.input_size, cfg.data.input_size)
-        self.stride = cfg.data.stride
+        self.stride = OUTPUT_STRIDE
         self.grid_hw = (self.input_hw[0] // self.stride, self.input_hw[1] // self.stride)
         self._epoch = torch.zeros(1, dtype=torch.int64).share_memory_()
         self._file: h5py.File | None = None

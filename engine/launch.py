@@ -1,13 +1,18 @@
 """How a run places the model on devices. The three launchers differ only here; the loop is engine.trainer.
 
+Every launcher is a ``Launcher``: the device, this process's rank and the world size, how the model is wrapped and
+how a batch's loss is computed through the wrapped model.
+
 - ``SingleDevice``: the model on one device, the loss beside it (train.py).
 - ``DataParallelBalanced``: nn.DataParallel over a module that runs the model AND the loss in each replica, so
   only per-replica loss sums reach the first GPU, never the multi-scale outputs (train_parallel.py).
-- ``Distributed``: DistributedDataParallel, one process per device, SyncBN on CUDA (train_distributed.py).
+- ``Distributed``: DistributedDataParallel, one process per device, SyncBN on CUDA (train_distributed.py); under
+  torchrun also with a single process, so one GPU runs the same code as many.
 """
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import torch
@@ -31,17 +36,31 @@ class ModelWithLoss(nn.Module):
 
 
 @dataclass
-class SingleDevice:
+class Launcher:
+    """Base of the launchers: the model as it is, its loss beside it."""
+
     device: torch.device
     rank: int = 0
     world_size: int = 1
-    name: str = "single"
+    name: str = "launcher"
 
     def wrap(self, model: nn.Module, loss: nn.Module) -> nn.Module:
         return model
 
     def forward_loss(self, wrapped: nn.Module, loss: nn.Module, images, targets, masks):
+        """(total loss, breakdown) of a batch, averaged over its samples."""
         return loss(wrapped(images), targets, masks)
+
+    def no_sync(self, wrapped: nn.Module) -> AbstractContextManager:
+        """Context for a backward pass whose gradients are not yet to be synchronised (accumulation)."""
+        return nullcontext()
+
+
+@dataclass
+class SingleDevice(Launcher):
+    """One process, one device (train.py)."""
+
+    name: str = "single"
 
 
 def sync_batchnorm(model: nn.Module) -> nn.Module:
@@ -53,13 +72,15 @@ def sync_batchnorm(model: nn.Module) -> nn.Module:
 
 
 @dataclass
-class Distributed(SingleDevice):
+class Distributed(Launcher):
+    """DistributedDataParallel over the process group; without one (not under torchrun) the bare model."""
+
     sync_bn: bool = True
     find_unused_parameters: bool = False
     name: str = "distributed"
 
     def wrap(self, model: nn.Module, loss: nn.Module) -> nn.Module:
-        if self.world_size <= 1:
+        if not torch.distributed.is_initialized():
             return model
         if self.sync_bn:
             if self.device.type == "cuda":
@@ -71,9 +92,12 @@ class Distributed(SingleDevice):
             model, device_ids=ids, find_unused_parameters=self.find_unused_parameters
         )
 
+    def no_sync(self, wrapped: nn.Module) -> AbstractContextManager:
+        return wrapped.no_sync() if isinstance(wrapped, nn.parallel.DistributedDataParallel) else nullcontext()
+
 
 @dataclass
-class DataParallelBalanced(SingleDevice):
+class DataParallelBalanced(Launcher):
     device_ids: list[int] | None = None
     name: str = "data_parallel"
 

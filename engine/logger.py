@@ -12,6 +12,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import torch
+
 from utils.io import atomic_write_text
 
 
@@ -78,6 +81,17 @@ def read_metrics(path: str | Path) -> list[dict]:
     if p.is_dir():
         p = p / "metrics.jsonl"
     return [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
+
+
+def step_values(loss: torch.Tensor, breakdown: dict[str, torch.Tensor], lr: float, grad_norm: torch.Tensor) -> dict:
+    """A training step's record: loss, lr, gradient norm and every entry of the loss breakdown, flattened
+    (e.g. ``loss/stack_scale/1_4`` for stack 1, scale 4)."""
+    values = {"loss": float(loss.item()), "lr": lr, "grad_norm": float(grad_norm.item())}
+    for k, v in breakdown.items():
+        v = v.detach().float().cpu()
+        for idx in np.ndindex(*v.shape):
+            values["/".join(["loss", k, *(["_".join(map(str, idx))] if idx else [])])] = float(v[idx])
+    return values
 
 
 class Meter:

@@ -16,9 +16,13 @@ from pathlib import Path
 
 import torch
 
-from config.loader import add_config_arguments, load_config, set_key, validate
+from config.loader import add_config_arguments, load_config, with_overrides
 from config.schema import Config
-from engine.launch import DataParallelBalanced, Distributed, SingleDevice
+from data.quickstart_data import prepare_synthetic_data
+from engine.launch import DataParallelBalanced, Distributed, Launcher, SingleDevice
+from engine.plot import plot_run
+from engine.trainer import Trainer
+from evaluate.prediction_sheet import draw_predictions
 from utils import distributed as du
 from utils.io import OUT_OF_SPACE_OR_READ_ONLY, check_writable, disk_errors, write_error_message
 
@@ -31,7 +35,7 @@ def parse_args(description: str, argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def make_launcher(kind: str, cfg: Config) -> SingleDevice:
+def make_launcher(kind: str, cfg: Config) -> Launcher:
     if kind == "single":
         return SingleDevice(du.select_device(cfg.train.device))
     if kind == "data_parallel":
@@ -42,38 +46,46 @@ def make_launcher(kind: str, cfg: Config) -> SingleDevice:
             device = torch.device("cuda", (cfg.dist.dp_device_ids or [0])[0])
         return DataParallelBalanced(device, device_ids=cfg.dist.dp_device_ids or None)
     if kind == "distributed":
-        if du.env_world_size() <= 1 and "LOCAL_RANK" not in os.environ:
+        if not du.under_torchrun():
             print("note: not started by torchrun; training in one process (use: torchrun --nproc_per_node=N ...)")
         device = du.select_device(cfg.train.device)
-        du.init_distributed(device, cfg.dist.backend)
+        # collectives may wait a minute longer than the stall watchdog, which then reports first and by name
+        du.init_distributed(device, cfg.dist.backend, timeout_s=cfg.dist.timeout_s + 60)
         return Distributed(device, du.get_rank(), du.get_world_size(), sync_bn=cfg.dist.sync_bn,
                            find_unused_parameters=cfg.dist.find_unused_parameters)  # fmt: skip
     raise ValueError(kind)
 
 
-def run(kind: str, description: str, argv: list[str] | None = None) -> int:
-    from engine.trainer import Trainer
+def restart_overrides(cfg: Config) -> dict[str, str]:
+    """A torchrun restart continues from this run's last checkpoint; a train.resume=PATH given at launch only
+    applies until the run has written its own."""
+    restarted = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") != "0"
+    if restarted and (not cfg.train.resume or (Path(cfg.train.out_dir) / "last.pt").is_file()):
+        return {"train.resume": "auto"}
+    return {}
 
+
+def quickstart_overrides(cfg: Config, rank: int) -> dict[str, str]:
+    """The data.* settings of the quick start's synthetic dataset, made once (by rank 0; the others wait, then
+    only read its paths)."""
+    if rank == 0:
+        made = prepare_synthetic_data(cfg.data)
+    du.barrier()
+    return made if rank == 0 else prepare_synthetic_data(cfg.data)
+
+
+def run(kind: str, description: str, argv: list[str] | None = None, trainer_cls: type[Trainer] = Trainer) -> int:
+    """Parse the command line, resolve the config, pick the launcher, train, report. ``trainer_cls``: tests
+    substitute a subclass (tests/harness) to inject faults."""
     args = parse_args(description, argv)
     quickstart = args.config is None or Path(args.config).resolve() == QUICKSTART_PRESET
     cfg = load_config(args.config or QUICKSTART_PRESET, args.overrides)
-    restarted = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") != "0"
-    if restarted and (not cfg.train.resume or (Path(cfg.train.out_dir) / "last.pt").is_file()):
-        # a torchrun restart continues from this run's last checkpoint; a train.resume=PATH given at launch
-        # only applies until the run has written its own
-        cfg.train.resume = "auto"
     launcher = make_launcher(kind, cfg)
+    derived = restart_overrides(cfg)
     if quickstart and not cfg.data.train:
-        from data.quickstart_data import prepare_synthetic_data
-
-        if launcher.rank == 0:  # one process makes the cached data; the others then only read its paths
-            data_settings = prepare_synthetic_data(cfg.data)
-        du.barrier()
-        if launcher.rank != 0:
-            data_settings = prepare_synthetic_data(cfg.data)
-        for key, value in data_settings.items():
-            set_key(cfg, key, value, "quick-start data")
-        validate(cfg)
+        derived.update(quickstart_overrides(cfg, launcher.rank))
+    if derived:
+        cfg = with_overrides(cfg, derived, "set by the launcher")
     resume_hint = f"then continue the run with train.resume=auto train.out_dir={cfg.train.out_dir}"
     if launcher.rank == 0:
         check_writable(cfg.train.out_dir)  # before any writer (TensorBoard's thread) starts there
@@ -81,7 +93,7 @@ def run(kind: str, description: str, argv: list[str] | None = None) -> int:
     try:
         start = time.perf_counter()
         with disk_errors(resume_hint):  # a full disk or read-only folder while writing logs, config or plots
-            trainer = Trainer(cfg, launcher)
+            trainer = trainer_cls(cfg, launcher)
             result = trainer.fit()
             if launcher.rank == 0:
                 report(cfg, result, time.perf_counter() - start, quickstart)
@@ -104,8 +116,6 @@ def _quiet_disk_errors_in_threads(args: threading.ExceptHookArgs) -> None:
 
 def report(cfg: Config, result: dict, seconds: float, quickstart: bool) -> None:
     out = Path(cfg.train.out_dir)
-    from engine.plot import plot_run
-
     curves = plot_run(out)
     lines = [f"done in {seconds / 60:.1f} min"]
     if "AP" in result:
@@ -118,7 +128,5 @@ def report(cfg: Config, result: dict, seconds: float, quickstart: bool) -> None:
         f"config:      {out / 'config.yaml'}",
     ]
     if quickstart and cfg.data.val_images:
-        from evaluate.prediction_sheet import draw_predictions
-
         lines.append(f"predictions: {draw_predictions(cfg, out)}")
     print("\n".join(lines), file=sys.stdout)

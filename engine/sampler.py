@@ -7,7 +7,7 @@ the i-th batch of a single process whose batch is world_size times larger.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import torch
 from torch.utils.data import Sampler
@@ -33,11 +33,27 @@ class EpochSampler(Sampler[int]):
         return (self.batches_per_epoch() - self.skip_batches) * self.batch_size
 
     def __iter__(self) -> Iterator[int]:
+        return iter(self._indices(self.epoch)[self.skip_batches * self.batch_size :])
+
+    def batch_at(self, epoch: int, step: int) -> list[int]:
+        """The sample indices of this rank's batch ``step`` of ``epoch`` (without changing the sampler)."""
+        return self._indices(epoch)[step * self.batch_size : (step + 1) * self.batch_size]
+
+    def _indices(self, epoch: int) -> list[int]:
         if self.shuffle:
-            g = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
+            g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
             order = torch.randperm(self.size, generator=g).tolist()
         else:
             order = list(range(self.size))
         used = self.batches_per_epoch() * self.world_size * self.batch_size
-        mine = order[:used][self.rank :: self.world_size]
-        return iter(mine[self.skip_batches * self.batch_size :])
+        return order[:used][self.rank :: self.world_size]
+
+
+def groups_of(items: Iterable, n: int) -> Iterator[list]:
+    """Consecutive lists of ``n`` items (a shorter last one is dropped: it would not make a whole step)."""
+    group = []
+    for item in items:
+        group.append(item)
+        if len(group) == n:
+            yield group
+            group = []

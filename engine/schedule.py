@@ -3,7 +3,7 @@
 Because the rate depends only on (epoch, step in epoch), resuming needs nothing but those two numbers, and
 the rate is set before every iteration exactly as the original did.
 
-    base = lr x world_size                (when train.lr_scale_world_size)
+    base = lr x world_size x accumulate_steps   (when train.lr_scale_world_size)
     lr   = base x gamma^(epoch // step_epochs)
     lr  *= (global_step + 1) / warmup_steps            while global_step < warmup_steps
     with the original's restart (train.lr_restart_epoch=78): from that epoch on,
@@ -29,7 +29,8 @@ class LRSchedule:
 
     @classmethod
     def from_config(cls, cfg: TrainConfig, steps_per_epoch: int, world_size: int = 1) -> LRSchedule:
-        scale = world_size if cfg.lr_scale_world_size else 1
+        """``steps_per_epoch`` counts optimiser steps; the rate scales with the batch of one optimiser step."""
+        scale = world_size * cfg.accumulate_steps if cfg.lr_scale_world_size else 1
         return cls(
             base_lr=cfg.lr * scale,
             steps_per_epoch=max(1, steps_per_epoch),

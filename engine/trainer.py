@@ -1,159 +1,66 @@
 """The training loop shared by every launcher.
 
-One ``Trainer`` owns the optimiser, the learning-rate schedule, torch.amp, gradient clipping, layer freezing,
-non-finite step handling, validation (loss and COCO AP), checkpoints (``last.pt``, ``best.pt``), resume and
-logging. A launcher (engine.launch) only decides how the model is wrapped and which process sees which samples.
+One ``Trainer`` owns the optimiser, the learning-rate schedule, mixed precision, gradient clipping, layer
+freezing, non-finite step handling, validation (loss and COCO AP), checkpoints (``last.pt``, ``best.pt``),
+resume and logging. A launcher (engine.launch) only decides how the model is wrapped and which process sees
+which samples. ``docs/design.md#training-engine`` walks through one step.
 """
 
 from __future__ import annotations
 
 import math
-import os
-import random
-import re
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
-from torch.utils.data import DataLoader
 from tqdm import tqdm
 
-from config.loader import config_from_dict, save_config, to_dict
+from config.loader import save_config, to_dict
 from config.schema import Config
-from data.dataset import collate, images_to_float, worker_init_fn
+from data.dataset import SimplePoseDataset, images_to_float
 from engine.checkpoint import (
     code_version,
     load_checkpoint,
     remove_stale_temporaries,
-    resolve_resume,
     rng_state,
     save_checkpoint,
     set_rng_state,
 )
-from engine.launch import SingleDevice
-from engine.logger import Meter, MetricsLogger
-from engine.sampler import EpochSampler
+from engine.launch import Launcher, SingleDevice
+from engine.loader import make_loader
+from engine.loader_errors import loader_errors, next_batch, out_of_memory_message
+from engine.logger import Meter, MetricsLogger, step_values
+from engine.optim import apply_freeze, batchnorm_eval, build_optimizer
+from engine.resume import agreed_resume_path, check_same_model, ranks_in_sync
+from engine.runtime import configure_cpu_threads, seed_everything
+from engine.sampler import EpochSampler, groups_of
 from engine.schedule import LRSchedule
+from evaluate.coco_eval import evaluate_coco
+from models import MultiTaskLoss, build_model, load_weights
 from models.weights import unwrap
 from utils import distributed as du
 from utils.errors import UserError
+from utils.precision import precision_for
+from utils.watchdog import Watchdog, beat
 
 
-def seed_everything(seed: int, deterministic: bool) -> None:
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-    if deterministic:
-        torch.use_deterministic_algorithms(True, warn_only=True)
-        torch.backends.cudnn.benchmark = False
-    else:
-        torch.backends.cudnn.benchmark = True
+@dataclass
+class StepResult:
+    """What one optimiser step leaves for logging."""
 
-
-def configure_cpu_threads(device: torch.device, num_workers: int) -> None:
-    """On the CPU, leave one core per DataLoader worker: more busy threads than cores stalls every OpenMP
-    barrier in the network (measured 10x slower on 2 cores). OMP_NUM_THREADS, when set, wins."""
-    if device.type == "cpu" and "OMP_NUM_THREADS" not in os.environ:
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) - num_workers))
-
-
-def apply_freeze(model: nn.Module, patterns: list[str]) -> list[str]:
-    """Set ``requires_grad=False`` on parameters whose name matches any regex; returns the frozen names.
-
-    The original's ``--freeze`` meant "train only the heads", here
-    ``train.freeze=['^(?!.*(outs|merge|before_regress))']``.
-    """
-    if not patterns:
-        return []
-    compiled = [re.compile(p) for p in patterns]
-    frozen = []
-    for name, p in model.named_parameters():
-        if any(c.search(name) for c in compiled):
-            p.requires_grad_(False)
-            frozen.append(name)
-    if not frozen:
-        raise UserError(f"train.freeze={patterns} matches no parameter name (see `python -m models` for names)")
-    return frozen
-
-
-def batchnorm_eval(model: nn.Module) -> None:
-    """Put every BatchNorm (incl. SyncBatchNorm) in eval mode: running statistics are used and kept fixed."""
-    for m in model.modules():
-        if isinstance(m, nn.modules.batchnorm._BatchNorm):
-            m.eval()
-
-
-def parameter_fingerprint(model: nn.Module) -> list[float]:
-    """Per-tensor float64 sums and sums of squares of the parameters: equal on all ranks unless they diverged.
-
-    Buffers are left out: without SyncBN each rank's BatchNorm running statistics follow its own batches
-    until DDP broadcasts rank 0's at the next forward."""
-    with torch.no_grad():
-        rows = [torch.stack([p.double().sum(), p.double().square().sum()]) for p in model.parameters()]
-        return torch.stack(rows).flatten().cpu().tolist() if rows else []
-
-
-def autocast_dtype(amp: str, device: torch.device) -> torch.dtype | None:
-    """The autocast dtype for ``train.amp`` on this device, or None for float32."""
-    if amp == "off":
-        return None
-    if amp == "auto":
-        return torch.float16 if device.type == "cuda" else torch.bfloat16
-    if amp == "fp16" and device.type != "cuda":
-        raise UserError("train.amp=fp16 needs CUDA; on the CPU use train.amp=bf16 or train.amp=off")
-    return torch.float16 if amp == "fp16" else torch.bfloat16
-
-
-def build_optimizer(params: list[nn.Parameter], cfg: Config) -> torch.optim.Optimizer:
-    t = cfg.train
-    if t.optimizer == "adam":
-        return torch.optim.Adam(params, lr=t.lr, weight_decay=t.weight_decay)
-    return torch.optim.SGD(params, lr=t.lr, momentum=t.momentum, weight_decay=t.weight_decay)
-
-
-class ForkSafeLoader(DataLoader):
-    """A DataLoader whose workers are forked while OpenCV runs single-threaded in this process.
-
-    A worker forked while OpenCV's thread pool is alive here (it is after any multi-threaded cv2 call in this
-    process: COCO evaluation, or loading with data.num_workers=0) hangs for ever in its first OpenCV call
-    (worker_init_fn's cv2.setNumThreads included): the pool's threads do not exist in the child. Seen here as
-    a test process that hung for ever at its first batch after having trained with data.num_workers=0."""
-
-    def __iter__(self):
-        if self.num_workers == 0:
-            return super().__iter__()
-        import cv2
-
-        threads = cv2.getNumThreads()
-        cv2.setNumThreads(1)
-        try:
-            return super().__iter__()  # forks the workers (non-persistent ones: at every epoch)
-        finally:
-            cv2.setNumThreads(threads)
-
-
-def worker_error_message(message: str) -> str:
-    """The original exception's own message from the text of a DataLoader worker failure ("Caught X in
-    DataLoader worker process N. Original Traceback ..."), without the worker's traceback."""
-    lines = message.rstrip().splitlines()
-    last_frame = max((i for i, line in enumerate(lines) if line.startswith("  ")), default=0)
-    detail = "\n".join(lines[last_frame + 1 :]).strip() or lines[0]
-    kind, sep, text = detail.partition(": ")
-    if sep and kind.rsplit(".", 1)[-1] == "UserError":
-        return text
-    worker = lines[0].removeprefix("Caught ").rstrip(".")
-    return f"{detail} (raised in a DataLoader worker: {worker}); rerun with data.num_workers=0 for the full traceback"
+    loss: torch.Tensor  # scalar, this process's batch
+    breakdown: dict[str, torch.Tensor]
+    grad_norm: torch.Tensor  # before clipping
+    applied: bool  # False when skipped for a non-finite loss or gradient (on every rank)
+    samples: int
 
 
 class Trainer:
-    def __init__(self, cfg: Config, launcher: SingleDevice | None = None) -> None:
-        from models import MultiTaskLoss, build_model
-
+    def __init__(self, cfg: Config, launcher: Launcher | None = None) -> None:
         self.cfg = cfg
         self.launcher = launcher or SingleDevice(du.select_device(cfg.train.device))
         self.device = self.launcher.device
@@ -162,35 +69,36 @@ class Trainer:
         self.out_dir = Path(cfg.train.out_dir)
         seed_everything(cfg.train.seed, cfg.train.deterministic)
         configure_cpu_threads(self.device, cfg.data.num_workers)
+        self.precision = precision_for(cfg.train.amp, self.device, "train.amp")
 
         self.train_set = self._dataset(cfg.data.train, "data.train", train=True)
         self.val_set = self._dataset(cfg.data.val, "data.val", train=False) if cfg.data.val else None
-        self.sampler = EpochSampler(len(self.train_set), cfg.train.seed, True, self.rank, self.world_size,
-                                    cfg.train.batch_size)  # fmt: skip
+        t = cfg.train
+        # the sampler's batch is one optimiser step: accumulate_steps micro-batches of batch_size
+        step_batch = t.batch_size * t.accumulate_steps
+        self.sampler = EpochSampler(len(self.train_set), t.seed, True, self.rank, self.world_size, step_batch)
         self.steps_per_epoch = self.sampler.batches_per_epoch()
-        if cfg.train.max_steps_per_epoch > 0:
-            self.steps_per_epoch = min(self.steps_per_epoch, cfg.train.max_steps_per_epoch)
+        if t.max_steps_per_epoch > 0:
+            self.steps_per_epoch = min(self.steps_per_epoch, t.max_steps_per_epoch)
         if self.steps_per_epoch == 0:
             raise UserError(
-                f"{cfg.data.train} holds {len(self.train_set)} samples, fewer than one batch of "
-                f"{cfg.train.batch_size} x {self.world_size} processes; lower train.batch_size"
+                f"{cfg.data.train} holds {len(self.train_set)} samples, fewer than one optimiser step of "
+                f"{t.batch_size} x {t.accumulate_steps} micro-batches x {self.world_size} processes; lower "
+                f"train.batch_size or train.accumulate_steps"
             )
 
         model = build_model(cfg).to(self.device)
-        if cfg.train.init_weights:
-            from models.weights import load_weights
-
-            load_weights(model, cfg.train.init_weights)
-        self.frozen = apply_freeze(model, cfg.train.freeze)
-        if cfg.train.channels_last:
+        if t.init_weights:
+            load_weights(model, t.init_weights)
+        self.frozen = apply_freeze(model, t.freeze)
+        if t.channels_last:
             model = model.to(memory_format=torch.channels_last)
         self.loss_fn = MultiTaskLoss(cfg).to(self.device)
         self.model = self.launcher.wrap(model, self.loss_fn)
         self.params = [p for p in model.parameters() if p.requires_grad]
-        self.optimizer = build_optimizer(self.params, cfg)
-        self.schedule = LRSchedule.from_config(cfg.train, self.steps_per_epoch, self.world_size)
-        self.amp_dtype = autocast_dtype(cfg.train.amp, self.device)
-        self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.amp_dtype == torch.float16)
+        self.optimizer = build_optimizer(self.params, t)
+        self.schedule = LRSchedule.from_config(t, self.steps_per_epoch, self.world_size)
+        self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision.grad_scaler)
 
         self.epoch, self.start_step, self.global_step = 0, 0, 0
         self.best_metric = -math.inf
@@ -201,75 +109,34 @@ class Trainer:
         self._resume()
         if self.is_main:
             save_config(cfg, self.out_dir / "config.yaml")
+            self._say(f"precision: {self.precision.name} ({self.precision.reason})")
             self._say(
                 f"{self.launcher.name}: {self.world_size} process(es) on {self.device}, "
                 f"{len(self.train_set)} samples, {self.steps_per_epoch} steps/epoch, "
                 f"{sum(p.numel() for p in self.params):,} trainable parameters"
                 + (f" ({len(self.frozen)} tensors frozen)" if self.frozen else "")
-                + f", amp={self.amp_dtype or 'off'}"
             )
 
     # ------------------------------------------------------------------ setup helpers
-    def _dataset(self, path: str, key: str, train: bool):
-        from data.dataset import SimplePoseDataset
-
+    def _dataset(self, path: str, key: str, train: bool) -> SimplePoseDataset:
         if not path:
             raise UserError(f"{key} is empty: give the HDF5 file made by `python -m data.coco_to_hdf5` ({key}=FILE)")
         if not Path(path).is_file():
             raise UserError(f"{key}={path}: no such file (make it with `python -m data.coco_to_hdf5 ... --out {path}`)")
         return SimplePoseDataset(path, self.cfg, train=train)
 
-    def _loader(self, dataset, sampler, batch_size: int) -> DataLoader:
-        d = self.cfg.data
-        return ForkSafeLoader(
-            dataset,
-            batch_size=batch_size,
-            sampler=sampler,
-            num_workers=d.num_workers,
-            timeout=d.loader_timeout if d.num_workers > 0 else 0,  # a stuck worker: see loader_errors
-            pin_memory=d.pin_memory and self.device.type == "cuda",
-            drop_last=False,
-            worker_init_fn=worker_init_fn,
-            collate_fn=collate,
-        )
-
     def _say(self, msg: str) -> None:
         if self.is_main:
             tqdm.write(msg)
 
-    def _resume_path(self) -> Path | None:
-        """The checkpoint to resume from, the same on every rank (a collective: no rank starts afresh while the
-        others resume). Only rank 0 writes checkpoints, so every node must see its out_dir."""
-        try:
-            mine, error = resolve_resume(self.cfg.train.resume, self.out_dir), ""
-        except UserError as e:
-            mine, error = None, str(e)
-        seen = du.all_gather_object((str(mine) if mine else None, error))
-        errors = [e for _, e in seen if e]
-        if errors:
-            raise UserError(errors[0])
-        if any(p != seen[0][0] for p, _ in seen):
-            raise UserError(
-                f"the processes disagree on the checkpoint to resume from ({[p for p, _ in seen]}, by rank): put "
-                f"train.out_dir={self.out_dir} on a filesystem every node shares, or give train.resume=PATH on each"
-            )
-        return Path(seen[0][0]) if seen[0][0] else None
-
     def _resume(self) -> None:
-        path = self._resume_path()
+        path = agreed_resume_path(self.cfg.train.resume, self.out_dir)
         if path is None:
             # A fresh start (also an elastic restart before the first checkpoint): the metrics start empty.
             self.logger.truncate_after(0)
             return
         ckpt = load_checkpoint(path)
-        saved = config_from_dict(ckpt["config"]) if "config" in ckpt else None
-        if saved is not None and to_dict(saved.model) != to_dict(self.cfg.model):
-            raise UserError(
-                f"checkpoint {path} was trained with model settings {to_dict(saved.model)}, this run has "
-                f"{to_dict(self.cfg.model)}; resume with the same model.* settings"
-            )
-        from models.weights import load_weights
-
+        check_same_model(ckpt, self.cfg, path)
         load_weights(unwrap(self.model), {"model": ckpt["model"]}, source=str(path))
         try:
             self.optimizer.load_state_dict(ckpt["optimizer"])
@@ -290,17 +157,12 @@ class Trainer:
         self.logger.truncate_after(self.global_step)
         self._say(f"resumed from {path}: epoch {self.epoch}, step {self.start_step}, global step {self.global_step}")
 
-    def autocast(self):
-        """torch.autocast for the configured precision, or a no-op context for float32."""
-        if self.amp_dtype is None:
-            return nullcontext()
-        return torch.autocast(self.device.type, dtype=self.amp_dtype)
-
     # ------------------------------------------------------------------ checkpoints
     def checkpoint_state(self, epoch: int, step: int) -> dict[str, Any]:
+        """The checkpoint dict (a collective: every rank's RNG state and a weight fingerprint are gathered)."""
         rngs = du.all_gather_object(rng_state())
-        fingerprints = du.all_gather_object(parameter_fingerprint(unwrap(self.model)))
-        if any(f != fingerprints[0] for f in fingerprints):
+        in_sync = ranks_in_sync(unwrap(self.model))
+        if not in_sync:
             self._say(f"warning: the weights of the {self.world_size} processes differ at global step "
                       f"{self.global_step}; the checkpoint holds rank 0's")  # fmt: skip
         return {
@@ -315,7 +177,7 @@ class Trainer:
             "best_metric": self.best_metric,
             "counters": dict(self.counters),
             "rng": rngs if self.world_size > 1 else rngs[0],
-            "ranks_in_sync": all(f == fingerprints[0] for f in fingerprints),
+            "ranks_in_sync": in_sync,
             "config": to_dict(self.cfg),
             "version": code_version(),
         }
@@ -323,6 +185,7 @@ class Trainer:
     def save(self, name: str, epoch: int, step: int) -> None:
         """Every rank takes part (RNG states are gathered); rank 0 writes; then all learn whether it could, so
         a full disk stops every process with the same message instead of leaving the others waiting."""
+        beat("checkpoint", f"{name} of epoch {epoch}, step {step}")
         state = self.checkpoint_state(epoch, step)
         error = ""
         if self.is_main:
@@ -340,15 +203,22 @@ class Trainer:
 
     # ------------------------------------------------------------------ the loop
     def fit(self) -> dict[str, Any]:
+        if self.world_size > 1:
+            store = du.get_store()
+            with Watchdog(self.cfg.dist.timeout_s, self.rank, self.world_size, store, lambda: self.global_step):
+                return self._fit()
+        return self._fit()
+
+    def _fit(self) -> dict[str, Any]:
         cfg = self.cfg.train
         last: dict[str, Any] = {}
         for epoch in range(self.epoch, cfg.epochs):
-            with self.loader_errors(epoch, self.train_set):
-                train_stats = self.train_epoch(epoch, self.start_step)
+            with loader_errors(self.cfg.data.train, self.cfg.data, lambda e=epoch: next_batch(self, e)):
+                last = {"epoch": epoch, **self.train_epoch(epoch, self.start_step)}
             self.start_step = 0
-            last = {"epoch": epoch, **train_stats}
             if cfg.val_every and ((epoch + 1) % cfg.val_every == 0 or epoch + 1 == cfg.epochs):
-                with self.loader_errors(epoch, self.val_set):
+                beat("validation", f"epoch {epoch}")
+                with loader_errors(self.cfg.data.val, self.cfg.data, lambda: "validating"):
                     val = self.validate(epoch)
                 last.update(val)
                 metric = val.get("AP", -val.get("val_loss", math.inf))
@@ -360,156 +230,122 @@ class Trainer:
         return last
 
     def train_epoch(self, epoch: int, start_step: int = 0) -> dict[str, float]:
-        cfg = self.cfg
+        t = self.cfg.train
         self.model.train()
-        if cfg.train.bn_eval:
+        if t.bn_eval:
             batchnorm_eval(self.model)
         self.sampler.set_epoch(epoch, start_step)
-        if hasattr(self.train_set, "set_epoch"):
+        if hasattr(self.train_set, "set_epoch"):  # any map-style dataset of sample dicts trains; ours reseeds
             self.train_set.set_epoch(epoch)
-        loader = self._loader(self.train_set, self.sampler, cfg.train.batch_size)
+        loader = make_loader(self.train_set, self.sampler, t.batch_size, self.cfg.data, self.device)
         loss_meter, data_time, compute_time = Meter(), Meter(), Meter()
-        autocast = self.autocast()
         bar = tqdm(total=self.steps_per_epoch, initial=start_step, desc=f"epoch {epoch}", disable=not self.is_main,
                    dynamic_ncols=True, leave=False)  # fmt: skip
-        step = start_step
-        tic = time.perf_counter()
-        for batch in loader:
+        step, tic = start_step, time.perf_counter()
+        beat("loading data", self._where(epoch, step))
+        for micro_batches in groups_of(loader, t.accumulate_steps):
             if step >= self.steps_per_epoch:
                 break
-            self._fault_exit()
+            self.before_step(epoch, step)
             t_data = time.perf_counter()
-            images = images_to_float(batch["image"].to(self.device, non_blocking=True), cfg.train.channels_last)
-            targets = [t.to(self.device, non_blocking=True) for t in batch["targets"]]
-            masks = [m.to(self.device, non_blocking=True) for m in batch["masks"]]
             lr = self.schedule.lr(epoch, step)
-            for group in self.optimizer.param_groups:
-                group["lr"] = lr
-
-            with autocast:
-                total, breakdown = self.launcher.forward_loss(self.model, self.loss_fn, images, targets, masks)
-            if self.global_step in cfg.train.fault_nan_steps and cfg.train.fault_nan_rank in (-1, self.rank):
-                total = total * float("nan")  # test hook: prove the non-finite guard works
-            self.optimizer.zero_grad(set_to_none=True)
-            # Backward runs even for a non-finite loss so that every DDP rank takes part in the same all-reduce.
-            self.scaler.scale(total).backward()
-            self.scaler.unscale_(self.optimizer)
-            max_norm = cfg.train.clip_grad_norm if cfg.train.clip_grad_norm else math.inf
-            grad_norm = torch.nn.utils.clip_grad_norm_(self.params, max_norm)
-            finite = bool(torch.isfinite(total).item()) and bool(torch.isfinite(grad_norm).item())
-            if du.any_rank(not finite, self.device):
-                self.counters["skipped_nonfinite"] += 1
-                self.optimizer.zero_grad(set_to_none=True)
-                if self.scaler.is_enabled():
-                    self.scaler.update(self.scaler.get_scale() / 2)
-                self._say(f"epoch {epoch} step {step}: non-finite loss or gradient, step skipped "
-                          f"({self.counters['skipped_nonfinite']} so far)")  # fmt: skip
-            else:
-                self.scaler.step(self.optimizer)
-                self.scaler.update()
-                loss_meter.update(float(total.item()), images.shape[0])
+            result = self.train_step(micro_batches, lr, epoch, step)
+            if result.applied:
+                loss_meter.update(float(result.loss.item()), result.samples)
             step += 1
             self.global_step += 1
+            beat("loading data", self._where(epoch, step))
             toc = time.perf_counter()
             data_time.update(t_data - tic)
             compute_time.update(toc - t_data)
             tic = toc
             bar.update(1)
-            if step % cfg.train.log_every == 0 or step == self.steps_per_epoch:
-                # every rank joins the averaging (the same steps everywhere); only rank 0 writes
-                total = du.all_reduce_mean(total.detach())
-                breakdown = {k: du.all_reduce_mean(v) for k, v in breakdown.items()}
-                if self.is_main:
-                    self._log_step(epoch, step, total, breakdown, lr, grad_norm, data_time, compute_time)
-                    bar.set_postfix(loss=f"{loss_meter.mean:.4g}", lr=f"{lr:.3g}")
-            if cfg.train.checkpoint_every_steps and self.global_step % cfg.train.checkpoint_every_steps == 0:
+            if step % t.log_every == 0 or step == self.steps_per_epoch:
+                self._log_step(epoch, step, result, lr, data_time.mean + compute_time.mean, data_time.mean)
+                bar.set_postfix(loss=f"{loss_meter.mean:.4g}", lr=f"{lr:.3g}")
+            if t.checkpoint_every_steps and self.global_step % t.checkpoint_every_steps == 0:
                 self.save("last.pt", epoch, step)
         bar.close()
         mean_loss = du.all_reduce_mean(torch.tensor(loss_meter.mean, device=self.device)).item()
-        stats = {
-            "train_loss": mean_loss,
-            "skipped_nonfinite": self.counters["skipped_nonfinite"],
-            "samples_per_s": self.world_size * cfg.train.batch_size / max(data_time.mean + compute_time.mean, 1e-9),
-        }
+        samples_per_s = self.world_size * self.step_batch / max(data_time.mean + compute_time.mean, 1e-9)
+        stats = {"train_loss": mean_loss, "skipped_nonfinite": self.counters["skipped_nonfinite"],
+                 "samples_per_s": samples_per_s}  # fmt: skip
         self.logger.log("epoch", epoch, self.global_step, **stats)
-        self._say(f"epoch {epoch}: train loss {mean_loss:.4f}, {stats['samples_per_s']:.1f} samples/s")
+        self._say(f"epoch {epoch}: train loss {mean_loss:.4f}, {samples_per_s:.1f} samples/s")
         return stats
 
-    @contextmanager
-    def loader_errors(self, epoch: int, dataset) -> Iterator[None]:
-        """Turn a DataLoader worker's failure into a UserError: a sample that raised inside a worker gives its
-        own message (the dataset names the sample) instead of the worker's traceback; a worker that died (killed
-        by a signal, e.g. the out-of-memory killer) or that gave no batch within data.loader_timeout gives the
-        epoch, the step and the samples then loading."""
-        try:
-            yield
-        except BaseException as e:
-            for bar in list(getattr(tqdm, "_instances", ())):
-                bar.close()  # the message then starts on a line of its own, not after a progress bar
-            if not isinstance(e, Exception):
-                raise
-            message = str(e)
-            path = getattr(dataset, "path", "the data")
-            if isinstance(e, RuntimeError) and message.startswith("DataLoader timed out after"):
-                raise UserError(
-                    f"no batch came from a DataLoader worker within data.loader_timeout="
-                    f"{self.cfg.data.loader_timeout:g} s while loading {path} ({self._where(epoch, dataset)}): a "
-                    f"worker is stuck without dying (a deadlock, or a read hanging on a network file system). Check "
-                    f"that {path} reads at normal speed from this machine (or copy it to a local disk); if batches "
-                    f"are only slow, raise data.loader_timeout (0 waits for ever); data.num_workers=0 loads in this "
-                    f"process, where a stack dump (e.g. `py-spy dump --pid PID`) shows where it hangs. Then continue "
-                    f"with train.resume=auto"
-                ) from None
-            died = isinstance(e, RuntimeError) and "DataLoader worker (pid" in message
-            # a worker killed while handing over a batch breaks the connection the batch's memory comes through
-            if isinstance(e, (ConnectionError, EOFError)) and self.cfg.data.num_workers > 0:
-                message = f"the connection to a DataLoader worker broke ({type(e).__name__}: {e})"
-            elif not (message.startswith("Caught ") and " in DataLoader worker process " in message) and not died:
-                raise
-            if message.startswith("Caught "):
-                raise UserError(worker_error_message(message)) from None
-            raise UserError(
-                f"a DataLoader worker died while loading {path} ({self._where(epoch, dataset)}): "
-                f"{message.strip().rstrip('.')}. This is most often the out-of-memory killer (see `dmesg`): lower "
-                f"data.num_workers or train.batch_size (data.num_workers=0 loads in this process and reports any "
-                f"sample error directly), then continue with train.resume=auto"
-            ) from None
+    def train_step(self, micro_batches: list[dict], lr: float, epoch: int, step: int) -> StepResult:
+        """One optimiser step: forward and loss under autocast and backward for each micro-batch (its loss divided
+        by their number, so the gradient is that of their union), then unscale, clip, and the update unless the
+        loss or the gradient is non-finite on any rank (then every rank skips it, counted). A CUDA out-of-memory
+        error becomes one line naming the batch and what to change."""
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        self.optimizer.zero_grad(set_to_none=True)
+        losses, breakdowns, samples = [], [], 0
+        for i, batch in enumerate(micro_batches):
+            images = images_to_float(batch["image"].to(self.device, non_blocking=True), self.cfg.train.channels_last)
+            targets = [t.to(self.device, non_blocking=True) for t in batch["targets"]]
+            masks = [m.to(self.device, non_blocking=True) for m in batch["masks"]]
+            last = i == len(micro_batches) - 1
+            try:
+                # gradients are all-reduced once, with the last micro-batch's backward
+                with nullcontext() if last else self.launcher.no_sync(self.model):
+                    beat("forward pass", self._where(epoch, step))
+                    with self.precision.autocast(self.device):
+                        total, breakdown = self.compute_loss(images, targets, masks)
+                    beat("backward pass", self._where(epoch, step))
+                    # backward runs even for a non-finite loss so that every DDP rank joins the same all-reduce
+                    self.scaler.scale(total / len(micro_batches)).backward()
+            except torch.cuda.OutOfMemoryError:
+                raise UserError(out_of_memory_message(self, self._where(epoch, step), images.shape)) from None
+            losses.append(total.detach())
+            breakdowns.append(breakdown)
+            samples += images.shape[0]
+        beat("optimizer step", self._where(epoch, step))
+        total = torch.stack(losses).mean()
+        breakdown = {k: torch.stack([b[k].detach() for b in breakdowns]).mean(0) for k in breakdowns[0]}
+        self.scaler.unscale_(self.optimizer)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.cfg.train.clip_grad_norm or math.inf)
+        finite = bool(torch.isfinite(total).item()) and bool(torch.isfinite(grad_norm).item())
+        applied = not du.any_rank(not finite, self.device)
+        if applied:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.counters["skipped_nonfinite"] += 1
+            self.optimizer.zero_grad(set_to_none=True)
+            if self.scaler.is_enabled():
+                self.scaler.update(self.scaler.get_scale() / 2)
+            self._say(f"epoch {epoch} step {step}: non-finite loss or gradient, step skipped "
+                      f"({self.counters['skipped_nonfinite']} so far)")  # fmt: skip
+        return StepResult(total, breakdown, grad_norm, applied, samples)
 
-    def _where(self, epoch: int, dataset) -> str:
-        return "validating" if dataset is self.val_set else f"epoch {epoch}, {self._loading_batch(epoch)}"
+    def compute_loss(self, images: torch.Tensor, targets: list[torch.Tensor], masks: list[torch.Tensor]):
+        """(total loss, breakdown) of one batch through the launcher's wrapped model."""
+        return self.launcher.forward_loss(self.model, self.loss_fn, images, targets, masks)
 
-    def _loading_batch(self, epoch: int) -> str:
-        """``step S (next batch: samples [..], image ids [..])`` for the step the run was at in ``epoch``."""
-        step = min(max(self.global_step - epoch * self.steps_per_epoch, 0), self.steps_per_epoch)
-        sampler = EpochSampler(self.sampler.size, self.sampler.seed, self.sampler.shuffle, self.rank,
-                               self.world_size, self.sampler.batch_size)  # fmt: skip
-        sampler.set_epoch(epoch, step)
-        samples = list(sampler)[: self.sampler.batch_size]
-        ds = self.train_set
-        ids = [int(ds.image_id[ds.sample_image[i]]) for i in samples] if hasattr(ds, "image_id") else []
-        return f"step {step} (next batch: samples {samples}" + (f", image ids {ids})" if ids else ")")
+    def before_step(self, epoch: int, step: int) -> None:
+        """Called before every training step; a no-op here (tests override it to inject faults)."""
 
-    def _fault_exit(self) -> None:
-        t = self.cfg.train
-        if (self.global_step == t.fault_exit_step and self.rank == t.fault_exit_rank
-                and os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"):  # fmt: skip
-            print(f"fault_exit_step: rank {self.rank} dies at global step {self.global_step}", flush=True)
-            os._exit(13)
+    def _log_step(self, epoch: int, step: int, result: StepResult, lr: float, step_time: float, data_time: float):
+        # every rank joins the averaging (the same steps everywhere); only rank 0 writes
+        total = du.all_reduce_mean(result.loss)
+        breakdown = {k: du.all_reduce_mean(v.detach()) for k, v in result.breakdown.items()}
+        if self.is_main:
+            values = step_values(total, breakdown, lr, result.grad_norm)
+            values.update(data_time=data_time, compute_time=step_time - data_time,
+                          samples_per_s=self.step_batch * self.world_size / max(step_time, 1e-9),
+                          skipped_nonfinite=self.counters["skipped_nonfinite"])  # fmt: skip
+            self.logger.log("train", epoch, self.global_step, step=step, **values)
 
-    def _log_step(self, epoch, step, total, breakdown, lr, grad_norm, data_time, compute_time) -> None:
-        values = {"loss": float(total.item()), "lr": lr, "grad_norm": float(grad_norm.item())}
-        for k, v in breakdown.items():
-            v = v.detach().float().cpu()
-            for idx in np.ndindex(*v.shape):  # e.g. loss/stack_scale/1_4 for stack 1, scale 4
-                values["/".join(["loss", k, *(["_".join(map(str, idx))] if idx else [])])] = float(v[idx])
-        batch = self.cfg.train.batch_size * self.world_size
-        values.update(
-            data_time=data_time.mean,
-            compute_time=compute_time.mean,
-            samples_per_s=batch / max(data_time.mean + compute_time.mean, 1e-9),
-            skipped_nonfinite=self.counters["skipped_nonfinite"],
-        )
-        self.logger.log("train", epoch, self.global_step, step=step, **values)
+    @property
+    def step_batch(self) -> int:
+        """Samples per process in one optimiser step."""
+        return self.cfg.train.batch_size * self.cfg.train.accumulate_steps
+
+    def _where(self, epoch: int, step: int) -> str:
+        return f"epoch {epoch}, step {step} (global step {self.global_step})"
 
     # ------------------------------------------------------------------ validation
     @torch.no_grad()
@@ -522,8 +358,6 @@ class Trainer:
             out["val_loss"] = self._val_loss(model)
         d = self.cfg.data
         if d.val_images and d.val_annotations:
-            from evaluate.coco_eval import evaluate_coco
-
             out_json = self.out_dir / f"val_results_epoch{epoch}.json" if self.is_main else None
             stats = evaluate_coco(model, d.val_images, d.val_annotations, self.cfg, self.device, out_json=out_json)
             out.update({k: float(v) for k, v in stats.items()})
@@ -536,14 +370,12 @@ class Trainer:
     def _val_loss(self, model: nn.Module) -> float:
         sampler = EpochSampler(len(self.val_set), shuffle=False, rank=self.rank, world_size=self.world_size,
                                batch_size=1)  # fmt: skip
-        loader = self._loader(self.val_set, sampler, batch_size=1)
         meter = Meter()
-        autocast = self.autocast()
-        for batch in loader:
+        for batch in make_loader(self.val_set, sampler, 1, self.cfg.data, self.device):
             images = images_to_float(batch["image"].to(self.device), self.cfg.train.channels_last)
             targets = [t.to(self.device) for t in batch["targets"]]
             masks = [m.to(self.device) for m in batch["masks"]]
-            with autocast:
+            with self.precision.autocast(self.device):
                 total, _ = self.loss_fn(model(images), targets, masks)
             meter.update(float(total.item()), images.shape[0])
         return du.all_reduce_mean(torch.tensor(meter.mean, device=self.device)).item()

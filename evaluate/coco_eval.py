@@ -24,14 +24,17 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from config.loader import add_config_arguments, config_from_args
-from config.schema import Config
+from config.loader import add_config_arguments, load_config
+from config.schema import OUTPUT_STRIDE, Config
 from data.coco_annotations import PERSON_CATEGORY
 from evaluate.decode import People, decode_people
 from evaluate.inference import Predictor, model_predictor, multiscale_maps_batch
+from evaluate.model_loader import load_model
+from evaluate.oracle import oracle_for
 from utils import distributed as dist
 from utils.errors import UserError, cli_main
 from utils.io import atomic_write_text
+from utils.precision import precision_for
 from utils.safe_paths import safe_image_path
 
 STAT_NAMES = ("AP", "AP50", "AP75", "APm", "APl", "AR", "AR50", "AR75", "ARm", "ARl")
@@ -151,7 +154,7 @@ def predict_people(
 
     def flush() -> None:
         ids, images = [i for i, _ in pending], [im for _, im in pending]
-        results = multiscale_maps_batch(images, cfg.eval, predictor_for(ids), device, cfg.data.stride)
+        results = multiscale_maps_batch(images, cfg.eval, predictor_for(ids), device, OUTPUT_STRIDE)
         for image_id, (maps, scale) in zip(ids, results):
             out[image_id] = decode_people(maps, cfg.eval, scale)
         bar.update(len(pending))
@@ -214,7 +217,7 @@ def evaluate_coco(
     was_training = model.training
     model.eval()
     try:
-        predictor = model_predictor(model, cfg.eval.amp)
+        predictor = model_predictor(model, precision_for(cfg.eval.amp, device, "eval.amp"))
         stats, summary = evaluate_images(
             images_dir, annotations, cfg, device, lambda ids: predictor, out_json, progress, cfg.eval.batch_size
         )
@@ -231,12 +234,10 @@ def evaluate_oracle(
     progress: bool = True,
 ) -> tuple[dict[str, float], str]:
     """AP of decoding the ground-truth target maps (the decoder's upper bound)."""
-    from evaluate.oracle import oracle_for
-
     coco = load_coco(annotations)
 
     def predictor_for(image_ids: list[int]) -> Predictor:  # one image per batch: the maps are per image
-        return oracle_for(coco, image_ids, cfg.targets, cfg.data.stride)
+        return oracle_for(coco, image_ids, cfg.targets, OUTPUT_STRIDE)
 
     return evaluate_images(images_dir, annotations, cfg, torch.device("cpu"), predictor_for, out_json, progress, 1)
 
@@ -259,11 +260,14 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def apply_cli_eval_options(cfg: Config, args: argparse.Namespace) -> None:
+def eval_option_overrides(args: argparse.Namespace) -> list[str]:
+    """``--scales`` and ``--flip/--no-flip`` as ``eval.*`` overrides (after the trailing ``key=value`` ones)."""
+    out = list(args.overrides)
     if args.scales:
-        cfg.eval.scales = list(args.scales)
+        out.append(f"eval.scales=[{','.join(map(str, args.scales))}]")
     if args.flip is not None:
-        cfg.eval.flip = args.flip
+        out.append(f"eval.flip={str(args.flip).lower()}")
+    return out
 
 
 @cli_main
@@ -274,15 +278,12 @@ def main(argv: list[str] | None = None) -> int:
     device = dist.select_device(args.device)
     dist.init_distributed(device)
     try:
+        overrides = eval_option_overrides(args)
         if args.from_ground_truth:
-            cfg = config_from_args(args)
-            apply_cli_eval_options(cfg, args)
+            cfg = load_config(args.config, overrides)
             stats, summary = evaluate_oracle(args.images, args.annotations, cfg, args.out)
         else:
-            from evaluate.checkpoint import load_model
-
-            model, cfg = load_model(args.ckpt, args.config, args.overrides, device)
-            apply_cli_eval_options(cfg, args)
+            model, cfg = load_model(args.ckpt, args.config, overrides, device)
             stats, summary = evaluate_coco(
                 model, args.images, args.annotations, cfg, device, args.out, with_summary=True
             )

@@ -23,13 +23,17 @@ import numpy as np
 import torch
 
 from config.loader import add_config_arguments, config_from_args
-from config.schema import Config
+from config.schema import OUTPUT_STRIDE, Config
+from evaluate.coco_eval import load_coco
 from evaluate.decode import decode_people
 from evaluate.draw import draw_people
 from evaluate.inference import Predictor, model_predictor, multiscale_maps
+from evaluate.model_loader import load_model
+from evaluate.oracle import oracle_for
 from utils.distributed import select_device
 from utils.errors import UserError, cli_main
 from utils.io import atomic_write_bytes
+from utils.precision import precision_for
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"}
 VIDEO_SUFFIXES = {".mp4", ".avi", ".mov", ".mkv", ".webm"}
@@ -38,7 +42,7 @@ VIDEO_SUFFIXES = {".mp4", ".avi", ".mov", ".mkv", ".webm"}
 def estimate(image: np.ndarray, cfg: Config, predict: Predictor, device: torch.device):
     """(people, network seconds, decoding seconds) for one BGR image."""
     t0 = time.perf_counter()
-    maps, scale = multiscale_maps(image, cfg.eval, predict, device, cfg.data.stride)
+    maps, scale = multiscale_maps(image, cfg.eval, predict, device, OUTPUT_STRIDE)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     t1 = time.perf_counter()
@@ -115,16 +119,13 @@ def run_video(path: Path, out_dir: Path, cfg: Config, predict: Predictor, device
 
 
 def ground_truth_predictors(annotations: str, cfg: Config):
-    from evaluate.coco_eval import load_coco
-    from evaluate.oracle import oracle_for
-
     coco = load_coco(annotations)
     by_name = {info["file_name"]: image_id for image_id, info in coco.imgs.items()}
 
     def predictor_for(path: Path) -> Predictor:
         if path.name not in by_name:
             raise UserError(f"image {path.name} is not listed in {annotations}")
-        return oracle_for(coco, [by_name[path.name]], cfg.targets, cfg.data.stride)
+        return oracle_for(coco, [by_name[path.name]], cfg.targets, OUTPUT_STRIDE)
 
     return predictor_for
 
@@ -151,10 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         predictor_for = ground_truth_predictors(args.annotations, cfg)
         device = torch.device("cpu")
     elif args.ckpt:
-        from evaluate.checkpoint import load_model
-
         model, cfg = load_model(args.ckpt, args.config, args.overrides, device)
-        predict = model_predictor(model, cfg.eval.amp)
+        predict = model_predictor(model, precision_for(cfg.eval.amp, device, "eval.amp"))
 
         def predictor_for(path: Path) -> Predictor:
             return predict

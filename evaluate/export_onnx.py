@@ -18,6 +18,8 @@ import torch
 from torch import nn
 
 from config.loader import add_config_arguments
+from evaluate.model_loader import load_model
+from models.posenet import check_input_shape
 from utils.errors import UserError, cli_main
 from utils.io import atomic_write_bytes
 
@@ -79,8 +81,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--opset", type=int, default=17)
     add_config_arguments(p)
     args = p.parse_args(argv)
-    from evaluate.checkpoint import load_model
-    from models.posenet import check_input_shape
 
     check_input_shape((1, 3, args.input_size, args.input_size))  # before loading anything
 

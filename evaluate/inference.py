@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from config.schema import EvalConfig
 from config.skeleton import CHANNEL_FLIP, NUM_CHANNELS
 from utils.errors import UserError
+from utils.precision import Precision
 
 Predictor = Callable[[torch.Tensor, tuple[float, float]], torch.Tensor]
 
@@ -185,18 +186,18 @@ def multiscale_maps(
     return multiscale_maps_batch([image], cfg, predict, device, stride)[0]
 
 
-def model_predictor(model: torch.nn.Module, amp: str = "off") -> Predictor:
-    """Predictor of a network returning outputs[stack][scale]: the last stack's finest output.
+def model_predictor(model: torch.nn.Module, precision: Precision | None = None) -> Predictor:
+    """Predictor of a network returning outputs[stack][scale]: the last stack's finest output, as float32.
 
-    ``amp``: "fp16" or "bf16" runs the forward under torch.autocast on the batch's device ("off": float32);
-    the output is cast back to float32 before any further step (spec 13 item 39).
+    ``precision``: the forward runs under its autocast (``utils.precision.precision_for(cfg.eval.amp, device,
+    "eval.amp")``); None: float32. The output is cast back to float32 before any further step (averaging scales
+    in half precision would lose the small values the thresholds compare against).
     """
-    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(amp)
 
     def predict(batch: torch.Tensor, resize_xy: tuple[float, float]) -> torch.Tensor:
-        if dtype is None:
+        if precision is None:
             return model(batch)[-1][0]
-        with torch.autocast(batch.device.type, dtype=dtype):
+        with precision.autocast(batch.device):
             return model(batch)[-1][0].float()
 
     return predict

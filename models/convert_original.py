@@ -14,10 +14,10 @@ from pathlib import Path
 
 import torch
 
-from config.loader import config_from_dict, to_dict
+from config.loader import to_dict, with_overrides
 from config.schema import Config
 from models.posenet import PoseNet
-from models.weights import apply_model_section, extract_weights, infer_model_config, load_weights, read_checkpoint
+from models.weights import extract_weights, infer_model_config, load_weights, model_section_overrides, read_checkpoint
 from utils.errors import UserError, cli_main
 from utils.io import atomic_write
 
@@ -30,8 +30,7 @@ def convert(weights_path: str | Path) -> dict:
     if weights.source != "original":
         raise UserError(f"{weights_path} is not an original Simple Pose checkpoint (no 'posenet.' keys)")
     cfg = Config()
-    apply_model_section(cfg, infer_model_config(weights.state))
-    cfg = config_from_dict(to_dict(cfg))  # validates
+    cfg = with_overrides(cfg, model_section_overrides(cfg, infer_model_config(weights.state)), str(weights_path))
     state = {k: v.float() if v.is_floating_point() else v for k, v in weights.state.items()}
     with torch.device("meta"):
         model = PoseNet(cfg.model)

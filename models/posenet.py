@@ -21,13 +21,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from config.schema import ModelConfig
+from config.schema import OUTPUT_STRIDE, ModelConfig
 from config.skeleton import NUM_CHANNELS
 from models.layers import ConvBNAct, Residual, SqueezeExcitation, init_original, leaky_relu_
 from utils.errors import UserError
 
 DEPTH = 4  # hourglass levels: four poolings
-STEM_STRIDE = 4
+STEM_STRIDE = OUTPUT_STRIDE  # the stem: conv stride 2, then a max-pool
 SIZE_MULTIPLE = STEM_STRIDE * 2**DEPTH  # 64
 DILATIONS = (3, 3, 4, 4, 5, 5)
 

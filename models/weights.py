@@ -193,24 +193,19 @@ def unwrap(model: nn.Module) -> nn.Module:
             return model
 
 
-def apply_model_section(cfg: Any, section: Mapping[str, Any], keep: set[str] | frozenset = frozenset()) -> None:
-    """Set ``cfg.model`` from a saved or inferred model section (fields named in ``keep`` stay), then give the
-    loss one weight per stack and per scale so the config stays valid (the loss's own weights are kept when
-    they already fit)."""
-    for f in dataclasses.fields(cfg.model):
-        if f.name in section and f"model.{f.name}" not in keep:
-            kind = type(getattr(cfg.model, f.name))
-            try:
-                setattr(cfg.model, f.name, kind(section[f.name]))
-            except (TypeError, ValueError):
-                raise UserError(
-                    f"the saved model setting {f.name}={section[f.name]!r} is not of type {kind.__name__}; set "
-                    f"model.{f.name}=... on the command line"
-                ) from None
-    if len(cfg.loss.stack_weights) != cfg.model.stacks:
-        cfg.loss.stack_weights = [1.0] * cfg.model.stacks
-    if len(cfg.loss.scale_weights) != cfg.model.num_scales:
-        cfg.loss.scale_weights = LossConfig().scale_weights[: cfg.model.num_scales]
+def model_section_overrides(cfg: Any, section: Mapping[str, Any], keep: set[str] | frozenset = frozenset()) -> dict:
+    """The dotted settings that give ``cfg`` the model of a saved or inferred model section (fields named in
+    ``keep`` stay as they are), with one loss weight per stack and per scale so the config stays valid (the
+    loss's own weights are kept when they already fit). Apply them with ``config.loader.with_overrides``."""
+    values = {f"model.{f.name}": section[f.name] for f in dataclasses.fields(cfg.model)
+              if f.name in section and f"model.{f.name}" not in keep}  # fmt: skip
+    stacks = values.get("model.stacks", cfg.model.stacks)
+    scales = values.get("model.num_scales", cfg.model.num_scales)
+    if len(cfg.loss.stack_weights) != stacks and "loss.stack_weights" not in keep:
+        values["loss.stack_weights"] = [1.0] * stacks
+    if len(cfg.loss.scale_weights) != scales and "loss.scale_weights" not in keep:
+        values["loss.scale_weights"] = LossConfig().scale_weights[:scales]
+    return values
 
 
 def infer_model_config(state: Mapping[str, torch.Tensor]) -> dict[str, Any]:

@@ -34,7 +34,7 @@ def person(x: float, y: float, **moved) -> np.ndarray:
 
 
 def assert_ends_as_expected(case, result) -> None:
-    """A bad-input case (harness.cases.Case) ended as it should: no traceback, no partial output, the expected
+    """A bad-input case (tests.harness.cases.Case) ended as it should: no traceback, no partial output, the expected
     outcome, and a message naming everything in ``case.names``."""
     assert result.outcome != "raw_traceback", result.message
     assert not result.partial_output, f"{case.outputs} or a temporary file left behind"

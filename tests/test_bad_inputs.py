@@ -1,4 +1,5 @@
-"""The bad-input corpus (harness.bad_inputs; `python -m bench.bad_inputs` prints it) on the real sample, through
+"""The bad-input corpus (tests.harness.bad_inputs; `python -m tests.harness.bad_input_table` prints it) on the real
+sample, through
 the real commands: every case ends in its expected outcome (a clean error naming the file/field, a counted skip, or
 a correct acceptance), never a raw traceback, and leaves no partial output. The untrusted-file cases are in
 test_security.py."""
@@ -16,12 +17,12 @@ import torch
 
 from config.loader import load_config
 from evaluate import coco_eval
-from harness.bad_inputs import CASE_NAMES, SECURITY_CASES, build_corpus, run_named
-from harness.cases import result_of
+from tests.harness.bad_inputs import CASE_NAMES, SECURITY_CASES, build_corpus, run_named
+from tests.harness.cases import result_of
 from tests.helpers import assert_ends_as_expected
 from utils.paths import REPO_ROOT
 
-# Corpus cases whose behaviour an existing test already asserts (they still run in `python -m bench.bad_inputs`).
+# Corpus cases whose behaviour an existing test already asserts (they still run in the bad-input table command).
 TESTED_ELSEWHERE = {
     "json_truncated": "test_data_convert.py::test_malformed_annotations_fail_cleanly",
     "keypoints_16_values": "test_data_convert.py::test_malformed_annotations_fail_cleanly (50 values)",

@@ -10,12 +10,13 @@ import sys
 import pytest
 import torch
 
-from bench import bad_inputs, data_pipeline, grouping, model, syncbn_check
+from bench import data_pipeline, grouping, model, syncbn_check
 from config.loader import load_config
 from data.dataset import SimplePoseDataset
-from harness.bad_inputs import build_corpus
-from harness.cases import run_cases
-from harness.faults import write_fault_train_code
+from tests.harness import bad_input_table
+from tests.harness.bad_inputs import build_corpus
+from tests.harness.cases import run_cases
+from tests.harness.faults import write_fault_train_code
 from utils.paths import REPO_ROOT
 
 
@@ -79,7 +80,7 @@ def test_syncbn_check_refuses_cleanly_outside_torchrun(capsys):
     assert err.startswith("error: ") and "torchrun --nproc_per_node=2 -m bench.syncbn_check" in err
 
 
-@pytest.mark.parametrize("script", ["bench.bad_inputs", "bench.faults"])
+@pytest.mark.parametrize("script", ["tests.harness.bad_input_table", "tests.harness.fault_table"])
 def test_fault_scripts_start_from_the_command_line(script):
     """Their full runs take minutes; --help proves the command and the harness it imports load."""
     r = subprocess.run([sys.executable, "-m", script, "--help"], cwd=REPO_ROOT, capture_output=True, text=True)
@@ -88,7 +89,7 @@ def test_fault_scripts_start_from_the_command_line(script):
 
 def test_bad_inputs_report_prints_a_line_per_case_and_the_totals(coco_sample, tmp_path, capsys):
     cases = build_corpus(coco_sample, tmp_path, only=["control_convert", "json_malformed"])
-    assert bad_inputs.print_report(cases, run_cases(cases)) == 0
+    assert bad_input_table.print_report(cases, run_cases(cases)) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[:3] for line in lines[:2]] == [["ok", "control_convert", "accepted"],
                                                         ["ok", "json_malformed", "clean_error"]]  # fmt: skip
@@ -98,7 +99,7 @@ def test_bad_inputs_report_prints_a_line_per_case_and_the_totals(coco_sample, tm
 
 
 def test_the_injected_write_fault_command_runs_train_py():
-    """bench.faults runs train.py under write_fault in a subprocess through this code: it must import and start."""
+    """The fault table runs train.py under write_fault in a subprocess through this code: it must import and start."""
     code = write_fault_train_code("ENOSPC")
     r = subprocess.run([sys.executable, "-c", code, "--help"], cwd=REPO_ROOT, capture_output=True, text=True)
     assert r.returncode == 0 and "train.resume=auto" in r.stdout, r.stderr[-2000:]

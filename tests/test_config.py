@@ -4,7 +4,8 @@ import sys
 import pytest
 import yaml
 
-from config.loader import ConfigError, config_from_dict, load_config, save_config, to_dict
+from config.loader import ConfigError, config_from_dict, load_config, save_config, to_dict, with_overrides
+from config.schema import OUTPUT_STRIDE
 from utils.paths import REPO_ROOT
 
 
@@ -15,7 +16,7 @@ def test_every_preset_loads(preset):
 
 def test_paper_preset_holds_the_original_values():
     cfg = load_config(REPO_ROOT / "config" / "simplepose_coco.yaml")
-    assert (cfg.data.input_size, cfg.data.stride, cfg.output_size) == (512, 4, 128)
+    assert (cfg.data.input_size, OUTPUT_STRIDE, cfg.output_size) == (512, 4, 128)
     assert (cfg.model.stacks, cfg.model.inp_dim, cfg.model.increase) == (4, 256, 128)
     assert cfg.loss.scale_weights == [0.1, 0.2, 0.4, 1.6, 6.4]
     assert (cfg.targets.sigma, cfg.targets.limb_sigma, cfg.targets.limb_margin) == (9, 7, 4)
@@ -75,3 +76,23 @@ def test_cli_error_is_clean(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True)
     assert r.returncode == 2
     assert "Traceback" not in r.stderr and "train.lrr" in r.stderr
+
+
+def test_retired_keys_are_refused_with_the_reason_but_dropped_from_saved_configs():
+    with pytest.raises(ConfigError, match="data.stride.*no longer a setting.*stride is fixed at 4"):
+        load_config(None, ["data.stride=4"])
+    with pytest.raises(ConfigError, match="train.fault_nan_steps.*no longer a setting"):
+        load_config(None, ["train.fault_nan_steps=[1]"])
+    saved = to_dict(load_config(None, ["train.lr=0.5"]))
+    saved["data"]["stride"] = 4  # a checkpoint of an earlier version
+    saved["train"]["fault_exit_step"] = -1
+    assert config_from_dict(saved).train.lr == 0.5
+
+
+def test_with_overrides_returns_a_validated_copy_and_leaves_the_original_alone():
+    cfg = load_config(None, [])
+    changed = with_overrides(cfg, {"eval.scales": [1.0], "train.lr": 1e-3}, "test")
+    assert changed.eval.scales == [1.0] and changed.train.lr == 1e-3
+    assert cfg.eval.scales == [0.5, 1.0, 1.5, 2.0, 3.0] and cfg.train.lr == 2.5e-5
+    with pytest.raises(ConfigError, match="loss.stack_weights has 4 entries but model.stacks is 2"):
+        with_overrides(cfg, {"model.stacks": 2}, "test")

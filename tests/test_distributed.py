@@ -36,9 +36,16 @@ def _run(command: list[str], label: str) -> subprocess.CompletedProcess:
     return r
 
 
-def torchrun(script: str, h5, out_dir, *overrides: str, nproc: int = 2, max_restarts: int = 0, label: str = ""):
-    command = torchrun_command([script, *tiny_run_args(h5, out_dir, *overrides)], nproc, max_restarts)
-    return _run(command, label or f"torchrun x{nproc} {script}")
+def torchrun(script: str | list[str], h5, out_dir, *overrides: str, nproc: int = 2, max_restarts: int = 0,
+             label: str = ""):  # fmt: skip
+    program = [script] if isinstance(script, str) else script
+    command = torchrun_command([*program, *tiny_run_args(h5, out_dir, *overrides)], nproc, max_restarts)
+    return _run(command, label or f"torchrun x{nproc} {' '.join(program)}")
+
+
+def with_faults(*flags: str) -> list[str]:
+    """The distributed trainer with injected faults (tests/harness/faulty_trainer.py)."""
+    return ["-m", "tests.harness.faulty_trainer", "--launcher", "distributed", *flags, "--"]
 
 
 def one_process(script: str, h5, out_dir, *overrides: str, label: str = ""):
@@ -76,7 +83,7 @@ def test_two_processes_equal_one_process_with_twice_the_batch(sample_h5_64, two_
     assert two["global_step"] == one["global_step"] == 4
     assert two["ranks_in_sync"] is True  # every rank held bit-identical weights at the checkpoint
 
-    from engine.trainer import seed_everything
+    from engine.runtime import seed_everything
     from models import build_model
 
     seed_everything(0, False)
@@ -99,8 +106,8 @@ def nan_run(sample_h5_64, tmp_path_factory, coco_sample_images, coco_sample_anno
     out = tmp_path_factory.mktemp("nan")
     validation = ["train.val_every=1", f"data.val={sample_h5_64}", f"data.val_images={coco_sample_images}",
                   f"data.val_annotations={coco_sample_annotations}", "eval.max_images=4"]  # fmt: skip
-    r = torchrun("train_distributed.py", sample_h5_64, out, "train.epochs=1", "train.max_steps_per_epoch=3",
-                 "train.fault_nan_steps=[1]", "train.fault_nan_rank=1", *validation)  # fmt: skip
+    r = torchrun(with_faults("--nan-steps", "1", "--nan-rank", "1"), sample_h5_64, out, "train.epochs=1",
+                 "train.max_steps_per_epoch=3", *validation)  # fmt: skip
     return out, r
 
 
@@ -139,7 +146,7 @@ def test_a_two_process_checkpoint_resumes_in_one_and_in_two(nan_run, sample_h5_6
 def test_a_killed_worker_restarts_and_resumes_from_the_last_checkpoint(sample_h5_64, two_process_run, tmp_path):
     stale = tmp_path / ".last.pt.killed.tmp"  # what a worker killed while writing a checkpoint leaves behind
     stale.write_bytes(b"half a checkpoint")
-    r = torchrun("train_distributed.py", sample_h5_64, tmp_path, *RUN, "train.fault_exit_step=3", max_restarts=1,
+    r = torchrun(with_faults("--exit-step", "3", "--exit-rank", "1"), sample_h5_64, tmp_path, *RUN, max_restarts=1,
                  label="2 processes, rank 1 killed at step 3, --max-restarts=1")  # fmt: skip
     assert "rank 1 dies at global step 3" in r.stdout
     assert "resumed from" in r.stdout and "step 2, global step 2" in r.stdout

@@ -10,6 +10,7 @@ import torch
 from engine.checkpoint import load_checkpoint
 from engine.trainer import Trainer
 from models.weights import unwrap
+from tests.harness.faulty_trainer import faulty_trainer
 from tests.helpers import tiny_cfg
 from utils.paths import REPO_ROOT, tiny_run_args
 
@@ -92,9 +93,10 @@ def test_freezing_keeps_parameters_and_keeps_them_out_of_the_optimizer(sample_h5
 
 
 def test_bf16_autocast_trains_and_nan_is_skipped_and_counted(sample_h5_64, tmp_path):
-    t = Trainer(tiny_cfg(sample_h5_64, tmp_path, "train.amp=bf16", "train.epochs=6", "train.max_steps_per_epoch=2",
-                         "train.optimizer=adam", "train.lr=3e-3", "train.fault_nan_steps=[5]"))  # fmt: skip
-    assert t.amp_dtype == torch.bfloat16
+    cfg = tiny_cfg(sample_h5_64, tmp_path, "train.amp=bf16", "train.epochs=6", "train.max_steps_per_epoch=2",
+                   "train.optimizer=adam", "train.lr=3e-3")  # fmt: skip
+    t = faulty_trainer(nan_steps={5})(cfg)
+    assert t.precision.dtype == torch.bfloat16
     t.sampler.shuffle = False  # the same 4 samples every epoch: the loss must fall
     t.sampler.size = 4
     t.fit()

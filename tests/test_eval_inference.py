@@ -19,6 +19,7 @@ from evaluate.inference import (
 )
 from evaluate.oracle import oracle_predictor
 from tests.helpers import person
+from utils.precision import precision_for
 
 CPU = torch.device("cpu")
 
@@ -109,6 +110,6 @@ def test_model_predictor_uses_the_last_stack_finest_output():
 
     image = np.zeros((64, 96, 3), np.uint8)
     for amp in ("off", "bf16"):
-        predict = model_predictor(TwoStacks(), amp)
+        predict = model_predictor(TwoStacks(), precision_for(amp, CPU, "eval.amp"))
         maps, scale = multiscale_maps(image, EvalConfig(scales=[1.0], boxsize=64), predict, CPU)
         assert maps.dtype == np.float32 and np.allclose(maps, 0.5, atol=1e-5)

@@ -1,4 +1,5 @@
-"""Quick fault-injection cases on the real COCO sample with a tiny model (`python -m bench.faults` runs the long ones):
+"""Quick fault-injection cases on the real COCO sample with a tiny model (`python -m tests.harness.fault_table` runs
+the long ones):
 kill -9 mid-run then resume, a full disk and a read-only folder at the checkpoint write, a corrupt sample inside
 a DataLoader worker, a DataLoader worker stuck without dying."""
 
@@ -19,8 +20,9 @@ from torch.utils.data import Dataset
 
 import train
 from engine.checkpoint import load_checkpoint
-from engine.trainer import Trainer, worker_error_message
-from harness.faults import temporaries, write_fault
+from engine.loader_errors import worker_error_message
+from engine.trainer import Trainer
+from tests.harness.faults import temporaries, write_fault
 from tests.helpers import tiny_cfg
 from utils.errors import UserError
 from utils.paths import REPO_ROOT, tiny_run_args

@@ -14,7 +14,8 @@ import torch
 
 from data.coco_to_hdf5 import Source, convert
 from data.h5_format import check_layout
-from harness.bad_inputs import (
+from models import convert_original
+from tests.harness.bad_inputs import (
     PAYLOAD_MARKER,
     SECURITY_CASES,
     InjectedObject,
@@ -22,7 +23,6 @@ from harness.bad_inputs import (
     run_named,
     settings_payload,
 )
-from models import convert_original
 from tests.helpers import assert_ends_as_expected
 from utils.errors import UserError
 from utils.paths import REPO_ROOT
@@ -69,7 +69,7 @@ def test_no_file_in_the_repo_loads_unsafely():
 
 @pytest.fixture(scope="module")
 def security_corpus(coco_sample, tmp_path_factory):
-    """{name: (case, result)} for the untrusted-file cases of harness.bad_inputs, each run through its command."""
+    """{name: (case, result)} for the untrusted-file cases of tests.harness.bad_inputs, each run through its command."""
     return run_named(coco_sample, tmp_path_factory.mktemp("security"), SECURITY_CASES)
 
 

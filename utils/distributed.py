@@ -57,17 +57,27 @@ def select_device(name: str = "auto") -> torch.device:
     return device
 
 
-def init_distributed(device: torch.device, backend: str = "auto", timeout_minutes: int = 30) -> bool:
-    """Join the process group described by torchrun's environment. Returns False when not under torchrun."""
-    if env_world_size() <= 1 or is_distributed():
+_STORE: dist.Store | None = None  # this attempt's rendezvous store (heartbeats of utils.watchdog)
+
+
+def under_torchrun() -> bool:
+    """True in a process started by torchrun (also with --nproc_per_node=1)."""
+    return "TORCHELASTIC_RUN_ID" in os.environ or ("RANK" in os.environ and "WORLD_SIZE" in os.environ)
+
+
+def init_distributed(device: torch.device, backend: str = "auto", timeout_s: float = 1800.0) -> bool:
+    """Join the process group described by torchrun's environment (with one process too, so that one GPU runs
+    the same code as many). ``timeout_s``: how long a collective may wait. False when not under torchrun."""
+    global _STORE
+    if not under_torchrun() or is_distributed():
         return is_distributed()
     if backend == "auto":
         backend = "nccl" if device.type == "cuda" else "gloo"
-    timeout = datetime.timedelta(minutes=timeout_minutes)
+    timeout = datetime.timedelta(seconds=timeout_s)
     kwargs: dict[str, Any] = {"backend": backend, "timeout": timeout}
     if device.type == "cuda":
         kwargs["device_id"] = device
-    store = _attempt_store(timeout)
+    store = _STORE = _attempt_store(timeout)
     if store is not None:
         kwargs.update(store=store, rank=int(os.environ["RANK"]), world_size=env_world_size())
     dist.init_process_group(**kwargs)
@@ -96,9 +106,16 @@ def _attempt_store(timeout: datetime.timedelta) -> dist.Store | None:
     return dist.PrefixStore(f"simplepose/attempt_{attempt}", store)
 
 
+def get_store() -> dist.Store | None:
+    """The rendezvous store of this torchrun attempt (None outside torchrun)."""
+    return _STORE
+
+
 def cleanup() -> None:
+    global _STORE
     if is_distributed():
         dist.destroy_process_group()
+    _STORE = None
 
 
 def barrier() -> None:

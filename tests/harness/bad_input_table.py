@@ -1,15 +1,15 @@
 """Bad-input corpus: every kind of broken or odd input, derived from the real COCO sample, run through the real
 command that would consume it, and classified.
 
-    python -m bench.bad_inputs [--work-dir DIR] [--jobs 2]
+    python -m tests.harness.bad_input_table [--work-dir DIR] [--jobs 2]
 
 Each case edits a copy of the sample's annotation JSON, images, a converted HDF5 file or a checkpoint, then runs
 ``python -m data.coco_to_hdf5``, ``python train.py`` (tiny config) or ``python -m evaluate.coco_eval --ckpt`` in a
 subprocess. Prints one line per case (``ok`` or ``FAIL``, its outcome: ``clean_error``, ``counted_skip``,
-``raw_traceback`` or ``accepted``, as harness.cases defines them, and ``PARTIAL OUTPUT`` when a failed run left its
-output or a temporary file behind), then the totals.
+``raw_traceback`` or ``accepted``, as tests.harness.cases defines them, and ``PARTIAL OUTPUT`` when a failed
+run left its output or a temporary file behind), then the totals.
 
-The cases are harness.bad_inputs (tests/test_bad_inputs.py and tests/test_security.py assert the same ones).
+The cases are tests.harness.bad_inputs (tests/test_bad_inputs.py and tests/test_security.py assert the same ones).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from harness.bad_inputs import CASE_NAMES, build_corpus
-from harness.cases import OUTCOMES, Case, CaseResult, run_cases
+from tests.harness.bad_inputs import CASE_NAMES, build_corpus
+from tests.harness.cases import OUTCOMES, Case, CaseResult, run_cases
 from utils.errors import cli_main
 from utils.paths import coco_sample_dir
 
@@ -45,7 +45,7 @@ def print_report(cases: list[Case], results: list[CaseResult]) -> int:
 
 @cli_main
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.bad_inputs", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m tests.harness.bad_input_table", description=__doc__.split("\n\n")[0])
     p.add_argument("--work-dir", type=Path, help="where to build the corpus (default: a temporary folder)")
     p.add_argument("--jobs", type=int, default=2, help="cases run at the same time")
     args = p.parse_args(argv)

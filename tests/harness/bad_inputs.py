@@ -1,10 +1,10 @@
 """The bad-input corpus: every kind of broken or odd input, derived from the real COCO sample, each with the real
-command that would consume it and the outcome it must end in (harness.cases runs and classifies them).
+command that would consume it and the outcome it must end in (tests.harness.cases runs and classifies them).
 
 Each case edits a copy of the sample's annotation JSON, images, a converted HDF5 file or a checkpoint, then runs
 ``python -m data.coco_to_hdf5``, ``python train.py`` (tiny config) or ``python -m evaluate.coco_eval --ckpt``.
-``python -m bench.bad_inputs`` prints one line per case; tests/test_bad_inputs.py and tests/test_security.py assert
-them.
+``python -m tests.harness.bad_input_table`` prints one line per case; tests/test_bad_inputs.py and
+tests/test_security.py assert them.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ import torch
 from config.loader import load_config, to_dict
 from data.coco_to_hdf5 import Source, convert
 from engine.checkpoint import save_checkpoint
-from harness.cases import Case, CaseResult, Outcome, run_cases
 from models import build_model
 from models.weights import read_checkpoint
+from tests.harness.cases import Case, CaseResult, Outcome, run_cases
 from utils.paths import COCO_SAMPLE_ANNOTATIONS, TINY_PRESET, coco_sample_dir
 
 # Three real images that all have main persons, and two without any (one has no annotation at all, one only

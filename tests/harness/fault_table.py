@@ -1,7 +1,8 @@
 """Fault injection: kill -9 during training, a torchrun worker death, a full disk, a read-only run folder, a
-corrupt sample and a killed DataLoader worker, plus the bad-input corpus of bench.bad_inputs; prints one table.
+corrupt sample and a killed DataLoader worker, plus the bad-input corpus (tests.harness.bad_inputs); prints one
+table.
 
-    python -m bench.faults [--trials 20] [--seed 0] [--work DIR]
+    python -m tests.harness.fault_table [--trials 20] [--seed 0] [--work DIR]
 
 What is measured (all on a tiny model, 64 px input, a 16-image synthetic dataset made once by data.synthetic and
 data.coco_to_hdf5):
@@ -37,9 +38,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.bad_inputs import run_corpus
-from harness.cases import OUTCOMES
-from harness.faults import Tally, disk_faults, kill_and_resume, loader_faults, make_data, torchrun_worker_death
+from tests.harness.bad_inputs import run_corpus
+from tests.harness.cases import OUTCOMES
+from tests.harness.faults import Tally, disk_faults, kill_and_resume, loader_faults, make_data, torchrun_worker_death
 
 NO_DATA_LOST = ("no unloadable or half-written checkpoint, no stray temporary file, every resumed run bit-identical "
                 "to the uninterrupted one, no changed previous checkpoint")  # fmt: skip
@@ -49,7 +50,7 @@ def table_rows(t: Tally, trials: int, disk_kinds: list[str]) -> list[tuple[str, 
     """(name, value, detail) of every row of the table."""
     outcomes = {k: sum(r.outcome == k for r in t.corpus) for k in OUTCOMES}
     partial = sum(bool(r.partial_output) for r in t.corpus)
-    corpus_note = (f"bench.bad_inputs: {len(t.corpus)} inputs ({outcomes['counted_skip']} counted skips, "
+    corpus_note = (f"tests.harness.bad_input_table: {len(t.corpus)} inputs ({outcomes['counted_skip']} counted skips, "
                    f"{outcomes['accepted']} accepted)")  # fmt: skip
     lost = f"{sum(t.lost.values()) + partial}" + (f" (+{partial} partial outputs)" if partial else "")
     return [

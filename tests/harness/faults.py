@@ -1,7 +1,7 @@
 """Fault injection on real training runs of a tiny model: kill -9 then resume, a torchrun worker death, a full or
 read-only disk at the checkpoint write, a corrupt sample and a killed DataLoader worker. Each scenario adds what
-it saw to a ``Tally``; ``python -m bench.faults`` runs them all and prints the table (its help says what each
-scenario measures), tests/test_faults.py reuses ``write_fault`` and ``temporaries`` for its quick cases.
+it saw to a ``Tally``; ``python -m tests.harness.fault_table`` runs them all and prints the table (its help says
+what each scenario measures), tests/test_faults.py reuses ``write_fault`` and ``temporaries`` for its quick cases.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import utils.io
 from data.coco_to_hdf5 import Source, convert
 from data.synthetic import generate
 from engine.checkpoint import load_checkpoint
-from harness.cases import CaseResult
+from tests.harness.cases import CaseResult
 from utils.distributed import torchrun_command
 from utils.errors import UserError
 from utils.paths import REPO_ROOT, TINY_PRESET, tiny_run_args
@@ -45,7 +45,7 @@ ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"}
 
 @dataclass
 class Tally:
-    """What the scenarios saw: the counts of bench.faults' table, and one line per failure."""
+    """What the scenarios saw: the counts of tests.harness.fault_table' table, and one line per failure."""
 
     trials: int = 0
     kills: int = 0
@@ -59,7 +59,7 @@ class Tally:
     raw_tracebacks: int = 0
     lost: dict[str, int] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
-    corpus: list[CaseResult] = field(default_factory=list)  # the bad-input corpus (harness.bad_inputs)
+    corpus: list[CaseResult] = field(default_factory=list)  # the bad-input corpus (tests.harness.bad_inputs)
 
     def lose(self, kind: str, detail: str) -> None:
         self.lost[kind] = self.lost.get(kind, 0) + 1
@@ -108,7 +108,7 @@ def train_with_write_fault(code_name: str, skip: int, argv: list[str]) -> int:
 def write_fault_train_code(code_name: str) -> str:
     """Python code for ``python -c CODE ARGS``: train.py with every last.pt write failing with ``code_name``."""
     call = f"train_with_write_fault('{code_name}', 0, sys.argv[1:])"
-    return f"import sys; from harness.faults import train_with_write_fault; sys.exit({call})"
+    return f"import sys; from tests.harness.faults import train_with_write_fault; sys.exit({call})"
 
 
 # ---------------------------------------------------------------------------------------------- helpers
@@ -271,7 +271,7 @@ def resume_and_compare(train_h5: Path, out_dir: Path, common: list[str], trial: 
 
 def kill_and_resume(train_h5: Path, val_h5: Path, work: Path, trials: int, seed: int, tally: Tally) -> None:
     """``trials`` kill -9 trials at seeded moments, each followed by a check of the checkpoints left and a resume
-    (why the resumed run must be bit-identical: the help of ``python -m bench.faults``)."""
+    (why the resumed run must be bit-identical: the help of ``python -m tests.harness.fault_table``)."""
     common = [f"data.val={val_h5}", *RUN]
     reference, run_seconds = reference_run(train_h5, work / "reference", common)
     rng = random.Random(seed)
@@ -288,7 +288,8 @@ def torchrun_worker_death(train_h5: Path, work: Path, tally: Tally) -> None:
     out_dir = work / "torchrun"
     tally.trials += 1
     tally.resumes += 1
-    program = ["train_distributed.py", *tiny_run_args(train_h5, out_dir, *RUN, "train.fault_exit_step=3")]
+    faulty = ["-m", "tests.harness.faulty_trainer", "--launcher", "distributed", "--exit-step", "3", "--"]
+    program = [*faulty, *tiny_run_args(train_h5, out_dir, *RUN)]
     r = run(torchrun_command(program, nproc=2, max_restarts=1))
     if r.returncode != 0:
         tally.failures.append(f"torchrun restart did not complete (exit {r.returncode}):\n{r.stderr[-1500:]}")

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import torch
 
-from config.loader import ConfigError, config_from_dict, load_config, parse_override, set_key, validate
+from config.loader import ConfigError, config_from_dict, load_config, parse_overrides, with_overrides
 from config.schema import Config
+from models import build_model, load_weights
+from models.weights import extract_weights, infer_model_config, model_section_overrides, read_checkpoint
 from utils.errors import UserError
 
 
@@ -21,26 +23,20 @@ def load_model(
     Without ``--config``, a checkpoint that carries its run's config is evaluated with that config (same input
     size, scales, thresholds as the run); with ``--config`` only the model section is taken from it.
     """
-    from models import build_model, load_weights
-    from models.weights import apply_model_section, extract_weights, infer_model_config, read_checkpoint
-
-    overrides = list(overrides or [])
-    obj = read_checkpoint(ckpt)
-    weights = extract_weights(obj, str(ckpt))
+    weights = extract_weights(read_checkpoint(ckpt), str(ckpt))
+    given = parse_overrides(overrides)
     if config_path is None and isinstance(weights.config, dict) and "eval" in weights.config:
         try:
-            cfg = config_from_dict(weights.config)
+            saved_cfg = config_from_dict(weights.config)
         except ConfigError as e:
             raise UserError(f"the config saved in {ckpt} is invalid ({e}); give one with --config FILE") from None
-        for text in overrides:
-            key, value = parse_override(text)
-            set_key(cfg, key, value, "command-line override")
-        validate(cfg)
+        cfg = with_overrides(saved_cfg, given, "command-line override")
     else:
         cfg = load_config(config_path, overrides)
     saved = weights.config.get("model") if weights.config else None
     section = saved if isinstance(saved, dict) else infer_model_config(weights.state)
-    apply_model_section(cfg, section, keep={o.split("=", 1)[0].strip() for o in overrides})
+    values = model_section_overrides(cfg, section, keep=set(given))
+    cfg = with_overrides(cfg, values, f"model settings saved in {ckpt}")
     model = build_model(cfg)
     load_weights(model, weights.state, source=str(ckpt))
     return model.to(device).eval(), cfg

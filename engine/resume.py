@@ -1,0 +1,62 @@
+"""Resuming a run: the checkpoint every process agrees on, and checks that it fits this run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from config.loader import config_from_dict, to_dict
+from config.schema import Config
+from engine.checkpoint import resolve_resume
+from utils import distributed as du
+from utils.errors import UserError
+
+
+def agreed_resume_path(resume: str, out_dir: Path) -> Path | None:
+    """The checkpoint to resume from, the same on every rank (a collective: no rank starts afresh while the
+    others resume). Only rank 0 writes checkpoints, so every node must see ``out_dir``."""
+    try:
+        mine, error = resolve_resume(resume, out_dir), ""
+    except UserError as e:
+        mine, error = None, str(e)
+    seen = du.all_gather_object((str(mine) if mine else None, error))
+    errors = [e for _, e in seen if e]
+    if errors:
+        raise UserError(errors[0])
+    if any(p != seen[0][0] for p, _ in seen):
+        raise UserError(
+            f"the processes disagree on the checkpoint to resume from ({[p for p, _ in seen]}, by rank): put "
+            f"train.out_dir={out_dir} on a filesystem every node shares, or give train.resume=PATH on each"
+        )
+    return Path(seen[0][0]) if seen[0][0] else None
+
+
+def check_same_model(ckpt: dict[str, Any], cfg: Config, path: Path) -> None:
+    """UserError unless the checkpoint was trained with this run's ``model.*`` settings."""
+    if "config" not in ckpt:
+        return
+    saved = config_from_dict(ckpt["config"])
+    if to_dict(saved.model) != to_dict(cfg.model):
+        raise UserError(
+            f"checkpoint {path} was trained with model settings {to_dict(saved.model)}, this run has "
+            f"{to_dict(cfg.model)}; resume with the same model.* settings"
+        )
+
+
+def parameter_fingerprint(model: nn.Module) -> list[float]:
+    """Per-tensor float64 sums and sums of squares of the parameters: equal on all ranks unless they diverged.
+
+    Buffers are left out: without SyncBN each rank's BatchNorm running statistics follow its own batches
+    until DDP broadcasts rank 0's at the next forward."""
+    with torch.no_grad():
+        rows = [torch.stack([p.double().sum(), p.double().square().sum()]) for p in model.parameters()]
+        return torch.stack(rows).flatten().cpu().tolist() if rows else []
+
+
+def ranks_in_sync(model: nn.Module) -> bool:
+    """True when every rank holds the same parameters (a collective)."""
+    fingerprints = du.all_gather_object(parameter_fingerprint(model))
+    return all(f == fingerprints[0] for f in fingerprints)

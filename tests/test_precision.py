@@ -1,0 +1,62 @@
+"""Mixed precision is chosen by what the hardware computes natively, never by the device type alone."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import utils.precision as up
+from config.loader import load_config
+from engine.trainer import Trainer
+from utils.errors import UserError
+from utils.paths import TINY_PRESET
+
+CPU, CUDA = torch.device("cpu"), torch.device("cuda", 0)
+NATIVE_CPU = up.Capabilities(True, "CPU with AVX512-BF16")
+AVX2_CPU = up.Capabilities(False, "CPU without AVX512-BF16 or AMX")
+AMPERE = up.Capabilities(True, "NVIDIA A100 (compute 8.0)")
+VOLTA = up.Capabilities(False, "Tesla V100 (compute 7.0)")
+
+# (setting, device, capabilities) -> (autocast dtype, GradScaler)
+TABLE = [
+    ("auto", CPU, NATIVE_CPU, torch.bfloat16, False),
+    ("auto", CPU, AVX2_CPU, None, False),
+    ("auto", CUDA, AMPERE, torch.bfloat16, False),
+    ("auto", CUDA, VOLTA, torch.float16, True),
+    ("off", CPU, NATIVE_CPU, None, False),
+    ("off", CUDA, AMPERE, None, False),
+    ("bf16", CPU, AVX2_CPU, torch.bfloat16, False),
+    ("bf16", CUDA, AMPERE, torch.bfloat16, False),
+    ("fp16", CUDA, AMPERE, torch.float16, True),
+    ("fp16", CUDA, VOLTA, torch.float16, True),
+]
+
+
+@pytest.mark.parametrize("setting, device, caps, dtype, scaler", TABLE)
+def test_decision_table(setting, device, caps, dtype, scaler):
+    p = up.choose_precision(setting, device, caps)
+    assert (p.dtype, p.grad_scaler) == (dtype, scaler)
+    assert p.reason.startswith(f"train.amp={setting}") and caps.description in p.reason or setting == "off"
+
+
+def test_bf16_asked_where_it_is_not_native_warns_and_fp16_on_a_cpu_is_refused():
+    assert "warning" in up.choose_precision("bf16", CPU, AVX2_CPU).reason
+    assert "warning" not in up.choose_precision("bf16", CPU, NATIVE_CPU).reason
+    with pytest.raises(UserError, match="eval.amp=fp16 needs a CUDA GPU"):
+        up.choose_precision("fp16", CPU, NATIVE_CPU, key="eval.amp")
+
+
+def test_the_probe_answers_on_this_machine():
+    caps = up.probe_capabilities(CPU)
+    assert isinstance(caps.native_bf16, bool) and caps.description.startswith("CPU")
+
+
+def test_a_run_on_a_cpu_without_native_bf16_says_it_chose_float32(
+    sample_h5_64, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setattr(up, "probe_capabilities", lambda device: AVX2_CPU)
+    cfg = load_config(TINY_PRESET, [f"data.train={sample_h5_64}", f"train.out_dir={tmp_path}", "train.amp=auto"])
+    t = Trainer(cfg)
+    assert t.precision.dtype is None and not t.scaler.is_enabled()
+    log = capsys.readouterr().out
+    assert "precision: float32 (train.amp=auto: float32 on the CPU without AVX512-BF16 or AMX" in log
