@@ -157,6 +157,9 @@ class DistConfig:
     dp_device_ids: list[int] = field(default_factory=list)  # DataParallel: empty = all visible GPUs
 
 
+ResizeBackend = Literal["auto", "opencv", "torch"]  # eval.resize_backend
+
+
 @dataclass
 class EvalConfig:
     """Test-time inference and grouping, spec section 11."""
@@ -196,6 +199,10 @@ class EvalConfig:
     max_images: int = 0  # 0: all images
     amp: Literal["off", "fp16", "bf16"] = "off"  # autocast the network's forward at test time
     batch_size: int = 1  # images of one size per forward (their mirrors join the same batch when flipping)
+    # what resizes each scale's maps onto the decoding grid: OpenCV (on the CPU; the maps are copied there)
+    # or torch (on the network's device); auto: OpenCV when the network runs on the CPU, torch otherwise.
+    # Both give the same maps (bicubic, same pixel-centre alignment) to float32 rounding.
+    resize_backend: ResizeBackend = "auto"
 
 
 @dataclass
