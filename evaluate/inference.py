@@ -213,7 +213,7 @@ def model_predictor(model: torch.nn.Module, amp: str = "off") -> Predictor:
     """Predictor of a network returning outputs[stack][scale]: the last stack's finest output.
 
     ``amp``: "fp16" or "bf16" runs the forward under torch.autocast on the batch's device ("off": float32);
-    the output is cast back to float32 before any further step (fusion, resizing and decoding run in float32).
+    the output is cast back to float32 before any further step (spec 13 item 39).
     """
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(amp)
 
