@@ -163,6 +163,9 @@ class DistConfig:
     dp_device_ids: list[int] = field(default_factory=list)  # DataParallel: empty = all visible GPUs
 
 
+ResizeBackend = Literal["auto", "opencv", "torch"]  # eval.resize_backend
+
+
 @dataclass
 class EvalConfig:
     """Test-time inference and grouping, spec section 11."""
@@ -203,6 +206,10 @@ class EvalConfig:
     # autocast of the network's forward at test time; auto decides as train.amp does (utils/precision.py)
     amp: Literal["auto", "off", "fp16", "bf16"] = "off"
     batch_size: int = 1  # images of one size per forward (their mirrors join the same batch when flipping)
+    # what resizes each scale's maps onto the decoding grid: OpenCV (on the CPU; the maps are copied there)
+    # or torch (on the network's device); auto: OpenCV when the network runs on the CPU, torch otherwise.
+    # Both give the same maps (bicubic, same pixel-centre alignment) to float32 rounding.
+    resize_backend: ResizeBackend = "auto"
 
 
 @dataclass

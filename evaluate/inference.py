@@ -1,4 +1,4 @@
-"""Test-time forward: multi-scale + flip, fused and averaged on one decoding grid (spec 11.2).
+"""Test-time forward: multi-scale + flip, fused and averaged on one decoding grid.
 
 A *predictor* turns a padded batch into maps: ``predict(batch, resize_xy) -> (B, 50, Hp/4, Wp/4)``, where
 ``batch`` is (n or 2n, 3, Hp, Wp) float32 BGR/255 (n images of one size, then their mirrors when flipping)
@@ -14,14 +14,14 @@ size when 0) with the same pixel-centre alignment, which is several times cheape
 from __future__ import annotations
 
 import math
+import typing
 from collections.abc import Callable
 
 import cv2
 import numpy as np
 import torch
-import torch.nn.functional as F
 
-from config.schema import EvalConfig
+from config.schema import EvalConfig, ResizeBackend
 from config.skeleton import CHANNEL_FLIP, NUM_CHANNELS
 from utils.errors import UserError
 from utils.precision import Precision
@@ -49,16 +49,20 @@ def decode_grid(height: int, width: int, cfg: EvalConfig) -> tuple[int, int]:
     return cfg.decode_height, max(1, round(width * cfg.decode_height / height))
 
 
+def input_sizes(height: int, width: int, m: float, cfg: EvalConfig) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(rows, cols) of a height x width image resized by m, and of that image padded to max_downsample."""
+    hr, wr = max(1, round(height * m)), max(1, round(width * m))
+    step = cfg.max_downsample
+    return (hr, wr), (math.ceil(hr / step) * step, math.ceil(wr / step) * step)
+
+
 def prepare_input(image: np.ndarray, m: float, cfg: EvalConfig) -> tuple[np.ndarray, tuple[int, int]]:
     """Resize a BGR uint8 image by m (bicubic), pad bottom/right to a multiple of max_downsample.
 
     Returns the padded (Hp, Wp, 3) float32 BGR/255 array and the resized (rows, cols) before padding.
     """
-    h, w = image.shape[:2]
-    hr, wr = max(1, round(h * m)), max(1, round(w * m))
+    (hr, wr), (hp, wp) = input_sizes(*image.shape[:2], m, cfg)
     resized = cv2.resize(image, (wr, hr), interpolation=cv2.INTER_CUBIC)
-    step = cfg.max_downsample
-    hp, wp = math.ceil(hr / step) * step, math.ceil(wr / step) * step
     padded = np.full((hp, wp, 3), cfg.pad_value, np.uint8)
     padded[:hr, :wr] = resized
     return padded.astype(np.float32) * np.float32(1 / 255), (hr, wr)  # as data.dataset.images_to_float
@@ -92,7 +96,7 @@ def resize_to_grid(
     valid_hw: tuple[int, int],
     grid_hw: tuple[int, int],
     stride: int,
-    backend: str = "auto",
+    backend: ResizeBackend = "auto",
 ) -> np.ndarray | torch.Tensor:
     """Map fused outputs (n, C, h, w) onto the decoding grid, dropping the padding.
 
@@ -100,28 +104,48 @@ def resize_to_grid(
     ones touching the image, resized once (bicubic, by the exact factor that maps the image's extent onto
     ``grid_hw``), then cropped. ``backend``: "opencv" returns (n, rows, cols, C) numpy (faster on CPU);
     "torch" returns (n, C, rows, cols) on the tensor's device; "auto" picks OpenCV on CPU, torch elsewhere.
+    Both give the grid's exact size and the same pixel-centre alignment.
     """
     (hr, wr), (gh, gw) = valid_hw, grid_hw
     hc, wc = math.ceil(hr / stride), math.ceil(wr / stride)
     # exact factors (not rounded sizes) keep the image's extent aligned with the grid to the sub-cell
     fy, fx = gh * stride / hr, gw * stride / wr
     crop = fused[:, :, :hc, :wc]
-    if backend == "torch" or (backend == "auto" and crop.device.type != "cpu"):
-        if (fy, fx) != (1.0, 1.0):
-            crop = F.interpolate(
-                crop, scale_factor=(fy, fx), mode="bicubic", align_corners=False, recompute_scale_factor=False
-            )
-        return crop[:, :, :gh, :gw]
+    if uses_torch_resize(backend, crop.device):
+        if (fy, fx) == (1.0, 1.0):
+            return crop[:, :, :gh, :gw]
+        # CUDA's kernel copies an output of the input's size whatever the factors (the CPU kernel resamples):
+        # ask for one more row then, and drop it
+        extra = int((hc, wc) == (gh, gw))
+        return bicubic_resize(crop, (gh + extra, gw), (fy, fx))[:, :, :gh]
     out = []
     for hwc in crop.permute(0, 2, 3, 1).cpu().numpy():
         hwc = np.ascontiguousarray(hwc)
         if (fy, fx) != (1.0, 1.0):
             if (round(hc * fy), round(wc * fx)) != (hc, wc):
-                hwc = cv2.resize(hwc, None, fx=fx, fy=fy, interpolation=cv2.INTER_CUBIC)
+                resized = cv2.resize(hwc, None, fx=fx, fy=fy, interpolation=cv2.INTER_CUBIC)
+                hwc = resized.reshape(*resized.shape[:2], hwc.shape[2])  # OpenCV drops the axis of one channel
             else:  # OpenCV ignores the factors and copies when the rounded size is unchanged
                 hwc = _cubic_resample(_cubic_resample(hwc, 0, fy, gh), 1, fx, gw)
         out.append(hwc[:gh, :gw])
     return out[0][None] if len(out) == 1 else np.stack(out)  # no copy for a single image
+
+
+def uses_torch_resize(backend: ResizeBackend, device: torch.device) -> bool:
+    """Whether ``resize_to_grid`` resizes with torch (on ``device``) rather than OpenCV (on the CPU)."""
+    if backend not in typing.get_args(ResizeBackend):
+        raise ValueError(f"resize backend {backend!r} is not one of {typing.get_args(ResizeBackend)}")
+    return backend == "torch" or (backend == "auto" and device.type != "cpu")
+
+
+def bicubic_resize(x: torch.Tensor, size: tuple[int, int], factors: tuple[float, float]) -> torch.Tensor:
+    """Bicubic resize of (n, C, h, w) to ``size`` (rows, cols), output pixel centres mapped by ``factors``
+    (fy, fx): source = (out + 0.5) / f - 0.5, as OpenCV's resize with fx, fy.
+
+    F.interpolate takes a size or a factor, not both: size= maps by h / rows (the image's extent drifts off
+    the grid), scale_factor= outputs floor(h * fy) rows, one short when h * fy is rows less a rounding error.
+    The ATen op under it takes both."""
+    return torch.ops.aten.upsample_bicubic2d(x, list(size), False, *factors)
 
 
 def _cubic_weights(t: np.ndarray, a: float = -0.75) -> list[np.ndarray]:
@@ -167,7 +191,7 @@ def multiscale_maps_batch(
             out = predict(batch, (wr / w, hr / h))
         if out.shape[1] != NUM_CHANNELS:
             raise UserError(f"the network outputs {out.shape[1]} channels; decoding needs {NUM_CHANNELS}")
-        maps = resize_to_grid(fuse_flip(out, cfg.flip), (hr, wr), grid, stride)
+        maps = resize_to_grid(fuse_flip(out, cfg.flip), (hr, wr), grid, stride, cfg.resize_backend)
         acc = maps if acc is None else acc + maps
     n = len(cfg.scales)
     if isinstance(acc, torch.Tensor):
