@@ -307,9 +307,13 @@ class Trainer:
         breakdown = {k: torch.stack([b[k].detach() for b in breakdowns]).mean(0) for k in breakdowns[0]}
         self.scaler.unscale_(self.optimizer)
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.cfg.train.clip_grad_norm or math.inf)
-        finite = bool(torch.isfinite(total).item()) and bool(torch.isfinite(grad_norm).item())
-        applied = not du.any_rank(not finite, self.device)
-        if applied:
+        # gradients are the same on every rank (all-reduced), losses are not: agree on the loss
+        loss_finite = not du.any_rank(not bool(torch.isfinite(total).item()), self.device)
+        grads_finite = bool(torch.isfinite(grad_norm).item())
+        applied = loss_finite and grads_finite
+        if loss_finite and (grads_finite or self.scaler.is_enabled()):
+            # with fp16 loss scaling, overflowing gradients are normal while the scale settles: the scaler skips
+            # that step itself and lowers the scale
             self.scaler.step(self.optimizer)
             self.scaler.update()
         else:
@@ -337,6 +341,8 @@ class Trainer:
             values.update(data_time=data_time, compute_time=step_time - data_time,
                           samples_per_s=self.step_batch * self.world_size / max(step_time, 1e-9),
                           skipped_nonfinite=self.counters["skipped_nonfinite"])  # fmt: skip
+            if self.scaler.is_enabled():
+                values["loss_scale"] = self.scaler.get_scale()
             self.logger.log("train", epoch, self.global_step, step=step, **values)
 
     @property
