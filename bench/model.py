@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -90,21 +91,23 @@ def bench_case(preset: str, size: int, dtype: str, channels_last: bool, batch: i
 
 
 def training_step(cfg, device: torch.device, precision: Precision, batch: int) -> Callable[[], None]:
-    """One training step on random data, in the order of ``engine.trainer.Trainer.train_step`` (forward and loss
-    under autocast, then ``zero_grad``, so the last step's gradients live through the forward as they do in
-    training; scaled backward; optimiser step), with the preset's optimiser and memory format. Returns the step;
-    it waits for the device, so it can be timed."""
+    """One training step on random data as ``engine.trainer.Trainer.train_step`` runs it without accumulation
+    (``zero_grad``; forward and loss under autocast; scaled backward; unscale, gradient norm, optimiser step), with
+    the preset's optimiser and memory format. Returns the step; it waits for the device, so it can be timed."""
     size = cfg.data.input_size
     model, image = model_and_image(cfg, batch, size, cfg.train.channels_last, device)
     targets, masks, loss_fn = loss_inputs(cfg, batch, size, device)
-    optimizer = build_optimizer(list(model.parameters()), cfg.train)
+    params = list(model.parameters())
+    optimizer = build_optimizer(params, cfg.train)
     scaler = torch.amp.GradScaler(device.type, enabled=precision.grad_scaler)
 
     def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
         with precision.autocast(device):
             total, _ = loss_fn(model(image), targets, masks)
-        optimizer.zero_grad(set_to_none=True)
         scaler.scale(total).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(params, cfg.train.clip_grad_norm or math.inf)
         scaler.step(optimizer)
         scaler.update()
         if device.type == "cuda":
