@@ -11,6 +11,7 @@ from torch import nn
 from config.loader import config_from_dict, to_dict
 from config.schema import Config
 from engine.checkpoint import resolve_resume
+from models.posenet import WEIGHT_NEUTRAL_SETTINGS
 from utils import distributed as du
 from utils.errors import UserError
 
@@ -35,15 +36,21 @@ def agreed_resume_path(resume: str, out_dir: Path) -> Path | None:
 
 
 def check_same_model(ckpt: dict[str, Any], cfg: Config, path: Path) -> None:
-    """UserError unless the checkpoint was trained with this run's ``model.*`` settings."""
+    """UserError unless the checkpoint was trained with this run's ``model.*`` settings (those that only change
+    how the network runs, such as ``model.checkpoint_activations``, may differ)."""
     if "config" not in ckpt:
         return
-    saved = config_from_dict(ckpt["config"])
-    if to_dict(saved.model) != to_dict(cfg.model):
+    saved, current = (architecture(c) for c in (config_from_dict(ckpt["config"]), cfg))
+    if saved != current:
         raise UserError(
-            f"checkpoint {path} was trained with model settings {to_dict(saved.model)}, this run has "
-            f"{to_dict(cfg.model)}; resume with the same model.* settings"
+            f"checkpoint {path} was trained with model settings {saved}, this run has {current}; resume with the "
+            f"same model.* settings"
         )
+
+
+def architecture(cfg: Config) -> dict[str, Any]:
+    """The ``model.*`` settings that decide the weights."""
+    return {k: v for k, v in to_dict(cfg.model).items() if k not in WEIGHT_NEUTRAL_SETTINGS}
 
 
 def parameter_fingerprint(model: nn.Module) -> list[float]:

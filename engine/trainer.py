@@ -205,7 +205,7 @@ class Trainer:
     def fit(self) -> dict[str, Any]:
         if self.world_size > 1:
             store = du.get_store()
-            with Watchdog(self.cfg.dist.timeout_s, self.rank, self.world_size, store, lambda: self.global_step):
+            with Watchdog(self.cfg.dist.timeout_s, self.rank, self.world_size, store):
                 return self._fit()
         return self._fit()
 

@@ -36,6 +36,7 @@ from utils.errors import UserError, cli_main
 from utils.io import atomic_write_text
 from utils.precision import precision_for
 from utils.safe_paths import safe_image_path
+from utils.watchdog import beat
 
 STAT_NAMES = ("AP", "AP50", "AP75", "APm", "APl", "AR", "AR50", "AR75", "ARm", "ARl")
 
@@ -158,6 +159,7 @@ def predict_people(
         for image_id, (maps, scale) in zip(ids, results):
             out[image_id] = decode_people(maps, cfg.eval, scale)
         bar.update(len(pending))
+        beat("validation", f"image {len(out)} of {len(order)} of this process")
         pending.clear()
 
     bar = tqdm(total=len(order), desc="eval", unit="img", disable=not (progress and dist.is_main_process()))

@@ -6,6 +6,9 @@ pass. Shapes are NCHW; nothing here assumes a memory format, so channels_last in
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -91,3 +94,27 @@ def init_original(module: nn.Module) -> None:
         elif isinstance(m, nn.BatchNorm2d):
             nn.init.ones_(m.weight)
             nn.init.zeros_(m.bias)
+
+
+BATCHNORM_STATISTICS = ("running_mean", "running_var", "num_batches_tracked")
+
+
+@contextmanager
+def batchnorm_statistics_frozen(modules: Iterable[nn.Module]) -> Iterator[None]:
+    """Within the block, the BatchNorms inside ``modules`` update throwaway copies of their running statistics
+    (and ``num_batches_tracked``), so these stay as they were: for re-running a forward pass whose update
+    already happened. Everything else is as before: the same normalisation, and the same tensors saved for
+    backward (which a recomputation must match one for one, so the statistics cannot simply be left out)."""
+    swapped = []
+    for module in modules:
+        for m in module.modules():
+            if isinstance(m, nn.modules.batchnorm._BatchNorm):
+                for name in BATCHNORM_STATISTICS:
+                    if (buffer := getattr(m, name)) is not None:
+                        swapped.append((m, name, buffer))
+                        setattr(m, name, buffer.clone())
+    try:
+        yield
+    finally:
+        for m, name, buffer in swapped:
+            setattr(m, name, buffer)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 from utils.errors import UserError
 from utils.paths import COCO_SAMPLE_ANNOTATIONS, coco_sample_dir
@@ -58,3 +59,12 @@ def synthetic_coco(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("synthetic_coco")
     generate(out, num_images=12, seed=0, val_fraction=0.25)
     return out
+
+
+@pytest.fixture
+def one_thread():
+    """One intra-op thread: two threads on a busy 2-core machine can be tens of times slower."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

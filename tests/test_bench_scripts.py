@@ -46,6 +46,8 @@ def test_the_timed_stages_make_the_samples_of_the_dataset(coco_sample_h5):
             assert len(staged[key]) == len(item[key]) == 5
             assert all(torch.equal(a, b) for a, b in zip(staged[key], item[key]))
     assert set(timer.total) == {"read+decode", "augment", "masks", "targets", "scales", "to-tensor"}
+
+
 def test_grouping_bench_prints_both_rates_on_the_real_sample(coco_sample, coco_sample_annotations, capsys):
     rc = grouping.main(["--repeat", "1"])
     out = capsys.readouterr().out
@@ -72,6 +74,23 @@ def test_model_bench_prints_a_row_per_case(capsys):
     assert model.main(argv) == 0
     row = re.search(r"^quickstart\s+64 fp32\s+off\s+([0-9.]+)\s+([0-9.]+)$", capsys.readouterr().out, re.M)
     assert row and float(row.group(1)) > 0 and float(row.group(2)) > 0
+
+
+def test_model_bench_memory_says_it_measures_nothing_without_cuda(monkeypatch, capsys):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # as on this machine, also on a GPU runner
+    assert model.main(["--memory"]) == 0
+    assert "does not measure memory on this machine" in capsys.readouterr().out
+
+
+def test_model_bench_memory_runs_its_training_steps_on_the_cpu(capsys, one_thread):
+    args = ["--memory", "--device", "cpu", "--presets", "quickstart", "--sizes", "128", "--batches", "1",
+            "--dtypes", "fp32", "--warmup", "0"]  # fmt: skip
+    assert model.main(args) == 0
+    out = capsys.readouterr().out
+    assert "memory is not measured on the cpu" in out
+    rows = re.findall(r"^quickstart +128 float32 +(\d+) +- +- +- +- +([0-9.]+) +([0-9.]+)$", out, re.M)
+    assert [r[0] for r in rows] == ["1"]  # the plain and the checkpointed step both ran
+    assert all(float(ms) > 0 for r in rows for ms in r[1:])
 
 
 def test_syncbn_check_refuses_cleanly_outside_torchrun(capsys):

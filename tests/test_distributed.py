@@ -160,6 +160,27 @@ def test_a_killed_worker_restarts_and_resumes_from_the_last_checkpoint(sample_h5
     assert_close_states(reference["model"], ckpt["model"], rtol=0, atol=0)
 
 
+def test_a_rank_that_hangs_ends_the_run_by_name_and_the_group_resumes(sample_h5_64, two_process_run, tmp_path):
+    """Rank 1 sleeps inside the forward pass of global step 2 (first attempt only): within dist.timeout_s both
+    processes stop with a line naming rank 1 and the step, torchrun restarts the group, which resumes from the
+    checkpoint of step 2 and ends with the weights of the uninterrupted run."""
+    r = torchrun(with_faults("--hang-step", "2", "--hang-rank", "1"), sample_h5_64, tmp_path, *RUN,
+                 "dist.timeout_s=5", max_restarts=1, label="2 processes, rank 1 hangs at step 2")  # fmt: skip
+    assert "rank 1 hangs at global step 2" in r.stdout
+    stalls = [line for line in r.stderr.splitlines() if line.startswith("error: rank ")]
+    assert stalls, r.stderr[-3000:]
+    stuck = "stuck: rank 1 in the forward pass at epoch 0, step 2 (global step 2), busy in tests/harness/faulty"
+    assert any(stuck in line for line in stalls)
+    assert any(line.startswith("error: rank 0") and "waiting in a collective" in line for line in stalls)
+    assert all("made no progress for 5 s (dist.timeout_s)" in line for line in stalls)
+    assert "Traceback" not in r.stderr.split("stuck: rank 1")[0]
+    assert "resumed from" in r.stdout and "step 2, global step 2" in r.stdout
+    ckpt = load_checkpoint(tmp_path / "last.pt")
+    assert ckpt["global_step"] == 4 and ckpt["ranks_in_sync"] is True
+    reference = load_checkpoint(two_process_run[0] / "last.pt")
+    assert_close_states(reference["model"], ckpt["model"], rtol=0, atol=0)
+
+
 class SplitByHand(nn.Module):
     """What nn.DataParallel does, on the CPU: scatter the batch in chunks, run a replica on each, concatenate."""
 

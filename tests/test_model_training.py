@@ -3,22 +3,12 @@
 import subprocess
 import sys
 
-import pytest
 import torch
 
 from config.loader import load_config
 from data.dataset import SimplePoseDataset, collate, images_to_float
 from models import build_loss, build_model
 from utils.paths import REPO_ROOT
-
-
-@pytest.fixture
-def one_thread():
-    """One intra-op thread: two threads on a busy 2-core machine can be tens of times slower."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def test_tiny_model_lowers_the_loss_tenfold_on_two_real_samples(

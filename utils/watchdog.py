@@ -1,46 +1,62 @@
 """Stall detection for multi-process runs: a process that makes no progress for ``dist.timeout_s`` ends the run.
 
-A rank that hangs without dying (stuck in a collective, a dead network mount, a deadlock) would otherwise keep
-every process waiting until NCCL's or gloo's own timeout, often with no word on which rank or which step. Each
-process runs a ``Watchdog`` thread; the training loop and the evaluator call ``beat(phase, step)`` as they go, and
-each beat is also posted to the rendezvous store, so that when no beat has come for ``timeout_s`` the watchdog can
-say which rank is behind, in which phase of which step. It prints one ``error:`` line and ends the process with
-``EXIT_STALLED``; under ``torchrun --max-restarts`` the group restarts and resumes from ``last.pt``.
+A rank that hangs without dying (a dead network mount, a deadlock, a stuck data read) keeps every other process
+waiting in its next collective until NCCL's or gloo's own timeout, often with no word on which rank or which step.
+Each process runs a ``Watchdog`` thread; the training loop and the evaluator call ``beat(phase, where)`` as they
+go. When no beat has come for ``timeout_s``, the watchdog looks at where its main thread is (inside a
+torch.distributed collective, or busy elsewhere in the code), posts that to the rendezvous store, reads what the
+other ranks posted, and prints one ``error:`` line naming the stuck rank(s), the phase, the step and the line of
+code; then it ends the process with ``EXIT_STALLED``. Under ``torchrun --max-restarts`` the group restarts and
+resumes from ``last.pt``.
 
 ``beat`` is a no-op while no watchdog runs (one process, or evaluation alone).
 """
 
 from __future__ import annotations
 
-import datetime
 import os
 import sys
 import threading
 import time
+from pathlib import Path
 
 import torch.distributed as dist
+from tqdm import tqdm
 
 EXIT_STALLED = 75  # sysexits' EX_TEMPFAIL: try again (a restart resumes)
-PHASES = ("loading data", "forward pass", "backward pass", "optimizer step", "checkpoint", "validation")
+REPO_ROOT = Path(__file__).resolve().parents[1]
+_WAITING_IN = (os.sep.join(("torch", "distributed")), os.sep.join(("torch", "nn", "parallel")))
 
 _active: Watchdog | None = None
 
 
 def beat(phase: str, where: str = "") -> None:
-    """Record progress: this process is now in ``phase`` (one of PHASES) at ``where`` (e.g. the step)."""
+    """Record progress: this process is now in ``phase`` (e.g. "forward pass") at ``where`` (e.g. the step)."""
     if _active is not None:
-        _active.beat(phase, where)
+        _active.phase, _active.where, _active.last = phase, where, time.monotonic()
+
+
+def main_thread_location() -> tuple[bool, str]:
+    """(waiting in a collective, ``file:line (function)`` of the innermost frame of this repository's code) of the
+    main thread."""
+    frame = sys._current_frames().get(threading.main_thread().ident)
+    waiting, code = False, "unknown"
+    while frame is not None:
+        name = frame.f_code.co_filename
+        waiting = waiting or any(part in name for part in _WAITING_IN)
+        if code == "unknown" and name.startswith(str(REPO_ROOT)):
+            code = f"{Path(name).relative_to(REPO_ROOT)}:{frame.f_lineno} ({frame.f_code.co_name})"
+        frame = frame.f_back
+    return waiting, code
 
 
 class Watchdog:
     """Ends the process when no ``beat`` came for ``timeout_s`` seconds (see the module docstring).
 
-    ``store``: the rendezvous store shared by the ranks (heartbeats are posted there), or None.
-    ``global_step``: a callable giving the run's global step, for ordering the ranks' positions."""
+    ``store``: the rendezvous store shared by the ranks (where they compare notes on a stall), or None."""
 
-    def __init__(self, timeout_s: float, rank: int, world_size: int, store: dist.Store | None, global_step) -> None:
+    def __init__(self, timeout_s: float, rank: int, world_size: int, store: dist.Store | None) -> None:
         self.timeout_s, self.rank, self.world_size, self.store = timeout_s, rank, world_size, store
-        self.global_step = global_step
         self.last, self.phase, self.where = time.monotonic(), "start-up", ""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="stall-watchdog", daemon=True)
@@ -56,53 +72,47 @@ class Watchdog:
         _active = None
         self._stop.set()
 
-    def beat(self, phase: str, where: str = "") -> None:
-        self.last, self.phase, self.where = time.monotonic(), phase, where
-        if self.store is not None:
-            try:
-                self.store.set(f"heartbeat/{self.rank}", f"{self.global_step()}|{PHASES.index(phase)}|{where}")
-            except Exception:  # noqa: BLE001  the store is only for the report; training must not depend on it
-                self.store = None
-
     def _watch(self) -> None:
         while not self._stop.wait(min(5.0, self.timeout_s / 5)):
             if time.monotonic() - self.last > self.timeout_s:
-                print(f"error: {self.report()}", file=sys.stderr, flush=True)
+                tqdm.write(f"error: {self.report()}", file=sys.stderr)
+                sys.stderr.flush()
                 os._exit(EXIT_STALLED)
 
-    def positions(self) -> dict[int, tuple[int, int, str]]:
-        """Every rank's last heartbeat (global step, phase index, where) that the store holds."""
+    def _state(self) -> str:
+        waiting, code = main_thread_location()
+        where = f" at {self.where}" if self.where else ""
+        return f"{int(waiting)}|{self.phase}{where}|{code}"
+
+    def compare_notes(self, mine: str, wait_s: float = 3.0) -> dict[int, str]:
+        """Post this rank's state and collect the others' (those that answer within ``wait_s``)."""
         if self.store is None:
-            return {}
-        self.store.set_timeout(datetime.timedelta(seconds=5))
-        out = {}
-        for r in range(self.world_size):
-            key = f"heartbeat/{r}"
-            try:
-                if self.store.check([key]):
-                    step, phase, where = self.store.get(key).decode().split("|", 2)
-                    out[r] = (int(step), int(phase), where)
-            except Exception:  # noqa: BLE001  a store gone with a dead rank: report what this rank knows
-                break
-        return out
+            return {self.rank: mine}
+        seen = {self.rank: mine}
+        try:
+            self.store.set(f"stalled/{self.rank}", mine)
+            deadline = time.monotonic() + wait_s
+            while len(seen) < self.world_size and time.monotonic() < deadline:
+                for r in range(self.world_size):
+                    if r not in seen and self.store.check([f"stalled/{r}"]):
+                        seen[r] = self.store.get(f"stalled/{r}").decode()
+                time.sleep(0.1)
+        except Exception:  # noqa: BLE001  a store gone with a dead rank: report what this rank knows
+            pass
+        return seen
 
     def report(self) -> str:
-        """One line: this rank, where it stopped, and which rank(s) are behind the others."""
-        mine = f"{self.phase} at {self.where}" if self.where else self.phase
-        line = (f"rank {self.rank} made no progress for {self.timeout_s:g} s (dist.timeout_s) in the {mine}")
-        seen = self.positions()
-        if len(seen) > 1:
-            earliest = min((s, p) for s, p, _ in seen.values())
-            behind = sorted(r for r, (s, p, _) in seen.items() if (s, p) == earliest)
-            if len(behind) < len(seen):
-                r = behind[0]
-                s, p, where = seen[r]
-                names = ", ".join(map(str, behind))
-                line += f"; stuck: rank {names} in the {PHASES[p]}" + (f" at {where}" if where else "")
-                line += f", while the other ranks are past it (global step {max(s for s, _, _ in seen.values())})"
-        silent = [r for r in range(self.world_size) if seen and r not in seen]
-        if silent:
-            line += f"; no heartbeat at all from rank {', '.join(map(str, silent))}"
+        """One line: this rank, where it stopped, and which rank(s) are stuck outside a collective."""
+        seen = self.compare_notes(self._state())
+        waiting, place, code = seen[self.rank].split("|", 2)
+        state = "waiting in a collective" if waiting == "1" else f"busy in {code}"
+        line = f"rank {self.rank} made no progress for {self.timeout_s:g} s (dist.timeout_s) in the {place}, {state}"
+        stuck = {r: v.split("|", 2) for r, v in seen.items() if v.split("|", 1)[0] == "0"}
+        if stuck and len(stuck) < self.world_size:
+            line += "; stuck: " + "; ".join(f"rank {r} in the {p}, busy in {c}" for r, (_, p, c) in stuck.items())
+        silent = sorted(set(range(self.world_size)) - set(seen))
+        if silent and self.store is not None:
+            line += f"; no answer from rank {', '.join(map(str, silent))} (dead, or hung outside Python)"
         return (
             f"{line}. The run stops here (exit code {EXIT_STALLED}); under torchrun --max-restarts the group restarts "
             f"and resumes from last.pt. If that process is only slow (a long validation, a slow disk), raise "
