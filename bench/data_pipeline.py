@@ -11,7 +11,7 @@ The image comes out as uint8 (its float conversion happens per batch on the trai
 
 Comparing with the original: issue 2 quotes 87 samples/s per process for the original pipeline (128x128 targets
 only) on this kind of machine. This machine's speed drifts by up to 1.5x within minutes, so only runs of both
-pipelines alternated at the same moments give a fair ratio; README "Speed" reports such a measurement.
+pipelines alternated at the same moments give a fair ratio; docs/benchmarks.md#data-pipeline reports such a measurement.
 """
 
 from __future__ import annotations
@@ -138,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     print(
         f"  {wall / QUOTED_ORIGINAL_SAMPLES_PER_S:.2f}x the {QUOTED_ORIGINAL_SAMPLES_PER_S} samples/s quoted for the "
-        "original (a figure from another moment: compare runs alternated on one machine, see README 'Speed')"
+        "original (a figure from another moment: compare runs alternated on one machine, "
+        "see docs/benchmarks.md#data-pipeline)"
     )
     total = sum(res.values())
     for k, v in res.items():

@@ -1,6 +1,6 @@
 """Typed configuration of the whole project.
 
-Dataclass defaults are the faithful values of the original Simple Pose code (spec section 3 and 11.1);
+Dataclass defaults are the faithful values of the original Simple Pose code (docs/design.md#configuration);
 ``config/simplepose_coco.yaml`` restates them explicitly and ``config/quickstart.yaml`` shrinks the job for
 a CPU. Where the original had a bug, the field that restores the original behaviour is named in its
 comment. Units: input pixels unless stated otherwise.
@@ -37,7 +37,7 @@ class DataConfig:
 
 @dataclass
 class AugmentConfig:
-    """Random augmentation, spec section 6."""
+    """Random augmentation (docs/design.md#augmentation)."""
 
     target_dist: float = 0.6  # main person's bbox height as a fraction of the input size
     scale_prob: float = 0.8
@@ -61,7 +61,7 @@ class AugmentConfig:
 
 @dataclass
 class TargetConfig:
-    """Training targets, spec section 7."""
+    """Training targets (docs/design.md#targets)."""
 
     sigma: float = 9.0  # keypoint Gaussian sigma, input pixels
     keypoint_gaussian_thre: float = 0.015  # only sizes the keypoint window (half-size 7 cells at sigma 9)
@@ -77,7 +77,7 @@ class TargetConfig:
 
 @dataclass
 class ModelConfig:
-    """Identity-Mapping Hourglass Network, spec section 8."""
+    """Identity-Mapping Hourglass Network (docs/design.md#network)."""
 
     stacks: int = 4
     inp_dim: int = 256  # channels entering each hourglass; the stem makes exactly 256
@@ -96,7 +96,7 @@ class ModelConfig:
 
 @dataclass
 class LossConfig:
-    """Multi-scale focal L2 loss, spec section 9."""
+    """Multi-scale focal L2 loss (docs/design.md#loss)."""
 
     gamma: float = 1.0  # the original code's effective value; its README credits gamma = 2
     alpha: float = 0.0
@@ -115,7 +115,7 @@ class LossConfig:
 
 @dataclass
 class TrainConfig:
-    """Optimiser, schedule and run control, spec section 10."""
+    """Optimiser, schedule and run control (docs/design.md#schedule, docs/design.md#training-engine)."""
 
     epochs: int = 100
     batch_size: int = 4  # per process and micro-batch
@@ -174,7 +174,7 @@ ResizeBackend = Literal["auto", "opencv", "torch"]  # eval.resize_backend
 
 @dataclass
 class EvalConfig:
-    """Test-time inference and grouping, spec section 11."""
+    """Test-time inference and grouping (docs/design.md#test-time-inference, docs/design.md#decoding)."""
 
     scales: list[float] = field(default_factory=lambda: [0.5, 1.0, 1.5, 2.0, 3.0])
     flip: bool = True

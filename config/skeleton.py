@@ -1,9 +1,10 @@
 """The one skeleton definition: keypoints, limbs, the 50 output channels, flips and the COCO mapping.
 
 Everything that needs to know which channel is what (targets, loss, decoding, drawing) reads it from here.
-Order and indices follow the original Simple Pose code (spec section 2), so released weights line up.
+Order and indices follow the original Simple Pose code (docs/design.md#skeleton-and-channels), so released weights
+line up.
 
-Channel layout (50 channels, spec 2.3):
+Channel layout (50 channels, docs/design.md#channel-layout):
     0..29   limb heatmaps, in ``LIMBS`` order (scalar maps; the original calls them "paf")
     30..47  keypoint heatmaps, in ``KEYPOINTS`` order
     48      person mask (eroded segmentation of every person; the original calls it "background")
@@ -137,7 +138,7 @@ COCO_SKELETON: tuple[tuple[int, int], ...] = (
     (7, 9), (8, 10), (1, 2), (0, 1), (0, 2), (1, 3), (2, 4), (3, 5), (4, 6),
 )  # fmt: skip
 
-# Visibility codes inside the project (spec 2.1): 1 visible (COCO v=2), 0 occluded (COCO v=1),
+# Visibility codes inside the project (docs/design.md#keypoints): 1 visible (COCO v=2), 0 occluded (COCO v=1),
 # 2 not annotated (COCO v=0). A keypoint takes part in the targets iff v < 2.
 VIS_OCCLUDED, VIS_VISIBLE, VIS_UNLABELLED = 0, 1, 2
 

@@ -1,12 +1,15 @@
-"""Random augmentation (spec 6): the parameters, the one affine matrix, colour tint and the warps.
+"""Random augmentation: the parameters, the one affine matrix, colour tint and the warps.
 
-One affine maps the original image, both masks and every keypoint into the network input. It centres the main
-person, scales its bbox height to ``target_dist`` of the input height, rotates, flips and shifts. Randomness
-comes only from the ``numpy.random.Generator`` passed in (no global random state, spec 6.6).
+See docs/design.md#augmentation. One affine maps the original image, both masks and every keypoint into the
+network input. It centres the main person, scales its bbox height to ``target_dist`` of the input height, rotates,
+flips and shifts. Randomness comes only from the ``numpy.random.Generator`` passed in (no global random state:
+docs/differences.md#per-sample-random-generators).
 
-Kept from the original on purpose (spec bug 8): the ``H/(H-1)`` scale tweak and the ``-0.5`` centring.
-Fixed: OpenCV receives sizes as (width, height), so non-square inputs work (spec bug 10); the hue can wrap
-around the hue circle (``augment.hue_wrap``) instead of being clipped (spec bug 9; clipping stays the default).
+Kept from the original on purpose, so the matrices equal its values (docs/differences.md#kept-on-purpose): the
+``H/(H-1)`` scale tweak and the ``-0.5`` centring.
+Fixed: OpenCV receives sizes as (width, height), so non-square inputs work (docs/differences.md#non-square-inputs);
+the hue can wrap around the hue circle (``augment.hue_wrap``) instead of being clipped
+(docs/differences.md#hue-wrap; clipping stays the default).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ IDENTITY = AugmentParams()  # the original's "unrandom": no flip, no tint, no ro
 
 
 def random_params(rng: np.random.Generator, cfg: AugmentConfig) -> AugmentParams:
-    """Draw the parameters in the original's order (spec 6.1); the tint offsets are drawn last."""
+    """Draw the parameters in the original's order, the tint offsets last (docs/design.md#random-parameters)."""
     flip = rng.random() < cfg.flip_prob
     tint = rng.random() < cfg.tint_prob
     degree = (rng.random() * 2 - 1) * cfg.max_rotate_degree
@@ -56,7 +59,7 @@ def affine_matrix(
     input_hw: tuple[int, int],
     target_dist: float,
 ) -> np.ndarray:
-    """The 2x3 matrix mapping original-image pixels to input pixels (spec 6.2).
+    """The 2x3 matrix mapping original-image pixels to input pixels (docs/design.md#the-affine-matrix).
 
     Args:
         center: (x, y) of the main person's bbox centre, original pixels.
@@ -174,7 +177,8 @@ def warp_mask_to_grid(
     """Warp a uint8 {0,255} mask (or a stack of masks, (H0, W0, C)) onto the output grid, as float in [0, 1].
 
     The mask is warped (bilinear) to ``supersample`` x the grid resolution, then area-averaged down to the grid.
-    ``supersample = stride`` (the default) is the original: warp to the input size, then area-resize (spec 6.3).
+    ``supersample = stride`` (the default) is the original: warp to the input size, then area-resize
+    (docs/differences.md#mask-warp).
     Smaller values are cheaper approximations (1 = bilinear samples at the cell centres).
     Returns float32 (h, w) or (h, w, C).
     """

@@ -176,12 +176,13 @@ def segmentation_mask(ann: dict, height: int, width: int) -> np.ndarray:
 
 
 def image_masks(anns: list[dict], height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """The two masks of spec 4.2, uint8 {0, 255}, (height, width).
+    """The two masks of an image (docs/design.md#masks), uint8 {0, 255}, (height, width).
 
     ``mask_miss``: 255 = supervise, 0 = ignore. Ignored: people without keypoints, and every crowd region
     (all crowds unioned; fixes the original's one-crowd limit) minus the pixels of people with keypoints.
-    The original subtracted only the people listed before the crowd (order dependent, spec bug 4); subtracting
-    all labelled people is order independent and equals it when the crowd comes last, as it usually does.
+    The original subtracted only the people listed before the crowd (order dependent;
+    docs/differences.md#crowd-regions); subtracting all labelled people is order independent and equals it when the
+    crowd comes last, as it usually does.
     ``mask_all``: 255 = any person pixel, crowds included.
     """
     everyone = np.zeros((height, width), bool)
@@ -202,7 +203,7 @@ def image_masks(anns: list[dict], height: int, width: int) -> tuple[np.ndarray, 
 
 
 def main_person_indices(anns: list[dict], stale_bbox_bug: bool = False) -> list[int]:
-    """Indices (into ``anns``) of the main persons, one training sample each (spec 4.4).
+    """Indices (into ``anns``) of the main persons, one training sample each (docs/design.md#main-persons-and-samples).
 
     A person is main iff it has >= 5 keypoints, area >= 32*32, and its bbox centre is at least 0.3 * ref away
     from every main person chosen before it, where ref = max(w, h) of that earlier main person's bbox.

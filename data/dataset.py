@@ -100,7 +100,7 @@ def rebuild_command(settings: dict, path: str | Path, input_size: int) -> str:
 
 
 def mask_scales(mask: np.ndarray, num_scales: int, threshold: float) -> list[np.ndarray]:
-    """The ignore mask at every scale (spec 9.2), finest first.
+    """The ignore mask at every scale (docs/design.md#five-scales), finest first.
 
     Scale k is the bilinear resize (align_corners=False, no antialias) by 1/2^k, which for an integer factor
     f >= 2 is the mean of the 2x2 pixels at rows/cols f*i + f/2 - 1 and f*i + f/2; then values < threshold
@@ -160,7 +160,7 @@ class SimplePoseDataset(torch.utils.data.Dataset):
     Item: ``{"image": (3, H, W) uint8 BGR (a view of (H, W, 3) pixels), "targets": [(50, h/2^k, w/2^k)],
     "masks": [(1, h/2^k, w/2^k)], "meta": {"image_id", "index", "epoch", "flip"}}`` with ``h = H / stride``
     and k < ``cfg.model.num_scales``.
-    Masks are the ignore masks (1 = supervise), resized and thresholded per scale (spec 9.2).
+    Masks are the ignore masks (1 = supervise), resized and thresholded per scale (docs/design.md#five-scales).
     Batch with ``collate`` and convert images with ``images_to_float`` (see the module docstring for why).
     ``train=False`` applies the identity augmentation (the main person is still centred and scaled).
     """

@@ -1,17 +1,19 @@
 """Training targets drawn on the output grid: keypoint and limb heatmaps, person mask, max channel, scales.
 
 Grid cell ``(i_y, i_x)`` has its centre at ``(stride*i_x + stride/2 - 0.5, stride*i_y + stride/2 - 0.5)`` in
-input pixels (spec 7.1); every distance is measured in input pixels. Channel layout: ``config.skeleton``.
+input pixels (docs/design.md#output-grid); every distance is measured in input pixels. Channel layout:
+``config.skeleton``.
 
 Two limb modes (``TargetConfig.limb_mode``):
 
-* ``faithful`` (default) reproduces the original exactly (spec 7.3): distance to the *infinite line* through
-  the two keypoints, evaluated only inside the segment's bounding box enlarged by ``limb_margin``; values
-  ``<= limb_gaussian_thre`` are raised to ``limb_floor``; overlapping people are *averaged*.
+* ``faithful`` (default) reproduces the original exactly (docs/design.md#limb-maps): distance to the *infinite
+  line* through the two keypoints, evaluated only inside the segment's bounding box enlarged by ``limb_margin``;
+  values ``<= limb_gaussian_thre`` are raised to ``limb_floor``; overlapping people are *averaged*.
 * ``fixed``: distance to the *segment*, the Gaussian band is not clipped by a box (the window is where the
   Gaussian reaches ``limb_gaussian_thre``; values below it are 0), overlapping people combine by *max*.
 
-``keypoint_gaussian_thre`` only sizes the keypoint window, it does not threshold values (spec bug 14).
+``keypoint_gaussian_thre`` only sizes the keypoint window, it does not threshold values (the original's name,
+kept; docs/design.md#keypoint-maps).
 Everything is vectorised per person and limb: each Gaussian is an outer product / outer sum of two 1-D vectors.
 """
 
@@ -48,7 +50,8 @@ def _draw_keypoints(
     """Max-combine every person's keypoint Gaussians into ``out`` (18, h, w), C-contiguous, in place, and into
     ``max_map`` (h, w) if given (their max over keypoints, without reading the 18 maps back).
 
-    Window: cells round(x/stride) - r .. + r (r = ``keypoint_window_radius``), clipped to the grid (spec 7.2).
+    Window: cells round(x/stride) - r .. + r (r = ``keypoint_window_radius``), clipped to the grid
+    (docs/design.md#keypoint-maps).
     The 1-D Gaussians of all windows are computed at once, each window is their outer product, and all windows are
     max-combined into ``out`` in one unbuffered ``np.maximum.at``.
     """
@@ -97,9 +100,9 @@ def _limb_segments(keypoints: np.ndarray, pad: float, grid_hw, stride: int):
     """Every drawable (limb, person) segment whose padded box touches the grid, vectorised.
 
     The box is the segment's bounding box enlarged by ``pad`` px, in cells ``round((min-pad)/stride) ..
-    round((max+pad)/stride)`` inclusive, clipped to the grid (spec 7.3). Degenerate segments (both ends equal)
-    are skipped like the original. Returns limb indices (N,), end points p1, p2 (N, 2) float64 and the boxes
-    (N, 4) as half-open cell ranges (y0, y1, x0, x1), sorted by limb.
+    round((max+pad)/stride)`` inclusive, clipped to the grid (docs/design.md#limb-maps). Degenerate segments (both
+    ends equal) are skipped like the original. Returns limb indices (N,), end points p1, p2 (N, 2) float64 and the
+    boxes (N, 4) as half-open cell ranges (y0, y1, x0, x1), sorted by limb.
     """
     h, w = grid_hw
     vis = _visible(keypoints)
@@ -180,8 +183,8 @@ def _draw_limbs(out: np.ndarray, keypoints: np.ndarray, stride: int, cfg: Target
         return
     e = np.exp(d * d * scale)
     e[e <= cfg.limb_gaussian_thre] = cfg.limb_floor
-    # Faithful: mean over the people whose box covers the cell (spec 7.3, the 0.505 crossing case): sums in
-    # person order, then divided by the count where a limb has several people.
+    # Faithful: mean over the people whose box covers the cell (docs/design.md#limb-maps, the 0.505 crossing case):
+    # sums in person order, then divided by the count where a limb has several people.
     np.add.at(flat, cell, e)
     shared = (np.bincount(limbs, minlength=sk.NUM_LIMBS) > 1)[limbs][seg]
     if shared.any():
@@ -212,7 +215,7 @@ def person_mask_channel(mask_all: np.ndarray | None, grid_hw: tuple[int, int]) -
 def draw_targets(
     keypoints: np.ndarray, mask_all: np.ndarray | None, grid_hw: tuple[int, int], stride: int, cfg: TargetConfig
 ) -> np.ndarray:
-    """All 50 target channels (spec 7): limbs 0-29, keypoints 30-47, person mask 48, max keypoint 49.
+    """All 50 target channels (docs/design.md#targets): limbs 0-29, keypoints 30-47, person mask 48, max keypoint 49.
 
     Args:
         keypoints: (P, 18, 3) (x, y, v), input pixels, internal layout.
@@ -230,7 +233,8 @@ def draw_targets(
 
 
 def downscale_targets(targets: np.ndarray, num_scales: int) -> list[np.ndarray]:
-    """Targets at ``num_scales`` resolutions, finest first: scale k is the mean of 2^k x 2^k blocks (spec 9.2).
+    """Targets at ``num_scales`` resolutions, finest first: scale k is the mean of 2^k x 2^k blocks
+    (docs/design.md#five-scales).
 
     Computed by repeated 2x2 means (equal to the direct block mean), each one OpenCV area resize of the
     channels stacked as rows (row pairs never straddle two channels since heights are even).

@@ -1,4 +1,4 @@
-"""Learning-rate schedule: linear warm-up, then a step decay (spec 10.1), as a pure function of the step.
+"""Learning-rate schedule: linear warm-up, then a step decay (docs/design.md#schedule), as a pure function of the step.
 
 Because the rate depends only on (epoch, step in epoch), resuming needs nothing but those two numbers, and
 the rate is set before every iteration exactly as the original did.

@@ -1,6 +1,8 @@
-"""Greedy person assembly from accepted limb connections (spec 11.5), with the original's bugs fixed.
+"""Greedy person assembly from accepted limb connections, with the original's bugs fixed.
 
-Fixes (spec 13 item 35):
+See docs/design.md#person-assembly.
+
+Fixes (docs/differences.md#person-assembly):
 * a person found through the "to" end whose "from" slot is empty also receives the "from" keypoint
   (the original only ever attached the "to" end);
 * the part-count filter is real (``min_parts``), and the merged person's longest limb includes both halves;

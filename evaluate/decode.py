@@ -1,4 +1,4 @@
-"""From one image's averaged maps to people: peaks, limb scoring, greedy assembly (spec 11.3-11.6).
+"""From one image's averaged maps to people: peaks, limb scoring, greedy assembly (docs/design.md#decoding).
 
 people = decode_people(maps, cfg.eval, scale=(sx, sy))
 people.keypoints  # (P, 17, 3) COCO order: x, y in image pixels, keypoint score (0 = not found)

@@ -1,4 +1,7 @@
-"""Limb scoring: which keypoint candidates a limb map connects (spec 11.4), all pairs of a limb at once."""
+"""Limb scoring: which keypoint candidates a limb map connects, all pairs of a limb at once.
+
+See docs/design.md#limb-scoring.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""Keypoint peaks: 3x3 local maxima above a threshold, with sub-pixel refinement (spec 11.3).
+"""Keypoint peaks: 3x3 local maxima above a threshold, with sub-pixel refinement.
 
+See docs/design.md#peaks and docs/design.md#peak-refinement.
 Coordinates are map pixels, x to the right, y down, integer = pixel centre.
 """
 

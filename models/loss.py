@@ -1,4 +1,4 @@
-"""Multi-scale focal L2 loss (spec section 9).
+"""Multi-scale focal L2 loss (docs/design.md#loss).
 
 Per pixel, with prediction p, target g, ignore mask M (1 = use, 0 = ignore) and channel weight w_c:
 
@@ -11,10 +11,11 @@ Per pixel, with prediction p, target g, ignore mask M (1 = use, 0 = ignore) and 
     total   = sum_k s_k / sum(s) * sum_t w_t / sum(w) * L[t, k] / divisor
 
 with stack weights w, scale weights s and divisor = the actual batch size (``batch_divisor="actual"``), the
-configured ``train.batch_size`` (``"configured"``, the original, bug 20) or 1 (``reduction="sum"``, for the
-DataParallel wrapper that divides the gathered sum by the global batch itself).
+configured ``train.batch_size`` (``"configured"``, the original: docs/differences.md#batch-divisor) or 1
+(``reduction="sum"``, for the DataParallel wrapper that divides the gathered sum by the global batch itself).
 
-Deliberate differences: gamma is honoured (the original ignored it, bug 18); no per-call printing (bug 21).
+Deliberate differences: gamma is honoured (docs/differences.md#focal-exponent-gamma); nothing is printed per call
+(docs/differences.md#loss-without-printing).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Identity-Mapping Hourglass Network (IMHN), spec section 8.
+"""Identity-Mapping Hourglass Network (IMHN), docs/design.md#network.
 
     image (B, 3, H, W) BGR/255, H and W multiples of 64
       -> Stem -> (B, inp_dim, H/4, W/4)
@@ -10,9 +10,11 @@ Only ``outputs[-1][0]`` is used at test time. Module names differ from the origi
 explicit key mapping for the released checkpoint lives in ``models/weights.py``.
 
 Deliberate differences from the original:
-* the scale-0 merge is computed once per stack, not twice (bug 16: double BN-statistics update);
-* the stem honours ``inp_dim`` (bug 15) by scaling its widths with it; at 256 it is exactly the original;
-* the input is NCHW (the original took NHWC and permuted inside).
+* the scale-0 merge is computed once per stack, not twice (the original updated those BN statistics twice;
+  docs/differences.md#scale-0-merge-computed-once);
+* the stem honours ``inp_dim`` by scaling its widths with it (docs/differences.md#stem-width); at 256 it is exactly
+  the original;
+* the input is NCHW (the original took NHWC and permuted inside; docs/differences.md#nchw-input).
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ T = TypeVar("T")
 
 
 class Stem(nn.Module):
-    """(B, 3, H, W) -> (B, C, H/4, W/4), C = inp_dim (the original's ``Backbone``, spec 8.2).
+    """(B, 3, H, W) -> (B, C, H/4, W/4), C = inp_dim (the original's ``Backbone``; docs/design.md#stem).
 
     conv 7x7/2 3->C/4, BN, LReLU; R(C/4->C/2); max-pool 2; R(C/2->C/2) = u; six dilated 3x3 CBRs on u
     (dilations 3,3,4,4,5,5) = v; output concat(u, v). At C = 256: 64, 128, u 128 + v 128 (the original).
@@ -82,7 +84,7 @@ class HourglassLevel(nn.Module):
 
 
 class Hourglass(nn.Module):
-    """Depth-4 hourglass with widths c_d = inp_dim + increase * d (spec 8.3).
+    """Depth-4 hourglass with widths c_d = inp_dim + increase * d (docs/design.md#hourglass).
 
     (B, c_0, h, w) -> [F_0 .. F_4], F_d: (B, c_d, h/2^d, w/2^d), finest first.
     """
@@ -110,7 +112,9 @@ class Hourglass(nn.Module):
 
 
 class ScaleHead(nn.Module):
-    """Per-stack, per-scale head (spec 8.4): features CBR3(c->h), CBR3(h->h), SE(h); predict 1x1 h->50 (bias).
+    """Per-stack, per-scale head: features CBR3(c->h), CBR3(h->h), SE(h); predict 1x1 h->50 (bias).
+
+    See docs/design.md#heads.
 
     (B, c, r, r) -> (features (B, h, r, r), predictions (B, 50, r, r)); predictions are raw (no sigmoid).
     """

@@ -8,7 +8,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from config.schema import ModelConfig
 from models.posenet import PoseNet
 
-# Parts as in spec 8.8; "features" are the heads without their final 1x1 prediction conv ("outs").
+# Parts as in docs/design.md#shapes-and-size; "features" are the heads without their final 1x1 prediction conv ("outs").
 PARTS = ("stem", "hourglasses", "features", "outs", "merges")
 
 

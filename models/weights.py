@@ -1,7 +1,7 @@
 """Loading weights: our checkpoints, the original's released checkpoint, or a bare state dict.
 
 The original (jialee93/Improved-Body-Parts) names its parameters differently; ``original_to_ours`` is the
-explicit key mapping (spec 8.9), e.g.
+explicit key mapping (docs/design.md#weights-of-the-original), e.g.
 
     posenet.pre.res1.convBlock.3.weight                    -> stem.res1.conv2.weight
     posenet.hourglass.2.hg.3.4.skipConv.1.running_mean     -> hourglasses.2.levels.3.inner.skip.bn.running_mean

@@ -1,4 +1,5 @@
-"""Augmentation: golden matrices (spec 6.2), parameter draws, and that image, masks and keypoints move together."""
+"""Augmentation: golden matrices (the original's values, docs/design.md#the-affine-matrix), parameter draws, and
+that image, masks and keypoints move together."""
 
 import cv2
 import numpy as np

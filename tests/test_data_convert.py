@@ -18,7 +18,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def expected_main_persons(anns):
-    """Spec 4.4 with the fix: >= 5 keypoints, area >= 32*32, centre >= 0.3 * max(own w, h) of earlier mains."""
+    """The main-person rule with the spacing fix (docs/design.md#main-persons-and-samples): >= 5 keypoints,
+    area >= 32*32, centre >= 0.3 * max(own w, h) of earlier mains."""
     mains = []
     for a in anns:
         if a["num_keypoints"] < 5 or a["area"] < 1024:

@@ -61,7 +61,8 @@ def test_keypoints_land_on_their_peaks(train_set):
 
 
 def test_flip_mirrors_everything_and_swaps_sides(coco_sample_h5, cfg):
-    # Fixed limb mode: the faithful limb box rounds asymmetrically (spec 7.3), so only fixed mode mirrors exactly.
+    # Fixed limb mode: the faithful limb box rounds asymmetrically (docs/design.md#limb-maps), so only fixed mode
+    # mirrors exactly.
     fixed = dataclasses.replace(cfg, targets=dataclasses.replace(cfg.targets, limb_mode="fixed"))
     dataset = SimplePoseDataset(coco_sample_h5, fixed, train=True)
     index = 3

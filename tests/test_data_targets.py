@@ -1,4 +1,5 @@
-"""Target drawing: the spec's golden values (faithful mode, spec 7.2-7.4) and the fixed limb mode."""
+"""Target drawing: golden values from running the original (faithful mode, docs/design.md#targets) and the fixed
+limb mode."""
 
 import dataclasses
 

@@ -1,7 +1,7 @@
-"""Loading weights, incl. the original's released checkpoint format (spec 8.9).
+"""Loading weights, incl. the original's released checkpoint format (docs/design.md#weights-of-the-original).
 
-The original key set is generated here from the rules of spec 8.9 and the layer shapes of spec 8.1-8.4,
-independently of the mapping in models/weights.py.
+The original key set is generated here from its naming rules and layer shapes
+(docs/design.md#weights-of-the-original), independently of the mapping in models/weights.py.
 """
 
 import pytest
@@ -86,7 +86,8 @@ def tiny_original():
 
 def test_the_paper_model_has_every_original_key_with_its_shape():
     original = original_state_dict(device="meta")
-    assert len(original) == 1848 and sum("num_batches_tracked" in k for k in original) == 288  # spec verification
+    # counted on the original's own model
+    assert len(original) == 1848 and sum("num_batches_tracked" in k for k in original) == 288
     ours = meta_model(ModelConfig()).state_dict()
     mapped = {original_to_ours(k): tuple(v.shape) for k, v in original.items()}
     assert len(mapped) == len(original)

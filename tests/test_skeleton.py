@@ -2,7 +2,7 @@ import numpy as np
 
 from config import skeleton as sk
 
-# The original's hand-written flip tables (spec 2.4); ours are derived from the names.
+# The original's hand-written flip tables (docs/design.md#flip-permutations); ours are derived from the names.
 ORIGINAL_LIMB_FLIP = [0, 2, 1, 4, 3, 6, 5, 8, 7, 12, 13, 14, 9, 10, 11, 18, 19, 20, 15, 16, 17, 22, 21, 25,
                       26, 23, 24, 28, 27, 29]  # fmt: skip
 ORIGINAL_HEAT_FLIP = [0, 1, 5, 6, 7, 2, 3, 4, 11, 12, 13, 8, 9, 10, 15, 14, 17, 16, 18, 19]
@@ -16,7 +16,7 @@ def test_counts_and_layout():
     assert len(sk.channel_names()) == 50 and len(set(sk.channel_names())) == 50
 
 
-def test_limb_table_matches_spec():
+def test_limb_table_matches_the_original():
     assert sk.LIMBS[0] == (1, 0) and sk.LIMBS[24] == (8, 12) and sk.LIMBS[29] == (8, 11)
     assert len(set(map(frozenset, sk.LIMBS))) == 30
 
