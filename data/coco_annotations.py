@@ -56,6 +56,15 @@ def load_coco_keypoints(path: str | Path, skip_bad: bool = False) -> CocoKeypoin
     should be skipped (``bad_image_ids``), since a person missing from an image would teach wrong negatives.
     """
     path = Path(path)
+    data = _read_annotation_json(path)
+    images = _validated_images(data["images"], path)
+    image_ids = {img["id"] for img in images}
+    by_image, bad = _person_annotations_by_image(data["annotations"], image_ids, path, skip_bad)
+    return CocoKeypoints(path, images, by_image, bad)
+
+
+def _read_annotation_json(path: Path) -> dict:
+    """The parsed file, checked to be an object with an 'images' and an 'annotations' list."""
     if not path.is_file():
         raise UserError(f"annotation file {path} not found; pass the COCO person_keypoints_*.json file")
     try:
@@ -72,10 +81,14 @@ def load_coco_keypoints(path: str | Path, skip_bad: bool = False) -> CocoKeypoin
         raise UserError(f"annotation file {path} has no 'images' list; {_fix_hint(path)}")
     if not isinstance(data.get("annotations"), list):
         raise UserError(f"annotation file {path} has no 'annotations' list; {_fix_hint(path)}")
+    return data
 
+
+def _validated_images(entries: list, path: Path) -> list[dict]:
+    """The 'images' entries in file order, reduced to id, file_name, width, height; any bad entry is an error."""
     images = []
     seen: set[int] = set()
-    for i, img in enumerate(data["images"]):
+    for i, img in enumerate(entries):
         where = f"annotation file {path}, images[{i}]"
         if not isinstance(img, dict):
             raise UserError(f"{where} is not an object; {_fix_hint(path)}")
@@ -90,11 +103,21 @@ def load_coco_keypoints(path: str | Path, skip_bad: bool = False) -> CocoKeypoin
             raise UserError(f"{where}: image id {img['id']} appears twice; {_fix_hint(path)}")
         seen.add(img["id"])
         images.append({k: img[k] for k in ("id", "file_name", "width", "height")})
+    return images
 
+
+def _person_annotations_by_image(
+    entries: list, image_ids: set[int], path: Path, skip_bad: bool
+) -> tuple[dict[int, list[dict]], list[dict]]:
+    """The person annotations grouped by image id, in file order, and (with ``skip_bad``) the bad ones.
+
+    Annotations of other categories are ignored. A duplicate annotation id is always an error; an annotation
+    with bad values is an error unless ``skip_bad``, then it is listed as {"annotation_id", "image_id", "reason"}.
+    """
     by_image: dict[int, list[dict]] = {}
     bad: list[dict] = []
     ann_ids: dict[int, int] = {}
-    for i, ann in enumerate(data["annotations"]):
+    for i, ann in enumerate(entries):
         if isinstance(ann, dict) and ann.get("category_id", PERSON_CATEGORY) != PERSON_CATEGORY:
             continue
         where = f"annotation file {path}, annotations[{i}]"
@@ -109,14 +132,14 @@ def load_coco_keypoints(path: str | Path, skip_bad: bool = False) -> CocoKeypoin
             )
         if isinstance(ann_id, int):
             ann_ids[ann_id] = i
-        problem = _annotation_problem(ann, seen)
+        problem = _annotation_problem(ann, image_ids)
         if problem is None:
             by_image.setdefault(ann["image_id"], []).append(ann)
         elif skip_bad:
             bad.append({"annotation_id": ann_id, "image_id": ann.get("image_id"), "reason": problem})
         else:
             raise UserError(f"{where}: {problem}; {_fix_hint(path)}{_SKIP_HINT}")
-    return CocoKeypoints(path, images, by_image, bad)
+    return by_image, bad
 
 
 def _annotation_problem(ann: dict, image_ids: set[int]) -> str | None:

@@ -140,73 +140,101 @@ def _polygons(mask: np.ndarray) -> list[list[float]]:
 
 
 def make_image(rng: np.random.Generator, image_id: int, first_ann_id: int) -> tuple[np.ndarray, list[dict]]:
-    """One picture and its COCO annotations."""
+    """One picture (h, w, 3) uint8 BGR and its COCO annotations, ids from ``first_ann_id`` on."""
     h, w = (int(v) for v in rng.integers(256, 385, 2))
     img = _background(rng, h, w)
-    people = []  # (keypoints (17,2), mask)
-    for _ in range(int(rng.choice([1, 1, 2, 2, 3, 4]))):
-        height = rng.uniform(0.35, 0.8) * h
-        kp = random_pose(rng) * height
-        kp = kp @ _rot(rng.uniform(-25, 25)).T
-        lo, hi = kp.min(0), kp.max(0)
-        kp += rng.uniform([-lo[0] - 0.1 * w, -lo[1]], [w - hi[0] + 0.1 * w, h - hi[1] + 0.05 * h])
-        mask = np.zeros((h, w), np.uint8)
-        _draw_person(img, mask, kp, height, rng)
-        people.append((kp, mask))
-    tiny = []
-    for _ in range(int(rng.integers(0, 4))):
-        height = rng.uniform(0.04, 0.1) * h
-        kp = random_pose(rng) * height + rng.uniform([0, 0], [w, h])
-        mask = np.zeros((h, w), np.uint8)
-        _draw_person(img, mask, kp, height, rng)
-        tiny.append(mask)
-    crowd = None
-    if rng.random() < 0.15:
-        crowd = np.zeros((h, w), np.uint8)
-        x0, y0 = rng.uniform(0, w * 0.7), rng.uniform(0, h * 0.7)
-        for _ in range(int(rng.integers(5, 12))):
-            height = rng.uniform(0.05, 0.1) * h
-            kp = random_pose(rng) * height + (x0 + rng.uniform(0, w * 0.3), y0 + rng.uniform(0, h * 0.3))
-            _draw_person(img, crowd, kp, height, rng)
+    people = [_draw_main_person(rng, img) for _ in range(int(rng.choice([1, 1, 2, 2, 3, 4])))]
+    tiny = [_draw_tiny_person(rng, img) for _ in range(int(rng.integers(0, 4)))]
+    crowd = _draw_crowd(rng, img) if rng.random() < 0.15 else None
+    anns = _image_annotations(people, tiny, crowd)
+    for ann_id, a in enumerate(anns, start=first_ann_id):
+        a["image_id"] = image_id
+        a["id"] = ann_id
+    return img, anns
 
-    anns = []
-    ann_id = first_ann_id
-    # Later people occlude earlier ones: a person's visible region excludes everything drawn after it.
-    later = np.zeros((h, w), bool)
+
+def _draw_main_person(rng: np.random.Generator, img: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Draw a large person (height 35-80% of the picture, tilted up to 25 degrees) mostly inside ``img``.
+
+    Returns its image keypoints (17, 2) and its mask (h, w) uint8 {0, 255}."""
+    h, w = img.shape[:2]
+    height = rng.uniform(0.35, 0.8) * h
+    kp = random_pose(rng) * height
+    kp = kp @ _rot(rng.uniform(-25, 25)).T
+    lo, hi = kp.min(0), kp.max(0)
+    kp += rng.uniform([-lo[0] - 0.1 * w, -lo[1]], [w - hi[0] + 0.1 * w, h - hi[1] + 0.05 * h])
+    mask = np.zeros((h, w), np.uint8)
+    _draw_person(img, mask, kp, height, rng)
+    return kp, mask
+
+
+def _draw_tiny_person(rng: np.random.Generator, img: np.ndarray) -> np.ndarray:
+    """Draw a tiny person (height 4-10% of the picture, annotated without keypoints); returns its mask (h, w)."""
+    h, w = img.shape[:2]
+    height = rng.uniform(0.04, 0.1) * h
+    kp = random_pose(rng) * height + rng.uniform([0, 0], [w, h])
+    mask = np.zeros((h, w), np.uint8)
+    _draw_person(img, mask, kp, height, rng)
+    return mask
+
+
+def _draw_crowd(rng: np.random.Generator, img: np.ndarray) -> np.ndarray:
+    """Draw 5-11 small people packed in one region of ``img``; returns their union mask (h, w) uint8 {0, 255}."""
+    h, w = img.shape[:2]
+    crowd = np.zeros((h, w), np.uint8)
+    x0, y0 = rng.uniform(0, w * 0.7), rng.uniform(0, h * 0.7)
+    for _ in range(int(rng.integers(5, 12))):
+        height = rng.uniform(0.05, 0.1) * h
+        kp = random_pose(rng) * height + (x0 + rng.uniform(0, w * 0.3), y0 + rng.uniform(0, h * 0.3))
+        _draw_person(img, crowd, kp, height, rng)
+    return crowd
+
+
+def _covered_by_later(masks: list[np.ndarray]) -> list[np.ndarray]:
+    """For each mask (in drawing order), the bool (h, w) region drawn over it by the masks after it."""
+    later = np.zeros(masks[0].shape, bool)
+    cover = []
+    for mask in reversed(masks):
+        cover.append(later.copy())
+        later |= mask > 0
+    return cover[::-1]
+
+
+def _image_annotations(
+    people: list[tuple[np.ndarray, np.ndarray]], tiny: list[np.ndarray], crowd: np.ndarray | None
+) -> list[dict]:
+    """COCO annotations (without ids) of the people, the tiny people and the crowd, in drawing order.
+
+    Later people occlude earlier ones: a person's visible region excludes everything drawn after it, and its
+    keypoints under a later person are marked occluded. People left with no visible pixels get no annotation.
+    """
     drawn = [m for _, m in people] + tiny + ([crowd] if crowd is not None else [])
-    cover = [None] * len(drawn)
-    for i in range(len(drawn) - 1, -1, -1):
-        cover[i] = later.copy()
-        later |= drawn[i] > 0
-    for i, (kp, mask) in enumerate(people):
-        visible = (mask > 0) & ~cover[i]
-        ann = _person_annotation(kp, visible, cover[i], h, w)
-        if ann is not None:
-            anns.append(ann)
-    for i, mask in enumerate(tiny, start=len(people)):
-        visible = (mask > 0) & ~cover[i]
-        ann = _person_annotation(None, visible, cover[i], h, w)
+    h, w = drawn[0].shape
+    cover = _covered_by_later(drawn)
+    anns = []
+    for i, (kp, mask) in enumerate(people + [(None, m) for m in tiny]):
+        ann = _person_annotation(kp, (mask > 0) & ~cover[i], cover[i], h, w)
         if ann is not None:
             anns.append(ann)
     if crowd is not None and crowd.any():
-        rle = mask_utils.encode(np.asfortranarray(crowd > 0))
-        x, y, bw, bh = mask_utils.toBbox(rle).tolist()
-        anns.append(
-            {
-                "segmentation": {"size": [h, w], "counts": rle["counts"].decode("ascii")},
-                "num_keypoints": 0,
-                "area": float(mask_utils.area(rle)),
-                "iscrowd": 1,
-                "keypoints": [0] * 51,
-                "bbox": [x, y, bw, bh],
-                "category_id": 1,
-            }
-        )
-    for a in anns:
-        a["image_id"] = image_id
-        a["id"] = ann_id
-        ann_id += 1
-    return img, anns
+        anns.append(_crowd_annotation(crowd))
+    return anns
+
+
+def _crowd_annotation(crowd: np.ndarray) -> dict:
+    """The ``iscrowd = 1`` annotation of a crowd mask (h, w), its region as an RLE."""
+    h, w = crowd.shape
+    rle = mask_utils.encode(np.asfortranarray(crowd > 0))
+    x, y, bw, bh = mask_utils.toBbox(rle).tolist()
+    return {
+        "segmentation": {"size": [h, w], "counts": rle["counts"].decode("ascii")},
+        "num_keypoints": 0,
+        "area": float(mask_utils.area(rle)),
+        "iscrowd": 1,
+        "keypoints": [0] * 51,
+        "bbox": [x, y, bw, bh],
+        "category_id": 1,
+    }
 
 
 def _person_annotation(kp, visible: np.ndarray, covered: np.ndarray, h: int, w: int) -> dict | None:
