@@ -27,8 +27,9 @@ import torch
 
 from config import skeleton as sk
 from config.loader import add_config_arguments, config_from_args
-from data.dataset import SimplePoseDataset
+from data.dataset import SimplePoseDataset, collate, worker_init_fn
 from data.targets import keypoint_heatmaps, limb_heatmaps
+from engine.trainer import ForkSafeLoader
 from utils.errors import cli_main
 
 QUOTED_ORIGINAL_SAMPLES_PER_S = 87  # issue 2's figure for the original's pipeline (1 process, 128x128 targets only)
@@ -89,6 +90,26 @@ def run(ds: SimplePoseDataset, n: int, repeats: int = 3) -> dict[str, float]:
         for k, v in res.items():
             best[k] = max(best.get(k, v), v) if k.endswith("/s") else min(best.get(k, v), v)
     return best
+
+
+def loader_rate(ds: SimplePoseDataset, num_workers: int, batch_size: int, batches: int, device: torch.device) -> float:
+    """Samples/s of a training DataLoader as engine.trainer builds it (same collate and worker set-up, pinned memory
+    on CUDA) with ``num_workers`` worker processes, every tensor of each batch moved to ``device``. The clock starts
+    once each worker has handed over its first batch (worker start-up excluded) and runs for ``batches`` more."""
+    warm = max(1, num_workers)
+    indices = [i % len(ds) for i in range((warm + batches) * batch_size)]
+    loader = ForkSafeLoader(ds, batch_size=batch_size, sampler=indices, num_workers=num_workers, collate_fn=collate,
+                            worker_init_fn=worker_init_fn, pin_memory=device.type == "cuda")  # fmt: skip
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    start = 0.0
+    for i, batch in enumerate(loader):
+        for x in (batch["image"], *batch["targets"], *batch["masks"]):
+            x.to(device, non_blocking=True)
+        if i == warm - 1:
+            sync()
+            start = time.perf_counter()
+    sync()
+    return batches * batch_size / (time.perf_counter() - start)
 
 
 @cli_main

@@ -26,13 +26,18 @@ from utils.errors import cli_main
 PRESETS = {"paper": "config/simplepose_coco.yaml", "quickstart": "config/quickstart.yaml"}
 
 
-def _median_ms(fn, warmup: int, iters: int) -> float:
+def median_ms(fn, warmup: int, iters: int, sync=None) -> float:
+    """Median wall milliseconds of ``fn()`` over ``iters`` calls after ``warmup`` calls. ``sync()`` (e.g.
+    torch.cuda.synchronize) runs before each clock reading, so that work queued on a GPU is counted."""
+    sync = sync or (lambda: None)
     for _ in range(warmup):
         fn()
     times = []
     for _ in range(iters):
+        sync()
         t0 = time.perf_counter()
         fn()
+        sync()
         times.append((time.perf_counter() - t0) * 1000)
     return statistics.median(times)
 
@@ -68,7 +73,7 @@ def bench_case(preset: str, size: int, dtype: str, channels_last: bool, batch: i
         total.backward()
         model.zero_grad(set_to_none=True)
 
-    return _median_ms(forward, warmup, iters), _median_ms(forward_backward, warmup, iters)
+    return median_ms(forward, warmup, iters), median_ms(forward_backward, warmup, iters)
 
 
 class OriginalWay(PoseNet):
