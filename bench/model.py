@@ -37,13 +37,18 @@ MEMORY_BATCHES = [1, 2, 4, 8, 16]
 GiB = 2**30
 
 
-def _median_ms(fn, warmup: int, iters: int) -> float:
+def median_ms(fn, warmup: int, iters: int, sync=None) -> float:
+    """Median wall milliseconds of ``fn()`` over ``iters`` calls after ``warmup`` calls. ``sync()`` (e.g.
+    torch.cuda.synchronize) runs before each clock reading, so that work queued on a GPU is counted."""
+    sync = sync or (lambda: None)
     for _ in range(warmup):
         fn()
     times = []
     for _ in range(iters):
+        sync()
         t0 = time.perf_counter()
         fn()
+        sync()
         times.append((time.perf_counter() - t0) * 1000)
     return statistics.median(times)
 
@@ -87,7 +92,7 @@ def bench_case(preset: str, size: int, dtype: str, channels_last: bool, batch: i
         total.backward()
         model.zero_grad(set_to_none=True)
 
-    return _median_ms(forward, warmup, iters), _median_ms(forward_backward, warmup, iters)
+    return median_ms(forward, warmup, iters), median_ms(forward_backward, warmup, iters)
 
 
 def training_step(cfg, device: torch.device, precision: Precision, batch: int) -> Callable[[], None]:
@@ -113,6 +118,7 @@ def training_step(cfg, device: torch.device, precision: Precision, batch: int) -
         if device.type == "cuda":
             torch.cuda.synchronize(device)
 
+    step.scaler = scaler  # callers check whether a timed fp16 step overflowed (the scale dropped)
     return step
 
 
@@ -125,7 +131,7 @@ def memory_case(cfg, device: torch.device, precision: Precision, batch: int, war
     cuda = device.type == "cuda"
     if cuda:
         torch.cuda.reset_peak_memory_stats(device)
-    ms = _median_ms(step, 0, iters)
+    ms = median_ms(step, 0, iters)
     if not cuda:
         return None, None, ms
     return torch.cuda.max_memory_allocated(device), torch.cuda.memory_allocated(device), ms

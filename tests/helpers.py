@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import torch
 
 from config import skeleton as sk
 from config.loader import load_config
@@ -41,3 +42,7 @@ def assert_ends_as_expected(case, result) -> None:
     assert result.outcome == case.expected, result.message
     for word in case.names:
         assert word in result.message, f"the message should name {word!r}: {result.message}"
+
+
+def flat_optimizer_state(opt_state: dict) -> list[torch.Tensor]:
+    return [v for s in opt_state["state"].values() for v in s.values() if torch.is_tensor(v)]

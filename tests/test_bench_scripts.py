@@ -10,7 +10,7 @@ import sys
 import pytest
 import torch
 
-from bench import data_pipeline, grouping, model, syncbn_check
+from bench import data_pipeline, gpu_check, grouping, model, syncbn_check
 from config.loader import load_config
 from data.dataset import SimplePoseDataset
 from tests.harness import bad_input_table
@@ -122,3 +122,34 @@ def test_the_injected_write_fault_command_runs_train_py():
     code = write_fault_train_code("ENOSPC")
     r = subprocess.run([sys.executable, "-c", code, "--help"], cwd=REPO_ROOT, capture_output=True, text=True)
     assert r.returncode == 0 and "train.resume=auto" in r.stdout, r.stderr[-2000:]
+
+
+def test_gpu_check_without_a_gpu_says_so_and_exits_0(monkeypatch, capsys):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert gpu_check.main([]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("no CUDA GPU: torch.cuda.is_available() is False")
+    assert "--device cpu" in out
+
+
+def test_gpu_check_halves_the_batch_until_it_fits(capsys):
+    tried = []
+
+    def measure(batch: int) -> dict:
+        tried.append(batch)
+        if batch > 4:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory (simulated)")
+        return {"samples/s": 10.0 * batch}
+
+    assert gpu_check.largest_batch(measure, 16) == (4, {"samples/s": 40.0})
+    assert tried == [16, 8, 4]
+    assert "batch 16 does not fit in GPU memory; trying 8" in capsys.readouterr().out
+    with pytest.raises(torch.cuda.OutOfMemoryError):
+        gpu_check.largest_batch(lambda batch: measure(100), 2)
+
+
+def test_gpu_check_knows_the_peak_of_the_h200_and_not_of_others():
+    assert gpu_check.peak_tflops("NVIDIA H200")[0] == 989.4
+    assert gpu_check.peak_tflops("NVIDIA H200 NVL")[0] == 835.5
+    assert gpu_check.peak_tflops("NVIDIA H100 80GB HBM3")[0] == 989.4
+    assert gpu_check.peak_tflops("NVIDIA GeForce GTX 1080") == (None, "unknown peak")

@@ -11,7 +11,7 @@ from engine.checkpoint import load_checkpoint
 from engine.trainer import Trainer
 from models.weights import unwrap
 from tests.harness.faulty_trainer import faulty_trainer
-from tests.helpers import tiny_cfg
+from tests.helpers import flat_optimizer_state, tiny_cfg
 from utils.paths import REPO_ROOT, tiny_run_args
 
 
@@ -23,10 +23,6 @@ def assert_same_state(a: dict, b: dict):
     assert a.keys() == b.keys()
     for k in a:
         assert torch.equal(a[k], b[k]), k
-
-
-def flat_optimizer_state(opt_state: dict) -> list[torch.Tensor]:
-    return [v for s in opt_state["state"].values() for v in s.values() if torch.is_tensor(v)]
 
 
 def test_exact_resume_is_bit_identical(sample_h5_64, tmp_path):

@@ -9,13 +9,19 @@ from utils.errors import UserError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TINY_PRESET = REPO_ROOT / "config" / "tiny.yaml"  # smoke runs and tests: a CPU run in seconds
+PAPER_PRESET = REPO_ROOT / "config" / "simplepose_coco.yaml"  # the paper's model and recipe (512 input, 4 stacks)
 COCO_SAMPLE_ANNOTATIONS = Path("annotations") / "person_keypoints_sample.json"
 
 
+def run_args(preset: str | Path, train_h5: str | Path, out_dir: str | Path, *extra: str) -> list[str]:
+    """Command-line arguments of a training run of ``preset`` on ``train_h5``, writing to ``out_dir``; ``extra``
+    are further ``key=value`` overrides."""
+    return ["--config", str(preset), f"data.train={train_h5}", f"train.out_dir={out_dir}", *extra]
+
+
 def tiny_run_args(train_h5: str | Path, out_dir: str | Path, *extra: str) -> list[str]:
-    """Command-line arguments of a run of the tiny preset on ``train_h5`` (built for input size 64), writing to
-    ``out_dir``; ``extra`` are further ``key=value`` overrides."""
-    return ["--config", str(TINY_PRESET), f"data.train={train_h5}", f"train.out_dir={out_dir}", *extra]
+    """``run_args`` of the tiny preset (``train_h5`` built for input size 64)."""
+    return run_args(TINY_PRESET, train_h5, out_dir, *extra)
 
 
 def coco_sample_dir() -> Path:

@@ -1,0 +1,359 @@
+"""One GPU, one report: the CUDA test tier, then the training, data and evaluation speed of the paper preset.
+
+    python -m bench.gpu_check                         # about 5 min on an H200 (at most 8)
+    python -m bench.gpu_check --sections train data   # some sections only
+    python -m bench.gpu_check --device cpu            # a dry run of the same code at toy sizes (no figures)
+
+Sections; one that fails prints its error and the others still run (the exit status is then 1):
+  tests  python -m pytest -m cuda (tests/test_cuda.py): training in fp16/bf16/channels_last, exact resume, COCO
+         evaluation GPU vs CPU, torchrun + SyncBN, loader workers with pinned memory;
+  train  samples/s of a training step of the paper preset at 512 (forward, backward, optimizer step), in bf16
+         and in fp16 with GradScaler, channels_last, at the largest batch up to 16 that fits; peak memory; model
+         FLOPs utilisation. Its inputs are random tensors of the right shapes: the data pipeline is timed apart;
+  data   samples/s of the training DataLoader with 1, 2, 4, 8 ... workers on the real COCO sample at 512, set
+         beside the training rate: how many workers keep one GPU fed;
+  eval   images/s of multi-scale + flip evaluation of the paper preset on the real sample images, network and
+         decoding time apart (random weights).
+Without a CUDA GPU it says so and exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import platform
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from bench.data_pipeline import loader_rate
+from bench.model import median_ms, training_step
+from config.loader import load_config
+from data.coco_to_hdf5 import Source, convert
+from data.dataset import SimplePoseDataset
+from data.synthetic import generate
+from evaluate.coco_eval import read_image
+from evaluate.demo import estimate
+from evaluate.inference import model_predictor
+from models import build_model
+from models.summary import macs_and_shapes
+from utils.errors import UserError, cli_main
+from utils.paths import COCO_SAMPLE_ANNOTATIONS, PAPER_PRESET, REPO_ROOT, coco_sample_dir
+from utils.precision import Precision, precision_for
+
+SECTIONS = ("tests", "train", "data", "eval")
+# Dense (no sparsity) bf16/fp16 tensor-core peak at boost clock, TFLOP/s, from NVIDIA's datasheets; the first
+# name contained in the GPU's name wins.
+PEAK_TFLOPS = (("H200 NVL", 835.5), ("H200", 989.4), ("H100 NVL", 835.5), ("H100 PCIe", 756.5), ("H100", 989.4),
+               ("A100", 312.0))  # fmt: skip
+AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
+GIB = 2**30
+
+
+@dataclass
+class Rig:
+    """The sizes of a check: the real one on a GPU, or the CPU dry run at toy sizes."""
+
+    device: torch.device
+    input_size: int
+    max_batch: int  # the largest training batch tried
+    warmup: int  # training steps not timed (cuDNN autotuning)
+    # GradScaler skips about the first 13 steps of a fresh paper model in fp16 (their scaled gradients overflow;
+    # no optimizer step): fp16 warms up this many steps more, so that the timed steps are real ones
+    fp16_extra_warmup: int
+    iters: int  # training steps timed
+    workers: list[int]  # DataLoader worker counts
+    eval_images: int  # 0: all sample images
+    tier_timeout_s: float  # the CUDA tier is killed after this
+    eval_overrides: list[str] = field(default_factory=list)
+
+    @staticmethod
+    def of(device: torch.device) -> Rig:
+        if device.type == "cuda":
+            cores = os.cpu_count() or 1
+            workers = [n for n in (1, 2, 4, 8, 16, 32, 64) if n <= cores]
+            return Rig(device, 512, 16, warmup=3, fp16_extra_warmup=30, iters=10, workers=workers, eval_images=0,
+                       tier_timeout_s=360)  # fmt: skip
+        return Rig(device, 64, 2, warmup=1, fp16_extra_warmup=1, iters=2, workers=[1, 2], eval_images=3,
+                   tier_timeout_s=3600, eval_overrides=["eval.boxsize=64", "eval.scales=[0.5,1.0]"])  # fmt: skip
+
+    def sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+
+
+@dataclass
+class Report:
+    rows: list[tuple[str, str, str]] = field(default_factory=list)  # (what, figure, detail) of the summary table
+    failed: list[str] = field(default_factory=list)
+    train_rates: dict[str, float] = field(default_factory=dict)  # samples/s by precision
+    train_batch: int = 0
+
+    def row(self, what: str, figure: str, detail: str = "") -> None:
+        self.rows.append((what, figure, detail))
+
+
+def say(text: str = "") -> None:
+    print(text, flush=True)
+
+
+def peak_tflops(name: str) -> tuple[float | None, str]:
+    """(dense bf16/fp16 peak TFLOP/s, which entry) for a GPU name, or (None, "unknown peak")."""
+    for key, tflops in PEAK_TFLOPS:
+        if key.lower() in name.lower():
+            return tflops, f"{tflops:g} TFLOP/s, {key} dense bf16/fp16 tensor cores (NVIDIA datasheet)"
+    return None, "unknown peak"
+
+
+def largest_batch(measure: Callable[[int], dict], start: int) -> tuple[int, dict]:
+    """``measure(batch)`` at batch = start, start/2, ... until one fits in GPU memory: (batch, its result)."""
+    batch = start
+    while True:
+        try:
+            return batch, measure(batch)
+        except torch.cuda.OutOfMemoryError:
+            if batch == 1:
+                raise
+        # out of the except block: the traceback and the tensors its frames held are gone; give their memory back
+        gc.collect()
+        torch.cuda.empty_cache()
+        say(f"  batch {batch} does not fit in GPU memory; trying {batch // 2}")
+        batch //= 2
+
+
+# ---------------------------------------------------------------------------------------------- sections
+def section_environment(rig: Rig, report: Report) -> None:
+    cores = os.cpu_count()
+    versions = f"torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}"
+    if rig.device.type == "cuda":
+        p = torch.cuda.get_device_properties(rig.device)
+        name = p.name
+        detail = (f"{p.total_memory / GIB:.1f} GiB, compute capability {p.major}.{p.minor}, "
+                  f"{p.multi_processor_count} SMs; {versions}; {cores} CPU cores")  # fmt: skip
+        tf32 = (f"TF32: cuDNN convolutions {'on' if torch.backends.cudnn.allow_tf32 else 'off'}, matmul "
+                f"{'on' if torch.backends.cuda.matmul.allow_tf32 else 'off'} (PyTorch defaults)")  # fmt: skip
+    else:
+        name, detail, tf32 = f"CPU ({platform.processor() or platform.machine()})", f"{versions}; {cores} cores", ""
+    say(f"device: {name}, {detail}")
+    say(f"python {platform.python_version()}" + (f"; {tf32}" if tf32 else ""))
+    report.row("device", name, detail)
+
+
+def section_tests(rig: Rig, report: Report) -> None:
+    """The CUDA tier in a pytest process of its own (killed with its children after rig.tier_timeout_s); the
+    captured output of every test is shown (its stdout: figures the tests print)."""
+    env = {k: v for k, v in os.environ.items() if k != "SIMPLEPOSE_CUDA_TIER_ON_CPU"}
+    if rig.device.type != "cuda":
+        env["SIMPLEPOSE_CUDA_TIER_ON_CPU"] = str(rig.input_size)
+    with tempfile.TemporaryDirectory() as tmp:
+        junit = Path(tmp) / "tier.xml"
+        # a test module that fails to import is reported as an error without stopping the CUDA tests
+        command = [sys.executable, "-m", "pytest", "-m", "cuda", "-rA", "--show-capture=stdout", "--tb=short",
+                   "--durations=0", "--continue-on-collection-errors", "-p", "no:cacheprovider",
+                   f"--junitxml={junit}"]  # fmt: skip
+        say("$ python " + " ".join(command[1:]))
+        start = time.perf_counter()
+        proc = subprocess.Popen(command, cwd=REPO_ROOT, env=env, start_new_session=True)
+        try:
+            rc = proc.wait(timeout=rig.tier_timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            raise RuntimeError(f"the CUDA tier did not finish within {rig.tier_timeout_s:.0f} s; killed") from None
+        seconds = time.perf_counter() - start
+        if not junit.is_file():
+            raise RuntimeError(f"pytest exited {rc} without a report")
+        suite = ET.parse(junit).getroot()
+        suite = suite if suite.tag == "testsuite" else suite.find("testsuite")
+        counts = {k: int(suite.get(k, 0)) for k in ("tests", "failures", "errors", "skipped")}
+    passed = counts["tests"] - counts["failures"] - counts["errors"] - counts["skipped"]
+    summary = f"{passed} passed, {counts['failures']} failed, {counts['errors']} errors, {counts['skipped']} skipped"
+    report.row("CUDA test tier", summary, f"python -m pytest -m cuda, {seconds:.0f} s")
+    if rc != 0:
+        raise RuntimeError(f"pytest exited {rc}: {summary}")
+
+
+def train_step_rate(rig: Rig, cfg, amp: str, batch: int) -> dict:
+    """Samples/s of the training step of bench.model (forward, backward, unscale, clip, optimizer step) of a fresh
+    model at ``batch``, and the peak GPU memory it took."""
+    device = rig.device
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    step = training_step(cfg, device, Precision(AUTOCAST[amp], amp == "fp16", amp), batch)
+    for _ in range(rig.warmup + (rig.fp16_extra_warmup if step.scaler.is_enabled() else 0)):
+        step()
+    scale = step.scaler.get_scale() if step.scaler.is_enabled() else None
+    ms = median_ms(step, 0, rig.iters, rig.sync)
+    peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else 0
+    overflowed = step.scaler.is_enabled() and step.scaler.get_scale() < scale  # a timed step was skipped
+    return {"samples/s": batch * 1000 / ms, "ms": ms, "peak": peak, "overflowed": overflowed}
+
+
+def section_train(rig: Rig, report: Report) -> None:
+    cfg = load_config(PAPER_PRESET, [f"data.input_size={rig.input_size}", "train.channels_last=true"])
+    macs = macs_and_shapes(cfg.model, rig.input_size, rig.input_size)[0]
+    flops = 3 * 2 * macs  # per sample: forward 2 FLOPs per multiply-accumulate; backward twice the forward
+    name = torch.cuda.get_device_name(rig.device) if rig.device.type == "cuda" else "cpu"
+    peak, peak_text = peak_tflops(name)
+    say(f"paper preset at {rig.input_size}: {macs / 1e9:.2f} G multiply-accumulates per forward (models.summary), "
+        f"{flops / 1e12:.3f} TFLOP per training sample; peak: {peak_text}")  # fmt: skip
+    say(f"random uint8 images and random targets of the right shapes, on the device; optimizer: {cfg.train.optimizer}; "
+        f"median of {rig.iters} steps after {rig.warmup} warm-up steps ({rig.warmup + rig.fp16_extra_warmup} in "
+        "fp16), each timed between CUDA synchronisations")  # fmt: skip
+    benchmark = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = True  # as training (engine.trainer.seed_everything, train.deterministic=false)
+    failed = []
+    try:
+        for amp, label in (("bf16", "bf16"), ("fp16", "fp16 + GradScaler")):
+            start = report.train_batch or rig.max_batch
+            try:
+                batch, res = largest_batch(lambda b, amp=amp: train_step_rate(rig, cfg, amp, b), start)
+            except Exception:  # the other precision still runs
+                traceback.print_exc(file=sys.stdout)
+                failed.append(label)
+                continue
+            finally:
+                gc.collect()
+                if rig.device.type == "cuda":
+                    torch.cuda.empty_cache()
+            report.train_batch = batch
+            rate = report.train_rates[label] = res["samples/s"]
+            mfu = f"MFU {100 * flops * rate / (peak * 1e12):.1f} % of {peak:g} TFLOP/s" if peak else "MFU: unknown peak"
+            if res["overflowed"]:
+                mfu += " (GradScaler skipped some timed steps for overflow: those skip only the optimizer update)"
+            memory = f"peak memory {res['peak'] / GIB:.1f} GiB" if rig.device.type == "cuda" else "peak memory -"
+            say(f"  {label:<18} channels_last, batch {batch:>2}: {rate:8.1f} samples/s ({res['ms']:.1f} ms per step), "
+                f"{memory}, {mfu}")  # fmt: skip
+            report.row(f"training, {label}, channels_last", f"{rate:.1f} samples/s", f"batch {batch}, {memory}, {mfu}")
+    finally:
+        torch.backends.cudnn.benchmark = benchmark  # evaluation runs without: each image size would be autotuned
+    if failed:
+        raise RuntimeError(f"training step failed in {' and '.join(failed)} (traceback above)")
+
+
+def sample_source(tmp: Path) -> tuple[Path, Path, str]:
+    """(images, annotations, what they are): the real COCO sample, or a synthetic set when it cannot be found."""
+    try:
+        root = coco_sample_dir()
+        return root / "images", root / COCO_SAMPLE_ANNOTATIONS, f"the real COCO sample ({root})"
+    except UserError as e:
+        say(f"note: {e}; using a synthetic set (data.synthetic) instead")
+        generate(tmp / "synthetic", num_images=27, seed=0, val_fraction=0)
+        annotations = tmp / "synthetic" / "annotations" / "person_keypoints_train.json"
+        return tmp / "synthetic" / "images", annotations, "a synthetic set (data.synthetic, 27 images)"
+
+
+def section_data(rig: Rig, report: Report) -> None:
+    cfg = load_config(PAPER_PRESET, [f"data.input_size={rig.input_size}"])
+    batch = report.train_batch or rig.max_batch
+    with tempfile.TemporaryDirectory() as tmp:
+        images, annotations, what = sample_source(Path(tmp))
+        h5 = Path(tmp) / f"train{rig.input_size}.h5"
+        convert([Source(images, annotations)], h5, input_size=rig.input_size, progress=False)
+        ds = SimplePoseDataset(h5, cfg, train=True)
+        say(f"{what}: {len(ds)} training samples at {rig.input_size}, training augmentation, all "
+            f"{cfg.model.num_scales} target scales; batch {batch}, pinned memory on CUDA, each batch moved to the "
+            "device")  # fmt: skip
+        rates = {n: loader_rate(ds, n, batch, batches=max(8, 6 * n), device=rig.device) for n in rig.workers}
+    train = max(report.train_rates.values(), default=0.0)
+    for n, rate in rates.items():
+        versus = f" = {rate / train:.2f} x the training rate" if train else ""
+        say(f"  {n:>2} worker(s): {rate:8.1f} samples/s{versus}")
+    enough = [n for n, rate in rates.items() if train and rate >= train]
+    if not train:
+        verdict = "no training rate to compare with (train section not run)"
+    elif enough:
+        verdict = f"keeps one GPU fed from {enough[0]} worker(s) on ({train:.0f} samples/s to feed)"
+    else:
+        verdict = f"slower than training with every count tried ({train:.0f} samples/s to feed)"
+    say(f"data pipeline: {verdict}; the training process itself also needs a core")
+    best = max(rates, key=rates.get)
+    report.row(f"data pipeline, {best} workers", f"{rates[best]:.1f} samples/s",
+               ", ".join(f"{n}: {r:.0f}" for n, r in rates.items()) + f" samples/s by workers; {verdict}")  # fmt: skip
+
+
+def section_eval(rig: Rig, report: Report) -> None:
+    cfg = load_config(PAPER_PRESET, [f"data.input_size={rig.input_size}", *rig.eval_overrides])
+    model = build_model(cfg).to(rig.device).eval()
+    with tempfile.TemporaryDirectory() as tmp:
+        images_dir, _, what = sample_source(Path(tmp))
+        paths = sorted(images_dir.glob("*.jpg"))[: rig.eval_images or None]
+        images = [read_image(p) for p in paths]
+    sizes = [f"{h}x{w}" for h, w in sorted({im.shape[:2] for im in images})]
+    say(f"{what}: {len(images)} images ({len(sizes)} sizes, {sizes[0]} to {sizes[-1]} rows x cols); paper preset "
+        f"with random weights; scales {cfg.eval.scales}, flip {cfg.eval.flip}, boxsize {cfg.eval.boxsize}; cuDNN "
+        "benchmark off, as in python -m evaluate.coco_eval; the first image is a warm-up, not timed")  # fmt: skip
+    say(
+        "  random weights give flat maps with few peaks: decoding is faster here than with a trained model "
+        "(python -m bench.grouping times it on ground-truth maps)"
+    )
+    for amp in ("off", "bf16"):
+        predict = model_predictor(model, precision_for(amp, rig.device, "eval.amp"))
+        estimate(images[0], cfg, predict, rig.device)
+        times = np.array([estimate(im, cfg, predict, rig.device)[1:] for im in images[1:] or images])
+        net, dec = times.mean(0) * 1000
+        rate = len(times) / times.sum()
+        label = "float32" if amp == "off" else amp
+        say(f"  eval.amp={amp:<4} ({label}): {rate:6.2f} images/s; per image: network {net:7.1f} ms (resize, forward, "
+            f"flip fusion, scale averaging), decoding {dec:6.1f} ms (peaks, limbs, assembly)")  # fmt: skip
+        report.row(
+            f"evaluation, {len(cfg.eval.scales)} scales + flip, {label}",
+            f"{rate:.2f} images/s",
+            f"network {net:.0f} ms + decoding {dec:.0f} ms per image, {len(times)} images, random weights",
+        )
+
+
+def print_table(report: Report) -> None:
+    say("\n| what | figure | detail |\n|---|---|---|")
+    for what, figure, detail in report.rows:
+        say(f"| {what} | {figure} | {detail} |")
+
+
+@cli_main
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.gpu_check", description=__doc__.split("\n\n")[0])
+    p.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS))
+    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
+                   help="cpu: a dry run of every section at toy sizes, to check the code without a GPU")  # fmt: skip
+    args = p.parse_args(argv)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        say("no CUDA GPU: torch.cuda.is_available() is False, so there is nothing to check here "
+            "(python -m bench.gpu_check --device cpu runs the same code at toy sizes as a dry run)")  # fmt: skip
+        return 0
+    rig = Rig.of(torch.device(args.device))
+    report = Report()
+    start = time.perf_counter()
+    say(f"GPU check{' (CPU DRY RUN: toy sizes, the figures mean nothing)' if rig.device.type == 'cpu' else ''}")
+    sections = {"environment": ("environment", section_environment), "tests": ("CUDA test tier", section_tests),
+                "train": ("training speed", section_train), "data": ("data pipeline", section_data),
+                "eval": ("evaluation", section_eval)}  # fmt: skip
+    for name in ["environment", *[s for s in SECTIONS if s in args.sections]]:
+        title, run_section = sections[name]
+        say(f"\n== {title} ==")
+        t0 = time.perf_counter()
+        try:
+            run_section(rig, report)
+        except Exception as e:  # printed in the report's order; the next section still runs
+            traceback.print_exc(file=sys.stdout)
+            report.failed.append(name)
+            report.row(title, "FAILED", f"{type(e).__name__}: {e}".splitlines()[0][:200])
+        say(f"({time.perf_counter() - t0:.0f} s)")
+    print_table(report)
+    failed = f"; FAILED: {', '.join(report.failed)}" if report.failed else ""
+    say(f"\ngpu_check done in {(time.perf_counter() - start) / 60:.1f} min{failed}")
+    return 1 if report.failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
