@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import torch
 
 from config import skeleton as sk
 from config.loader import load_config
 from config.schema import Config
-from utils.paths import TINY_PRESET
+from utils.paths import REPO_ROOT, TINY_PRESET
 
 
 def tiny_cfg(h5, out_dir, *extra: str) -> Config:
@@ -46,3 +48,11 @@ def assert_ends_as_expected(case, result) -> None:
 
 def flat_optimizer_state(opt_state: dict) -> list[torch.Tensor]:
     return [v for s in opt_state["state"].values() for v in s.values() if torch.is_tensor(v)]
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    """This process's environment for a subprocess that imports the repository: the repository root put in front
+    of PYTHONPATH (kept, not replaced: packages installed there, e.g. with pip --target, must stay importable),
+    plus ``extra``."""
+    path = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path, **extra}

@@ -42,7 +42,7 @@ from engine.run import QUICKSTART_PRESET, parse_args
 from engine.trainer import Trainer
 from evaluate.coco_eval import coco_keypoint_stats, load_coco
 from models.weights import unwrap
-from tests.helpers import flat_optimizer_state
+from tests.helpers import flat_optimizer_state, subprocess_env
 from utils.distributed import torchrun_command
 from utils.paths import PAPER_PRESET, REPO_ROOT, run_args, tiny_run_args
 
@@ -57,7 +57,6 @@ CPU_DRY_RUN = "CUDA only: this is the CPU dry run (SIMPLEPOSE_CUDA_TIER_ON_CPU)"
 pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not CPU_DRY_RUN_SIZE and not torch.cuda.is_available(),
                                                    reason=NO_GPU)]  # fmt: skip
 # cuBLAS is deterministic only with a fixed workspace (train.deterministic=true needs it on CUDA)
-SUBPROCESS_ENV = {"PYTHONPATH": str(REPO_ROOT), "CUBLAS_WORKSPACE_CONFIG": ":4096:8"}
 # Optimizer steps on a fixed batch. The paper preset's first gradients are large (norm ~2e5, elements up to ~6e3 at
 # 128 to 512 input, measured in float32 on the CPU: its convolutions start at N(0, 0.001^2) under BatchNorm), so in
 # fp16 GradScaler skips about the first 13 steps, halving its scale from 2**16 each time, before the steps that
@@ -72,7 +71,7 @@ SMALL_MODEL_IMAGES, SMALL_MODEL_EPOCHS = 200, 4
 
 def run_command(command: list[str], timeout: float = 600) -> subprocess.CompletedProcess:
     """Run a command of this repository from its root; fails the test with its output when it fails."""
-    env = {**os.environ, **SUBPROCESS_ENV}
+    env = subprocess_env(CUBLAS_WORKSPACE_CONFIG=":4096:8")
     r = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=timeout)
     assert r.returncode == 0, f"{' '.join(command)}\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
     return r

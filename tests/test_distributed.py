@@ -5,7 +5,6 @@ worker, the DataParallel loss balancing and the SyncBN conversion."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -16,7 +15,7 @@ from torch import nn
 
 from engine.checkpoint import load_checkpoint
 from engine.launch import DataParallelBalanced, ModelWithLoss, sync_batchnorm
-from tests.helpers import tiny_cfg
+from tests.helpers import subprocess_env, tiny_cfg
 from utils.distributed import torchrun_command
 from utils.paths import REPO_ROOT, tiny_run_args
 
@@ -27,7 +26,7 @@ TIMES: dict[str, float] = {}
 
 
 def _run(command: list[str], label: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"}
+    env = subprocess_env(OMP_NUM_THREADS="1")
     start = time.perf_counter()
     r = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
     TIMES[label] = time.perf_counter() - start

@@ -1,7 +1,6 @@
 """COCO evaluation: oracle AP on the real sample, results JSON, empty detections, distributed sharding."""
 
 import json
-import os
 import subprocess
 import sys
 
@@ -13,6 +12,7 @@ from torch import nn
 from config.schema import Config
 from evaluate.coco_eval import STAT_NAMES, coco_results, evaluate_coco, evaluate_oracle, results_text
 from evaluate.decode import People
+from tests.helpers import subprocess_env
 from utils.distributed import torchrun_command
 from utils.paths import REPO_ROOT
 
@@ -84,7 +84,7 @@ def test_no_detections_give_an_empty_file_and_zero_ap(coco_sample_images, coco_s
 def test_distributed_results_are_byte_identical(coco_sample_images, coco_sample_annotations, tmp_path):
     args = ["--from-ground-truth", "--images", str(coco_sample_images), "--annotations", str(coco_sample_annotations)]
     overrides = ["eval.scales=[1.0]", "eval.max_images=9"]
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"}
+    env = subprocess_env(OMP_NUM_THREADS="1")
     single = subprocess.run(
         [sys.executable, "-m", "evaluate.coco_eval", *args, "--out", str(tmp_path / "one.json"), *overrides],
         cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300,

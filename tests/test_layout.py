@@ -33,3 +33,18 @@ def test_shipped_code_does_not_import_the_tests():
     found = [f"{p.relative_to(REPO_ROOT)}: {m}" for p in files for m in sorted(imported_modules(p.read_text()))
              if m == "tests" or m.startswith("tests.")]  # fmt: skip
     assert found == []
+
+
+def test_subprocesses_of_the_tests_keep_packages_installed_on_pythonpath(tmp_path, monkeypatch):
+    """Machines that install dependencies with ``pip --target DIR`` and PYTHONPATH=DIR (the lent GPU machine does)
+    must still import them in the tests' subprocesses, beside the repository."""
+    import subprocess
+    import sys
+
+    from tests.helpers import subprocess_env
+
+    (tmp_path / "installed_elsewhere.py").write_text("VALUE = 7\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    code = "import installed_elsewhere, engine.trainer; print(installed_elsewhere.VALUE)"
+    r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=subprocess_env(), capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip() == "7", r.stderr

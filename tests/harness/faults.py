@@ -30,6 +30,7 @@ from data.coco_to_hdf5 import Source, convert
 from data.synthetic import generate
 from engine.checkpoint import load_checkpoint
 from tests.harness.cases import CaseResult
+from tests.helpers import subprocess_env
 from utils.distributed import torchrun_command
 from utils.errors import UserError
 from utils.paths import REPO_ROOT, TINY_PRESET, tiny_run_args
@@ -40,7 +41,7 @@ CHECKPOINTS = ("last.pt", "best.pt")
 RUN_STEPS = 6 * 2
 RUN = ["train.epochs=6", "train.max_steps_per_epoch=2", "train.checkpoint_every_steps=1", "train.val_every=1",
        "train.optimizer=sgd", "train.lr=0.01"]  # fmt: skip
-ENV = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1"}
+ENV = subprocess_env(OMP_NUM_THREADS="1")
 
 
 @dataclass
