@@ -6,7 +6,8 @@ Fixes (docs/differences.md#person-assembly):
 * a person found through the "to" end whose "from" slot is empty also receives the "from" keypoint
   (the original only ever attached the "to" end);
 * the part-count filter is real (``min_parts``), and the merged person's longest limb includes both halves;
-* no crash on impossible matches (a peak sits in at most one person, so at most two people match).
+* no crash on impossible matches (a peak sits in at most one person, so at most two people match);
+* one-keypoint people rank strictly after every person of two or more keypoints (``person_scores``).
 """
 
 from __future__ import annotations
@@ -145,6 +146,20 @@ def assemble_people(
                 rows.append(row)
                 totals.append(scores[peak])
     return np.array(rows, np.int64).reshape(-1, num_parts), np.array(totals, np.float64)
+
+
+def person_scores(totals: np.ndarray, counts: np.ndarray, min_mean_score: float) -> np.ndarray:
+    """(P,) person scores from (P,) totals and keypoint counts (docs/design.md#from-people-to-coco-results).
+
+    People of two or more keypoints score ``1 - 1 / total``, as in the original. Their totals passed
+    ``total >= count * min_mean_score``, so none scores below ``floor = 1 - 1 / (2 * min_mean_score)``; a
+    one-keypoint person scores ``floor - 1 / (1 + total)``, in (floor - 1, floor): strictly after all of them in
+    any image, still ordered by its own evidence. Needs ``min_mean_score > 0`` (config.loader.validate).
+    """
+    totals = np.asarray(totals, np.float64)
+    single = np.asarray(counts) <= 1
+    floor = 1.0 - 1.0 / (2.0 * min_mean_score)
+    return np.where(single, floor - 1.0 / (1.0 + totals), 1.0 - 1.0 / totals)
 
 
 def _extend(people: _PartialPeople, p, a, pa, b, pb, s, length, scores, len_rate) -> None:

@@ -2,7 +2,7 @@
 
 people = decode_people(maps, cfg.eval, scale=(sx, sy))
 people.keypoints  # (P, 17, 3) COCO order: x, y in image pixels, keypoint score (0 = not found)
-people.scores     # (P,) person score, 1 - 1 / total as in the original
+people.scores     # (P,) person score: 1 - 1 / total as in the original; one-keypoint people rank last
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from config.skeleton import (
     NUM_COCO_KEYPOINTS,
     NUM_KEYPOINTS,
 )
-from evaluate.assemble import AssemblyParams, assemble_people
+from evaluate.assemble import AssemblyParams, assemble_people, person_scores
 from evaluate.limbs import match_limb, score_pairs
 from evaluate.peaks import find_peaks
 
@@ -97,6 +97,8 @@ def decode_people(maps: np.ndarray, cfg: EvalConfig, scale: float | tuple[float,
     if maps.ndim != 3 or maps.shape[0] < KEYPOINT_CHANNELS.stop:
         raise ValueError(f"maps must be (>= {KEYPOINT_CHANNELS.stop}, h, w), got {maps.shape}")
     heat = maps[KEYPOINT_CHANNELS]
+    image_height = maps.shape[1] * sy
+    input_px = image_height / cfg.boxsize  # image pixels per pixel of the scale-1 network input
     peaks, part = find_peaks(
         heat,
         cfg.peak_threshold,
@@ -105,20 +107,21 @@ def decode_people(maps: np.ndarray, cfg: EvalConfig, scale: float | tuple[float,
         cfg.refine_xy_swap_bug,
         cfg.refine_mode,
         cfg.max_peaks,
+        (input_px / sx, input_px / sy),
     )
     if len(peaks) < 2:
         return People.empty()
-    image_height = maps.shape[1] * sy
     limb_maps = maps[LIMB_CHANNELS]
     connections = find_connections(limb_maps, peaks, part, cfg, (sx, sy), image_height)
     slots, totals = assemble_people(connections, LIMBS, peaks[:, 2], part, NUM_KEYPOINTS, assembly_params(cfg))
-    return people_from_slots(slots, totals, peaks, (sx, sy))
+    return people_from_slots(slots, totals, peaks, (sx, sy), cfg.min_mean_score)
 
 
 def people_from_slots(
-    slots: np.ndarray, totals: np.ndarray, peaks: np.ndarray, scale_xy: tuple[float, float]
+    slots: np.ndarray, totals: np.ndarray, peaks: np.ndarray, scale_xy: tuple[float, float], min_mean_score: float
 ) -> People:
-    """(P, 18) peak ids -> COCO-order keypoints in image pixels (neck dropped) and person scores."""
+    """(P, 18) peak ids -> COCO-order keypoints in image pixels (neck dropped) and person scores
+    (``evaluate.assemble.person_scores``)."""
     if len(slots) == 0:
         return People.empty()
     found = slots >= 0
@@ -128,4 +131,4 @@ def people_from_slots(
     internal[..., 1] = (rows[..., 1] + 0.5) * scale_xy[1] - 0.5
     internal[..., 2] = rows[..., 2]
     internal[~found] = 0.0
-    return People(internal[:, COCO_TO_INTERNAL], 1.0 - 1.0 / totals)
+    return People(internal[:, COCO_TO_INTERNAL], person_scores(totals, found.sum(1), min_mean_score))

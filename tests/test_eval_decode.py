@@ -6,7 +6,8 @@ import pytest
 from config import skeleton as sk
 from config.schema import EvalConfig, TargetConfig
 from data.targets import draw_targets
-from evaluate.assemble import AssemblyParams, assemble_people
+from evaluate.assemble import AssemblyParams, assemble_people, person_scores
+from evaluate.coco_eval import coco_results
 from evaluate.decode import decode_people
 from evaluate.limbs import match_limb, score_pairs
 from evaluate.peaks import find_peaks, local_maxima
@@ -137,7 +138,31 @@ def test_partial_people_merge_and_filters():
     assert len(slots) == 0
 
 
+def test_person_scores_rank_one_keypoint_people_below_any_person_of_two():
+    m = 0.45
+    totals, counts = np.array([2 * m, 30.0, 1e6, 2 * m, 0.5]), np.array([2, 17, 1, 1, 1])
+    scores = person_scores(totals, counts, m)
+    assert scores[:2] == pytest.approx([1 - 1 / (2 * m), 1 - 1 / 30])  # the original's 1 - 1 / total
+    assert scores[0] > scores[2] > scores[3] > scores[4]  # the weakest possible pair beats the strongest single
+
+
 # ----------------------------------------------------------------------------------------------- decoding
+def test_a_strong_lone_keypoint_ranks_after_a_weak_two_keypoint_person():
+    h, w = 64, 80
+    maps = np.zeros((50, h, w), np.float32)
+    kp = sk.KEYPOINT_CHANNELS.start
+    shoulder, elbow = sk.KEYPOINTS.index("right_shoulder"), sk.KEYPOINTS.index("right_elbow")
+    maps[kp + shoulder] = 0.35 * gaussian_map(h, w, 20, 20)
+    maps[kp + elbow] = 0.35 * gaussian_map(h, w, 20, 35)
+    maps[sk.LIMB_CHANNELS.start + sk.LIMBS.index((shoulder, elbow)), 18:38, 18:23] = 0.35  # the limb between them
+    maps[kp + sk.KEYPOINTS.index("nose")] = 1.5 * gaussian_map(h, w, 60, 30)  # a network's peak can exceed 1
+    people = decode_people(maps, EvalConfig(peak_score="peak", min_parts=1), scale=STRIDE)
+    found = [int(n) for n in (people.keypoints[:, :, 2] > 0).sum(1)]
+    assert sorted(found) == [1, 2]
+    # by the original's 1 - 1 / total the lone nose (1 - 1 / 1.5) would come first: total of the pair ~1.05
+    assert [sum(r["keypoints"][2::3]) for r in coco_results([1], [people])] == [2, 1]
+
+
 def test_decodes_two_people_whose_limbs_cross():
     # both left forearms cross between the two people
     a = person(100, 20, left_elbow=(150, 95), left_wrist=(215, 140))
