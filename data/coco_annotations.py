@@ -63,8 +63,15 @@ def load_coco_keypoints(path: str | Path, skip_bad: bool = False) -> CocoKeypoin
     return CocoKeypoints(path, images, by_image, bad)
 
 
-def _read_annotation_json(path: Path) -> dict:
-    """The parsed file, checked to be an object with an 'images' and an 'annotations' list."""
+def load_image_info(path: str | Path) -> list[dict]:
+    """The validated 'images' (id, file_name, width, height) of a COCO image-info JSON such as
+    ``image_info_test-dev2017.json``: images without annotations (an 'annotations' list, if any, is ignored)."""
+    path = Path(path)
+    return _validated_images(_read_annotation_json(path, need_annotations=False)["images"], path)
+
+
+def _read_annotation_json(path: Path, need_annotations: bool = True) -> dict:
+    """The parsed file, checked to be an object with an 'images' and (when needed) an 'annotations' list."""
     if not path.is_file():
         raise UserError(f"annotation file {path} not found; pass the COCO person_keypoints_*.json file")
     try:
@@ -79,7 +86,7 @@ def _read_annotation_json(path: Path) -> dict:
         raise UserError(f"cannot read annotation file {path}: {e}; {_fix_hint(path)}") from None
     if not isinstance(data, dict) or not isinstance(data.get("images"), list):
         raise UserError(f"annotation file {path} has no 'images' list; {_fix_hint(path)}")
-    if not isinstance(data.get("annotations"), list):
+    if need_annotations and not isinstance(data.get("annotations"), list):
         raise UserError(f"annotation file {path} has no 'annotations' list; {_fix_hint(path)}")
     return data
 

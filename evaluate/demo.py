@@ -27,6 +27,7 @@ from config.schema import OUTPUT_STRIDE, Config
 from evaluate.coco_eval import load_coco
 from evaluate.decode import decode_people
 from evaluate.draw import draw_people
+from evaluate.image_list import image_files
 from evaluate.inference import Predictor, model_predictor, multiscale_maps
 from evaluate.model_loader import load_model
 from evaluate.oracle import oracle_for
@@ -35,7 +36,6 @@ from utils.errors import UserError, cli_main
 from utils.io import atomic_write_bytes
 from utils.precision import precision_for
 
-IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"}
 VIDEO_SUFFIXES = {".mp4", ".avi", ".mov", ".mkv", ".webm"}
 
 
@@ -51,12 +51,7 @@ def estimate(image: np.ndarray, cfg: Config, predict: Predictor, device: torch.d
 
 
 def image_paths(path: Path) -> list[Path]:
-    if path.is_dir():
-        files = sorted(p for p in path.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES)
-        if not files:
-            raise UserError(f"folder {path} holds no images ({', '.join(sorted(IMAGE_SUFFIXES))})")
-        return files
-    return [path]
+    return image_files(path) if path.is_dir() else [path]
 
 
 def video_frames(cap: cv2.VideoCapture) -> Iterator[np.ndarray]:
