@@ -17,6 +17,7 @@ from config.skeleton import Skeleton, load_skeleton
 from data.coco_to_hdf5 import Source, convert
 from data.dataset import SimplePoseDataset
 from engine.checkpoint import load_checkpoint
+from engine.resume import check_same_skeleton
 from engine.trainer import Trainer
 from evaluate import coco_eval
 from evaluate.coco_eval import evaluate_oracle
@@ -138,3 +139,21 @@ def test_evaluation_refuses_a_checkpoint_of_another_skeleton_without_it(torso, t
     torch.save({"model": model.state_dict(), "config": to_dict(cfg), "skeleton": skeleton.to_dict()}, full)
     with pytest.raises(UserError, match="trained for skeleton 'torso'.*config names data.skeleton=coco.*leave"):
         load_model(str(full), str(TINY_PRESET), [], torch.device("cpu"))
+
+
+def test_resuming_with_another_skeleton_is_refused(torso, tmp_path):
+    torso_skeleton, path = load_skeleton(torso[0]), tmp_path / "last.pt"
+    check_same_skeleton({"skeleton": torso_skeleton.to_dict()}, torso_skeleton, path)
+    check_same_skeleton({}, COCO, path)  # saved before checkpoints carried a skeleton: COCO's
+    with pytest.raises(UserError, match="trained for skeleton 'torso'.*this run uses 'coco'.*train.init_weights="):
+        check_same_skeleton({"skeleton": torso_skeleton.to_dict()}, COCO, path)
+    with pytest.raises(UserError, match="'coco' \\(saved before checkpoints carried one\\).*this run uses 'torso'"):
+        check_same_skeleton({}, torso_skeleton, path)
+
+
+def test_evaluating_annotations_of_another_keypoint_count_names_the_file_and_the_annotation(torso):
+    first = json.loads(torso[1].read_text())["annotations"][0]["id"]
+    with pytest.raises(UserError) as e:
+        coco_eval.load_coco(torso[1], COCO)
+    for word in (str(torso[1]), f"annotation id {first}", "holds 18 numbers", "'coco'", "needs 51", "data.skeleton="):
+        assert word in str(e.value), str(e.value)
