@@ -9,8 +9,10 @@
 
 Ranks take a strided shard of the (sorted) image ids, predictions are all-gathered, rank 0 writes the results
 JSON and runs pycocotools, every rank receives the numbers. The JSON is sorted and its floats rounded, so it
-is byte-identical for any number of processes. Without ``--annotations`` (a plain image folder, or an image-info
-JSON) the results JSON is written for an evaluation server and nothing is scored (evaluate/image_list.py: ids).
+is byte-identical for any number of processes. The skeleton is the model's (the checkpoint's; ``data.skeleton`` for
+``--from-ground-truth``): results are in its dataset keypoint order and OKS uses its sigmas. Without
+``--annotations`` (a plain image folder, or an image-info JSON) the results JSON is written for an evaluation server
+and nothing is scored (evaluate/image_list.py: ids).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import argparse
 import contextlib
 import io
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import cv2
@@ -29,12 +31,14 @@ from tqdm import tqdm
 
 from config.loader import add_config_arguments, load_config
 from config.schema import OUTPUT_STRIDE, Config
+from config.skeleton import Skeleton, skeleton_of
 from data.coco_annotations import PERSON_CATEGORY
 from evaluate.decode import People, decode_people
 from evaluate.image_list import folder_image_list, image_info_list
 from evaluate.inference import Predictor, model_predictor, multiscale_maps_batch
 from evaluate.model_loader import load_model
 from evaluate.oracle import oracle_for
+from models.weights import unwrap
 from utils import distributed as dist
 from utils.errors import UserError, cli_main
 from utils.io import atomic_write_text, check_writable
@@ -45,8 +49,9 @@ from utils.watchdog import beat
 STAT_NAMES = ("AP", "AP50", "AP75", "APm", "APl", "AR", "AR50", "AR75", "ARm", "ARl")
 
 
-def load_coco(annotations: str | Path):
-    """pycocotools COCO object of a person_keypoints JSON, quietly; UserError when missing or malformed."""
+def load_coco(annotations: str | Path, skeleton: Skeleton | None = None):
+    """pycocotools COCO object of a person_keypoints JSON, quietly; UserError when missing or malformed, or (with
+    ``skeleton``) when a person annotation does not hold the skeleton's dataset keypoints."""
     from pycocotools.coco import COCO
 
     path = Path(annotations)
@@ -54,9 +59,25 @@ def load_coco(annotations: str | Path):
         raise UserError(f"annotation file {path} not found (expected a COCO person_keypoints_*.json)")
     try:
         with contextlib.redirect_stdout(io.StringIO()):
-            return COCO(str(path))
+            coco = COCO(str(path))
     except (ValueError, KeyError, TypeError, AssertionError) as e:
         raise UserError(f"annotation file {path} is not a valid COCO annotation file: {e}") from None
+    if skeleton is not None:
+        check_keypoint_counts(coco, path, skeleton)
+    return coco
+
+
+def check_keypoint_counts(coco, path: Path, skeleton: Skeleton) -> None:
+    """UserError naming the file and the first person annotation whose keypoints are not the skeleton's count."""
+    want = 3 * skeleton.num_dataset_keypoints
+    for ann in coco.dataset.get("annotations", []):
+        kp = ann.get("keypoints")
+        if ann.get("category_id", PERSON_CATEGORY) == PERSON_CATEGORY and kp is not None and len(kp) != want:
+            raise UserError(
+                f"annotation file {path}, annotation id {ann.get('id', '?')}: 'keypoints' holds {len(kp)} numbers "
+                f"but skeleton {skeleton.describe()} needs {want}; evaluate with the skeleton of this dataset "
+                "(data.skeleton=NAME or FILE; a checkpoint carries its own)"
+            )
 
 
 def image_path(images_dir: Path, file_name: str) -> Path:
@@ -114,9 +135,12 @@ def results_text(results: list[dict]) -> str:
     return "[\n" + ",\n".join(json.dumps(r, separators=(",", ":")) for r in results) + "\n]\n"
 
 
-def coco_keypoint_stats(coco, results: list[dict], image_ids: list[int]) -> tuple[dict[str, float], str]:
+def coco_keypoint_stats(
+    coco, results: list[dict], image_ids: list[int], sigmas: Sequence[float] | None = None
+) -> tuple[dict[str, float], str]:
     """pycocotools keypoint evaluation restricted to ``image_ids``; (stats, printed summary).
 
+    ``sigmas``: the OKS sigma of each dataset keypoint (``Skeleton.sigmas``); None: pycocotools' own, COCO's.
     No detections at all gives zeros (pycocotools cannot load an empty result list).
     """
     if not results:
@@ -128,6 +152,8 @@ def coco_keypoint_stats(coco, results: list[dict], image_ids: list[int]) -> tupl
         detections = coco.loadRes(results)
         ev = COCOeval(coco, detections, "keypoints")
         ev.params.imgIds = list(image_ids)
+        if sigmas is not None:
+            ev.params.kpt_oks_sigmas = np.array(sigmas, np.float64)
         ev.evaluate()
         ev.accumulate()
     summary = io.StringIO()
@@ -146,12 +172,15 @@ def predict_people(
     predictor_for: Callable[[list[int]], Predictor],
     batch_size: int = 1,
     progress: bool = True,
+    *,
+    skeleton: Skeleton,
 ) -> dict[int, People]:
     """Run the test-time path on this rank's images, ``batch_size`` images of one size per forward.
 
     ``image_list``: {image id: {"file_name"[, "height", "width"]}} (pycocotools' ``coco.imgs`` or
-    evaluate/image_list.py). ``predictor_for(image_ids)`` supplies the predictor of a batch. Images are visited
-    grouped by size (when the list gives sizes) so that batches fill up; returns {image id: people}.
+    evaluate/image_list.py). ``predictor_for(image_ids)`` supplies the predictor of a batch, whose maps are in
+    ``skeleton``'s layout. Images are visited grouped by size (when the list gives sizes) so that batches fill up;
+    returns {image id: people}.
     """
     size = lambda i: (image_list[i].get("height", 0), image_list[i].get("width", 0))  # noqa: E731
     order = sorted(image_ids, key=size)
@@ -160,9 +189,10 @@ def predict_people(
 
     def flush() -> None:
         ids, images = [i for i, _ in pending], [im for _, im in pending]
-        results = multiscale_maps_batch(images, cfg.eval, predictor_for(ids), device, OUTPUT_STRIDE)
+        predict = predictor_for(ids)
+        results = multiscale_maps_batch(images, cfg.eval, predict, device, OUTPUT_STRIDE, skeleton=skeleton)
         for image_id, (maps, scale) in zip(ids, results):
-            out[image_id] = decode_people(maps, cfg.eval, scale)
+            out[image_id] = decode_people(maps, cfg.eval, scale, skeleton=skeleton)
         bar.update(len(pending))
         beat("validation", f"image {len(out)} of {len(order)} of this process")
         pending.clear()
@@ -188,14 +218,18 @@ def evaluate_images(
     out_json: str | Path | None = None,
     progress: bool = True,
     batch_size: int = 1,
+    *,
+    skeleton: Skeleton,
 ) -> tuple[dict[str, float], str]:
-    """Shard, predict, gather, evaluate. Returns (stats, summary text) on every rank."""
+    """Shard, predict, gather, evaluate (OKS with ``skeleton``'s sigmas). Returns (stats, summary text) on every
+    rank."""
     check_images_dir(images_dir)
-    coco = load_coco(annotations)
-    ids, results = predict_results(images_dir, coco.imgs, cfg, device, predictor_for, out_json, progress, batch_size)
+    coco = load_coco(annotations, skeleton)
+    ids, results = predict_results(images_dir, coco.imgs, cfg, device, predictor_for, out_json, progress, batch_size,
+                                   skeleton=skeleton)  # fmt: skip
     stats, summary = None, None
     if dist.is_main_process():
-        stats, summary = coco_keypoint_stats(coco, results, ids)
+        stats, summary = coco_keypoint_stats(coco, results, ids, skeleton.sigmas)
     return dist.broadcast_object((stats, summary))
 
 
@@ -213,6 +247,8 @@ def predict_results(
     out_json: str | Path | None = None,
     progress: bool = True,
     batch_size: int = 1,
+    *,
+    skeleton: Skeleton,
 ) -> tuple[list[int], list[dict] | None]:
     """Predict the images of ``image_list`` (sorted ids, the first ``eval.max_images`` when set), sharded over
     the ranks, and gather the results. Returns (the ids, the sorted results on rank 0 and None elsewhere); rank 0
@@ -221,7 +257,8 @@ def predict_results(
     if cfg.eval.max_images > 0:
         ids = ids[: cfg.eval.max_images]
     mine = [ids[i] for i in dist.shard(len(ids))]
-    people = predict_people(image_list, mine, Path(images_dir), cfg, device, predictor_for, batch_size, progress)
+    people = predict_people(image_list, mine, Path(images_dir), cfg, device, predictor_for, batch_size, progress,
+                            skeleton=skeleton)  # fmt: skip
     gathered = dist.all_gather_object(coco_results(mine, [people[i] for i in mine]))
     if not dist.is_main_process():
         return ids, None
@@ -241,14 +278,15 @@ def evaluate_coco(
     progress: bool = True,
     with_summary: bool = False,
 ) -> dict[str, float] | tuple[dict[str, float], str]:
-    """COCO keypoint AP/AR of ``model`` (any rank count); with ``with_summary`` also pycocotools' printed table.
-    The model is put in eval mode and restored after."""
+    """COCO keypoint AP/AR of ``model`` (any rank count; its skeleton: ``model.skeleton``); with ``with_summary``
+    also pycocotools' printed table. The model is put in eval mode and restored after."""
     was_training = model.training
     model.eval()
     try:
         predictor = model_predictor(model, precision_for(cfg.eval.amp, device, "eval.amp"))
         stats, summary = evaluate_images(
-            images_dir, annotations, cfg, device, lambda ids: predictor, out_json, progress, cfg.eval.batch_size
+            images_dir, annotations, cfg, device, lambda ids: predictor, out_json, progress, cfg.eval.batch_size,
+            skeleton=unwrap(model).skeleton,
         )
     finally:
         model.train(was_training)
@@ -262,13 +300,17 @@ def evaluate_oracle(
     out_json: str | Path | None = None,
     progress: bool = True,
 ) -> tuple[dict[str, float], str]:
-    """AP of decoding the ground-truth target maps (the decoder's upper bound)."""
-    coco = load_coco(annotations)
+    """AP of decoding the ground-truth target maps (the decoder's upper bound), for the skeleton
+    ``cfg.data.skeleton`` names."""
+    skeleton = skeleton_of(cfg)
+    coco = load_coco(annotations, skeleton)
 
     def predictor_for(image_ids: list[int]) -> Predictor:  # one image per batch: the maps are per image
-        return oracle_for(coco, image_ids, cfg.targets, OUTPUT_STRIDE)
+        return oracle_for(coco, image_ids, cfg.targets, skeleton, OUTPUT_STRIDE)
 
-    return evaluate_images(images_dir, annotations, cfg, torch.device("cpu"), predictor_for, out_json, progress, 1)
+    return evaluate_images(
+        images_dir, annotations, cfg, torch.device("cpu"), predictor_for, out_json, progress, 1, skeleton=skeleton
+    )
 
 
 def format_stats(stats: dict[str, float]) -> str:
@@ -327,9 +369,8 @@ def run_unscored(args: argparse.Namespace, image_list: dict[int, dict], ids_from
     """Write the results JSON of images without annotations, and say that nothing was scored."""
     model, cfg = load_model(args.ckpt, args.config, eval_option_overrides(args), device)
     predictor = model_predictor(model, precision_for(cfg.eval.amp, device, "eval.amp"))
-    ids, results = predict_results(
-        args.images, image_list, cfg, device, lambda ids: predictor, args.out, batch_size=cfg.eval.batch_size
-    )
+    ids, results = predict_results(args.images, image_list, cfg, device, lambda ids: predictor, args.out,
+                                   batch_size=cfg.eval.batch_size, skeleton=unwrap(model).skeleton)  # fmt: skip
     if dist.is_main_process():
         print(
             f"no annotations: nothing was scored (no AP). Results of {len(ids)} images ({len(results)} people) "

@@ -27,10 +27,10 @@ from torch import nn
 
 from config.loader import add_config_arguments, to_dict
 from config.schema import Config
+from config.skeleton import Skeleton
 from evaluate.model_loader import load_model
 from evaluate.onnx_runner import CONFIG_KEY, INPUT_NAME, OUTPUT_NAME, SKELETON_KEY, OnnxPredictor, open_session
 from models.posenet import SIZE_MULTIPLE, check_input_shape
-from models.weights import read_checkpoint
 from utils.errors import UserError, cli_main
 from utils.io import atomic_write_bytes
 
@@ -62,19 +62,12 @@ def check_inputs(height: int, width: int) -> list[torch.Tensor]:
     return [example_input(height, width), example_input(*other, batch=2, seed=1)]
 
 
-def export_metadata(cfg: Config, skeleton: Mapping | None = None) -> dict[str, str]:
-    """The metadata_props an export carries: the run's config and (if any) the skeleton definition, as JSON."""
+def export_metadata(cfg: Config, skeleton: Skeleton | None = None) -> dict[str, str]:
+    """The metadata_props an export carries: the run's config and the model's skeleton definition, as JSON."""
     out = {CONFIG_KEY: json.dumps(to_dict(cfg))}
     if skeleton is not None:
-        out[SKELETON_KEY] = json.dumps(skeleton)
+        out[SKELETON_KEY] = json.dumps(skeleton.to_dict())
     return out
-
-
-def checkpoint_skeleton(ckpt: str | Path) -> dict | None:
-    """The skeleton definition a checkpoint carries (its "skeleton" entry, a plain dict), or None."""
-    obj = read_checkpoint(ckpt)
-    skeleton = obj.get("skeleton") if isinstance(obj, Mapping) else None
-    return dict(skeleton) if isinstance(skeleton, Mapping) else None
 
 
 def export_onnx(
@@ -162,11 +155,12 @@ def main(argv: list[str] | None = None) -> int:
         check_input_shape(tuple(x.shape))  # before loading anything
 
     model, cfg = load_model(args.ckpt, args.config, args.overrides, torch.device("cpu"))
-    skeleton = checkpoint_skeleton(args.ckpt)
+    skeleton = model.skeleton
     export_onnx(model, args.out, (height, width), args.opset, export_metadata(cfg, skeleton))
     print(
-        f"wrote {args.out}: input {INPUT_NAME} (batch, 3, height, width), output {OUTPUT_NAME} (batch, C, height/4, "
-        f"width/4), dynamic sizes (traced at {height}x{width}); metadata: config{', skeleton' if skeleton else ''}"
+        f"wrote {args.out}: input {INPUT_NAME} (batch, 3, height, width), output {OUTPUT_NAME} (batch, "
+        f"{skeleton.num_channels}, height/4, width/4), dynamic sizes (traced at {height}x{width}); metadata: config, "
+        f"skeleton {skeleton.name}"
     )
     diff = compare_with_onnxruntime(model, args.out, inputs)
     sizes = " and ".join(f"{tuple(x.shape)}" for x in inputs)

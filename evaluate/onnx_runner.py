@@ -2,8 +2,8 @@
 
     predict, cfg = load_onnx("simplepose.onnx")                      # CPU
     predict, cfg = load_onnx("simplepose.onnx", providers_for("cuda"), ["eval.scales=[1.0]"])
-    maps, scale = multiscale_maps(image, cfg.eval, predict, torch.device("cpu"))
-    people = decode_people(maps, cfg.eval, scale)
+    maps, scale = multiscale_maps(image, cfg.eval, predict, torch.device("cpu"), skeleton=predict.skeleton)
+    people = decode_people(maps, cfg.eval, scale, skeleton=predict.skeleton)
 
 The .onnx file is all that is needed: the export stores the run's config (and the skeleton definition when the
 checkpoint carries one) as JSON in the model's ``metadata_props`` (keys ``CONFIG_KEY``, ``SKELETON_KEY``), and
@@ -23,6 +23,7 @@ import torch
 
 from config.loader import ConfigError, config_from_dict, parse_overrides, with_overrides
 from config.schema import Config
+from config.skeleton import Skeleton, skeleton_of
 from models.posenet import check_input_shape
 from utils.errors import UserError
 
@@ -79,9 +80,10 @@ class OnnxPredictor:
     providers decide where the network runs; the maps come back through host memory.
     """
 
-    def __init__(self, session, metadata: OnnxMetadata | None = None):
+    def __init__(self, session, metadata: OnnxMetadata | None = None, skeleton: Skeleton | None = None):
         self.session = session
         self.metadata = metadata  # what the export stored (load_onnx reads it); None when not read
+        self.skeleton = skeleton  # the model's: the layout of the maps this predictor returns
         self._input = session.get_inputs()[0].name
 
     @property
@@ -145,7 +147,8 @@ def config_from_metadata(metadata: OnnxMetadata, source: str, overrides: list[st
 def load_onnx(
     path: str | Path, providers: Providers | None = None, overrides: list[str] | None = None
 ) -> tuple[OnnxPredictor, Config]:
-    """(predictor running ``path`` with ONNX Runtime, the run's config from the file's metadata).
+    """(predictor running ``path`` with ONNX Runtime, the run's config from the file's metadata). The predictor's
+    ``skeleton`` is the model's (stored in the file; for exports without one, the config's ``data.skeleton``).
 
     ``providers``: onnxruntime execution providers (``providers_for("cuda")``); None: the CPU. ``overrides``:
     ``key=value`` config changes (the ``eval`` section is what inference reads). Feed the predictor CPU tensors:
@@ -153,4 +156,6 @@ def load_onnx(
     """
     session = open_session(path, providers)
     metadata = read_metadata(session, str(path))
-    return OnnxPredictor(session, metadata), config_from_metadata(metadata, str(path), overrides)
+    cfg = config_from_metadata(metadata, str(path), overrides)
+    skeleton = Skeleton.from_dict(metadata.skeleton, str(path)) if metadata.skeleton else skeleton_of(cfg)
+    return OnnxPredictor(session, metadata, skeleton), cfg

@@ -7,12 +7,14 @@ import os
 import numpy as np
 import torch
 
-from config import skeleton as sk
 from config.loader import load_config
 from config.schema import Config, ModelConfig
+from config.skeleton import load_skeleton
 from data.dataset import SimplePoseDataset, collate, images_to_float
 from models import build_loss, build_model
 from utils.paths import REPO_ROOT, TINY_PRESET
+
+COCO = load_skeleton("coco")  # the paper's skeleton: the tests written against its channel layout use it
 
 
 def tiny_cfg(h5, out_dir, *extra: str) -> Config:
@@ -34,7 +36,7 @@ def person(x: float, y: float, **moved) -> np.ndarray:
     kp[:, :2] = TEMPLATE + (x, y)
     kp[:, 2] = 1
     for name, xy in moved.items():
-        kp[sk.KEYPOINTS.index(name), :2] = xy
+        kp[COCO.keypoints.index(name), :2] = xy
     return kp
 
 

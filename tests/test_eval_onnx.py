@@ -14,7 +14,7 @@ from evaluate import export_onnx, onnx_runner
 from evaluate.decode import decode_people
 from evaluate.inference import model_predictor, multiscale_maps
 from evaluate.model_loader import load_model
-from tests.helpers import tiny_model, tiny_model_cfg
+from tests.helpers import COCO, tiny_model
 from utils.errors import UserError
 
 CPU = torch.device("cpu")
@@ -66,19 +66,15 @@ def test_the_onnx_file_alone_rebuilds_the_config(trained_tiny_ckpt, tiny_onnx, t
     predict, cfg = onnx_runner.load_onnx(tiny_onnx)
     _, expected = load_model(str(trained_tiny_ckpt), None, AGREEMENT_EVAL, CPU)
     assert to_dict(cfg) == to_dict(expected) and cfg.eval.scales == [1.0, 1.5]
-    assert predict.metadata.skeleton is None and predict.providers == ["CPUExecutionProvider"]
+    assert predict.skeleton == COCO and predict.providers == ["CPUExecutionProvider"]
     _, changed = onnx_runner.load_onnx(tiny_onnx, overrides=["eval.flip=false"])
     assert changed.eval.flip is False and cfg.eval.flip is True
 
-    # a checkpoint's skeleton definition travels in the metadata too
-    skeleton = {"name": "chain", "keypoints": ["head", "tail"], "limbs": [["head", "tail"]]}
-    ckpt = tmp_path / "with_skeleton.pt"
-    torch.save({"model": tiny_model().state_dict(), "config": to_dict(tiny_model_cfg()), "skeleton": skeleton}, ckpt)
-    assert export_onnx.checkpoint_skeleton(ckpt) == skeleton
-    out = tmp_path / "with_skeleton.onnx"
-    export_onnx.export_onnx(tiny_model(), out, (64, 64), metadata=export_onnx.export_metadata(cfg, skeleton))
+    # the model's skeleton definition travels in the metadata; an export without one falls back to data.skeleton
+    out = tmp_path / "without_skeleton.onnx"
+    export_onnx.export_onnx(tiny_model(), out, (64, 64), metadata=export_onnx.export_metadata(cfg))
     predict, _ = onnx_runner.load_onnx(out)
-    assert predict.metadata.skeleton == skeleton
+    assert predict.metadata.skeleton is None and predict.skeleton == COCO
 
 
 def test_onnx_and_pytorch_find_the_same_people_on_real_images(trained_tiny_ckpt, tiny_onnx, coco_sample_images):
@@ -90,10 +86,12 @@ def test_onnx_and_pytorch_find_the_same_people_on_real_images(trained_tiny_ckpt,
     total = 0
     for name in IMAGES:
         image = cv2.imread(str(coco_sample_images / name), cv2.IMREAD_COLOR | cv2.IMREAD_IGNORE_ORIENTATION)
-        onnx_maps, scale = multiscale_maps(image, cfg.eval, onnx_predict, CPU)
-        torch_maps, _ = multiscale_maps(image, cfg.eval, torch_predict, CPU)
+        skeleton = onnx_predict.skeleton
+        onnx_maps, scale = multiscale_maps(image, cfg.eval, onnx_predict, CPU, skeleton=skeleton)
+        torch_maps, _ = multiscale_maps(image, cfg.eval, torch_predict, CPU, skeleton=model.skeleton)
         assert np.abs(onnx_maps - torch_maps).max() < 1e-4
-        got, want = decode_people(onnx_maps, cfg.eval, scale), decode_people(torch_maps, cfg.eval, scale)
+        got = decode_people(onnx_maps, cfg.eval, scale, skeleton=skeleton)
+        want = decode_people(torch_maps, cfg.eval, scale, skeleton=model.skeleton)
         assert len(got) == len(want), name
         found = want.keypoints[..., 2] > 0
         assert np.array_equal(got.keypoints[..., 2] > 0, found), name
