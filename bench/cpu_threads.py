@@ -1,14 +1,14 @@
 """CPU training speed by thread setting, with and without a competing busy process.
 
     python -m bench.cpu_threads                      # the quick start's model and data, float32, a table
-    python -m bench.cpu_threads --steps 8 --settings "threads=1 workers=0" "threads=2 wait=PASSIVE workers=0"
+    python -m bench.cpu_threads --steps 8 --settings "threads=1 workers=0" "threads=2 wait=PASSIVE" "spin=10000"
 
 Each setting trains the quick-start preset (``config/quickstart.yaml``, its synthetic data made once) for a few
-steps in a fresh ``python train.py`` process with ``OMP_NUM_THREADS`` / ``OMP_WAIT_POLICY`` set as given (both must
-be set before torch starts), once on an otherwise idle machine and once while another process keeps one core busy.
-It prints the median step time of each (steps after the first two) and how much the busy neighbour slowed it.
-Figures are printed, never asserted; the machine's own drift (other users) adds noise: alternate, repeat.
-"""
+steps in a fresh ``python train.py`` process with ``OMP_NUM_THREADS``, ``OMP_WAIT_POLICY`` and ``GOMP_SPINCOUNT``
+(how long an idle OpenMP thread spins before it sleeps) set as given (they must be set before torch starts), once on
+an otherwise idle machine and once while another process keeps one core busy. It prints the median step time of each
+(steps after the first two) and how much the busy neighbour slowed it. Figures are printed, never asserted; the
+machine's own drift (other users) adds noise: alternate, repeat."""
 
 from __future__ import annotations
 
@@ -26,11 +26,11 @@ from utils.errors import cli_main
 from utils.paths import REPO_ROOT
 
 DEFAULT_SETTINGS = [
-    "threads=default workers=0",  # what train.py picks by itself (cores - workers)
-    "threads=default wait=PASSIVE workers=0",
-    "threads=1 workers=0",
+    "threads=default",  # what train.py picks by itself: cores - workers threads, GOMP_SPINCOUNT=1000 (utils/openmp.py)
+    "spin=300000",  # GNU OpenMP's own default spin
+    "wait=PASSIVE",  # idle threads sleep at once
+    "threads=1",
     "threads=default workers=1",
-    "threads=default wait=PASSIVE workers=1",
 ]
 
 
@@ -43,22 +43,20 @@ def spin(stop) -> None:
 
 
 def parse_setting(text: str) -> dict[str, str]:
-    out = {"threads": "default", "wait": "default", "workers": "0"}
+    out = {"threads": "default", "wait": "default", "spin": "default", "workers": "0"}
     for part in text.split():
         key, _, value = part.partition("=")
         if key not in out:
-            raise SystemExit(f"unknown key {key!r} in setting {text!r} (threads, wait, workers)")
+            raise SystemExit(f"unknown key {key!r} in setting {text!r} (threads, wait, spin, workers)")
         out[key] = value
     return out
 
 
 def step_times(setting: dict[str, str], steps: int, work: Path) -> list[float]:
     """Seconds per training step of one ``python train.py`` run with ``setting`` (first two steps dropped)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OMP_WAIT_POLICY")}
-    if setting["threads"] != "default":
-        env["OMP_NUM_THREADS"] = setting["threads"]
-    if setting["wait"] != "default":
-        env["OMP_WAIT_POLICY"] = setting["wait"]
+    names = {"threads": "OMP_NUM_THREADS", "wait": "OMP_WAIT_POLICY", "spin": "GOMP_SPINCOUNT"}
+    env = {k: v for k, v in os.environ.items() if k not in names.values()}
+    env.update({names[k]: v for k, v in setting.items() if k in names and v != "default"})
     out_dir = Path(tempfile.mkdtemp(dir=work))
     args = [sys.executable, "train.py", "train.amp=off", "train.epochs=1", f"train.max_steps_per_epoch={steps + 2}",
             "train.val_every=0", "train.log_every=1", f"data.num_workers={setting['workers']}",
@@ -102,10 +100,12 @@ def main(argv: list[str] | None = None) -> int:
             for busy in (False, True):
                 for i, setting in enumerate(settings):
                     results[i][busy].append(measure(setting, args.steps, Path(tmp), busy))
-    print(f"{'threads':>8} {'wait':>8} {'workers':>7} {'idle s/step':>12} {'busy s/step':>12} {'slowdown':>9}")
+    print(f"{'threads':>8} {'wait':>8} {'spin':>8} {'workers':>7} {'idle s/step':>12} {'busy s/step':>12} "
+          f"{'slowdown':>9}")  # fmt: skip
     for i, s in enumerate(settings):
         idle, busy = statistics.median(results[i][False]), statistics.median(results[i][True])
-        print(f"{s['threads']:>8} {s['wait']:>8} {s['workers']:>7} {idle:12.2f} {busy:12.2f} {busy / idle:8.1f}x")
+        print(f"{s['threads']:>8} {s['wait']:>8} {s['spin']:>8} {s['workers']:>7} {idle:12.2f} {busy:12.2f} "
+              f"{busy / idle:8.1f}x")  # fmt: skip
     return 0
 
 

@@ -27,7 +27,6 @@ import cv2
 import numpy as np
 import torch
 
-from config import skeleton as sk
 from config.loader import add_config_arguments, config_from_args
 from data.dataset import SimplePoseDataset, mask_scales, sample_tensors
 from data.targets import downscale_targets, draw_targets, keypoint_heatmaps, limb_heatmaps
@@ -67,7 +66,7 @@ def build_in_stages(ds: SimplePoseDataset, index: int, timer: StageTimer) -> dic
         mask_miss, mask_all = ds.warp_masks(image, matrix)
         masks = mask_scales(mask_miss, cfg.model.num_scales, cfg.loss.mask_threshold)
     with timer("targets"):
-        targets = draw_targets(keypoints, mask_all, ds.grid_hw, ds.stride, cfg.targets)
+        targets = draw_targets(keypoints, mask_all, ds.grid_hw, ds.stride, cfg.targets, ds.skeleton)
     with timer("scales"):
         targets = downscale_targets(targets, cfg.model.num_scales)
     with timer("to-tensor"):
@@ -101,7 +100,7 @@ def run(ds: SimplePoseDataset, n: int, repeats: int = 3) -> dict[str, float]:
         for i in indices:
             build_in_stages(ds, i, timer)
         t_kp = _timed(lambda kp: keypoint_heatmaps(kp, ds.grid_hw, ds.stride, ds.cfg.targets), moved)
-        t_limb = _timed(lambda kp: limb_heatmaps(kp, ds.grid_hw, ds.stride, ds.cfg.targets), moved)
+        t_limb = _timed(lambda kp: limb_heatmaps(kp, ds.grid_hw, ds.stride, ds.cfg.targets, ds.skeleton), moved)
         ms = {k: v / n * 1e3 for k, v in timer.total.items()}
         targets = ms.pop("targets")
         res = {"samples/s": n / wall, "cpu samples/s": n / cpu}
@@ -109,7 +108,8 @@ def run(ds: SimplePoseDataset, n: int, repeats: int = 3) -> dict[str, float]:
             res[key] = ms.pop(key)
         res["keypoint maps"] = t_kp / n * 1e3
         res["limb maps"] = t_limb / n * 1e3
-        res["channels 48/49 + rest"] = max(0.0, targets - res["keypoint maps"] - res["limb maps"])
+        aux = f"channels {ds.skeleton.person_mask_channel}/{ds.skeleton.max_keypoint_channel} + rest"
+        res[aux] = max(0.0, targets - res["keypoint maps"] - res["limb maps"])
         res.update(ms)
         for k, v in res.items():
             best[k] = max(best.get(k, v), v) if k.endswith("/s") else min(best.get(k, v), v)
@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     wall, cpu = res.pop("samples/s"), res.pop("cpu samples/s")
     print(
         f"data pipeline: {wall:.1f} samples/s wall clock ({cpu:.1f} per CPU second; they differ when the machine is "
-        f"busy), 1 process, 1 thread, input {cfg.data.input_size}, {sk.NUM_CHANNELS} channels, "
+        f"busy), 1 process, 1 thread, input {cfg.data.input_size}, {ds.skeleton.num_channels} channels, "
         f"{cfg.model.num_scales} scales, limb_mode={cfg.targets.limb_mode}, mask_warp={cfg.augment.mask_warp}, "
         f"reduced_decode={cfg.augment.reduced_decode}; {len(ds)} samples, {people:.1f} people with keypoints per sample"
     )

@@ -48,19 +48,19 @@ from tqdm import tqdm
 from bench.grouping import inputs_or_sample
 from config.loader import add_config_arguments, config_from_args
 from config.schema import OUTPUT_STRIDE, Config, EvalConfig
-from config.skeleton import CHANNEL_FLIP, KEYPOINT_CHANNELS, LIMB_CHANNELS
+from config.skeleton import Skeleton, skeleton_of
 from evaluate.coco_eval import coco_keypoint_stats, coco_results, image_path, load_coco, read_image
 from evaluate.decode import People, decode_people
 from evaluate.inference import Predictor, model_predictor, multiscale_maps
 from evaluate.model_loader import load_model
 from evaluate.oracle import oracle_for
+from models.weights import unwrap
 from utils.distributed import select_device
 from utils.errors import UserError, cli_main
 from utils.precision import precision_for
 
 _EVAL_DEFAULTS = EvalConfig()
 _EVAL_TYPES = typing.get_type_hints(EvalConfig)
-_DEGRADED = np.r_[LIMB_CHANNELS, KEYPOINT_CHANNELS]  # the channels (c) changes: the ones the decoder reads
 
 
 @dataclass(frozen=True)
@@ -117,6 +117,7 @@ class Source:
     cfg: Config
     predictor_for: Callable[[int, tuple[int, int]], Predictor]  # (image id, image (rows, cols)) -> predictor
     device: torch.device
+    skeleton: Skeleton
 
 
 def cached(predict: Predictor) -> Predictor:
@@ -133,11 +134,20 @@ def cached(predict: Predictor) -> Predictor:
     return run
 
 
-def random_errors(rng: np.random.Generator, image_hw: tuple[int, int], d: Degradation) -> ImageErrors:
+def degraded_channels(skeleton: Skeleton) -> np.ndarray:
+    """The channels (c) changes: the limb and keypoint maps, the ones the decoder reads."""
+    return np.r_[skeleton.limb_channels, skeleton.keypoint_channels]
+
+
+def random_errors(
+    rng: np.random.Generator, image_hw: tuple[int, int], d: Degradation, skeleton: Skeleton
+) -> ImageErrors:
     """The channel gains and spurious peaks of one image of ``image_hw`` (rows, cols)."""
-    gains = np.ones(len(CHANNEL_FLIP))
-    gains[_DEGRADED] = rng.uniform(*d.gain, _DEGRADED.size)
-    channel = np.repeat(np.arange(KEYPOINT_CHANNELS.start, KEYPOINT_CHANNELS.stop), d.bumps_per_keypoint)
+    changed = degraded_channels(skeleton)
+    gains = np.ones(skeleton.num_channels)
+    gains[changed] = rng.uniform(*d.gain, changed.size)
+    keypoints = skeleton.keypoint_channels
+    channel = np.repeat(np.arange(keypoints.start, keypoints.stop), d.bumps_per_keypoint)
     xy = rng.uniform(0, 1, (channel.size, 2)) * (image_hw[1], image_hw[0])
     return ImageErrors(gains, np.column_stack([channel, xy, rng.uniform(*d.bump_height, channel.size)]))
 
@@ -161,11 +171,13 @@ def degraded_predictor(
     flip_test: bool,
     sigma: float,
     stride: int,
+    skeleton: Skeleton,
 ) -> Predictor:
     """``predict`` followed by the degradation ``d`` (module docstring) on every output of a batch of one image:
     the image, then its mirror when ``flip_test``. ``errors``: ``random_errors`` of the image; ``sigma`` (of the
     bumps) in input pixels; ``rng`` draws the noise."""
-    flip = np.asarray(CHANNEL_FLIP)
+    flip = np.asarray(skeleton.channel_flip)
+    changed = degraded_channels(skeleton)
 
     def run(batch: torch.Tensor, resize_xy: tuple[float, float]) -> torch.Tensor:
         out = predict(batch, resize_xy).cpu().numpy().astype(np.float32, copy=True)
@@ -177,11 +189,11 @@ def degraded_predictor(
         mirrored[:, 1] = batch.shape[3] - 1 - bumps[:, 1]
         for i, maps in enumerate(out):
             is_mirror = flip_test and i >= len(out) // 2
-            noisy = maps[_DEGRADED] + rng.normal(0.0, d.noise_std, maps[_DEGRADED].shape).astype(np.float32)
+            noisy = maps[changed] + rng.normal(0.0, d.noise_std, maps[changed].shape).astype(np.float32)
             hwc = np.ascontiguousarray(noisy.transpose(1, 2, 0))
             blurred = cv2.GaussianBlur(hwc, (0, 0), d.blur_sigma, borderType=cv2.BORDER_REPLICATE)
             gains = errors.gains[flip] if is_mirror else errors.gains
-            maps[_DEGRADED] = blurred.reshape(hwc.shape).transpose(2, 0, 1) * gains[_DEGRADED, None, None]
+            maps[changed] = blurred.reshape(hwc.shape).transpose(2, 0, 1) * gains[changed, None, None]
             draw_bumps(maps, mirrored if is_mirror else bumps, sigma, stride)
         return torch.from_numpy(out)
 
@@ -197,16 +209,18 @@ def decode_source(source: Source, candidates: list[Candidate], progress: bool = 
         predict = cached(source.predictor_for(image_id, image.shape[:2]))
         for height in heights:
             grid_cfg = dataclasses.replace(source.cfg.eval, decode_height=height)
-            maps, scale = multiscale_maps(image, grid_cfg, predict, source.device, OUTPUT_STRIDE)
+            maps, scale = multiscale_maps(image, grid_cfg, predict, source.device, OUTPUT_STRIDE,
+                                          skeleton=source.skeleton)  # fmt: skip
             for c in candidates:
                 if c.decode_height == height:
-                    people[c].append(decode_people(maps, c.apply(source.cfg.eval), scale))
+                    people[c].append(decode_people(maps, c.apply(source.cfg.eval), scale, skeleton=source.skeleton))
     return people
 
 
 def score(source: Source, people: list[People]) -> tuple[float, float]:
     """(AP, AR) of one candidate's people on ``source``."""
-    stats, _ = coco_keypoint_stats(source.coco, coco_results(source.image_ids, people), source.image_ids)
+    results = coco_results(source.image_ids, people)
+    stats, _ = coco_keypoint_stats(source.coco, results, source.image_ids, source.skeleton.sigmas)
     return stats["AP"], stats["AR"]
 
 
@@ -221,20 +235,22 @@ def candidate_grid(args: argparse.Namespace) -> list[Candidate]:
 def oracle_sources(args: argparse.Namespace, cfg: Config, device: torch.device) -> list[Source]:
     """(a) and (c) on the real COCO sample (or --images / --annotations)."""
     images, annotations = inputs_or_sample(args.images, args.annotations)
-    coco = load_coco(annotations)
+    skeleton = skeleton_of(cfg)
+    coco = load_coco(annotations, skeleton)
     ids = sorted(coco.getImgIds())[: args.limit or None]
     sigma, d = cfg.targets.sigma, Degradation()
 
     def oracle(image_id: int, image_hw: tuple[int, int]) -> Predictor:
-        return oracle_for(coco, [image_id], cfg.targets, OUTPUT_STRIDE)
+        return oracle_for(coco, [image_id], cfg.targets, skeleton, OUTPUT_STRIDE)
 
     def degraded(image_id: int, image_hw: tuple[int, int]) -> Predictor:
         rng = np.random.default_rng([args.seed, image_id])
-        errors = random_errors(rng, image_hw, d)
-        return degraded_predictor(oracle(image_id, image_hw), errors, rng, d, cfg.eval.flip, sigma, OUTPUT_STRIDE)
+        errors = random_errors(rng, image_hw, d, skeleton)
+        return degraded_predictor(oracle(image_id, image_hw), errors, rng, d, cfg.eval.flip, sigma, OUTPUT_STRIDE,
+                                  skeleton)  # fmt: skip
 
-    return [Source("(a) oracle", coco, ids, images, cfg, oracle, device),
-            Source("(c) degraded", coco, ids, images, cfg, degraded, device)]  # fmt: skip
+    return [Source("(a) oracle", coco, ids, images, cfg, oracle, device, skeleton),
+            Source("(c) degraded", coco, ids, images, cfg, degraded, device, skeleton)]  # fmt: skip
 
 
 def model_source(args: argparse.Namespace, device: torch.device) -> Source:
@@ -245,10 +261,11 @@ def model_source(args: argparse.Namespace, device: torch.device) -> Source:
     if not annotations.is_file():
         raise UserError(f"{annotations} not found: give --val-dir, the folder the quick start made (python -m "
                         "data.synthetic --out DIR makes one)")  # fmt: skip
-    coco = load_coco(annotations)
+    skeleton = unwrap(model).skeleton
+    coco = load_coco(annotations, skeleton)
     ids = sorted(coco.getImgIds())[: args.limit or None]
     predictor = model_predictor(model, precision_for(cfg.eval.amp, device, "eval.amp"))
-    return Source("(b) model", coco, ids, val_dir / "images", cfg, lambda image_id, hw: predictor, device)
+    return Source("(b) model", coco, ids, val_dir / "images", cfg, lambda image_id, hw: predictor, device, skeleton)
 
 
 def markdown_table(candidates: list[Candidate], columns: dict[str, dict[Candidate, tuple[float, float]]]) -> str:

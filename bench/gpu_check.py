@@ -40,6 +40,7 @@ import torch
 from bench.data_pipeline import loader_rate
 from bench.model import median_ms, training_step
 from config.loader import load_config
+from config.skeleton import skeleton_of
 from data.coco_to_hdf5 import Source, convert
 from data.dataset import SimplePoseDataset
 from data.synthetic import generate
@@ -202,7 +203,7 @@ def train_step_rate(rig: Rig, cfg, amp: str, batch: int) -> dict:
 
 def section_train(rig: Rig, report: Report) -> None:
     cfg = load_config(PAPER_PRESET, [f"data.input_size={rig.input_size}", "train.channels_last=true"])
-    macs = macs_and_shapes(cfg.model, rig.input_size, rig.input_size)[0]
+    macs = macs_and_shapes(cfg.model, rig.input_size, rig.input_size, skeleton_of(cfg))[0]
     flops = 3 * 2 * macs  # per sample: forward 2 FLOPs per multiply-accumulate; backward twice the forward
     name = torch.cuda.get_device_name(rig.device) if rig.device.type == "cuda" else "cpu"
     peak, peak_text = peak_tflops(name)
@@ -300,8 +301,8 @@ def section_eval(rig: Rig, report: Report) -> None:
     )
     for amp in ("off", "bf16"):
         predict = model_predictor(model, precision_for(amp, rig.device, "eval.amp"))
-        estimate(images[0], cfg, predict, rig.device)
-        times = np.array([estimate(im, cfg, predict, rig.device)[1:] for im in images[1:] or images])
+        estimate(images[0], cfg, predict, rig.device, model.skeleton)
+        times = np.array([estimate(im, cfg, predict, rig.device, model.skeleton)[1:] for im in images[1:] or images])
         net, dec = times.mean(0) * 1000
         rate = len(times) / times.sum()
         label = "float32" if amp == "off" else amp

@@ -22,6 +22,7 @@ import torch
 
 from config.loader import add_config_arguments, config_from_args
 from config.schema import OUTPUT_STRIDE
+from config.skeleton import Skeleton, skeleton_of
 from evaluate.coco_eval import load_coco, read_image
 from evaluate.decode import decode_people
 from evaluate.inference import decode_grid, fuse_flip, make_batch, prepare_input, resize_to_grid, scale_factors
@@ -30,9 +31,9 @@ from utils.errors import cli_main
 from utils.paths import COCO_SAMPLE_ANNOTATIONS, coco_sample_dir
 
 
-def network_outputs(images_dir: Path, annotations: Path, cfg, limit: int = 0):
-    """Per image: (network-shaped output (2 or 1, 50, h, w), resized size, grid size, image size)."""
-    coco = load_coco(annotations)
+def network_outputs(images_dir: Path, annotations: Path, cfg, skeleton: Skeleton, limit: int = 0):
+    """Per image: (network-shaped output (2 or 1, C, h, w), resized size, grid size, image size)."""
+    coco = load_coco(annotations, skeleton)
     items = []
     for image_id in sorted(coco.getImgIds())[: limit or None]:
         image = read_image(images_dir / coco.imgs[image_id]["file_name"])
@@ -40,19 +41,19 @@ def network_outputs(images_dir: Path, annotations: Path, cfg, limit: int = 0):
         m = scale_factors(h, w, dataclasses.replace(cfg.eval, scales=[1.0]))[0]
         padded, (hr, wr) = prepare_input(image, m, cfg.eval)
         batch = make_batch([padded], cfg.eval.flip, torch.device("cpu"))
-        out = oracle_for(coco, [image_id], cfg.targets, OUTPUT_STRIDE)(batch, (wr / w, hr / h))
+        out = oracle_for(coco, [image_id], cfg.targets, skeleton, OUTPUT_STRIDE)(batch, (wr / w, hr / h))
         items.append((out, (hr, wr), decode_grid(h, w, cfg.eval), (h, w)))
     return items
 
 
-def grid_maps(out, valid_hw, grid, flip: bool, stride: int) -> np.ndarray:
-    """Network-shaped output of one image -> (50, rows, cols) maps on the decoding grid."""
-    return resize_to_grid(fuse_flip(out, flip), valid_hw, grid, stride)[0].transpose(2, 0, 1)
+def grid_maps(out, valid_hw, grid, flip: bool, stride: int, skeleton: Skeleton) -> np.ndarray:
+    """Network-shaped output of one image -> (C, rows, cols) maps on the decoding grid."""
+    return resize_to_grid(fuse_flip(out, skeleton, flip), valid_hw, grid, stride)[0].transpose(2, 0, 1)
 
 
-def post_network(out, valid_hw, grid, image_hw, cfg, stride: int):
-    maps = grid_maps(out, valid_hw, grid, cfg.eval.flip, stride)
-    return decode_people(maps, cfg.eval, (image_hw[1] / grid[1], image_hw[0] / grid[0]))
+def post_network(out, valid_hw, grid, image_hw, cfg, stride: int, skeleton: Skeleton):
+    maps = grid_maps(out, valid_hw, grid, cfg.eval.flip, stride, skeleton)
+    return decode_people(maps, cfg.eval, (image_hw[1] / grid[1], image_hw[0] / grid[0]), skeleton=skeleton)
 
 
 def rate(fn, items, repeat: int) -> float:
@@ -82,12 +83,13 @@ def main(argv: list[str] | None = None) -> int:
     cfg = config_from_args(args)
     torch.set_num_threads(1)
     cv2.setNumThreads(1)
-    items = network_outputs(*inputs_or_sample(args.images, args.annotations), cfg)
+    sk = skeleton_of(cfg)
+    items = network_outputs(*inputs_or_sample(args.images, args.annotations), cfg, sk)
     stride = OUTPUT_STRIDE
-    decoded = [(grid_maps(o, v, g, cfg.eval.flip, stride), (hw[1] / g[1], hw[0] / g[0])) for o, v, g, hw in items]
-    people = sum(len(decode_people(m, cfg.eval, s)) for m, s in decoded)
-    decode_rate = rate(lambda m, s: decode_people(m, cfg.eval, s), decoded, args.repeat)
-    post_rate = rate(lambda o, v, g, hw: post_network(o, v, g, hw, cfg, stride), items, args.repeat)
+    decoded = [(grid_maps(o, v, g, cfg.eval.flip, stride, sk), (hw[1] / g[1], hw[0] / g[0])) for o, v, g, hw in items]
+    people = sum(len(decode_people(m, cfg.eval, s, skeleton=sk)) for m, s in decoded)
+    decode_rate = rate(lambda m, s: decode_people(m, cfg.eval, s, skeleton=sk), decoded, args.repeat)
+    post_rate = rate(lambda o, v, g, hw: post_network(o, v, g, hw, cfg, stride, sk), items, args.repeat)
     grid = "image size" if cfg.eval.decode_height <= 0 else f"{cfg.eval.decode_height} rows"
     print(f"{len(items)} images, {people} people, flip {cfg.eval.flip}, decoding grid {grid}, 1 thread")
     print(f"decoding (peaks + limbs + assembly): {decode_rate:.1f} images/s")

@@ -23,6 +23,7 @@ from collections.abc import Callable
 import torch
 
 from config.loader import load_config
+from config.skeleton import skeleton_of
 from engine.optim import build_optimizer
 from engine.runtime import seed_everything
 from models import build_model
@@ -60,7 +61,7 @@ def preset_config(preset: str, size: int, *overrides: str):
 
 def loss_inputs(cfg, batch: int, size: int, device: torch.device | str = "cpu"):
     """Random targets, all-ones masks and the config's loss on ``device``, for timing a training step."""
-    shapes = output_shapes(cfg.model, batch, size, size)
+    shapes = output_shapes(cfg.model, batch, size, size, skeleton_of(cfg))
     targets = [torch.rand(s, device=device) for s in shapes]
     masks = [torch.ones(s[0], 1, *s[2:], device=device) for s in shapes]
     return targets, masks, build_loss(cfg).to(device)
@@ -225,8 +226,8 @@ class OriginalWay(PoseNet):
     activations are channels_last in memory), and each stack's scale-0 merge is computed twice (once for the next
     stack's input, once for its cache). Same parameters, same kernels."""
 
-    def __init__(self, cfg):
-        super().__init__(cfg)
+    def __init__(self, cfg, skeleton):
+        super().__init__(cfg, skeleton)
         self._scale0_merge = None  # (module, (g, y)) of the latest scale-0 merge, recorded by a forward hook
         for merges in self.merges:
             merges[0].register_forward_hook(self._record_scale0_merge)
@@ -247,7 +248,7 @@ def versus_original(size: int, batch: int, rounds: int) -> None:
     alternating cancels the drift of a shared machine."""
     cfg = preset_config("paper", size)
     ours = build_model(cfg).train()
-    original = OriginalWay(cfg.model).train()
+    original = OriginalWay(cfg.model, skeleton_of(cfg)).train()
     original.load_state_dict(ours.state_dict())
     targets, masks, loss_fn = loss_inputs(cfg, batch, size)
     image = torch.rand(batch, 3, size, size)

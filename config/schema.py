@@ -21,6 +21,9 @@ class DataConfig:
     val_images: str = ""  # image folder for validation AP (optional)
     val_annotations: str = ""  # COCO person_keypoints JSON for validation AP (optional)
     input_size: int = 512  # square network input, pixels; the HDF5 file must be built for it
+    # The keypoint set: a name in config/skeletons/ or the path of a skeleton YAML file (docs/design.md#skeleton-files).
+    # The HDF5 files must be converted with the same --skeleton; checkpoints carry it, so evaluation needs nothing.
+    skeleton: str = "coco"
     num_workers: int = 2  # DataLoader worker processes
     pin_memory: bool = True  # only takes effect on CUDA
     # Seconds to wait for one batch from a DataLoader worker before stopping with an error naming the batch (a

@@ -21,7 +21,7 @@ import cv2
 import numpy as np
 
 from config.schema import AugmentConfig
-from config.skeleton import flip_keypoints_left_right
+from config.skeleton import Skeleton
 
 
 @dataclass(frozen=True)
@@ -194,9 +194,10 @@ def warp_mask_to_grid(
     return small.astype(np.float32) * np.float32(1 / 255)
 
 
-def transform_keypoints(keypoints: np.ndarray, matrix: np.ndarray, flip: bool) -> np.ndarray:
-    """Map (P, 18, 3) keypoints with the affine; when flipped, swap the left and right rows. v is unchanged."""
+def transform_keypoints(keypoints: np.ndarray, matrix: np.ndarray, flip: bool, skeleton: Skeleton) -> np.ndarray:
+    """Map (P, K, 3) internal keypoints with the affine; when flipped, swap the rows of ``skeleton``'s flip pairs.
+    v is unchanged."""
     out = keypoints.astype(np.float32, copy=True)
     xy = keypoints[..., :2].astype(np.float64)
     out[..., :2] = xy @ matrix[:, :2].T + matrix[:, 2]
-    return flip_keypoints_left_right(out) if flip else out
+    return skeleton.flip_keypoints(out) if flip else out

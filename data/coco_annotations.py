@@ -6,8 +6,9 @@ the file, the image or annotation and the field.
 What is legal COCO and kept: images without people, keypoints outside their image (negative or past the
 border; augmentation can bring them into the crop), zero-area boxes (the person is kept for the masks and as
 an "other person", but cannot be a main person: its box gives no scale). What is corrupt and refused: invalid
-JSON, duplicate image or annotation ids, a keypoint list that is not 17 x [x, y, v] finite numbers with v in
-{0, 1, 2}, a box with a negative or non-finite size, an annotation of an image that is not listed. With
+JSON, duplicate image or annotation ids, a keypoint list that is not D x [x, y, v] finite numbers with v in
+{0, 1, 2} (D: the skeleton's dataset keypoints, COCO's 17), a box with a negative or non-finite size, an
+annotation of an image that is not listed. With
 ``skip_bad`` the images of corrupt annotations are skipped and listed instead (annotations of unlisted images
 are dropped and listed); the file-level problems stay errors.
 """
@@ -22,6 +23,7 @@ from pathlib import Path
 import numpy as np
 from pycocotools import mask as mask_utils
 
+from config.skeleton import Skeleton
 from utils.errors import UserError
 
 PERSON_CATEGORY = 1
@@ -49,8 +51,9 @@ def _fix_hint(path: Path) -> str:
 _SKIP_HINT = "; or pass --skip-bad to skip the images of such annotations (listed in the output file's settings)"
 
 
-def load_coco_keypoints(path: str | Path, skip_bad: bool = False) -> CocoKeypoints:
-    """Load and validate a COCO person_keypoints JSON file.
+def load_coco_keypoints(path: str | Path, skeleton: Skeleton, skip_bad: bool = False) -> CocoKeypoints:
+    """Load and validate a COCO-format person keypoints JSON file whose annotations hold ``skeleton``'s dataset
+    keypoints.
 
     ``skip_bad``: an annotation with bad values does not stop the load; it is listed in ``bad`` and its image
     should be skipped (``bad_image_ids``), since a person missing from an image would teach wrong negatives.
@@ -59,12 +62,19 @@ def load_coco_keypoints(path: str | Path, skip_bad: bool = False) -> CocoKeypoin
     data = _read_annotation_json(path)
     images = _validated_images(data["images"], path)
     image_ids = {img["id"] for img in images}
-    by_image, bad = _person_annotations_by_image(data["annotations"], image_ids, path, skip_bad)
+    by_image, bad = _person_annotations_by_image(data["annotations"], image_ids, path, skip_bad, skeleton)
     return CocoKeypoints(path, images, by_image, bad)
 
 
-def _read_annotation_json(path: Path) -> dict:
-    """The parsed file, checked to be an object with an 'images' and an 'annotations' list."""
+def load_image_info(path: str | Path) -> list[dict]:
+    """The validated 'images' (id, file_name, width, height) of a COCO image-info JSON such as
+    ``image_info_test-dev2017.json``: images without annotations (an 'annotations' list, if any, is ignored)."""
+    path = Path(path)
+    return _validated_images(_read_annotation_json(path, need_annotations=False)["images"], path)
+
+
+def _read_annotation_json(path: Path, need_annotations: bool = True) -> dict:
+    """The parsed file, checked to be an object with an 'images' and (when needed) an 'annotations' list."""
     if not path.is_file():
         raise UserError(f"annotation file {path} not found; pass the COCO person_keypoints_*.json file")
     try:
@@ -79,7 +89,7 @@ def _read_annotation_json(path: Path) -> dict:
         raise UserError(f"cannot read annotation file {path}: {e}; {_fix_hint(path)}") from None
     if not isinstance(data, dict) or not isinstance(data.get("images"), list):
         raise UserError(f"annotation file {path} has no 'images' list; {_fix_hint(path)}")
-    if not isinstance(data.get("annotations"), list):
+    if need_annotations and not isinstance(data.get("annotations"), list):
         raise UserError(f"annotation file {path} has no 'annotations' list; {_fix_hint(path)}")
     return data
 
@@ -107,7 +117,7 @@ def _validated_images(entries: list, path: Path) -> list[dict]:
 
 
 def _person_annotations_by_image(
-    entries: list, image_ids: set[int], path: Path, skip_bad: bool
+    entries: list, image_ids: set[int], path: Path, skip_bad: bool, skeleton: Skeleton
 ) -> tuple[dict[int, list[dict]], list[dict]]:
     """The person annotations grouped by image id, in file order, and (with ``skip_bad``) the bad ones.
 
@@ -132,7 +142,7 @@ def _person_annotations_by_image(
             )
         if isinstance(ann_id, int):
             ann_ids[ann_id] = i
-        problem = _annotation_problem(ann, image_ids)
+        problem = _annotation_problem(ann, image_ids, skeleton)
         if problem is None:
             by_image.setdefault(ann["image_id"], []).append(ann)
         elif skip_bad:
@@ -142,7 +152,7 @@ def _person_annotations_by_image(
     return by_image, bad
 
 
-def _annotation_problem(ann: dict, image_ids: set[int]) -> str | None:
+def _annotation_problem(ann: dict, image_ids: set[int], skeleton: Skeleton) -> str | None:
     """What is wrong with one person annotation (naming the field), or None."""
     for key in _ANNOTATION_FIELDS:
         if key not in ann:
@@ -150,9 +160,14 @@ def _annotation_problem(ann: dict, image_ids: set[int]) -> str | None:
     if ann["image_id"] not in image_ids:
         return f"refers to image_id {ann['image_id']}, which is not in 'images'"
     kp = ann["keypoints"]
-    if not isinstance(kp, list) or len(kp) != 51:
+    d = skeleton.num_dataset_keypoints
+    if not isinstance(kp, list) or len(kp) != 3 * d:
+        if isinstance(kp, list) and len(kp) % 3 == 0:
+            return (f"'keypoints' holds {len(kp) // 3} keypoints ({len(kp)} numbers) but skeleton "
+                    f"'{skeleton.name}' has {d} ({3 * d} numbers, {d} x [x, y, v]); if the dataset has another "
+                    "keypoint set, convert it with its skeleton (--skeleton NAME or FILE)")  # fmt: skip
         n = len(kp) if isinstance(kp, list) else type(kp).__name__
-        return f"'keypoints' must be 51 numbers (17 x [x, y, v]), got {n}"
+        return f"'keypoints' must be {3 * d} numbers ({d} x [x, y, v], skeleton '{skeleton.name}'), got {n}"
     if not all(_is_number(v) for v in kp):
         j = next(j for j, v in enumerate(kp) if not _is_number(v))
         return f"'keypoints'[{j}] (keypoint {j // 3}, {'xyv'[j % 3]}) is {kp[j]!r}, not a finite number"

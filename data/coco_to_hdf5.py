@@ -1,13 +1,15 @@
 """Convert COCO person keypoints (JSON + JPEG folder) into one HDF5 training file, streaming.
 
     python -m data.coco_to_hdf5 --images coco/train2017 \\
-        --annotations coco/annotations/person_keypoints_train2017.json --out coco_train512.h5 [--input-size 512]
+        --annotations coco/annotations/person_keypoints_train2017.json --out coco_train512.h5 [--input-size 512] \\
+        [--skeleton coco]
 
 Options: ``--split train2017+val2017 --val-images coco/val2017 --val-annotations .../person_keypoints_val2017.json``
 adds val2017 from its 101st image on (the paper's training set; evaluating on val2017 is then contaminated);
 ``--skip-bad`` skips, with a warning, missing or corrupt images and the images of corrupt annotations (listed in
 the settings' ``skipped``); ``--main-person-bbox-bug`` reproduces the original's main-person spacing bug (the
-spacing between main persons used the image's last annotation's box).
+spacing between main persons used the image's last annotation's box); ``--skeleton NAME|FILE`` (default coco: a
+name in config/skeletons/ or a skeleton YAML file) says which keypoints every annotation holds, in which order.
 
 Only images with at least one main person (``data.coco_annotations.main_person_indices``) are stored; each main
 person is one sample. Left out and counted (``counts``, and the summary line): images without a main person
@@ -18,7 +20,8 @@ all missing files listed, before anything is converted.
 Images are kept as their ORIGINAL JPEG bytes (no re-encoding), checked to decode at the size the JSON states.
 Bounding boxes are stored raw, so nothing depends on the input size; the size given with ``--input-size`` is
 recorded, and the dataset refuses the file for another size so that a preset and its data file cannot be mixed
-up silently. The file's layout (datasets, mask coding, settings) is described and written by ``data.h5_format``.
+up silently; the same holds for the skeleton (its definition is stored). The file's layout (datasets, mask
+coding, settings) is described and written by ``data.h5_format``.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import numpy as np
 from PIL import Image
 from tqdm import tqdm
 
+from config.skeleton import Skeleton, load_skeleton
 from data.coco_annotations import (
     CocoKeypoints,
     has_empty_box,
@@ -156,25 +160,29 @@ def convert(
     skip_bad: bool = False,
     main_person_bbox_bug: bool = False,
     progress: bool = True,
+    skeleton: str | Skeleton = "coco",
 ) -> dict:
-    """Build the HDF5 file at ``out`` (atomically) and return its settings dict."""
+    """Build the HDF5 file at ``out`` (atomically) and return its settings dict. ``skeleton``: the keypoint set of
+    the annotations (a ``Skeleton``, or a name in config/skeletons/ or a YAML path)."""
     out = Path(out)
+    skeleton_file = skeleton.reference() if isinstance(skeleton, Skeleton) else str(skeleton)
+    skeleton = skeleton if isinstance(skeleton, Skeleton) else load_skeleton(skeleton)
     for s in sources:
         if not s.images.is_dir():
             raise UserError(f"image folder {s.images} not found; pass the folder holding the JPEG files (--images)")
-    loaded = [(s, load_coco_keypoints(s.annotations, skip_bad)) for s in sources]
+    loaded = [(s, load_coco_keypoints(s.annotations, skeleton, skip_bad)) for s in sources]
     skipped: list[dict] = []
     counts = {"images_in_annotations": 0, "images": 0, "people": 0, "samples": 0, "images_without_main_person": 0,
               "people_with_empty_box": 0}  # fmt: skip
     planned = _plan(loaded, skip_bad, main_person_bbox_bug, counts, skipped)
     with atomic_path(out) as tmp, h5py.File(tmp, "w") as f:
-        writer = H5Writer(f)
+        writer = H5Writer(f, skeleton.num_dataset_keypoints)
         cols = RowBuffer()
         for p in tqdm(planned, desc=f"converting to {out.name}", unit="img", disable=not progress):
             data = _read_image(p.path, p.img, skip_bad, skipped)
             if data is None:
                 continue
-            _add_image(cols, p.img, p.anns, p.mains, data)
+            _add_image(cols, p.img, p.anns, p.mains, data, skeleton.num_dataset_keypoints)
             counts["images"] += 1
             counts["people"] += len(p.anns)
             counts["samples"] += len(p.mains)
@@ -192,6 +200,8 @@ def convert(
             "counts": counts,
             "skipped": skipped,
             "main_person_bbox_bug": main_person_bbox_bug,
+            "skeleton": skeleton.to_dict(),
+            "skeleton_file": skeleton_file,
         }
         writer.finish(settings)
     return settings
@@ -221,7 +231,9 @@ def _read_image(path: Path, img: dict, skip_bad: bool, skipped: list[dict]) -> b
     return None
 
 
-def _add_image(cols: RowBuffer, img: dict, anns: list[dict], mains: list[int], data: bytes) -> None:
+def _add_image(
+    cols: RowBuffer, img: dict, anns: list[dict], mains: list[int], data: bytes, num_keypoints: int
+) -> None:
     h, w = img["height"], img["width"]
     mask_miss, mask_all = image_masks(anns, h, w)
     first_person = sum(cols.person_counts)
@@ -235,7 +247,7 @@ def _add_image(cols: RowBuffer, img: dict, anns: list[dict], mains: list[int], d
     cols.mask.append(encode_mask_runs(mask_code(mask_miss, mask_all)))
     cols.person_counts.append(len(anns))
     for ann in anns:
-        cols.people["keypoints"].append(np.asarray(ann["keypoints"], np.float32).reshape(17, 3))
+        cols.people["keypoints"].append(np.asarray(ann["keypoints"], np.float32).reshape(num_keypoints, 3))
         cols.people["bbox"].append(ann["bbox"])
         cols.people["area"].append(ann["area"])
         cols.people["num_keypoints"].append(ann["num_keypoints"])
@@ -274,6 +286,12 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="reproduce the original's main-person spacing bug (uses the last annotation's bbox)",
     )
+    p.add_argument(
+        "--skeleton",
+        default="coco",
+        help="the keypoint set of the annotations: a name in config/skeletons/ (coco) or a skeleton YAML file; "
+        "train with the same data.skeleton",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
 
@@ -287,7 +305,8 @@ def main(argv: list[str] | None = None) -> int:
             raise UserError("--split train2017+val2017 needs --val-images and --val-annotations")
         sources.append(Source(args.val_images, args.val_annotations, start=VAL_HOLDOUT))
     settings = convert(
-        sources, args.out, args.input_size, args.split, args.skip_bad, args.main_person_bbox_bug, not args.no_progress
+        sources, args.out, args.input_size, args.split, args.skip_bad, args.main_person_bbox_bug, not args.no_progress,
+        args.skeleton,
     )
     c = settings["counts"]
     print(

@@ -1,6 +1,6 @@
 """The training dataset: one HDF5 sample (layout: ``data.h5_format``) -> augmented image, targets and masks.
 
-    ds = SimplePoseDataset("coco_train512.h5", cfg, train=True)
+    ds = SimplePoseDataset("coco_train512.h5", cfg, train=True)   # skeleton: cfg.data.skeleton's unless given
     ds.set_epoch(epoch)          # before iterating a DataLoader over it (each epoch)
     sample = ds[i]               # {"image", "targets", "masks", "meta"}
     loader = DataLoader(ds, batch_size=B, collate_fn=collate, ...)
@@ -33,8 +33,8 @@ import numpy as np
 import torch
 from torch.utils.data import default_collate
 
-from config import skeleton as sk
 from config.schema import OUTPUT_STRIDE, Config
+from config.skeleton import Skeleton, load_skeleton, skeleton_of
 from data import augment
 from data.blob_reader import BlobReader, map_file
 from data.h5_format import H5_FORMAT_VERSION, MASK_IGNORE_BIT, MASK_PERSON_BIT, check_layout, decode_mask_runs
@@ -86,7 +86,9 @@ def read_settings(h5_path: str | Path) -> dict:
         raise UserError(f"{path} is not a readable HDF5 file; rebuild it with `python -m data.coco_to_hdf5`") from None
 
 
-def rebuild_command(settings: dict, path: str | Path, input_size: int) -> str:
+def rebuild_command(settings: dict, path: str | Path, input_size: int, skeleton: str | None = None) -> str:
+    """The converter command that makes ``path`` again from its sources, for ``input_size`` and ``skeleton`` (a
+    --skeleton value; default: the file's own)."""
     parts = ["python -m data.coco_to_hdf5"]
     parts += [f"--images {settings['images'][0]}", f"--annotations {settings['annotations'][0]}"]
     if len(settings["images"]) > 1:
@@ -96,7 +98,27 @@ def rebuild_command(settings: dict, path: str | Path, input_size: int) -> str:
         parts.append("--main-person-bbox-bug")
     if settings.get("skipped"):
         parts.append("--skip-bad")
+    own = settings.get("skeleton_file", "coco")
+    if (skeleton or own) != "coco" or own != "coco":
+        parts.append(f"--skeleton {skeleton or own}")
     return " ".join([*parts, f"--out {path}", f"--input-size {input_size}"])
+
+
+def check_file_skeleton(settings: dict, path: str | Path, skeleton: Skeleton, input_size: int) -> None:
+    """UserError unless the file was converted for ``skeleton``'s dataset keypoints (names and order; the limbs
+    may differ: they are drawn from the stored keypoints at load time). Files made before the skeleton was stored
+    hold COCO's keypoints."""
+    stored = settings.get("skeleton")
+    if isinstance(stored, dict) and isinstance(stored.get("dataset_keypoints"), list):
+        name, names = stored.get("name", "?"), [str(n) for n in stored["dataset_keypoints"]]
+    else:
+        name, names = "coco", list(load_skeleton("coco").dataset_keypoints)
+    if names != list(skeleton.dataset_keypoints):
+        raise UserError(
+            f"{path} was converted for skeleton '{name}' ({len(names)} keypoints: {', '.join(names)}) but this run "
+            f"uses {skeleton.describe()}; set data.skeleton={settings.get('skeleton_file', 'coco')} (the file's), "
+            f"or convert the annotations again: {rebuild_command(settings, path, input_size, skeleton.reference())}"
+        )
 
 
 def mask_scales(mask: np.ndarray, num_scales: int, threshold: float) -> list[np.ndarray]:
@@ -157,19 +179,22 @@ def worker_init_fn(worker_id: int) -> None:
 class SimplePoseDataset(torch.utils.data.Dataset):
     """Samples of an HDF5 file made by ``python -m data.coco_to_hdf5``.
 
-    Item: ``{"image": (3, H, W) uint8 BGR (a view of (H, W, 3) pixels), "targets": [(50, h/2^k, w/2^k)],
+    Item: ``{"image": (3, H, W) uint8 BGR (a view of (H, W, 3) pixels), "targets": [(C, h/2^k, w/2^k)],
     "masks": [(1, h/2^k, w/2^k)], "meta": {"image_id", "index", "epoch", "flip"}}`` with ``h = H / stride``
     and k < ``cfg.model.num_scales``.
     Masks are the ignore masks (1 = supervise), resized and thresholded per scale (docs/design.md#five-scales).
     Batch with ``collate`` and convert images with ``images_to_float`` (see the module docstring for why).
     ``train=False`` applies the identity augmentation (the main person is still centred and scaled).
+    C = ``skeleton.num_channels``; ``skeleton`` defaults to the one ``cfg.data.skeleton`` names, and the file must
+    have been converted for its keypoints.
     """
 
-    def __init__(self, h5_path: str | Path, cfg: Config, train: bool):
+    def __init__(self, h5_path: str | Path, cfg: Config, train: bool, skeleton: Skeleton | None = None):
         keep_freed_memory()
         self.path = str(h5_path)
         self.cfg = cfg
         self.train = train
+        self.skeleton = skeleton or skeleton_of(cfg)
         settings = read_settings(h5_path)
         if settings.get("format_version") != H5_FORMAT_VERSION:
             raise UserError(
@@ -183,6 +208,7 @@ class SimplePoseDataset(torch.utils.data.Dataset):
                 f"with: {rebuild_command(settings, h5_path, cfg.data.input_size)}"
             )
         self.settings = settings
+        check_file_skeleton(settings, h5_path, self.skeleton, cfg.data.input_size)
         if not settings["counts"]["samples"]:
             raise UserError(
                 f"{h5_path} holds no samples: none of its images has a main person (>= 5 keypoints, area >= 32x32); "
@@ -200,7 +226,12 @@ class SimplePoseDataset(torch.utils.data.Dataset):
             self.has_ignore = f["images/has_ignore"][:]
             self.has_person = f["images/has_person"][:]
             # Per-person records are small (about 0.25 kB each): kept in memory, keypoints already internal.
-            self.keypoints = sk.coco_to_internal(f["people/keypoints"][:])
+            stored = f["people/keypoints"]
+            if stored.shape[1:] != (self.skeleton.num_dataset_keypoints, 3):
+                raise UserError(f"{h5_path}: people/keypoints has shape {stored.shape}, not (P, "
+                                f"{self.skeleton.num_dataset_keypoints}, 3) as its settings say (damaged); "
+                                f"rebuild it: {rebuild_command(settings, h5_path, cfg.data.input_size)}")  # fmt: skip
+            self.keypoints = self.skeleton.to_internal(stored[:])
             self.bbox = f["people/bbox"][:]
             self.has_keypoints = (f["people/num_keypoints"][:] > 0) & ~f["people/iscrowd"][:]
         self.input_hw = (cfg.data.input_size, cfg.data.input_size)
@@ -244,7 +275,7 @@ class SimplePoseDataset(torch.utils.data.Dataset):
 
     # ------------------------------------------------------------------ reading
     def read_people(self, index: int) -> tuple[np.ndarray, np.ndarray]:
-        """(P, 18, 3) internal keypoints of the sample, main person first, and the main person's bbox."""
+        """(P, K, 3) internal keypoints of the sample, main person first, and the main person's bbox."""
         img = self.sample_image[index]
         a, b = self.person_offsets[img], self.person_offsets[img + 1]
         main = self.sample_person[index]
@@ -311,11 +342,11 @@ class SimplePoseDataset(torch.utils.data.Dataset):
         return np.ascontiguousarray(warped[..., 0]), np.ascontiguousarray(warped[..., 1])
 
     def place(self, index: int, params: augment.AugmentParams) -> tuple[np.ndarray, np.ndarray]:
-        """(affine 2x3 from image to input pixels, every person's (P, 18, 3) keypoints moved by it and flipped)."""
+        """(affine 2x3 from image to input pixels, every person's (P, K, 3) keypoints moved by it and flipped)."""
         keypoints, bbox = self.read_people(index)
         center = (bbox[0] + bbox[2] / 2, bbox[1] + bbox[3] / 2)
         matrix = augment.affine_matrix(center, float(bbox[3]), params, self.input_hw, self.cfg.augment.target_dist)
-        return matrix, augment.transform_keypoints(keypoints, matrix, params.flip)
+        return matrix, augment.transform_keypoints(keypoints, matrix, params.flip, self.skeleton)
 
     def __getitem__(self, index: int) -> dict:
         try:
@@ -353,7 +384,7 @@ class SimplePoseDataset(torch.utils.data.Dataset):
         warped = self.augment_image(pixels, pixel_matrix, params)
         mask_miss, mask_all = self.warp_masks(image, matrix)
         masks = mask_scales(mask_miss, cfg.model.num_scales, cfg.loss.mask_threshold)
-        targets = draw_targets(keypoints, mask_all, self.grid_hw, self.stride, cfg.targets)
+        targets = draw_targets(keypoints, mask_all, self.grid_hw, self.stride, cfg.targets, self.skeleton)
         targets = downscale_targets(targets, cfg.model.num_scales)
         sample = sample_tensors(warped, targets, masks)
         sample["meta"] = {"image_id": int(self.image_id[image]), "index": index, "epoch": epoch, "flip": params.flip}
@@ -361,8 +392,8 @@ class SimplePoseDataset(torch.utils.data.Dataset):
 
 
 def sample_tensors(image_hwc: np.ndarray, targets: list[np.ndarray], masks: list[np.ndarray]) -> dict:
-    """A sample's arrays as tensors (no copies): ``{"image": (3, H, W) uint8 view, "targets": [(50, h, w)],
-    "masks": [(1, h, w)]}`` per scale, from the (H, W, 3) image, (50, h, w) targets and (h, w) masks."""
+    """A sample's arrays as tensors (no copies): ``{"image": (3, H, W) uint8 view, "targets": [(C, h, w)],
+    "masks": [(1, h, w)]}`` per scale, from the (H, W, 3) image, (C, h, w) targets and (h, w) masks."""
     return {
         "image": image_to_tensor(image_hwc),
         "targets": [torch.from_numpy(t) for t in targets],

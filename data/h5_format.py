@@ -3,7 +3,9 @@
 Layout (``H5_FORMAT_VERSION`` 1). ``N`` images, ``P`` person annotations (crowds included), ``S`` samples:
 
     attrs["settings"]          JSON: format_version, input_size, split, annotations, images, first_image, counts,
-                               skipped (list of {file, reason}), main_person_bbox_bug
+                               skipped (list of {file, reason}), main_person_bbox_bug, skeleton (the definition,
+                               config.skeleton's plain-dict form; absent in files made before it: COCO's),
+                               skeleton_file (the --skeleton name or path)
     images/id                  (N,)   int64    COCO image id
     images/height, width       (N,)   int32    pixels
     images/jpeg                (sum,) uint8    concatenated original JPEG files
@@ -15,7 +17,8 @@ Layout (``H5_FORMAT_VERSION`` 1). ``N`` images, ``P`` person annotations (crowds
     images/has_ignore          (N,)   bool     any ignored pixel (else mask_miss is all "supervise")
     images/has_person          (N,)   bool     any person pixel
     images/person_offsets      (N+1,) int64    persons of image i are people[person_offsets[i]:...[i+1]]
-    people/keypoints           (P, 17, 3) float32  COCO order, (x, y, v) with COCO v (0 unlabelled, 1, 2)
+    people/keypoints           (P, D, 3) float32  the skeleton's D dataset keypoints in dataset order, (x, y, v) with
+                                                  COCO's v (0 unlabelled, 1 occluded, 2 visible); COCO: D = 17
     people/bbox                (P, 4) float32  [x, y, w, h], original pixels (raw heights: no input size baked in)
     people/area                (P,)   float32
     people/num_keypoints       (P,)   int32
@@ -47,7 +50,9 @@ H5_FORMAT_VERSION = 1  # bump when the layout changes: the dataset refuses files
 SETTINGS_ATTR = "settings"
 MASK_IGNORE_BIT, MASK_PERSON_BIT = 1, 2
 
-# The datasets that grow by rows: name -> (shape of one row, dtype).
+# The datasets that grow by rows: name -> (shape of one row, dtype); KEYPOINTS_ROW stands for the skeleton's dataset
+# keypoint count (``row_datasets``).
+KEYPOINTS_ROW = -1
 ROW_DATASETS = {
     "images/id": ((), np.int64),
     "images/height": ((), np.int32),
@@ -57,7 +62,7 @@ ROW_DATASETS = {
     "images/jpeg": ((), np.uint8),
     "images/mask_values": ((), np.uint8),
     "images/mask_lengths": ((), np.uint32),
-    "people/keypoints": ((17, 3), np.float32),
+    "people/keypoints": ((KEYPOINTS_ROW, 3), np.float32),
     "people/bbox": ((4,), np.float32),
     "people/area": ((), np.float32),
     "people/num_keypoints": ((), np.int32),
@@ -69,6 +74,11 @@ ROW_DATASETS = {
 # The (N+1,) int64 offsets written once at the end: blob or person range of each image.
 OFFSET_DATASETS = {"jpeg": "images/jpeg_offsets", "mask": "images/mask_offsets", "person": "images/person_offsets"}
 _REQUIRED_SETTINGS = {"format_version": int, "input_size": int, "counts": dict, "images": list, "annotations": list}
+
+
+def row_datasets(num_keypoints: int) -> dict[str, tuple[tuple[int, ...], type]]:
+    """``ROW_DATASETS`` for a skeleton of ``num_keypoints`` dataset keypoints."""
+    return {**ROW_DATASETS, "people/keypoints": ((num_keypoints, 3), np.float32)}
 
 
 def mask_code(mask_miss: np.ndarray, mask_all: np.ndarray) -> np.ndarray:
@@ -125,11 +135,13 @@ class RowBuffer:
 
 
 class H5Writer:
-    """Appends ``RowBuffer``s to the resizable datasets of an open, empty file; ``finish`` completes the file."""
+    """Appends ``RowBuffer``s to the resizable datasets of an open, empty file; ``finish`` completes the file.
+    ``num_keypoints``: dataset keypoints per person (the skeleton's)."""
 
-    def __init__(self, f: h5py.File):
+    def __init__(self, f: h5py.File, num_keypoints: int):
         self.f = f
-        for name, (shape, dtype) in ROW_DATASETS.items():
+        self.rows = row_datasets(num_keypoints)
+        for name, (shape, dtype) in self.rows.items():
             row_bytes = np.dtype(dtype).itemsize * int(np.prod(shape))
             chunk_bytes = 1 << 18 if name.startswith(("images/jpeg", "images/mask")) else 1 << 14
             chunk = (max(1, chunk_bytes // row_bytes), *shape)
@@ -138,7 +150,7 @@ class H5Writer:
         self.n_images = self.n_people = 0
 
     def _append(self, name: str, rows) -> None:
-        rows = np.asarray(rows, dtype=ROW_DATASETS[name][1])
+        rows = np.asarray(rows, dtype=self.rows[name][1])
         if not len(rows):
             return
         d = self.f[name]
@@ -160,7 +172,7 @@ class H5Writer:
         for n in c.person_counts:
             self.offsets["person"].append(self.offsets["person"][-1] + n)
         for k, v in c.people.items():
-            self._append(f"people/{k}", np.asarray(v).reshape(-1, *ROW_DATASETS[f"people/{k}"][0]))
+            self._append(f"people/{k}", np.asarray(v).reshape(-1, *self.rows[f"people/{k}"][0]))
         self._append("samples/image", [i + self.n_images for i in c.samples["image"]])
         self._append("samples/person", [p + self.n_people for p in c.samples["person"]])
         self.n_images += len(c.image["id"])

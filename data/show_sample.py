@@ -4,7 +4,7 @@
         [--config FILE] [key=value ...]
 
 Without ``--train`` the sample is the identity augmentation (centred and scaled main person). Without a config
-the input size is the one the file was built for.
+the input size and the skeleton are the ones the file was built for.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import sys
 import cv2
 import numpy as np
 
-from config import skeleton as sk
 from config.loader import add_config_arguments, config_from_args
+from config.skeleton import Skeleton
 from data.dataset import SimplePoseDataset, read_settings
 from utils.errors import UserError, cli_main
 from utils.io import atomic_write_bytes
@@ -34,11 +34,11 @@ def _overlay(image: np.ndarray, heat: np.ndarray, colour_map: int = cv2.COLORMAP
     return (image * (1 - alpha) + coloured * alpha).astype(np.uint8)
 
 
-def _limb_colours(limbs: np.ndarray, image: np.ndarray) -> np.ndarray:
-    """Each limb map in its own colour (config.skeleton.LIMB_COLORS_BGR), max over limbs, over the image."""
+def _limb_colours(limbs: np.ndarray, image: np.ndarray, skeleton: Skeleton) -> np.ndarray:
+    """Each limb map in its own colour (``skeleton.colors_bgr``), max over limbs, over the image."""
     strongest = limbs.argmax(0)
     value = limbs.max(0)
-    colours = np.array(sk.LIMB_COLORS_BGR, np.float32)[strongest]
+    colours = np.array(skeleton.colors_bgr, np.float32)[strongest]
     colours = np.stack([_upscale(colours[..., c], image.shape[:2]) for c in range(3)], -1)
     alpha = _upscale(value, image.shape[:2])[..., None] * 0.8
     return (image * (1 - alpha) + colours * alpha).astype(np.uint8)
@@ -51,16 +51,18 @@ def _label(img: np.ndarray, text: str) -> np.ndarray:
     return img
 
 
-def _draw_people(image: np.ndarray, keypoints: np.ndarray) -> np.ndarray:
+def _draw_people(image: np.ndarray, keypoints: np.ndarray, skeleton: Skeleton) -> np.ndarray:
+    """(P, K, 3) internal keypoints drawn with the skeleton's sample limbs; right side red, left blue, others green."""
     img = image.copy()
     for person in keypoints:
-        for k, (a, b) in enumerate(sk.LIMBS):
-            if k in sk.DRAW_LIMBS and person[a, 2] < 2 and person[b, 2] < 2:
+        for k in skeleton.draw_limbs:
+            a, b = skeleton.limbs[k]
+            if person[a, 2] < 2 and person[b, 2] < 2:
                 pa, pb = (tuple(int(round(v)) for v in person[i, :2]) for i in (a, b))
-                cv2.line(img, pa, pb, sk.LIMB_COLORS_BGR[k], 2, cv2.LINE_AA)
+                cv2.line(img, pa, pb, skeleton.colors_bgr[k], 2, cv2.LINE_AA)
         for j, (x, y, v) in enumerate(person):
             if v < 2:
-                name = sk.KEYPOINTS[j]
+                name = skeleton.keypoints[j]
                 side = name.split("_")[0]
                 colour = {"right": (0, 0, 255), "left": (255, 0, 0)}.get(side, (0, 255, 0))
                 cv2.circle(img, (int(round(x)), int(round(y))), 3, colour, -1, cv2.LINE_AA)
@@ -75,22 +77,23 @@ def render(ds: SimplePoseDataset, index: int) -> np.ndarray:
     image = np.ascontiguousarray(item["image"].permute(1, 2, 0).numpy())  # (H, W, 3) BGR uint8
     targets = item["targets"][0].numpy()
     ignore = 1 - item["masks"][0].numpy()[0]
-    person = targets[sk.PERSON_MASK_CHANNEL]
+    sk = ds.skeleton
+    person = targets[sk.person_mask_channel]
     masks = image.copy()
     for m, tint_bgr in ((person, (0, 128, 0)), (ignore, (0, 0, 150))):
         sel = _upscale(m, image.shape[:2]) > 0.5
         masks[sel] = (masks[sel] * 0.5 + tint_bgr).astype(np.uint8)
     title = f"image {item['meta']['image_id']} flip={params.flip} rot={params.degree:.0f}"
     top = [
-        _label(_draw_people(image, keypoints), title),
-        _label(_overlay(image, targets[sk.MAX_KEYPOINT_CHANNEL]), "keypoint maps (channel 49)"),
-        _label(_limb_colours(targets[sk.LIMB_CHANNELS], image), "limb maps (0-29)"),
-        _label(masks, "ignored (red), person mask ch 48 (green)"),
+        _label(_draw_people(image, keypoints, sk), title),
+        _label(_overlay(image, targets[sk.max_keypoint_channel]), f"keypoint maps (channel {sk.max_keypoint_channel})"),
+        _label(_limb_colours(targets[sk.limb_channels], image, sk), f"limb maps (0-{sk.num_limbs - 1})"),
+        _label(masks, f"ignored (red), person mask ch {sk.person_mask_channel} (green)"),
     ]
     scales = []
     for k, t in enumerate(item["targets"]):
         t = t.numpy()
-        both = np.maximum(t[sk.MAX_KEYPOINT_CHANNEL], t[sk.LIMB_CHANNELS].max(0) * 0.5)
+        both = np.maximum(t[sk.max_keypoint_channel], t[sk.limb_channels].max(0) * 0.5)
         scales.append(_label(_overlay(image, both), f"scale {k}: {t.shape[-1]}x{t.shape[-2]}"))
     rows = [np.hstack(top)]
     width = rows[0].shape[1]
@@ -110,10 +113,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--epoch", type=int, default=0, help="epoch whose augmentation draw to show (with --train)")
     add_config_arguments(p)
     args = p.parse_args(argv)
+    settings = read_settings(args.h5)
     if not args.config and not any(o.startswith("data.input_size=") for o in args.overrides):
-        args.overrides = [*args.overrides, f"data.input_size={read_settings(args.h5)['input_size']}"]
+        args.overrides = [*args.overrides, f"data.input_size={settings['input_size']}"]
     cfg = config_from_args(args)
-    ds = SimplePoseDataset(args.h5, cfg, train=args.train)
+    skeleton = None  # the file's own, unless a config or data.skeleton=... names one
+    if not args.config and not any(o.startswith("data.skeleton=") for o in args.overrides) and settings.get("skeleton"):
+        skeleton = Skeleton.from_dict(settings["skeleton"], f"stored in {args.h5}")
+    ds = SimplePoseDataset(args.h5, cfg, train=args.train, skeleton=skeleton)
     if not 0 <= args.index < len(ds):
         raise UserError(f"--index {args.index} is out of range: {args.h5} has {len(ds)} samples")
     ds.set_epoch(args.epoch)

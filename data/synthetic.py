@@ -27,11 +27,13 @@ import cv2
 import numpy as np
 from pycocotools import mask as mask_utils
 
-from config.skeleton import COCO_KEYPOINTS, COCO_SKELETON
+from config.skeleton import load_skeleton
 from utils.errors import UserError, cli_main
 from utils.io import atomic_write_text
 
-K = {name: i for i, name in enumerate(COCO_KEYPOINTS)}
+COCO = load_skeleton("coco")  # the people drawn here are COCO persons
+K = {name: i for i, name in enumerate(COCO.dataset_keypoints)}
+NUM_KEYPOINTS = COCO.num_dataset_keypoints
 # (from, to, colour BGR, thickness as a fraction of the body height); symmetric between sides.
 _LIMB_SHAPES = [
     ("shoulder", "elbow", (40, 40, 200), 0.055),  # upper arm: red
@@ -51,7 +53,7 @@ def random_pose(rng: np.random.Generator) -> np.ndarray:
     """17 COCO keypoints (x, y) of a frontal person of height 1 (head top to ankles), neck at the origin, y down.
 
     The person's right side is at negative x (the viewer's left)."""
-    p = np.zeros((17, 2))
+    p = np.zeros((NUM_KEYPOINTS, 2))
     p[K["nose"]] = (0, -0.11)
     for side, sx in (("right", -1), ("left", 1)):
         p[K[f"{side}_eye"]] = (sx * 0.028, -0.135)
@@ -231,7 +233,7 @@ def _crowd_annotation(crowd: np.ndarray) -> dict:
         "num_keypoints": 0,
         "area": float(mask_utils.area(rle)),
         "iscrowd": 1,
-        "keypoints": [0] * 51,
+        "keypoints": [0] * (3 * NUM_KEYPOINTS),
         "bbox": [x, y, bw, bh],
         "category_id": 1,
     }
@@ -242,7 +244,7 @@ def _person_annotation(kp, visible: np.ndarray, covered: np.ndarray, h: int, w: 
     if not polys:
         return None
     ys, xs = np.nonzero(visible)
-    keypoints = [0] * 51
+    keypoints = [0] * (3 * NUM_KEYPOINTS)
     num = 0
     if kp is not None:
         for j, (x, y) in enumerate(kp):
@@ -250,7 +252,7 @@ def _person_annotation(kp, visible: np.ndarray, covered: np.ndarray, h: int, w: 
                 v = 1 if covered[int(y), int(x)] else 2
                 keypoints[3 * j : 3 * j + 3] = [round(float(x), 2), round(float(y), 2), v]
                 num += 1
-        labelled = np.array([keypoints[3 * j : 3 * j + 2] for j in range(17) if keypoints[3 * j + 2] > 0])
+        labelled = np.array([keypoints[3 * j : 3 * j + 2] for j in range(NUM_KEYPOINTS) if keypoints[3 * j + 2] > 0])
         if len(labelled):
             xs = np.concatenate([xs, labelled[:, 0]])
             ys = np.concatenate([ys, labelled[:, 1]])
@@ -272,8 +274,8 @@ def categories() -> list[dict]:
             "supercategory": "person",
             "id": 1,
             "name": "person",
-            "keypoints": list(COCO_KEYPOINTS),
-            "skeleton": [[a + 1, b + 1] for a, b in COCO_SKELETON],
+            "keypoints": list(COCO.dataset_keypoints),
+            "skeleton": [[a + 1, b + 1] for a, b in COCO.draw_edges],
         }
     ]
 

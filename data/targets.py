@@ -1,8 +1,8 @@
 """Training targets drawn on the output grid: keypoint and limb heatmaps, person mask, max channel, scales.
 
 Grid cell ``(i_y, i_x)`` has its centre at ``(stride*i_x + stride/2 - 0.5, stride*i_y + stride/2 - 0.5)`` in
-input pixels (docs/design.md#output-grid); every distance is measured in input pixels. Channel layout:
-``config.skeleton``.
+input pixels (docs/design.md#output-grid); every distance is measured in input pixels. Channel layout: the
+``config.skeleton.Skeleton`` passed in (K internal keypoints, L limbs, C = L + K + 2 channels; COCO: 18, 30, 50).
 
 Two limb modes (``TargetConfig.limb_mode``):
 
@@ -24,8 +24,8 @@ import math
 import cv2
 import numpy as np
 
-from config import skeleton as sk
 from config.schema import TargetConfig
+from config.skeleton import Skeleton
 
 _KERNEL_3X3 = np.ones((3, 3), np.uint8)
 
@@ -47,8 +47,8 @@ def _visible(keypoints: np.ndarray) -> np.ndarray:
 def _draw_keypoints(
     out: np.ndarray, keypoints: np.ndarray, stride: int, cfg: TargetConfig, max_map: np.ndarray | None = None
 ) -> None:
-    """Max-combine every person's keypoint Gaussians into ``out`` (18, h, w), C-contiguous, in place, and into
-    ``max_map`` (h, w) if given (their max over keypoints, without reading the 18 maps back).
+    """Max-combine every person's keypoint Gaussians into ``out`` (K, h, w), C-contiguous, in place, and into
+    ``max_map`` (h, w) if given (their max over keypoints, without reading the K maps back).
 
     Window: cells round(x/stride) - r .. + r (r = ``keypoint_window_radius``), clipped to the grid
     (docs/design.md#keypoint-maps).
@@ -81,35 +81,34 @@ def keypoint_heatmaps(keypoints: np.ndarray, grid_hw: tuple[int, int], stride: i
     """Keypoint Gaussians, max over people.
 
     Args:
-        keypoints: (P, 18, 3) (x, y, v) in input pixels, internal layout; a keypoint takes part iff v < 2.
+        keypoints: (P, K, 3) (x, y, v) in input pixels, internal layout; a keypoint takes part iff v < 2.
         grid_hw: (h, w) cells of the output grid.
         stride: input pixels per cell.
     Returns:
-        (18, h, w) float32 in [0, 1].
+        (K, h, w) float32 in [0, 1].
     """
-    out = np.zeros((sk.NUM_KEYPOINTS, *grid_hw), np.float32)
-    _draw_keypoints(out, np.asarray(keypoints).reshape(-1, sk.NUM_KEYPOINTS, 3), stride, cfg)
+    kp = np.asarray(keypoints)
+    out = np.zeros((kp.shape[-2], *grid_hw), np.float32)
+    _draw_keypoints(out, kp.reshape(-1, *kp.shape[-2:]), stride, cfg)
     return out
 
 
-_LIMB_FROM = np.array([a for a, _ in sk.LIMBS])
-_LIMB_TO = np.array([b for _, b in sk.LIMBS])
-
-
-def _limb_segments(keypoints: np.ndarray, pad: float, grid_hw, stride: int):
+def _limb_segments(keypoints: np.ndarray, pad: float, grid_hw, stride: int, limb_ends: tuple[np.ndarray, np.ndarray]):
     """Every drawable (limb, person) segment whose padded box touches the grid, vectorised.
 
     The box is the segment's bounding box enlarged by ``pad`` px, in cells ``round((min-pad)/stride) ..
     round((max+pad)/stride)`` inclusive, clipped to the grid (docs/design.md#limb-maps). Degenerate segments (both
     ends equal) are skipped like the original. Returns limb indices (N,), end points p1, p2 (N, 2) float64 and the
-    boxes (N, 4) as half-open cell ranges (y0, y1, x0, x1), sorted by limb.
+    boxes (N, 4) as half-open cell ranges (y0, y1, x0, x1), sorted by limb. ``limb_ends``: the (L,) from and to
+    keypoint indices (``Skeleton.limb_ends``).
     """
     h, w = grid_hw
+    limb_from, limb_to = limb_ends
     vis = _visible(keypoints)
-    ok = vis[:, _LIMB_FROM] & vis[:, _LIMB_TO]  # (P, 30)
+    ok = vis[:, limb_from] & vis[:, limb_to]  # (P, L)
     people, limbs = np.nonzero(ok.T)[::-1]  # limb-major order
     xy = keypoints[..., :2].astype(np.float64)
-    p1, p2 = xy[people, _LIMB_FROM[limbs]], xy[people, _LIMB_TO[limbs]]
+    p1, p2 = xy[people, limb_from[limbs]], xy[people, limb_to[limbs]]
     lo = np.rint((np.minimum(p1, p2) - pad) / stride).astype(np.int64)
     hi = np.rint((np.maximum(p1, p2) + pad) / stride).astype(np.int64) + 1
     x0, y0 = np.maximum(lo[:, 0], 0), np.maximum(lo[:, 1], 0)
@@ -150,8 +149,8 @@ def _box_cells(boxes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return seg, row + boxes[seg, 0], col + boxes[seg, 2]
 
 
-def _draw_limbs(out: np.ndarray, keypoints: np.ndarray, stride: int, cfg: TargetConfig) -> None:
-    """Write the 30 limb maps into ``out`` (30, h, w), C-contiguous and zero on entry.
+def _draw_limbs(out: np.ndarray, keypoints: np.ndarray, stride: int, cfg: TargetConfig, skeleton: Skeleton) -> None:
+    """Write the L limb maps into ``out`` (L, h, w), C-contiguous and zero on entry.
 
     All segments' box cells are evaluated in one flat pass and scattered into ``out`` (no per-segment loop).
     """
@@ -161,7 +160,7 @@ def _draw_limbs(out: np.ndarray, keypoints: np.ndarray, stride: int, cfg: Target
         pad = cfg.limb_margin
     else:  # the Gaussian band reaches limb_gaussian_thre at this distance
         pad = math.sqrt(-2 * cfg.limb_sigma**2 * math.log(cfg.limb_gaussian_thre))
-    limbs, p1, p2, boxes = _limb_segments(keypoints, pad, grid_hw, stride)
+    limbs, p1, p2, boxes = _limb_segments(keypoints, pad, grid_hw, stride, skeleton.limb_ends)
     if not len(limbs):
         return
     if not out.flags.c_contiguous:
@@ -186,49 +185,58 @@ def _draw_limbs(out: np.ndarray, keypoints: np.ndarray, stride: int, cfg: Target
     # Faithful: mean over the people whose box covers the cell (docs/design.md#limb-maps, the 0.505 crossing case):
     # sums in person order, then divided by the count where a limb has several people.
     np.add.at(flat, cell, e)
-    shared = (np.bincount(limbs, minlength=sk.NUM_LIMBS) > 1)[limbs][seg]
+    shared = (np.bincount(limbs, minlength=skeleton.num_limbs) > 1)[limbs][seg]
     if shared.any():
         cells, count = np.unique(cell[shared], return_counts=True)
         cells, count = cells[count > 1], count[count > 1]
         flat[cells] /= count.astype(np.float32)
 
 
-def limb_heatmaps(keypoints: np.ndarray, grid_hw: tuple[int, int], stride: int, cfg: TargetConfig) -> np.ndarray:
-    """Scalar limb maps in ``config.skeleton.LIMBS`` order.
+def limb_heatmaps(
+    keypoints: np.ndarray, grid_hw: tuple[int, int], stride: int, cfg: TargetConfig, skeleton: Skeleton
+) -> np.ndarray:
+    """Scalar limb maps in ``skeleton.limbs`` order.
 
     Args: as ``keypoint_heatmaps``; a limb is drawn for a person iff both its keypoints have v < 2.
     Returns:
-        (30, h, w) float32 in [0, 1].
+        (L, h, w) float32 in [0, 1].
     """
-    out = np.zeros((sk.NUM_LIMBS, *grid_hw), np.float32)
-    _draw_limbs(out, np.asarray(keypoints).reshape(-1, sk.NUM_KEYPOINTS, 3), stride, cfg)
+    out = np.zeros((skeleton.num_limbs, *grid_hw), np.float32)
+    _draw_limbs(out, np.asarray(keypoints).reshape(-1, skeleton.num_keypoints, 3), stride, cfg, skeleton)
     return out
 
 
 def person_mask_channel(mask_all: np.ndarray | None, grid_hw: tuple[int, int]) -> np.ndarray:
-    """Channel 48: 3x3 grey erosion of the person mask; the grid border is not eroded (OpenCV's default)."""
+    """The person-mask channel: 3x3 grey erosion of the person mask; the grid border is not eroded (OpenCV's
+    default)."""
     if mask_all is None:
         return np.zeros(grid_hw, np.float32)
     return cv2.erode(np.ascontiguousarray(mask_all, dtype=np.float32), _KERNEL_3X3)
 
 
 def draw_targets(
-    keypoints: np.ndarray, mask_all: np.ndarray | None, grid_hw: tuple[int, int], stride: int, cfg: TargetConfig
+    keypoints: np.ndarray,
+    mask_all: np.ndarray | None,
+    grid_hw: tuple[int, int],
+    stride: int,
+    cfg: TargetConfig,
+    skeleton: Skeleton,
 ) -> np.ndarray:
-    """All 50 target channels (docs/design.md#targets): limbs 0-29, keypoints 30-47, person mask 48, max keypoint 49.
+    """All C target channels in ``skeleton``'s layout (docs/design.md#targets): limbs, keypoints, person mask, max
+    keypoint (COCO: 0-29, 30-47, 48, 49).
 
     Args:
-        keypoints: (P, 18, 3) (x, y, v), input pixels, internal layout.
-        mask_all: (h, w) person mask at grid resolution in [0, 1], or None (channel 48 then stays 0).
+        keypoints: (P, K, 3) (x, y, v), input pixels, internal layout.
+        mask_all: (h, w) person mask at grid resolution in [0, 1], or None (the person-mask channel then stays 0).
         grid_hw: (h, w) cells.
     Returns:
-        (50, h, w) float32 in [0, 1].
+        (C, h, w) float32 in [0, 1].
     """
-    kp = np.asarray(keypoints).reshape(-1, sk.NUM_KEYPOINTS, 3)
-    out = np.zeros((sk.NUM_CHANNELS, *grid_hw), np.float32)
-    _draw_limbs(out[sk.LIMB_CHANNELS], kp, stride, cfg)
-    _draw_keypoints(out[sk.KEYPOINT_CHANNELS], kp, stride, cfg, max_map=out[sk.MAX_KEYPOINT_CHANNEL])
-    out[sk.PERSON_MASK_CHANNEL] = person_mask_channel(mask_all, grid_hw)
+    kp = np.asarray(keypoints).reshape(-1, skeleton.num_keypoints, 3)
+    out = np.zeros((skeleton.num_channels, *grid_hw), np.float32)
+    _draw_limbs(out[skeleton.limb_channels], kp, stride, cfg, skeleton)
+    _draw_keypoints(out[skeleton.keypoint_channels], kp, stride, cfg, max_map=out[skeleton.max_keypoint_channel])
+    out[skeleton.person_mask_channel] = person_mask_channel(mask_all, grid_hw)
     return out  # every channel is in [0, 1] by construction, so the original's final clip is not needed
 
 

@@ -2,7 +2,8 @@
 
 A checkpoint is a dict of tensors and plain Python values: ``model``, ``optimizer``, ``scheduler``, ``scaler``,
 ``epoch`` (epochs completed), ``step`` (steps done in the current epoch, 0 at an epoch end), ``global_step``,
-``best_metric``, ``rng`` (a list by rank when several processes), ``config``, ``version``, ``counters``,
+``best_metric``, ``rng`` (a list by rank when several processes), ``config``, ``skeleton`` (the definition,
+``config.skeleton.Skeleton.to_dict``), ``version``, ``counters``,
 ``world_size`` and ``ranks_in_sync`` (every rank held the same parameters when it was written).
 """
 

@@ -10,6 +10,7 @@ from torch import nn
 
 from config.loader import config_from_dict, to_dict
 from config.schema import Config
+from config.skeleton import Skeleton, load_skeleton
 from engine.checkpoint import resolve_resume
 from models.posenet import WEIGHT_NEUTRAL_SETTINGS
 from utils import distributed as du
@@ -45,6 +46,19 @@ def check_same_model(ckpt: dict[str, Any], cfg: Config, path: Path) -> None:
         raise UserError(
             f"checkpoint {path} was trained with model settings {saved}, this run has {current}; resume with the "
             f"same model.* settings"
+        )
+
+
+def check_same_skeleton(ckpt: dict[str, Any], skeleton: Skeleton, path: Path) -> None:
+    """UserError unless the checkpoint was trained for a skeleton with this run's channels (one saved before
+    checkpoints carried their skeleton was COCO's)."""
+    saved = ckpt.get("skeleton")
+    carried = Skeleton.from_dict(saved, f"saved in {path}") if isinstance(saved, dict) else load_skeleton("coco")
+    if not carried.same_layout(skeleton):
+        was = carried.describe() if isinstance(saved, dict) else "'coco' (saved before checkpoints carried one)"
+        raise UserError(
+            f"checkpoint {path} was trained for skeleton {was}, this run uses {skeleton.describe()}; resume with "
+            f"the same data.skeleton, or start a new run (train.out_dir) with train.init_weights={path}"
         )
 
 

@@ -21,6 +21,7 @@ from tqdm import tqdm
 
 from config.loader import save_config, to_dict
 from config.schema import Config
+from config.skeleton import skeleton_of
 from data.dataset import SimplePoseDataset, images_to_float
 from engine.checkpoint import (
     code_version,
@@ -35,7 +36,7 @@ from engine.loader import make_loader
 from engine.loader_errors import loader_errors, next_batch, out_of_memory_message
 from engine.logger import Meter, MetricsLogger, step_values
 from engine.optim import apply_freeze, batchnorm_eval, build_optimizer
-from engine.resume import agreed_resume_path, check_same_model, ranks_in_sync
+from engine.resume import agreed_resume_path, check_same_model, check_same_skeleton, ranks_in_sync
 from engine.runtime import configure_cpu_threads, seed_everything
 from engine.sampler import EpochSampler, groups_of
 from engine.schedule import LRSchedule
@@ -70,6 +71,7 @@ class Trainer:
         seed_everything(cfg.train.seed, cfg.train.deterministic)
         configure_cpu_threads(self.device, cfg.data.num_workers)
         self.precision = precision_for(cfg.train.amp, self.device, "train.amp")
+        self.skeleton = skeleton_of(cfg)  # handed to the data, the model and the loss; saved in checkpoints
 
         self.train_set = self._dataset(cfg.data.train, "data.train", train=True)
         self.val_set = self._dataset(cfg.data.val, "data.val", train=False) if cfg.data.val else None
@@ -87,13 +89,13 @@ class Trainer:
                 f"train.batch_size or train.accumulate_steps"
             )
 
-        model = build_model(cfg).to(self.device)
+        model = build_model(cfg, self.skeleton).to(self.device)
         if t.init_weights:
             load_weights(model, t.init_weights)
         self.frozen = apply_freeze(model, t.freeze)
         if t.channels_last:
             model = model.to(memory_format=torch.channels_last)
-        self.loss_fn = MultiTaskLoss(cfg).to(self.device)
+        self.loss_fn = MultiTaskLoss(cfg, self.skeleton).to(self.device)
         self.model = self.launcher.wrap(model, self.loss_fn)
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = build_optimizer(self.params, t)
@@ -123,7 +125,7 @@ class Trainer:
             raise UserError(f"{key} is empty: give the HDF5 file made by `python -m data.coco_to_hdf5` ({key}=FILE)")
         if not Path(path).is_file():
             raise UserError(f"{key}={path}: no such file (make it with `python -m data.coco_to_hdf5 ... --out {path}`)")
-        return SimplePoseDataset(path, self.cfg, train=train)
+        return SimplePoseDataset(path, self.cfg, train=train, skeleton=self.skeleton)
 
     def _say(self, msg: str) -> None:
         if self.is_main:
@@ -137,6 +139,7 @@ class Trainer:
             return
         ckpt = load_checkpoint(path)
         check_same_model(ckpt, self.cfg, path)
+        check_same_skeleton(ckpt, self.skeleton, path)
         load_weights(unwrap(self.model), {"model": ckpt["model"]}, source=str(path))
         try:
             self.optimizer.load_state_dict(ckpt["optimizer"])
@@ -179,6 +182,7 @@ class Trainer:
             "rng": rngs if self.world_size > 1 else rngs[0],
             "ranks_in_sync": in_sync,
             "config": to_dict(self.cfg),
+            "skeleton": self.skeleton.to_dict(),
             "version": code_version(),
         }
 

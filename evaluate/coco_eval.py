@@ -4,10 +4,15 @@
         --annotations coco/annotations/person_keypoints_val2017.json [--scales 1] [--no-flip] [--out res.json]
     torchrun --nproc_per_node=4 -m evaluate.coco_eval ...        # images split over ranks
     python -m evaluate.coco_eval --from-ground-truth --images ... --annotations ...   # decoder upper bound
+    python -m evaluate.coco_eval --ckpt ... --images coco/test2017 \
+        --image-info coco/annotations/image_info_test-dev2017.json --out results.json   # test-dev: not scored
 
 Ranks take a strided shard of the (sorted) image ids, predictions are all-gathered, rank 0 writes the results
 JSON and runs pycocotools, every rank receives the numbers. The JSON is sorted and its floats rounded, so it
-is byte-identical for any number of processes.
+is byte-identical for any number of processes. The skeleton is the model's (the checkpoint's; ``data.skeleton`` for
+``--from-ground-truth``): results are in its dataset keypoint order and OKS uses its sigmas. Without
+``--annotations`` (a plain image folder, or an image-info JSON) the results JSON is written for an evaluation server
+and nothing is scored (evaluate/image_list.py: ids).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import argparse
 import contextlib
 import io
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import cv2
@@ -26,14 +31,17 @@ from tqdm import tqdm
 
 from config.loader import add_config_arguments, load_config
 from config.schema import OUTPUT_STRIDE, Config
+from config.skeleton import Skeleton, skeleton_of
 from data.coco_annotations import PERSON_CATEGORY
 from evaluate.decode import People, decode_people
+from evaluate.image_list import folder_image_list, image_info_list
 from evaluate.inference import Predictor, model_predictor, multiscale_maps_batch
 from evaluate.model_loader import load_model
 from evaluate.oracle import oracle_for
+from models.weights import unwrap
 from utils import distributed as dist
 from utils.errors import UserError, cli_main
-from utils.io import atomic_write_text
+from utils.io import atomic_write_text, check_writable
 from utils.precision import precision_for
 from utils.safe_paths import safe_image_path
 from utils.watchdog import beat
@@ -41,8 +49,9 @@ from utils.watchdog import beat
 STAT_NAMES = ("AP", "AP50", "AP75", "APm", "APl", "AR", "AR50", "AR75", "ARm", "ARl")
 
 
-def load_coco(annotations: str | Path):
-    """pycocotools COCO object of a person_keypoints JSON, quietly; UserError when missing or malformed."""
+def load_coco(annotations: str | Path, skeleton: Skeleton | None = None):
+    """pycocotools COCO object of a person_keypoints JSON, quietly; UserError when missing or malformed, or (with
+    ``skeleton``) when a person annotation does not hold the skeleton's dataset keypoints."""
     from pycocotools.coco import COCO
 
     path = Path(annotations)
@@ -50,9 +59,25 @@ def load_coco(annotations: str | Path):
         raise UserError(f"annotation file {path} not found (expected a COCO person_keypoints_*.json)")
     try:
         with contextlib.redirect_stdout(io.StringIO()):
-            return COCO(str(path))
+            coco = COCO(str(path))
     except (ValueError, KeyError, TypeError, AssertionError) as e:
         raise UserError(f"annotation file {path} is not a valid COCO annotation file: {e}") from None
+    if skeleton is not None:
+        check_keypoint_counts(coco, path, skeleton)
+    return coco
+
+
+def check_keypoint_counts(coco, path: Path, skeleton: Skeleton) -> None:
+    """UserError naming the file and the first person annotation whose keypoints are not the skeleton's count."""
+    want = 3 * skeleton.num_dataset_keypoints
+    for ann in coco.dataset.get("annotations", []):
+        kp = ann.get("keypoints")
+        if ann.get("category_id", PERSON_CATEGORY) == PERSON_CATEGORY and kp is not None and len(kp) != want:
+            raise UserError(
+                f"annotation file {path}, annotation id {ann.get('id', '?')}: 'keypoints' holds {len(kp)} numbers "
+                f"but skeleton {skeleton.describe()} needs {want}; evaluate with the skeleton of this dataset "
+                "(data.skeleton=NAME or FILE; a checkpoint carries its own)"
+            )
 
 
 def image_path(images_dir: Path, file_name: str) -> Path:
@@ -110,9 +135,12 @@ def results_text(results: list[dict]) -> str:
     return "[\n" + ",\n".join(json.dumps(r, separators=(",", ":")) for r in results) + "\n]\n"
 
 
-def coco_keypoint_stats(coco, results: list[dict], image_ids: list[int]) -> tuple[dict[str, float], str]:
+def coco_keypoint_stats(
+    coco, results: list[dict], image_ids: list[int], sigmas: Sequence[float] | None = None
+) -> tuple[dict[str, float], str]:
     """pycocotools keypoint evaluation restricted to ``image_ids``; (stats, printed summary).
 
+    ``sigmas``: the OKS sigma of each dataset keypoint (``Skeleton.sigmas``); None: pycocotools' own, COCO's.
     No detections at all gives zeros (pycocotools cannot load an empty result list).
     """
     if not results:
@@ -124,6 +152,8 @@ def coco_keypoint_stats(coco, results: list[dict], image_ids: list[int]) -> tupl
         detections = coco.loadRes(results)
         ev = COCOeval(coco, detections, "keypoints")
         ev.params.imgIds = list(image_ids)
+        if sigmas is not None:
+            ev.params.kpt_oks_sigmas = np.array(sigmas, np.float64)
         ev.evaluate()
         ev.accumulate()
     summary = io.StringIO()
@@ -134,7 +164,7 @@ def coco_keypoint_stats(coco, results: list[dict], image_ids: list[int]) -> tupl
 
 
 def predict_people(
-    coco,
+    image_list: Mapping[int, dict],
     image_ids: list[int],
     images_dir: Path,
     cfg: Config,
@@ -142,29 +172,34 @@ def predict_people(
     predictor_for: Callable[[list[int]], Predictor],
     batch_size: int = 1,
     progress: bool = True,
+    *,
+    skeleton: Skeleton,
 ) -> dict[int, People]:
     """Run the test-time path on this rank's images, ``batch_size`` images of one size per forward.
 
-    ``predictor_for(image_ids)`` supplies the predictor of a batch. Images are visited grouped by size (from
-    the annotation file) so that batches fill up; returns {image id: people}.
+    ``image_list``: {image id: {"file_name"[, "height", "width"]}} (pycocotools' ``coco.imgs`` or
+    evaluate/image_list.py). ``predictor_for(image_ids)`` supplies the predictor of a batch, whose maps are in
+    ``skeleton``'s layout. Images are visited grouped by size (when the list gives sizes) so that batches fill up;
+    returns {image id: people}.
     """
-    size = lambda i: (coco.imgs[i].get("height", 0), coco.imgs[i].get("width", 0))  # noqa: E731
+    size = lambda i: (image_list[i].get("height", 0), image_list[i].get("width", 0))  # noqa: E731
     order = sorted(image_ids, key=size)
     out: dict[int, People] = {}
     pending: list[tuple[int, np.ndarray]] = []
 
     def flush() -> None:
         ids, images = [i for i, _ in pending], [im for _, im in pending]
-        results = multiscale_maps_batch(images, cfg.eval, predictor_for(ids), device, OUTPUT_STRIDE)
+        predict = predictor_for(ids)
+        results = multiscale_maps_batch(images, cfg.eval, predict, device, OUTPUT_STRIDE, skeleton=skeleton)
         for image_id, (maps, scale) in zip(ids, results):
-            out[image_id] = decode_people(maps, cfg.eval, scale)
+            out[image_id] = decode_people(maps, cfg.eval, scale, skeleton=skeleton)
         bar.update(len(pending))
         beat("validation", f"image {len(out)} of {len(order)} of this process")
         pending.clear()
 
     bar = tqdm(total=len(order), desc="eval", unit="img", disable=not (progress and dist.is_main_process()))
     for image_id in order:
-        image = read_image(image_path(images_dir, coco.imgs[image_id]["file_name"]))
+        image = read_image(image_path(images_dir, image_list[image_id]["file_name"]))
         if pending and (image.shape != pending[0][1].shape or len(pending) >= batch_size):
             flush()
         pending.append((image_id, image))
@@ -183,25 +218,54 @@ def evaluate_images(
     out_json: str | Path | None = None,
     progress: bool = True,
     batch_size: int = 1,
+    *,
+    skeleton: Skeleton,
 ) -> tuple[dict[str, float], str]:
-    """Shard, predict, gather, evaluate. Returns (stats, summary text) on every rank."""
-    images_dir = Path(images_dir)
-    if not images_dir.is_dir():
+    """Shard, predict, gather, evaluate (OKS with ``skeleton``'s sigmas). Returns (stats, summary text) on every
+    rank."""
+    check_images_dir(images_dir)
+    coco = load_coco(annotations, skeleton)
+    ids, results = predict_results(images_dir, coco.imgs, cfg, device, predictor_for, out_json, progress, batch_size,
+                                   skeleton=skeleton)  # fmt: skip
+    stats, summary = None, None
+    if dist.is_main_process():
+        stats, summary = coco_keypoint_stats(coco, results, ids, skeleton.sigmas)
+    return dist.broadcast_object((stats, summary))
+
+
+def check_images_dir(images_dir: str | Path) -> None:
+    if not Path(images_dir).is_dir():
         raise UserError(f"image folder {images_dir} not found (check --images / data.val_images)")
-    coco = load_coco(annotations)
-    ids = sorted(coco.getImgIds())
+
+
+def predict_results(
+    images_dir: str | Path,
+    image_list: Mapping[int, dict],
+    cfg: Config,
+    device: torch.device,
+    predictor_for: Callable[[list[int]], Predictor],
+    out_json: str | Path | None = None,
+    progress: bool = True,
+    batch_size: int = 1,
+    *,
+    skeleton: Skeleton,
+) -> tuple[list[int], list[dict] | None]:
+    """Predict the images of ``image_list`` (sorted ids, the first ``eval.max_images`` when set), sharded over
+    the ranks, and gather the results. Returns (the ids, the sorted results on rank 0 and None elsewhere); rank 0
+    writes them to ``out_json`` when given."""
+    ids = sorted(image_list)
     if cfg.eval.max_images > 0:
         ids = ids[: cfg.eval.max_images]
     mine = [ids[i] for i in dist.shard(len(ids))]
-    people = predict_people(coco, mine, images_dir, cfg, device, predictor_for, batch_size, progress)
+    people = predict_people(image_list, mine, Path(images_dir), cfg, device, predictor_for, batch_size, progress,
+                            skeleton=skeleton)  # fmt: skip
     gathered = dist.all_gather_object(coco_results(mine, [people[i] for i in mine]))
-    stats, summary = None, None
-    if dist.is_main_process():
-        results = sort_results(r for part in gathered for r in part)
-        if out_json:
-            atomic_write_text(out_json, results_text(results))
-        stats, summary = coco_keypoint_stats(coco, results, ids)
-    return dist.broadcast_object((stats, summary))
+    if not dist.is_main_process():
+        return ids, None
+    results = sort_results(r for part in gathered for r in part)
+    if out_json:
+        atomic_write_text(out_json, results_text(results))
+    return ids, results
 
 
 def evaluate_coco(
@@ -214,14 +278,15 @@ def evaluate_coco(
     progress: bool = True,
     with_summary: bool = False,
 ) -> dict[str, float] | tuple[dict[str, float], str]:
-    """COCO keypoint AP/AR of ``model`` (any rank count); with ``with_summary`` also pycocotools' printed table.
-    The model is put in eval mode and restored after."""
+    """COCO keypoint AP/AR of ``model`` (any rank count; its skeleton: ``model.skeleton``); with ``with_summary``
+    also pycocotools' printed table. The model is put in eval mode and restored after."""
     was_training = model.training
     model.eval()
     try:
         predictor = model_predictor(model, precision_for(cfg.eval.amp, device, "eval.amp"))
         stats, summary = evaluate_images(
-            images_dir, annotations, cfg, device, lambda ids: predictor, out_json, progress, cfg.eval.batch_size
+            images_dir, annotations, cfg, device, lambda ids: predictor, out_json, progress, cfg.eval.batch_size,
+            skeleton=unwrap(model).skeleton,
         )
     finally:
         model.train(was_training)
@@ -235,13 +300,17 @@ def evaluate_oracle(
     out_json: str | Path | None = None,
     progress: bool = True,
 ) -> tuple[dict[str, float], str]:
-    """AP of decoding the ground-truth target maps (the decoder's upper bound)."""
-    coco = load_coco(annotations)
+    """AP of decoding the ground-truth target maps (the decoder's upper bound), for the skeleton
+    ``cfg.data.skeleton`` names."""
+    skeleton = skeleton_of(cfg)
+    coco = load_coco(annotations, skeleton)
 
     def predictor_for(image_ids: list[int]) -> Predictor:  # one image per batch: the maps are per image
-        return oracle_for(coco, image_ids, cfg.targets, OUTPUT_STRIDE)
+        return oracle_for(coco, image_ids, cfg.targets, skeleton, OUTPUT_STRIDE)
 
-    return evaluate_images(images_dir, annotations, cfg, torch.device("cpu"), predictor_for, out_json, progress, 1)
+    return evaluate_images(
+        images_dir, annotations, cfg, torch.device("cpu"), predictor_for, out_json, progress, 1, skeleton=skeleton
+    )
 
 
 def format_stats(stats: dict[str, float]) -> str:
@@ -253,7 +322,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ckpt", help="checkpoint (ours, the original's, or a bare state dict)")
     p.add_argument("--from-ground-truth", action="store_true", help="decode the annotations' own target maps")
     p.add_argument("--images", required=True, help="image folder, e.g. coco/val2017")
-    p.add_argument("--annotations", required=True, help="COCO person_keypoints JSON")
+    p.add_argument("--annotations", help="COCO person_keypoints JSON (without it: results written, not scored)")
+    p.add_argument(
+        "--image-info", help="without annotations: COCO image-info JSON naming the images and their ids (test-dev)"
+    )
     p.add_argument("--scales", type=float, nargs="+", help="test scales (default: eval.scales)")
     p.add_argument("--flip", action=argparse.BooleanOptionalAction, default=None, help="flip test (eval.flip)")
     p.add_argument("--out", help="results JSON to write")
@@ -272,14 +344,54 @@ def eval_option_overrides(args: argparse.Namespace) -> list[str]:
     return out
 
 
+def check_arguments(args: argparse.Namespace) -> None:
+    """UserError for a combination of options that cannot run, before any work."""
+    if bool(args.ckpt) == bool(args.from_ground_truth):
+        raise UserError("give exactly one of --ckpt CKPT or --from-ground-truth")
+    if args.annotations and args.image_info:
+        raise UserError("give --annotations FILE (scored) or --image-info FILE (results only, not scored), not both")
+    if not args.annotations:
+        if args.from_ground_truth:
+            raise UserError("--from-ground-truth draws the maps of the annotations: give --annotations FILE")
+        if not args.out:
+            raise UserError("without --annotations nothing can be scored: give --out results.json to write the results")
+
+
+def unscored_image_list(args: argparse.Namespace) -> tuple[dict[int, dict], str]:
+    """(image list, where its ids come from) of a run without annotations: the image-info file, or the folder."""
+    if args.image_info:
+        check_images_dir(args.images)
+        return image_info_list(args.image_info), f"those of {args.image_info}"
+    return folder_image_list(args.images)
+
+
+def run_unscored(args: argparse.Namespace, image_list: dict[int, dict], ids_from: str, device: torch.device) -> None:
+    """Write the results JSON of images without annotations, and say that nothing was scored."""
+    model, cfg = load_model(args.ckpt, args.config, eval_option_overrides(args), device)
+    predictor = model_predictor(model, precision_for(cfg.eval.amp, device, "eval.amp"))
+    ids, results = predict_results(args.images, image_list, cfg, device, lambda ids: predictor, args.out,
+                                   batch_size=cfg.eval.batch_size, skeleton=unwrap(model).skeleton)  # fmt: skip
+    if dist.is_main_process():
+        print(
+            f"no annotations: nothing was scored (no AP). Results of {len(ids)} images ({len(results)} people) "
+            f"written to {args.out} in COCO results format, for an evaluation server; image ids: {ids_from}"
+        )
+
+
 @cli_main
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if bool(args.ckpt) == bool(args.from_ground_truth):
-        raise UserError("give exactly one of --ckpt CKPT or --from-ground-truth")
+    check_arguments(args)
+    unscored = None
+    if not args.annotations:  # bad input fails before the model loads and the images run
+        check_writable(Path(args.out).parent)
+        unscored = unscored_image_list(args)
     device = dist.select_device(args.device)
     dist.init_distributed(device)
     try:
+        if unscored is not None:
+            run_unscored(args, *unscored, device)
+            return 0
         overrides = eval_option_overrides(args)
         if args.from_ground_truth:
             cfg = load_config(args.config, overrides)

@@ -1,7 +1,7 @@
 """From one image's averaged maps to people: peaks, limb scoring, greedy assembly (docs/design.md#decoding).
 
-people = decode_people(maps, cfg.eval, scale=(sx, sy))
-people.keypoints  # (P, 17, 3) COCO order: x, y in image pixels, keypoint score (0 = not found)
+people = decode_people(maps, cfg.eval, scale=(sx, sy), skeleton=skeleton)
+people.keypoints  # (P, D, 3) the skeleton's dataset order (COCO: 17): x, y in image pixels, score (0 = not found)
 people.scores     # (P,) person score: 1 - 1 / total as in the original; one-keypoint people rank last
 """
 
@@ -12,14 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from config.schema import EvalConfig
-from config.skeleton import (
-    COCO_TO_INTERNAL,
-    KEYPOINT_CHANNELS,
-    LIMB_CHANNELS,
-    LIMBS,
-    NUM_COCO_KEYPOINTS,
-    NUM_KEYPOINTS,
-)
+from config.skeleton import Skeleton
 from evaluate.assemble import AssemblyParams, assemble_people, person_scores
 from evaluate.limbs import match_limb, score_pairs
 from evaluate.peaks import find_peaks
@@ -27,17 +20,18 @@ from evaluate.peaks import find_peaks
 
 @dataclass
 class People:
-    """The people found in one image: the decoder's result (``decode_people``), in COCO keypoint order."""
+    """The people found in one image: the decoder's result (``decode_people``), in the dataset's keypoint order."""
 
-    keypoints: np.ndarray  # (P, 17, 3) float64: x, y (image pixels), keypoint score; all 0 when not found
+    keypoints: np.ndarray  # (P, D, 3) float64: x, y (image pixels), keypoint score; all 0 when not found
     scores: np.ndarray  # (P,) float64
 
     def __len__(self) -> int:
         return len(self.scores)
 
     @staticmethod
-    def empty() -> People:
-        return People(np.zeros((0, NUM_COCO_KEYPOINTS, 3)), np.zeros(0))
+    def empty(num_keypoints: int) -> People:
+        """No people, with ``num_keypoints`` dataset keypoints per (absent) person."""
+        return People(np.zeros((0, num_keypoints, 3)), np.zeros(0))
 
 
 def assembly_params(cfg: EvalConfig) -> AssemblyParams:
@@ -57,11 +51,13 @@ def find_connections(
     cfg: EvalConfig,
     scale_xy: tuple[float, float],
     image_height: float,
+    skeleton: Skeleton,
 ) -> list[np.ndarray]:
-    """Accepted connections of every limb: per limb (M, 4) rows (peak id a, peak id b, score, length)."""
-    start = np.searchsorted(part, np.arange(NUM_KEYPOINTS + 1))
+    """Accepted connections of every limb of ``skeleton``: per limb (M, 4) rows (peak id a, peak id b, score,
+    length)."""
+    start = np.searchsorted(part, np.arange(skeleton.num_keypoints + 1))
     connections = []
-    for k, (a, b) in enumerate(LIMBS):
+    for k, (a, b) in enumerate(skeleton.limbs):
         a0, a1, b0, b1 = start[a], start[a + 1], start[b], start[b + 1]
         if a1 == a0 or b1 == b0:
             connections.append(np.zeros((0, 4)))
@@ -83,20 +79,25 @@ def find_connections(
     return connections
 
 
-def decode_people(maps: np.ndarray, cfg: EvalConfig, scale: float | tuple[float, float] = 1.0) -> People:
+def decode_people(
+    maps: np.ndarray, cfg: EvalConfig, scale: float | tuple[float, float] = 1.0, *, skeleton: Skeleton
+) -> People:
     """Decode the people of one image.
 
     Args:
-        maps: (C >= 48, h, w) float averaged maps in the channel layout of ``config.skeleton``.
+        maps: (C' >= L + K, h, w) float averaged maps in ``skeleton``'s channel layout (the two auxiliary channels
+            are not read).
         cfg: thresholds (``config.eval``).
         scale: image pixels per map pixel, one number or (sx, sy); a map pixel centre x maps to the image
             coordinate (x + 0.5) * sx - 0.5.
+        skeleton: what each channel is, and the dataset order of the result.
     """
     sx, sy = (scale, scale) if np.isscalar(scale) else scale
     maps = np.asarray(maps, dtype=np.float32)
-    if maps.ndim != 3 or maps.shape[0] < KEYPOINT_CHANNELS.stop:
-        raise ValueError(f"maps must be (>= {KEYPOINT_CHANNELS.stop}, h, w), got {maps.shape}")
-    heat = maps[KEYPOINT_CHANNELS]
+    channels = skeleton.keypoint_channels
+    if maps.ndim != 3 or maps.shape[0] < channels.stop:
+        raise ValueError(f"maps must be (>= {channels.stop}, h, w), got {maps.shape}")
+    heat = maps[channels]
     image_height = maps.shape[1] * sy
     input_px = image_height / cfg.boxsize  # image pixels per pixel of the scale-1 network input
     peaks, part = find_peaks(
@@ -110,25 +111,33 @@ def decode_people(maps: np.ndarray, cfg: EvalConfig, scale: float | tuple[float,
         (input_px / sx, input_px / sy),
     )
     if len(peaks) < 2:
-        return People.empty()
-    limb_maps = maps[LIMB_CHANNELS]
-    connections = find_connections(limb_maps, peaks, part, cfg, (sx, sy), image_height)
-    slots, totals = assemble_people(connections, LIMBS, peaks[:, 2], part, NUM_KEYPOINTS, assembly_params(cfg))
-    return people_from_slots(slots, totals, peaks, (sx, sy), cfg.min_mean_score)
+        return People.empty(skeleton.num_dataset_keypoints)
+    limb_maps = maps[skeleton.limb_channels]
+    connections = find_connections(limb_maps, peaks, part, cfg, (sx, sy), image_height, skeleton)
+    slots, totals = assemble_people(
+        connections, skeleton.limbs, peaks[:, 2], part, skeleton.num_keypoints, assembly_params(cfg)
+    )
+    return people_from_slots(slots, totals, peaks, (sx, sy), cfg.min_mean_score, skeleton)
 
 
 def people_from_slots(
-    slots: np.ndarray, totals: np.ndarray, peaks: np.ndarray, scale_xy: tuple[float, float], min_mean_score: float
+    slots: np.ndarray,
+    totals: np.ndarray,
+    peaks: np.ndarray,
+    scale_xy: tuple[float, float],
+    min_mean_score: float,
+    skeleton: Skeleton,
 ) -> People:
-    """(P, 18) peak ids -> COCO-order keypoints in image pixels (neck dropped) and person scores
-    (``evaluate.assemble.person_scores``)."""
+    """(P, K) peak ids -> dataset-order keypoints in image pixels (derived keypoints such as COCO's neck dropped)
+    and person scores (``evaluate.assemble.person_scores``)."""
     if len(slots) == 0:
-        return People.empty()
+        return People.empty(skeleton.num_dataset_keypoints)
     found = slots >= 0
-    rows = peaks[np.where(found, slots, 0)]  # (P, 18, 3)
+    rows = peaks[np.where(found, slots, 0)]  # (P, K, 3)
     internal = np.zeros(rows.shape)
     internal[..., 0] = (rows[..., 0] + 0.5) * scale_xy[0] - 0.5
     internal[..., 1] = (rows[..., 1] + 0.5) * scale_xy[1] - 0.5
     internal[..., 2] = rows[..., 2]
     internal[~found] = 0.0
-    return People(internal[:, COCO_TO_INTERNAL], person_scores(totals, found.sum(1), min_mean_score))
+    scores = person_scores(totals, found.sum(1), min_mean_score)
+    return People(internal[:, list(skeleton.dataset_to_internal)], scores)

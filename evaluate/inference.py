@@ -1,14 +1,16 @@
 """Test-time forward: multi-scale + flip, fused and averaged on one decoding grid.
 
-A *predictor* turns a padded batch into maps: ``predict(batch, resize_xy) -> (B, 50, Hp/4, Wp/4)``, where
+A *predictor* turns a padded batch into maps: ``predict(batch, resize_xy) -> (B, C, Hp/4, Wp/4)``, where
 ``batch`` is (n or 2n, 3, Hp, Wp) float32 BGR/255 (n images of one size, then their mirrors when flipping)
 and ``resize_xy`` the factors the images were resized by. ``model_predictor`` wraps a network; the oracle
 (evaluate/oracle.py) draws ground-truth maps instead.
 
 Difference from the original (documented on purpose): the original upsampled each output x4, cropped the
-padding and resized again to the image size (two bicubic passes, full image resolution, 50 channels). Here
+padding and resized again to the image size (two bicubic passes, full image resolution, all channels). Here
 each fused output is resized once straight onto the decoding grid (``eval.decode_height`` rows, or the image
 size when 0) with the same pixel-centre alignment, which is several times cheaper.
+
+C = the skeleton's channels (``config.skeleton.Skeleton``, COCO: 50); the flip fusion swaps its left/right channels.
 """
 
 from __future__ import annotations
@@ -22,13 +24,13 @@ import numpy as np
 import torch
 
 from config.schema import EvalConfig, ResizeBackend
-from config.skeleton import CHANNEL_FLIP, NUM_CHANNELS
+from config.skeleton import Skeleton
 from utils.errors import UserError
 from utils.precision import Precision
 
 Predictor = Callable[[torch.Tensor, tuple[float, float]], torch.Tensor]
 
-_FLIP_INDEX: dict[torch.device, torch.Tensor] = {}
+_FLIP_INDEX: dict[tuple[tuple[int, ...], torch.device], torch.Tensor] = {}  # (channel_flip, device) -> index
 
 
 def scale_factors(height: int, width: int, cfg: EvalConfig) -> list[float]:
@@ -76,17 +78,18 @@ def make_batch(padded: list[np.ndarray], flip: bool, device: torch.device) -> to
     return x.to(device)
 
 
-def fuse_flip(out: torch.Tensor, flip: bool = True) -> torch.Tensor:
+def fuse_flip(out: torch.Tensor, skeleton: Skeleton, flip: bool = True) -> torch.Tensor:
     """(2n, C, h, w) predictions on n images then their mirrors -> (n, C, h, w) float32: each mirrored
-    prediction is mirrored back, its left/right channels swapped (config.skeleton.CHANNEL_FLIP) and averaged
+    prediction is mirrored back, its left/right channels swapped (``skeleton.channel_flip``) and averaged
     with the direct one. Without flip the (n, C, h, w) input is only cast to float32."""
     out = out.float()
     if not flip:
         return out
     n = out.shape[0] // 2
-    idx = _FLIP_INDEX.get(out.device)
+    key = (skeleton.channel_flip, out.device)
+    idx = _FLIP_INDEX.get(key)
     if idx is None:
-        idx = _FLIP_INDEX[out.device] = torch.tensor(CHANNEL_FLIP, device=out.device)
+        idx = _FLIP_INDEX[key] = torch.tensor(skeleton.channel_flip, device=out.device)
     fused = out[n:].index_select(1, idx).flip(-1)
     return fused.add_(out[:n]).mul_(0.5)
 
@@ -171,12 +174,18 @@ def _cubic_resample(a: np.ndarray, axis: int, factor: float, size: int) -> np.nd
 
 
 def multiscale_maps_batch(
-    images: list[np.ndarray], cfg: EvalConfig, predict: Predictor, device: torch.device, stride: int = 4
+    images: list[np.ndarray],
+    cfg: EvalConfig,
+    predict: Predictor,
+    device: torch.device,
+    stride: int = 4,
+    *,
+    skeleton: Skeleton,
 ) -> list[tuple[np.ndarray, tuple[float, float]]]:
     """Average the fused maps of every test scale for BGR uint8 images of one size, in one batch per scale.
 
-    Returns per image: maps (50, rows, cols) float32 on the decoding grid and (sx, sy), image pixels per grid
-    pixel (what ``decode_people`` takes as ``scale``).
+    Returns per image: maps (C, rows, cols) float32 on the decoding grid in ``skeleton``'s layout and (sx, sy),
+    image pixels per grid pixel (what ``decode_people`` takes as ``scale``).
     """
     h, w = images[0].shape[:2]
     if any(im.shape[:2] != (h, w) for im in images):
@@ -189,9 +198,12 @@ def multiscale_maps_batch(
         batch = make_batch([p for p, _ in prepared], cfg.flip, device)
         with torch.no_grad():
             out = predict(batch, (wr / w, hr / h))
-        if out.shape[1] != NUM_CHANNELS:
-            raise UserError(f"the network outputs {out.shape[1]} channels; decoding needs {NUM_CHANNELS}")
-        maps = resize_to_grid(fuse_flip(out, cfg.flip), (hr, wr), grid, stride, cfg.resize_backend)
+        if out.shape[1] != skeleton.num_channels:
+            raise UserError(
+                f"the network outputs {out.shape[1]} channels; decoding skeleton {skeleton.describe()} needs "
+                f"{skeleton.num_channels}: the network was trained for another skeleton (give its data.skeleton)"
+            )
+        maps = resize_to_grid(fuse_flip(out, skeleton, cfg.flip), (hr, wr), grid, stride, cfg.resize_backend)
         acc = maps if acc is None else acc + maps
     n = len(cfg.scales)
     if isinstance(acc, torch.Tensor):
@@ -204,10 +216,10 @@ def multiscale_maps_batch(
 
 
 def multiscale_maps(
-    image: np.ndarray, cfg: EvalConfig, predict: Predictor, device: torch.device, stride: int = 4
+    image: np.ndarray, cfg: EvalConfig, predict: Predictor, device: torch.device, stride: int = 4, *, skeleton: Skeleton
 ) -> tuple[np.ndarray, tuple[float, float]]:
-    """``multiscale_maps_batch`` for one image: (maps (50, rows, cols) float32, (sx, sy))."""
-    return multiscale_maps_batch([image], cfg, predict, device, stride)[0]
+    """``multiscale_maps_batch`` for one image: (maps (C, rows, cols) float32, (sx, sy))."""
+    return multiscale_maps_batch([image], cfg, predict, device, stride, skeleton=skeleton)[0]
 
 
 def model_predictor(model: torch.nn.Module, precision: Precision | None = None) -> Predictor:

@@ -12,22 +12,23 @@ import numpy as np
 import torch
 
 from config.schema import TargetConfig
-from config.skeleton import coco_to_internal, flip_keypoints_left_right
+from config.skeleton import Skeleton
 from data.coco_annotations import PERSON_CATEGORY
 from data.targets import draw_targets
 from evaluate.inference import Predictor
 
 
-def image_keypoints(annotations: list[dict]) -> np.ndarray:
-    """(P, 18, 3) internal-layout keypoints (image pixels) of an image's non-crowd COCO annotations."""
+def image_keypoints(annotations: list[dict], skeleton: Skeleton) -> np.ndarray:
+    """(P, K, 3) internal-layout keypoints (image pixels) of an image's non-crowd annotations (``skeleton``'s
+    dataset keypoints)."""
     kp = [a["keypoints"] for a in annotations if not a.get("iscrowd", 0) and a.get("keypoints")]
     if not kp:
-        return np.zeros((0, 18, 3), np.float32)
-    return coco_to_internal(np.asarray(kp, np.float32).reshape(len(kp), 17, 3))
+        return np.zeros((0, skeleton.num_keypoints, 3), np.float32)
+    return skeleton.to_internal(np.asarray(kp, np.float32).reshape(len(kp), skeleton.num_dataset_keypoints, 3))
 
 
-def oracle_predictor(keypoints: np.ndarray, targets: TargetConfig, stride: int = 4) -> Predictor:
-    """Predictor drawing the target maps of ``keypoints`` (P, 18, 3 image pixels) for each resized input."""
+def oracle_predictor(keypoints: np.ndarray, targets: TargetConfig, skeleton: Skeleton, stride: int = 4) -> Predictor:
+    """Predictor drawing the target maps of ``keypoints`` (P, K, 3 image pixels) for each resized input."""
 
     def predict(batch: torch.Tensor, resize_xy: tuple[float, float]) -> torch.Tensor:
         hp, wp = batch.shape[2:]
@@ -36,17 +37,17 @@ def oracle_predictor(keypoints: np.ndarray, targets: TargetConfig, stride: int =
         # OpenCV's resize maps pixel centres: x' = (x + 0.5) * f - 0.5
         kp[..., 0] = (kp[..., 0] + 0.5) * resize_xy[0] - 0.5
         kp[..., 1] = (kp[..., 1] + 0.5) * resize_xy[1] - 0.5
-        maps = [draw_targets(kp, None, grid, stride, targets)]
+        maps = [draw_targets(kp, None, grid, stride, targets, skeleton)]
         if batch.shape[0] == 2:
-            mirrored = flip_keypoints_left_right(kp).copy()
+            mirrored = skeleton.flip_keypoints(kp).copy()
             mirrored[..., 0] = wp - 1 - mirrored[..., 0]
-            maps.append(draw_targets(mirrored, None, grid, stride, targets))
+            maps.append(draw_targets(mirrored, None, grid, stride, targets, skeleton))
         return torch.from_numpy(np.stack(maps)).to(batch.device)
 
     return predict
 
 
-def oracle_for(coco, image_ids: list[int], targets: TargetConfig, stride: int = 4) -> Predictor:
+def oracle_for(coco, image_ids: list[int], targets: TargetConfig, skeleton: Skeleton, stride: int = 4) -> Predictor:
     """The oracle predictor of the given images' person annotations in a pycocotools ``COCO``."""
     anns = coco.loadAnns(coco.getAnnIds(imgIds=list(image_ids), catIds=[PERSON_CATEGORY], iscrowd=None))
-    return oracle_predictor(image_keypoints(anns), targets, stride)
+    return oracle_predictor(image_keypoints(anns, skeleton), targets, skeleton, stride)

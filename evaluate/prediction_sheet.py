@@ -24,19 +24,20 @@ TILES_PER_ROW = 3
 
 
 def draw_predictions(cfg: Config, run_dir: str | Path, num_images: int = 6) -> Path:
-    """Draw the people that the run's model (``best.pt``, else ``last.pt``) finds on the first ``num_images``
-    images of ``cfg.data.val_annotations``, on the CPU; returns the written ``run_dir/predictions.png``."""
+    """Draw the people that the run's model (``best.pt``, else ``last.pt``; skeleton: ``cfg.data.skeleton``'s) finds
+    on the first ``num_images`` images of ``cfg.data.val_annotations``, on the CPU; returns the written
+    ``run_dir/predictions.png``."""
     run_dir = Path(run_dir)
     ckpt = run_dir / "best.pt" if (run_dir / "best.pt").is_file() else run_dir / "last.pt"
     model = build_model(cfg).eval()
     load_weights(model, ckpt)
     predict = model_predictor(model)
-    coco = load_coco(cfg.data.val_annotations)
+    coco = load_coco(cfg.data.val_annotations, model.skeleton)
     tiles = []
     for image_id in sorted(coco.getImgIds())[:num_images]:
         image = read_image(image_path(Path(cfg.data.val_images), coco.imgs[image_id]["file_name"]))
-        people, _, _ = estimate(image, cfg, predict, torch.device("cpu"))
-        tile = draw_people(image, people.keypoints)
+        people, _, _ = estimate(image, cfg, predict, torch.device("cpu"), model.skeleton)
+        tile = draw_people(image, people.keypoints, model.skeleton)
         tiles.append(cv2.resize(tile, (round(tile.shape[1] * TILE_HEIGHT / tile.shape[0]), TILE_HEIGHT)))
     width = max(t.shape[1] for t in tiles)
     tiles = [cv2.copyMakeBorder(t, 2, 2, 2, width - t.shape[1] + 2, cv2.BORDER_CONSTANT) for t in tiles]

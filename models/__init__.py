@@ -1,8 +1,8 @@
 """The network (Identity-Mapping Hourglass Network), its loss and weight loading.
 
 from models import build_model, build_loss, load_weights
-model = build_model(cfg)              # cfg: config.schema.Config
-outputs = model(images)               # outputs[stack][scale]: (B, 50, H/4/2^k, W/4/2^k)
+model = build_model(cfg)              # cfg: config.schema.Config; the skeleton: cfg.data.skeleton's, or pass one
+outputs = model(images)               # outputs[stack][scale]: (B, C, H/4/2^k, W/4/2^k), C = skeleton.num_channels
 total, breakdown = build_loss(cfg)(outputs, targets, masks)
 """
 

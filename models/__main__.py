@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 
 from config.loader import add_config_arguments, config_from_args
+from config.skeleton import skeleton_of
 from models.summary import macs_and_shapes, meta_model, parameter_counts
 from utils.errors import cli_main
 
@@ -18,15 +19,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m models", description="Summary of the configured network.")
     add_config_arguments(parser)
     cfg = config_from_args(parser.parse_args(argv))
-    m, size = cfg.model, cfg.data.input_size
+    m, size, skeleton = cfg.model, cfg.data.input_size, skeleton_of(cfg)
     print(
         f"PoseNet: stacks={m.stacks} inp_dim={m.inp_dim} increase={m.increase} num_scales={m.num_scales} "
-        f"head_channels={m.head_channels} se_reduction={m.se_reduction} bn={m.bn}"
+        f"head_channels={m.head_channels} se_reduction={m.se_reduction} bn={m.bn}; skeleton {skeleton.describe()}"
     )
-    counts = parameter_counts(meta_model(m))
+    counts = parameter_counts(meta_model(m, skeleton))
     for part, n in counts.items():
         print(f"  {part:<12} {n:>13,} parameters")
-    macs, shapes = macs_and_shapes(m, size, size)
+    macs, shapes = macs_and_shapes(m, size, size, skeleton)
     print(f"input (B, 3, {size}, {size}) -> outputs[stack][scale], {m.stacks} stacks of:")
     for k, s in enumerate(shapes):
         print(f"  scale {k}: (B, {s[1]}, {s[2]}, {s[3]})  stride {size // s[2]}")

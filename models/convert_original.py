@@ -3,8 +3,8 @@
     python -m models.convert_original --weights PoseNet_52_epoch.pth --out simplepose_original.pt
 
 The output is ``{"model": state dict (our names, float32), "config": whole config with the model section
-read off the weights, "source": ..., "version": 1}``, written atomically; ``load_weights`` and the
-evaluator rebuild the model from its ``config``. The conversion is checked by a strict load.
+read off the weights, "skeleton": COCO's definition, "source": ..., "version": 1}``, written atomically;
+``load_weights`` and the evaluator rebuild the model from its ``config``. The conversion is checked by a strict load.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import torch
 
 from config.loader import to_dict, with_overrides
 from config.schema import Config
+from config.skeleton import load_skeleton
 from models.posenet import PoseNet
 from models.weights import extract_weights, infer_model_config, load_weights, model_section_overrides, read_checkpoint
 from utils.errors import UserError, cli_main
@@ -32,12 +33,13 @@ def convert(weights_path: str | Path) -> dict:
     cfg = Config()
     cfg = with_overrides(cfg, model_section_overrides(cfg, infer_model_config(weights.state)), str(weights_path))
     state = {k: v.float() if v.is_floating_point() else v for k, v in weights.state.items()}
+    skeleton = load_skeleton("coco")  # the original was trained on COCO's keypoints, in this channel order
     with torch.device("meta"):
-        model = PoseNet(cfg.model)
+        model = PoseNet(cfg.model, skeleton)
     model = model.to_empty(device="cpu")
     load_weights(model, {"model": state}, strict=True)
-    return {"model": state, "config": to_dict(cfg), "source": f"original:{Path(weights_path).name}",
-            "version": CONVERTED_WEIGHTS_FORMAT_VERSION}  # fmt: skip
+    return {"model": state, "config": to_dict(cfg), "skeleton": skeleton.to_dict(),
+            "source": f"original:{Path(weights_path).name}", "version": CONVERTED_WEIGHTS_FORMAT_VERSION}  # fmt: skip
 
 
 @cli_main

@@ -26,28 +26,25 @@ import torch
 from torch import nn
 
 from config.schema import Config, LossConfig
-from config.skeleton import (
-    KEYPOINT_CHANNELS,
-    LIMB_CHANNELS,
-    MAX_KEYPOINT_CHANNEL,
-    NUM_CHANNELS,
-    PERSON_MASK_CHANNEL,
-)
+from config.skeleton import Skeleton, skeleton_of
 from utils.errors import UserError
 
-CHANNEL_GROUPS: dict[str, slice] = {
-    "limb": LIMB_CHANNELS,
-    "keypoint": KEYPOINT_CHANNELS,
-    "person_mask": slice(PERSON_MASK_CHANNEL, PERSON_MASK_CHANNEL + 1),
-    "max_keypoint": slice(MAX_KEYPOINT_CHANNEL, MAX_KEYPOINT_CHANNEL + 1),
-}
+
+def channel_groups(skeleton: Skeleton) -> dict[str, slice]:
+    """The channels of each loss group in ``skeleton``'s layout: limb, keypoint, person_mask, max_keypoint."""
+    return {
+        "limb": skeleton.limb_channels,
+        "keypoint": skeleton.keypoint_channels,
+        "person_mask": slice(skeleton.person_mask_channel, skeleton.person_mask_channel + 1),
+        "max_keypoint": slice(skeleton.max_keypoint_channel, skeleton.max_keypoint_channel + 1),
+    }
 
 
-def channel_weights(cfg: LossConfig) -> torch.Tensor:
-    """(50,) float32 weight per output channel from the loss config's group weights."""
-    w = torch.empty(NUM_CHANNELS, dtype=torch.float32)
+def channel_weights(cfg: LossConfig, skeleton: Skeleton) -> torch.Tensor:
+    """(C,) float32 weight per output channel from the loss config's group weights."""
+    w = torch.empty(skeleton.num_channels, dtype=torch.float32)
     for group, value in zip(
-        CHANNEL_GROUPS.values(),
+        channel_groups(skeleton).values(),
         (cfg.limb_weight, cfg.keypoint_weight, cfg.person_mask_weight, cfg.max_keypoint_weight),
     ):
         w[group] = value
@@ -57,10 +54,11 @@ def channel_weights(cfg: LossConfig) -> torch.Tensor:
 class MultiTaskLoss(nn.Module):
     """``loss(outputs, targets, masks) -> (total, breakdown)``.
 
-    Constructed from the whole ``Config`` (or a ``LossConfig`` plus the configured batch size).
+    Constructed from the whole ``Config`` (or a ``LossConfig`` plus the configured batch size) and the skeleton
+    whose channel layout (C channels) sets the per-channel weights.
     Args (of ``forward``):
-        outputs: ``outputs[t][k]`` (B, 50, h_k, w_k), any float dtype (cast to at least float32).
-        targets: ``targets[k]`` (B, 50, h_k, w_k), already block-averaged to scale k by the data pipeline.
+        outputs: ``outputs[t][k]`` (B, C, h_k, w_k), any float dtype (cast to at least float32).
+        targets: ``targets[k]`` (B, C, h_k, w_k), already block-averaged to scale k by the data pipeline.
         masks: ``masks[k]`` (B, 1, h_k, w_k), already resized and thresholded (1 = use, 0 = ignore).
     Returns:
         total: 0-d tensor (float32, or float64 for float64 predictions).
@@ -72,7 +70,8 @@ class MultiTaskLoss(nn.Module):
 
     def __init__(
         self,
-        cfg: Config | LossConfig | None = None,
+        cfg: Config | LossConfig | None,
+        skeleton: Skeleton,
         configured_batch_size: int = 1,
         reduction: Literal["mean", "sum"] = "mean",
     ):
@@ -86,7 +85,8 @@ class MultiTaskLoss(nn.Module):
         self.cfg = cfg
         self.reduction = reduction
         self.configured_batch_size = configured_batch_size
-        self.register_buffer("channel_weight", channel_weights(cfg), persistent=False)
+        self.groups = channel_groups(skeleton)
+        self.register_buffer("channel_weight", channel_weights(cfg, skeleton), persistent=False)
         stack_w = torch.tensor(cfg.stack_weights, dtype=torch.float64)
         scale_w = torch.tensor(cfg.scale_weights, dtype=torch.float64)
         stack_scale = torch.outer(stack_w / stack_w.sum(), scale_w / scale_w.sum())  # (T, S): w_t/sum(w) s_k/sum(s)
@@ -111,19 +111,19 @@ class MultiTaskLoss(nn.Module):
                 rows.append(torch.stack([self._channel_sums(p.to(dtype), targets[k], masks[k])
                                          for k, p in enumerate(stack_outputs)]))  # fmt: skip
             weight = self.stack_scale_weight.to(device, dtype)[:, :, None] * self.channel_weight.to(device, dtype)
-            weighted = torch.stack(rows) * weight / self._divisor(outputs[0][0].shape[0], reduction)  # (T, S, 50)
+            weighted = torch.stack(rows) * weight / self._divisor(outputs[0][0].shape[0], reduction)  # (T, S, C)
             total = weighted.sum()
         parts = weighted.detach()
         breakdown = {
             "stack": parts.sum((1, 2)),
             "scale": parts.sum((0, 2)),
             "stack_scale": parts.sum(2),
-            **{name: parts[:, :, group].sum() for name, group in CHANNEL_GROUPS.items()},
+            **{name: parts[:, :, group].sum() for name, group in self.groups.items()},
         }
         return total, breakdown
 
     def _channel_sums(self, p: torch.Tensor, g: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
-        """(50,) masked focal-L2 sums over batch and pixels of one stack and scale."""
+        """(C,) masked focal-L2 sums over batch and pixels of one stack and scale."""
         c = self.cfg
         g, m = g.to(p.dtype), m.to(p.dtype)
         positive = g >= c.pos_threshold
@@ -150,6 +150,12 @@ class MultiTaskLoss(nn.Module):
             raise UserError(
                 f"the loss needs targets and masks for {scales} scales, got {len(targets)} and {len(masks)}"
             )
+        channels = self.channel_weight.shape[0]
+        if outputs[0][0].shape[1] != channels:
+            raise UserError(
+                f"the model outputs {outputs[0][0].shape[1]} channels but the loss expects {channels} (its skeleton's "
+                "limbs + keypoints + 2); build the model and the loss for the same skeleton (data.skeleton)"
+            )
         for k in range(scales):
             want = tuple(outputs[0][k].shape)
             if tuple(targets[k].shape) != want or tuple(masks[k].shape) != (want[0], 1, *want[2:]):
@@ -164,6 +170,10 @@ def _check_reduction(reduction: str) -> None:
         raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
 
 
-def build_loss(cfg: Config, reduction: Literal["mean", "sum"] = "mean") -> MultiTaskLoss:
-    """The loss of a whole config (the configured batch size only matters for ``batch_divisor=configured``)."""
-    return MultiTaskLoss(cfg.loss, configured_batch_size=cfg.train.batch_size, reduction=reduction)
+def build_loss(
+    cfg: Config, reduction: Literal["mean", "sum"] = "mean", skeleton: Skeleton | None = None
+) -> MultiTaskLoss:
+    """The loss of a whole config for ``skeleton`` (default: the one ``cfg.data.skeleton`` names; the configured
+    batch size only matters for ``batch_divisor=configured``)."""
+    skeleton = skeleton or skeleton_of(cfg)
+    return MultiTaskLoss(cfg.loss, skeleton, configured_batch_size=cfg.train.batch_size, reduction=reduction)

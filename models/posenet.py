@@ -4,7 +4,10 @@
       -> Stem -> (B, inp_dim, H/4, W/4)
       -> T stacks: Hourglass (5 feature scales) -> per-scale ScaleHead -> predictions
                    + Merge back into the next stack's input and its same-scale features
-      -> outputs[t][k]: (B, 50, H/4/2^k, W/4/2^k), t < stacks, k < num_scales
+      -> outputs[t][k]: (B, C, H/4/2^k, W/4/2^k), t < stacks, k < num_scales
+
+C = the skeleton's channels (limbs + keypoints + 2; COCO: 50); only the heads' last 1x1 convolutions and the
+merges' first ones depend on it.
 
 Only ``outputs[-1][0]`` is used at test time. Module names differ from the original's (clearer); the
 explicit key mapping for the released checkpoint lives in ``models/weights.py``.
@@ -28,8 +31,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from config.schema import OUTPUT_STRIDE, ModelConfig
-from config.skeleton import NUM_CHANNELS
+from config.schema import OUTPUT_STRIDE, Config, ModelConfig
+from config.skeleton import Skeleton, skeleton_of
 from models.layers import (
     ConvBNAct,
     Residual,
@@ -112,19 +115,19 @@ class Hourglass(nn.Module):
 
 
 class ScaleHead(nn.Module):
-    """Per-stack, per-scale head: features CBR3(c->h), CBR3(h->h), SE(h); predict 1x1 h->50 (bias).
+    """Per-stack, per-scale head: features CBR3(c->h), CBR3(h->h), SE(h); predict 1x1 h->C (bias).
 
     See docs/design.md#heads.
 
-    (B, c, r, r) -> (features (B, h, r, r), predictions (B, 50, r, r)); predictions are raw (no sigmoid).
+    (B, c, r, r) -> (features (B, h, r, r), predictions (B, C, r, r)); predictions are raw (no sigmoid).
     """
 
-    def __init__(self, c: int, head_channels: int, bn: bool, se_reduction: int):
+    def __init__(self, c: int, head_channels: int, bn: bool, se_reduction: int, num_channels: int):
         super().__init__()
         self.conv1 = ConvBNAct(c, head_channels, 3, bn=bn)
         self.conv2 = ConvBNAct(head_channels, head_channels, 3, bn=bn)
         self.se = SqueezeExcitation(head_channels, se_reduction)
-        self.predict = nn.Conv2d(head_channels, NUM_CHANNELS, 1)
+        self.predict = nn.Conv2d(head_channels, num_channels, 1)
 
     def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         g = self.se(self.conv2(self.conv1(x)))
@@ -132,36 +135,40 @@ class ScaleHead(nn.Module):
 
 
 class Merge(nn.Module):
-    """Maps a stack's head features and predictions back to width c: CB1(h->c)(g) + CB1(50->c)(y)."""
+    """Maps a stack's head features and predictions back to width c: CB1(h->c)(g) + CB1(C->c)(y)."""
 
-    def __init__(self, c: int, head_channels: int, bn: bool):
+    def __init__(self, c: int, head_channels: int, bn: bool, num_channels: int):
         super().__init__()
         self.from_features = ConvBNAct(head_channels, c, 1, bn=bn, act=False)
-        self.from_predictions = ConvBNAct(NUM_CHANNELS, c, 1, bn=bn, act=False)
+        self.from_predictions = ConvBNAct(num_channels, c, 1, bn=bn, act=False)
 
     def forward(self, g: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return self.from_predictions(y) + self.from_features(g)
 
 
 class PoseNet(nn.Module):
-    """The IMHN. ``forward(image)`` -> ``outputs[stack][scale]`` of shape (B, 50, H/4/2^k, W/4/2^k).
+    """The IMHN for ``skeleton``. ``forward(image)`` -> ``outputs[stack][scale]`` of shape (B, C, H/4/2^k, W/4/2^k),
+    C = ``skeleton.num_channels``; ``model.skeleton`` says what each channel is.
 
     The last stack has no merge layers, so every parameter gets a gradient (DDP without unused parameters).
     """
 
-    def __init__(self, cfg: ModelConfig | None = None):
+    def __init__(self, cfg: ModelConfig, skeleton: Skeleton):
         super().__init__()
-        cfg = cfg or ModelConfig()
         check_model_config(cfg)
         self.cfg = cfg
+        self.skeleton = skeleton
+        c_out = skeleton.num_channels
         widths = [cfg.inp_dim + cfg.increase * d for d in range(cfg.num_scales)]
         h = cfg.head_channels
         self.stem = Stem(cfg.inp_dim)
         self.hourglasses = nn.ModuleList(Hourglass(cfg.inp_dim, cfg.increase, cfg.bn) for _ in range(cfg.stacks))
         self.heads = nn.ModuleList(
-            nn.ModuleList(ScaleHead(c, h, cfg.bn, cfg.se_reduction) for c in widths) for _ in range(cfg.stacks)
+            nn.ModuleList(ScaleHead(c, h, cfg.bn, cfg.se_reduction, c_out) for c in widths) for _ in range(cfg.stacks)
         )
-        self.merges = nn.ModuleList(nn.ModuleList(Merge(c, h, cfg.bn) for c in widths) for _ in range(cfg.stacks - 1))
+        self.merges = nn.ModuleList(
+            nn.ModuleList(Merge(c, h, cfg.bn, c_out) for c in widths) for _ in range(cfg.stacks - 1)
+        )
         init_original(self)
 
     def forward(self, image: torch.Tensor) -> list[list[torch.Tensor]]:
@@ -270,13 +277,21 @@ def check_input_shape(shape: torch.Size | tuple[int, ...]) -> None:
         )
 
 
-def output_shapes(cfg: ModelConfig, batch: int, height: int, width: int) -> list[tuple[int, int, int, int]]:
+def output_shapes(
+    cfg: ModelConfig, batch: int, height: int, width: int, skeleton: Skeleton
+) -> list[tuple[int, int, int, int]]:
     """Shape of ``outputs[t][k]`` for every scale k (the same for every stack)."""
     check_input_shape((batch, 3, height, width))
     r = STEM_STRIDE
-    return [(batch, NUM_CHANNELS, height // (r * 2**k), width // (r * 2**k)) for k in range(cfg.num_scales)]
+    c = skeleton.num_channels
+    return [(batch, c, height // (r * 2**k), width // (r * 2**k)) for k in range(cfg.num_scales)]
 
 
-def build_model(cfg) -> PoseNet:
-    """Build the IMHN from a whole ``config.schema.Config`` (or just its ``ModelConfig``)."""
-    return PoseNet(cfg if isinstance(cfg, ModelConfig) else cfg.model)
+def build_model(cfg: Config | ModelConfig, skeleton: Skeleton | None = None) -> PoseNet:
+    """Build the IMHN from a whole ``config.schema.Config`` for ``skeleton`` (default: the one ``cfg.data.skeleton``
+    names), or from a ``ModelConfig`` and a skeleton."""
+    if isinstance(cfg, ModelConfig):
+        if skeleton is None:
+            raise TypeError("build_model(ModelConfig) needs the skeleton: build_model(cfg.model, skeleton)")
+        return PoseNet(cfg, skeleton)
+    return PoseNet(cfg.model, skeleton or skeleton_of(cfg))

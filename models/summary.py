@@ -6,6 +6,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from config.schema import ModelConfig
+from config.skeleton import Skeleton
 from models.posenet import PoseNet
 
 # Parts as in docs/design.md#shapes-and-size; "features" are the heads without their final 1x1 prediction conv ("outs").
@@ -29,16 +30,18 @@ def parameter_counts(model: PoseNet) -> dict[str, int]:
     return counts
 
 
-def meta_model(cfg: ModelConfig) -> PoseNet:
+def meta_model(cfg: ModelConfig, skeleton: Skeleton) -> PoseNet:
     """A PoseNet without storage (shapes and counts only, instant even for the paper preset)."""
     with torch.device("meta"):
-        return PoseNet(cfg).eval()
+        return PoseNet(cfg, skeleton).eval()
 
 
-def macs_and_shapes(cfg: ModelConfig, height: int, width: int) -> tuple[int, list[tuple[int, ...]]]:
+def macs_and_shapes(
+    cfg: ModelConfig, height: int, width: int, skeleton: Skeleton
+) -> tuple[int, list[tuple[int, ...]]]:
     """Multiply-accumulates of one forward pass on one (3, height, width) image, and the output shapes
     (of one stack), counted on the meta device (no computation)."""
-    model = meta_model(cfg)
+    model = meta_model(cfg, skeleton)
     counter = FlopCounterMode(display=False)
     with counter, torch.no_grad():
         outputs = model(torch.empty(1, 3, height, width, device="meta"))

@@ -106,11 +106,18 @@ def read_checkpoint(path: str | Path) -> Any:
 
 @dataclass
 class Weights:
-    """A state dict in our naming, where it came from, and the config saved with it (if any)."""
+    """A state dict in our naming, where it came from, and the config and skeleton saved with it (if any)."""
 
     state: dict[str, torch.Tensor]
     source: str  # "simplepose", "original" or "state_dict"
     config: dict | None = None
+    skeleton: dict | None = None  # config.skeleton.Skeleton.to_dict() of the network's skeleton
+
+    @property
+    def output_channels(self) -> int | None:
+        """Channels the network's heads predict (the skeleton's limbs + keypoints + 2), if the state tells."""
+        w = self.state.get("heads.0.0.predict.weight")
+        return int(w.shape[0]) if w is not None else None
 
 
 def extract_weights(obj: Any, where: str = "checkpoint") -> Weights:
@@ -118,6 +125,7 @@ def extract_weights(obj: Any, where: str = "checkpoint") -> Weights:
     if not isinstance(obj, Mapping):
         raise UserError(f"{where} holds a {type(obj).__name__}, not a checkpoint dict or a state dict")
     config = obj.get("config") if isinstance(obj.get("config"), Mapping) else None
+    skeleton = obj.get("skeleton") if isinstance(obj.get("skeleton"), Mapping) else None
     if isinstance(obj.get("model"), Mapping):
         state, source = obj["model"], "simplepose"
     elif isinstance(obj.get("weights"), Mapping):
@@ -132,7 +140,7 @@ def extract_weights(obj: Any, where: str = "checkpoint") -> Weights:
     state = {_strip_wrappers(k): v for k, v in state.items()}
     if source == "original" or any(k.startswith(ORIGINAL_PREFIX) for k in state):
         state, source = convert_original_state_dict(state), "original"
-    return Weights(dict(state), source, dict(config) if config else None)
+    return Weights(dict(state), source, dict(config) if config else None, dict(skeleton) if skeleton else None)
 
 
 @dataclass
@@ -175,7 +183,7 @@ def load_weights(
         if k in own and tuple(v.shape) != tuple(own[k].shape):
             report.mismatched.append(f"{k}: checkpoint {tuple(v.shape)} vs model {tuple(own[k].shape)}")
     if strict and not report.ok:
-        raise UserError(_mismatch_message(where, report, weights, getattr(model, "cfg", None)))
+        raise UserError(_mismatch_message(where, report, weights, model))
     bad = {m.split(":", 1)[0] for m in report.mismatched}
     model.load_state_dict({k: v for k, v in weights.state.items() if k in own and k not in bad}, strict=False)
     return report
@@ -230,7 +238,8 @@ def infer_model_config(state: Mapping[str, torch.Tensor]) -> dict[str, Any]:
     return out
 
 
-def _mismatch_message(where: str, report: LoadReport, weights: Weights, cfg: Any) -> str:
+def _mismatch_message(where: str, report: LoadReport, weights: Weights, model: nn.Module) -> str:
+    cfg = getattr(model, "cfg", None)
     lines = [f"the weights in {where} do not fit the model ({weights.source} format):"]
     for name, keys in (("missing", report.missing), ("unexpected", report.unexpected),
                        ("shape-mismatched", report.mismatched)):  # fmt: skip
@@ -246,6 +255,14 @@ def _mismatch_message(where: str, report: LoadReport, weights: Weights, cfg: Any
         lines.append(f"the checkpoint was made with: {hint}{stacks} (set these config overrides)")
     if weights.config and isinstance(weights.config.get("model"), Mapping):
         lines.append(f"its saved config has model: {dict(weights.config['model'])}")
+    skeleton = getattr(model, "skeleton", None)
+    channels = weights.output_channels
+    if skeleton is not None and channels is not None and channels != skeleton.num_channels:
+        saved = f" (it carries skeleton '{weights.skeleton.get('name')}')" if weights.skeleton else ""
+        lines.append(
+            f"its heads output {channels} channels, this model's {skeleton.num_channels} (skeleton "
+            f"{skeleton.describe()}): it was trained for another skeleton{saved}; set data.skeleton to that one"
+        )
     return "\n".join(lines)
 
 

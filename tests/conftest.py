@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from config.loader import to_dict
+from tests.helpers import briefly_trained_model, tiny_cfg, tiny_model, tiny_model_cfg
 from utils.errors import UserError
 from utils.paths import COCO_SAMPLE_ANNOTATIONS, coco_sample_dir
 
@@ -68,3 +70,23 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def tiny_ckpt(tmp_path_factory) -> Path:
+    """A checkpoint of ``tests.helpers.tiny_model()`` (random weights) with its config, as training saves it."""
+    path = tmp_path_factory.mktemp("ckpt") / "tiny.pt"
+    torch.save({"model": tiny_model().state_dict(), "config": to_dict(tiny_model_cfg()), "epoch": 0}, path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def trained_tiny_ckpt(sample_h5_64, tmp_path_factory) -> Path:
+    """A checkpoint of the tiny preset fitted 40 steps to 4 real samples (a few seconds): on the sample's images it
+    finds people of several keypoints at the default thresholds, so test-time paths have people to compare."""
+    out = tmp_path_factory.mktemp("trained")
+    cfg = tiny_cfg(sample_h5_64, out)
+    model = briefly_trained_model(cfg, sample_h5_64)
+    path = out / "tiny_trained.pt"
+    torch.save({"model": model.state_dict(), "config": to_dict(cfg), "epoch": 0}, path)
+    return path

@@ -7,10 +7,14 @@ import os
 import numpy as np
 import torch
 
-from config import skeleton as sk
 from config.loader import load_config
-from config.schema import Config
+from config.schema import Config, ModelConfig
+from config.skeleton import load_skeleton
+from data.dataset import SimplePoseDataset, collate, images_to_float
+from models import build_loss, build_model
 from utils.paths import REPO_ROOT, TINY_PRESET
+
+COCO = load_skeleton("coco")  # the paper's skeleton: the tests written against its channel layout use it
 
 
 def tiny_cfg(h5, out_dir, *extra: str) -> Config:
@@ -32,7 +36,7 @@ def person(x: float, y: float, **moved) -> np.ndarray:
     kp[:, :2] = TEMPLATE + (x, y)
     kp[:, 2] = 1
     for name, xy in moved.items():
-        kp[sk.KEYPOINTS.index(name), :2] = xy
+        kp[COCO.keypoints.index(name), :2] = xy
     return kp
 
 
@@ -56,3 +60,43 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     plus ``extra``."""
     path = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
     return {**os.environ, "PYTHONPATH": path, **extra}
+
+
+# A 2-stack network of 16 channels: random-weight checkpoints for the test-time commands.
+TINY_MODEL = ModelConfig(stacks=2, inp_dim=16, increase=8, num_scales=5, head_channels=16, se_reduction=4)
+
+
+def tiny_model_cfg() -> Config:
+    cfg = Config()
+    cfg.model = TINY_MODEL
+    cfg.loss.stack_weights = [1.0, 1.0]
+    return cfg
+
+
+def tiny_model(seed: int = 0) -> torch.nn.Module:
+    """``TINY_MODEL`` in eval mode with random weights N(0, 0.1): outputs far from 0, reproducible by seed."""
+    torch.manual_seed(seed)
+    model = build_model(tiny_model_cfg())
+    with torch.no_grad():  # random weights large enough for outputs far from 0
+        for p in model.parameters():
+            p.normal_(0.0, 0.1)
+    return model.eval()
+
+
+
+def briefly_trained_model(cfg: Config, h5, steps: int = 40, samples: int = 4) -> torch.nn.Module:
+    """A model of ``cfg`` fitted ``steps`` Adam steps (lr 1e-2) to the first ``samples`` samples of ``h5``, in eval
+    mode: too little to be accurate, enough for maps with people-like peaks on real images (random weights give
+    flat maps: no people, or every pixel a peak)."""
+    dataset = SimplePoseDataset(h5, cfg, train=False)
+    batch = collate([dataset[i] for i in range(samples)])
+    torch.manual_seed(0)
+    model, loss_fn = build_model(cfg).train(), build_loss(cfg)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    images = images_to_float(batch["image"])
+    for _ in range(steps):
+        total, _ = loss_fn(model(images), batch["targets"], batch["masks"])
+        optimizer.zero_grad(set_to_none=True)
+        total.backward()
+        optimizer.step()
+    return model.eval()

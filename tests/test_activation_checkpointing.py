@@ -15,6 +15,7 @@ from engine.trainer import Trainer
 from evaluate.model_loader import load_model
 from models import MultiTaskLoss, build_model
 from models.weights import unwrap
+from tests.helpers import COCO
 from utils.errors import UserError
 from utils.paths import TINY_PRESET
 
@@ -43,7 +44,7 @@ def one_training_step(checkpoint: bool, batch: dict, channels_last: bool = False
     stem_calls = []
     model.stem.register_forward_pre_hook(lambda *_: stem_calls.append(1))
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-        total, _ = MultiTaskLoss(cfg)(model(images_to_float(batch["image"], channels_last)), batch["targets"],
+        total, _ = MultiTaskLoss(cfg, COCO)(model(images_to_float(batch["image"], channels_last)), batch["targets"],
                                       batch["masks"])  # fmt: skip
     total.backward()
     return model, len(stem_calls), total.detach()

@@ -14,7 +14,6 @@ import pytest
 import torch
 
 from bench import data_pipeline, decoder_table, gpu_check, grouping, model, syncbn_check
-from config import skeleton as sk
 from config.loader import load_config, to_dict
 from config.schema import OUTPUT_STRIDE
 from data.dataset import SimplePoseDataset
@@ -25,7 +24,7 @@ from tests.harness import bad_input_table
 from tests.harness.bad_inputs import build_corpus
 from tests.harness.cases import run_cases
 from tests.harness.faults import write_fault_train_code
-from tests.helpers import person
+from tests.helpers import COCO, person
 from utils.paths import REPO_ROOT, TINY_PRESET
 
 
@@ -100,26 +99,30 @@ def test_decoder_table_prints_a_row_per_candidate_for_each_kind_of_maps(syntheti
 
 def test_degraded_maps_follow_the_documented_recipe():
     targets = load_config(None).targets
-    oracle = oracle_predictor(person(40, 5)[None] * (0.5, 0.5, 1), targets)
+    oracle = oracle_predictor(person(40, 5)[None] * (0.5, 0.5, 1), targets, COCO)
     batch, d = torch.zeros(2, 3, 128, 160), decoder_table.Degradation()  # an image and its mirror
+    n = COCO.num_limbs + COCO.num_keypoints  # the limb and keypoint channels come first
 
     def degraded(seed: int, source=oracle, **changes):
         rng, recipe = np.random.default_rng(seed), dataclasses.replace(d, **changes)
-        errors = decoder_table.random_errors(rng, (128, 160), recipe)
-        predict = decoder_table.degraded_predictor(source, errors, rng, recipe, True, targets.sigma, OUTPUT_STRIDE)
+        errors = decoder_table.random_errors(rng, (128, 160), recipe, COCO)
+        predict = decoder_table.degraded_predictor(
+            source, errors, rng, recipe, True, targets.sigma, OUTPUT_STRIDE, COCO
+        )
         return predict(batch, (1.0, 1.0)).numpy(), errors
 
     clean = oracle(batch, (1.0, 1.0)).numpy()
     assert np.array_equal(degraded(0)[0], degraded(0)[0]) and not np.array_equal(degraded(0)[0], degraded(1)[0])
     blurred, errors = degraded(0, bumps_per_keypoint=0, noise_std=0.0)
-    assert 0.4 <= errors.gains[:48].min() < errors.gains[:48].max() <= 0.8 and np.all(errors.gains[48:] == 1)
-    for image, gains in ((0, errors.gains), (1, errors.gains[list(sk.CHANNEL_FLIP)])):  # the mirror's channels
-        for c in range(48):  # limb and keypoint channels: blurred (sigma 1 cell), times the channel's gain
+    assert 0.4 <= errors.gains[:n].min() < errors.gains[:n].max() <= 0.8 and np.all(errors.gains[n:] == 1)
+    for image, gains in ((0, errors.gains), (1, errors.gains[list(COCO.channel_flip)])):  # the mirror's channels
+        for c in range(n):  # limb and keypoint channels: blurred (sigma 1 cell), times the channel's gain
             expected = gains[c] * cv2.GaussianBlur(clean[image, c], (0, 0), 1.0, borderType=cv2.BORDER_REPLICATE)
             assert np.allclose(blurred[image, c], expected, atol=1e-6)
-    assert np.array_equal(blurred[:, 48:], clean[:, 48:])
-    bumped, errors = degraded(0, source=oracle_predictor(np.zeros((0, 18, 3)), targets), noise_std=0.0)  # no people
-    assert np.allclose(fuse_flip(torch.from_numpy(bumped))[0].numpy(), bumped[0], atol=1e-5)  # same in the mirror
+    assert np.array_equal(blurred[:, n:], clean[:, n:])
+    nobody = oracle_predictor(np.zeros((0, 18, 3)), targets, COCO)
+    bumped, errors = degraded(0, source=nobody, noise_std=0.0)
+    assert np.allclose(fuse_flip(torch.from_numpy(bumped), COCO)[0].numpy(), bumped[0], atol=1e-5)  # same in the mirror
     for c, x, y, height in errors.bumps.tolist():
         row, col = min(max(round((y - 1.5) / 4), 0), 31), min(max(round((x - 1.5) / 4), 0), 39)
         assert bumped[0, int(c), row, col] >= 0.9 * height  # max-combined: a bump only raises the map

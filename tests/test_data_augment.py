@@ -5,9 +5,9 @@ import cv2
 import numpy as np
 import pytest
 
-from config import skeleton as sk
 from config.schema import AugmentConfig
 from data import augment
+from tests.helpers import COCO
 
 
 def test_golden_matrices():
@@ -71,12 +71,12 @@ def test_keypoints_follow_the_affine_and_flip_swaps_sides():
     kp[0, :, 1] = 100
     kp[0, 3, 2] = 2  # v is carried along unchanged
     m = augment.affine_matrix((90, 100), 150, augment.AugmentParams(degree=10), (256, 256), 0.6)
-    out = augment.transform_keypoints(kp, m, flip=False)
+    out = augment.transform_keypoints(kp, m, False, COCO)
     np.testing.assert_allclose(out[0, :, :2], kp[0, :, :2] @ m[:, :2].T + m[:, 2], rtol=1e-5)
     assert out[0, 3, 2] == 2
     mf = augment.affine_matrix((90, 100), 150, augment.AugmentParams(degree=10, flip=True), (256, 256), 0.6)
-    flipped = augment.transform_keypoints(kp, mf, flip=True)
-    for left, right in sk.LEFT_RIGHT_PAIRS:
+    flipped = augment.transform_keypoints(kp, mf, True, COCO)
+    for left, right in COCO.left_right_pairs:
         # The row now labelled "left" is the original right keypoint, mirrored.
         np.testing.assert_allclose(flipped[0, left, :2], mf @ [*kp[0, right, :2], 1], rtol=1e-5)
         assert flipped[0, left, 2] == kp[0, right, 2]

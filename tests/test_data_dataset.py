@@ -8,11 +8,11 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from config import skeleton as sk
 from config.loader import load_config
 from data import augment
 from data.dataset import SimplePoseDataset, collate, images_to_float, mask_scales
 from evaluate.inference import prepare_input
+from tests.helpers import COCO
 from utils.errors import UserError
 
 
@@ -43,14 +43,14 @@ def test_keypoints_land_on_their_peaks(train_set):
         keypoints, bbox = train_set.read_people(index)
         centre = (bbox[0] + bbox[2] / 2, bbox[1] + bbox[3] / 2)
         m = augment.affine_matrix(centre, float(bbox[3]), params, (256, 256), 0.6)
-        moved = augment.transform_keypoints(keypoints, m, params.flip)
+        moved = augment.transform_keypoints(keypoints, m, params.flip, COCO)
         maps = train_set[index]["targets"][0].numpy()
         for j in range(18):
             x, y, v = moved[0, j]  # the main person
             col, row = round((x - 1.5) / 4), round((y - 1.5) / 4)
             if v >= 2 or not (1 <= col < 63 and 1 <= row < 63):
                 continue
-            channel = maps[sk.KEYPOINT_START + j]
+            channel = maps[COCO.keypoint_start + j]
             assert channel[row, col] > 0.94  # within half a cell of a sigma-9 peak
             assert (
                 channel[row - 1 : row + 2, col - 1 : col + 2].max()
@@ -71,13 +71,13 @@ def test_flip_mirrors_everything_and_swaps_sides(coco_sample_h5, cfg):
     # The flip mirrors the rotated picture about the crop's vertical axis.
     np.testing.assert_allclose(flipped["image"].numpy(), plain["image"].numpy()[:, :, ::-1], atol=2)
     tp, tf = plain["targets"][0].numpy(), flipped["targets"][0].numpy()
-    mirrored = tp[np.array(sk.CHANNEL_FLIP)][:, :, ::-1]
-    np.testing.assert_allclose(tf[sk.LIMB_CHANNELS], mirrored[sk.LIMB_CHANNELS], atol=1e-4)
+    mirrored = tp[np.array(COCO.channel_flip)][:, :, ::-1]
+    np.testing.assert_allclose(tf[COCO.limb_channels], mirrored[COCO.limb_channels], atol=1e-4)
     # Keypoint windows are rounded to cells, so their faint edges (< 0.03) may differ.
-    np.testing.assert_allclose(tf[sk.KEYPOINT_START :], mirrored[sk.KEYPOINT_START :], atol=0.03)
-    rsho = sk.KEYPOINTS.index("right_shoulder")
-    assert tp[sk.KEYPOINT_START + rsho].max() > 0.5
-    assert not np.allclose(tf[sk.KEYPOINT_START + rsho], tp[sk.KEYPOINT_START + rsho][:, ::-1], atol=1e-2)
+    np.testing.assert_allclose(tf[COCO.keypoint_start :], mirrored[COCO.keypoint_start :], atol=0.03)
+    rsho = COCO.keypoints.index("right_shoulder")
+    assert tp[COCO.keypoint_start + rsho].max() > 0.5
+    assert not np.allclose(tf[COCO.keypoint_start + rsho], tp[COCO.keypoint_start + rsho][:, ::-1], atol=1e-2)
     np.testing.assert_allclose(flipped["masks"][0].numpy(), plain["masks"][0].numpy()[:, :, ::-1], atol=1e-2)
 
 

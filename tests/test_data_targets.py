@@ -9,17 +9,18 @@ import pytest
 from config import skeleton as sk
 from config.schema import TargetConfig
 from data.targets import downscale_targets, draw_targets, keypoint_heatmaps, limb_heatmaps
+from tests.helpers import COCO
 
 GRID = (128, 128)
-NECK, NOSE = sk.KEYPOINTS.index("neck"), sk.KEYPOINTS.index("nose")
-RSHO, RELB = sk.KEYPOINTS.index("right_shoulder"), sk.KEYPOINTS.index("right_elbow")
-LIMB_NECK_NOSE = sk.LIMBS.index((NECK, NOSE))
-LIMB_RSHO_RELB = sk.LIMBS.index((RSHO, RELB))
+NECK, NOSE = COCO.keypoints.index("neck"), COCO.keypoints.index("nose")
+RSHO, RELB = COCO.keypoints.index("right_shoulder"), COCO.keypoints.index("right_elbow")
+LIMB_NECK_NOSE = COCO.limbs.index((NECK, NOSE))
+LIMB_RSHO_RELB = COCO.limbs.index((RSHO, RELB))
 
 
 def people(*points_per_person):
     """(P, 18, 3) keypoints, every keypoint unlabelled except the given {index: (x, y)}."""
-    kp = np.zeros((len(points_per_person), sk.NUM_KEYPOINTS, 3), np.float32)
+    kp = np.zeros((len(points_per_person), COCO.num_keypoints, 3), np.float32)
     kp[..., 2] = sk.VIS_UNLABELLED
     for p, points in enumerate(points_per_person):
         for j, (x, y) in points.items():
@@ -44,34 +45,34 @@ def test_keypoint_golden_values():
 def test_unlabelled_keypoints_and_limbs_are_not_drawn():
     kp = people({NECK: (250.3, 300), NOSE: (250.3, 200)})
     kp[0, NOSE, 2] = sk.VIS_UNLABELLED
-    t = draw_targets(kp, None, GRID, 4, TargetConfig())
-    assert t[sk.KEYPOINT_START + NOSE].max() == 0 and t[sk.LIMB_CHANNELS].max() == 0
-    assert t[sk.KEYPOINT_START + NECK].max() > 0.98
+    t = draw_targets(kp, None, GRID, 4, TargetConfig(), COCO)
+    assert t[COCO.keypoint_start + NOSE].max() == 0 and t[COCO.limb_channels].max() == 0
+    assert t[COCO.keypoint_start + NECK].max() > 0.98
 
 
 def test_vertical_limb_golden_values():
-    m = limb_heatmaps(people({NECK: (250.3, 200), NOSE: (250.3, 300)}), GRID, 4, TargetConfig())[LIMB_NECK_NOSE]
+    m = limb_heatmaps(people({NECK: (250.3, 200), NOSE: (250.3, 300)}), GRID, 4, TargetConfig(), COCO)[LIMB_NECK_NOSE]
     assert nonzero_box(m) == (49, 76, 62, 64)
     np.testing.assert_allclose(m[60, 62:65], [0.993491, 0.900784, 0.589206], atol=1e-5)
 
 
 def test_diagonal_limb_golden_values_and_crossing_mean():
     one = people({RSHO: (100, 100), RELB: (180, 180)})
-    m = limb_heatmaps(one, GRID, 4, TargetConfig())[LIMB_RSHO_RELB]
+    m = limb_heatmaps(one, GRID, 4, TargetConfig(), COCO)[LIMB_RSHO_RELB]
     assert nonzero_box(m) == (24, 46, 24, 46)
     assert m[30, 30] == pytest.approx(1.0, abs=1e-5)
     assert m[24, 46] == pytest.approx(0.01, abs=1e-7) and m[46, 24] == pytest.approx(0.01, abs=1e-7)
     crossing = people({RSHO: (100, 100), RELB: (180, 180)}, {RSHO: (100, 180), RELB: (180, 100)})
-    m2 = limb_heatmaps(crossing, GRID, 4, TargetConfig())[LIMB_RSHO_RELB]
+    m2 = limb_heatmaps(crossing, GRID, 4, TargetConfig(), COCO)[LIMB_RSHO_RELB]
     assert m2[30, 30] == pytest.approx(0.505, abs=1e-5)
 
 
 def test_fixed_limb_mode_uses_segment_distance_max_and_no_floor():
     cfg = dataclasses.replace(TargetConfig(), limb_mode="fixed")
     crossing = people({RSHO: (100, 100), RELB: (180, 180)}, {RSHO: (100, 180), RELB: (180, 100)})
-    m = limb_heatmaps(crossing, GRID, 4, cfg)[LIMB_RSHO_RELB]
+    m = limb_heatmaps(crossing, GRID, 4, cfg, COCO)[LIMB_RSHO_RELB]
     assert m[30, 30] == pytest.approx(1.0, abs=1e-5)  # max, not mean
-    vertical = limb_heatmaps(people({NECK: (250.3, 200), NOSE: (250.3, 300)}), GRID, 4, cfg)[LIMB_NECK_NOSE]
+    vertical = limb_heatmaps(people({NECK: (250.3, 200), NOSE: (250.3, 300)}), GRID, 4, cfg, COCO)[LIMB_NECK_NOSE]
     # The band is symmetric and wider than the faithful box (columns 62-64 only) ...
     rows, cols = np.nonzero(vertical)
     assert cols.min() < 60 and cols.max() > 66
@@ -80,7 +81,7 @@ def test_fixed_limb_mode_uses_segment_distance_max_and_no_floor():
     positive = vertical[vertical > 0]
     assert positive.min() >= cfg.limb_gaussian_thre  # no 0.01 floor
     # Along the middle, the fixed value is the same Gaussian of the perpendicular distance.
-    faithful = limb_heatmaps(people({NECK: (250.3, 200), NOSE: (250.3, 300)}), GRID, 4, TargetConfig())
+    faithful = limb_heatmaps(people({NECK: (250.3, 200), NOSE: (250.3, 300)}), GRID, 4, TargetConfig(), COCO)
     np.testing.assert_allclose(vertical[60, 62:65], faithful[LIMB_NECK_NOSE, 60, 62:65], atol=1e-5)
 
 
@@ -89,11 +90,11 @@ def test_extra_channels_and_range():
     mask = np.zeros(GRID, np.float32)
     mask[10:20, 10:20] = 1
     mask[:5, :] = 1  # touches the top border: not eroded from outside
-    t = draw_targets(kp, mask, GRID, 4, TargetConfig())
+    t = draw_targets(kp, mask, GRID, 4, TargetConfig(), COCO)
     assert t.shape == (50, 128, 128) and t.dtype == np.float32
     assert t.min() >= 0 and t.max() <= 1
     np.testing.assert_array_equal(t[49], t[30:48].max(axis=0))
-    person = t[sk.PERSON_MASK_CHANNEL]
+    person = t[COCO.person_mask_channel]
     assert person[11:19, 11:19].min() == 1 and person[10, 15] == 0 and person[15, 19] == 0
     assert person[0, 50] == 1 and person[3, 50] == 1 and person[4, 50] == 0
 

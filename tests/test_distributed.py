@@ -15,7 +15,7 @@ from torch import nn
 
 from engine.checkpoint import load_checkpoint
 from engine.launch import DataParallelBalanced, ModelWithLoss, sync_batchnorm
-from tests.helpers import subprocess_env, tiny_cfg
+from tests.helpers import COCO, subprocess_env, tiny_cfg
 from utils.distributed import torchrun_command
 from utils.paths import REPO_ROOT, tiny_run_args
 
@@ -210,7 +210,7 @@ def test_balanced_data_parallel_gives_the_plain_loss_and_gradients(sample_h5_64,
     batch = next(iter(DataLoader(SimplePoseDataset(sample_h5_64, cfg, train=True), batch_size=4, collate_fn=collate)))
     images, targets, masks = images_to_float(batch["image"]), batch["targets"], batch["masks"]
     torch.manual_seed(0)
-    model, loss = build_model(cfg).eval(), MultiTaskLoss(cfg)  # eval: replicas would normalise per slice
+    model, loss = build_model(cfg).eval(), MultiTaskLoss(cfg, COCO)  # eval: replicas would normalise per slice
 
     def loss_and_grads(compute):
         model.zero_grad()

@@ -12,7 +12,7 @@ from torch import nn
 from config.schema import Config
 from evaluate.coco_eval import STAT_NAMES, coco_results, evaluate_coco, evaluate_oracle, results_text
 from evaluate.decode import People
-from tests.helpers import subprocess_env
+from tests.helpers import COCO, subprocess_env
 from utils.distributed import torchrun_command
 from utils.paths import REPO_ROOT
 
@@ -44,7 +44,7 @@ def test_results_json_format():
     kp[0, :, 2] = 0.9
     kp[0, 5] = 0  # a keypoint that was not found
     kp[1, :, :2], kp[1, :, 2] = 10.0, 0.5
-    people = [People(kp, np.array([0.25, 0.75])), People.empty()]
+    people = [People(kp, np.array([0.25, 0.75])), People.empty(COCO.num_dataset_keypoints)]
     results = coco_results([42, 7], people)
     assert [r["score"] for r in results] == [0.75, 0.25]  # sorted by image, then descending score
     first = results[1]
@@ -58,6 +58,8 @@ def test_results_json_format():
 
 class ConstantModel(nn.Module):
     """Stand-in network: outputs[stack][scale] of constant maps at stride 4."""
+
+    skeleton = COCO  # what its channels mean (evaluate_coco reads model.skeleton)
 
     def __init__(self, value: float = 0.0):
         super().__init__()
@@ -105,6 +107,8 @@ def test_distributed_results_are_byte_identical(coco_sample_images, coco_sample_
 class BrightnessModel(nn.Module):
     """Stand-in network whose keypoint maps follow the image brightness, with limbs everywhere: it 'finds'
     people that depend on the input, which is enough to compare batched and one-by-one evaluation."""
+
+    skeleton = COCO
 
     def forward(self, x):
         pooled = torch.nn.functional.avg_pool2d(x.mean(1, keepdim=True), 4)

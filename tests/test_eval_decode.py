@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 
-from config import skeleton as sk
 from config.schema import EvalConfig, TargetConfig
 from data.targets import draw_targets
 from evaluate.assemble import AssemblyParams, assemble_people, person_scores
@@ -11,7 +10,7 @@ from evaluate.coco_eval import coco_results
 from evaluate.decode import decode_people
 from evaluate.limbs import match_limb, score_pairs
 from evaluate.peaks import find_peaks, local_maxima
-from tests.helpers import person
+from tests.helpers import COCO, person
 
 STRIDE = 4
 
@@ -24,15 +23,15 @@ def gaussian_map(h: int, w: int, x: float, y: float, sigma: float = 2.25) -> np.
 def to_coco(kp: np.ndarray) -> np.ndarray:
     """(18, 3) internal -> (17, 2) COCO-order x, y (NaN where not visible)."""
     out = np.full((17, 2), np.nan)
-    for i, c in enumerate(sk.INTERNAL_TO_COCO):
+    for i, c in enumerate(COCO.internal_to_dataset):
         if c >= 0 and kp[i, 2] < 2:
             out[c] = kp[i, :2]
     return out
 
 
 def decode_drawn(people: list[np.ndarray], grid_hw=(64, 80), **cfg_overrides):
-    maps = draw_targets(np.stack(people), None, grid_hw, STRIDE, TargetConfig())
-    return decode_people(maps, EvalConfig(**cfg_overrides), scale=STRIDE)
+    maps = draw_targets(np.stack(people), None, grid_hw, STRIDE, TargetConfig(), COCO)
+    return decode_people(maps, EvalConfig(**cfg_overrides), scale=STRIDE, skeleton=COCO)
 
 
 def assert_found(decoded, truth: np.ndarray, tol: float = 1.0):
@@ -85,8 +84,8 @@ def test_local_maxima_threshold_plateau_and_border():
 # ----------------------------------------------------------------------------------------------- limbs
 def test_limb_scoring_accepts_the_drawn_limb_only():
     kp = person(100, 20)[None]
-    maps = draw_targets(kp, None, (64, 80), STRIDE, TargetConfig())
-    limb = sk.LIMBS.index((sk.KEYPOINTS.index("right_shoulder"), sk.KEYPOINTS.index("right_elbow")))
+    maps = draw_targets(kp, None, (64, 80), STRIDE, TargetConfig(), COCO)
+    limb = COCO.limbs.index((COCO.keypoints.index("right_shoulder"), COCO.keypoints.index("right_elbow")))
     cell = lambda xy: (np.asarray(xy) + 0.5) / STRIDE - 0.5  # noqa: E731
     a = cell([kp[0, 2, :2]])
     b = cell([kp[0, 3, :2], kp[0, 7, :2]])  # the true elbow and the left wrist
@@ -149,17 +148,19 @@ def test_person_scores_rank_one_keypoint_people_below_any_person_of_two():
 # ----------------------------------------------------------------------------------------------- decoding
 def test_a_strong_lone_keypoint_ranks_after_a_weak_two_keypoint_person():
     h, w = 64, 80
-    maps = np.zeros((50, h, w), np.float32)
-    kp = sk.KEYPOINT_CHANNELS.start
-    shoulder, elbow = sk.KEYPOINTS.index("right_shoulder"), sk.KEYPOINTS.index("right_elbow")
+    maps = np.zeros((COCO.num_channels, h, w), np.float32)
+    kp = COCO.keypoint_start
+    shoulder, elbow = COCO.index("right_shoulder"), COCO.index("right_elbow")
     maps[kp + shoulder] = 0.35 * gaussian_map(h, w, 20, 20)
     maps[kp + elbow] = 0.35 * gaussian_map(h, w, 20, 35)
-    maps[sk.LIMB_CHANNELS.start + sk.LIMBS.index((shoulder, elbow)), 18:38, 18:23] = 0.35  # the limb between them
-    maps[kp + sk.KEYPOINTS.index("nose")] = 1.5 * gaussian_map(h, w, 60, 30)  # a network's peak can exceed 1
-    people = decode_people(maps, EvalConfig(peak_score="peak", min_parts=1), scale=STRIDE)
+    maps[COCO.limbs.index((shoulder, elbow)), 18:38, 18:23] = 0.35  # the limb between them
+    maps[kp + COCO.index("nose")] = 1.5 * gaussian_map(h, w, 60, 30)  # a network's peak can exceed 1
+    people = decode_people(maps, EvalConfig(peak_score="peak", min_parts=1), scale=STRIDE, skeleton=COCO)
     found = [int(n) for n in (people.keypoints[:, :, 2] > 0).sum(1)]
     assert sorted(found) == [1, 2]
-    # by the original's 1 - 1 / total the lone nose (1 - 1 / 1.5) would come first: total of the pair ~1.05
+    pair_score = people.scores[found.index(2)]
+    lone_peak = people.keypoints[found.index(1), :, 2].max()
+    assert lone_peak > 1.4 and 1 - 1 / lone_peak > pair_score  # the original's 1 - 1 / total would rank the nose first
     assert [sum(r["keypoints"][2::3]) for r in coco_results([1], [people])] == [2, 1]
 
 
@@ -186,10 +187,10 @@ def test_decodes_a_person_cut_by_the_image_border():
 
 
 def test_empty_and_tiny_maps_give_no_people():
-    assert len(decode_people(np.zeros((50, 30, 40), np.float32), EvalConfig())) == 0
-    assert len(decode_people(np.zeros((50, 1, 1), np.float32), EvalConfig())) == 0
+    assert len(decode_people(np.zeros((50, 30, 40), np.float32), EvalConfig(), skeleton=COCO)) == 0
+    assert len(decode_people(np.zeros((50, 1, 1), np.float32), EvalConfig(), skeleton=COCO)) == 0
     with pytest.raises(ValueError):
-        decode_people(np.zeros((20, 10, 10), np.float32), EvalConfig())
+        decode_people(np.zeros((20, 10, 10), np.float32), EvalConfig(), skeleton=COCO)
 
 
 def test_flat_maps_are_capped_to_the_strongest_peaks():
@@ -198,7 +199,7 @@ def test_flat_maps_are_capped_to_the_strongest_peaks():
     peaks, part = find_peaks(heat, 0.1, 2, "peak", False, "quadratic", max_per_channel=10)
     assert np.bincount(part).tolist() == [10, 10]
     assert [7.0, 5.0, 2.0] in peaks[part == 0].tolist()
-    assert len(decode_people(np.ones((50, 64, 64), np.float32), EvalConfig(max_peaks=20))) <= 20
+    assert len(decode_people(np.ones((50, 64, 64), np.float32), EvalConfig(max_peaks=20), skeleton=COCO)) <= 20
 
 
 def test_contested_keypoint_goes_to_the_stronger_link_with_remove_recon():

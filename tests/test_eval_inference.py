@@ -4,7 +4,6 @@ import numpy as np
 import pytest
 import torch
 
-from config import skeleton as sk
 from config.schema import EvalConfig, TargetConfig
 from evaluate.decode import decode_people
 from evaluate.inference import (
@@ -18,7 +17,7 @@ from evaluate.inference import (
     scale_factors,
 )
 from evaluate.oracle import oracle_predictor
-from tests.helpers import person
+from tests.helpers import COCO, person
 from utils.precision import precision_for
 
 CPU = torch.device("cpu")
@@ -41,11 +40,11 @@ def test_prepare_input_pads_bottom_right_to_max_downsample():
 
 def test_fuse_flip_undoes_mirror_and_channel_swap():
     direct = torch.rand(50, 8, 12)
-    mirrored = direct.flip(-1)[list(sk.CHANNEL_FLIP)]  # what a perfect network says about the mirror
-    fused = fuse_flip(torch.stack([direct, direct * 2, mirrored, mirrored * 2]))
+    mirrored = direct.flip(-1)[list(COCO.channel_flip)]  # what a perfect network says about the mirror
+    fused = fuse_flip(torch.stack([direct, direct * 2, mirrored, mirrored * 2]), COCO)
     assert fused.shape == (2, 50, 8, 12)
     assert torch.allclose(fused[0], direct) and torch.allclose(fused[1], direct * 2)
-    assert torch.equal(fuse_flip(direct[None], flip=False)[0], direct)
+    assert torch.equal(fuse_flip(direct[None], COCO, flip=False)[0], direct)
 
 
 @pytest.mark.parametrize("grid", [(50, 75), (100, 150), (25, 38), (40, 60)])
@@ -73,12 +72,12 @@ def test_multiscale_flip_oracle_pipeline_recovers_a_person(decode_height):
     kp = person(0, 0)[None]
     kp[0, :, :2] = kp[0, :, :2] * 0.85 + (140.3, 5.7)
     cfg = EvalConfig(scales=[0.7, 1.0, 1.6], flip=True, boxsize=256, decode_height=decode_height)
-    maps, scale = multiscale_maps(image, cfg, oracle_predictor(kp, TargetConfig()), CPU)
+    maps, scale = multiscale_maps(image, cfg, oracle_predictor(kp, TargetConfig(), COCO), CPU, skeleton=COCO)
     assert maps.shape == (50, *decode_grid(200, 300, cfg)) and maps.dtype == np.float32
-    people = decode_people(maps, cfg, scale)
+    people = decode_people(maps, cfg, scale, skeleton=COCO)
     assert len(people) == 1
     expected = np.zeros((17, 2))
-    for i, c in enumerate(sk.INTERNAL_TO_COCO):
+    for i, c in enumerate(COCO.internal_to_dataset):
         if c >= 0:
             expected[c] = kp[0, i, :2]
     assert np.abs(people.keypoints[0, :, :2] - expected).max() < 1.0
@@ -94,9 +93,9 @@ def test_a_batch_of_images_gives_the_same_maps_as_one_by_one():
         return pooled * weights.view(1, 50, 1, 1) + torch.linspace(0, 1, pooled.shape[-1])
 
     cfg = EvalConfig(scales=[0.8, 1.2], boxsize=64, decode_height=40)
-    together = multiscale_maps_batch(images, cfg, predict, CPU)
+    together = multiscale_maps_batch(images, cfg, predict, CPU, skeleton=COCO)
     for image, (maps, scale) in zip(images, together):
-        alone, alone_scale = multiscale_maps(image, cfg, predict, CPU)
+        alone, alone_scale = multiscale_maps(image, cfg, predict, CPU, skeleton=COCO)
         assert scale == alone_scale and np.allclose(maps, alone, atol=1e-6)
     assert not np.allclose(together[0][0], together[1][0])
 
@@ -111,7 +110,7 @@ def test_model_predictor_uses_the_last_stack_finest_output():
     image = np.zeros((64, 96, 3), np.uint8)
     for amp in ("off", "bf16"):
         predict = model_predictor(TwoStacks(), precision_for(amp, CPU, "eval.amp"))
-        maps, scale = multiscale_maps(image, EvalConfig(scales=[1.0], boxsize=64), predict, CPU)
+        maps, scale = multiscale_maps(image, EvalConfig(scales=[1.0], boxsize=64), predict, CPU, skeleton=COCO)
         assert maps.dtype == np.float32 and np.allclose(maps, 0.5, atol=1e-5)
 
 
@@ -130,8 +129,8 @@ def two_people_decoded(image_hw: tuple[int, int], decode_height: int, peak_score
     kp[1, :, :2] = kp[1, :, :2] * 1.2 * f + (430 * f, 150 * f)
     cfg = EvalConfig(scales=[0.5, 1.0, 2.0], decode_height=decode_height, peak_score=peak_score, min_parts=2)
     image = np.zeros((*image_hw, 3), np.uint8)
-    maps, scale = multiscale_maps(image, cfg, oracle_predictor(kp, TargetConfig()), CPU)
-    people = decode_people(maps, cfg, scale)
+    maps, scale = multiscale_maps(image, cfg, oracle_predictor(kp, TargetConfig(), COCO), CPU, skeleton=COCO)
+    people = decode_people(maps, cfg, scale, skeleton=COCO)
     assert len(people) == 2 and (people.keypoints[:, :, 2] > 0).all()
     order = np.argsort(people.keypoints[:, 0, 0])
     return people.keypoints[order, :, 2], people.scores[order]

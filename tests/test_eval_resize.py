@@ -18,6 +18,7 @@ from evaluate.inference import (
     scale_factors,
     uses_torch_resize,
 )
+from tests.helpers import COCO
 from utils.paths import REPO_ROOT
 
 CPU = torch.device("cpu")
@@ -118,7 +119,7 @@ def test_eval_resize_backend_reaches_the_resize_and_both_give_the_same_maps(monk
     maps = {}
     for backend in ("opencv", "torch"):
         cfg = dataclasses.replace(PAPER_EVAL, resize_backend=backend)
-        maps[backend], scale = multiscale_maps(image, cfg, predict, CPU)
+        maps[backend], scale = multiscale_maps(image, cfg, predict, CPU, skeleton=COCO)
         assert maps[backend].shape == (50, *decode_grid(198, 640, cfg)) and maps[backend].dtype == np.float32
     assert backends == ["opencv"] * 5 + ["torch"] * 5
     assert np.abs(maps["torch"] - maps["opencv"]).max() < BACKENDS_ATOL

@@ -1,52 +1,20 @@
-"""Command-line tools of the test-time path: coco_eval with a checkpoint, demo, ONNX export."""
+"""Command-line tools of the test-time path: coco_eval with a checkpoint (with and without annotations), demo.
+
+The ONNX export and runner: tests/test_eval_onnx.py."""
+
+import json
+import shutil
 
 import cv2
 import numpy as np
 import pytest
-import torch
 
-from config.loader import to_dict
-from config.schema import Config, ModelConfig
-from evaluate import coco_eval, demo, export_onnx
-from models import build_model
+from evaluate import coco_eval, demo
+from evaluate.coco_eval import load_coco
 
-TINY = ModelConfig(stacks=2, inp_dim=16, increase=8, num_scales=5, head_channels=16, se_reduction=4)
-
-
-def tiny_model(seed: int = 0) -> torch.nn.Module:
-    torch.manual_seed(seed)
-    cfg = Config()
-    cfg.model = TINY
-    cfg.loss.stack_weights = [1.0, 1.0]
-    model = build_model(cfg)
-    with torch.no_grad():  # random weights large enough for outputs far from 0
-        for p in model.parameters():
-            p.normal_(0.0, 0.1)
-    return model.eval()
-
-
-@pytest.fixture(scope="module")
-def tiny_ckpt(tmp_path_factory):
-    cfg = Config()
-    cfg.model = TINY
-    cfg.loss.stack_weights = [1.0, 1.0]
-    path = tmp_path_factory.mktemp("ckpt") / "tiny.pt"
-    torch.save({"model": tiny_model().state_dict(), "config": to_dict(cfg), "epoch": 0}, path)
-    return path
-
-
-def test_onnx_export_matches_pytorch(tiny_ckpt, tmp_path, capsys):
-    out = tmp_path / "tiny.onnx"
-    assert export_onnx.main(["--ckpt", str(tiny_ckpt), "--out", str(out), "--input-size", "64"]) == 0
-    assert "onnxruntime matches PyTorch" in capsys.readouterr().out
-    model = tiny_model()
-    example = torch.rand(1, 3, 64, 64)
-    expected = export_onnx.FinestOutput(model)(example)
-    assert expected.shape == (1, 50, 16, 16) and expected.abs().mean() > 1e-2  # a comparison worth making
-    diff = export_onnx.compare_with_onnxruntime(model, out, example)
-    assert diff is not None and diff < export_onnx.TOLERANCE
-    assert [p.name for p in tmp_path.iterdir()] == ["tiny.onnx"]  # written atomically, no leftovers
-    assert export_onnx.main(["--ckpt", str(tiny_ckpt), "--out", str(out), "--input-size", "50"]) == 2
+# Two sample images (COCO file names), single scale at a small box, for the briefly trained model (people in both).
+UNSCORED_IMAGES = ("000000129648.jpg", "000000145311.jpg")
+UNSCORED_EVAL = ["--scales", "1", "--no-flip", "eval.boxsize=128"]
 
 
 def test_coco_eval_cli_with_a_checkpoint(tiny_ckpt, coco_sample_images, coco_sample_annotations, tmp_path, capsys):
@@ -63,6 +31,82 @@ def test_coco_eval_cli_with_a_checkpoint(tiny_ckpt, coco_sample_images, coco_sam
     assert coco_eval.main(["--ckpt", str(bad), *data]) == 2
     assert "bad.pt" in capsys.readouterr().err
     assert coco_eval.main(["--images", str(coco_sample_images), "--annotations", str(tmp_path / "none.json")]) == 2
+
+
+def image_folder(coco_sample_images, folder, names=UNSCORED_IMAGES, renamed=None):
+    folder.mkdir()
+    for name, new in zip(names, renamed or names):
+        shutil.copy(coco_sample_images / name, folder / new)
+    return folder
+
+
+def test_coco_eval_without_annotations_writes_results_of_a_folder(
+    trained_tiny_ckpt, coco_sample_images, coco_sample_annotations, tmp_path, capsys
+):
+    images, out = image_folder(coco_sample_images, tmp_path / "images"), tmp_path / "results.json"
+    rc = coco_eval.main(["--ckpt", str(trained_tiny_ckpt), "--images", str(images), "--out", str(out), *UNSCORED_EVAL])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "nothing was scored" in printed and "AP " not in printed
+    assert "the number each file name ends with" in printed
+    results = json.loads(out.read_text())
+    assert {r["image_id"] for r in results} == {129648, 145311}  # the ids of COCO's file names
+    assert results == coco_eval.sort_results(results) and all(len(r["keypoints"]) == 51 for r in results)
+    assert len(load_coco(coco_sample_annotations).loadRes(str(out)).getAnnIds()) == len(results)  # server-ready
+
+    # file names without numbers: ids 1..N in sorted order
+    plain = image_folder(coco_sample_images, tmp_path / "plain", renamed=("b.jpg", "a.jpg"))
+    rc = coco_eval.main(["--ckpt", str(trained_tiny_ckpt), "--images", str(plain), "--out", str(out), *UNSCORED_EVAL])
+    assert rc == 0 and "1..N in sorted file-name order" in capsys.readouterr().out
+    by_id = {i: [r for r in json.loads(out.read_text()) if r["image_id"] == i] for i in (1, 2)}
+    assert by_id[1] == [dict(r, image_id=1) for r in results if r["image_id"] == 145311]  # a.jpg
+    assert by_id[2] == [dict(r, image_id=2) for r in results if r["image_id"] == 129648]  # b.jpg
+
+
+def test_coco_eval_with_an_image_info_file_uses_its_ids(
+    trained_tiny_ckpt, coco_sample_images, coco_sample_annotations, tmp_path
+):
+    images = image_folder(coco_sample_images, tmp_path / "test2017")
+    sample = json.loads(coco_sample_annotations.read_text())
+    kept = [img for img in sample["images"] if img["file_name"] in UNSCORED_IMAGES]
+    listed = [dict(img, id=k + 7) for k, img in enumerate(kept)]  # ids unlike the file names' numbers
+    info = tmp_path / "image_info_test.json"
+    info.write_text(json.dumps({"images": listed, "categories": sample["categories"]}))
+    out = tmp_path / "results.json"
+    argv = ["--ckpt", str(trained_tiny_ckpt), "--images", str(images), "--image-info", str(info), "--out", str(out)]
+    assert coco_eval.main([*argv, *UNSCORED_EVAL]) == 0
+    assert {r["image_id"] for r in json.loads(out.read_text())} == {7, 8}
+
+
+@pytest.mark.parametrize(
+    "case, expected",
+    [
+        ("no_out", "give --out"),
+        ("both", "not both"),
+        ("ground_truth", "--from-ground-truth draws the maps of the annotations"),
+        ("empty_folder", "holds no images"),
+        ("missing_image", "000000000001.jpg not found"),
+        ("missing_info", "image-info file"),
+    ],
+)
+def test_coco_eval_without_annotations_bad_input(case, expected, tiny_ckpt, coco_sample_images, tmp_path, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    info = tmp_path / "info.json"
+    info.write_text(json.dumps({"images": [{"id": 1, "file_name": "000000000001.jpg", "width": 64, "height": 64}]}))
+    out = ["--out", str(tmp_path / "r.json")]
+    source = ["--ckpt", str(tiny_ckpt), "--images", str(coco_sample_images)]
+    argv = {
+        "no_out": source,
+        "both": [*source, "--annotations", str(info), "--image-info", str(info), *out],
+        "ground_truth": ["--from-ground-truth", "--images", str(coco_sample_images), *out],
+        "empty_folder": ["--ckpt", str(tiny_ckpt), "--images", str(empty), *out],
+        "missing_image": [*source, "--image-info", str(info), *out],
+        "missing_info": [*source, "--image-info", str(tmp_path / "none.json"), *out],
+    }[case]
+    assert coco_eval.main([*argv, "eval.scales=[1.0]", "eval.boxsize=64"]) == 2
+    assert expected in capsys.readouterr().err
+    assert not (tmp_path / "r.json").exists()
 
 
 def test_demo_draws_skeletons_on_a_real_image(coco_sample_images, coco_sample_annotations, tmp_path, capsys):

@@ -4,6 +4,7 @@ import torch
 from config.schema import Config, LossConfig
 from models import MultiTaskLoss
 from models.loss import build_loss
+from tests.helpers import COCO
 from utils.errors import UserError
 
 
@@ -19,7 +20,7 @@ def one_pixel_case(dtype=torch.float32):
 
 
 def single(cfg: LossConfig | None = None, **kw) -> MultiTaskLoss:
-    return MultiTaskLoss(cfg or LossConfig(stack_weights=[1.0], scale_weights=[1.0], **kw))
+    return MultiTaskLoss(cfg or LossConfig(stack_weights=[1.0], scale_weights=[1.0], **kw), COCO)
 
 
 def test_hand_computed_value_and_breakdown():
@@ -62,7 +63,7 @@ def test_stack_and_scale_weights_are_normalised_and_batch_divides():
     targets = [torch.rand(s) for s in shapes]
     masks = [(torch.rand(s[0], 1, *s[2:]) > 0.3).float() for s in shapes]
     cfg = LossConfig(stack_weights=[1.0, 3.0], scale_weights=[2.0, 6.0])
-    total, parts = MultiTaskLoss(cfg)(outputs, targets, masks)
+    total, parts = MultiTaskLoss(cfg, COCO)(outputs, targets, masks)
 
     w = torch.ones(50)
     w[30:48], w[48] = 3.0, 0.1
@@ -82,9 +83,10 @@ def test_stack_and_scale_weights_are_normalised_and_batch_divides():
     groups = parts["limb"] + parts["keypoint"] + parts["person_mask"] + parts["max_keypoint"]
     torch.testing.assert_close(groups, total)
 
-    configured = MultiTaskLoss(LossConfig(**{**cfg.__dict__, "batch_divisor": "configured"}), configured_batch_size=4)
+    configured_cfg = LossConfig(**{**cfg.__dict__, "batch_divisor": "configured"})
+    configured = MultiTaskLoss(configured_cfg, COCO, configured_batch_size=4)
     torch.testing.assert_close(configured(outputs, targets, masks)[0], by_hand / 4)
-    torch.testing.assert_close(MultiTaskLoss(cfg, reduction="sum")(outputs, targets, masks)[0], by_hand)
+    torch.testing.assert_close(MultiTaskLoss(cfg, COCO, reduction="sum")(outputs, targets, masks)[0], by_hand)
 
 
 def test_masked_pixels_contribute_nothing():
@@ -129,7 +131,7 @@ def test_loss_is_float32_under_bf16_autocast():
 def test_mismatched_weights_or_shapes_are_user_errors():
     p, g, m = one_pixel_case()
     with pytest.raises(UserError, match="stack_weights"):
-        MultiTaskLoss(LossConfig())([[p]], [g], [m])
+        MultiTaskLoss(LossConfig(), COCO)([[p]], [g], [m])
     with pytest.raises(UserError, match="input size"):
         single()([[p]], [g[:, :, :0]], [m])
 
@@ -142,6 +144,6 @@ def test_build_loss_uses_the_configured_batch_size():
     assert loss._divisor(2, "mean") == 7.0 and loss._divisor(2, "sum") == 1.0
     p, g, m = one_pixel_case()
     cfg.loss.stack_weights, cfg.loss.scale_weights = [1.0], [1.0]
-    by_call = MultiTaskLoss(cfg)([[p]], [g], [m], reduction="sum")[0]
+    by_call = MultiTaskLoss(cfg, COCO)([[p]], [g], [m], reduction="sum")[0]
     torch.testing.assert_close(by_call, build_loss(cfg, reduction="sum")([[p]], [g], [m])[0])
-    torch.testing.assert_close(by_call / 7, MultiTaskLoss(cfg)([[p]], [g], [m])[0])
+    torch.testing.assert_close(by_call / 7, MultiTaskLoss(cfg, COCO)([[p]], [g], [m])[0])

@@ -6,6 +6,7 @@ from config.schema import Config, ModelConfig
 from models import PoseNet, build_model
 from models.posenet import output_shapes
 from models.summary import macs_and_shapes, meta_model, parameter_counts
+from tests.helpers import COCO
 from utils.errors import UserError
 from utils.paths import REPO_ROOT
 
@@ -14,11 +15,11 @@ TINY = ModelConfig(stacks=2, inp_dim=16, increase=8, num_scales=5, head_channels
 
 def tiny(**changes) -> PoseNet:
     torch.manual_seed(0)
-    return PoseNet(ModelConfig(**{**TINY.__dict__, **changes}))
+    return PoseNet(ModelConfig(**{**TINY.__dict__, **changes}), COCO)
 
 
 def test_paper_preset_has_the_original_parameter_count_per_part():
-    model = meta_model(load_config(REPO_ROOT / "config" / "simplepose_coco.yaml").model)
+    model = meta_model(load_config(REPO_ROOT / "config" / "simplepose_coco.yaml").model, COCO)
     assert parameter_counts(model) == {
         "stem": 1_007_680,
         "hourglasses": 89_774_080,
@@ -32,11 +33,11 @@ def test_paper_preset_has_the_original_parameter_count_per_part():
 
 
 def test_without_bn_only_conv_blocks_lose_batchnorm_as_in_the_original():
-    assert parameter_counts(meta_model(ModelConfig(bn=False)))["total"] == 128_965_992
+    assert parameter_counts(meta_model(ModelConfig(bn=False), COCO))["total"] == 128_965_992
 
 
 def test_paper_architecture_output_shapes_and_cost_at_512():
-    macs, shapes = macs_and_shapes(ModelConfig(), 512, 512)
+    macs, shapes = macs_and_shapes(ModelConfig(), 512, 512, COCO)
     assert shapes == [(1, 50, 128, 128), (1, 50, 64, 64), (1, 50, 32, 32), (1, 50, 16, 16), (1, 50, 8, 8)]
     assert 260e9 < macs < 270e9  # docs/design.md#shapes-and-size: ~265 G with the scale-0 merges computed once
 
@@ -58,7 +59,7 @@ def test_output_shapes_follow_the_input(height, width):
         outputs = model(torch.rand(2, 3, height, width))
     assert len(outputs) == 2
     for ys in outputs:
-        assert [tuple(y.shape) for y in ys] == output_shapes(TINY, 2, height, width)
+        assert [tuple(y.shape) for y in ys] == output_shapes(TINY, 2, height, width, COCO)
         assert [tuple(y.shape) for y in ys] == [(2, 50, height // 4 // 2**k, width // 4 // 2**k) for k in range(5)]
 
 
@@ -76,7 +77,7 @@ def test_bad_input_sizes_say_which_sizes_work(shape):
 
 def test_bad_model_config_is_a_user_error():
     with pytest.raises(UserError, match="inp_dim"):
-        PoseNet(ModelConfig(inp_dim=30))
+        PoseNet(ModelConfig(inp_dim=30), COCO)
 
 
 def test_stem_honours_inp_dim():

@@ -13,6 +13,7 @@ from models import PoseNet, build_model, load_weights
 from models.convert_original import main as convert_main
 from models.summary import meta_model
 from models.weights import original_to_ours
+from tests.helpers import COCO
 from utils.errors import UserError
 
 TINY = ModelConfig(stacks=2, inp_dim=16, increase=8, num_scales=5, head_channels=16, se_reduction=4)
@@ -88,7 +89,7 @@ def test_the_paper_model_has_every_original_key_with_its_shape():
     original = original_state_dict(device="meta")
     # counted on the original's own model
     assert len(original) == 1848 and sum("num_batches_tracked" in k for k in original) == 288
-    ours = meta_model(ModelConfig()).state_dict()
+    ours = meta_model(ModelConfig(), COCO).state_dict()
     mapped = {original_to_ours(k): tuple(v.shape) for k, v in original.items()}
     assert len(mapped) == len(original)
     assert mapped == {k: tuple(v.shape) for k, v in ours.items()}
@@ -96,7 +97,7 @@ def test_the_paper_model_has_every_original_key_with_its_shape():
 
 def test_original_checkpoint_loads_strict_and_values_land_in_place():
     original = tiny_original()
-    model = PoseNet(TINY)
+    model = PoseNet(TINY, COCO)
     report = load_weights(model, {"weights": original, "epoch": 52, "train_loss": 19.0}, strict=True)
     assert report.ok and report.source == "original"
     o = lambda key: original["posenet." + key]  # noqa: E731
@@ -128,37 +129,37 @@ def test_original_checkpoint_loads_strict_and_values_land_in_place():
 
 def test_our_checkpoint_bare_and_wrapped_state_dicts_load(tmp_path):
     torch.manual_seed(0)
-    source = PoseNet(TINY)
+    source = PoseNet(TINY, COCO)
     state = source.state_dict()
     path = tmp_path / "last.pt"
     torch.save({"model": state, "config": {"model": dict(TINY.__dict__)}, "epoch": 3}, path)
     for given in (path, str(path), state, {"module." + k: v for k, v in state.items()},
                   {"_orig_mod." + k: v for k, v in state.items()}):  # fmt: skip
-        target = PoseNet(TINY)
+        target = PoseNet(TINY, COCO)
         assert load_weights(target, given).ok
         assert all(torch.equal(a, b) for a, b in zip(target.state_dict().values(), state.values()))
 
 
 def test_architecture_mismatch_lists_keys_and_suggests_the_config():
-    state = PoseNet(ModelConfig(**{**TINY.__dict__, "stacks": 3})).state_dict()
+    state = PoseNet(ModelConfig(**{**TINY.__dict__, "stacks": 3}), COCO).state_dict()
     with pytest.raises(UserError) as e:
-        load_weights(PoseNet(TINY), {"model": state}, source="runs/x/last.pt")
+        load_weights(PoseNet(TINY, COCO), {"model": state}, source="runs/x/last.pt")
     msg = str(e.value)
     assert "runs/x/last.pt" in msg
     assert "unexpected keys" in msg and "hourglasses.2." in msg and "model.stacks=3" in msg
     assert "loss.stack_weights=[1,1,1]" in msg
 
-    wider = PoseNet(ModelConfig(**{**TINY.__dict__, "head_channels": 32, "se_reduction": 8})).state_dict()
+    wider = PoseNet(ModelConfig(**{**TINY.__dict__, "head_channels": 32, "se_reduction": 8}), COCO).state_dict()
     with pytest.raises(UserError) as e:
-        load_weights(PoseNet(TINY), wider)
+        load_weights(PoseNet(TINY, COCO), wider)
     assert "shape-mismatched" in str(e.value) and "model.head_channels=32" in str(e.value)
 
-    report = load_weights(PoseNet(TINY), {"model": state}, strict=False)
+    report = load_weights(PoseNet(TINY, COCO), {"model": state}, strict=False)
     assert report.unexpected and not report.missing and not report.mismatched
 
 
 def test_file_errors_are_user_errors(tmp_path):
-    model = PoseNet(TINY)
+    model = PoseNet(TINY, COCO)
     with pytest.raises(UserError, match="not found"):
         load_weights(model, tmp_path / "nope.pt")
     path = tmp_path / "good.pt"
@@ -181,7 +182,7 @@ def test_checkpoints_are_loaded_without_running_code(tmp_path, capsys):
     torch.save({"model": {}, "x": Payload()}, path)
     capsys.readouterr()
     with pytest.raises(UserError, match="weights_only"):
-        load_weights(PoseNet(TINY), path)
+        load_weights(PoseNet(TINY, COCO), path)
     assert "must never run" not in capsys.readouterr().out
 
 

@@ -1,39 +1,108 @@
+"""The COCO skeleton read from config/skeletons/coco.yaml is the paper's: the tables the project had as constants, the
+original's flip tables and COCO mapping, and the same drawing."""
+
+import colorsys
+
 import numpy as np
 
 from config import skeleton as sk
+from config.skeleton import Skeleton, load_skeleton
 
-# The original's hand-written flip tables (docs/design.md#flip-permutations); ours are derived from the names.
+COCO = load_skeleton("coco")
+
+# The original's hand-written flip tables (docs/design.md#flip-permutations); ours are derived from the flip pairs.
 ORIGINAL_LIMB_FLIP = [0, 2, 1, 4, 3, 6, 5, 8, 7, 12, 13, 14, 9, 10, 11, 18, 19, 20, 15, 16, 17, 22, 21, 25,
                       26, 23, 24, 28, 27, 29]  # fmt: skip
 ORIGINAL_HEAT_FLIP = [0, 1, 5, 6, 7, 2, 3, 4, 11, 12, 13, 8, 9, 10, 15, 14, 17, 16, 18, 19]
 ORIGINAL_DT_GT_MAPPING = {0: 0, 2: 6, 3: 8, 4: 10, 5: 5, 6: 7, 7: 9, 8: 12, 9: 14, 10: 16, 11: 11, 12: 13,
                           13: 15, 14: 2, 15: 1, 16: 4, 17: 3}  # fmt: skip
 
+# The constants config/skeleton.py held before the skeleton became data, copied verbatim.
+OLD_KEYPOINTS = (
+    "nose", "neck",
+    "right_shoulder", "right_elbow", "right_wrist",
+    "left_shoulder", "left_elbow", "left_wrist",
+    "right_hip", "right_knee", "right_ankle",
+    "left_hip", "left_knee", "left_ankle",
+    "right_eye", "left_eye", "right_ear", "left_ear",
+)  # fmt: skip
+OLD_COCO_KEYPOINTS = (
+    "nose", "left_eye", "right_eye", "left_ear", "right_ear",
+    "left_shoulder", "right_shoulder", "left_elbow", "right_elbow",
+    "left_wrist", "right_wrist", "left_hip", "right_hip",
+    "left_knee", "right_knee", "left_ankle", "right_ankle",
+)  # fmt: skip
+OLD_LIMB_NAMES = (
+    ("neck", "nose"), ("neck", "right_eye"), ("neck", "left_eye"), ("neck", "right_ear"),
+    ("neck", "left_ear"), ("nose", "right_eye"), ("nose", "left_eye"), ("right_eye", "right_ear"),
+    ("left_eye", "left_ear"), ("neck", "right_shoulder"), ("right_shoulder", "right_elbow"),
+    ("right_elbow", "right_wrist"), ("neck", "left_shoulder"), ("left_shoulder", "left_elbow"),
+    ("left_elbow", "left_wrist"), ("neck", "right_hip"), ("right_hip", "right_knee"),
+    ("right_knee", "right_ankle"), ("neck", "left_hip"), ("left_hip", "left_knee"),
+    ("left_knee", "left_ankle"), ("nose", "right_shoulder"), ("nose", "left_shoulder"),
+    ("right_shoulder", "right_hip"), ("right_hip", "left_knee"), ("left_shoulder", "left_hip"),
+    ("left_hip", "right_knee"), ("right_ear", "right_shoulder"), ("left_ear", "left_shoulder"),
+    ("right_hip", "left_hip"),
+)  # fmt: skip
+OLD_DRAW_LIMBS = (0, *range(5, 21), 29)
+OLD_COCO_SKELETON = (
+    (15, 13), (13, 11), (16, 14), (14, 12), (11, 12), (5, 11), (6, 12), (5, 6), (5, 7), (6, 8),
+    (7, 9), (8, 10), (1, 2), (0, 1), (0, 2), (1, 3), (2, 4), (3, 5), (4, 6),
+)  # fmt: skip
+PYCOCOTOOLS_SIGMAS = np.array([.26, .25, .25, .35, .35, .79, .79, .72, .72, .62, .62, 1.07, 1.07, .87, .87, .89,
+                               .89]) / 10.0  # fmt: skip
+
+
+def old_mirror(name: str) -> str:
+    if name.startswith("left_"):
+        return "right_" + name[5:]
+    return "left_" + name[6:] if name.startswith("right_") else name
+
+
+def test_coco_yaml_equals_the_former_constants():
+    assert COCO.name == "coco" and COCO.keypoints == OLD_KEYPOINTS and COCO.dataset_keypoints == OLD_COCO_KEYPOINTS
+    assert COCO.limbs == tuple((OLD_KEYPOINTS.index(a), OLD_KEYPOINTS.index(b)) for a, b in OLD_LIMB_NAMES)
+    assert COCO.keypoint_flip == tuple(OLD_KEYPOINTS.index(old_mirror(n)) for n in OLD_KEYPOINTS)
+    old_pairs = {(i, OLD_KEYPOINTS.index(old_mirror(n))) for i, n in enumerate(OLD_KEYPOINTS) if n.startswith("left_")}
+    assert set(COCO.left_right_pairs) == old_pairs
+    assert COCO.draw_limbs == OLD_DRAW_LIMBS and COCO.draw_edges == OLD_COCO_SKELETON
+    hues = [colorsys.hsv_to_rgb(i / 30, 0.9, 1.0) for i in range(30)]
+    assert COCO.colors_bgr == tuple((int(255 * b), int(255 * g), int(255 * r)) for r, g, b in hues)
+    assert COCO.derived == (("neck", "midpoint", ("left_shoulder", "right_shoulder")),)
+
+
+def test_coco_sigmas_are_pycocotools_defaults():
+    # pycocotools divides by 10 (0.26 / 10 is 0.026000000000000002): equal to the last bit or two
+    np.testing.assert_allclose(np.array(COCO.sigmas, np.float64), PYCOCOTOOLS_SIGMAS, rtol=1e-15, atol=0)
+
 
 def test_counts_and_layout():
-    assert sk.NUM_KEYPOINTS == 18 and sk.NUM_LIMBS == 30 and sk.NUM_CHANNELS == 50
-    assert (sk.KEYPOINT_START, sk.PERSON_MASK_CHANNEL, sk.MAX_KEYPOINT_CHANNEL) == (30, 48, 49)
-    assert len(sk.channel_names()) == 50 and len(set(sk.channel_names())) == 50
+    assert COCO.num_keypoints == 18 and COCO.num_limbs == 30 and COCO.num_channels == 50
+    assert (COCO.keypoint_start, COCO.person_mask_channel, COCO.max_keypoint_channel) == (30, 48, 49)
+    assert (COCO.limb_channels, COCO.keypoint_channels) == (slice(0, 30), slice(30, 48))
+    assert len(COCO.channel_names()) == 50 and len(set(COCO.channel_names())) == 50
 
 
 def test_limb_table_matches_the_original():
-    assert sk.LIMBS[0] == (1, 0) and sk.LIMBS[24] == (8, 12) and sk.LIMBS[29] == (8, 11)
-    assert len(set(map(frozenset, sk.LIMBS))) == 30
+    assert COCO.limbs[0] == (1, 0) and COCO.limbs[24] == (8, 12) and COCO.limbs[29] == (8, 11)
+    assert len(set(map(frozenset, COCO.limbs))) == 30
+    limb_from, limb_to = COCO.limb_ends
+    assert limb_from.tolist() == [a for a, _ in COCO.limbs] and limb_to.tolist() == [b for _, b in COCO.limbs]
 
 
 def test_flip_permutations_equal_original_and_are_involutions():
-    assert list(sk.LIMB_FLIP) == ORIGINAL_LIMB_FLIP
-    assert list(sk.CHANNEL_FLIP[30:]) == [30 + i for i in ORIGINAL_HEAT_FLIP]
-    perm = np.array(sk.CHANNEL_FLIP)
+    assert list(COCO.limb_flip) == ORIGINAL_LIMB_FLIP
+    assert list(COCO.channel_flip[30:]) == [30 + i for i in ORIGINAL_HEAT_FLIP]
+    perm = np.array(COCO.channel_flip)
     assert sorted(perm) == list(range(50))
     assert (perm[perm] == np.arange(50)).all()
 
 
 def test_coco_mapping():
     for internal, coco in ORIGINAL_DT_GT_MAPPING.items():
-        assert sk.INTERNAL_TO_COCO[internal] == coco
-        assert sk.COCO_TO_INTERNAL[coco] == internal
-    assert sk.INTERNAL_TO_COCO[sk.NECK] == -1
+        assert COCO.internal_to_dataset[internal] == coco
+        assert COCO.dataset_to_internal[coco] == internal
+    assert COCO.internal_to_dataset[COCO.index("neck")] == -1
 
 
 def test_coco_to_internal_neck_and_visibility():
@@ -41,18 +110,24 @@ def test_coco_to_internal_neck_and_visibility():
     coco[0, 5] = (100, 50, 2)  # left shoulder, visible
     coco[0, 6] = (60, 54, 1)  # right shoulder, occluded
     coco[1, 5] = (10, 10, 2)  # only one shoulder: no neck
-    out = sk.coco_to_internal(coco)
+    out = COCO.to_internal(coco)
     assert out.shape == (2, 18, 3)
-    np.testing.assert_allclose(out[0, sk.NECK], (80, 52, 0))
-    assert out[0, sk.KEYPOINTS.index("left_shoulder"), 2] == sk.VIS_VISIBLE
-    assert out[0, sk.KEYPOINTS.index("right_shoulder"), 2] == sk.VIS_OCCLUDED
-    assert out[0, sk.KEYPOINTS.index("nose"), 2] == sk.VIS_UNLABELLED
-    assert out[1, sk.NECK, 2] == sk.VIS_UNLABELLED
+    np.testing.assert_allclose(out[0, COCO.index("neck")], (80, 52, 0))
+    assert out[0, COCO.keypoints.index("left_shoulder"), 2] == sk.VIS_VISIBLE
+    assert out[0, COCO.keypoints.index("right_shoulder"), 2] == sk.VIS_OCCLUDED
+    assert out[0, COCO.keypoints.index("nose"), 2] == sk.VIS_UNLABELLED
+    assert out[1, COCO.index("neck"), 2] == sk.VIS_UNLABELLED
 
 
 def test_flip_keypoints_swaps_pairs():
     kp = np.arange(18 * 3, dtype=np.float32).reshape(18, 3)
-    flipped = sk.flip_keypoints_left_right(kp)
-    for left, right in sk.LEFT_RIGHT_PAIRS:
+    flipped = COCO.flip_keypoints(kp)
+    for left, right in COCO.left_right_pairs:
         np.testing.assert_array_equal(flipped[left], kp[right])
-    np.testing.assert_array_equal(flipped[sk.NECK], kp[sk.NECK])
+    np.testing.assert_array_equal(flipped[COCO.index("neck")], kp[COCO.index("neck")])
+
+
+def test_the_plain_dict_form_round_trips():
+    again = Skeleton.from_dict(COCO.to_dict(), "a copy")
+    assert again == COCO and again.same_layout(COCO) and again.channel_flip == COCO.channel_flip
+    assert load_skeleton(COCO.source) is COCO  # a name and its path read the same file once

@@ -1,0 +1,161 @@
+"""Run an exported network (``python -m evaluate.export_onnx``) with ONNX Runtime, as a test-time predictor.
+
+    predict, cfg = load_onnx("simplepose.onnx")                      # CPU
+    predict, cfg = load_onnx("simplepose.onnx", providers_for("cuda"), ["eval.scales=[1.0]"])
+    maps, scale = multiscale_maps(image, cfg.eval, predict, torch.device("cpu"), skeleton=predict.skeleton)
+    people = decode_people(maps, cfg.eval, scale, skeleton=predict.skeleton)
+
+The .onnx file is all that is needed: the export stores the run's config (and the skeleton definition when the
+checkpoint carries one) as JSON in the model's ``metadata_props`` (keys ``CONFIG_KEY``, ``SKELETON_KEY``), and
+``load_onnx`` rebuilds the config from it, so multi-scale + flip inference and the decoder run exactly as with the
+PyTorch model. onnxruntime is an optional dependency, imported only when a model is run.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import torch
+
+from config.loader import ConfigError, config_from_dict, parse_overrides, with_overrides
+from config.schema import Config
+from config.skeleton import Skeleton, skeleton_of
+from models.posenet import check_input_shape
+from utils.errors import UserError
+
+CONFIG_KEY = "simplepose.config"  # the run's config, JSON of config.loader.to_dict
+SKELETON_KEY = "simplepose.skeleton"  # the checkpoint's skeleton definition, JSON (absent when it had none)
+INPUT_NAME, OUTPUT_NAME = "image", "maps"
+CPU_PROVIDER, CUDA_PROVIDER = "CPUExecutionProvider", "CUDAExecutionProvider"
+Providers = list[str | tuple[str, dict]]
+
+
+def import_onnxruntime() -> ModuleType:
+    """The onnxruntime module; UserError saying how to install it when it is missing."""
+    try:
+        import onnxruntime  # optional dependency: only running an exported model needs it
+    except ImportError:
+        raise UserError(
+            "running an ONNX model needs ONNX Runtime: pip install onnxruntime (onnxruntime-gpu for CUDA)"
+        ) from None
+    return onnxruntime
+
+
+def providers_for(device: str = "cpu") -> Providers:
+    """ONNX Runtime execution providers for ``device``: "cpu", "cuda", "cuda:N", or "auto" (CUDA when this
+    onnxruntime build has it, else the CPU). CUDA always comes with the CPU provider as fallback."""
+    available = import_onnxruntime().get_available_providers()
+    if device == "auto":
+        device = "cuda" if CUDA_PROVIDER in available else "cpu"
+    if device == "cpu":
+        return [CPU_PROVIDER]
+    kind, _, index = device.partition(":")
+    if kind != "cuda" or (index and not index.isdigit()):
+        raise UserError(f"device {device!r} for ONNX Runtime must be cpu, cuda, cuda:N or auto")
+    if CUDA_PROVIDER not in available:
+        raise UserError(
+            f"device {device!r}: this onnxruntime has no CUDA provider (it has {', '.join(available)}); "
+            f"install onnxruntime-gpu, or run on the CPU"
+        )
+    return [(CUDA_PROVIDER, {"device_id": int(index or 0)}), CPU_PROVIDER]
+
+
+@dataclass(frozen=True)
+class OnnxMetadata:
+    """What the export stored beside the graph."""
+
+    config: dict  # the run's config (config.loader.to_dict)
+    skeleton: dict | None  # the checkpoint's skeleton definition, None when it carried none
+
+
+class OnnxPredictor:
+    """A predictor (``evaluate.inference.Predictor``) running an exported network with ONNX Runtime.
+
+    ``predict(batch, resize_xy)``: batch (B, 3, Hp, Wp) float32 BGR/255, Hp and Wp multiples of 64 ->
+    (B, C, Hp/4, Wp/4) float32 torch tensor on the batch's device (``resize_xy`` is unused). The session's
+    providers decide where the network runs; the maps come back through host memory.
+    """
+
+    def __init__(self, session, metadata: OnnxMetadata | None = None, skeleton: Skeleton | None = None):
+        self.session = session
+        self.metadata = metadata  # what the export stored (load_onnx reads it); None when not read
+        self.skeleton = skeleton  # the model's: the layout of the maps this predictor returns
+        self._input = session.get_inputs()[0].name
+
+    @property
+    def providers(self) -> list[str]:
+        """The providers the session actually uses (CUDA is dropped when its libraries failed to load)."""
+        return self.session.get_providers()
+
+    def __call__(self, batch: torch.Tensor, resize_xy: tuple[float, float] = (1.0, 1.0)) -> torch.Tensor:
+        check_input_shape(tuple(batch.shape))
+        x = np.ascontiguousarray(batch.detach().to("cpu", torch.float32).numpy())
+        maps = self.session.run(None, {self._input: x})[0]
+        return torch.from_numpy(maps).to(batch.device)
+
+
+def open_session(path: str | Path, providers: Providers | None = None):
+    """An onnxruntime InferenceSession of ``path`` (CPU provider when ``providers`` is None); UserErrors name the
+    file."""
+    ort = import_onnxruntime()
+    path = Path(path)
+    if not path.is_file():
+        raise UserError(f"ONNX model {path} not found (write one with python -m evaluate.export_onnx)")
+    try:
+        return ort.InferenceSession(str(path), providers=providers or [CPU_PROVIDER])
+    except Exception as e:  # onnxruntime's own exception types (InvalidProtobuf, Fail, ...) share no useful base
+        detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UserError(f"ONNX Runtime cannot load {path} ({detail}); export it again") from None
+
+
+def read_metadata(session, source: str) -> OnnxMetadata:
+    """The config and skeleton an export stored in the model's metadata; UserError when they are missing."""
+    props = session.get_modelmeta().custom_metadata_map
+    if CONFIG_KEY not in props:
+        raise UserError(
+            f"{source} carries no SimplePose config in its metadata ({CONFIG_KEY}); export the checkpoint with "
+            f"python -m evaluate.export_onnx, which stores what evaluation needs"
+        )
+    config, skeleton = (_json_entry(props, key, source) for key in (CONFIG_KEY, SKELETON_KEY))
+    if not isinstance(config, dict) or not (skeleton is None or isinstance(skeleton, dict)):
+        raise UserError(f"{source}: the metadata {CONFIG_KEY} / {SKELETON_KEY} must be JSON objects; export it again")
+    return OnnxMetadata(config, skeleton)
+
+
+def _json_entry(props: dict[str, str], key: str, source: str):
+    if key not in props:
+        return None
+    try:
+        return json.loads(props[key])
+    except json.JSONDecodeError as e:
+        raise UserError(f"{source}: metadata {key} is not valid JSON ({e.msg}); export it again") from None
+
+
+def config_from_metadata(metadata: OnnxMetadata, source: str, overrides: list[str] | None = None) -> Config:
+    """The run's config stored in an export, with ``key=value`` overrides applied (e.g. ``eval.scales=[1.0]``)."""
+    try:
+        cfg = config_from_dict(metadata.config)
+    except ConfigError as e:
+        raise UserError(f"the config stored in {source} is invalid ({e}); export it again") from None
+    return with_overrides(cfg, parse_overrides(overrides), "override")
+
+
+def load_onnx(
+    path: str | Path, providers: Providers | None = None, overrides: list[str] | None = None
+) -> tuple[OnnxPredictor, Config]:
+    """(predictor running ``path`` with ONNX Runtime, the run's config from the file's metadata). The predictor's
+    ``skeleton`` is the model's (stored in the file; for exports without one, the config's ``data.skeleton``).
+
+    ``providers``: onnxruntime execution providers (``providers_for("cuda")``); None: the CPU. ``overrides``:
+    ``key=value`` config changes (the ``eval`` section is what inference reads). Feed the predictor CPU tensors:
+    ``multiscale_maps(image, cfg.eval, predict, torch.device("cpu"))``.
+    """
+    session = open_session(path, providers)
+    metadata = read_metadata(session, str(path))
+    cfg = config_from_metadata(metadata, str(path), overrides)
+    skeleton = Skeleton.from_dict(metadata.skeleton, str(path)) if metadata.skeleton else skeleton_of(cfg)
+    return OnnxPredictor(session, metadata, skeleton), cfg

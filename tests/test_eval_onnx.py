@@ -1,0 +1,137 @@
+"""ONNX end to end: the export (dynamic batch, height and width; the config in its metadata) and ONNX Runtime
+running it through the same multi-scale + flip path and decoder as PyTorch."""
+
+import sys
+
+import cv2
+import numpy as np
+import onnx
+import pytest
+import torch
+
+from config.loader import to_dict
+from evaluate import export_onnx, onnx_runner
+from evaluate.decode import decode_people
+from evaluate.inference import model_predictor, multiscale_maps
+from evaluate.model_loader import load_model
+from tests.helpers import COCO, tiny_model
+from utils.errors import UserError
+
+CPU = torch.device("cpu")
+# Real sample images: landscape, portrait and a smaller one (three padded input shapes per scale).
+IMAGES = ("000000129648.jpg", "000000145311.jpg", "000000489520.jpg")
+# Two scales with flip at a small box keep it fast (decoder thresholds: the defaults).
+AGREEMENT_EVAL = ["eval.scales=[1.0,1.5]", "eval.flip=true", "eval.boxsize=128"]
+
+
+@pytest.fixture(scope="module")
+def tiny_onnx(trained_tiny_ckpt, tmp_path_factory):
+    """``trained_tiny_ckpt`` exported with the agreement test's eval settings, traced at 64 x 128."""
+    out = tmp_path_factory.mktemp("onnx") / "tiny.onnx"
+    argv = ["--ckpt", str(trained_tiny_ckpt), "--out", str(out), "--input-size", "64x128", *AGREEMENT_EVAL]
+    assert export_onnx.main(argv) == 0
+    return out
+
+
+def test_export_has_dynamic_batch_height_and_width(tiny_ckpt, tmp_path, capsys):
+    out = tmp_path / "tiny.onnx"
+    assert export_onnx.main(["--ckpt", str(tiny_ckpt), "--out", str(out), "--input-size", "64x128"]) == 0
+    printed = capsys.readouterr().out
+    assert "onnxruntime matches PyTorch at (1, 3, 64, 128) and (2, 3, 128, 64)" in printed
+    graph = onnx.load(str(out)).graph
+    dims = lambda value: [d.dim_param or d.dim_value for d in value.type.tensor_type.shape.dim]  # noqa: E731
+    assert dims(graph.input[0]) == ["batch", 3, "height", "width"]
+    assert dims(graph.output[0]) == ["batch", 50, "rows", "cols"]
+    assert graph.output[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT
+
+    model = tiny_model()
+    inputs = [export_onnx.example_input(192, 64, batch=3, seed=2), export_onnx.example_input(64, 64, seed=3)]
+    expected = export_onnx.FinestOutput(model)(inputs[0])
+    assert expected.shape == (3, 50, 48, 16) and expected.abs().mean() > 1e-2  # a comparison worth making
+    diff = export_onnx.compare_with_onnxruntime(model, out, inputs)
+    assert diff is not None and diff < export_onnx.TOLERANCE
+    assert [p.name for p in tmp_path.iterdir()] == ["tiny.onnx"]  # written atomically, no leftovers
+
+    assert export_onnx.main(["--ckpt", str(tiny_ckpt), "--out", str(out), "--input-size", "50"]) == 2
+    assert "50x50" in capsys.readouterr().err
+    assert export_onnx.main(["--ckpt", str(tiny_ckpt), "--out", str(out), "--input-size", "64x64x64"]) == 2
+
+
+def test_square_example_is_checked_at_a_non_square_size():
+    sizes = [tuple(x.shape) for x in export_onnx.check_inputs(64, 64)]
+    assert sizes == [(1, 3, 64, 64), (2, 3, 64, 128)]
+
+
+def test_the_onnx_file_alone_rebuilds_the_config(trained_tiny_ckpt, tiny_onnx, tmp_path):
+    predict, cfg = onnx_runner.load_onnx(tiny_onnx)
+    _, expected = load_model(str(trained_tiny_ckpt), None, AGREEMENT_EVAL, CPU)
+    assert to_dict(cfg) == to_dict(expected) and cfg.eval.scales == [1.0, 1.5]
+    assert predict.skeleton == COCO and predict.providers == ["CPUExecutionProvider"]
+    _, changed = onnx_runner.load_onnx(tiny_onnx, overrides=["eval.flip=false"])
+    assert changed.eval.flip is False and cfg.eval.flip is True
+
+    # the model's skeleton definition travels in the metadata; an export without one falls back to data.skeleton
+    out = tmp_path / "without_skeleton.onnx"
+    export_onnx.export_onnx(tiny_model(), out, (64, 64), metadata=export_onnx.export_metadata(cfg))
+    predict, _ = onnx_runner.load_onnx(out)
+    assert predict.metadata.skeleton is None and predict.skeleton == COCO
+
+
+def test_onnx_and_pytorch_find_the_same_people_on_real_images(trained_tiny_ckpt, tiny_onnx, coco_sample_images):
+    """Multi-scale + flip through ``multiscale_maps`` and ``decode_people`` with each predictor: the same people,
+    keypoints within 1 px."""
+    onnx_predict, cfg = onnx_runner.load_onnx(tiny_onnx)
+    model, _ = load_model(str(trained_tiny_ckpt), None, AGREEMENT_EVAL, CPU)
+    torch_predict = model_predictor(model)
+    total = 0
+    for name in IMAGES:
+        image = cv2.imread(str(coco_sample_images / name), cv2.IMREAD_COLOR | cv2.IMREAD_IGNORE_ORIENTATION)
+        skeleton = onnx_predict.skeleton
+        onnx_maps, scale = multiscale_maps(image, cfg.eval, onnx_predict, CPU, skeleton=skeleton)
+        torch_maps, _ = multiscale_maps(image, cfg.eval, torch_predict, CPU, skeleton=model.skeleton)
+        assert np.abs(onnx_maps - torch_maps).max() < 1e-4
+        got = decode_people(onnx_maps, cfg.eval, scale, skeleton=skeleton)
+        want = decode_people(torch_maps, cfg.eval, scale, skeleton=model.skeleton)
+        assert len(got) == len(want), name
+        found = want.keypoints[..., 2] > 0
+        assert np.array_equal(got.keypoints[..., 2] > 0, found), name
+        assert np.abs(got.keypoints[..., :2] - want.keypoints[..., :2])[found].max(initial=0.0) <= 1.0, name
+        np.testing.assert_allclose(got.scores, want.scores, atol=1e-4)
+        total += int(found.sum())
+    assert total >= 20  # people with keypoints were compared, not empty lists
+
+
+def test_onnx_predictor_refuses_sizes_the_network_cannot_take(tiny_onnx):
+    predict, _ = onnx_runner.load_onnx(tiny_onnx)
+    assert predict(torch.zeros(2, 3, 64, 192), (1.0, 1.0)).shape == (2, 50, 16, 48)
+    with pytest.raises(UserError, match="multiples of 64"):
+        predict(torch.zeros(1, 3, 64, 100), (1.0, 1.0))
+
+
+def test_bad_onnx_files_give_clean_errors(tmp_path):
+    with pytest.raises(UserError, match="none.onnx not found"):
+        onnx_runner.load_onnx(tmp_path / "none.onnx")
+    garbage = tmp_path / "garbage.onnx"
+    garbage.write_bytes(b"not a model")
+    with pytest.raises(UserError, match="cannot load .*garbage.onnx"):
+        onnx_runner.load_onnx(garbage)
+    bare = tmp_path / "bare.onnx"
+    export_onnx.export_onnx(tiny_model(), bare, (64, 64))  # no metadata
+    with pytest.raises(UserError, match=f"bare.onnx carries no SimplePose config .*{onnx_runner.CONFIG_KEY}"):
+        onnx_runner.load_onnx(bare)
+
+
+def test_missing_onnxruntime_and_unknown_devices_give_clean_errors(monkeypatch):
+    available = onnx_runner.import_onnxruntime().get_available_providers()
+    assert onnx_runner.providers_for("cpu") == ["CPUExecutionProvider"]
+    if "CUDAExecutionProvider" in available:
+        assert onnx_runner.providers_for("cuda:1")[0] == ("CUDAExecutionProvider", {"device_id": 1})
+    else:
+        assert onnx_runner.providers_for("auto") == ["CPUExecutionProvider"]
+        with pytest.raises(UserError, match="no CUDA provider"):
+            onnx_runner.providers_for("cuda")
+    with pytest.raises(UserError, match="cpu, cuda, cuda:N or auto"):
+        onnx_runner.providers_for("tpu")
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import fails as when it is not installed
+    with pytest.raises(UserError, match="pip install onnxruntime"):
+        onnx_runner.load_onnx("any.onnx")

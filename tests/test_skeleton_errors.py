@@ -1,0 +1,119 @@
+"""Bad skeleton files and input that does not fit the skeleton: each is a clean UserError that names the file, the
+entry and what to do."""
+
+import copy
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from config.loader import load_config
+from config.skeleton import Skeleton, load_skeleton, resolve_skeleton_path
+from utils.errors import UserError
+from utils.paths import REPO_ROOT
+
+# A small non-human chain of 6 keypoints: head - withers - hip - tail, with a left and a right paw at the withers.
+CHAIN = {
+    "name": "chain",
+    "dataset_keypoints": ["head", "withers", "left_paw", "right_paw", "hip", "tail"],
+    "limbs": [["withers", "head"], ["withers", "left_paw"], ["withers", "right_paw"], ["withers", "hip"],
+              ["hip", "tail"], ["left_paw", "right_paw"]],  # fmt: skip
+    "flip_pairs": [["left_paw", "right_paw"]],
+    "sigmas": {"head": 0.05, "withers": 0.06, "left_paw": 0.04, "right_paw": 0.04, "hip": 0.07, "tail": 0.05},
+}
+
+
+def write(tmp_path, data, name="chain.yaml"):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def changed(**entries):
+    data = copy.deepcopy(CHAIN)
+    for key, value in entries.items():
+        if value is None:
+            data.pop(key)
+        else:
+            data[key] = value
+    return data
+
+
+def test_the_chain_loads_with_its_layout(tmp_path):
+    chain = load_skeleton(write(tmp_path, CHAIN))
+    assert (chain.num_dataset_keypoints, chain.num_keypoints, chain.num_limbs, chain.num_channels) == (6, 6, 6, 14)
+    assert chain.keypoints == chain.dataset_keypoints and chain.internal_to_dataset == tuple(range(6))
+    assert chain.keypoint_flip == (0, 1, 3, 2, 4, 5) and chain.limb_flip == (0, 2, 1, 3, 4, 5)
+    assert chain.channel_flip[6:] == (6, 7, 9, 8, 10, 11, 12, 13)
+    assert chain.draw_edges == tuple(chain.limbs) and len(chain.colors_bgr) == 6  # defaults: every limb, hue circle
+    assert Skeleton.from_dict(chain.to_dict()) == chain
+
+
+BAD_SKELETONS = {
+    "limb naming an unknown keypoint": (
+        changed(limbs=[*CHAIN["limbs"], ["hip", "hind_paw"]]), ["limbs[6]", "'hind_paw'", "use one of"]),
+    "flip pair that is not symmetric": (
+        changed(flip_pairs=[["left_paw", "right_paw"], ["head", "tail"]]),
+        ["limbs[0]", "mirrors to [withers, tail]", "not left/right symmetric", "add the mirrored limb"]),
+    "flip pair naming an unknown keypoint": (
+        changed(flip_pairs=[["left_paw", "right_foot"]]), ["flip_pairs[0]", "'right_foot'"]),
+    "keypoint in two flip pairs": (
+        changed(flip_pairs=[["left_paw", "right_paw"], ["right_paw", "head"]]),
+        ["flip_pairs[1]", "'right_paw' is already in flip_pairs[0]"]),
+    "keypoint no limb reaches": (
+        changed(limbs=CHAIN["limbs"][:4] + [CHAIN["limbs"][5]]),
+        ["'tail' is in no limb", "decoder could never attach it", "add a limb"]),
+    "keypoints split into two groups": (
+        changed(limbs=[["withers", "head"], ["withers", "left_paw"], ["withers", "right_paw"], ["hip", "tail"]]),
+        ["['hip', 'tail'] are not joined", "split every person", "add a limb between"]),
+    "derived keypoint naming an unknown keypoint": (
+        changed(derived={"middle": {"midpoint": ["withers", "rump"]}}), ["derived keypoint 'middle'", "'rump'"]),
+    "duplicate keypoint name": (
+        changed(dataset_keypoints=["head", "withers", "left_paw", "right_paw", "hip", "head"]),
+        ["'dataset_keypoints' names 'head' twice"]),
+    "sigma missing": (changed(sigmas={k: v for k, v in CHAIN["sigmas"].items() if k != "tail"}), ["lacks ['tail']"]),
+    "sigma of an unknown keypoint": (
+        changed(sigmas={**CHAIN["sigmas"], "mane": 0.05}), ["not dataset keypoints: ['mane']"]),
+    "no sigmas": (changed(sigmas=None), ["no 'sigmas' entry"]),
+    "misspelt entry": ({**CHAIN, "limb": []}, ["unknown entries ['limb']"]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", BAD_SKELETONS, ids=list(BAD_SKELETONS))
+def test_bad_skeleton_files_are_clean_errors(tmp_path, case):
+    data, words = BAD_SKELETONS[case]
+    path = write(tmp_path, data)
+    with pytest.raises(UserError) as e:
+        load_skeleton(path)
+    message = str(e.value)
+    for word in [str(path.resolve()), "docs/design.md#skeleton-files", *words]:
+        assert word in message, message
+
+
+def test_missing_or_broken_skeleton_files_are_clean_errors(tmp_path):
+    with pytest.raises(UserError, match="no file .*give a name in config/skeletons/ \\(.*coco"):
+        resolve_skeleton_path("horse")
+    (tmp_path / "broken.yaml").write_text("limbs: [[a, b]\n")
+    with pytest.raises(UserError, match="broken.yaml is not valid YAML"):
+        load_skeleton(tmp_path / "broken.yaml")
+    cfg = load_config(None, [f"data.skeleton={tmp_path / 'absent.yaml'}"])  # named, read only when used
+    with pytest.raises(UserError, match="absent.yaml"):
+        load_skeleton(cfg.data.skeleton)
+
+
+def test_an_annotation_of_another_keypoint_count_names_the_file_and_the_annotation(
+    tmp_path, coco_sample_annotations, coco_sample_images
+):
+    """The real converter command, given the real COCO sample (17 keypoints each) and the 6-keypoint chain."""
+    skeleton = write(tmp_path, CHAIN)
+    first = json.loads(coco_sample_annotations.read_text())["annotations"][0]["id"]
+    cmd = [sys.executable, "-m", "data.coco_to_hdf5", "--images", str(coco_sample_images), "--annotations",
+           str(coco_sample_annotations), "--out", str(tmp_path / "out.h5"), "--skeleton", str(skeleton)]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    for word in (str(coco_sample_annotations), f"(id {first})", "holds 17 keypoints", "skeleton 'chain' has 6",
+                 "--skeleton"):  # fmt: skip
+        assert word in proc.stderr, proc.stderr
+    assert not (tmp_path / "out.h5").exists()

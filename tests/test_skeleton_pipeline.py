@@ -1,0 +1,159 @@
+"""A skeleton other than COCO's through every stage: the real COCO sample reduced to 6 keypoints (shoulders, hips,
+knees) plus a derived neck, converted, loaded, decoded from its ground truth, trained, saved with its skeleton and
+evaluated from the checkpoint alone."""
+
+from __future__ import annotations
+
+import json
+
+import h5py
+import numpy as np
+import pytest
+import torch
+import yaml
+
+from config.loader import load_config, to_dict
+from config.skeleton import Skeleton, load_skeleton
+from data.coco_to_hdf5 import Source, convert
+from data.dataset import SimplePoseDataset
+from engine.checkpoint import load_checkpoint
+from engine.resume import check_same_skeleton
+from engine.trainer import Trainer
+from evaluate import coco_eval
+from evaluate.coco_eval import evaluate_oracle
+from evaluate.model_loader import load_model
+from models import PoseNet
+from tests.helpers import tiny_cfg
+from utils.errors import UserError
+from utils.paths import TINY_PRESET
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+COCO = load_skeleton("coco")
+KEPT = ["left_shoulder", "right_shoulder", "left_hip", "right_hip", "left_knee", "right_knee"]
+TORSO = {
+    "name": "torso",
+    "dataset_keypoints": KEPT,
+    "derived": {"neck": {"midpoint": ["left_shoulder", "right_shoulder"]}},
+    "keypoints": ["neck", *KEPT],
+    "limbs": [["neck", "left_shoulder"], ["neck", "right_shoulder"], ["left_shoulder", "left_hip"],
+              ["right_shoulder", "right_hip"], ["left_hip", "left_knee"], ["right_hip", "right_knee"],
+              ["left_hip", "right_hip"]],  # fmt: skip
+    "flip_pairs": [["left_shoulder", "right_shoulder"], ["left_hip", "right_hip"], ["left_knee", "right_knee"]],
+    "sigmas": {n: COCO.sigmas[COCO.dataset_keypoints.index(n)] for n in KEPT},
+}
+
+
+@pytest.fixture(scope="module")
+def torso(tmp_path_factory, coco_sample_annotations):
+    """(skeleton file, annotation file): the real COCO sample's people with only the 6 kept keypoints."""
+    root = tmp_path_factory.mktemp("torso")
+    skeleton = root / "torso.yaml"
+    skeleton.write_text(yaml.safe_dump(TORSO, sort_keys=False))
+    data = json.loads(coco_sample_annotations.read_text())
+    columns = [COCO.dataset_keypoints.index(n) for n in KEPT]
+    for ann in data["annotations"]:
+        kp = np.asarray(ann["keypoints"], np.float64).reshape(-1, 3)[columns]
+        ann["keypoints"], ann["num_keypoints"] = kp.ravel().tolist(), int((kp[:, 2] > 0).sum())
+    for cat in data["categories"]:
+        cat["keypoints"], cat["skeleton"] = KEPT, []
+    annotations = root / "torso.json"
+    annotations.write_text(json.dumps(data))
+    return skeleton, annotations
+
+
+@pytest.fixture(scope="module")
+def torso_h5(torso, coco_sample_images, tmp_path_factory):
+    out = tmp_path_factory.mktemp("torso_h5") / "torso64.h5"
+    convert([Source(coco_sample_images, torso[1])], out, input_size=64, progress=False, skeleton=str(torso[0]))
+    return out
+
+
+def test_the_file_stores_the_skeleton_and_the_dataset_draws_its_channels(torso, torso_h5):
+    skeleton = load_skeleton(torso[0])
+    assert (skeleton.num_keypoints, skeleton.num_limbs, skeleton.num_channels) == (7, 7, 16)
+    with h5py.File(torso_h5, "r") as f:
+        settings = json.loads(f.attrs["settings"])
+        assert f["people/keypoints"].shape[1:] == (6, 3)
+    assert Skeleton.from_dict(settings["skeleton"]) == skeleton and settings["skeleton_file"] == str(torso[0])
+    ds = SimplePoseDataset(torso_h5, tiny_cfg(torso_h5, "unused", f"data.skeleton={torso[0]}"), train=True)
+    assert len(ds) > 0 and ds.keypoints.shape[1:] == (7, 3)
+    neck, ls, rs = (skeleton.index(n) for n in ("neck", "left_shoulder", "right_shoulder"))
+    both = (ds.keypoints[:, [ls, rs], 2] < 2).all(1)
+    np.testing.assert_array_equal(ds.keypoints[both, neck, :2], ds.keypoints[both][:, [ls, rs], :2].mean(1))
+    targets = ds[0]["targets"]
+    assert [tuple(t.shape) for t in targets][:2] == [(16, 16, 16), (16, 8, 8)]
+    assert targets[0][skeleton.keypoint_channels].amax() > 0.5 and targets[0][skeleton.limb_channels].amax() > 0.5
+
+
+def test_a_file_of_another_skeleton_is_refused(torso, torso_h5, sample_h5_64):
+    with pytest.raises(UserError) as e:
+        SimplePoseDataset(torso_h5, tiny_cfg(torso_h5, "unused"), train=True)
+    for word in ("converted for skeleton 'torso' (6 keypoints", "this run uses 'coco'", f"data.skeleton={torso[0]}",
+                 "--skeleton coco"):  # fmt: skip
+        assert word in str(e.value), str(e.value)
+    with pytest.raises(UserError, match="converted for skeleton 'coco' \\(17 keypoints.*--skeleton "):
+        SimplePoseDataset(sample_h5_64, tiny_cfg(sample_h5_64, "unused", f"data.skeleton={torso[0]}"), train=True)
+
+
+def test_oracle_decodes_the_ground_truth_of_the_other_skeleton(torso, coco_sample_images, tmp_path):
+    cfg = load_config(None, [f"data.skeleton={torso[0]}", "eval.scales=[1.0]"])
+    stats, _ = evaluate_oracle(coco_sample_images, torso[1], cfg, tmp_path / "oracle.json", progress=False)
+    results = json.loads((tmp_path / "oracle.json").read_text())
+    assert results and all(len(r["keypoints"]) == 18 for r in results)  # 6 dataset keypoints, no neck
+    assert stats["AP"] >= 0.9, stats
+
+
+def test_the_checkpoint_carries_the_skeleton_and_evaluation_needs_nothing_else(
+    torso, torso_h5, coco_sample_images, tmp_path, capsys
+):
+    own = tmp_path / "own_torso.yaml"  # deleted before evaluating
+    own.write_text(torso[0].read_text())
+    run = tmp_path / "run"
+    Trainer(tiny_cfg(torso_h5, run, f"data.skeleton={own}", "train.max_steps_per_epoch=2")).fit()
+    ckpt = load_checkpoint(run / "last.pt")
+    assert ckpt["skeleton"] == load_skeleton(own).to_dict() and ckpt["model"]["heads.0.0.predict.bias"].shape == (16,)
+    own.unlink()
+    model, cfg = load_model(str(run / "last.pt"), None, [], torch.device("cpu"))
+    assert model.skeleton == load_skeleton(torso[0]) and cfg.data.skeleton == str(own)
+    out = tmp_path / "results.json"
+    args = ["--ckpt", str(run / "last.pt"), "--images", str(coco_sample_images), "--annotations", str(torso[1])]
+    rc = coco_eval.main([*args, "--scales", "1", "--out", str(out), "eval.max_images=3", "eval.boxsize=64"])
+    assert rc == 0, capsys.readouterr().err
+    assert "AP " in capsys.readouterr().out
+    assert all(len(r["keypoints"]) == 18 for r in json.loads(out.read_text()))  # in the dataset's 6-keypoint order
+
+
+def test_evaluation_refuses_a_checkpoint_of_another_skeleton_without_it(torso, tmp_path):
+    cfg = tiny_cfg("unused", "unused", f"data.skeleton={torso[0]}")
+    skeleton = load_skeleton(torso[0])
+    model = PoseNet(cfg.model, skeleton)
+    bare = tmp_path / "bare.pt"
+    torch.save(model.state_dict(), bare)
+    with pytest.raises(UserError) as e:
+        load_model(str(bare), None, [], torch.device("cpu"))
+    for word in (str(bare), "predicts 16 channels", "'coco'", "needs 50", "carries none", "data.skeleton="):
+        assert word in str(e.value), str(e.value)
+    rebuilt, _ = load_model(str(bare), None, [f"data.skeleton={torso[0]}"], torch.device("cpu"))
+    assert rebuilt.skeleton == skeleton
+    full = tmp_path / "full.pt"
+    torch.save({"model": model.state_dict(), "config": to_dict(cfg), "skeleton": skeleton.to_dict()}, full)
+    with pytest.raises(UserError, match="trained for skeleton 'torso'.*config names data.skeleton=coco.*leave"):
+        load_model(str(full), str(TINY_PRESET), [], torch.device("cpu"))
+
+
+def test_resuming_with_another_skeleton_is_refused(torso, tmp_path):
+    torso_skeleton, path = load_skeleton(torso[0]), tmp_path / "last.pt"
+    check_same_skeleton({"skeleton": torso_skeleton.to_dict()}, torso_skeleton, path)
+    check_same_skeleton({}, COCO, path)  # saved before checkpoints carried a skeleton: COCO's
+    with pytest.raises(UserError, match="trained for skeleton 'torso'.*this run uses 'coco'.*train.init_weights="):
+        check_same_skeleton({"skeleton": torso_skeleton.to_dict()}, COCO, path)
+    with pytest.raises(UserError, match="'coco' \\(saved before checkpoints carried one\\).*this run uses 'torso'"):
+        check_same_skeleton({}, torso_skeleton, path)
+
+
+def test_evaluating_annotations_of_another_keypoint_count_names_the_file_and_the_annotation(torso):
+    first = json.loads(torso[1].read_text())["annotations"][0]["id"]
+    with pytest.raises(UserError) as e:
+        coco_eval.load_coco(torso[1], COCO)
+    for word in (str(torso[1]), f"annotation id {first}", "holds 18 numbers", "'coco'", "needs 51", "data.skeleton="):
+        assert word in str(e.value), str(e.value)
