@@ -115,18 +115,19 @@ def sampled_window_mean(
     """
     h, w = heat.shape[1:]
     off = np.arange(-radius, radius + 1, dtype=np.float64)
+    n, m = k.size, 4 * off.size
     xs = np.clip(x[:, None] + off * step[0], 0, w - 1)  # (N, 2r+1)
     ys = np.clip(y[:, None] + off * step[1], 0, h - 1)
     left, top = np.floor(xs).astype(np.int64), np.floor(ys).astype(np.int64)
-    wx, wy = cubic_weights(xs - left), cubic_weights(ys - top)  # 4 taps at offsets -1, 0, 1, 2, each (N, 2r+1)
-    kk = k[:, None, None]
-    total = np.zeros((k.size, off.size, off.size))
-    for ty, row_weight in zip(range(-1, 3), wy):
-        rows = np.clip(top + ty, 0, h - 1)[:, :, None]
-        for tx, col_weight in zip(range(-1, 3), wx):
-            cols = np.clip(left + tx, 0, w - 1)[:, None, :]
-            total += heat[kk, rows, cols] * (row_weight[:, :, None] * col_weight[:, None, :])
-    return total.mean((1, 2))
+    # the mean is separable: sum over rows and columns of (row weight) x map x (column weight), where each of the
+    # 4 (2r+1) rows (columns) is a sample's tap at offset -1, 0, 1 or 2 from its floor; one gather for all of them
+    taps = np.arange(-1, 3)
+    rows = np.clip(top[:, :, None] + taps, 0, h - 1).reshape(n, m)  # (N, M), M = 4 (2r+1)
+    cols = np.clip(left[:, :, None] + taps, 0, w - 1).reshape(n, m)
+    row_weights = np.stack(cubic_weights(ys - top), -1).reshape(n, 1, m)
+    col_weights = np.stack(cubic_weights(xs - left), -1).reshape(n, m, 1)
+    patch = heat[k[:, None, None], rows[:, :, None], cols[:, None, :]]  # (N, M, M); heat may be a strided view
+    return (row_weights @ patch @ col_weights)[:, 0, 0] / off.size**2
 
 
 def _axis_vertex(heat, k, y, x, dy: int, dx: int, size: int) -> np.ndarray:
