@@ -138,7 +138,7 @@ def assemble_people(
     rows = [people.slots[p] for p in keep]
     totals = [people.total[p] for p in keep]
     if params.min_parts <= 1:
-        # keypoints no accepted limb reached become one-keypoint people (ranked last: 1 - 1/score < 0)
+        # keypoints no accepted limb reached become one-keypoint people (ranked last: ``person_scores``)
         for peak in np.flatnonzero(np.asarray(people.owner) == EMPTY).tolist():
             if scores[peak] >= params.min_mean_score:
                 row = [EMPTY] * num_parts
