@@ -107,7 +107,7 @@ def decode_people(
         cfg.refine_mode,
         cfg.max_peaks,
     )
-    if len(peaks) < 2:
+    if len(peaks) == 0:
         return People.empty(skeleton.num_dataset_keypoints)
     image_height = maps.shape[1] * sy
     limb_maps = maps[skeleton.limb_channels]
