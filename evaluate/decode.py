@@ -110,7 +110,7 @@ def decode_people(
         cfg.max_peaks,
         (input_px / sx, input_px / sy),
     )
-    if len(peaks) < 2:
+    if len(peaks) == 0:
         return People.empty(skeleton.num_dataset_keypoints)
     limb_maps = maps[skeleton.limb_channels]
     connections = find_connections(limb_maps, peaks, part, cfg, (sx, sy), image_height, skeleton)

@@ -193,6 +193,18 @@ def test_empty_and_tiny_maps_give_no_people():
         decode_people(np.zeros((20, 10, 10), np.float32), EvalConfig(), skeleton=COCO)
 
 
+def test_a_lone_keypoint_is_a_one_keypoint_person():
+    # a person of whom only the left wrist is labelled: one peak in the whole image, no limb to score
+    truth = np.zeros((18, 3))
+    truth[:, 2] = 2
+    wrist = COCO.keypoints.index("left_wrist")
+    truth[wrist] = (150.0, 120.0, 1)
+    decoded = decode_drawn([truth])
+    assert len(decoded) == 1
+    assert_found(decoded, truth)
+    assert len(decode_drawn([truth], min_parts=2)) == 0
+
+
 def test_flat_maps_are_capped_to_the_strongest_peaks():
     heat = np.ones((2, 30, 40), np.float32)
     heat[0, 5, 7] = 2.0
