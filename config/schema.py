@@ -211,7 +211,7 @@ class EvalConfig:
     # the decoding grid and the image size). Chosen by measurement: docs/benchmarks.md#decoder-settings
     peak_score: Literal["window_mean", "peak", "input_window"] = "input_window"
     # rows of the grid the scales are averaged and decoded on; 0: the image's own size (original).
-    # 192 decodes ~7x faster than a 640x427 image; with quadratic refinement it loses 0.004 oracle AP and no AP
+    # 192 decodes ~7x faster than a 640x427 image; with quadratic refinement it loses 0.005 oracle AP and no AP
     # on a trained model's maps (docs/benchmarks.md#decoder-settings).
     # Original decoder: decode_height=0 refine_mode=centroid refine_xy_swap_bug=true min_parts=2
     # peak_score=window_mean max_peaks=0
