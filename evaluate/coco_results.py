@@ -14,8 +14,9 @@ from data.coco_annotations import PERSON_CATEGORY
 from evaluate.decode import People
 
 
-def coco_results(image_ids: list[int], people: list[People]) -> list[dict]:
-    """The COCO keypoint results list: one entry per person, sorted by image id then descending score.
+def coco_results(image_ids: list[int], people: list[People], category_id: int = PERSON_CATEGORY) -> list[dict]:
+    """The COCO keypoint results list: one entry per person (of category ``category_id``, the annotations' keypoint
+    category), sorted by image id then descending score.
 
     Keypoint v is 1 where a keypoint was found and 0 otherwise (with x = y = 0). Floats are rounded
     (coordinates to 0.01 px, scores to 1e-6) so that the file is reproducible byte for byte.
@@ -28,7 +29,7 @@ def coco_results(image_ids: list[int], people: list[People]) -> list[dict]:
             flat = np.column_stack([xy, found.astype(np.float64)]).ravel()
             entry = {
                 "image_id": int(image_id),
-                "category_id": PERSON_CATEGORY,
+                "category_id": category_id,
                 "keypoints": [round(float(v), 2) for v in flat],
                 "score": round(float(score), 6),
             }
