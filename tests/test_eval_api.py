@@ -3,6 +3,7 @@ of mixed sizes, eval overrides checked as the config checks them, bad images, CO
 coco_eval's. The demo built on it: tests/test_eval_demo.py; from_onnx: tests/test_eval_onnx.py."""
 
 import math
+import runpy
 
 import cv2
 import numpy as np
@@ -47,13 +48,16 @@ def check_person_format(person: Person, estimator: PoseEstimator, image_hw: tupl
     return int(found.sum())
 
 
-def test_readme_python_example_runs_on_a_real_image(trained_tiny_ckpt, coco_sample_images, one_thread, capsys):
+def test_readme_python_example_runs_on_a_real_image(
+    trained_tiny_ckpt, coco_sample_images, tmp_path, one_thread, capsys
+):
     code = readme_python_example()
     assert '"runs/quickstart/best.pt"' in code and '"photo.jpg"' in code  # what the test swaps for real files
     code = code.replace('"runs/quickstart/best.pt"', repr(str(trained_tiny_ckpt)))
     code = code.replace('"photo.jpg"', repr(str(coco_sample_images / IMAGE)))
-    namespace: dict = {}
-    exec(compile(code, "README.md: Use in Python", "exec"), namespace)
+    script = tmp_path / "readme_example.py"  # run as a user runs it: saved as a script
+    script.write_text(code)
+    namespace = runpy.run_path(str(script))
     printed = capsys.readouterr().out
 
     estimator = namespace["estimator"]
