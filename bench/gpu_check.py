@@ -20,6 +20,7 @@ Without a CUDA GPU it says so and exits 0.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import os
 import platform
@@ -34,7 +35,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from bench.data_pipeline import loader_rate
@@ -45,13 +45,12 @@ from data.coco_to_hdf5 import Source, convert
 from data.dataset import SimplePoseDataset
 from data.synthetic import generate
 from evaluate.coco_eval import read_image
-from evaluate.demo import estimate
-from evaluate.inference import model_predictor
+from evaluate.predictor import PoseEstimator, Timing
 from models import build_model
 from models.summary import macs_and_shapes
 from utils.errors import UserError, cli_main
 from utils.paths import COCO_SAMPLE_ANNOTATIONS, PAPER_PRESET, REPO_ROOT, coco_sample_dir
-from utils.precision import Precision, precision_for
+from utils.precision import Precision
 
 SECTIONS = ("tests", "train", "data", "eval")
 # Dense (no sparsity) bf16/fp16 tensor-core peak at boost clock, TFLOP/s, from NVIDIA's datasheets; the first
@@ -300,18 +299,20 @@ def section_eval(rig: Rig, report: Report) -> None:
         "(python -m bench.grouping times it on ground-truth maps)"
     )
     for amp in ("off", "bf16"):
-        predict = model_predictor(model, precision_for(amp, rig.device, "eval.amp"))
-        estimate(images[0], cfg, predict, rig.device, model.skeleton)
-        times = np.array([estimate(im, cfg, predict, rig.device, model.skeleton)[1:] for im in images[1:] or images])
-        net, dec = times.mean(0) * 1000
-        rate = len(times) / times.sum()
+        estimator = PoseEstimator.from_model(model, dataclasses.replace(cfg.eval, amp=amp), rig.device)
+        estimator(images[0])
+        estimator.total_timing = times = Timing()  # the warm-up left out
+        for im in images[1:] or images:  # one image per call, as a user's loop would run
+            estimator(im)
+        net, dec = times.network_s / times.images * 1000, times.decoding_s / times.images * 1000
+        rate = times.images_per_s
         label = "float32" if amp == "off" else amp
         say(f"  eval.amp={amp:<4} ({label}): {rate:6.2f} images/s; per image: network {net:7.1f} ms (resize, forward, "
             f"flip fusion, scale averaging), decoding {dec:6.1f} ms (peaks, limbs, assembly)")  # fmt: skip
         report.row(
             f"evaluation, {len(cfg.eval.scales)} scales + flip, {label}",
             f"{rate:.2f} images/s",
-            f"network {net:.0f} ms + decoding {dec:.0f} ms per image, {len(times)} images, random weights",
+            f"network {net:.0f} ms + decoding {dec:.0f} ms per image, {times.images} images, random weights",
         )
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
-import json
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
@@ -33,16 +32,16 @@ from config.loader import add_config_arguments, load_config
 from config.schema import OUTPUT_STRIDE, Config
 from config.skeleton import Skeleton, skeleton_of
 from data.coco_annotations import PERSON_CATEGORY
-from evaluate.decode import People, decode_people
+from evaluate.coco_results import coco_results, results_text, sort_results
+from evaluate.decode import People
 from evaluate.image_list import folder_image_list, image_info_list
-from evaluate.inference import Predictor, model_predictor, multiscale_maps_batch
+from evaluate.inference import Predictor
 from evaluate.model_loader import load_model
 from evaluate.oracle import oracle_for
-from models.weights import unwrap
+from evaluate.predictor import PoseEstimator
 from utils import distributed as dist
 from utils.errors import UserError, cli_main
 from utils.io import atomic_write_text, check_writable
-from utils.precision import precision_for
 from utils.safe_paths import safe_image_path
 from utils.watchdog import beat
 
@@ -102,39 +101,6 @@ def read_image(path: Path) -> np.ndarray:
     return image
 
 
-def coco_results(image_ids: list[int], people: list[People]) -> list[dict]:
-    """The COCO keypoint results list: one entry per person, sorted by image id then descending score.
-
-    Keypoint v is 1 where a keypoint was found and 0 otherwise (with x = y = 0). Floats are rounded
-    (coordinates to 0.01 px, scores to 1e-6) so that the file is reproducible byte for byte.
-    """
-    out = []
-    for image_id, p in zip(image_ids, people):
-        for kp, score in zip(p.keypoints, p.scores):
-            found = kp[:, 2] > 0
-            flat = np.stack([kp[:, 0], kp[:, 1], found.astype(np.float64)], 1).ravel()
-            entry = {
-                "image_id": int(image_id),
-                "category_id": PERSON_CATEGORY,
-                "keypoints": [round(float(v), 2) for v in flat],
-                "score": round(float(score), 6),
-            }
-            out.append(entry)
-    return sort_results(out)
-
-
-def sort_results(results) -> list[dict]:
-    """The one result order: image id, then descending score (then keypoints, to break ties)."""
-    return sorted(results, key=lambda r: (r["image_id"], -r["score"], r["keypoints"]))
-
-
-def results_text(results: list[dict]) -> str:
-    """The results list as JSON text, one person per line."""
-    if not results:
-        return "[]\n"
-    return "[\n" + ",\n".join(json.dumps(r, separators=(",", ":")) for r in results) + "\n]\n"
-
-
 def coco_keypoint_stats(
     coco, results: list[dict], image_ids: list[int], sigmas: Sequence[float] | None = None
 ) -> tuple[dict[str, float], str]:
@@ -163,36 +129,34 @@ def coco_keypoint_stats(
     return stats, summary.getvalue()
 
 
+NetworkFor = Callable[[list[int]], Predictor]  # the network of a batch of image ids (the oracle's per image)
+
+
 def predict_people(
     image_list: Mapping[int, dict],
     image_ids: list[int],
     images_dir: Path,
-    cfg: Config,
-    device: torch.device,
-    predictor_for: Callable[[list[int]], Predictor],
-    batch_size: int = 1,
+    estimator: PoseEstimator,
     progress: bool = True,
-    *,
-    skeleton: Skeleton,
+    network_for: NetworkFor | None = None,
 ) -> dict[int, People]:
-    """Run the test-time path on this rank's images, ``batch_size`` images of one size per forward.
+    """Run ``estimator`` on this rank's images, up to ``eval.batch_size`` images of one size per forward.
 
     ``image_list``: {image id: {"file_name"[, "height", "width"]}} (pycocotools' ``coco.imgs`` or
-    evaluate/image_list.py). ``predictor_for(image_ids)`` supplies the predictor of a batch, whose maps are in
-    ``skeleton``'s layout. Images are visited grouped by size (when the list gives sizes) so that batches fill up;
-    returns {image id: people}.
+    evaluate/image_list.py). ``network_for(image_ids)``: a network per image (one per batch), used instead of the
+    estimator's own (the oracle's maps). Images are visited grouped by size (when the list gives sizes) so that
+    batches fill up; returns {image id: people}.
     """
     size = lambda i: (image_list[i].get("height", 0), image_list[i].get("width", 0))  # noqa: E731
     order = sorted(image_ids, key=size)
+    batch_size = 1 if network_for is not None else estimator.cfg.batch_size
     out: dict[int, People] = {}
     pending: list[tuple[int, np.ndarray]] = []
 
     def flush() -> None:
         ids, images = [i for i, _ in pending], [im for _, im in pending]
-        predict = predictor_for(ids)
-        results = multiscale_maps_batch(images, cfg.eval, predict, device, OUTPUT_STRIDE, skeleton=skeleton)
-        for image_id, (maps, scale) in zip(ids, results):
-            out[image_id] = decode_people(maps, cfg.eval, scale, skeleton=skeleton)
+        network = network_for(ids) if network_for is not None else None
+        out.update(zip(ids, estimator.people(images, network)))
         bar.update(len(pending))
         beat("validation", f"image {len(out)} of {len(order)} of this process")
         pending.clear()
@@ -212,21 +176,17 @@ def predict_people(
 def evaluate_images(
     images_dir: str | Path,
     annotations: str | Path,
-    cfg: Config,
-    device: torch.device,
-    predictor_for: Callable[[list[int]], Predictor],
+    estimator: PoseEstimator,
     out_json: str | Path | None = None,
     progress: bool = True,
-    batch_size: int = 1,
-    *,
-    skeleton: Skeleton,
+    network_for: NetworkFor | None = None,
 ) -> tuple[dict[str, float], str]:
-    """Shard, predict, gather, evaluate (OKS with ``skeleton``'s sigmas). Returns (stats, summary text) on every
-    rank."""
+    """Shard, predict, gather, evaluate (OKS with the estimator's skeleton's sigmas). Returns (stats, summary text)
+    on every rank."""
     check_images_dir(images_dir)
+    skeleton = estimator.skeleton
     coco = load_coco(annotations, skeleton)
-    ids, results = predict_results(images_dir, coco.imgs, cfg, device, predictor_for, out_json, progress, batch_size,
-                                   skeleton=skeleton)  # fmt: skip
+    ids, results = predict_results(images_dir, coco.imgs, estimator, out_json, progress, network_for)
     stats, summary = None, None
     if dist.is_main_process():
         stats, summary = coco_keypoint_stats(coco, results, ids, skeleton.sigmas)
@@ -241,24 +201,19 @@ def check_images_dir(images_dir: str | Path) -> None:
 def predict_results(
     images_dir: str | Path,
     image_list: Mapping[int, dict],
-    cfg: Config,
-    device: torch.device,
-    predictor_for: Callable[[list[int]], Predictor],
+    estimator: PoseEstimator,
     out_json: str | Path | None = None,
     progress: bool = True,
-    batch_size: int = 1,
-    *,
-    skeleton: Skeleton,
+    network_for: NetworkFor | None = None,
 ) -> tuple[list[int], list[dict] | None]:
     """Predict the images of ``image_list`` (sorted ids, the first ``eval.max_images`` when set), sharded over
     the ranks, and gather the results. Returns (the ids, the sorted results on rank 0 and None elsewhere); rank 0
     writes them to ``out_json`` when given."""
     ids = sorted(image_list)
-    if cfg.eval.max_images > 0:
-        ids = ids[: cfg.eval.max_images]
+    if estimator.cfg.max_images > 0:
+        ids = ids[: estimator.cfg.max_images]
     mine = [ids[i] for i in dist.shard(len(ids))]
-    people = predict_people(image_list, mine, Path(images_dir), cfg, device, predictor_for, batch_size, progress,
-                            skeleton=skeleton)  # fmt: skip
+    people = predict_people(image_list, mine, Path(images_dir), estimator, progress, network_for)
     gathered = dist.all_gather_object(coco_results(mine, [people[i] for i in mine]))
     if not dist.is_main_process():
         return ids, None
@@ -283,11 +238,8 @@ def evaluate_coco(
     was_training = model.training
     model.eval()
     try:
-        predictor = model_predictor(model, precision_for(cfg.eval.amp, device, "eval.amp"))
-        stats, summary = evaluate_images(
-            images_dir, annotations, cfg, device, lambda ids: predictor, out_json, progress, cfg.eval.batch_size,
-            skeleton=unwrap(model).skeleton,
-        )
+        estimator = PoseEstimator.from_model(model, cfg.eval, device)
+        stats, summary = evaluate_images(images_dir, annotations, estimator, out_json, progress)
     finally:
         model.train(was_training)
     return (stats, summary) if with_summary else stats
@@ -301,16 +253,15 @@ def evaluate_oracle(
     progress: bool = True,
 ) -> tuple[dict[str, float], str]:
     """AP of decoding the ground-truth target maps (the decoder's upper bound), for the skeleton
-    ``cfg.data.skeleton`` names."""
+    ``cfg.data.skeleton`` names: the oracle of each image plugs in as the network."""
     skeleton = skeleton_of(cfg)
     coco = load_coco(annotations, skeleton)
 
-    def predictor_for(image_ids: list[int]) -> Predictor:  # one image per batch: the maps are per image
+    def network_for(image_ids: list[int]) -> Predictor:
         return oracle_for(coco, image_ids, cfg.targets, skeleton, OUTPUT_STRIDE)
 
-    return evaluate_images(
-        images_dir, annotations, cfg, torch.device("cpu"), predictor_for, out_json, progress, 1, skeleton=skeleton
-    )
+    estimator = PoseEstimator(None, cfg.eval, skeleton, torch.device("cpu"))
+    return evaluate_images(images_dir, annotations, estimator, out_json, progress, network_for)
 
 
 def format_stats(stats: dict[str, float]) -> str:
@@ -368,9 +319,7 @@ def unscored_image_list(args: argparse.Namespace) -> tuple[dict[int, dict], str]
 def run_unscored(args: argparse.Namespace, image_list: dict[int, dict], ids_from: str, device: torch.device) -> None:
     """Write the results JSON of images without annotations, and say that nothing was scored."""
     model, cfg = load_model(args.ckpt, args.config, eval_option_overrides(args), device)
-    predictor = model_predictor(model, precision_for(cfg.eval.amp, device, "eval.amp"))
-    ids, results = predict_results(args.images, image_list, cfg, device, lambda ids: predictor, args.out,
-                                   batch_size=cfg.eval.batch_size, skeleton=unwrap(model).skeleton)  # fmt: skip
+    ids, results = predict_results(args.images, image_list, PoseEstimator.from_model(model, cfg.eval, device), args.out)
     if dist.is_main_process():
         print(
             f"no annotations: nothing was scored (no AP). Results of {len(ids)} images ({len(results)} people) "

@@ -1,170 +1,250 @@
-"""Draw the people found in an image, a folder of images or a video.
+"""Find the people in an image, a folder of images, a video or a camera: drawn pictures and/or COCO results JSON.
 
     python -m evaluate.demo --ckpt runs/x/best.pt --input photo.jpg --out demo_out/
-    python -m evaluate.demo --ckpt runs/x/best.pt --input clip.mp4 --out demo_out/ eval.scales=[1.0]
+    python -m evaluate.demo --ckpt runs/x/best.pt --input images/ --json results.json
+    python -m evaluate.demo --ckpt runs/x/best.pt --input clip.mp4 --out demo_out/ --json clip.json eval.scales=[1.0]
+    python -m evaluate.demo --ckpt runs/x/best.pt --input 0 --out demo_out/     # camera 0, until Ctrl-C
+    python -m evaluate.demo --onnx model.onnx --input photo.jpg --out demo_out/
     python -m evaluate.demo --from-ground-truth --annotations ann.json --input images/ --out demo_out/
 
-Uses the same thresholds as evaluation (config ``eval``). Prints, per image, the network time (resize,
-forward, flip fusion, scale averaging) and the decoding time (peaks, limbs, assembly) separately.
-``--from-ground-truth`` replaces the network by the annotations' own target maps (images must be listed in
-the annotation file), to check drawing and decoding without a trained model. The skeleton is the checkpoint's
-(``data.skeleton`` for ``--from-ground-truth``).
+Runs the Python API (``evaluate.PoseEstimator``) with the run's ``eval`` settings. ``--out DIR`` gets
+``<name>_pose.jpg`` per image, ``<name>_pose.mp4`` per video (``camera<N>_pose.mp4``); ``--json FILE`` the COCO
+keypoint results (image ids: the number each file name ends with, else 1..N, as evaluate/image_list.py; for a video
+or a camera, the frame index from 0). Every file is written atomically. Prints the network time (resize, forward,
+flip fusion, scale averaging) and the decoding time (peaks, limbs, assembly) apart, per image, and images/s at the
+end. A camera is read until its stream ends or Ctrl-C, then what was read is written. Images are read in their
+stored pixel layout (EXIF orientation ignored), as evaluation reads them. ``--from-ground-truth`` replaces the
+network by the annotations' own target maps (images must be listed in the annotation file), to check drawing and
+decoding without a trained model. The skeleton is the checkpoint's (``data.skeleton`` for ``--from-ground-truth``).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import time
-from collections.abc import Iterator
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import cv2
 import numpy as np
 import torch
+from tqdm import tqdm
 
-from config.loader import add_config_arguments, config_from_args
-from config.schema import OUTPUT_STRIDE, Config
-from config.skeleton import Skeleton, skeleton_of
-from evaluate.coco_eval import load_coco
-from evaluate.decode import decode_people
+from config.loader import add_config_arguments, config_from_args, parse_overrides
+from config.schema import OUTPUT_STRIDE
+from config.skeleton import skeleton_of
+from evaluate.coco_eval import load_coco, read_image
 from evaluate.draw import draw_people
-from evaluate.image_list import image_files
-from evaluate.inference import Predictor, model_predictor, multiscale_maps
+from evaluate.image_list import file_image_ids, image_files
+from evaluate.inference import Predictor
 from evaluate.model_loader import load_model
 from evaluate.oracle import oracle_for
+from evaluate.predictor import Person, PoseEstimator, coco_results_json
 from utils.distributed import select_device
 from utils.errors import UserError, cli_main
-from utils.io import atomic_write_bytes
-from utils.precision import precision_for
+from utils.io import atomic_path, atomic_write_bytes, atomic_write_text, check_writable
 
 VIDEO_SUFFIXES = {".mp4", ".avi", ".mov", ".mkv", ".webm"}
+VIDEO_CODEC = "mp4v"
+
+NetworkFor = Callable[[Path], Predictor]  # the network of one image file (the oracle's maps are per image)
 
 
-def estimate(image: np.ndarray, cfg: Config, predict: Predictor, device: torch.device, skeleton: Skeleton):
-    """(people, network seconds, decoding seconds) for one BGR image; ``skeleton``: the predictor's (a model's
-    ``model.skeleton``)."""
-    t0 = time.perf_counter()
-    maps, scale = multiscale_maps(image, cfg.eval, predict, device, OUTPUT_STRIDE, skeleton=skeleton)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    t1 = time.perf_counter()
-    people = decode_people(maps, cfg.eval, scale, skeleton=skeleton)
-    return people, t1 - t0, time.perf_counter() - t1
+@dataclass(frozen=True)
+class Source:
+    """What ``--input`` names: image files, a video file, or a camera index."""
+
+    images: list[Path] | None = None
+    video: Path | None = None
+    camera: int | None = None
+
+    @property
+    def name(self) -> str:
+        return f"camera{self.camera}" if self.camera is not None else self.video.stem if self.video else "images"
 
 
-def image_paths(path: Path) -> list[Path]:
-    return image_files(path) if path.is_dir() else [path]
+def input_source(text: str) -> Source:
+    """The ``--input`` argument as a Source; UserError when it does not exist (a camera is checked when opened)."""
+    path = Path(text)
+    if not path.exists():
+        if text.isdigit():
+            return Source(camera=int(text))
+        raise UserError(f"input {path} not found (give an image, a folder of images, a video, or a camera index)")
+    if path.is_dir():
+        return Source(images=image_files(path))
+    if path.suffix.lower() in VIDEO_SUFFIXES:
+        return Source(video=path)
+    return Source(images=[path])
+
+
+def open_capture(source: Source) -> cv2.VideoCapture:
+    """An opened capture of the source's video or camera; UserError when it cannot be opened."""
+    cap = cv2.VideoCapture(source.camera if source.camera is not None else str(source.video))
+    if not cap.isOpened():
+        cap.release()
+        if source.camera is not None:
+            raise UserError(f"camera {source.camera} could not be opened (no such camera, or another program uses it)")
+        raise UserError(f"video {source.video} could not be opened (unsupported codec or corrupt file)")
+    return cap
 
 
 def video_frames(cap: cv2.VideoCapture) -> Iterator[np.ndarray]:
-    """The frames of an opened capture, released at the end."""
-    try:
-        while True:
-            ok, frame = cap.read()
-            if not ok:
-                return
-            yield frame
-    finally:
-        cap.release()
-
-
-def run_images(paths, out_dir: Path, cfg: Config, predictor_for, device, skeleton: Skeleton) -> list[Path]:
-    written = []
-    for path in paths:
-        image = cv2.imread(str(path), cv2.IMREAD_COLOR)
-        if image is None:
-            raise UserError(f"image {path} could not be read (missing, corrupt or not an image)")
-        people, t_net, t_dec = estimate(image, cfg, predictor_for(path), device, skeleton)
-        ok, data = cv2.imencode(".jpg", draw_people(image, people.keypoints, skeleton))
+    """The frames of an opened capture until its stream ends."""
+    while True:
+        ok, frame = cap.read()
         if not ok:
-            raise UserError(f"could not encode the drawing of {path}")
-        target = out_dir / f"{path.stem}_pose.jpg"
-        atomic_write_bytes(target, data.tobytes())
-        written.append(target)
-        print(f"{path.name}: {len(people)} people, network {t_net * 1000:.1f} ms, decoding {t_dec * 1000:.1f} ms")
-    return written
+            return
+        yield frame
 
 
-def run_video(path: Path, out_dir: Path, cfg: Config, predict: Predictor, device, skeleton: Skeleton) -> Path:
-    cap = cv2.VideoCapture(str(path))
-    if not cap.isOpened():
-        raise UserError(f"video {path} could not be opened (unsupported codec or corrupt file)")
+def draw(image: np.ndarray, people: list[Person], estimator: PoseEstimator) -> np.ndarray:
+    return draw_people(image, [p.keypoints for p in people], estimator.skeleton)
+
+
+def run_images(
+    paths: list[Path], estimator: PoseEstimator, out_dir: Path | None, network_for: NetworkFor | None
+) -> tuple[list[int], list[list[Person]]]:
+    """Predict (and draw into ``out_dir``) each image; (image ids, people of each image)."""
+    ids, rule = file_image_ids(paths)
+    results = []
+    for path in paths:
+        image = read_image(path)
+        people = estimator.predict_batch([image], network_for(path) if network_for else None)[0]
+        results.append(people)
+        if out_dir is not None:
+            ok, data = cv2.imencode(".jpg", draw(image, people, estimator))
+            if not ok:
+                raise UserError(f"could not encode the drawing of {path}")
+            atomic_write_bytes(out_dir / f"{path.stem}_pose.jpg", data.tobytes())
+        t = estimator.timing
+        print(f"{path.name}: {len(people)} people, network {t.network_s * 1000:.1f} ms, "
+              f"decoding {t.decoding_s * 1000:.1f} ms")  # fmt: skip
+    print(f"image ids: {rule}")
+    return ids, results
+
+
+def run_video(source: Source, estimator: PoseEstimator, out_dir: Path | None) -> tuple[list[int], list[list[Person]]]:
+    """Predict every frame of a video or camera (drawn into ``out_dir/<name>_pose.mp4``), with a progress bar;
+    (frame indices, people of each frame). Ctrl-C ends a camera's stream; what was read is still written."""
+    cap = open_capture(source)
     fps = cap.get(cv2.CAP_PROP_FPS) or 25.0
-    target = out_dir / f"{path.stem}_pose.mp4"
-    tmp = out_dir / f".{path.stem}_pose.tmp.mp4"
-    writer = None
-    n = 0
-    try:
-        for frame in video_frames(cap):
-            people, t_net, t_dec = estimate(frame, cfg, predict, device, skeleton)
-            if writer is None:
-                h, w = frame.shape[:2]
-                writer = cv2.VideoWriter(str(tmp), cv2.VideoWriter_fourcc(*"mp4v"), fps, (w, h))
-            writer.write(draw_people(frame, people.keypoints, skeleton))
-            n += 1
-            print(f"frame {n}: {len(people)} people, network {t_net * 1000:.1f} ms, decoding {t_dec * 1000:.1f} ms")
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    finally:
-        if writer is not None:
-            writer.release()
-    if n == 0:
-        raise UserError(f"video {path} has no readable frames")
-    os.replace(tmp, target)
-    return target
+    total = int(cap.get(cv2.CAP_PROP_FRAME_COUNT)) if source.video else 0
+    results: list[list[Person]] = []
+    target = out_dir / f"{source.name}_pose.mp4" if out_dir is not None else None
+    # exits run last-in first-out: the writer is released before atomic_path renames its file
+    with contextlib.ExitStack() as stack:
+        stack.callback(cap.release)
+        tmp = stack.enter_context(atomic_path(target, suffix=".tmp.mp4")) if target else None
+        bar = stack.enter_context(tqdm(video_frames(cap), total=total or None, desc=source.name, unit="frame"))
+        writer = None
+        try:
+            for frame in bar:
+                people = estimator.predict_batch([frame])[0]
+                if tmp is not None:
+                    if writer is None:
+                        writer = open_writer(tmp, fps, frame.shape[:2], target)
+                        stack.callback(writer.release)
+                    writer.write(draw(frame, people, estimator))
+                results.append(people)
+                bar.set_postfix(people=len(people), refresh=False)
+        except KeyboardInterrupt:
+            if source.camera is None:
+                raise
+            print("\ninterrupted: writing what was read")
+        if not results:
+            raise UserError(f"{source.video or f'camera {source.camera}'} gave no readable frames")
+    if target is not None:
+        print(f"wrote {target}")
+    return list(range(len(results))), results
 
 
-def ground_truth_predictors(annotations: str, cfg: Config, skeleton: Skeleton):
-    coco = load_coco(annotations, skeleton)
+def open_writer(path: Path, fps: float, size_hw: tuple[int, int], target: Path) -> cv2.VideoWriter:
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*VIDEO_CODEC), fps, (size_hw[1], size_hw[0]))
+    if not writer.isOpened():
+        raise UserError(f"cannot write video {target}: OpenCV has no {VIDEO_CODEC} encoder for .mp4 here")
+    return writer
+
+
+def ground_truth_networks(annotations: str, estimator: PoseEstimator, targets) -> NetworkFor:
+    coco = load_coco(annotations, estimator.skeleton)
     by_name = {info["file_name"]: image_id for image_id, info in coco.imgs.items()}
 
-    def predictor_for(path: Path) -> Predictor:
+    def network_for(path: Path) -> Predictor:
         if path.name not in by_name:
             raise UserError(f"image {path.name} is not listed in {annotations}")
-        return oracle_for(coco, [by_name[path.name]], cfg.targets, skeleton, OUTPUT_STRIDE)
+        return oracle_for(coco, [by_name[path.name]], targets, estimator.skeleton, OUTPUT_STRIDE)
 
-    return predictor_for
+    return network_for
+
+
+def onnx_eval_overrides(overrides: list[str], config: str | None) -> dict:
+    """The ``eval.*`` overrides as keyword arguments of ``PoseEstimator.from_onnx``; UserError for any other key (the
+    file fixes the network and its skeleton)."""
+    given = parse_overrides(overrides)
+    others = [k for k in given if not k.startswith("eval.")]
+    if config or others:
+        raise UserError(
+            f"--onnx takes only eval.* overrides (the file fixes the network and its skeleton), not "
+            f"{', '.join(others) or '--config'}"
+        )
+    return {k.removeprefix("eval."): v for k, v in given.items()}
+
+
+def build_estimator(args: argparse.Namespace) -> tuple[PoseEstimator, NetworkFor | None]:
+    if args.from_ground_truth:
+        cfg = config_from_args(args)
+        estimator = PoseEstimator(None, cfg.eval, skeleton_of(cfg), torch.device("cpu"))
+        return estimator, ground_truth_networks(args.annotations, estimator, cfg.targets)
+    if args.onnx:
+        return PoseEstimator.from_onnx(args.onnx, args.device, **onnx_eval_overrides(args.overrides, args.config)), None
+    device = select_device(args.device)
+    model, cfg = load_model(args.ckpt, args.config, args.overrides, device)
+    return PoseEstimator.from_model(model, cfg.eval, device), None
+
+
+def check_arguments(args: argparse.Namespace, source: Source) -> None:
+    """UserError for options that cannot run together, before the model loads."""
+    if sum(map(bool, (args.ckpt, args.onnx, args.from_ground_truth))) != 1:
+        raise UserError("give one of --ckpt CKPT, --onnx FILE or --from-ground-truth --annotations FILE")
+    if args.from_ground_truth and (not args.annotations or source.images is None):
+        raise UserError("--from-ground-truth needs --annotations FILE and image input")
+    if not (args.out or args.json):
+        raise UserError("give --out DIR (drawn pictures or video) and/or --json FILE (COCO results)")
+    for folder in (args.out, args.json and Path(args.json).parent):
+        if folder:
+            check_writable(folder)
 
 
 @cli_main
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m evaluate.demo", description=__doc__.split("\n\n")[0])
     p.add_argument("--ckpt", help="checkpoint")
+    p.add_argument("--onnx", help="ONNX model written by python -m evaluate.export_onnx (run by ONNX Runtime)")
     p.add_argument("--from-ground-truth", action="store_true", help="draw the annotations' decoded target maps")
     p.add_argument("--annotations", help="COCO annotations (with --from-ground-truth)")
-    p.add_argument("--input", required=True, help="image, folder of images, or video")
-    p.add_argument("--out", required=True, help="output folder")
-    p.add_argument("--device", default="auto")
+    p.add_argument("--input", required=True, help="image, folder of images, video, or camera index (0)")
+    p.add_argument("--out", help="output folder for the drawn pictures or video")
+    p.add_argument("--json", help="COCO keypoint results file to write")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ... (ONNX Runtime's provider too)")
     add_config_arguments(p)
     args = p.parse_args(argv)
-    src, out_dir = Path(args.input), Path(args.out)
-    if not src.exists():
-        raise UserError(f"input {src} not found")
-    device = select_device(args.device)
-    if args.from_ground_truth:
-        if not args.annotations or src.suffix.lower() in VIDEO_SUFFIXES:
-            raise UserError("--from-ground-truth needs --annotations and image input")
-        cfg = config_from_args(args)
-        skeleton = skeleton_of(cfg)
-        predictor_for = ground_truth_predictors(args.annotations, cfg, skeleton)
-        device = torch.device("cpu")
-    elif args.ckpt:
-        model, cfg = load_model(args.ckpt, args.config, args.overrides, device)
-        skeleton = model.skeleton
-        predict = model_predictor(model, precision_for(cfg.eval.amp, device, "eval.amp"))
-
-        def predictor_for(path: Path) -> Predictor:
-            return predict
+    source = input_source(args.input)
+    check_arguments(args, source)
+    estimator, network_for = build_estimator(args)
+    out_dir = Path(args.out) if args.out else None
+    if source.images is not None:
+        ids, results = run_images(source.images, estimator, out_dir, network_for)
+        unit = "image"
     else:
-        raise UserError("give --ckpt CKPT (or --from-ground-truth --annotations FILE)")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if src.suffix.lower() in VIDEO_SUFFIXES:
-        print(f"wrote {run_video(src, out_dir, cfg, predictor_for(src), device, skeleton)}")
-    else:
-        written = run_images(image_paths(src), out_dir, cfg, predictor_for, device, skeleton)
-        print(f"wrote {len(written)} image(s) to {out_dir}")
+        ids, results = run_video(source, estimator, out_dir)
+        unit = "frame"
+    if args.json:
+        atomic_write_text(args.json, coco_results_json(ids, results))
+        print(f"wrote {args.json}: {sum(map(len, results))} people in COCO results format")
+    if out_dir is not None and source.images is not None:
+        print(f"wrote {len(results)} image(s) to {out_dir}")
+    print(f"{source.name}: {estimator.total_timing.describe(unit)}")
     return 0
 
 

@@ -33,14 +33,17 @@ def image_files(folder: Path) -> list[Path]:
 def folder_image_list(folder: str | Path) -> tuple[dict[int, dict], str]:
     """(image list of the folder's images, how their ids were made: a phrase for the output)."""
     files = image_files(Path(folder))
+    ids, rule = file_image_ids(files)
+    return {i: {"id": i, "file_name": f.name} for i, f in zip(ids, files)}, rule
+
+
+def file_image_ids(files: list[Path]) -> tuple[list[int], str]:
+    """(the image id of each file, how they were made: a phrase for the output), by the rule above."""
     numbers = [_TRAILING_NUMBER.search(f.stem) for f in files]
     if all(numbers) and len({int(m.group(1)) for m in numbers}) == len(files):
-        ids = [int(m.group(1)) for m in numbers]
-        rule = "the number each file name ends with (000000000139.jpg -> 139)"
-    else:
-        ids = list(range(1, len(files) + 1))
-        rule = "1..N in sorted file-name order (not every file name ends with a number of its own)"
-    return {i: {"id": i, "file_name": f.name} for i, f in zip(ids, files)}, rule
+        return [int(m.group(1)) for m in numbers], "the number each file name ends with (000000000139.jpg -> 139)"
+    rule = "1..N in sorted file-name order (not every file name ends with a number of its own)"
+    return list(range(1, len(files) + 1)), rule
 
 
 def image_info_list(path: str | Path) -> dict[int, dict]:

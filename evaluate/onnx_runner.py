@@ -1,9 +1,10 @@
 """Run an exported network (``python -m evaluate.export_onnx``) with ONNX Runtime, as a test-time predictor.
 
+Users call it through the Python API: ``evaluate.PoseEstimator.from_onnx("simplepose.onnx", "cuda", scales=[1.0])``
+(image in, people out). Underneath:
+
     predict, cfg = load_onnx("simplepose.onnx")                      # CPU
     predict, cfg = load_onnx("simplepose.onnx", providers_for("cuda"), ["eval.scales=[1.0]"])
-    maps, scale = multiscale_maps(image, cfg.eval, predict, torch.device("cpu"), skeleton=predict.skeleton)
-    people = decode_people(maps, cfg.eval, scale, skeleton=predict.skeleton)
 
 The .onnx file is all that is needed: the export stores the run's config (and the skeleton definition when the
 checkpoint carries one) as JSON in the model's ``metadata_props`` (keys ``CONFIG_KEY``, ``SKELETON_KEY``), and

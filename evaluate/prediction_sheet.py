@@ -13,9 +13,8 @@ import torch
 
 from config.schema import Config
 from evaluate.coco_eval import image_path, load_coco, read_image
-from evaluate.demo import estimate
 from evaluate.draw import draw_people
-from evaluate.inference import model_predictor
+from evaluate.predictor import PoseEstimator
 from models import build_model, load_weights
 from utils.io import atomic_write_bytes
 
@@ -31,12 +30,12 @@ def draw_predictions(cfg: Config, run_dir: str | Path, num_images: int = 6) -> P
     ckpt = run_dir / "best.pt" if (run_dir / "best.pt").is_file() else run_dir / "last.pt"
     model = build_model(cfg).eval()
     load_weights(model, ckpt)
-    predict = model_predictor(model)
+    estimator = PoseEstimator.from_model(model, cfg.eval, torch.device("cpu"))
     coco = load_coco(cfg.data.val_annotations, model.skeleton)
     tiles = []
     for image_id in sorted(coco.getImgIds())[:num_images]:
         image = read_image(image_path(Path(cfg.data.val_images), coco.imgs[image_id]["file_name"]))
-        people, _, _ = estimate(image, cfg, predict, torch.device("cpu"), model.skeleton)
+        (people,) = estimator.people([image])
         tile = draw_people(image, people.keypoints, model.skeleton)
         tiles.append(cv2.resize(tile, (round(tile.shape[1] * TILE_HEIGHT / tile.shape[0]), TILE_HEIGHT)))
     width = max(t.shape[1] for t in tiles)

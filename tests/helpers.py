@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 
 import numpy as np
 import torch
@@ -100,3 +101,15 @@ def briefly_trained_model(cfg: Config, h5, steps: int = 40, samples: int = 4) ->
         total.backward()
         optimizer.step()
     return model.eval()
+
+
+# Two sample images (COCO file names) on which the briefly trained model finds people.
+UNSCORED_IMAGES = ("000000129648.jpg", "000000145311.jpg")
+
+
+def image_folder(coco_sample_images, folder, names=UNSCORED_IMAGES, renamed=None):
+    """``folder`` made and filled with copies of sample images (under new names when ``renamed`` is given)."""
+    folder.mkdir()
+    for name, new in zip(names, renamed or names):
+        shutil.copy(coco_sample_images / name, folder / new)
+    return folder

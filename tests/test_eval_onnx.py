@@ -1,6 +1,7 @@
 """ONNX end to end: the export (dynamic batch, height and width; the config in its metadata) and ONNX Runtime
 running it through the same multi-scale + flip path and decoder as PyTorch."""
 
+import json
 import sys
 
 import cv2
@@ -10,7 +11,7 @@ import pytest
 import torch
 
 from config.loader import to_dict
-from evaluate import export_onnx, onnx_runner
+from evaluate import PoseEstimator, demo, export_onnx, onnx_runner
 from evaluate.decode import decode_people
 from evaluate.inference import model_predictor, multiscale_maps
 from evaluate.model_loader import load_model
@@ -135,3 +136,37 @@ def test_missing_onnxruntime_and_unknown_devices_give_clean_errors(monkeypatch):
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import fails as when it is not installed
     with pytest.raises(UserError, match="pip install onnxruntime"):
         onnx_runner.load_onnx("any.onnx")
+
+
+def test_from_onnx_finds_the_people_of_from_checkpoint(trained_tiny_ckpt, tiny_onnx, coco_sample_images, one_thread):
+    """The Python API on both: the ONNX file alone brings the same eval settings, skeleton and people."""
+    onnx_estimator = PoseEstimator.from_onnx(tiny_onnx, "cpu")
+    overrides = dict(scales=[1.0, 1.5], flip=True, boxsize=128)  # AGREEMENT_EVAL
+    torch_estimator = PoseEstimator.from_checkpoint(trained_tiny_ckpt, device="cpu", **overrides)
+    assert onnx_estimator.cfg == torch_estimator.cfg and onnx_estimator.skeleton == torch_estimator.skeleton
+    images = [cv2.imread(str(coco_sample_images / name)) for name in IMAGES]
+    found = 0
+    for got, want in zip(onnx_estimator(images), torch_estimator(images)):
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert np.array_equal(np.isnan(g.keypoints), np.isnan(w.keypoints))
+            np.testing.assert_allclose(g.keypoints[:, :2], w.keypoints[:, :2], atol=1.0)  # within 1 px
+            found += int((w.keypoints[:, 2] > 0).sum())
+    assert found >= 20
+    assert PoseEstimator.from_onnx(tiny_onnx, flip=False).cfg.flip is False
+    with pytest.raises(UserError, match="closest valid names: eval.flip"):
+        PoseEstimator.from_onnx(tiny_onnx, flipp=False)
+
+
+def test_demo_runs_an_onnx_model_on_an_image(trained_tiny_ckpt, tiny_onnx, coco_sample_images, tmp_path, capsys):
+    image = coco_sample_images / IMAGES[0]
+    out_json, out_dir = tmp_path / "onnx.json", tmp_path / "drawn"
+    argv = ["--onnx", str(tiny_onnx), "--input", str(image), "--json", str(out_json), "--out", str(out_dir)]
+    assert demo.main([*argv, "--device", "cpu", "eval.flip=false"]) == 0
+    assert "network" in capsys.readouterr().out and (out_dir / f"{image.stem}_pose.jpg").is_file()
+    results = json.loads(out_json.read_text())
+    assert {r["image_id"] for r in results} == {int(image.stem)}
+    people = PoseEstimator.from_checkpoint(trained_tiny_ckpt, device="cpu", scales=[1.0, 1.5], flip=False, boxsize=128)(
+        cv2.imread(str(image), cv2.IMREAD_COLOR | cv2.IMREAD_IGNORE_ORIENTATION)
+    )
+    assert len(results) == len(people) > 0  # the ONNX network through the same decoder as PyTorch's

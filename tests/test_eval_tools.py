@@ -3,7 +3,6 @@
 The ONNX export and runner: tests/test_eval_onnx.py."""
 
 import json
-import shutil
 
 import cv2
 import numpy as np
@@ -11,9 +10,9 @@ import pytest
 
 from evaluate import coco_eval, demo
 from evaluate.coco_eval import load_coco
+from tests.helpers import UNSCORED_IMAGES, image_folder
 
-# Two sample images (COCO file names), single scale at a small box, for the briefly trained model (people in both).
-UNSCORED_IMAGES = ("000000129648.jpg", "000000145311.jpg")
+# Single scale at a small box, for the briefly trained model (people in both UNSCORED_IMAGES).
 UNSCORED_EVAL = ["--scales", "1", "--no-flip", "eval.boxsize=128"]
 
 
@@ -31,13 +30,6 @@ def test_coco_eval_cli_with_a_checkpoint(tiny_ckpt, coco_sample_images, coco_sam
     assert coco_eval.main(["--ckpt", str(bad), *data]) == 2
     assert "bad.pt" in capsys.readouterr().err
     assert coco_eval.main(["--images", str(coco_sample_images), "--annotations", str(tmp_path / "none.json")]) == 2
-
-
-def image_folder(coco_sample_images, folder, names=UNSCORED_IMAGES, renamed=None):
-    folder.mkdir()
-    for name, new in zip(names, renamed or names):
-        shutil.copy(coco_sample_images / name, folder / new)
-    return folder
 
 
 def test_coco_eval_without_annotations_writes_results_of_a_folder(
@@ -141,4 +133,4 @@ def test_demo_with_a_checkpoint_on_a_folder_and_a_video(tiny_ckpt, tmp_path, cap
     writer.release()
     assert demo.main(["--input", str(video), *common]) == 0
     assert (tmp_path / "out" / "clip_pose.mp4").stat().st_size > 0
-    assert "frame 2:" in capsys.readouterr().out
+    assert "clip: 2 frames" in capsys.readouterr().out

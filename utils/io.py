@@ -17,13 +17,14 @@ from utils.errors import UserError
 
 
 @contextlib.contextmanager
-def atomic_path(path: str | Path) -> Iterator[Path]:
+def atomic_path(path: str | Path, suffix: str = ".tmp") -> Iterator[Path]:
     """Yield a temporary path beside ``path`` for the caller to write (by name, e.g. with h5py); on success it
-    is flushed to disk, given the usual permissions and renamed over ``path``; on any error it is removed."""
+    is flushed to disk, given the usual permissions and renamed over ``path``; on any error it is removed.
+    ``suffix``: the temporary name's ending (a writer that picks the format by extension needs ``.tmp.mp4``)."""
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
         os.close(fd)
     except OSError as e:
         raise UserError(write_error_message(path, e)) from None

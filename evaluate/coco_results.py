@@ -1,0 +1,49 @@
+"""The COCO keypoint results format: the one writer of results JSON (coco_eval, the demo, the Python API).
+
+One entry per person: ``{"image_id", "category_id": 1, "keypoints": [x, y, v] per dataset keypoint, "score"}``,
+sorted by image id then descending score, floats rounded, so that a file is reproducible byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from data.coco_annotations import PERSON_CATEGORY
+from evaluate.decode import People
+
+
+def coco_results(image_ids: list[int], people: list[People], category_id: int = PERSON_CATEGORY) -> list[dict]:
+    """The COCO keypoint results list: one entry per person (of category ``category_id``, the annotations' keypoint
+    category), sorted by image id then descending score.
+
+    Keypoint v is 1 where a keypoint was found and 0 otherwise (with x = y = 0). Floats are rounded
+    (coordinates to 0.01 px, scores to 1e-6) so that the file is reproducible byte for byte.
+    """
+    out = []
+    for image_id, p in zip(image_ids, people):
+        for kp, score in zip(p.keypoints, p.scores):
+            found = kp[:, 2] > 0
+            xy = np.where(found[:, None], kp[:, :2], 0.0)  # whatever a not-found keypoint holds (0 or NaN)
+            flat = np.column_stack([xy, found.astype(np.float64)]).ravel()
+            entry = {
+                "image_id": int(image_id),
+                "category_id": category_id,
+                "keypoints": [round(float(v), 2) for v in flat],
+                "score": round(float(score), 6),
+            }
+            out.append(entry)
+    return sort_results(out)
+
+
+def sort_results(results) -> list[dict]:
+    """The one result order: image id, then descending score (then keypoints, to break ties)."""
+    return sorted(results, key=lambda r: (r["image_id"], -r["score"], r["keypoints"]))
+
+
+def results_text(results: list[dict]) -> str:
+    """The results list as JSON text, one person per line."""
+    if not results:
+        return "[]\n"
+    return "[\n" + ",\n".join(json.dumps(r, separators=(",", ":")) for r in results) + "\n]\n"

@@ -1,0 +1,212 @@
+"""The Python API: people out of BGR images, from a checkpoint, an ONNX file or any predictor.
+
+    estimator = PoseEstimator.from_checkpoint("runs/quickstart/best.pt", scales=[1.0], flip=False)
+    people = estimator(cv2.imread("photo.jpg"))  # list[Person]: keypoints (K, 3), score, box
+    many = estimator.predict_batch([image_a, image_b])  # list[list[Person]], one list per image
+
+The one "image in, people out" path of the repository: ``evaluate.coco_eval``, the demo, the quick start's picture
+and the oracle (a predictor that draws ground-truth maps, given as ``network``) all run through
+``PoseEstimator.people``: multi-scale + flip inference (evaluate/inference.py), then the decoder
+(evaluate/decode.py), with the run's ``eval`` settings.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, overload
+
+import numpy as np
+import torch
+
+from config.loader import with_overrides
+from config.schema import OUTPUT_STRIDE, Config, EvalConfig
+from config.skeleton import Skeleton
+from evaluate.coco_results import coco_results, results_text
+from evaluate.decode import People, decode_people
+from evaluate.inference import Predictor, model_predictor, multiscale_maps_batch
+from evaluate.model_loader import load_model
+from evaluate.onnx_runner import Providers, load_onnx, providers_for
+from models.weights import unwrap
+from utils.distributed import select_device
+from utils.errors import UserError
+from utils.precision import precision_for
+
+
+@dataclass(frozen=True)
+class Person:
+    """One person found in an image."""
+
+    keypoints: np.ndarray  # (K, 3) float64, the skeleton's dataset order: x, y (image pixels), score in (0, 1];
+    # a keypoint that was not found has x = y = NaN and score 0
+    score: float  # the person's score (higher: more evidence), for ranking
+    box: tuple[float, float, float, float]  # x, y, width, height (image pixels) around the found keypoints
+
+
+@dataclass
+class Timing:
+    """Seconds spent on images: ``network`` (resize, forward, flip fusion, scale averaging, maps back in host memory)
+    and ``decoding`` (peaks, limbs, assembly)."""
+
+    images: int = 0
+    network_s: float = 0.0
+    decoding_s: float = 0.0
+
+    @property
+    def images_per_s(self) -> float:
+        total = self.network_s + self.decoding_s
+        return self.images / total if total > 0 else 0.0
+
+    def add(self, other: Timing) -> None:
+        self.images += other.images
+        self.network_s += other.network_s
+        self.decoding_s += other.decoding_s
+
+    def describe(self, unit: str = "image") -> str:
+        """``N images, R images/s (network A ms + decoding B ms per image)`` (``unit``: e.g. "frame")."""
+        n = max(self.images, 1)
+        return (
+            f"{self.images} {unit}s, {self.images_per_s:.2f} {unit}s/s (network {self.network_s / n * 1000:.1f} ms + "
+            f"decoding {self.decoding_s / n * 1000:.1f} ms per {unit})"
+        )
+
+
+class PoseEstimator:
+    """Multi-person pose estimation on BGR uint8 images (H, W, 3), with a network's ``eval`` settings.
+
+    ``network``: a predictor (``evaluate.inference.Predictor``: padded batch -> maps in ``skeleton``'s layout) run
+    on ``device``; None when every call gives its own (``people(images, network=...)``, as the oracle does).
+    ``timing`` holds the last call's seconds, ``total_timing`` those of every call.
+    """
+
+    def __init__(self, network: Predictor | None, cfg: EvalConfig, skeleton: Skeleton, device: torch.device):
+        self.network = network
+        self.cfg = cfg
+        self.skeleton = skeleton
+        self.device = device
+        self.timing = Timing()
+        self.total_timing = Timing()
+
+    @classmethod
+    def from_checkpoint(cls, path: str | Path, device: str | torch.device = "auto", **eval_overrides: Any):
+        """The network of a checkpoint (ours, the original's, a bare state dict), rebuilt from the file alone, with
+        its run's ``eval`` settings changed by ``eval_overrides`` (``EvalConfig`` fields: ``scales=[1.0]``,
+        ``flip=False``, ``batch_size=8``...). ``device``: "auto" (CUDA when present), "cpu", "cuda:1"...; the
+        forward's precision follows ``eval.amp``."""
+        device = select_device(str(device))
+        model, cfg = load_model(str(path), None, None, device)
+        return cls.from_model(model, eval_settings(cfg, eval_overrides, "PoseEstimator.from_checkpoint"), device)
+
+    @classmethod
+    def from_onnx(cls, path: str | Path, providers: str | Providers | None = None, **eval_overrides: Any):
+        """An exported network (``python -m evaluate.export_onnx``) run by ONNX Runtime, with the config and skeleton
+        stored in the file. ``providers``: None (the CPU), a device ("cpu", "cuda", "cuda:N", "auto") or an
+        onnxruntime provider list; ``eval_overrides`` as in ``from_checkpoint``."""
+        if isinstance(providers, str):
+            providers = providers_for(providers)
+        predictor, cfg = load_onnx(path, providers)
+        cfg_eval = eval_settings(cfg, eval_overrides, "PoseEstimator.from_onnx")
+        return cls(predictor, cfg_eval, predictor.skeleton, torch.device("cpu"))  # ONNX Runtime takes host tensors
+
+    @classmethod
+    def from_model(cls, model: torch.nn.Module, cfg: EvalConfig, device: torch.device) -> PoseEstimator:
+        """A PyTorch network (in eval mode, on ``device``, carrying ``model.skeleton``) under ``cfg.amp``."""
+        predict = model_predictor(model, precision_for(cfg.amp, device, "eval.amp"))
+        return cls(predict, cfg, unwrap(model).skeleton, device)
+
+    @property
+    def keypoint_names(self) -> tuple[str, ...]:
+        """The names of the K keypoints of every ``Person.keypoints``, in order."""
+        return self.skeleton.dataset_keypoints
+
+    @overload
+    def __call__(self, images: np.ndarray) -> list[Person]: ...
+    @overload
+    def __call__(self, images: Sequence[np.ndarray]) -> list[list[Person]]: ...
+
+    def __call__(self, images):
+        """The people of one image (an array), or of each image of a list (``predict_batch``)."""
+        if isinstance(images, np.ndarray):
+            return self.predict_batch([images])[0]
+        return self.predict_batch(images)
+
+    def predict_batch(self, images: Sequence[np.ndarray], network: Predictor | None = None) -> list[list[Person]]:
+        """The people of each image (any sizes), in the order given; up to ``eval.batch_size`` images of one size
+        share each forward pass. ``network``: as in ``people``."""
+        return [persons(p) for p in self.people(images, network)]
+
+    def people(self, images: Sequence[np.ndarray], network: Predictor | None = None) -> list[People]:
+        """The decoder's arrays for each image: ``People.keypoints`` (P, K, 3), all 0 where not found, and
+        ``People.scores`` (P,). ``network``: a predictor to use instead of the estimator's own for this call."""
+        network = self.network if network is None else network
+        if network is None:
+            raise ValueError("this PoseEstimator has no network: pass one to people(images, network=...)")
+        for i, image in enumerate(images):
+            check_image(image, i)
+        by_size: dict[tuple[int, int], list[int]] = {}
+        for i, image in enumerate(images):
+            by_size.setdefault(image.shape[:2], []).append(i)
+        out: dict[int, People] = {}
+        self.timing = Timing(images=len(images))
+        step = max(1, self.cfg.batch_size)
+        for indices in by_size.values():
+            for start in range(0, len(indices), step):
+                chunk = indices[start : start + step]
+                t0 = time.perf_counter()
+                maps = multiscale_maps_batch([images[i] for i in chunk], self.cfg, network, self.device, OUTPUT_STRIDE,
+                                             skeleton=self.skeleton)  # fmt: skip
+                t1 = time.perf_counter()  # the maps are in host memory: the device's queued work is done
+                for i, (one, scale) in zip(chunk, maps):
+                    out[i] = decode_people(one, self.cfg, scale, skeleton=self.skeleton)
+                self.timing.network_s += t1 - t0
+                self.timing.decoding_s += time.perf_counter() - t1
+        self.total_timing.add(self.timing)
+        return [out[i] for i in range(len(images))]
+
+
+def eval_settings(cfg: Config, overrides: dict[str, Any], where: str) -> EvalConfig:
+    """``cfg.eval`` with ``overrides`` (EvalConfig field -> value) set, checked as the config checks a ``key=value``."""
+    values = {f"eval.{key}": value for key, value in overrides.items()}
+    return with_overrides(cfg, values, f"keyword argument of {where}").eval
+
+
+def check_image(image: Any, index: int) -> None:
+    """UserError unless ``image`` is a BGR uint8 array (H, W, 3) of at least one pixel."""
+    ok = isinstance(image, np.ndarray) and image.dtype == np.uint8 and image.ndim == 3 and image.shape[2] == 3
+    if not ok or min(image.shape[:2]) < 1:
+        what = f"{image.dtype} array of shape {image.shape}" if isinstance(image, np.ndarray) else type(image).__name__
+        raise UserError(
+            f"image {index} is a {what}; give BGR uint8 arrays (H, W, 3), as cv2.imread returns "
+            "(several images: a list of them)"
+        )
+
+
+def persons(people: People) -> list[Person]:
+    """The decoder's arrays as ``Person`` objects (not-found keypoints: NaN coordinates, score 0)."""
+    out = []
+    for kp, score in zip(people.keypoints, people.scores):
+        kp = np.array(kp, np.float64)
+        found = kp[:, 2] > 0
+        kp[~found] = (np.nan, np.nan, 0.0)
+        if found.any():
+            (x0, y0), (x1, y1) = kp[found, :2].min(0), kp[found, :2].max(0)
+            box = (float(x0), float(y0), float(x1 - x0), float(y1 - y0))
+        else:
+            box = (np.nan,) * 4
+        out.append(Person(kp, float(score), box))
+    return out
+
+
+def coco_results_json(image_ids: Sequence[int], results: Sequence[Sequence[Person]]) -> str:
+    """COCO keypoint results JSON (for pycocotools' ``loadRes`` or an evaluation server) of the people of each image
+    (``results[i]`` belongs to ``image_ids[i]``); the same file ``evaluate.coco_eval --out`` writes."""
+    if len(image_ids) != len(results):
+        raise ValueError(f"{len(image_ids)} image ids for {len(results)} images' results")
+    people = [
+        People(np.array([p.keypoints for p in found]).reshape(len(found), -1, 3) if found else np.zeros((0, 0, 3)),
+               np.array([p.score for p in found]))  # fmt: skip
+        for found in results
+    ]
+    return results_text(coco_results(list(image_ids), people))

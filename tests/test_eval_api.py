@@ -1,0 +1,135 @@
+"""The Python API (evaluate.PoseEstimator): the README's example on a real image, the documented result format, batches
+of mixed sizes, eval overrides checked as the config checks them, bad images, COCO results JSON identical to
+coco_eval's. The demo built on it: tests/test_eval_demo.py; from_onnx: tests/test_eval_onnx.py."""
+
+import math
+import runpy
+
+import cv2
+import numpy as np
+import pytest
+
+from evaluate import Person, PoseEstimator, coco_eval, coco_results_json
+from evaluate.coco_eval import load_coco
+from tests.helpers import UNSCORED_IMAGES, image_folder
+from utils.errors import UserError
+from utils.paths import REPO_ROOT
+
+IMAGE = "000000129648.jpg"  # a real sample image on which the briefly trained model finds people of many keypoints
+
+
+def readme_python_example() -> str:
+    """The first Python block of the README's "Use in Python" section."""
+    section = (REPO_ROOT / "README.md").read_text().split("## Use in Python", 1)[1].split("\n## ", 1)[0]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def read(path) -> np.ndarray:
+    return cv2.imread(str(path), cv2.IMREAD_COLOR | cv2.IMREAD_IGNORE_ORIENTATION)
+
+
+def check_person_format(person: Person, estimator: PoseEstimator, image_hw: tuple[int, int]) -> int:
+    """Assert the documented format of one person; returns its number of found keypoints."""
+    assert isinstance(person, Person) and isinstance(person.score, float) and math.isfinite(person.score)
+    kp = person.keypoints
+    assert isinstance(kp, np.ndarray) and kp.dtype == np.float64
+    assert kp.shape == (len(estimator.keypoint_names), 3) == (estimator.skeleton.num_dataset_keypoints, 3)
+    found = kp[:, 2] > 0
+    assert found.any()
+    assert np.isnan(kp[~found, :2]).all() and (kp[~found, 2] == 0).all()  # not found: nan, nan, 0
+    assert np.isfinite(kp[found]).all() and (kp[found, 2] <= 1.0 + 1e-6).all()
+    h, w = image_hw
+    x_in, y_in = (kp[found, 0] > -1) & (kp[found, 0] < w), (kp[found, 1] > -1) & (kp[found, 1] < h)
+    assert x_in.all() and y_in.all()  # image pixels
+    x, y, bw, bh = person.box
+    assert all(isinstance(v, float) for v in person.box)
+    assert math.isclose(x, kp[found, 0].min()) and math.isclose(y, kp[found, 1].min())
+    assert math.isclose(x + bw, kp[found, 0].max()) and math.isclose(y + bh, kp[found, 1].max())
+    return int(found.sum())
+
+
+def test_readme_python_example_runs_on_a_real_image(
+    trained_tiny_ckpt, coco_sample_images, tmp_path, one_thread, capsys
+):
+    code = readme_python_example()
+    assert '"runs/quickstart/best.pt"' in code and '"photo.jpg"' in code  # what the test swaps for real files
+    code = code.replace('"runs/quickstart/best.pt"', repr(str(trained_tiny_ckpt)))
+    code = code.replace('"photo.jpg"', repr(str(coco_sample_images / IMAGE)))
+    script = tmp_path / "readme_example.py"  # run as a user runs it: saved as a script
+    script.write_text(code)
+    namespace = runpy.run_path(str(script))
+    printed = capsys.readouterr().out
+
+    estimator = namespace["estimator"]
+    assert isinstance(estimator, PoseEstimator) and estimator.keypoint_names[0] == "nose"
+    image = cv2.imread(str(coco_sample_images / IMAGE))
+    people = estimator(image)
+    assert isinstance(people, list) and len(people) >= 2
+    assert str(people[0].score) in printed and str(people[-1].score) in printed  # the example printed them all
+    counts = [check_person_format(p, estimator, image.shape[:2]) for p in people]
+    assert max(counts) >= 10 and min(counts) < len(estimator.keypoint_names)  # full and partial people were checked
+
+
+def test_batches_of_mixed_sizes_equal_one_image_at_a_time(trained_tiny_ckpt, coco_sample_images, one_thread):
+    images = [read(coco_sample_images / name) for name in (IMAGE, "000000145311.jpg", IMAGE, "000000489520.jpg")]
+    assert len({im.shape for im in images}) == 3
+    one = PoseEstimator.from_checkpoint(trained_tiny_ckpt, device="cpu")
+    alone = [one(im) for im in images]
+    batched = PoseEstimator.from_checkpoint(trained_tiny_ckpt, device="cpu", batch_size=2)
+    together = batched(images)  # the two copies of IMAGE share one forward pass
+    assert isinstance(together, list) and len(together) == len(images)
+    assert sum(map(len, alone)) > 5
+    for a, b in zip(alone, together):
+        assert len(a) == len(b)
+        for pa, pb in zip(a, b):
+            np.testing.assert_allclose(pa.keypoints, pb.keypoints, atol=1e-3)  # NaN where NaN
+            assert pa.score == pytest.approx(pb.score, abs=1e-5)
+    assert batched.timing.images == 4 and batched.timing.network_s > 0 and batched.timing.decoding_s > 0
+    assert one.timing.images == 1 and one.total_timing.images == 4
+    assert one.total_timing.network_s >= one.timing.network_s and one.total_timing.images_per_s > 0
+    assert "4 images" in batched.timing.describe() and "ms per image" in batched.timing.describe()
+    assert batched([]) == [] and batched.timing.images == 0
+
+
+def test_keyword_overrides_are_checked_as_the_config_checks_them(trained_tiny_ckpt):
+    estimator = PoseEstimator.from_checkpoint(trained_tiny_ckpt, device="cpu", scales=[1, 2], flip=False)
+    assert estimator.cfg.scales == [1.0, 2.0] and estimator.cfg.flip is False
+    assert estimator.cfg.boxsize == 64  # the rest: the checkpoint's own eval settings (the tiny preset's)
+    assert PoseEstimator.from_checkpoint(trained_tiny_ckpt).device.type in ("cpu", "cuda")  # "auto"
+    with pytest.raises(UserError, match="unknown config key 'eval.scalez'.*closest valid names: eval.scales"):
+        PoseEstimator.from_checkpoint(trained_tiny_ckpt, device="cpu", scalez=[1.0])
+    with pytest.raises(UserError, match="eval.flip': expected true or false"):
+        PoseEstimator.from_checkpoint(trained_tiny_ckpt, device="cpu", flip="sometimes")
+    with pytest.raises(UserError, match="eval.scales must hold at least one scale"):
+        PoseEstimator.from_checkpoint(trained_tiny_ckpt, device="cpu", scales=[])
+    with pytest.raises(UserError, match="none.pt not found"):
+        PoseEstimator.from_checkpoint(trained_tiny_ckpt.parent / "none.pt")
+
+
+def test_images_that_are_not_bgr_uint8_are_refused(tiny_ckpt):
+    estimator = PoseEstimator.from_checkpoint(tiny_ckpt, device="cpu")
+    good = np.zeros((64, 64, 3), np.uint8)
+    for bad in (np.zeros((64, 64), np.uint8), np.zeros((64, 64, 3), np.float32), np.zeros((0, 64, 3), np.uint8)):
+        with pytest.raises(UserError, match="image 0 is a .* give BGR uint8 arrays"):
+            estimator(bad)
+    with pytest.raises(UserError, match="image 1 is a str"):
+        estimator([good, "photo.jpg"])
+    with pytest.raises(ValueError, match="no network"):
+        PoseEstimator(None, estimator.cfg, estimator.skeleton, estimator.device)(good)
+
+
+def test_coco_results_json_is_the_file_coco_eval_writes(
+    trained_tiny_ckpt, coco_sample_images, coco_sample_annotations, tmp_path, one_thread
+):
+    folder, written = image_folder(coco_sample_images, tmp_path / "images"), tmp_path / "results.json"
+    argv = ["--ckpt", str(trained_tiny_ckpt), "--images", str(folder), "--out", str(written), "--scales", "1"]
+    assert coco_eval.main([*argv, "--no-flip", "eval.boxsize=128"]) == 0
+    estimator = PoseEstimator.from_checkpoint(trained_tiny_ckpt, device="cpu", scales=[1.0], flip=False, boxsize=128)
+    results = estimator([read(folder / name) for name in UNSCORED_IMAGES])
+    ids = [int(name.split(".")[0]) for name in UNSCORED_IMAGES]
+    text = coco_results_json(ids, results)
+    assert text == written.read_text() and text.count('"image_id"') == sum(map(len, results)) > 0
+    assert len(load_coco(coco_sample_annotations).loadRes(str(written)).getAnnIds()) == sum(map(len, results))
+    assert coco_results_json([1], [[]]) == "[]\n"
+    with pytest.raises(ValueError, match="2 image ids for 1 images"):
+        coco_results_json([1, 2], [[]])
