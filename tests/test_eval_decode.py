@@ -6,7 +6,7 @@ import pytest
 from config.schema import EvalConfig, TargetConfig
 from data.targets import draw_targets
 from evaluate.assemble import AssemblyParams, assemble_people, person_scores
-from evaluate.coco_eval import coco_results
+from evaluate.coco_results import coco_results
 from evaluate.decode import decode_people
 from evaluate.limbs import match_limb, score_pairs
 from evaluate.peaks import find_peaks, local_maxima
