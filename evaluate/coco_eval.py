@@ -8,7 +8,8 @@
 Ranks take a strided shard of the (sorted) image ids, predictions are all-gathered, rank 0 writes the results
 JSON and runs pycocotools, every rank receives the numbers. The JSON is sorted and its floats rounded, so it
 is byte-identical for any number of processes. The skeleton is the model's (the checkpoint's; ``data.skeleton`` for
-``--from-ground-truth``): results are in its dataset keypoint order and OKS uses its sigmas.
+``--from-ground-truth``): results are in its dataset keypoint order, OKS uses its sigmas, and its ``evaluation``
+says which figures: COCO's, or CrowdPose's (evaluate/crowdpose_eval.py: AP, AR and AP easy/medium/hard).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from tqdm import tqdm
 from config.loader import add_config_arguments, load_config
 from config.schema import OUTPUT_STRIDE, Config
 from config.skeleton import Skeleton, skeleton_of
-from data.coco_annotations import PERSON_CATEGORY
+from data.coco_annotations import PERSON_CATEGORY, keypoint_category
+from evaluate.crowdpose_eval import crowdpose_keypoint_stats, with_box_areas
 from evaluate.decode import People, decode_people
 from evaluate.inference import Predictor, model_predictor, multiscale_maps_batch
 from evaluate.model_loader import load_model
@@ -65,9 +67,10 @@ def load_coco(annotations: str | Path, skeleton: Skeleton | None = None):
 def check_keypoint_counts(coco, path: Path, skeleton: Skeleton) -> None:
     """UserError naming the file and the first person annotation whose keypoints are not the skeleton's count."""
     want = 3 * skeleton.num_dataset_keypoints
+    category = keypoint_category(coco.dataset, skeleton, path)
     for ann in coco.dataset.get("annotations", []):
         kp = ann.get("keypoints")
-        if ann.get("category_id", PERSON_CATEGORY) == PERSON_CATEGORY and kp is not None and len(kp) != want:
+        if ann.get("category_id", category) == category and kp is not None and len(kp) != want:
             raise UserError(
                 f"annotation file {path}, annotation id {ann.get('id', '?')}: 'keypoints' holds {len(kp)} numbers "
                 f"but skeleton {skeleton.describe()} needs {want}; evaluate with the skeleton of this dataset "
@@ -97,8 +100,9 @@ def read_image(path: Path) -> np.ndarray:
     return image
 
 
-def coco_results(image_ids: list[int], people: list[People]) -> list[dict]:
-    """The COCO keypoint results list: one entry per person, sorted by image id then descending score.
+def coco_results(image_ids: list[int], people: list[People], category_id: int = PERSON_CATEGORY) -> list[dict]:
+    """The COCO keypoint results list: one entry per person (of category ``category_id``, the annotations'
+    keypoint category), sorted by image id then descending score.
 
     Keypoint v is 1 where a keypoint was found and 0 otherwise (with x = y = 0). Floats are rounded
     (coordinates to 0.01 px, scores to 1e-6) so that the file is reproducible byte for byte.
@@ -110,7 +114,7 @@ def coco_results(image_ids: list[int], people: list[People]) -> list[dict]:
             flat = np.stack([kp[:, 0], kp[:, 1], found.astype(np.float64)], 1).ravel()
             entry = {
                 "image_id": int(image_id),
-                "category_id": PERSON_CATEGORY,
+                "category_id": category_id,
                 "keypoints": [round(float(v), 2) for v in flat],
                 "score": round(float(score), 6),
             }
@@ -136,12 +140,14 @@ def coco_keypoint_stats(
     """pycocotools keypoint evaluation restricted to ``image_ids``; (stats, printed summary).
 
     ``sigmas``: the OKS sigma of each dataset keypoint (``Skeleton.sigmas``); None: pycocotools' own, COCO's.
-    No detections at all gives zeros (pycocotools cannot load an empty result list).
+    No detections at all gives zeros (pycocotools cannot load an empty result list). Annotations without an
+    'area' are scored with 0.53 x their box area (CrowdPose's stand-in).
     """
     if not results:
         return {k: 0.0 for k in STAT_NAMES}, "no detections: every AP and AR is 0\n"
     from pycocotools.cocoeval import COCOeval
 
+    coco = with_box_areas(coco, every=False)
     text = io.StringIO()
     with contextlib.redirect_stdout(text):
         detections = coco.loadRes(results)
@@ -156,6 +162,14 @@ def coco_keypoint_stats(
         ev.summarize()
     stats = {k: float(max(v, 0.0)) for k, v in zip(STAT_NAMES, ev.stats)}  # -1 means "no ground truth"
     return stats, summary.getvalue()
+
+
+def keypoint_stats(coco, results: list[dict], image_ids: list[int], skeleton: Skeleton) -> tuple[dict[str, float], str]:
+    """(stats, printed table) of ``results`` as ``skeleton.evaluation`` says: COCO's keypoint figures or
+    CrowdPose's, OKS with the skeleton's sigmas."""
+    if skeleton.evaluation == "crowdpose":
+        return crowdpose_keypoint_stats(coco, results, image_ids, skeleton.sigmas)
+    return coco_keypoint_stats(coco, results, image_ids, skeleton.sigmas)
 
 
 def predict_people(
@@ -226,13 +240,14 @@ def evaluate_images(
         ids = ids[: cfg.eval.max_images]
     mine = [ids[i] for i in dist.shard(len(ids))]
     people = predict_people(coco, mine, images_dir, cfg, device, predictor_for, batch_size, progress, skeleton=skeleton)
-    gathered = dist.all_gather_object(coco_results(mine, [people[i] for i in mine]))
+    category = keypoint_category(coco.dataset, skeleton, annotations)
+    gathered = dist.all_gather_object(coco_results(mine, [people[i] for i in mine], category))
     stats, summary = None, None
     if dist.is_main_process():
         results = sort_results(r for part in gathered for r in part)
         if out_json:
             atomic_write_text(out_json, results_text(results))
-        stats, summary = coco_keypoint_stats(coco, results, ids, skeleton.sigmas)
+        stats, summary = keypoint_stats(coco, results, ids, skeleton)
     return dist.broadcast_object((stats, summary))
 
 
