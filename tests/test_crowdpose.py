@@ -100,6 +100,20 @@ def test_crowdposes_figures_by_hand():
     assert coco_stats["AP"] < stats["AP"]  # COCO's evaluation does use it
 
 
+def test_a_detection_without_any_found_keypoint_is_dropped_as_the_tools_do():
+    """xtcocotools' keypoints_crowd drops detections whose keypoints all have v = 0 before matching; pycocotools
+    alone would match this one (it lies exactly on person 3) and raise the AP."""
+    coco, results = _hand_made_case()
+    stats, _ = crowdpose_keypoint_stats(coco, results, [1, 2, 3, 4], CROWDPOSE.sigmas)
+    exact = np.array(coco.loadAnns([13])[0]["keypoints"], float).reshape(14, 3)
+    exact[:, 2] = 0
+    unlabelled = {"image_id": 3, "category_id": 1, "keypoints": exact.ravel().tolist(), "score": 0.99}
+    with_it, _ = crowdpose_keypoint_stats(coco, [*results, unlabelled], [1, 2, 3, 4], CROWDPOSE.sigmas)
+    assert with_it == stats
+    only_it, table = crowdpose_keypoint_stats(coco, [unlabelled], [1, 2, 3, 4], CROWDPOSE.sigmas)
+    assert set(only_it.values()) == {0.0} and "no detections" in table
+
+
 def test_without_crowd_index_the_groups_are_left_out():
     coco, results = _hand_made_case()
     for img in coco.dataset["images"]:
