@@ -6,13 +6,18 @@ from __future__ import annotations
 
 import json
 
+import h5py
 import numpy as np
 import pytest
 
+from config.loader import load_config
 from config.skeleton import load_skeleton
 from data.coco_to_hdf5 import Source, convert
+from data.dataset import SimplePoseDataset
+from data.quickstart_data import prepare_synthetic_data
 from data.synthetic import generate, main
 from engine.logger import read_metrics
+from engine.run import QUICKSTART_PRESET
 from engine.trainer import Trainer
 from evaluate import coco_eval
 from tests.helpers import tiny_cfg
@@ -101,15 +106,34 @@ def assert_the_loss_fell(records: list[dict]) -> None:
     assert last_epoch < 0.75 * first, f"loss went from {first:.3f} (first step) to {last_epoch:.3f} (last epoch)"
 
 
-def test_a_short_training_run_learns_and_evaluates_in_the_skeletons_order(synthetic_quadruped, tmp_path, capsys):
+@pytest.mark.parametrize("name", ["crowdpose", "quadruped6"])
+def test_a_short_training_run_learns_and_evaluates_in_the_skeletons_order(
+    name, synthetic_crowdpose, synthetic_quadruped, tmp_path, capsys
+):
+    root = synthetic_crowdpose if name == "crowdpose" else synthetic_quadruped
+    skeleton = load_skeleton(name)
     h5 = tmp_path / "train64.h5"
-    train = synthetic_quadruped / "annotations" / "person_keypoints_train.json"
-    convert([Source(synthetic_quadruped / "images", train)], h5, 64, progress=False, skeleton="quadruped6")
-    assert_the_loss_fell(train_a_few_steps(h5, tmp_path / "run", "data.skeleton=quadruped6"))
+    train = root / "annotations" / "person_keypoints_train.json"
+    convert([Source(root / "images", train)], h5, 64, progress=False, skeleton=name)
+    assert_the_loss_fell(train_a_few_steps(h5, tmp_path / "run", f"data.skeleton={name}"))
     out = tmp_path / "results.json"
-    val = synthetic_quadruped / "annotations" / "person_keypoints_val.json"
-    args = ["--ckpt", str(tmp_path / "run" / "last.pt"), "--images", str(synthetic_quadruped / "images")]
+    val = root / "annotations" / "person_keypoints_val.json"
+    args = ["--ckpt", str(tmp_path / "run" / "last.pt"), "--images", str(root / "images")]
     assert coco_eval.main([*args, "--annotations", str(val), "--out", str(out), "eval.max_images=2", *FAINT_MAPS]) == 0
     assert "AP " in capsys.readouterr().out
     results = json.loads(out.read_text())
-    assert results and all(len(r["keypoints"]) == 18 for r in results)  # the 6 dataset keypoints
+    assert results and all(len(r["keypoints"]) == 3 * skeleton.num_dataset_keypoints for r in results)
+
+
+def test_the_quick_start_data_follows_data_skeleton(tmp_path):
+    """`python train.py data.skeleton=NAME` makes its synthetic set of that skeleton's figures; going back to COCO
+    makes COCO persons again (the cache knows which it holds)."""
+    root = tmp_path / "synthetic"
+    for name in ("quadruped6", "coco"):
+        cfg = load_config(QUICKSTART_PRESET, [f"data.synthetic_dir={root}", "data.synthetic_images=4",
+                                              "data.input_size=64", f"data.skeleton={name}"])  # fmt: skip
+        settings = prepare_synthetic_data(cfg.data)
+        with h5py.File(settings["data.train"], "r") as f:
+            assert f["people/keypoints"].shape[1] == load_skeleton(name).num_dataset_keypoints
+        assert annotations(root, "val")["categories"][0]["keypoints"] == list(load_skeleton(name).dataset_keypoints)
+        assert len(SimplePoseDataset(settings["data.train"], cfg, train=True)) > 0
