@@ -10,6 +10,8 @@ import torch
 from config.loader import load_config
 from config.schema import Config
 from config.skeleton import load_skeleton
+from engine.logger import read_metrics
+from engine.trainer import Trainer
 from utils.paths import REPO_ROOT, TINY_PRESET
 
 COCO = load_skeleton("coco")  # the paper's skeleton: the tests written against its channel layout use it
@@ -58,3 +60,21 @@ def subprocess_env(**extra: str) -> dict[str, str]:
     plus ``extra``."""
     path = os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
     return {**os.environ, "PYTHONPATH": path, **extra}
+
+
+# A short training run of the tiny preset on a skeleton's synthetic set (the loss falls within it).
+SHORT_RUN = ("train.epochs=2", "train.max_steps_per_epoch=6", "train.optimizer=adam", "train.lr=5e-3")
+# an hardly trained network's maps are faint: these thresholds still turn them into people to write
+FAINT_MAPS = ("eval.peak_threshold=0.02", "eval.limb_threshold=0.02", "eval.min_mean_score=0")
+
+
+def train_a_few_steps(h5, run, *extra: str) -> list[dict]:
+    """The tiny model trained 12 steps with Adam (seconds on a CPU); its metrics records."""
+    Trainer(tiny_cfg(h5, run, *SHORT_RUN, *extra)).fit()
+    return read_metrics(run)
+
+
+def assert_the_loss_fell(records: list[dict]) -> None:
+    first = next(r["loss"] for r in records if r["kind"] == "train")
+    last_epoch = [r["train_loss"] for r in records if r["kind"] == "epoch"][-1]
+    assert last_epoch < 0.75 * first, f"loss went from {first:.3f} (first step) to {last_epoch:.3f} (last epoch)"

@@ -15,8 +15,7 @@ from engine.logger import read_metrics
 from engine.trainer import Trainer
 from evaluate import coco_eval
 from models.weights import SKELETON_DEPENDENT, unwrap
-from tests.helpers import tiny_cfg
-from tests.test_skeleton_synthetic import FAINT_MAPS, SHORT_RUN, assert_the_loss_fell
+from tests.helpers import FAINT_MAPS, SHORT_RUN, assert_the_loss_fell, tiny_cfg
 from utils.errors import UserError
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -13,6 +13,7 @@ import pytest
 import train
 from data import coco_to_hdf5, synthetic
 from evaluate import coco_eval
+from tests.helpers import FAINT_MAPS, SHORT_RUN
 from utils.paths import REPO_ROOT
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -21,10 +22,9 @@ SMALLER = {
     "data.synthetic": ["--num-images", "12"],
     "data.coco_to_hdf5": ["--input-size", "64"],
     "train.py": ["data.input_size=64", "eval.boxsize=64", "model.inp_dim=16", "model.increase=8",
-                 "model.head_channels=16", "model.se_reduction=4", "train.epochs=2", "train.max_steps_per_epoch=6",
-                 "train.batch_size=2", "train.lr=5e-3", "train.amp=off"],  # fmt: skip
-    "evaluate.coco_eval": ["eval.max_images=2", "eval.peak_threshold=0.02", "eval.limb_threshold=0.02",
-                           "eval.min_mean_score=0"],
+                 "model.head_channels=16", "model.se_reduction=4", "train.batch_size=2", "train.amp=off",
+                 *SHORT_RUN],  # fmt: skip
+    "evaluate.coco_eval": ["eval.max_images=2", *FAINT_MAPS],
 }
 RUNNERS = {"data.synthetic": synthetic.main, "data.coco_to_hdf5": coco_to_hdf5.main, "train.py": train.main,
            "evaluate.coco_eval": coco_eval.main}  # fmt: skip

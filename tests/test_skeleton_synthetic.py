@@ -16,11 +16,9 @@ from data.coco_to_hdf5 import Source, convert
 from data.dataset import SimplePoseDataset
 from data.quickstart_data import prepare_synthetic_data
 from data.synthetic import generate, main
-from engine.logger import read_metrics
 from engine.run import QUICKSTART_PRESET
-from engine.trainer import Trainer
 from evaluate import coco_eval
-from tests.helpers import tiny_cfg
+from tests.helpers import FAINT_MAPS, assert_the_loss_fell, train_a_few_steps
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 QUADRUPED = load_skeleton("quadruped6")
@@ -87,23 +85,6 @@ def test_oracle_ap_from_the_ground_truth_maps(name, synthetic_crowdpose, synthet
     assert ap >= 0.9
     results = json.loads(out.read_text())
     assert results and all(len(r["keypoints"]) == 3 * skeleton.num_dataset_keypoints for r in results)
-
-
-SHORT_RUN = ("train.epochs=2", "train.max_steps_per_epoch=6", "train.optimizer=adam", "train.lr=5e-3")
-# an hardly trained network's maps are faint: these thresholds still turn them into people to write
-FAINT_MAPS = ("eval.peak_threshold=0.02", "eval.limb_threshold=0.02", "eval.min_mean_score=0")
-
-
-def train_a_few_steps(h5, run, *extra: str) -> list[dict]:
-    """The tiny model trained 12 steps with Adam (seconds on a CPU); its metrics records."""
-    Trainer(tiny_cfg(h5, run, *SHORT_RUN, *extra)).fit()
-    return read_metrics(run)
-
-
-def assert_the_loss_fell(records: list[dict]) -> None:
-    first = next(r["loss"] for r in records if r["kind"] == "train")
-    last_epoch = [r["train_loss"] for r in records if r["kind"] == "epoch"][-1]
-    assert last_epoch < 0.75 * first, f"loss went from {first:.3f} (first step) to {last_epoch:.3f} (last epoch)"
 
 
 @pytest.mark.parametrize("name", ["crowdpose", "quadruped6"])
