@@ -44,10 +44,14 @@ AUX_CHANNELS = 2  # person mask, max keypoint
 # v=1), 2 not annotated (dataset v=0). A keypoint takes part in the targets iff v < 2.
 VIS_OCCLUDED, VIS_VISIBLE, VIS_UNLABELLED = 0, 1, 2
 
-_KEYS = ("name", "dataset_keypoints", "derived", "keypoints", "limbs", "flip_pairs", "sigmas", "draw")
+_KEYS = ("name", "dataset_keypoints", "derived", "keypoints", "limbs", "flip_pairs", "sigmas", "draw", "evaluation")
 _DRAW_KEYS = ("sample_limbs", "result_edges", "colors")
 _RULES = ("midpoint",)
 HUE_CIRCLE = "hue_circle"
+# How results are scored (evaluate/coco_eval.py keypoint_stats): coco: pycocotools' keypoint AP/AR with the
+# annotations' area; crowdpose: CrowdPose's (evaluate/crowdpose_eval.py: OKS scale 0.53 x box area, AP/AR and AP
+# easy/medium/hard by the images' crowdIndex).
+EVALUATIONS = ("coco", "crowdpose")
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,7 @@ class Skeleton:
     draw_limbs: tuple[int, ...]  # limbs drawn on training samples, ascending
     draw_edges: tuple[tuple[int, int], ...]  # dataset keypoint pairs drawn on results
     colors: tuple[tuple[int, int, int], ...] | str  # BGR list, or HUE_CIRCLE
+    evaluation: str = "coco"  # one of EVALUATIONS
     source: str = field(default="", compare=False)  # the file (or checkpoint) it came from, for messages
 
     # ------------------------------------------------------------------ sizes and channel layout
@@ -239,6 +244,8 @@ class Skeleton:
                 "result_edges": [[self.dataset_keypoints[a], self.dataset_keypoints[b]] for a, b in self.draw_edges],
                 "colors": self.colors if isinstance(self.colors, str) else [list(c) for c in self.colors],
             },
+            # only when not the default, so that COCO's definition (stored in HDF5 files) stays as it was
+            **({"evaluation": self.evaluation} if self.evaluation != "coco" else {}),
         }
 
     @classmethod
@@ -366,8 +373,12 @@ class _Parser:
         self.check_symmetry(limb_names, flip_pairs, derived)
         sigmas = self.sigmas(data["sigmas"], dataset, derived)
         draw_limbs, draw_edges, colors = self.draw(data.get("draw") or {}, limb_names, dataset)
+        evaluation = data.get("evaluation", "coco")
+        if evaluation not in EVALUATIONS:
+            raise self.fail(f"'evaluation' must be one of {', '.join(EVALUATIONS)}, got {evaluation!r}",
+                            "coco for COCO-like files, crowdpose for CrowdPose's")  # fmt: skip
         return Skeleton(name, dataset, keypoints, derived, limbs, flip_pairs, sigmas, draw_limbs, draw_edges,
-                        colors, self.source)  # fmt: skip
+                        colors, evaluation, source=self.source)  # fmt: skip
 
     def derived(self, value: Any, dataset: tuple[str, ...]) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
         if not isinstance(value, Mapping):

@@ -5,7 +5,10 @@ the file, the image or annotation and the field.
 
 What is legal COCO and kept: images without people, keypoints outside their image (negative or past the
 border; augmentation can bring them into the crop), zero-area boxes (the person is kept for the masks and as
-an "other person", but cannot be a main person: its box gives no scale). What is corrupt and refused: invalid
+an "other person", but cannot be a main person: its box gives no scale). Also read: files without ``area`` and
+``segmentation`` (CrowdPose publishes neither): the box then stands for the person's region and 0.53 x its area for
+the area, the stand-in CrowdPose's evaluation uses (``with_region_stand_ins``); and a keypoint category whose id
+is not COCO's 1 (``keypoint_category``). What is corrupt and refused: invalid
 JSON, duplicate image or annotation ids, a keypoint list that is not D x [x, y, v] finite numbers with v in
 {0, 1, 2} (D: the skeleton's dataset keypoints, COCO's 17), a box with a negative or non-finite size, an
 annotation of an image that is not listed. With
@@ -26,8 +29,9 @@ from pycocotools import mask as mask_utils
 from config.skeleton import Skeleton
 from utils.errors import UserError
 
-PERSON_CATEGORY = 1
-_ANNOTATION_FIELDS = ("image_id", "bbox", "keypoints", "num_keypoints", "iscrowd", "area", "segmentation")
+PERSON_CATEGORY = 1  # COCO's person; files with one keypoint category may give it any id (keypoint_category)
+_ANNOTATION_FIELDS = ("image_id", "bbox", "keypoints", "num_keypoints", "iscrowd")
+BOX_AREA_FACTOR = 0.53  # a person's area as a fraction of its box's, where the file gives none (CrowdPose's value)
 
 
 @dataclass
@@ -38,6 +42,7 @@ class CocoKeypoints:
     images: list[dict]
     annotations_by_image: dict[int, list[dict]]
     bad: list[dict] = field(default_factory=list)  # with skip_bad: {"annotation_id", "image_id", "reason"}
+    stand_ins: int = 0  # annotations without 'area' or 'segmentation', given the box's (with_region_stand_ins)
 
     @property
     def bad_image_ids(self) -> set[int]:
@@ -62,8 +67,45 @@ def load_coco_keypoints(path: str | Path, skeleton: Skeleton, skip_bad: bool = F
     data = _read_annotation_json(path)
     images = _validated_images(data["images"], path)
     image_ids = {img["id"] for img in images}
-    by_image, bad = _person_annotations_by_image(data["annotations"], image_ids, path, skip_bad, skeleton)
-    return CocoKeypoints(path, images, by_image, bad)
+    category = keypoint_category(data, skeleton, path)
+    by_image, bad = _person_annotations_by_image(data["annotations"], image_ids, path, skip_bad, skeleton, category)
+    stand_ins = 0
+    for anns in by_image.values():
+        stand_ins += sum("area" not in a or "segmentation" not in a for a in anns)
+        anns[:] = [with_region_stand_ins(a) for a in anns]
+    return CocoKeypoints(path, images, by_image, bad, stand_ins)
+
+
+def keypoint_category(data: dict, skeleton: Skeleton, path: Path | str) -> int:
+    """The id of the category whose annotations hold the keypoints: the file's only category with a 'keypoints'
+    list, else the one whose list has the skeleton's length (COCO's 1 when several do), else COCO's 1 when the file
+    lists no such category. UserError when several fit equally."""
+    listed = [c for c in data.get("categories") or [] if isinstance(c, dict) and isinstance(c.get("keypoints"), list)]
+    if not listed:
+        return PERSON_CATEGORY
+    if len(listed) == 1:
+        return listed[0].get("id", PERSON_CATEGORY)
+    fitting = [c.get("id") for c in listed if len(c["keypoints"]) == skeleton.num_dataset_keypoints]
+    if len(fitting) == 1 or PERSON_CATEGORY in fitting:
+        return fitting[0] if len(fitting) == 1 else PERSON_CATEGORY
+    raise UserError(
+        f"annotation file {path} has {len(listed)} keypoint categories (ids {[c.get('id') for c in listed]}) and "
+        f"{len(fitting) or 'none'} of them list {skeleton.num_dataset_keypoints} keypoints as skeleton "
+        f"'{skeleton.name}' does; keep only the category to train on in the file"
+    )
+
+
+def with_region_stand_ins(ann: dict) -> dict:
+    """The annotation with an 'area' and a 'segmentation' where it has none: 0.53 x the box area (CrowdPose's
+    evaluation uses the same), and the box as a polygon (its region in the masks; an RLE for a crowd would need
+    the image size, so a crowd gets the polygon too)."""
+    if "area" in ann and "segmentation" in ann:
+        return ann
+    x, y, w, h = ann["bbox"]
+    filled = dict(ann)
+    filled.setdefault("area", h * w * BOX_AREA_FACTOR)
+    filled.setdefault("segmentation", [[x, y, x + w, y, x + w, y + h, x, y + h]])
+    return filled
 
 
 def load_image_info(path: str | Path) -> list[dict]:
@@ -117,9 +159,10 @@ def _validated_images(entries: list, path: Path) -> list[dict]:
 
 
 def _person_annotations_by_image(
-    entries: list, image_ids: set[int], path: Path, skip_bad: bool, skeleton: Skeleton
+    entries: list, image_ids: set[int], path: Path, skip_bad: bool, skeleton: Skeleton, category: int
 ) -> tuple[dict[int, list[dict]], list[dict]]:
-    """The person annotations grouped by image id, in file order, and (with ``skip_bad``) the bad ones.
+    """The person annotations (of the keypoint category ``category``) grouped by image id, in file order, and (with
+    ``skip_bad``) the bad ones.
 
     Annotations of other categories are ignored. A duplicate annotation id is always an error; an annotation
     with bad values is an error unless ``skip_bad``, then it is listed as {"annotation_id", "image_id", "reason"}.
@@ -128,7 +171,7 @@ def _person_annotations_by_image(
     bad: list[dict] = []
     ann_ids: dict[int, int] = {}
     for i, ann in enumerate(entries):
-        if isinstance(ann, dict) and ann.get("category_id", PERSON_CATEGORY) != PERSON_CATEGORY:
+        if isinstance(ann, dict) and ann.get("category_id", category) != category:
             continue
         where = f"annotation file {path}, annotations[{i}]"
         if not isinstance(ann, dict):
@@ -178,8 +221,10 @@ def _annotation_problem(ann: dict, image_ids: set[int], skeleton: Skeleton) -> s
         return f"'bbox' must be 4 finite numbers [x, y, w, h], got {bbox!r}"
     if bbox[2] < 0 or bbox[3] < 0:
         return f"'bbox' {bbox} has a negative width or height"
-    if not _is_number(ann["area"]) or not isinstance(ann["num_keypoints"], int) or ann["iscrowd"] not in (0, 1):
+    if not _is_number(ann.get("area", 0)) or not isinstance(ann["num_keypoints"], int) or ann["iscrowd"] not in (0, 1):
         return "'area' must be a number, 'num_keypoints' an integer, 'iscrowd' 0 or 1"
+    if "segmentation" not in ann:
+        return None
     seg = ann["segmentation"]
     if ann["iscrowd"]:
         ok = isinstance(seg, dict) and "counts" in seg and "size" in seg

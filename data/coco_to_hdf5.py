@@ -173,7 +173,7 @@ def convert(
     loaded = [(s, load_coco_keypoints(s.annotations, skeleton, skip_bad)) for s in sources]
     skipped: list[dict] = []
     counts = {"images_in_annotations": 0, "images": 0, "people": 0, "samples": 0, "images_without_main_person": 0,
-              "people_with_empty_box": 0}  # fmt: skip
+              "people_with_empty_box": 0, "people_with_box_as_region": sum(c.stand_ins for _, c in loaded)}  # fmt: skip
     planned = _plan(loaded, skip_bad, main_person_bbox_bug, counts, skipped)
     with atomic_path(out) as tmp, h5py.File(tmp, "w") as f:
         writer = H5Writer(f, skeleton.num_dataset_keypoints)
@@ -313,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
         f"wrote {args.out}: {c['images']} images, {c['people']} people, {c['samples']} samples; "
         f"{len(settings['skipped'])} images skipped as bad, {c['images_without_main_person']} images without a "
         f"main person left out, {c['people_with_empty_box']} people with a zero-area box not used as main persons"
+        + (f"; {c['people_with_box_as_region']} people without 'segmentation' or 'area': their box stands in"
+           if c["people_with_box_as_region"] else "")  # fmt: skip
     )
     return 0
 

@@ -2,7 +2,8 @@
 
 ``python train.py`` with no --config and no data.train calls ``prepare_synthetic_data`` and applies the
 settings it returns; the files are cached under ``data.synthetic_dir`` and rebuilt only when their settings
-change.
+change. The figures are of ``data.skeleton`` (COCO persons by default; ``python train.py data.skeleton=crowdpose``
+trains on synthetic CrowdPose figures).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 from pathlib import Path
 
 from config.schema import DataConfig
+from config.skeleton import load_skeleton
 from data.coco_to_hdf5 import Source, convert
 from data.h5_format import H5_FORMAT_VERSION
 from data.synthetic import generate
@@ -24,10 +26,12 @@ def prepare_synthetic_data(d: DataConfig) -> dict[str, str]:
     root = Path(d.synthetic_dir)
     images, ann = root / "images", root / "annotations"
     wanted = {"num_images": d.synthetic_images, "seed": d.synthetic_seed, "format_version": H5_FORMAT_VERSION}
+    if d.skeleton != "coco":  # COCO's caches made before skeletons existed stay valid
+        wanted["skeleton"] = d.skeleton
     marker = root / "synthetic.json"
     if not marker.is_file() or json.loads(marker.read_text()) != wanted:
         print(f"making {d.synthetic_images} synthetic images in {root} (once)")
-        generate(root, d.synthetic_images, d.synthetic_seed)
+        generate(root, d.synthetic_images, d.synthetic_seed, skeleton=load_skeleton(d.skeleton))
         for old in root.glob("*.h5"):
             old.unlink()
         atomic_write_text(marker, json.dumps(wanted))
@@ -35,7 +39,7 @@ def prepare_synthetic_data(d: DataConfig) -> dict[str, str]:
         h5 = root / f"{split}{d.input_size}.h5"
         if not h5.is_file():
             convert([Source(images, ann / f"person_keypoints_{split}.json")], h5, input_size=d.input_size,
-                    split=f"synthetic-{split}", progress=False)  # fmt: skip
+                    split=f"synthetic-{split}", progress=False, skeleton=d.skeleton)  # fmt: skip
     return {
         "data.train": str(root / f"train{d.input_size}.h5"),
         "data.val": str(root / f"val{d.input_size}.h5"),

@@ -1,10 +1,15 @@
-"""A synthetic COCO-format person-keypoint dataset that a small network learns in minutes on a CPU.
+"""A synthetic COCO-format keypoint dataset that a small network learns in minutes on a CPU.
 
-    python -m data.synthetic --out synth [--num-images 600 --seed 0 --val-fraction 0.2]
+    python -m data.synthetic --out synth [--num-images 600 --seed 0 --val-fraction 0.2] [--skeleton NAME|FILE]
 
 writes ``synth/images/*.jpg`` and ``synth/annotations/person_keypoints_{train,val}.json`` (images, annotations
 with 17 keypoints, num_keypoints, bbox, area, polygon segmentation, iscrowd, categories), to be converted with
 ``python -m data.coco_to_hdf5`` like COCO itself. Deterministic from the seed.
+
+``--skeleton`` (default coco) draws figures of another keypoint set instead, articulated from its limb graph
+(data/synthetic_figures.py), with the same backgrounds, sizes, occlusion, tiny figures and crowds, and annotations
+in that skeleton's dataset order; a skeleton evaluated as CrowdPose (``evaluation: crowdpose``) also gets each
+image's ``crowdIndex``. Convert such a set with the same ``--skeleton``.
 
 Each picture (256-384 px) has 1-4 large articulated people (bbox height mostly 35-80% of the picture) drawn as
 filled body shapes over a random background (gradient, noise or stripes), plus tiny people without keypoints
@@ -27,11 +32,12 @@ import cv2
 import numpy as np
 from pycocotools import mask as mask_utils
 
-from config.skeleton import load_skeleton
+from config.skeleton import Skeleton, load_skeleton
+from data.synthetic_figures import Figure
 from utils.errors import UserError, cli_main
 from utils.io import atomic_write_text
 
-COCO = load_skeleton("coco")  # the people drawn here are COCO persons
+COCO = load_skeleton("coco")  # the people drawn without --skeleton are COCO persons
 K = {name: i for i, name in enumerate(COCO.dataset_keypoints)}
 NUM_KEYPOINTS = COCO.num_dataset_keypoints
 # (from, to, colour BGR, thickness as a fraction of the body height); symmetric between sides.
@@ -141,54 +147,81 @@ def _polygons(mask: np.ndarray) -> list[list[float]]:
     return [c.reshape(-1).astype(float).tolist() for c in contours if len(c) >= 3]
 
 
-def make_image(rng: np.random.Generator, image_id: int, first_ann_id: int) -> tuple[np.ndarray, list[dict]]:
+class CocoPerson:
+    """The COCO person (``random_pose``, ``_draw_person``); ``data.synthetic_figures.Figure`` is the same kind of
+    thing for any skeleton."""
+
+    num_keypoints = NUM_KEYPOINTS
+
+    def pose(self, rng: np.random.Generator) -> np.ndarray:
+        return random_pose(rng)
+
+    def draw(self, img: np.ndarray, mask: np.ndarray, kp: np.ndarray, size: float, rng: np.random.Generator) -> None:
+        _draw_person(img, mask, kp, size, rng)
+
+
+Body = CocoPerson | Figure
+COCO_PERSON = CocoPerson()
+
+
+def body_for(skeleton: Skeleton | None) -> Body:
+    """What the people of ``skeleton`` are drawn as: the COCO person for COCO's keypoints, else a ``Figure``."""
+    if skeleton is None or skeleton.same_layout(COCO):
+        return COCO_PERSON
+    return Figure(skeleton)
+
+
+def make_image(
+    rng: np.random.Generator, image_id: int, first_ann_id: int, body: Body = COCO_PERSON
+) -> tuple[np.ndarray, list[dict]]:
     """One picture (h, w, 3) uint8 BGR and its COCO annotations, ids from ``first_ann_id`` on."""
     h, w = (int(v) for v in rng.integers(256, 385, 2))
     img = _background(rng, h, w)
-    people = [_draw_main_person(rng, img) for _ in range(int(rng.choice([1, 1, 2, 2, 3, 4])))]
-    tiny = [_draw_tiny_person(rng, img) for _ in range(int(rng.integers(0, 4)))]
-    crowd = _draw_crowd(rng, img) if rng.random() < 0.15 else None
-    anns = _image_annotations(people, tiny, crowd)
+    people = [_draw_main_person(rng, img, body) for _ in range(int(rng.choice([1, 1, 2, 2, 3, 4])))]
+    tiny = [_draw_tiny_person(rng, img, body) for _ in range(int(rng.integers(0, 4)))]
+    crowd = _draw_crowd(rng, img, body) if rng.random() < 0.15 else None
+    anns = _image_annotations(people, tiny, crowd, body.num_keypoints)
     for ann_id, a in enumerate(anns, start=first_ann_id):
         a["image_id"] = image_id
         a["id"] = ann_id
     return img, anns
 
 
-def _draw_main_person(rng: np.random.Generator, img: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _draw_main_person(rng: np.random.Generator, img: np.ndarray, body: Body) -> tuple[np.ndarray, np.ndarray]:
     """Draw a large person (height 35-80% of the picture, tilted up to 25 degrees) mostly inside ``img``.
 
-    Returns its image keypoints (17, 2) and its mask (h, w) uint8 {0, 255}."""
+    Returns its image keypoints (D, 2) and its mask (h, w) uint8 {0, 255}."""
     h, w = img.shape[:2]
     height = rng.uniform(0.35, 0.8) * h
-    kp = random_pose(rng) * height
+    kp = body.pose(rng) * height
     kp = kp @ _rot(rng.uniform(-25, 25)).T
     lo, hi = kp.min(0), kp.max(0)
-    kp += rng.uniform([-lo[0] - 0.1 * w, -lo[1]], [w - hi[0] + 0.1 * w, h - hi[1] + 0.05 * h])
+    low = np.array([-lo[0] - 0.1 * w, -lo[1]])
+    kp += rng.uniform(low, np.maximum(low, [w - hi[0] + 0.1 * w, h - hi[1] + 0.05 * h]))  # wider than the picture
     mask = np.zeros((h, w), np.uint8)
-    _draw_person(img, mask, kp, height, rng)
+    body.draw(img, mask, kp, height, rng)
     return kp, mask
 
 
-def _draw_tiny_person(rng: np.random.Generator, img: np.ndarray) -> np.ndarray:
+def _draw_tiny_person(rng: np.random.Generator, img: np.ndarray, body: Body) -> np.ndarray:
     """Draw a tiny person (height 4-10% of the picture, annotated without keypoints); returns its mask (h, w)."""
     h, w = img.shape[:2]
     height = rng.uniform(0.04, 0.1) * h
-    kp = random_pose(rng) * height + rng.uniform([0, 0], [w, h])
+    kp = body.pose(rng) * height + rng.uniform([0, 0], [w, h])
     mask = np.zeros((h, w), np.uint8)
-    _draw_person(img, mask, kp, height, rng)
+    body.draw(img, mask, kp, height, rng)
     return mask
 
 
-def _draw_crowd(rng: np.random.Generator, img: np.ndarray) -> np.ndarray:
+def _draw_crowd(rng: np.random.Generator, img: np.ndarray, body: Body) -> np.ndarray:
     """Draw 5-11 small people packed in one region of ``img``; returns their union mask (h, w) uint8 {0, 255}."""
     h, w = img.shape[:2]
     crowd = np.zeros((h, w), np.uint8)
     x0, y0 = rng.uniform(0, w * 0.7), rng.uniform(0, h * 0.7)
     for _ in range(int(rng.integers(5, 12))):
         height = rng.uniform(0.05, 0.1) * h
-        kp = random_pose(rng) * height + (x0 + rng.uniform(0, w * 0.3), y0 + rng.uniform(0, h * 0.3))
-        _draw_person(img, crowd, kp, height, rng)
+        kp = body.pose(rng) * height + (x0 + rng.uniform(0, w * 0.3), y0 + rng.uniform(0, h * 0.3))
+        body.draw(img, crowd, kp, height, rng)
     return crowd
 
 
@@ -203,7 +236,7 @@ def _covered_by_later(masks: list[np.ndarray]) -> list[np.ndarray]:
 
 
 def _image_annotations(
-    people: list[tuple[np.ndarray, np.ndarray]], tiny: list[np.ndarray], crowd: np.ndarray | None
+    people: list[tuple[np.ndarray, np.ndarray]], tiny: list[np.ndarray], crowd: np.ndarray | None, num_keypoints: int
 ) -> list[dict]:
     """COCO annotations (without ids) of the people, the tiny people and the crowd, in drawing order.
 
@@ -215,15 +248,15 @@ def _image_annotations(
     cover = _covered_by_later(drawn)
     anns = []
     for i, (kp, mask) in enumerate(people + [(None, m) for m in tiny]):
-        ann = _person_annotation(kp, (mask > 0) & ~cover[i], cover[i], h, w)
+        ann = _person_annotation(kp, (mask > 0) & ~cover[i], cover[i], h, w, num_keypoints)
         if ann is not None:
             anns.append(ann)
     if crowd is not None and crowd.any():
-        anns.append(_crowd_annotation(crowd))
+        anns.append(_crowd_annotation(crowd, num_keypoints))
     return anns
 
 
-def _crowd_annotation(crowd: np.ndarray) -> dict:
+def _crowd_annotation(crowd: np.ndarray, num_keypoints: int) -> dict:
     """The ``iscrowd = 1`` annotation of a crowd mask (h, w), its region as an RLE."""
     h, w = crowd.shape
     rle = mask_utils.encode(np.asfortranarray(crowd > 0))
@@ -233,18 +266,20 @@ def _crowd_annotation(crowd: np.ndarray) -> dict:
         "num_keypoints": 0,
         "area": float(mask_utils.area(rle)),
         "iscrowd": 1,
-        "keypoints": [0] * (3 * NUM_KEYPOINTS),
+        "keypoints": [0] * (3 * num_keypoints),
         "bbox": [x, y, bw, bh],
         "category_id": 1,
     }
 
 
-def _person_annotation(kp, visible: np.ndarray, covered: np.ndarray, h: int, w: int) -> dict | None:
+def _person_annotation(
+    kp, visible: np.ndarray, covered: np.ndarray, h: int, w: int, num_keypoints: int
+) -> dict | None:
     polys = _polygons(visible.astype(np.uint8))
     if not polys:
         return None
     ys, xs = np.nonzero(visible)
-    keypoints = [0] * (3 * NUM_KEYPOINTS)
+    keypoints = [0] * (3 * num_keypoints)
     num = 0
     if kp is not None:
         for j, (x, y) in enumerate(kp):
@@ -252,7 +287,7 @@ def _person_annotation(kp, visible: np.ndarray, covered: np.ndarray, h: int, w: 
                 v = 1 if covered[int(y), int(x)] else 2
                 keypoints[3 * j : 3 * j + 3] = [round(float(x), 2), round(float(y), 2), v]
                 num += 1
-        labelled = np.array([keypoints[3 * j : 3 * j + 2] for j in range(NUM_KEYPOINTS) if keypoints[3 * j + 2] > 0])
+        labelled = np.array([keypoints[3 * j : 3 * j + 2] for j in range(num_keypoints) if keypoints[3 * j + 2] > 0])
         if len(labelled):
             xs = np.concatenate([xs, labelled[:, 0]])
             ys = np.concatenate([ys, labelled[:, 1]])
@@ -268,22 +303,44 @@ def _person_annotation(kp, visible: np.ndarray, covered: np.ndarray, h: int, w: 
     }
 
 
-def categories() -> list[dict]:
+def categories(skeleton: Skeleton = COCO) -> list[dict]:
+    """The one keypoint category (id 1): COCO's person, or one named after ``skeleton``; its "skeleton" is the
+    skeleton's result edges, 1-based."""
+    name = "person" if skeleton.same_layout(COCO) else skeleton.name
     return [
         {
-            "supercategory": "person",
+            "supercategory": name,
             "id": 1,
-            "name": "person",
-            "keypoints": list(COCO.dataset_keypoints),
-            "skeleton": [[a + 1, b + 1] for a, b in COCO.draw_edges],
+            "name": name,
+            "keypoints": list(skeleton.dataset_keypoints),
+            "skeleton": [[a + 1, b + 1] for a, b in skeleton.draw_edges],
         }
     ]
 
 
-def generate(out: str | Path, num_images: int = 600, seed: int = 0, val_fraction: float = 0.2) -> dict[str, int]:
-    """Write the dataset under ``out``; returns the number of images per split."""
+def crowd_index(anns: list[dict]) -> float:
+    """CrowdPose's Crowd Index of an image (Li et al. 2019, eq. 1): over the people with keypoints, the mean of
+    (labelled keypoints of other people inside the person's box) / (the person's own labelled keypoints); 0 to
+    about 1, rounded to 0.01 as CrowdPose's files give it."""
+    people = [np.asarray(a["keypoints"], float).reshape(-1, 3) for a in anns if a["num_keypoints"] > 0]
+    boxes = [a["bbox"] for a in anns if a["num_keypoints"] > 0]
+    ratios = []
+    for i, ((x, y, bw, bh), own) in enumerate(zip(boxes, people)):
+        others = np.concatenate([p[p[:, 2] > 0, :2] for j, p in enumerate(people) if j != i] or [np.zeros((0, 2))])
+        inside = (others[:, 0] >= x) & (others[:, 0] <= x + bw) & (others[:, 1] >= y) & (others[:, 1] <= y + bh)
+        ratios.append(inside.sum() / max(int((own[:, 2] > 0).sum()), 1))
+    return round(float(np.mean(ratios)), 2) if ratios else 0.0
+
+
+def generate(
+    out: str | Path, num_images: int = 600, seed: int = 0, val_fraction: float = 0.2, skeleton: Skeleton | None = None
+) -> dict[str, int]:
+    """Write the dataset of ``skeleton``'s figures (default: COCO persons) under ``out``; returns the number of
+    images per split."""
     if num_images < 1 or not 0 <= val_fraction < 1:
         raise UserError("--num-images must be >= 1 and --val-fraction in [0, 1)")
+    body = body_for(skeleton)
+    skeleton = skeleton or COCO
     out = Path(out)
     (out / "images").mkdir(parents=True, exist_ok=True)
     (out / "annotations").mkdir(parents=True, exist_ok=True)
@@ -293,18 +350,22 @@ def generate(out: str | Path, num_images: int = 600, seed: int = 0, val_fraction
     for i in range(num_images):
         rng = np.random.default_rng([seed, i])
         image_id = i + 1
-        img, anns = make_image(rng, image_id, ann_id)
+        img, anns = make_image(rng, image_id, ann_id, body)
         ann_id += len(anns)
         name = f"{image_id:012d}.jpg"
         ok, buf = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, 92])
         assert ok
         (out / "images" / name).write_bytes(buf.tobytes())  # the JSON files, written last, are atomic
         split = splits["val" if i >= num_images - num_val else "train"]
-        split["images"].append({"id": image_id, "file_name": name, "width": img.shape[1], "height": img.shape[0]})
+        entry = {"id": image_id, "file_name": name, "width": img.shape[1], "height": img.shape[0]}
+        if skeleton.evaluation == "crowdpose":
+            entry["crowdIndex"] = crowd_index(anns)
+        split["images"].append(entry)
         split["annotations"] += anns
-    info = {"description": f"SimplePose synthetic people, seed {seed}", "version": "1"}
+    what = "people" if body is COCO_PERSON else f"'{skeleton.name}' figures"
+    info = {"description": f"SimplePose synthetic {what}, seed {seed}", "version": "1"}
     for name, split in splits.items():
-        data = {"info": info, "licenses": [], **split, "categories": categories()}
+        data = {"info": info, "licenses": [], **split, "categories": categories(skeleton)}
         atomic_write_text(out / "annotations" / f"person_keypoints_{name}.json", json.dumps(data))
     return {k: len(v["images"]) for k, v in splits.items()}
 
@@ -316,13 +377,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--num-images", type=int, default=600)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--val-fraction", type=float, default=0.2)
+    p.add_argument("--skeleton", default="coco",
+                   help="the keypoint set drawn: a name in config/skeletons/ (coco, crowdpose, quadruped6) or a "
+                   "skeleton YAML file")  # fmt: skip
     args = p.parse_args(argv)
-    counts = generate(args.out, args.num_images, args.seed, args.val_fraction)
+    skeleton = load_skeleton(args.skeleton)
+    counts = generate(args.out, args.num_images, args.seed, args.val_fraction, skeleton)
     print(f"wrote {args.out}: {counts['train']} training and {counts['val']} validation images")
+    given = "" if args.skeleton == "coco" else f" --skeleton {args.skeleton}"
     print(
         f"next: python -m data.coco_to_hdf5 --images {args.out}/images "
         f"--annotations {args.out}/annotations/person_keypoints_train.json --out {args.out}/train256.h5 "
-        "--input-size 256"
+        f"--input-size 256{given}"
     )
     return 0
 

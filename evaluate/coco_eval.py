@@ -10,7 +10,8 @@
 Ranks take a strided shard of the (sorted) image ids, predictions are all-gathered, rank 0 writes the results
 JSON and runs pycocotools, every rank receives the numbers. The JSON is sorted and its floats rounded, so it
 is byte-identical for any number of processes. The skeleton is the model's (the checkpoint's; ``data.skeleton`` for
-``--from-ground-truth``): results are in its dataset keypoint order and OKS uses its sigmas. Without
+``--from-ground-truth``): results are in its dataset keypoint order, OKS uses its sigmas, and its ``evaluation``
+says which figures: COCO's, or CrowdPose's (evaluate/crowdpose_eval.py: AP, AR and AP easy/medium/hard). Without
 ``--annotations`` (a plain image folder, or an image-info JSON) the results JSON is written for an evaluation server
 and nothing is scored (evaluate/image_list.py: ids).
 """
@@ -31,8 +32,9 @@ from tqdm import tqdm
 from config.loader import add_config_arguments, load_config
 from config.schema import OUTPUT_STRIDE, Config
 from config.skeleton import Skeleton, skeleton_of
-from data.coco_annotations import PERSON_CATEGORY
+from data.coco_annotations import PERSON_CATEGORY, keypoint_category
 from evaluate.coco_results import coco_results, results_text, sort_results
+from evaluate.crowdpose_eval import crowdpose_keypoint_stats, with_box_areas
 from evaluate.decode import People
 from evaluate.image_list import folder_image_list, image_info_list
 from evaluate.inference import Predictor
@@ -69,9 +71,10 @@ def load_coco(annotations: str | Path, skeleton: Skeleton | None = None):
 def check_keypoint_counts(coco, path: Path, skeleton: Skeleton) -> None:
     """UserError naming the file and the first person annotation whose keypoints are not the skeleton's count."""
     want = 3 * skeleton.num_dataset_keypoints
+    category = keypoint_category(coco.dataset, skeleton, path)
     for ann in coco.dataset.get("annotations", []):
         kp = ann.get("keypoints")
-        if ann.get("category_id", PERSON_CATEGORY) == PERSON_CATEGORY and kp is not None and len(kp) != want:
+        if ann.get("category_id", category) == category and kp is not None and len(kp) != want:
             raise UserError(
                 f"annotation file {path}, annotation id {ann.get('id', '?')}: 'keypoints' holds {len(kp)} numbers "
                 f"but skeleton {skeleton.describe()} needs {want}; evaluate with the skeleton of this dataset "
@@ -107,12 +110,14 @@ def coco_keypoint_stats(
     """pycocotools keypoint evaluation restricted to ``image_ids``; (stats, printed summary).
 
     ``sigmas``: the OKS sigma of each dataset keypoint (``Skeleton.sigmas``); None: pycocotools' own, COCO's.
-    No detections at all gives zeros (pycocotools cannot load an empty result list).
+    No detections at all gives zeros (pycocotools cannot load an empty result list). Annotations without an
+    'area' are scored with 0.53 x their box area (CrowdPose's stand-in).
     """
     if not results:
         return {k: 0.0 for k in STAT_NAMES}, "no detections: every AP and AR is 0\n"
     from pycocotools.cocoeval import COCOeval
 
+    coco = with_box_areas(coco, every=False)
     text = io.StringIO()
     with contextlib.redirect_stdout(text):
         detections = coco.loadRes(results)
@@ -127,6 +132,14 @@ def coco_keypoint_stats(
         ev.summarize()
     stats = {k: float(max(v, 0.0)) for k, v in zip(STAT_NAMES, ev.stats)}  # -1 means "no ground truth"
     return stats, summary.getvalue()
+
+
+def keypoint_stats(coco, results: list[dict], image_ids: list[int], skeleton: Skeleton) -> tuple[dict[str, float], str]:
+    """(stats, printed table) of ``results`` as ``skeleton.evaluation`` says: COCO's keypoint figures or
+    CrowdPose's, OKS with the skeleton's sigmas."""
+    if skeleton.evaluation == "crowdpose":
+        return crowdpose_keypoint_stats(coco, results, image_ids, skeleton.sigmas)
+    return coco_keypoint_stats(coco, results, image_ids, skeleton.sigmas)
 
 
 NetworkFor = Callable[[list[int]], Predictor]  # the network of a batch of image ids (the oracle's per image)
@@ -186,10 +199,11 @@ def evaluate_images(
     check_images_dir(images_dir)
     skeleton = estimator.skeleton
     coco = load_coco(annotations, skeleton)
-    ids, results = predict_results(images_dir, coco.imgs, estimator, out_json, progress, network_for)
+    category = keypoint_category(coco.dataset, skeleton, annotations)
+    ids, results = predict_results(images_dir, coco.imgs, estimator, out_json, progress, network_for, category)
     stats, summary = None, None
     if dist.is_main_process():
-        stats, summary = coco_keypoint_stats(coco, results, ids, skeleton.sigmas)
+        stats, summary = keypoint_stats(coco, results, ids, skeleton)
     return dist.broadcast_object((stats, summary))
 
 
@@ -205,16 +219,18 @@ def predict_results(
     out_json: str | Path | None = None,
     progress: bool = True,
     network_for: NetworkFor | None = None,
+    category_id: int = PERSON_CATEGORY,
 ) -> tuple[list[int], list[dict] | None]:
     """Predict the images of ``image_list`` (sorted ids, the first ``eval.max_images`` when set), sharded over
     the ranks, and gather the results. Returns (the ids, the sorted results on rank 0 and None elsewhere); rank 0
-    writes them to ``out_json`` when given."""
+    writes them to ``out_json`` when given. ``category_id``: the annotations' keypoint category, written in each
+    result."""
     ids = sorted(image_list)
     if estimator.cfg.max_images > 0:
         ids = ids[: estimator.cfg.max_images]
     mine = [ids[i] for i in dist.shard(len(ids))]
     people = predict_people(image_list, mine, Path(images_dir), estimator, progress, network_for)
-    gathered = dist.all_gather_object(coco_results(mine, [people[i] for i in mine]))
+    gathered = dist.all_gather_object(coco_results(mine, [people[i] for i in mine], category_id))
     if not dist.is_main_process():
         return ids, None
     results = sort_results(r for part in gathered for r in part)

@@ -13,7 +13,7 @@ import torch
 
 from config.schema import TargetConfig
 from config.skeleton import Skeleton
-from data.coco_annotations import PERSON_CATEGORY
+from data.coco_annotations import keypoint_category
 from data.targets import draw_targets
 from evaluate.inference import Predictor
 
@@ -48,6 +48,8 @@ def oracle_predictor(keypoints: np.ndarray, targets: TargetConfig, skeleton: Ske
 
 
 def oracle_for(coco, image_ids: list[int], targets: TargetConfig, skeleton: Skeleton, stride: int = 4) -> Predictor:
-    """The oracle predictor of the given images' person annotations in a pycocotools ``COCO``."""
-    anns = coco.loadAnns(coco.getAnnIds(imgIds=list(image_ids), catIds=[PERSON_CATEGORY], iscrowd=None))
+    """The oracle predictor of the given images' person annotations (of the keypoint category) in a pycocotools
+    ``COCO``."""
+    category = keypoint_category(coco.dataset, skeleton, "the annotations")
+    anns = coco.loadAnns(coco.getAnnIds(imgIds=list(image_ids), catIds=[category], iscrowd=None))
     return oracle_predictor(image_keypoints(anns, skeleton), targets, skeleton, stride)

@@ -10,6 +10,10 @@ explicit key mapping (docs/design.md#weights-of-the-original), e.g.
     posenet.merge_preds.1.4.conv.bn.weight                 -> merges.1.4.from_predictions.bn.weight
 
 Files are always read with ``torch.load(map_location="cpu", weights_only=True)``: a checkpoint never runs code.
+
+``load_initial_weights`` (``train.init_weights``) also starts from a checkpoint of another skeleton: every tensor
+but the skeleton-dependent ones (``SKELETON_DEPENDENT``: the heads' last convolutions and the merges' first ones)
+is loaded, those keep their fresh initialisation and are listed (docs/design.md#fine-tuning-across-skeletons).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import torch
 from torch import nn
 
 from config.schema import LossConfig
+from config.skeleton import Skeleton, load_skeleton
 from utils.errors import UserError
 
 ORIGINAL_PREFIX = "posenet."
@@ -65,6 +70,11 @@ _PREFIX_RULES: tuple[tuple[str, str], ...] = (
     (r"^merge_preds\.(\d+)\.(\d+)\.conv\.", r"merges.\1.\2.from_predictions."),
 )
 _RESIDUAL_RULE = re.compile(r"\.(" + "|".join(re.escape(k) for k in _RESIDUAL_PARTS) + r")\.")
+# The parameters whose shape and meaning depend on the skeleton's channels (models/posenet.py: ScaleHead.predict
+# outputs them, Merge.from_predictions reads them); everything else is the same network for any skeleton.
+SKELETON_DEPENDENT = re.compile(
+    r"^(heads\.\d+\.\d+\.predict\.(weight|bias)|merges\.\d+\.\d+\.from_predictions\.conv\.weight)$"
+)
 
 
 def original_to_ours(key: str) -> str:
@@ -149,6 +159,7 @@ class LoadReport:
     unexpected: list[str] = field(default_factory=list)
     mismatched: list[str] = field(default_factory=list)  # "key: checkpoint (a, b) vs model (c, d)"
     source: str = ""
+    reinitialised: list[str] = field(default_factory=list)  # model keys left as initialised (another skeleton)
 
     @property
     def ok(self) -> bool:
@@ -156,14 +167,19 @@ class LoadReport:
 
 
 def load_weights(
-    model: nn.Module, path_or_state: str | Path | Mapping, strict: bool = True, source: str | None = None
+    model: nn.Module,
+    path_or_state: str | Path | Mapping,
+    strict: bool = True,
+    source: str | None = None,
+    reinitialise: re.Pattern | None = None,
 ) -> LoadReport:
     """Load weights into ``model`` (a PoseNet, possibly wrapped by DDP or torch.compile).
 
     ``path_or_state``: a file path, or an already loaded checkpoint / state dict. With ``strict`` any missing,
     unexpected or shape-mismatched key raises UserError listing them and suggesting the fitting model config;
     without it the matching keys are loaded and the report lists the rest. ``source`` names where an
-    already loaded dict came from, for messages.
+    already loaded dict came from, for messages. Keys matching ``reinitialise`` are neither loaded nor missed:
+    the model keeps its own (``report.reinitialised``).
     """
     where = str(path_or_state) if isinstance(path_or_state, (str, Path)) else source or "the given state dict"
     obj = read_checkpoint(path_or_state) if isinstance(path_or_state, (str, Path)) else path_or_state
@@ -177,6 +193,10 @@ def load_weights(
     model = unwrap(model)
     own = model.state_dict()
     report = LoadReport(source=weights.source)
+    if reinitialise is not None:
+        report.reinitialised = [k for k in own if reinitialise.match(k)]
+        weights.state = {k: v for k, v in weights.state.items() if not reinitialise.match(k)}
+        own = {k: v for k, v in own.items() if not reinitialise.match(k)}
     report.missing = [k for k in own if k not in weights.state]
     report.unexpected = [k for k in weights.state if k not in own]
     for k, v in weights.state.items():
@@ -187,6 +207,25 @@ def load_weights(
     bad = {m.split(":", 1)[0] for m in report.mismatched}
     model.load_state_dict({k: v for k, v in weights.state.items() if k in own and k not in bad}, strict=False)
     return report
+
+
+def load_initial_weights(model: nn.Module, path: str | Path) -> tuple[LoadReport, Skeleton]:
+    """``train.init_weights``: load a checkpoint into a fresh ``model`` (a PoseNet); (report, the checkpoint's
+    skeleton: the one it carries, else COCO's, as for every checkpoint saved without one).
+
+    Trained for a skeleton with the model's channel layout: every tensor, strictly. For another skeleton: every
+    tensor but the skeleton-dependent ones (``SKELETON_DEPENDENT``), strictly (so a different network size is still
+    an error); those keep the model's initialisation and are listed in ``report.reinitialised``.
+    """
+    weights = extract_weights(read_checkpoint(path), str(path))
+    skeleton = unwrap(model).skeleton
+    if weights.skeleton is not None:
+        saved = Skeleton.from_dict(weights.skeleton, f"saved in {path}")
+    else:
+        saved = load_skeleton("coco")
+    same = saved.same_layout(skeleton)
+    state = {"model": weights.state}  # already in our naming
+    return load_weights(model, state, source=str(path), reinitialise=None if same else SKELETON_DEPENDENT), saved
 
 
 def unwrap(model: nn.Module) -> nn.Module:

@@ -12,6 +12,8 @@ from config.loader import load_config
 from config.schema import Config, ModelConfig
 from config.skeleton import load_skeleton
 from data.dataset import SimplePoseDataset, collate, images_to_float
+from engine.logger import read_metrics
+from engine.trainer import Trainer
 from models import build_loss, build_model
 from utils.paths import REPO_ROOT, TINY_PRESET
 
@@ -113,3 +115,21 @@ def image_folder(coco_sample_images, folder, names=UNSCORED_IMAGES, renamed=None
     for name, new in zip(names, renamed or names):
         shutil.copy(coco_sample_images / name, folder / new)
     return folder
+
+
+# A short training run of the tiny preset on a skeleton's synthetic set (the loss falls within it).
+SHORT_RUN = ("train.epochs=2", "train.max_steps_per_epoch=6", "train.optimizer=adam", "train.lr=5e-3")
+# an hardly trained network's maps are faint: these thresholds still turn them into people to write
+FAINT_MAPS = ("eval.peak_threshold=0.02", "eval.limb_threshold=0.02", "eval.min_mean_score=0")
+
+
+def train_a_few_steps(h5, run, *extra: str) -> list[dict]:
+    """The tiny model trained 12 steps with Adam (seconds on a CPU); its metrics records."""
+    Trainer(tiny_cfg(h5, run, *SHORT_RUN, *extra)).fit()
+    return read_metrics(run)
+
+
+def assert_the_loss_fell(records: list[dict]) -> None:
+    first = next(r["loss"] for r in records if r["kind"] == "train")
+    last_epoch = [r["train_loss"] for r in records if r["kind"] == "epoch"][-1]
+    assert last_epoch < 0.75 * first, f"loss went from {first:.3f} (first step) to {last_epoch:.3f} (last epoch)"

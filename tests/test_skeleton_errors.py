@@ -78,6 +78,7 @@ BAD_SKELETONS = {
         changed(sigmas={**CHAIN["sigmas"], "mane": 0.05}), ["not dataset keypoints: ['mane']"]),
     "no sigmas": (changed(sigmas=None), ["no 'sigmas' entry"]),
     "misspelt entry": ({**CHAIN, "limb": []}, ["unknown entries ['limb']"]),
+    "unknown evaluation": ({**CHAIN, "evaluation": "crowd"}, ["'evaluation' must be one of coco, crowdpose"]),
 }  # fmt: skip
 
 

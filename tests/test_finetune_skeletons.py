@@ -1,0 +1,82 @@
+"""Fine-tuning across skeletons: train.init_weights from a COCO checkpoint into a CrowdPose run loads every tensor
+that does not depend on the skeleton, re-initialises (and lists) the output heads and the merges that read
+predictions, and the run trains and evaluates with CrowdPose's figures."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from data.coco_to_hdf5 import Source, convert
+from engine.checkpoint import load_checkpoint
+from engine.logger import read_metrics
+from engine.trainer import Trainer
+from evaluate import coco_eval
+from models.weights import SKELETON_DEPENDENT, unwrap
+from tests.helpers import FAINT_MAPS, SHORT_RUN, assert_the_loss_fell, tiny_cfg
+from utils.errors import UserError
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+TWO_STACKS = ("model.stacks=2", "loss.stack_weights=[1,1]")  # so that there are merges
+
+
+@pytest.fixture(scope="module")
+def coco_checkpoint(sample_h5_64, tmp_path_factory):
+    """A checkpoint of a 2-stack tiny COCO run (one step on the real COCO sample), as the trainer writes it."""
+    run = tmp_path_factory.mktemp("coco_run")
+    Trainer(tiny_cfg(sample_h5_64, run, *TWO_STACKS, "train.max_steps_per_epoch=1")).fit()
+    return run / "last.pt"
+
+
+@pytest.fixture(scope="module")
+def crowdpose_h5(synthetic_crowdpose, tmp_path_factory):
+    out = tmp_path_factory.mktemp("crowdpose_h5") / "train64.h5"
+    train = synthetic_crowdpose / "annotations" / "person_keypoints_train.json"
+    convert([Source(synthetic_crowdpose / "images", train)], out, 64, progress=False, skeleton="crowdpose")
+    return out
+
+
+def test_from_coco_to_crowdpose_the_heads_start_afresh_the_rest_loads_and_it_trains(
+    coco_checkpoint, crowdpose_h5, synthetic_crowdpose, tmp_path, capsys
+):
+    saved = load_checkpoint(coco_checkpoint)["model"]
+    run = tmp_path / "run"
+    trainer = Trainer(tiny_cfg(crowdpose_h5, run, *TWO_STACKS, *SHORT_RUN, "data.skeleton=crowdpose",
+                               f"train.init_weights={coco_checkpoint}"))  # fmt: skip
+    said = capsys.readouterr().out
+    state = unwrap(trainer.model).state_dict()
+    reinitialised = [k for k in state if SKELETON_DEPENDENT.match(k)]
+    # 2 stacks x 5 scales of heads (weight, bias) and 1 x 5 merges reading the predictions
+    assert len(reinitialised) == 2 * 5 * 2 + 5 and "merges.0.3.from_predictions.conv.weight" in reinitialised
+    assert "trained for skeleton 'coco'" in said and "this run uses 'crowdpose'" in said
+    assert f"re-initialised the {len(reinitialised)} that do:\n  " + "\n  ".join(reinitialised) in said
+    for k, v in state.items():
+        if k in reinitialised:
+            assert v.shape != saved[k].shape and v.shape[0 if "heads" in k else 1] == 36, k
+        else:
+            assert torch.equal(v, saved[k]), k
+    trainer.fit()
+    assert_the_loss_fell(read_metrics(run))
+    out = tmp_path / "results.json"
+    val = synthetic_crowdpose / "annotations" / "person_keypoints_val.json"
+    args = ["--ckpt", str(run / "last.pt"), "--images", str(synthetic_crowdpose / "images"), "--annotations", str(val)]
+    assert coco_eval.main([*args, "--out", str(out), "eval.max_images=2", *FAINT_MAPS]) == 0
+    printed = capsys.readouterr().out
+    assert "type=  easy" in printed and "AP_hard" in printed  # CrowdPose's figures: the checkpoint carries them
+    results = json.loads(out.read_text())
+    assert results and all(len(r["keypoints"]) == 42 for r in results)
+
+
+def test_a_checkpoint_of_the_same_skeleton_loads_whole_and_another_network_size_is_still_refused(
+    coco_checkpoint, sample_h5_64, crowdpose_h5, tmp_path, capsys
+):
+    trainer = Trainer(tiny_cfg(sample_h5_64, tmp_path / "same", *TWO_STACKS, f"train.init_weights={coco_checkpoint}"))
+    assert "re-initialised" not in capsys.readouterr().out
+    saved = load_checkpoint(coco_checkpoint)["model"]
+    assert all(torch.equal(v, saved[k]) for k, v in unwrap(trainer.model).state_dict().items())
+    with pytest.raises(UserError, match="(?s)do not fit the model.*missing keys.*hourglasses.2"):
+        Trainer(tiny_cfg(crowdpose_h5, tmp_path / "other", "data.skeleton=crowdpose",
+                         "model.stacks=3", "loss.stack_weights=[1,1,1]",
+                         f"train.init_weights={coco_checkpoint}"))  # fmt: skip

@@ -1,0 +1,61 @@
+"""The README's "Your own keypoints" commands, taken from the README itself and run in order in a scratch folder:
+the same commands and arguments, with only the sizes cut (fewer images, 64 px, the tiny network, a dozen steps)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+
+import pytest
+
+import train
+from data import coco_to_hdf5, synthetic
+from evaluate import coco_eval
+from tests.helpers import FAINT_MAPS, SHORT_RUN
+from utils.paths import REPO_ROOT
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+# What each command gets on top of the README's arguments (later arguments win), so that it runs in seconds.
+SMALLER = {
+    "data.synthetic": ["--num-images", "12"],
+    "data.coco_to_hdf5": ["--input-size", "64"],
+    "train.py": ["data.input_size=64", "eval.boxsize=64", "model.inp_dim=16", "model.increase=8",
+                 "model.head_channels=16", "model.se_reduction=4", "train.batch_size=2", "train.amp=off",
+                 *SHORT_RUN],  # fmt: skip
+    "evaluate.coco_eval": ["eval.max_images=2", *FAINT_MAPS],
+}
+RUNNERS = {"data.synthetic": synthetic.main, "data.coco_to_hdf5": coco_to_hdf5.main, "train.py": train.main,
+           "evaluate.coco_eval": coco_eval.main}  # fmt: skip
+
+
+def readme_commands(section: str) -> list[list[str]]:
+    """The commands of the first bash block of the README section ``section``: continuations joined, comments
+    dropped, each split into words."""
+    text = (REPO_ROOT / "README.md").read_text()
+    body = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```bash\n(.*?)```", body, re.S).group(1)
+    return [shlex.split(line, comments=True) for line in block.replace("\\\n", " ").splitlines() if line.strip()]
+
+
+def test_the_readme_commands_for_your_own_keypoints_run(tmp_path, monkeypatch, capsys):
+    commands = readme_commands("Your own keypoints")
+    assert [c[:3] for c in commands] == [
+        ["cp", "config/skeletons/quadruped6.yaml", "my_keypoints.yaml"],
+        ["python", "-m", "data.synthetic"], ["python", "-m", "data.coco_to_hdf5"],
+        ["python", "train.py", "--config"], ["python", "-m", "evaluate.coco_eval"],
+    ]  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "config").symlink_to(REPO_ROOT / "config")  # the commands are run from the repository root
+    for words in commands:
+        if words[0] == "cp":
+            shutil.copy(words[1], words[2])
+            continue
+        what = words[2] if words[1] == "-m" else words[1]
+        args = words[3:] if words[1] == "-m" else words[2:]
+        assert RUNNERS[what]([*args, *SMALLER[what]]) == 0, what
+    printed = capsys.readouterr().out
+    assert "AP " in printed and (tmp_path / "runs/my_keypoints/last.pt").is_file()
+    results = json.loads((tmp_path / "my_results.json").read_text())
+    assert results and all(len(r["keypoints"]) == 3 * 6 for r in results)  # the skeleton file's 6 keypoints
