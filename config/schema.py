@@ -200,7 +200,7 @@ class EvalConfig:
     # (ranked after every person of 2+ keypoints; +2.5 oracle AP on the sample). The original's filter (count < 2)
     # never fired.
     min_parts: int = 1
-    min_mean_score: float = 0.45  # drop people whose total / count is below this; > 0
+    min_mean_score: float = 0.45  # drop people whose total / count is below this; >= 0
     refine_xy_swap_bug: bool = False  # True: the original's swapped x/y peak refinement
     # sub-pixel peak position: value-weighted centroid of the refinement window (original) or the vertex of
     # a parabola through the log values of the peak and its neighbours (exact for Gaussian peaks)

@@ -149,17 +149,24 @@ def assemble_people(
 
 
 def person_scores(totals: np.ndarray, counts: np.ndarray, min_mean_score: float) -> np.ndarray:
-    """(P,) person scores from (P,) totals and keypoint counts (docs/design.md#from-people-to-coco-results).
+    """(P,) person scores of one image's people from (P,) totals and keypoint counts
+    (docs/design.md#from-people-to-coco-results).
 
-    People of two or more keypoints score ``1 - 1 / total``, as in the original. Their totals passed
-    ``total >= count * min_mean_score``, so none scores below ``floor = 1 - 1 / (2 * min_mean_score)``; a
-    one-keypoint person scores ``floor - 1 / (1 + total)``, in (floor - 1, floor): strictly after all of them in
-    any image, still ordered by its own evidence. Needs ``min_mean_score > 0`` (config.loader.validate).
+    People of two or more keypoints score ``1 - 1 / total``, as in the original. With ``min_mean_score > 0`` their
+    totals passed ``total >= count * min_mean_score``, so none scores below ``floor = 1 - 1 / (2 * min_mean_score)``
+    in any image; with 0 the floor is the lowest of this image's such people (and at most 0). A one-keypoint person
+    scores ``floor - 1 / (1 + total)``: strictly after all of them, still ordered by its own evidence.
     """
     totals = np.asarray(totals, np.float64)
     single = np.asarray(counts) <= 1
-    floor = 1.0 - 1.0 / (2.0 * min_mean_score)
-    return np.where(single, floor - 1.0 / (1.0 + totals), 1.0 - 1.0 / totals)
+    with np.errstate(divide="ignore"):  # a total of 0 (min_mean_score=0) scores -inf, as in the original
+        scores = 1.0 - 1.0 / totals
+    if min_mean_score > 0:
+        floor = 1.0 - 1.0 / (2.0 * min_mean_score)
+    else:
+        floor = min(scores[~single].min(initial=0.0), 0.0)
+    scores[single] = floor - 1.0 / (1.0 + totals[single])
+    return scores
 
 
 def _extend(people: _PartialPeople, p, a, pa, b, pb, s, length, scores, len_rate) -> None:

@@ -143,6 +143,9 @@ def test_person_scores_rank_one_keypoint_people_below_any_person_of_two():
     scores = person_scores(totals, counts, m)
     assert scores[:2] == pytest.approx([1 - 1 / (2 * m), 1 - 1 / 30])  # the original's 1 - 1 / total
     assert scores[0] > scores[2] > scores[3] > scores[4]  # the weakest possible pair beats the strongest single
+    # min_mean_score=0 bounds no pair's score: singles rank after this image's weakest pair
+    scores = person_scores(np.array([0.05, 3.0, 1e6, 0.0]), np.array([2, 5, 1, 1]), 0.0)
+    assert scores[1] > scores[0] > scores[2] > scores[3]
 
 
 # ----------------------------------------------------------------------------------------------- decoding
