@@ -244,6 +244,11 @@ def validate(cfg: Config) -> None:
         raise ConfigError(f"data.loader_timeout must be >= 0 seconds (0 waits for ever), got {d.loader_timeout}")
     if not cfg.eval.scales:
         raise ConfigError("eval.scales must hold at least one scale, e.g. eval.scales=[1.0]")
+    if not cfg.eval.min_mean_score >= 0:
+        raise ConfigError(
+            f"eval.min_mean_score must be >= 0, got {cfg.eval.min_mean_score} (a person's mean keypoint evidence; "
+            "person scores 1 - 1 / total need totals >= 0); 0 keeps every person"
+        )
 
 
 def to_dict(cfg: Config) -> dict:

@@ -192,21 +192,29 @@ class EvalConfig:
     limb_samples: int = 20  # mid_num
     len_rate: float = 16.0
     connection_tolerance: float = 0.7
-    refine_radius: int = 2  # peak refinement window half-size, pixels
+    # half-size of the peak windows: decoding-grid pixels for the refinement (and window_mean), pixels of the
+    # scale-1 network input for the input_window score
+    refine_radius: int = 2
     remove_recon: bool = False
     # drop people with fewer keypoints; 1 also returns keypoints no limb reached as one-keypoint people
-    # (ranked last; +2.5 oracle AP on the sample). The original's filter (count < 2) never fired.
+    # (ranked after every person of 2+ keypoints; +2.5 oracle AP on the sample). The original's filter (count < 2)
+    # never fired.
     min_parts: int = 1
-    min_mean_score: float = 0.45  # drop people whose total / count is below this
+    min_mean_score: float = 0.45  # drop people whose total / count is below this; >= 0
     refine_xy_swap_bug: bool = False  # True: the original's swapped x/y peak refinement
     # sub-pixel peak position: value-weighted centroid of the refinement window (original) or the vertex of
     # a parabola through the log values of the peak and its neighbours (exact for Gaussian peaks)
     refine_mode: Literal["centroid", "quadratic"] = "quadratic"
-    # score of a refined peak: mean of its refinement window (original) or the peak value itself
-    peak_score: Literal["window_mean", "peak"] = "window_mean"
+    # score of a refined peak: the mean of its (2 refine_radius + 1)^2 window of decoding-grid pixels (original: its
+    # share of a keypoint's blob grows as the grid gets coarser), the peak value, or the mean of as many samples one
+    # pixel of the scale-1 network input apart (input_window: the original's window on a COCO-sized image, whatever
+    # the decoding grid and the image size). Chosen by measurement: docs/benchmarks.md#decoder-settings
+    peak_score: Literal["window_mean", "peak", "input_window"] = "input_window"
     # rows of the grid the scales are averaged and decoded on; 0: the image's own size (original).
-    # 192 decodes ~7x faster than a 640x427 image and loses no oracle AP with quadratic refinement.
+    # 192 decodes ~7x faster than a 640x427 image; with quadratic refinement it loses 0.005 oracle AP and no AP
+    # on a trained model's maps (docs/benchmarks.md#decoder-settings).
     # Original decoder: decode_height=0 refine_mode=centroid refine_xy_swap_bug=true min_parts=2
+    # peak_score=window_mean max_peaks=0
     decode_height: int = 192
     # keep at most this many strongest peaks per keypoint type (guards flat maps of untrained models, where
     # every pixel is a peak); 0: no limit, as the original

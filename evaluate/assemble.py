@@ -6,7 +6,8 @@ Fixes (docs/differences.md#person-assembly):
 * a person found through the "to" end whose "from" slot is empty also receives the "from" keypoint
   (the original only ever attached the "to" end);
 * the part-count filter is real (``min_parts``), and the merged person's longest limb includes both halves;
-* no crash on impossible matches (a peak sits in at most one person, so at most two people match).
+* no crash on impossible matches (a peak sits in at most one person, so at most two people match);
+* one-keypoint people rank strictly after every person of two or more keypoints (``person_scores``).
 """
 
 from __future__ import annotations
@@ -137,7 +138,7 @@ def assemble_people(
     rows = [people.slots[p] for p in keep]
     totals = [people.total[p] for p in keep]
     if params.min_parts <= 1:
-        # keypoints no accepted limb reached become one-keypoint people (ranked last: 1 - 1/score < 0)
+        # keypoints no accepted limb reached become one-keypoint people (ranked last: ``person_scores``)
         for peak in np.flatnonzero(np.asarray(people.owner) == EMPTY).tolist():
             if scores[peak] >= params.min_mean_score:
                 row = [EMPTY] * num_parts
@@ -145,6 +146,27 @@ def assemble_people(
                 rows.append(row)
                 totals.append(scores[peak])
     return np.array(rows, np.int64).reshape(-1, num_parts), np.array(totals, np.float64)
+
+
+def person_scores(totals: np.ndarray, counts: np.ndarray, min_mean_score: float) -> np.ndarray:
+    """(P,) person scores of one image's people from (P,) totals and keypoint counts
+    (docs/design.md#from-people-to-coco-results).
+
+    People of two or more keypoints score ``1 - 1 / total``, as in the original. With ``min_mean_score > 0`` their
+    totals passed ``total >= count * min_mean_score``, so none scores below ``floor = 1 - 1 / (2 * min_mean_score)``
+    in any image; with 0 the floor is the lowest of this image's such people (and at most 0). A one-keypoint person
+    scores ``floor - 1 / (1 + total)``: strictly after all of them, still ordered by its own evidence.
+    """
+    totals = np.asarray(totals, np.float64)
+    single = np.asarray(counts) <= 1
+    with np.errstate(divide="ignore"):  # a total of 0 (min_mean_score=0) scores -inf, as in the original
+        scores = 1.0 - 1.0 / totals
+    if min_mean_score > 0:
+        floor = 1.0 - 1.0 / (2.0 * min_mean_score)
+    else:
+        floor = min(scores[~single].min(initial=0.0), 0.0)
+    scores[single] = floor - 1.0 / (1.0 + totals[single])
+    return scores
 
 
 def _extend(people: _PartialPeople, p, a, pa, b, pb, s, length, scores, len_rate) -> None:

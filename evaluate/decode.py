@@ -2,7 +2,7 @@
 
 people = decode_people(maps, cfg.eval, scale=(sx, sy), skeleton=skeleton)
 people.keypoints  # (P, D, 3) the skeleton's dataset order (COCO: 17): x, y in image pixels, score (0 = not found)
-people.scores     # (P,) person score, 1 - 1 / total as in the original
+people.scores     # (P,) person score: 1 - 1 / total as in the original; one-keypoint people rank last
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import numpy as np
 
 from config.schema import EvalConfig
 from config.skeleton import Skeleton
-from evaluate.assemble import AssemblyParams, assemble_people
+from evaluate.assemble import AssemblyParams, assemble_people, person_scores
 from evaluate.limbs import match_limb, score_pairs
 from evaluate.peaks import find_peaks
 
@@ -98,6 +98,8 @@ def decode_people(
     if maps.ndim != 3 or maps.shape[0] < channels.stop:
         raise ValueError(f"maps must be (>= {channels.stop}, h, w), got {maps.shape}")
     heat = maps[channels]
+    image_height = maps.shape[1] * sy
+    input_px = image_height / cfg.boxsize  # image pixels per pixel of the scale-1 network input
     peaks, part = find_peaks(
         heat,
         cfg.peak_threshold,
@@ -106,23 +108,28 @@ def decode_people(
         cfg.refine_xy_swap_bug,
         cfg.refine_mode,
         cfg.max_peaks,
+        (input_px / sx, input_px / sy),
     )
     if len(peaks) == 0:
         return People.empty(skeleton.num_dataset_keypoints)
-    image_height = maps.shape[1] * sy
     limb_maps = maps[skeleton.limb_channels]
     connections = find_connections(limb_maps, peaks, part, cfg, (sx, sy), image_height, skeleton)
     slots, totals = assemble_people(
         connections, skeleton.limbs, peaks[:, 2], part, skeleton.num_keypoints, assembly_params(cfg)
     )
-    return people_from_slots(slots, totals, peaks, (sx, sy), skeleton)
+    return people_from_slots(slots, totals, peaks, (sx, sy), cfg.min_mean_score, skeleton)
 
 
 def people_from_slots(
-    slots: np.ndarray, totals: np.ndarray, peaks: np.ndarray, scale_xy: tuple[float, float], skeleton: Skeleton
+    slots: np.ndarray,
+    totals: np.ndarray,
+    peaks: np.ndarray,
+    scale_xy: tuple[float, float],
+    min_mean_score: float,
+    skeleton: Skeleton,
 ) -> People:
     """(P, K) peak ids -> dataset-order keypoints in image pixels (derived keypoints such as COCO's neck dropped)
-    and person scores."""
+    and person scores (``evaluate.assemble.person_scores``)."""
     if len(slots) == 0:
         return People.empty(skeleton.num_dataset_keypoints)
     found = slots >= 0
@@ -132,4 +139,5 @@ def people_from_slots(
     internal[..., 1] = (rows[..., 1] + 0.5) * scale_xy[1] - 0.5
     internal[..., 2] = rows[..., 2]
     internal[~found] = 0.0
-    return People(internal[:, list(skeleton.dataset_to_internal)], 1.0 - 1.0 / totals)
+    scores = person_scores(totals, found.sum(1), min_mean_score)
+    return People(internal[:, list(skeleton.dataset_to_internal)], scores)

@@ -151,7 +151,7 @@ def bicubic_resize(x: torch.Tensor, size: tuple[int, int], factors: tuple[float,
     return torch.ops.aten.upsample_bicubic2d(x, list(size), False, *factors)
 
 
-def _cubic_weights(t: np.ndarray, a: float = -0.75) -> list[np.ndarray]:
+def cubic_weights(t: np.ndarray, a: float = -0.75) -> list[np.ndarray]:
     """Bicubic convolution weights (OpenCV's a = -0.75) of the 4 taps at offsets -1, 0, 1, 2 from floor."""
     d = [1 + t, t, 1 - t, 2 - t]
     return [np.where(x <= 1, ((a + 2) * x - (a + 3)) * x * x + 1, ((a * x - 5 * a) * x + 8 * a) * x - 4 * a) for x in d]
@@ -163,7 +163,7 @@ def _cubic_resample(a: np.ndarray, axis: int, factor: float, size: int) -> np.nd
         return a
     src = (np.arange(size) + 0.5) / factor - 0.5
     base = np.floor(src).astype(np.int64)
-    weights = _cubic_weights((src - base).astype(np.float32))
+    weights = cubic_weights((src - base).astype(np.float32))
     n = a.shape[axis]
     shape = [1] * a.ndim
     shape[axis] = size

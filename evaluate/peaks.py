@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from evaluate.inference import cubic_weights
+
 _NEIGHBOURS = ((-1, -1), (-1, 0), (-1, 1), (0, -1), (0, 1), (1, -1), (1, 0), (1, 1))
 
 
@@ -39,6 +41,7 @@ def refine_peaks(
     score_mode: str = "window_mean",
     xy_swap_bug: bool = False,
     position_mode: str = "centroid",
+    window_step: tuple[float, float] = (1.0, 1.0),
 ) -> np.ndarray:
     """Sub-pixel peak positions and scores.
 
@@ -48,8 +51,11 @@ def refine_peaks(
     ``position_mode="quadratic"``: the peak moves to the vertex of a parabola through the logarithms of the
     peak and its two neighbours, along x and along y (exact for a Gaussian peak, precise on coarse grids
     where the window centroid is pulled towards the pixel centre; needs only a 1-pixel margin).
-    Score: the window mean (``score_mode="window_mean"``, the original) where the window fits, else (and
-    with ``"peak"``) the peak value.
+    Score (docs/design.md#peak-refinement): ``"window_mean"`` (the original) the mean of the (2r+1)^2 map pixels
+    around the peak where that window fits, else the peak value; ``"peak"`` the peak value; ``"input_window"`` the
+    mean of (2r+1)^2 bicubic samples around the refined position, ``window_step`` (x, y) map pixels apart: one
+    pixel of the network's scale-1 input, so that the window covers the same part of a keypoint whatever the
+    decoding grid and the image size.
 
     Returns (N, 3) float64 rows (x, y, score).
     """
@@ -68,16 +74,26 @@ def refine_peaks(
             shift_x, shift_y = shift_y, shift_x
         out[:, 0] += shift_x
         out[:, 1] += shift_y
-    r = radius
+    if radius > 0 and (position_mode == "centroid" or score_mode == "window_mean"):
+        _refine_in_window(heat, k, y, x, radius, out, score_mode == "window_mean", xy_swap_bug, position_mode)
+    if score_mode == "input_window":
+        out[:, 2] = sampled_window_mean(heat, k, out[:, 0], out[:, 1], radius, window_step)
+    return out
+
+
+def _refine_in_window(heat, k, y, x, r: int, out: np.ndarray, window_score: bool, xy_swap_bug: bool, mode: str):
+    """The original's (2r+1)^2 map-pixel window, for the peaks where it fits: centroid position (``mode``
+    "centroid") and window-mean score (``window_score``), written into ``out`` (N, 3)."""
+    h, w = heat.shape[1:]
     inside = (y >= r) & (y < h - r) & (x >= r) & (x < w - r)
-    if r <= 0 or not inside.any() or (position_mode != "centroid" and score_mode != "window_mean"):
-        return out
+    if not inside.any():
+        return
     ki, yi, xi = k[inside], y[inside], x[inside]
     off = np.arange(-r, r + 1)
     oy, ox = np.meshgrid(off, off, indexing="ij")
     oy, ox = oy.ravel(), ox.ravel()
     window = heat[ki[:, None], yi[:, None] + oy, xi[:, None] + ox].astype(np.float64)  # (M, (2r+1)^2)
-    if position_mode == "centroid":
+    if mode == "centroid":
         total = window.sum(1)
         total = np.where(total > 0, total, 1.0)
         shift_x = (window * ox).sum(1) / total
@@ -86,9 +102,32 @@ def refine_peaks(
             shift_x, shift_y = shift_y, shift_x
         out[inside, 0] = xi + shift_x
         out[inside, 1] = yi + shift_y
-    if score_mode == "window_mean":
+    if window_score:
         out[inside, 2] = window.mean(1)
-    return out
+
+
+def sampled_window_mean(
+    heat: np.ndarray, k: np.ndarray, x: np.ndarray, y: np.ndarray, radius: int, step: tuple[float, float]
+) -> np.ndarray:
+    """(N,) mean of channel k of a (K, h, w) map over a (2r+1)^2 grid of points centred on each (x, y), ``step``
+    (x, y) map pixels apart. Each sample is bicubic (OpenCV's kernel, edges replicated), the interpolation the maps
+    were resized with: bilinear samples fall short of a blob's top by a few % on a coarse grid.
+    """
+    h, w = heat.shape[1:]
+    off = np.arange(-radius, radius + 1, dtype=np.float64)
+    n, m = k.size, 4 * off.size
+    xs = np.clip(x[:, None] + off * step[0], 0, w - 1)  # (N, 2r+1)
+    ys = np.clip(y[:, None] + off * step[1], 0, h - 1)
+    left, top = np.floor(xs).astype(np.int64), np.floor(ys).astype(np.int64)
+    # the mean is separable: sum over rows and columns of (row weight) x map x (column weight), where each of the
+    # 4 (2r+1) rows (columns) is a sample's tap at offset -1, 0, 1 or 2 from its floor; one gather for all of them
+    taps = np.arange(-1, 3)
+    rows = np.clip(top[:, :, None] + taps, 0, h - 1).reshape(n, m)  # (N, M), M = 4 (2r+1)
+    cols = np.clip(left[:, :, None] + taps, 0, w - 1).reshape(n, m)
+    row_weights = np.stack(cubic_weights(ys - top), -1).reshape(n, 1, m)
+    col_weights = np.stack(cubic_weights(xs - left), -1).reshape(n, m, 1)
+    patch = heat[k[:, None, None], rows[:, :, None], cols[:, None, :]]  # (N, M, M); heat may be a strided view
+    return (row_weights @ patch @ col_weights)[:, 0, 0] / off.size**2
 
 
 def _axis_vertex(heat, k, y, x, dy: int, dx: int, size: int) -> np.ndarray:
@@ -137,12 +176,14 @@ def find_peaks(
     xy_swap_bug: bool,
     position_mode: str,
     max_per_channel: int = 0,
+    window_step: tuple[float, float] = (1.0, 1.0),
 ):
     """Peaks of every keypoint channel of a (K, h, w) map.
 
     Returns (peaks, part): peaks (N, 3) rows (x, y, score) in map pixels, ordered by part (ids are row
     indices, consecutive over parts as in the original), and part (N,) the channel of each peak.
+    ``window_step``: map pixels (x, y) between the samples of the ``"input_window"`` score.
     """
     k, y, x = local_maxima(heat, threshold)
     k, y, x = strongest_per_channel(k, y, x, heat[k, y, x], max_per_channel)
-    return refine_peaks(heat, k, y, x, radius, score_mode, xy_swap_bug, position_mode), k
+    return refine_peaks(heat, k, y, x, radius, score_mode, xy_swap_bug, position_mode, window_step), k

@@ -2,22 +2,30 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import subprocess
 import sys
 
+import cv2
+import numpy as np
 import pytest
 import torch
 
-from bench import data_pipeline, gpu_check, grouping, model, syncbn_check
-from config.loader import load_config
+from bench import data_pipeline, decoder_table, gpu_check, grouping, model, syncbn_check
+from config.loader import load_config, to_dict
+from config.schema import OUTPUT_STRIDE
 from data.dataset import SimplePoseDataset
+from evaluate.inference import fuse_flip
+from evaluate.oracle import oracle_predictor
+from models import build_model
 from tests.harness import bad_input_table
 from tests.harness.bad_inputs import build_corpus
 from tests.harness.cases import run_cases
 from tests.harness.faults import write_fault_train_code
-from utils.paths import REPO_ROOT
+from tests.helpers import COCO, person
+from utils.paths import REPO_ROOT, TINY_PRESET
 
 
 def test_data_pipeline_bench_prints_rate_and_every_stage(coco_sample_h5, capsys):
@@ -66,6 +74,58 @@ def test_grouping_bench_finds_the_sample_through_the_environment(tmp_path, monke
     monkeypatch.setenv("SIMPLEPOSE_COCO_SAMPLE", str(tmp_path / "elsewhere"))
     assert grouping.main(["--repeat", "1"]) == 2
     assert str(tmp_path / "elsewhere") in capsys.readouterr().err
+
+
+def test_decoder_table_prints_a_row_per_candidate_for_each_kind_of_maps(synthetic_coco, tmp_path, capsys):
+    cfg = load_config(TINY_PRESET)  # a random-weight 1-stack model evaluated at 64 px: (b) runs, its AP is ~0
+    ckpt = tmp_path / "tiny.pt"
+    torch.save({"model": build_model(cfg).state_dict(), "config": to_dict(cfg), "epoch": 0}, ckpt)
+    args = ["--ckpt", str(ckpt), "--val-dir", str(synthetic_coco), "--limit", "2", "--decode-height", "96", "0",
+            "--refine", "quadratic", "--min-parts", "1", "--peak-score", "input_window", "--max-peaks", "100",
+            "--no-progress", "eval.scales=[1.0]"]  # fmt: skip
+    assert decoder_table.main(args) == 0
+    out = capsys.readouterr().out
+    for name in ("(a) oracle", "(b) model", "(c) degraded"):
+        assert re.search(rf"^{re.escape(name)}: 2 images, scales \[1.0\]", out, re.M), name
+    header = next(line for line in out.splitlines() if line.startswith("| decode_height"))
+    assert [c.strip() for c in header.split("|")[6:-2]] == [
+        f"{n} {s}" for n in ("(a) oracle", "(b) model", "(c) degraded") for s in ("AP", "AR")
+    ]
+    rows = [line.split("|")[1:-1] for line in out.splitlines() if re.match(r"^\| (96|full) \|", line)]
+    assert [r[0].strip() for r in rows] == ["96", "full", "full"] and rows[2][-1].strip() == "original decoder"
+    oracle_ap = [float(r[5]) for r in rows]
+    assert all(0.5 < ap <= 1 for ap in oracle_ap)  # ground-truth maps of two real images: most people found
+
+
+def test_degraded_maps_follow_the_documented_recipe():
+    targets = load_config(None).targets
+    oracle = oracle_predictor(person(40, 5)[None] * (0.5, 0.5, 1), targets, COCO)
+    batch, d = torch.zeros(2, 3, 128, 160), decoder_table.Degradation()  # an image and its mirror
+    n = COCO.num_limbs + COCO.num_keypoints  # the limb and keypoint channels come first
+
+    def degraded(seed: int, source=oracle, **changes):
+        rng, recipe = np.random.default_rng(seed), dataclasses.replace(d, **changes)
+        errors = decoder_table.random_errors(rng, (128, 160), recipe, COCO)
+        predict = decoder_table.degraded_predictor(
+            source, errors, rng, recipe, True, targets.sigma, OUTPUT_STRIDE, COCO
+        )
+        return predict(batch, (1.0, 1.0)).numpy(), errors
+
+    clean = oracle(batch, (1.0, 1.0)).numpy()
+    assert np.array_equal(degraded(0)[0], degraded(0)[0]) and not np.array_equal(degraded(0)[0], degraded(1)[0])
+    blurred, errors = degraded(0, bumps_per_keypoint=0, noise_std=0.0)
+    assert 0.4 <= errors.gains[:n].min() < errors.gains[:n].max() <= 0.8 and np.all(errors.gains[n:] == 1)
+    for image, gains in ((0, errors.gains), (1, errors.gains[list(COCO.channel_flip)])):  # the mirror's channels
+        for c in range(n):  # limb and keypoint channels: blurred (sigma 1 cell), times the channel's gain
+            expected = gains[c] * cv2.GaussianBlur(clean[image, c], (0, 0), 1.0, borderType=cv2.BORDER_REPLICATE)
+            assert np.allclose(blurred[image, c], expected, atol=1e-6)
+    assert np.array_equal(blurred[:, n:], clean[:, n:])
+    nobody = oracle_predictor(np.zeros((0, 18, 3)), targets, COCO)
+    bumped, errors = degraded(0, source=nobody, noise_std=0.0)
+    assert np.allclose(fuse_flip(torch.from_numpy(bumped), COCO)[0].numpy(), bumped[0], atol=1e-5)  # same in the mirror
+    for c, x, y, height in errors.bumps.tolist():
+        row, col = min(max(round((y - 1.5) / 4), 0), 31), min(max(round((x - 1.5) / 4), 0), 39)
+        assert bumped[0, int(c), row, col] >= 0.9 * height  # max-combined: a bump only raises the map
 
 
 def test_model_bench_prints_a_row_per_case(capsys):

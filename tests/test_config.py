@@ -44,6 +44,7 @@ def test_overrides_are_typed():
         ("data.input_size=500", ["data.input_size", "multiple of 64"]),
         ("model.stacks=3", ["loss.stack_weights"]),
         ("data.loader_timeout=-1", ["data.loader_timeout", ">= 0"]),
+        ("eval.min_mean_score=-0.1", ["eval.min_mean_score", ">= 0"]),
     ],
 )
 def test_bad_overrides_name_the_key(override, words):

@@ -5,7 +5,8 @@ import pytest
 
 from config.schema import EvalConfig, TargetConfig
 from data.targets import draw_targets
-from evaluate.assemble import AssemblyParams, assemble_people
+from evaluate.assemble import AssemblyParams, assemble_people, person_scores
+from evaluate.coco_results import coco_results
 from evaluate.decode import decode_people
 from evaluate.limbs import match_limb, score_pairs
 from evaluate.peaks import find_peaks, local_maxima
@@ -136,7 +137,36 @@ def test_partial_people_merge_and_filters():
     assert len(slots) == 0
 
 
+def test_person_scores_rank_one_keypoint_people_below_any_person_of_two():
+    m = 0.45
+    totals, counts = np.array([2 * m, 30.0, 1e6, 2 * m, 0.5]), np.array([2, 17, 1, 1, 1])
+    scores = person_scores(totals, counts, m)
+    assert scores[:2] == pytest.approx([1 - 1 / (2 * m), 1 - 1 / 30])  # the original's 1 - 1 / total
+    assert scores[0] > scores[2] > scores[3] > scores[4]  # the weakest possible pair beats the strongest single
+    # min_mean_score=0 bounds no pair's score: singles rank after this image's weakest pair
+    scores = person_scores(np.array([0.05, 3.0, 1e6, 0.0]), np.array([2, 5, 1, 1]), 0.0)
+    assert scores[1] > scores[0] > scores[2] > scores[3]
+
+
 # ----------------------------------------------------------------------------------------------- decoding
+def test_a_strong_lone_keypoint_ranks_after_a_weak_two_keypoint_person():
+    h, w = 64, 80
+    maps = np.zeros((COCO.num_channels, h, w), np.float32)
+    kp = COCO.keypoint_start
+    shoulder, elbow = COCO.index("right_shoulder"), COCO.index("right_elbow")
+    maps[kp + shoulder] = 0.35 * gaussian_map(h, w, 20, 20)
+    maps[kp + elbow] = 0.35 * gaussian_map(h, w, 20, 35)
+    maps[COCO.limbs.index((shoulder, elbow)), 18:38, 18:23] = 0.35  # the limb between them
+    maps[kp + COCO.index("nose")] = 1.5 * gaussian_map(h, w, 60, 30)  # a network's peak can exceed 1
+    people = decode_people(maps, EvalConfig(peak_score="peak", min_parts=1), scale=STRIDE, skeleton=COCO)
+    found = [int(n) for n in (people.keypoints[:, :, 2] > 0).sum(1)]
+    assert sorted(found) == [1, 2]
+    pair_score = people.scores[found.index(2)]
+    lone_peak = people.keypoints[found.index(1), :, 2].max()
+    assert lone_peak > 1.4 and 1 - 1 / lone_peak > pair_score  # the original's 1 - 1 / total would rank the nose first
+    assert [sum(r["keypoints"][2::3]) for r in coco_results([1], [people])] == [2, 1]
+
+
 def test_decodes_two_people_whose_limbs_cross():
     # both left forearms cross between the two people
     a = person(100, 20, left_elbow=(150, 95), left_wrist=(215, 140))

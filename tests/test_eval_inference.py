@@ -112,3 +112,37 @@ def test_model_predictor_uses_the_last_stack_finest_output():
         predict = model_predictor(TwoStacks(), precision_for(amp, CPU, "eval.amp"))
         maps, scale = multiscale_maps(image, EvalConfig(scales=[1.0], boxsize=64), predict, CPU, skeleton=COCO)
         assert maps.dtype == np.float32 and np.allclose(maps, 0.5, atol=1e-5)
+
+
+# how far "input_window" scores may move between decoding grids / image sizes (measured: 0.007 and 0.0003; the
+# grid-pixel window moves by 0.19 and 0.003 between the image's size and 192 rows)
+KEYPOINT_SCORE_TOLERANCE = 0.015
+PERSON_SCORE_TOLERANCE = 0.001
+
+
+def two_people_decoded(image_hw: tuple[int, int], decode_height: int, peak_score: str):
+    """Two people drawn in proportion to a blank image of ``image_hw``, decoded from their oracle maps (3 scales
+    + flip): (keypoint scores (2, 17), person scores (2,)), left person first."""
+    f = image_hw[0] / 480
+    kp = np.stack([person(0, 0), person(0, 0)])
+    kp[0, :, :2] = kp[0, :, :2] * 1.5 * f + (180 * f, 60 * f)
+    kp[1, :, :2] = kp[1, :, :2] * 1.2 * f + (430 * f, 150 * f)
+    cfg = EvalConfig(scales=[0.5, 1.0, 2.0], decode_height=decode_height, peak_score=peak_score, min_parts=2)
+    image = np.zeros((*image_hw, 3), np.uint8)
+    maps, scale = multiscale_maps(image, cfg, oracle_predictor(kp, TargetConfig(), COCO), CPU, skeleton=COCO)
+    people = decode_people(maps, cfg, scale, skeleton=COCO)
+    assert len(people) == 2 and (people.keypoints[:, :, 2] > 0).all()
+    order = np.argsort(people.keypoints[:, 0, 0])
+    return people.keypoints[order, :, 2], people.scores[order]
+
+
+def test_input_window_scores_do_not_depend_on_the_decoding_grid_or_the_image_size():
+    full = two_people_decoded((480, 640), 0, "input_window")
+    for image_hw, decode_height in (((480, 640), 192), ((240, 320), 0)):
+        other = two_people_decoded(image_hw, decode_height, "input_window")
+        assert np.abs(other[0] - full[0]).max() < KEYPOINT_SCORE_TOLERANCE
+        assert np.abs(other[1] - full[1]).max() < PERSON_SCORE_TOLERANCE
+    assert 0.9 < full[0].mean() < 0.99  # the window's mean: most of the peak
+    # the window of grid pixels covers more of each blob on a coarser grid: its scores fall
+    mean_full, mean_192 = (two_people_decoded((480, 640), h, "window_mean")[0].mean() for h in (0, 192))
+    assert mean_full - mean_192 > 0.1
