@@ -42,7 +42,7 @@ from engine.sampler import EpochSampler, groups_of
 from engine.schedule import LRSchedule
 from evaluate.coco_eval import evaluate_coco
 from models import MultiTaskLoss, build_model, load_weights
-from models.weights import load_initial_weights, unwrap
+from models.weights import load_initial_weights, reinitialised_note, unwrap
 from utils import distributed as du
 from utils.errors import UserError
 from utils.precision import precision_for
@@ -91,7 +91,9 @@ class Trainer:
 
         model = build_model(cfg, self.skeleton).to(self.device)
         if t.init_weights:
-            self._init_weights(model, t.init_weights)
+            note = reinitialised_note(*load_initial_weights(model, t.init_weights), model, t.init_weights)
+            if note:
+                self._say(note)
         self.frozen = apply_freeze(model, t.freeze)
         if t.channels_last:
             model = model.to(memory_format=torch.channels_last)
@@ -126,18 +128,6 @@ class Trainer:
         if not Path(path).is_file():
             raise UserError(f"{key}={path}: no such file (make it with `python -m data.coco_to_hdf5 ... --out {path}`)")
         return SimplePoseDataset(path, self.cfg, train=train, skeleton=self.skeleton)
-
-    def _init_weights(self, model: nn.Module, path: str) -> None:
-        """``train.init_weights``: a checkpoint of this run's skeleton loads whole; of another, all but the output
-        heads and the merges that read predictions, which stay freshly initialised and are listed."""
-        report, saved = load_initial_weights(model, path)
-        if report.reinitialised:
-            loaded = len(unwrap(model).state_dict()) - len(report.reinitialised)
-            self._say(
-                f"train.init_weights={path} was trained for skeleton {saved.describe()}, this run uses "
-                f"{self.skeleton.describe()}: loaded the {loaded} tensors that do not depend on the skeleton; "
-                f"re-initialised the {len(report.reinitialised)} that do:\n  " + "\n  ".join(report.reinitialised)
-            )
 
     def _say(self, msg: str) -> None:
         if self.is_main:

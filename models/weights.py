@@ -228,6 +228,19 @@ def load_initial_weights(model: nn.Module, path: str | Path) -> tuple[LoadReport
     return load_weights(model, state, source=str(path), reinitialise=None if same else SKELETON_DEPENDENT), saved
 
 
+def reinitialised_note(report: LoadReport, saved: Skeleton, model: nn.Module, path: str | Path) -> str | None:
+    """What ``train.init_weights`` says when the checkpoint was trained for another skeleton: how many tensors loaded
+    and which ones were re-initialised (None when it loaded whole)."""
+    if not report.reinitialised:
+        return None
+    loaded = len(unwrap(model).state_dict()) - len(report.reinitialised)
+    return (
+        f"train.init_weights={path} was trained for skeleton {saved.describe()}, this run uses "
+        f"{unwrap(model).skeleton.describe()}: loaded the {loaded} tensors that do not depend on the skeleton; "
+        f"re-initialised the {len(report.reinitialised)} that do:\n  " + "\n  ".join(report.reinitialised)
+    )
+
+
 def unwrap(model: nn.Module) -> nn.Module:
     """The bare model inside DDP / DataParallel / torch.compile wrappers."""
     while True:
