@@ -52,13 +52,13 @@ from config.skeleton import Skeleton, skeleton_of
 from evaluate.coco_eval import coco_keypoint_stats, image_path, load_coco, read_image
 from evaluate.coco_results import coco_results
 from evaluate.decode import People, decode_people
-from evaluate.inference import Predictor, model_predictor, multiscale_maps
+from evaluate.inference import Predictor, multiscale_maps
 from evaluate.model_loader import load_model
 from evaluate.oracle import oracle_for
+from evaluate.predictor import PoseEstimator
 from models.weights import unwrap
 from utils.distributed import select_device
 from utils.errors import UserError, cli_main
-from utils.precision import precision_for
 
 _EVAL_DEFAULTS = EvalConfig()
 _EVAL_TYPES = typing.get_type_hints(EvalConfig)
@@ -265,7 +265,7 @@ def model_source(args: argparse.Namespace, device: torch.device) -> Source:
     skeleton = unwrap(model).skeleton
     coco = load_coco(annotations, skeleton)
     ids = sorted(coco.getImgIds())[: args.limit or None]
-    predictor = model_predictor(model, precision_for(cfg.eval.amp, device, "eval.amp"))
+    predictor = PoseEstimator.from_model(model, cfg.eval, device).network  # the API's network, maps cached here
     return Source("(b) model", coco, ids, val_dir / "images", cfg, lambda image_id, hw: predictor, device, skeleton)
 
 

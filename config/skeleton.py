@@ -313,6 +313,12 @@ def skeleton_of(cfg) -> Skeleton:
     return load_skeleton(cfg.data.skeleton)
 
 
+def carried_skeleton(saved: Any, source: str) -> Skeleton:
+    """The skeleton a checkpoint was trained for: the definition it carries (``saved``, ``Skeleton.to_dict``), else
+    COCO's, as for every checkpoint written before checkpoints carried one."""
+    return Skeleton.from_dict(saved, source) if isinstance(saved, dict) else load_skeleton("coco")
+
+
 class _Parser:
     """Turns a parsed definition into a ``Skeleton``; every problem is a UserError naming the file and the entry."""
 

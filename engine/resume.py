@@ -10,7 +10,7 @@ from torch import nn
 
 from config.loader import config_from_dict, to_dict
 from config.schema import Config
-from config.skeleton import Skeleton, load_skeleton
+from config.skeleton import Skeleton, carried_skeleton
 from engine.checkpoint import resolve_resume
 from models.posenet import WEIGHT_NEUTRAL_SETTINGS
 from utils import distributed as du
@@ -53,7 +53,7 @@ def check_same_skeleton(ckpt: dict[str, Any], skeleton: Skeleton, path: Path) ->
     """UserError unless the checkpoint was trained for a skeleton with this run's channels (one saved before
     checkpoints carried their skeleton was COCO's)."""
     saved = ckpt.get("skeleton")
-    carried = Skeleton.from_dict(saved, f"saved in {path}") if isinstance(saved, dict) else load_skeleton("coco")
+    carried = carried_skeleton(saved, f"saved in {path}")
     if not carried.same_layout(skeleton):
         was = carried.describe() if isinstance(saved, dict) else "'coco' (saved before checkpoints carried one)"
         raise UserError(

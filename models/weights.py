@@ -31,7 +31,7 @@ import torch
 from torch import nn
 
 from config.schema import LossConfig
-from config.skeleton import Skeleton, load_skeleton
+from config.skeleton import Skeleton, carried_skeleton
 from utils.errors import UserError
 
 ORIGINAL_PREFIX = "posenet."
@@ -219,10 +219,7 @@ def load_initial_weights(model: nn.Module, path: str | Path) -> tuple[LoadReport
     """
     weights = extract_weights(read_checkpoint(path), str(path))
     skeleton = unwrap(model).skeleton
-    if weights.skeleton is not None:
-        saved = Skeleton.from_dict(weights.skeleton, f"saved in {path}")
-    else:
-        saved = load_skeleton("coco")
+    saved = carried_skeleton(weights.skeleton, f"saved in {path}")
     same = saved.same_layout(skeleton)
     state = {"model": weights.state}  # already in our naming
     return load_weights(model, state, source=str(path), reinitialise=None if same else SKELETON_DEPENDENT), saved
