@@ -6,7 +6,8 @@
 
 Any skeleton: the OKS uses its sigmas. ``update`` (docs/design.md#tracking):
 
-1. moves each track's last pose on by the track's velocity to the frame's time;
+1. leaves out people scored below ``min_score`` (the decoder's fragments) and moves each track's last pose on by the
+   track's velocity to the frame's time;
 2. scores every (person, track) pair: the OKS over the keypoints found in both (scale: the larger area of the two
    keypoint boxes, so that a person half in view is not judged at half size), or the IoU of their boxes where
    fewer than ``min_shared_keypoints`` are found in both; a pair under ``min_oks`` / ``min_iou`` may not match;
