@@ -13,17 +13,6 @@ PAPER_PRESET = REPO_ROOT / "config" / "simplepose_coco.yaml"  # the paper's mode
 COCO_SAMPLE_ANNOTATIONS = Path("annotations") / "person_keypoints_sample.json"
 
 
-def run_args(preset: str | Path, train_h5: str | Path, out_dir: str | Path, *extra: str) -> list[str]:
-    """Command-line arguments of a training run of ``preset`` on ``train_h5``, writing to ``out_dir``; ``extra``
-    are further ``key=value`` overrides."""
-    return ["--config", str(preset), f"data.train={train_h5}", f"train.out_dir={out_dir}", *extra]
-
-
-def tiny_run_args(train_h5: str | Path, out_dir: str | Path, *extra: str) -> list[str]:
-    """``run_args`` of the tiny preset (``train_h5`` built for input size 64)."""
-    return run_args(TINY_PRESET, train_h5, out_dir, *extra)
-
-
 def coco_sample_dir() -> Path:
     """The real COCO sample (27 train2017 images: ``images/`` and ``annotations/person_keypoints_sample.json``):
     ``$SIMPLEPOSE_COCO_SAMPLE``, else ``../shared/data/coco_sample`` next to the repository. UserError when its
