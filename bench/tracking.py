@@ -138,6 +138,16 @@ def identity_metrics(
     return {k: float(summary[n]) for k, n in zip(keys, names)}, matched
 
 
+def ids_of_identities(tracked: Sequence[Sequence[Person]], matched: Sequence[dict[int, int]]) -> dict[int, set[int]]:
+    """Per identity, the track ids of the people matched to it (``identity_metrics``' matches of one run): a single id
+    each when nothing switched."""
+    ids: dict[int, set[int]] = {}
+    for people, match in zip(tracked, matched):
+        for j, identity in match.items():
+            ids.setdefault(identity, set()).add(people[j].track_id)
+    return ids
+
+
 def keypoint_metrics(runs: Sequence[tuple[SyntheticVideo, Sequence[Sequence[Person]], Sequence[dict[int, int]]]]):
     """{jitter (px/frame^2), lag (frames), error (px)} of the tracked keypoints of each (video, tracked people per
     frame, ``identity_metrics``' matches per frame) against the walkers' exact paths, pooled over the runs."""

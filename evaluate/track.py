@@ -219,6 +219,8 @@ class PoseTracker:
         return np.where(new_found[..., None], state[0], np.nan)
 
     def _keep(self, keep: np.ndarray) -> None:
+        if keep.all():
+            return
         for name in ("_xy", "_found", "_time", "_velocity", "_moving", "_hits", "_lost", "_ids"):
             setattr(self, name, getattr(self, name)[keep])
         self._smooth = tuple(a[keep] for a in self._smooth)

@@ -13,7 +13,7 @@ import pytest
 import torch
 from pycocotools.coco import COCO as CocoApi
 
-from bench.tracking import found_person, frame_truth, identity_metrics
+from bench.tracking import found_person, frame_truth, identity_metrics, ids_of_identities
 from config.loader import load_config
 from config.skeleton import load_skeleton
 from data import synthetic_video
@@ -50,11 +50,7 @@ def ids_per_identity(annotations: dict, tracked: list[list]) -> tuple[dict, dict
     per_frame = [[a for a in annotations["annotations"] if a["image_id"] == i] for i in range(len(tracked))]
     truths = [frame_truth(anns, COCO.num_dataset_keypoints) for anns in per_frame]
     metrics, matched = identity_metrics([(truths, tracked)], np.asarray(COCO.sigmas))
-    ids: dict[int, set[int]] = {}
-    for people, match in zip(tracked, matched[0]):
-        for j, identity in match.items():
-            ids.setdefault(identity, set()).add(people[j].track_id)
-    return metrics, ids
+    return metrics, ids_of_identities(tracked, matched[0])
 
 
 def test_demo_track_json_has_stable_ids_and_loads_in_pycocotools(crossing_clip, tmp_path, capsys):

@@ -10,6 +10,7 @@ import re
 import numpy as np
 import pytest
 
+from bench import tracking
 from bench.tracking import (
     Truth,
     found_person,
@@ -37,14 +38,10 @@ def detections(truths: list[Truth], video: SyntheticVideo, seed: int = 0, noise:
     return [noisy_people(t, rng, noise, video.size) for t in truths]
 
 
-def ids_of_identities(truths, tracked, skeleton=COCO) -> tuple[dict, dict[int, set[int]]]:
+def metrics_and_ids(truths, tracked, skeleton=COCO) -> tuple[dict, dict[int, set[int]]]:
     """(identity metrics, identity -> the track ids of the people matched to it)."""
     metrics, matched = identity_metrics([(truths, tracked)], np.asarray(skeleton.sigmas))
-    ids: dict[int, set[int]] = {}
-    for people, match in zip(tracked, matched[0]):
-        for j, identity in match.items():
-            ids.setdefault(identity, set()).add(people[j].track_id)
-    return metrics, ids
+    return metrics, tracking.ids_of_identities(tracked, matched[0])
 
 
 def assert_no_id_twice(tracked) -> None:
@@ -64,7 +61,7 @@ def test_two_figures_crossing_with_five_frames_of_full_occlusion_keep_their_ids(
     tracked = track(detections(truths, video), video.fps, COCO, TrackConfig())
     assert_no_id_twice(tracked)
     assert all(len(tracked[i]) == 1 for i in gone)  # the hidden one is not invented
-    metrics, ids = ids_of_identities(truths, tracked)
+    metrics, ids = metrics_and_ids(truths, tracked)
     assert ids[1] and ids[2] and ids[1] != ids[2]
     assert len(ids[1]) == len(ids[2]) == 1, ids  # the same id before and after the occlusion
     assert metrics["switches"] == 0
@@ -96,7 +93,7 @@ def test_a_person_leaving_and_a_new_one_entering_get_different_ids():
         assert identities == {w.identity for w in walkers}
         tracked = track(detections(truths, video, noise=1.0), fps, COCO, TrackConfig())
         assert_no_id_twice(tracked)
-        _, ids = ids_of_identities(truths, tracked)
+        _, ids = metrics_and_ids(truths, tracked)
         first, second = (ids[w.identity] for w in walkers)
         assert len(first) == len(second) == 1 and first != second, ids
 
@@ -113,7 +110,7 @@ def test_no_id_is_given_twice_in_a_frame_even_to_duplicate_detections():
         tracked = track(doubled, video.fps, COCO, cfg)
         assert_no_id_twice(tracked)
         assert sum(map(len, tracked)) > 0.8 * sum(map(len, frames))
-    metrics, _ = ids_of_identities(truths, track(frames, video.fps, COCO, TrackConfig()))
+    metrics, _ = metrics_and_ids(truths, track(frames, video.fps, COCO, TrackConfig()))
     assert metrics["mota"] > 0.8 and metrics["idf1"] > 0.8  # seven people walking across each other
 
 
@@ -124,7 +121,7 @@ def test_any_skeleton_keeps_ids_through_a_crossing():
     assert sum(1 not in t.ids for t in truths) == 5
     tracked = track(detections(truths, video), video.fps, quadruped, TrackConfig(min_shared_keypoints=2))
     assert_no_id_twice(tracked)
-    metrics, ids = ids_of_identities(truths, tracked, quadruped)
+    metrics, ids = metrics_and_ids(truths, tracked, quadruped)
     assert len(ids[1]) == len(ids[2]) == 1 and ids[1] != ids[2] and metrics["switches"] == 0
 
 
@@ -242,8 +239,6 @@ def test_identity_metrics_on_a_case_counted_by_hand():
 
 
 def test_tracking_bench_prints_its_three_tables(capsys):
-    from bench import tracking
-
     assert tracking.main(["--videos", "1", "--frames", "30", "--timing-frames", "12", "track.min_hits=2"]) == 0
     out = capsys.readouterr().out
     assert "2 synthetic videos" in out and "min_hits=2" in out
