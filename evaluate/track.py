@@ -138,7 +138,7 @@ class PoseTracker:
         if not math.isfinite(t) or (self._last is not None and t <= self._last):
             raise ValueError(f"PoseTracker.update: timestamps must be finite and increase (seconds); got {timestamp} "
                              f"after {self._last}")  # fmt: skip
-        xy, found = self._arrays(people)
+        kp, xy, found = self._arrays(people)
         self._last = t
         scores = np.array([p.score for p in people], np.float64)
         present = np.flatnonzero(found.any(1) & (scores >= self.cfg.min_score))
@@ -168,19 +168,22 @@ class PoseTracker:
             return [Person(people[d].keypoints, people[d].score, people[d].box, i) for d, i in zip(out.tolist(), ids)]
         row = np.full(len(people), -1)  # row of each person in the smoothed keypoints (new tracks: as found)
         row[det], row[new] = np.arange(len(det)), len(det) + np.arange(len(new))
-        return self._smoothed_people(people, out, np.concatenate([smoothed, xy[new]])[row[out]], ids)
+        return self._smoothed_people(people, kp[out], out, np.concatenate([smoothed, xy[new]])[row[out]], ids)
 
-    def _arrays(self, people: Sequence[Person]) -> tuple[np.ndarray, np.ndarray]:
-        """((P, K, 2) keypoints with NaN where not found, (P, K) found)."""
+    def _arrays(self, people: Sequence[Person]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """((P, K, 3) keypoints as given, (P, K, 2) with NaN where not found, (P, K) found)."""
         k = self.skeleton.num_dataset_keypoints
-        shapes = [np.shape(p.keypoints) for p in people]
-        if any(shape != (k, 3) for shape in shapes):
-            bad = next(i for i, shape in enumerate(shapes) if shape != (k, 3))
-            raise ValueError(f"PoseTracker.update: person {bad} has keypoints of shape {shapes[bad]}; this tracker's "
-                             f"skeleton '{self.skeleton.name}' gives ({k}, 3)")  # fmt: skip
-        kp = np.array([p.keypoints for p in people], np.float64).reshape(len(people), k, 3)
+        try:
+            kp = np.array([p.keypoints for p in people], np.float64) if people else np.zeros((0, k, 3))
+        except ValueError:  # people of several shapes
+            kp = None
+        if kp is None or kp.shape[1:] != (k, 3):
+            bad = next(i for i, p in enumerate(people) if np.shape(p.keypoints) != (k, 3))
+            raise ValueError(f"PoseTracker.update: person {bad} has keypoints of shape "
+                             f"{np.shape(people[bad].keypoints)}; this tracker's skeleton '{self.skeleton.name}' "
+                             f"gives ({k}, 3)")  # fmt: skip
         found = (kp[:, :, 2] > 0) & np.isfinite(kp[:, :, 0]) & np.isfinite(kp[:, :, 1])
-        return np.where(found[..., None], kp[:, :, :2], np.nan), found
+        return kp, np.where(found[..., None], kp[:, :, :2], np.nan), found
 
     def _match(self, xy: np.ndarray, found: np.ndarray, t: float) -> tuple[np.ndarray, np.ndarray]:
         """(person indices, track indices) of the matched pairs: confirmed tracks first, then new ones."""
@@ -238,9 +241,8 @@ class PoseTracker:
         first = (np.where(found[..., None], xy, 0.0), np.zeros_like(xy), np.where(found, t, np.nan))
         self._smooth = tuple(np.concatenate([a, b]) for a, b in zip(self._smooth, first))
 
-    def _smoothed_people(self, people, chosen: np.ndarray, smoothed: np.ndarray, ids: list[int]) -> list[Person]:
-        k = self.skeleton.num_dataset_keypoints
-        kp = np.array([people[d].keypoints for d in chosen], np.float64).reshape(len(chosen), k, 3)
+    def _smoothed_people(self, people, kp: np.ndarray, chosen: np.ndarray, smoothed, ids: list[int]) -> list[Person]:
+        """``people[chosen]`` with their keypoints ``kp`` (n, K, 3) moved to ``smoothed`` (n, K, 2; NaN: as given)."""
         kp[..., :2] = np.where(np.isnan(smoothed), kp[..., :2], smoothed)
         boxes = _boxes(np.where(kp[..., 2:] > 0, kp[..., :2], np.nan)).tolist()
         return [
@@ -255,10 +257,10 @@ def _assign(similarity, allowed, rows: np.ndarray, cols: np.ndarray) -> tuple[np
     none = np.zeros(0, np.intp)
     if not len(rows) or not len(cols):
         return none, none
-    ok = allowed[np.ix_(rows, cols)]
+    ok = allowed[rows][:, cols]
     if not ok.any():
         return none, none
-    r, c = linear_sum_assignment(np.where(ok, 1.0 - similarity[np.ix_(rows, cols)], _NOT_ALLOWED))
+    r, c = linear_sum_assignment(np.where(ok, 1.0 - similarity[rows][:, cols], _NOT_ALLOWED))
     good = ok[r, c]
     return rows[r[good]], cols[c[good]]
 
