@@ -287,7 +287,7 @@ def check_track(track: TrackConfig) -> None:
     ]
     for name, ok, wanted in limits:
         if not ok:
-            raise ConfigError(f"track.{name} must be {wanted}, got {getattr(track, name)}")
+            raise ConfigError(f"track.{name} must be {wanted}, got {getattr(track, name)}", key=f"track.{name}")
 
 
 def to_dict(cfg: Config) -> dict:

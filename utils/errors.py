@@ -52,22 +52,22 @@ class AnnotationError(UserError):
 
 
 def cli_main(fn: Callable[..., int | None]) -> Callable[..., int]:
-    """Wrap a command's ``main``: logging goes to the terminal (``utils.logs.setup_logging``), and a ``UserError``
-    prints ``error: <message>`` and exits with status 2."""
+    """Wrap a command's ``main``: while it runs, logging goes to the terminal (``utils.logs.terminal_logging``), and a
+    ``UserError`` prints ``error: <message>`` and exits with status 2."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs) -> int:
-        from utils.logs import setup_logging
+        from utils.logs import terminal_logging
 
-        setup_logging()
-        try:
-            rc = fn(*args, **kwargs)
-        except UserError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
-        except KeyboardInterrupt:
-            print("interrupted", file=sys.stderr)
-            return 130
+        with terminal_logging():
+            try:
+                rc = fn(*args, **kwargs)
+            except UserError as e:
+                print(f"error: {e}", file=sys.stderr)
+                return 2
+            except KeyboardInterrupt:
+                print("interrupted", file=sys.stderr)
+                return 130
         return int(rc or 0)
 
     return wrapper

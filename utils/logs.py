@@ -1,8 +1,9 @@
 """Where the library's log messages go: nowhere but warnings until a program says otherwise.
 
 Library modules log through ``logging.getLogger(__name__)`` and never print. The command-line entry points (every
-``main`` wrapped in ``utils.errors.cli_main``) call ``setup_logging``: information on stdout, warnings and errors on
-stderr prefixed ``warning:`` / ``error:``, written through tqdm so that progress bars stay intact.
+``main`` wrapped in ``utils.errors.cli_main``) log to the terminal while they run (``terminal_logging``): information
+on stdout, warnings and errors on stderr prefixed ``warning:`` / ``error:``, written through tqdm so that progress
+bars stay intact.
 
 A program using ``PoseEstimator`` or ``Trainer`` sees only warnings (Python's default); it can show the rest with
 ``setup_logging()`` or its own handlers, and quiet the project with
@@ -11,8 +12,10 @@ A program using ``PoseEstimator`` or ``Trainer`` sees only warnings (Python's de
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
+from collections.abc import Iterator
 
 from tqdm import tqdm
 
@@ -45,3 +48,19 @@ def setup_logging(level: int = logging.INFO) -> None:
         root.setLevel(logging.WARNING)
     for name in PACKAGES:
         logging.getLogger(name).setLevel(level)
+
+
+@contextlib.contextmanager
+def terminal_logging(level: int = logging.INFO) -> Iterator[None]:
+    """``setup_logging`` for the duration of a command (``utils.errors.cli_main``): afterwards the handlers and levels
+    are as they were, so a program (or a test) that calls a command's ``main`` keeps its own logging."""
+    root = logging.getLogger()
+    before = (list(root.handlers), root.level, {n: logging.getLogger(n).level for n in PACKAGES})
+    setup_logging(level)
+    try:
+        yield
+    finally:
+        root.handlers[:] = before[0]
+        root.setLevel(before[1])
+        for name, lvl in before[2].items():
+            logging.getLogger(name).setLevel(lvl)
