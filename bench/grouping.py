@@ -24,7 +24,7 @@ from config.loader import add_config_arguments, config_from_args
 from config.schema import OUTPUT_STRIDE
 from config.skeleton import Skeleton, skeleton_of
 from evaluate.coco_eval import load_coco, read_image
-from evaluate.decode import decode_people
+from evaluate.decode import DecodeParams, decode_people
 from evaluate.inference import decode_grid, fuse_flip, make_batch, prepare_input, resize_to_grid, scale_factors
 from evaluate.oracle import oracle_for
 from utils.errors import cli_main
@@ -51,9 +51,9 @@ def grid_maps(out, valid_hw, grid, flip: bool, stride: int, skeleton: Skeleton) 
     return resize_to_grid(fuse_flip(out, skeleton, flip), valid_hw, grid, stride)[0].transpose(2, 0, 1)
 
 
-def post_network(out, valid_hw, grid, image_hw, cfg, stride: int, skeleton: Skeleton):
+def post_network(out, valid_hw, grid, image_hw, cfg, stride: int, skeleton: Skeleton, params: DecodeParams):
     maps = grid_maps(out, valid_hw, grid, cfg.eval.flip, stride, skeleton)
-    return decode_people(maps, cfg.eval, (image_hw[1] / grid[1], image_hw[0] / grid[0]), skeleton=skeleton)
+    return decode_people(maps, params, (image_hw[1] / grid[1], image_hw[0] / grid[0]), skeleton=skeleton)
 
 
 def rate(fn, items, repeat: int) -> float:
@@ -87,9 +87,10 @@ def main(argv: list[str] | None = None) -> int:
     items = network_outputs(*inputs_or_sample(args.images, args.annotations), cfg, sk)
     stride = OUTPUT_STRIDE
     decoded = [(grid_maps(o, v, g, cfg.eval.flip, stride, sk), (hw[1] / g[1], hw[0] / g[0])) for o, v, g, hw in items]
-    people = sum(len(decode_people(m, cfg.eval, s, skeleton=sk)) for m, s in decoded)
-    decode_rate = rate(lambda m, s: decode_people(m, cfg.eval, s, skeleton=sk), decoded, args.repeat)
-    post_rate = rate(lambda o, v, g, hw: post_network(o, v, g, hw, cfg, stride, sk), items, args.repeat)
+    params = DecodeParams.from_config(cfg.eval)
+    people = sum(len(decode_people(m, params, s, skeleton=sk)) for m, s in decoded)
+    decode_rate = rate(lambda m, s: decode_people(m, params, s, skeleton=sk), decoded, args.repeat)
+    post_rate = rate(lambda o, v, g, hw: post_network(o, v, g, hw, cfg, stride, sk, params), items, args.repeat)
     grid = "image size" if cfg.eval.decode_height <= 0 else f"{cfg.eval.decode_height} rows"
     print(f"{len(items)} images, {people} people, flip {cfg.eval.flip}, decoding grid {grid}, 1 thread")
     print(f"decoding (peaks + limbs + assembly): {decode_rate:.1f} images/s")

@@ -26,7 +26,14 @@ from utils.io import atomic_write_text
 
 
 class ConfigError(UserError):
-    """A config file or override that does not fit the schema."""
+    """A config file or override that does not fit the schema. ``key``: the dotted key at fault (None for a file that
+    cannot be read at all); ``file``: the config file, when the error is in one; ``suggestions``: the valid keys
+    closest to an unknown one."""
+
+    def __init__(self, message: str, *, key: str | None = None, file: str | Path | None = None,
+                 suggestions: tuple[str, ...] = ()) -> None:  # fmt: skip
+        super().__init__(message, key=key, file=file)
+        self.suggestions = tuple(suggestions)
 
 
 # Keys that earlier versions had. A saved config (a checkpoint's) may still hold them: they are dropped there; a
@@ -61,7 +68,7 @@ def _unknown_key(key: str, where: str) -> ConfigError:
             leaf, all_keys(), n=3, cutoff=0.3
         )
     hint = f"; closest valid names: {', '.join(close)}" if close else ""
-    return ConfigError(f"unknown config key '{key}' ({where}){hint}")
+    return ConfigError(f"unknown config key '{key}' ({where}){hint}", key=key, suggestions=tuple(close))
 
 
 def _coerce(value: Any, tp: Any, key: str) -> Any:
@@ -79,12 +86,12 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
                 return _coerce(value, a, key)
             except ConfigError as e:
                 errors.append(str(e))
-        raise ConfigError(errors[0] if errors else f"config key '{key}': invalid value {value!r}")
+        raise ConfigError(errors[0] if errors else f"config key '{key}': invalid value {value!r}", key=key)
     if origin is typing.Literal:
         if isinstance(value, bool) and value not in args:  # YAML 1.1 reads off/on/no/yes as booleans
             value = next((w for w in (("on", "yes", "true") if value else ("off", "no", "false")) if w in args), value)
         if value not in args:
-            raise ConfigError(f"config key '{key}': {value!r} is not one of {', '.join(map(repr, args))}")
+            raise ConfigError(f"config key '{key}': {value!r} is not one of {', '.join(map(repr, args))}", key=key)
         return value
     if origin is list:
         if isinstance(value, str):  # "0.5,1,2" or an unquoted "[a,b]" YAML could not read
@@ -92,18 +99,18 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             inner = inner[1:-1] if inner.startswith("[") and inner.endswith("]") else inner
             value = [_yaml_or_raw(v.strip()) for v in inner.split(",") if v.strip()]
         if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"config key '{key}': expected a list, got {value!r}")
+            raise ConfigError(f"config key '{key}': expected a list, got {value!r}", key=key)
         return [_coerce(v, args[0], f"{key}[{i}]") for i, v in enumerate(value)]
     if tp is bool:
         if isinstance(value, bool):
             return value
-        raise ConfigError(f"config key '{key}': expected true or false, got {value!r}")
+        raise ConfigError(f"config key '{key}': expected true or false, got {value!r}", key=key)
     if tp is int:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
         if isinstance(value, float) and value.is_integer():
             return int(value)
-        raise ConfigError(f"config key '{key}': expected an integer, got {value!r}")
+        raise ConfigError(f"config key '{key}': expected an integer, got {value!r}", key=key)
     if tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
@@ -112,12 +119,12 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
                 return float(value)
             except ValueError:
                 pass
-        raise ConfigError(f"config key '{key}': expected a number, got {value!r}")
+        raise ConfigError(f"config key '{key}': expected a number, got {value!r}", key=key)
     if tp is str:
         if isinstance(value, (str, int, float)) and not isinstance(value, bool):
             return str(value)
-        raise ConfigError(f"config key '{key}': expected a string, got {value!r}")
-    raise ConfigError(f"config key '{key}': unsupported type {tp!r}")
+        raise ConfigError(f"config key '{key}': expected a string, got {value!r}", key=key)
+    raise ConfigError(f"config key '{key}': unsupported type {tp!r}", key=key)
 
 
 def _field_type(obj: Any, name: str) -> Any:
@@ -128,7 +135,8 @@ def set_key(cfg: Config, key: str, value: Any, where: str) -> None:
     """Set one dotted key, type-checked. Only for building a config: a validated one is changed through
     ``with_overrides``, which returns a new, validated copy."""
     if key in RETIRED_KEYS:
-        raise ConfigError(f"config key '{key}' ({where}) is no longer a setting: {RETIRED_KEYS[key]}; remove it")
+        raise ConfigError(f"config key '{key}' ({where}) is no longer a setting: {RETIRED_KEYS[key]}; remove it",
+                          key=key)  # fmt: skip
     parts = key.split(".")
     obj = cfg
     for i, part in enumerate(parts):
@@ -137,7 +145,7 @@ def set_key(cfg: Config, key: str, value: Any, where: str) -> None:
         if i == len(parts) - 1:
             tp = _field_type(obj, part)
             if dataclasses.is_dataclass(tp):
-                raise ConfigError(f"config key '{key}' is a section; set its fields, e.g. '{key}.<name>'")
+                raise ConfigError(f"config key '{key}' is a section; set its fields, e.g. '{key}.<name>'", key=key)
             setattr(obj, part, _coerce(value, tp, key))
         else:
             obj = getattr(obj, part)
@@ -163,7 +171,7 @@ def _yaml_or_raw(raw: str) -> Any:
 def parse_override(text: str) -> tuple[str, Any]:
     """``"train.lr=1e-4"`` -> ``("train.lr", 1e-4)``; the value is parsed as YAML."""
     if "=" not in text:
-        raise ConfigError(f"override '{text}' is not of the form key=value (e.g. train.lr=1e-4)")
+        raise ConfigError(f"override '{text}' is not of the form key=value (e.g. train.lr=1e-4)", key=text)
     key, raw = text.split("=", 1)
     return key.strip(), _yaml_or_raw(raw) if raw.strip() else ""
 
@@ -175,15 +183,19 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     if path:
         p = Path(path)
         if not p.is_file():
-            raise ConfigError(f"config file {p} not found (presets live in config/*.yaml)")
+            raise ConfigError(f"config file {p} not found (presets live in config/*.yaml)", file=p)
         try:
             data = yaml.safe_load(p.read_text()) or {}
         except yaml.YAMLError as e:
-            raise ConfigError(f"config file {p} is not valid YAML: {e}") from None
+            raise ConfigError(f"config file {p} is not valid YAML: {e}", file=p) from None
         if not isinstance(data, dict):
-            raise ConfigError(f"config file {p} must hold a mapping of sections, got {type(data).__name__}")
+            raise ConfigError(f"config file {p} must hold a mapping of sections, got {type(data).__name__}", file=p)
         for key, value in _flatten(data).items():
-            set_key(cfg, key, value, f"in {p}")
+            try:
+                set_key(cfg, key, value, f"in {p}")
+            except ConfigError as e:
+                e.file = str(p)
+                raise
     for text in overrides or []:
         key, value = parse_override(text)
         set_key(cfg, key, value, "command-line override")
@@ -222,33 +234,40 @@ def validate(cfg: Config) -> None:
     if len(loss.stack_weights) != m.stacks:
         raise ConfigError(
             f"loss.stack_weights has {len(loss.stack_weights)} entries but model.stacks is {m.stacks}; "
-            f"give one weight per stack, e.g. loss.stack_weights=[{','.join(['1'] * m.stacks)}]"
+            f"give one weight per stack, e.g. loss.stack_weights=[{','.join(['1'] * m.stacks)}]",
+            key="loss.stack_weights",
         )
     if len(loss.scale_weights) != m.num_scales:
         raise ConfigError(
             f"loss.scale_weights has {len(loss.scale_weights)} entries but model.num_scales is "
-            f"{m.num_scales}; give one weight per output scale"
+            f"{m.num_scales}; give one weight per output scale",
+            key="loss.scale_weights",
         )
     if not 1 <= m.num_scales <= 5:
-        raise ConfigError(f"model.num_scales must be between 1 and 5 (the hourglass has 5 levels), got {m.num_scales}")
+        raise ConfigError(f"model.num_scales must be between 1 and 5 (the hourglass has 5 levels), got {m.num_scales}",
+                          key="model.num_scales")  # fmt: skip
     divisor = OUTPUT_STRIDE * 2**4  # stem /4, four poolings /16
     if d.input_size <= 0 or d.input_size % divisor:
         raise ConfigError(
             f"data.input_size must be a positive multiple of {divisor}, got {d.input_size} "
-            f"(valid sizes: 256, 320, 384, 448, 512, ...)"
+            f"(valid sizes: 256, 320, 384, 448, 512, ...)",
+            key="data.input_size",
         )
     if cfg.train.accumulate_steps < 1:
-        raise ConfigError(f"train.accumulate_steps must be >= 1 (1: no accumulation), got {cfg.train.accumulate_steps}")
+        raise ConfigError(f"train.accumulate_steps must be >= 1 (1: no accumulation), got {cfg.train.accumulate_steps}",
+                          key="train.accumulate_steps")  # fmt: skip
     if cfg.dist.timeout_s <= 0:
-        raise ConfigError(f"dist.timeout_s must be > 0 seconds, got {cfg.dist.timeout_s}")
+        raise ConfigError(f"dist.timeout_s must be > 0 seconds, got {cfg.dist.timeout_s}", key="dist.timeout_s")
     if d.loader_timeout < 0:
-        raise ConfigError(f"data.loader_timeout must be >= 0 seconds (0 waits for ever), got {d.loader_timeout}")
+        raise ConfigError(f"data.loader_timeout must be >= 0 seconds (0 waits for ever), got {d.loader_timeout}",
+                          key="data.loader_timeout")  # fmt: skip
     if not cfg.eval.scales:
-        raise ConfigError("eval.scales must hold at least one scale, e.g. eval.scales=[1.0]")
+        raise ConfigError("eval.scales must hold at least one scale, e.g. eval.scales=[1.0]", key="eval.scales")
     if not cfg.eval.min_mean_score >= 0:
         raise ConfigError(
             f"eval.min_mean_score must be >= 0, got {cfg.eval.min_mean_score} (a person's mean keypoint evidence; "
-            "person scores 1 - 1 / total need totals >= 0); 0 keeps every person"
+            "person scores 1 - 1 / total need totals >= 0); 0 keeps every person",
+            key="eval.min_mean_score",
         )
     check_track(cfg.track)
 
@@ -268,7 +287,7 @@ def check_track(track: TrackConfig) -> None:
     ]
     for name, ok, wanted in limits:
         if not ok:
-            raise ConfigError(f"track.{name} must be {wanted}, got {getattr(track, name)}")
+            raise ConfigError(f"track.{name} must be {wanted}, got {getattr(track, name)}", key=f"track.{name}")
 
 
 def to_dict(cfg: Config) -> dict:

@@ -174,11 +174,19 @@ class DistConfig:
 
 
 ResizeBackend = Literal["auto", "opencv", "torch"]  # eval.resize_backend
+PeakScore = Literal["window_mean", "peak", "input_window"]  # eval.peak_score
+RefineMode = Literal["centroid", "quadratic"]  # eval.refine_mode
 
 
 @dataclass
 class EvalConfig:
-    """Test-time inference and grouping (docs/design.md#test-time-inference, docs/design.md#decoding)."""
+    """Test-time inference and grouping (docs/design.md#test-time-inference, docs/design.md#decoding).
+
+    One flat section, so that ``eval.<field>=...`` overrides stay short; the decoder reads its fields as small frozen
+    groups built once (``evaluate.decode.DecodeParams.from_config``): ``PeakParams`` (peak_threshold, refine_radius,
+    peak_score, refine_mode, refine_xy_swap_bug, max_peaks), ``LimbParams`` (limb_threshold, connect_ratio,
+    limb_samples) and ``AssemblyParams`` (len_rate, connection_tolerance, remove_recon, min_parts, min_mean_score);
+    the rest is the multi-scale inference (evaluate/inference.py) and how it runs."""
 
     scales: list[float] = field(default_factory=lambda: [0.5, 1.0, 1.5, 2.0, 3.0])
     flip: bool = True
@@ -205,12 +213,12 @@ class EvalConfig:
     refine_xy_swap_bug: bool = False  # True: the original's swapped x/y peak refinement
     # sub-pixel peak position: value-weighted centroid of the refinement window (original) or the vertex of
     # a parabola through the log values of the peak and its neighbours (exact for Gaussian peaks)
-    refine_mode: Literal["centroid", "quadratic"] = "quadratic"
+    refine_mode: RefineMode = "quadratic"
     # score of a refined peak: the mean of its (2 refine_radius + 1)^2 window of decoding-grid pixels (original: its
     # share of a keypoint's blob grows as the grid gets coarser), the peak value, or the mean of as many samples one
     # pixel of the scale-1 network input apart (input_window: the original's window on a COCO-sized image, whatever
     # the decoding grid and the image size). Chosen by measurement: docs/benchmarks.md#decoder-settings
-    peak_score: Literal["window_mean", "peak", "input_window"] = "input_window"
+    peak_score: PeakScore = "input_window"
     # rows of the grid the scales are averaged and decoded on; 0: the image's own size (original).
     # A small grid decodes several times faster than the image's size and, with quadratic refinement, loses
     # almost no AP (docs/benchmarks.md#decoder-settings).

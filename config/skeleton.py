@@ -276,14 +276,16 @@ def resolve_skeleton_path(name_or_path: str | Path) -> Path:
     """``config/skeletons/NAME.yaml`` for a bare name, else the given path; UserError when there is no such file."""
     text = str(name_or_path)
     if not text:
-        raise UserError("data.skeleton is empty: give a name in config/skeletons/ (e.g. coco) or a YAML file path")
+        raise SkeletonFileError("data.skeleton is empty: give a name in config/skeletons/ (e.g. coco) or a YAML file "
+                                "path", key="data.skeleton")  # fmt: skip
     is_name = "/" not in text and "\\" not in text and not text.endswith((".yaml", ".yml"))
     path = SKELETON_DIR / f"{text}.yaml" if is_name else Path(text)
     if not path.is_file():
         known = ", ".join(sorted(p.stem for p in SKELETON_DIR.glob("*.yaml")))
-        raise UserError(
+        raise SkeletonFileError(
             f"skeleton {text!r}: no file {path}; give a name in config/skeletons/ ({known}) or the path of a "
-            "skeleton YAML file (format: docs/design.md#skeleton-files)"
+            "skeleton YAML file (format: docs/design.md#skeleton-files)",
+            file=path, key="data.skeleton",
         )
     return path
 
@@ -300,9 +302,9 @@ def _load_file(path: Path, mtime_ns: int, size: int) -> Skeleton:
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as e:
-        raise UserError(f"skeleton file {path} is not valid YAML: {e}") from None
+        raise SkeletonFileError(f"skeleton file {path} is not valid YAML: {e}", file=path) from None
     except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"cannot read skeleton file {path}: {e}") from None
+        raise SkeletonFileError(f"cannot read skeleton file {path}: {e}", file=path) from None
     if isinstance(data, dict) and "name" not in data:
         data = {"name": path.stem, **data}
     return Skeleton.from_dict(data, str(path))
@@ -313,10 +315,9 @@ def skeleton_of(cfg) -> Skeleton:
     return load_skeleton(cfg.data.skeleton)
 
 
-def carried_skeleton(saved: Any, source: str) -> Skeleton:
-    """The skeleton a checkpoint was trained for: the definition it carries (``saved``, ``Skeleton.to_dict``), else
-    COCO's, as for every checkpoint written before checkpoints carried one."""
-    return Skeleton.from_dict(saved, source) if isinstance(saved, dict) else load_skeleton("coco")
+class SkeletonFileError(UserError):
+    """A skeleton definition that is not valid: ``file`` the file (or checkpoint) it came from, ``key`` the entry at
+    fault (``limbs[6]``, ``sigmas``, ``derived.neck``...)."""
 
 
 class _Parser:
@@ -325,35 +326,38 @@ class _Parser:
     def __init__(self, source: str):
         self.source = source
 
-    def fail(self, what: str, fix: str) -> UserError:
-        return UserError(f"skeleton {self.source}: {what}; {fix} (format: docs/design.md#skeleton-files)")
+    def fail(self, what: str, fix: str, key: str | None = None) -> SkeletonFileError:
+        return SkeletonFileError(f"skeleton {self.source}: {what}; {fix} (format: docs/design.md#skeleton-files)",
+                                 file=self.source, key=key)  # fmt: skip
 
     def names(self, value: Any, entry: str) -> tuple[str, ...]:
         if not isinstance(value, list) or not value or not all(isinstance(n, str) and n for n in value):
-            raise self.fail(f"'{entry}' must be a non-empty list of keypoint names, got {value!r}", "fix the list")
+            raise self.fail(f"'{entry}' must be a non-empty list of keypoint names, got {value!r}", "fix the list",
+                            key=entry)
         seen: set[str] = set()
         for n in value:
             if n in seen:
-                raise self.fail(f"'{entry}' names {n!r} twice", "give every keypoint once")
+                raise self.fail(f"'{entry}' names {n!r} twice", "give every keypoint once", key=entry)
             seen.add(n)
         return tuple(value)
 
     def pairs(self, value: Any, entry: str, known: tuple[str, ...], kind: str) -> list[tuple[str, str]]:
         """A list of [a, b] name pairs, each name in ``known`` and a != b."""
         if not isinstance(value, list):
-            raise self.fail(f"'{entry}' must be a list of [a, b] pairs, got {value!r}", "fix the list")
+            raise self.fail(f"'{entry}' must be a list of [a, b] pairs, got {value!r}", "fix the list", key=entry)
         out = []
         for i, pair in enumerate(value):
             if not isinstance(pair, list) or len(pair) != 2 or not all(isinstance(n, str) for n in pair):
-                raise self.fail(f"{entry}[{i}] must be a pair of keypoint names [a, b], got {pair!r}", "fix it")
+                raise self.fail(f"{entry}[{i}] must be a pair of keypoint names [a, b], got {pair!r}", "fix it",
+                                key=f"{entry}[{i}]")
             for n in pair:
                 if n not in known:
                     raise self.fail(
                         f"{entry}[{i}] {pair} names the unknown keypoint {n!r}",
-                        f"use one of the {kind}: {', '.join(known)}",
-                    )
+                        f"use one of the {kind}: {', '.join(known)}", key=f"{entry}[{i}]")
             if pair[0] == pair[1]:
-                raise self.fail(f"{entry}[{i}] {pair} joins a keypoint to itself", "give two different keypoints")
+                raise self.fail(f"{entry}[{i}] {pair} joins a keypoint to itself", "give two different keypoints",
+                                key=f"{entry}[{i}]")
             out.append((pair[0], pair[1]))
         return out
 
@@ -362,13 +366,13 @@ class _Parser:
             raise self.fail(f"expected a mapping of {', '.join(_KEYS)}, got {type(data).__name__}", "fix the file")
         unknown = sorted(set(map(str, data)) - set(_KEYS))
         if unknown:
-            raise self.fail(f"unknown entries {unknown}", f"the entries are {', '.join(_KEYS)}")
+            raise self.fail(f"unknown entries {unknown}", f"the entries are {', '.join(_KEYS)}", key=unknown[0])
         for key in ("dataset_keypoints", "limbs", "sigmas"):
             if key not in data:
-                raise self.fail(f"no '{key}' entry", "add it")
+                raise self.fail(f"no '{key}' entry", "add it", key=key)
         name = data.get("name")
         if not isinstance(name, str) or not name:
-            raise self.fail(f"'name' must be a non-empty string, got {name!r}", "name the skeleton")
+            raise self.fail(f"'name' must be a non-empty string, got {name!r}", "name the skeleton", key="name")
         dataset = self.names(data["dataset_keypoints"], "dataset_keypoints")
         derived = self.derived(data.get("derived") or {}, dataset)
         keypoints = self.internal_order(data.get("keypoints"), dataset, derived)
@@ -382,29 +386,32 @@ class _Parser:
         evaluation = data.get("evaluation", "coco")
         if evaluation not in EVALUATIONS:
             raise self.fail(f"'evaluation' must be one of {', '.join(EVALUATIONS)}, got {evaluation!r}",
-                            "coco for COCO-like files, crowdpose for CrowdPose's")  # fmt: skip
+                            "coco for COCO-like files, crowdpose for CrowdPose's", key="evaluation")  # fmt: skip
         return Skeleton(name, dataset, keypoints, derived, limbs, flip_pairs, sigmas, draw_limbs, draw_edges,
                         colors, evaluation, source=self.source)  # fmt: skip
 
     def derived(self, value: Any, dataset: tuple[str, ...]) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
         if not isinstance(value, Mapping):
             raise self.fail(f"'derived' must map keypoint names to rules, got {value!r}",
-                            "e.g. neck: {midpoint: [left_shoulder, right_shoulder]}")  # fmt: skip
+                            "e.g. neck: {midpoint: [left_shoulder, right_shoulder]}", key="derived")  # fmt: skip
         out = []
         for n, rule in value.items():
             where = f"derived keypoint {n!r}"
             if n in dataset:
-                raise self.fail(f"{where} is also a dataset keypoint", "rename it, or drop the rule")
+                raise self.fail(f"{where} is also a dataset keypoint", "rename it, or drop the rule",
+                                key=f"derived.{n}")
             if not isinstance(rule, Mapping) or len(rule) != 1 or next(iter(rule)) not in _RULES:
                 raise self.fail(f"{where}: the rule must be one of {list(_RULES)}, got {rule!r}",
-                                "e.g. neck: {midpoint: [left_shoulder, right_shoulder]}")  # fmt: skip
+                                "e.g. neck: {midpoint: [left_shoulder, right_shoulder]}",
+                                key=f"derived.{n}")  # fmt: skip
             kind, sources = next(iter(rule.items()))
             if not isinstance(sources, list) or len(sources) < 2 or len(set(map(str, sources))) != len(sources):
-                raise self.fail(f"{where}: '{kind}' needs two or more different keypoints, got {sources!r}", "fix it")
+                raise self.fail(f"{where}: '{kind}' needs two or more different keypoints, got {sources!r}", "fix it",
+                                key=f"derived.{n}")
             for s in sources:
                 if s not in dataset:
                     raise self.fail(f"{where}: '{kind}' names {s!r}, which is not a dataset keypoint",
-                                    f"use dataset keypoints: {', '.join(dataset)}")  # fmt: skip
+                                    f"use dataset keypoints: {', '.join(dataset)}", key=f"derived.{n}")  # fmt: skip
             out.append((str(n), kind, tuple(sources)))
         return tuple(out)
 
@@ -417,7 +424,8 @@ class _Parser:
         if missing or extra:
             raise self.fail(
                 f"'keypoints' (the internal order) must list every dataset and derived keypoint once: missing "
-                f"{missing}, unknown {extra}", "fix the list, or leave 'keypoints' out (dataset order, then derived)")
+                f"{missing}, unknown {extra}", "fix the list, or leave 'keypoints' out (dataset order, then derived)",
+                key="keypoints")
         return order
 
     def check_limbs(self, limbs: list[tuple[str, str]], keypoints: tuple[str, ...]) -> None:
@@ -426,15 +434,15 @@ class _Parser:
         for i, (a, b) in enumerate(limbs):
             if frozenset((a, b)) in seen:
                 first = seen[frozenset((a, b))]
-                raise self.fail(f"limbs[{i}] [{a}, {b}] repeats limbs[{first}]", "give each limb once")
+                raise self.fail(f"limbs[{i}] [{a}, {b}] repeats limbs[{first}]", "give each limb once",
+                                key=f"limbs[{i}]")
             seen[frozenset((a, b))] = i
         reached = {n for limb in limbs for n in limb}
         for n in keypoints:
             if n not in reached:
                 raise self.fail(
                     f"keypoint {n!r} is in no limb, so the decoder could never attach it to a person",
-                    f"add a limb joining it to a neighbouring keypoint to 'limbs', e.g. [NEIGHBOUR, {n}]",
-                )
+                    f"add a limb joining it to a neighbouring keypoint to 'limbs', e.g. [NEIGHBOUR, {n}]", key="limbs")
         component = {limbs[0][0]}
         grew = True
         while grew:
@@ -447,7 +455,7 @@ class _Parser:
         if apart:
             raise self.fail(
                 f"keypoints {apart} are not joined to {sorted(component)} by any chain of limbs, so the decoder "
-                "would split every person in two", "add a limb between the two groups")
+                "would split every person in two", "add a limb between the two groups", key="limbs")
 
     def flip_pairs(self, value: Any, keypoints: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
         pairs = self.pairs(value, "flip_pairs", keypoints, "keypoints")
@@ -456,7 +464,8 @@ class _Parser:
             for n in pair:
                 if n in seen:
                     raise self.fail(f"flip_pairs[{i}] {list(pair)}: {n!r} is already in flip_pairs[{seen[n]}]",
-                                    "a keypoint mirrors to one other keypoint only")  # fmt: skip
+                                    "a keypoint mirrors to one other keypoint only",
+                                    key=f"flip_pairs[{i}]")  # fmt: skip
                 seen[n] = i
         return tuple(pairs)
 
@@ -470,40 +479,43 @@ class _Parser:
                 raise self.fail(
                     f"limbs[{i}] [{a}, {b}] mirrors to [{m(a)}, {m(b)}] under flip_pairs, which is not a limb, so a "
                     "mirrored picture could not be mapped back (flip pairs that are not left/right symmetric)",
-                    "add the mirrored limb, or fix flip_pairs")  # fmt: skip
+                    "add the mirrored limb, or fix flip_pairs", key=f"limbs[{i}]")  # fmt: skip
         rules = {n: (kind, frozenset(src)) for n, kind, src in derived}
         for n, (kind, src) in rules.items():
             mirrored = rules.get(m(n))
             if mirrored is None or mirrored != (kind, frozenset(map(m, src))):
                 raise self.fail(
                     f"derived keypoint {n!r} ({kind} of {sorted(src)}) does not mirror to the rule of {m(n)!r} under "
-                    "flip_pairs", "pair derived keypoints whose sources are mirrors, or make the sources symmetric")
+                    "flip_pairs", "pair derived keypoints whose sources are mirrors, or make the sources symmetric",
+                    key=f"derived.{n}")
 
     def sigmas(self, value: Any, dataset: tuple[str, ...], derived) -> tuple[float, ...]:
         if not isinstance(value, Mapping):
-            raise self.fail(f"'sigmas' must map each dataset keypoint to its OKS sigma, got {value!r}", "fix it")
+            raise self.fail(f"'sigmas' must map each dataset keypoint to its OKS sigma, got {value!r}", "fix it",
+                            key="sigmas")
         unknown = [n for n in value if n not in dataset]
         if unknown:
             is_derived = any(n == d for d, _, _ in derived for n in unknown)
             hint = " (derived keypoints are not evaluated)" if is_derived else ""
             raise self.fail(f"'sigmas' names keypoints that are not dataset keypoints: {unknown}{hint}",
-                            f"give sigmas for exactly: {', '.join(dataset)}")  # fmt: skip
+                            f"give sigmas for exactly: {', '.join(dataset)}", key="sigmas")  # fmt: skip
         missing = [n for n in dataset if n not in value]
         if missing:
             raise self.fail(f"'sigmas' lacks {missing}",
-                            "give an OKS sigma for every dataset keypoint (COCO's are 0.025-0.107)")  # fmt: skip
+                            "give an OKS sigma for every dataset keypoint (COCO's are 0.025-0.107)",
+                            key="sigmas")  # fmt: skip
         out = []
         for n in dataset:
             s = value[n]
             if isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(s) or s <= 0:
-                raise self.fail(f"sigmas[{n!r}] must be a positive number, got {s!r}", "fix it")
+                raise self.fail(f"sigmas[{n!r}] must be a positive number, got {s!r}", "fix it", key=f"sigmas.{n}")
             out.append(float(s))
         return tuple(out)
 
     def draw(self, value: Any, limbs: list[tuple[str, str]], dataset: tuple[str, ...]):
         """(limb indices drawn on samples, dataset index pairs drawn on results, colours)."""
         if not isinstance(value, Mapping) or set(map(str, value)) - set(_DRAW_KEYS):
-            raise self.fail(f"'draw' must be a mapping of {', '.join(_DRAW_KEYS)}, got {value!r}", "fix it")
+            raise self.fail(f"'draw' must be a mapping of {', '.join(_DRAW_KEYS)}, got {value!r}", "fix it", key="draw")
         index = {frozenset(limb): i for i, limb in enumerate(limbs)}
         every = sorted({n for limb in limbs for n in limb})
         drawn = range(len(limbs))
@@ -511,7 +523,8 @@ class _Parser:
             drawn = []
             for i, pair in enumerate(self.pairs(value["sample_limbs"], "draw.sample_limbs", tuple(every), "keypoints")):
                 if frozenset(pair) not in index:
-                    raise self.fail(f"draw.sample_limbs[{i}] {list(pair)} is not a limb", "list limbs of 'limbs' only")
+                    raise self.fail(f"draw.sample_limbs[{i}] {list(pair)} is not a limb", "list limbs of 'limbs' only",
+                                    key=f"draw.sample_limbs[{i}]")
                 drawn.append(index[frozenset(pair)])
         if "result_edges" in value:
             edges = self.pairs(value["result_edges"], "draw.result_edges", dataset, "dataset keypoints")
@@ -524,7 +537,7 @@ class _Parser:
                 for c in colors)  # fmt: skip
             if not ok:
                 raise self.fail(f"draw.colors must be {HUE_CIRCLE} or a list of [b, g, r] (0-255), got {colors!r}",
-                                "fix it")  # fmt: skip
+                                "fix it", key="draw.colors")  # fmt: skip
             colors = tuple(tuple(c) for c in colors)
         dataset_edges = tuple((dataset.index(a), dataset.index(b)) for a, b in edges)
         return tuple(sorted(set(drawn))), dataset_edges, colors

@@ -27,7 +27,8 @@ import numpy as np
 from pycocotools import mask as mask_utils
 
 from config.skeleton import Skeleton
-from utils.errors import UserError
+from config.skeleton_check import SkeletonMismatch, annotation_keypoints
+from utils.errors import AnnotationError
 
 PERSON_CATEGORY = 1  # COCO's person; files with one keypoint category may give it any id (keypoint_category)
 _ANNOTATION_FIELDS = ("image_id", "bbox", "keypoints", "num_keypoints", "iscrowd")
@@ -88,10 +89,11 @@ def keypoint_category(data: dict, skeleton: Skeleton, path: Path | str) -> int:
     fitting = [c.get("id") for c in listed if len(c["keypoints"]) == skeleton.num_dataset_keypoints]
     if len(fitting) == 1 or PERSON_CATEGORY in fitting:
         return fitting[0] if len(fitting) == 1 else PERSON_CATEGORY
-    raise UserError(
+    raise AnnotationError(
         f"annotation file {path} has {len(listed)} keypoint categories (ids {[c.get('id') for c in listed]}) and "
         f"{len(fitting) or 'none'} of them list {skeleton.num_dataset_keypoints} keypoints as skeleton "
-        f"'{skeleton.name}' does; keep only the category to train on in the file"
+        f"'{skeleton.name}' does; keep only the category to train on in the file",
+        file=path, key="categories",
     )
 
 
@@ -118,21 +120,25 @@ def load_image_info(path: str | Path) -> list[dict]:
 def _read_annotation_json(path: Path, need_annotations: bool = True) -> dict:
     """The parsed file, checked to be an object with an 'images' and (when needed) an 'annotations' list."""
     if not path.is_file():
-        raise UserError(f"annotation file {path} not found; pass the COCO person_keypoints_*.json file")
+        raise AnnotationError(f"annotation file {path} not found; pass the COCO person_keypoints_*.json file",
+                              file=path)  # fmt: skip
     try:
         with open(path, "rb") as f:
             data = json.load(f)
     except json.JSONDecodeError as e:
-        raise UserError(
+        raise AnnotationError(
             f"annotation file {path} is not valid JSON ({e.msg} at line {e.lineno}, column {e.colno}); "
-            f"the file looks truncated or corrupt: download it again"
+            f"the file looks truncated or corrupt: download it again",
+            file=path,
         ) from None
     except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"cannot read annotation file {path}: {e}; {_fix_hint(path)}") from None
+        raise AnnotationError(f"cannot read annotation file {path}: {e}; {_fix_hint(path)}", file=path) from None
     if not isinstance(data, dict) or not isinstance(data.get("images"), list):
-        raise UserError(f"annotation file {path} has no 'images' list; {_fix_hint(path)}")
+        raise AnnotationError(f"annotation file {path} has no 'images' list; {_fix_hint(path)}", file=path,
+                              key="images")  # fmt: skip
     if need_annotations and not isinstance(data.get("annotations"), list):
-        raise UserError(f"annotation file {path} has no 'annotations' list; {_fix_hint(path)}")
+        raise AnnotationError(f"annotation file {path} has no 'annotations' list; {_fix_hint(path)}", file=path,
+                              key="annotations")  # fmt: skip
     return data
 
 
@@ -143,16 +149,19 @@ def _validated_images(entries: list, path: Path) -> list[dict]:
     for i, img in enumerate(entries):
         where = f"annotation file {path}, images[{i}]"
         if not isinstance(img, dict):
-            raise UserError(f"{where} is not an object; {_fix_hint(path)}")
+            raise AnnotationError(f"{where} is not an object; {_fix_hint(path)}", file=path, key="images")
         for key in ("id", "file_name", "width", "height"):
             if key not in img:
-                raise UserError(f"{where} has no '{key}' field; {_fix_hint(path)}")
+                raise AnnotationError(f"{where} has no '{key}' field; {_fix_hint(path)}", file=path, key=key)
         if not isinstance(img["id"], int) or not isinstance(img["file_name"], str):
-            raise UserError(f"{where}: 'id' must be an integer and 'file_name' a string; {_fix_hint(path)}")
+            raise AnnotationError(f"{where}: 'id' must be an integer and 'file_name' a string; {_fix_hint(path)}",
+                                  file=path, key="id")  # fmt: skip
         if not all(isinstance(img[k], int) and img[k] > 0 for k in ("width", "height")):
-            raise UserError(f"{where}: 'width' and 'height' must be positive integers; {_fix_hint(path)}")
+            raise AnnotationError(f"{where}: 'width' and 'height' must be positive integers; {_fix_hint(path)}",
+                                  file=path, key="width", image_id=img["id"])  # fmt: skip
         if img["id"] in seen:
-            raise UserError(f"{where}: image id {img['id']} appears twice; {_fix_hint(path)}")
+            raise AnnotationError(f"{where}: image id {img['id']} appears twice; {_fix_hint(path)}", file=path,
+                                  key="id", image_id=img["id"])  # fmt: skip
         seen.add(img["id"])
         images.append({k: img[k] for k in ("id", "file_name", "width", "height")})
     return images
@@ -175,54 +184,64 @@ def _person_annotations_by_image(
             continue
         where = f"annotation file {path}, annotations[{i}]"
         if not isinstance(ann, dict):
-            raise UserError(f"{where} is not an object; {_fix_hint(path)}")
+            raise AnnotationError(f"{where} is not an object; {_fix_hint(path)}", file=path, key="annotations")
         ann_id = ann.get("id")
         where += f" (id {ann_id if ann_id is not None else '?'})"
         if isinstance(ann_id, int) and ann_id in ann_ids:
-            raise UserError(
+            raise AnnotationError(
                 f"{where}: annotation id {ann_id} appears twice (also annotations[{ann_ids[ann_id]}]); the file "
-                f"was probably merged from overlapping parts: remove the duplicates, or {_fix_hint(path)}"
+                f"was probably merged from overlapping parts: remove the duplicates, or {_fix_hint(path)}",
+                file=path, key="id", annotation_id=ann_id,
             )
         if isinstance(ann_id, int):
             ann_ids[ann_id] = i
-        problem = _annotation_problem(ann, image_ids, skeleton)
+        problem = _annotation_problem(ann, image_ids, skeleton, where, path)
         if problem is None:
             by_image.setdefault(ann["image_id"], []).append(ann)
         elif skip_bad:
-            bad.append({"annotation_id": ann_id, "image_id": ann.get("image_id"), "reason": problem})
+            reason = str(problem) if isinstance(problem, SkeletonMismatch) else problem[1]
+            bad.append({"annotation_id": ann_id, "image_id": ann.get("image_id"), "reason": reason})
+        elif isinstance(problem, SkeletonMismatch):
+            raise problem
         else:
-            raise UserError(f"{where}: {problem}; {_fix_hint(path)}{_SKIP_HINT}")
+            raise AnnotationError(f"{where}: {problem[1]}; {_fix_hint(path)}{_SKIP_HINT}", file=path, key=problem[0],
+                                  annotation_id=ann_id, image_id=ann.get("image_id"))  # fmt: skip
     return by_image, bad
 
 
-def _annotation_problem(ann: dict, image_ids: set[int], skeleton: Skeleton) -> str | None:
-    """What is wrong with one person annotation (naming the field), or None."""
+def _annotation_problem(ann: dict, image_ids: set[int], skeleton: Skeleton, where: str,
+                        path: Path) -> tuple[str, str] | SkeletonMismatch | None:  # fmt: skip
+    """What is wrong with one person annotation: (the field, what), a ``SkeletonMismatch`` when its keypoints are
+    another skeleton's (``where`` names it in ``path``), or None."""
     for key in _ANNOTATION_FIELDS:
         if key not in ann:
-            return f"has no '{key}' field"
+            return key, f"has no '{key}' field"
     if ann["image_id"] not in image_ids:
-        return f"refers to image_id {ann['image_id']}, which is not in 'images'"
+        return "image_id", f"refers to image_id {ann['image_id']}, which is not in 'images'"
     kp = ann["keypoints"]
     d = skeleton.num_dataset_keypoints
+    if isinstance(kp, list):
+        other = annotation_keypoints(kp, skeleton, where=where, expected_by="this conversion (--skeleton)",
+                                     fix="if the dataset has another keypoint set, convert it with its skeleton "
+                                     f"(--skeleton NAME or FILE){_SKIP_HINT}", file=path)  # fmt: skip
+        if other is not None:
+            return other
     if not isinstance(kp, list) or len(kp) != 3 * d:
-        if isinstance(kp, list) and len(kp) % 3 == 0:
-            return (f"'keypoints' holds {len(kp) // 3} keypoints ({len(kp)} numbers) but skeleton "
-                    f"'{skeleton.name}' has {d} ({3 * d} numbers, {d} x [x, y, v]); if the dataset has another "
-                    "keypoint set, convert it with its skeleton (--skeleton NAME or FILE)")  # fmt: skip
         n = len(kp) if isinstance(kp, list) else type(kp).__name__
-        return f"'keypoints' must be {3 * d} numbers ({d} x [x, y, v], skeleton '{skeleton.name}'), got {n}"
+        what = f"{3 * d} numbers ({d} x [x, y, v], skeleton '{skeleton.name}')"
+        return "keypoints", f"'keypoints' must be {what}, got {n}"
     if not all(_is_number(v) for v in kp):
         j = next(j for j, v in enumerate(kp) if not _is_number(v))
-        return f"'keypoints'[{j}] (keypoint {j // 3}, {'xyv'[j % 3]}) is {kp[j]!r}, not a finite number"
+        return "keypoints", f"'keypoints'[{j}] (keypoint {j // 3}, {'xyv'[j % 3]}) is {kp[j]!r}, not a finite number"
     if any(v not in (0, 1, 2) for v in kp[2::3]):
-        return f"'keypoints' visibility flags must be 0, 1 or 2, got {sorted(set(kp[2::3]) - {0, 1, 2})}"
+        return "keypoints", f"'keypoints' visibility flags must be 0, 1 or 2, got {sorted(set(kp[2::3]) - {0, 1, 2})}"
     bbox = ann["bbox"]
     if not isinstance(bbox, list) or len(bbox) != 4 or not all(_is_number(v) for v in bbox):
-        return f"'bbox' must be 4 finite numbers [x, y, w, h], got {bbox!r}"
+        return "bbox", f"'bbox' must be 4 finite numbers [x, y, w, h], got {bbox!r}"
     if bbox[2] < 0 or bbox[3] < 0:
-        return f"'bbox' {bbox} has a negative width or height"
+        return "bbox", f"'bbox' {bbox} has a negative width or height"
     if not _is_number(ann.get("area", 0)) or not isinstance(ann["num_keypoints"], int) or ann["iscrowd"] not in (0, 1):
-        return "'area' must be a number, 'num_keypoints' an integer, 'iscrowd' 0 or 1"
+        return "area", "'area' must be a number, 'num_keypoints' an integer, 'iscrowd' 0 or 1"
     if "segmentation" not in ann:
         return None
     seg = ann["segmentation"]
@@ -231,7 +250,7 @@ def _annotation_problem(ann: dict, image_ids: set[int], skeleton: Skeleton) -> s
     else:
         ok = isinstance(seg, list) and all(isinstance(p, list) and all(_is_number(v) for v in p) for p in seg)
         ok = ok or (isinstance(seg, dict) and "counts" in seg and "size" in seg)
-    return None if ok else "'segmentation' must be polygons, or an RLE for a crowd"
+    return None if ok else ("segmentation", "'segmentation' must be polygons, or an RLE for a crowd")
 
 
 def _is_number(v) -> bool:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import logging
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,9 +48,11 @@ from data.coco_annotations import (
     main_person_indices,
 )
 from data.h5_format import H5_FORMAT_VERSION, H5Writer, RowBuffer, encode_mask_runs, mask_code
-from utils.errors import UserError, cli_main
+from utils.errors import AnnotationError, UserError, cli_main
 from utils.io import atomic_path
 from utils.safe_paths import safe_image_path
+
+log = logging.getLogger(__name__)
 
 VAL_HOLDOUT = 100  # paper split: the first 100 val2017 images stay out of training (the original validated on them)
 _FLUSH_EVERY = 64  # images buffered before appending to the file
@@ -83,16 +86,18 @@ def check_jpeg(data: bytes, width: int, height: int, path: Path) -> str | None:
 
 def _image_path(images_dir: Path, img: dict, annotations: Path) -> Path:
     if "\x00" in img["file_name"]:
-        raise UserError(
+        raise AnnotationError(
             f"annotation file {annotations}: image file_name {img['file_name']!r} (image id {img['id']}) contains "
-            "a NUL byte; fix the file_name"
+            "a NUL byte; fix the file_name",
+            file=annotations, key="file_name", image_id=img["id"],
         )
     path = safe_image_path(images_dir, img["file_name"])
     if path is None:
-        raise UserError(
+        raise AnnotationError(
             f"annotation file {annotations}: image file_name {img['file_name']!r} (image id {img['id']}) leads "
             f"outside the image folder {images_dir} (through '..', an absolute path or a symlink); such files are "
-            "never read: fix the file_name, or copy the image into the folder"
+            "never read: fix the file_name, or copy the image into the folder",
+            file=annotations, key="file_name", image_id=img["id"],
         )
     return path
 
@@ -147,7 +152,8 @@ def _plan(
         listed = "\n  ".join(map(str, missing[:10])) + ("\n  ..." if len(missing) > 10 else "")
         raise UserError(
             f"{len(missing)} of {len(planned)} images are missing:\n  {listed}\ncheck that --images points at the "
-            "right folder, or pass --skip-bad to skip missing images"
+            "right folder, or pass --skip-bad to skip missing images",
+            file=missing[0],
         )
     return planned
 
@@ -169,7 +175,8 @@ def convert(
     skeleton = skeleton if isinstance(skeleton, Skeleton) else load_skeleton(skeleton)
     for s in sources:
         if not s.images.is_dir():
-            raise UserError(f"image folder {s.images} not found; pass the folder holding the JPEG files (--images)")
+            raise UserError(f"image folder {s.images} not found; pass the folder holding the JPEG files (--images)",
+                            file=s.images)  # fmt: skip
     loaded = [(s, load_coco_keypoints(s.annotations, skeleton, skip_bad)) for s in sources]
     skipped: list[dict] = []
     counts = {"images_in_annotations": 0, "images": 0, "people": 0, "samples": 0, "images_without_main_person": 0,
@@ -208,7 +215,7 @@ def convert(
 
 
 def _warn(text: str) -> None:
-    tqdm.write(f"warning: {text}", file=sys.stderr)
+    log.warning(text)
 
 
 def _read_image(path: Path, img: dict, skip_bad: bool, skipped: list[dict]) -> bytes | None:
@@ -225,7 +232,8 @@ def _read_image(path: Path, img: dict, skip_bad: bool, skipped: list[dict]) -> b
     if reason == "missing":
         hint = "check that --images points at the right folder, or pass --skip-bad to skip missing images"
     if not skip_bad:
-        raise UserError(f"image {path} (image id {img['id']}): {reason}; {hint}")
+        raise AnnotationError(f"image {path} (image id {img['id']}): {reason}; {hint}", file=path,
+                              image_id=img["id"])  # fmt: skip
     skipped.append({"file": str(path), "reason": reason})
     _warn(f"skipping image {path}: {reason}")
     return None
@@ -294,6 +302,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
+
+
+def rebuild_command(settings: dict, path: str | Path, input_size: int, skeleton: str | None = None) -> str:
+    """The command of this converter that makes ``path`` again from the sources its ``settings`` (the file's stored
+    build settings) name, for ``input_size`` and ``skeleton`` (a --skeleton value; default: the file's own). Its
+    options are those of ``build_parser``; the dataset quotes it when a file does not fit a run."""
+    parts = ["python -m data.coco_to_hdf5"]
+    parts += [f"--images {settings['images'][0]}", f"--annotations {settings['annotations'][0]}"]
+    if len(settings["images"]) > 1:
+        parts += [f"--split {settings['split']}", f"--val-images {settings['images'][1]}"]
+        parts += [f"--val-annotations {settings['annotations'][1]}"]
+    if settings.get("main_person_bbox_bug"):
+        parts.append("--main-person-bbox-bug")
+    if settings.get("skipped"):
+        parts.append("--skip-bad")
+    own = settings.get("skeleton_file", "coco")
+    if (skeleton or own) != "coco" or own != "coco":
+        parts.append(f"--skeleton {skeleton or own}")
+    return " ".join([*parts, f"--out {path}", f"--input-size {input_size}"])
 
 
 @cli_main

@@ -36,12 +36,14 @@ from torch.utils.data import default_collate
 
 from config.schema import OUTPUT_STRIDE, Config
 from config.skeleton import Skeleton, load_skeleton, skeleton_of
+from config.skeleton_check import KeypointSet, check_compatible
 from data import augment
 from data.blob_reader import BlobReader, map_file
+from data.coco_to_hdf5 import rebuild_command
 from data.h5_format import H5_FORMAT_VERSION, MASK_IGNORE_BIT, MASK_PERSON_BIT, check_layout, decode_mask_runs
 from data.jpeg import decode_bgra
 from data.targets import downscale_targets, draw_targets
-from utils.errors import UserError
+from utils.errors import DataFileError, UserError
 
 # Look-up tables from the stored mask code (bit 0 ignore, bit 1 person) to the two {0,255} masks.
 _LUT_MISS = np.array([0 if c & MASK_IGNORE_BIT else 255 for c in range(256)], np.uint8)
@@ -80,47 +82,24 @@ def read_settings(h5_path: str | Path) -> dict:
     """The build settings stored in a file made by ``data.coco_to_hdf5`` (JSON, parsed as data)."""
     path = Path(h5_path)
     if not path.is_file():
-        raise UserError(f"HDF5 file {path} not found; make it with `python -m data.coco_to_hdf5 ... --out {path}`")
+        raise DataFileError(f"HDF5 file {path} not found; make it with `python -m data.coco_to_hdf5 ... --out {path}`",
+                            file=path)  # fmt: skip
     try:
         with _open(path) as f:
             return check_layout(f, path)
     except OSError:
-        raise UserError(f"{path} is not a readable HDF5 file; rebuild it with `python -m data.coco_to_hdf5`") from None
+        raise DataFileError(f"{path} is not a readable HDF5 file; rebuild it with `python -m data.coco_to_hdf5`",
+                            file=path) from None  # fmt: skip
 
 
-def rebuild_command(settings: dict, path: str | Path, input_size: int, skeleton: str | None = None) -> str:
-    """The converter command that makes ``path`` again from its sources, for ``input_size`` and ``skeleton`` (a
-    --skeleton value; default: the file's own)."""
-    parts = ["python -m data.coco_to_hdf5"]
-    parts += [f"--images {settings['images'][0]}", f"--annotations {settings['annotations'][0]}"]
-    if len(settings["images"]) > 1:
-        parts += [f"--split {settings['split']}", f"--val-images {settings['images'][1]}"]
-        parts += [f"--val-annotations {settings['annotations'][1]}"]
-    if settings.get("main_person_bbox_bug"):
-        parts.append("--main-person-bbox-bug")
-    if settings.get("skipped"):
-        parts.append("--skip-bad")
-    own = settings.get("skeleton_file", "coco")
-    if (skeleton or own) != "coco" or own != "coco":
-        parts.append(f"--skeleton {skeleton or own}")
-    return " ".join([*parts, f"--out {path}", f"--input-size {input_size}"])
-
-
-def check_file_skeleton(settings: dict, path: str | Path, skeleton: Skeleton, input_size: int) -> None:
-    """UserError unless the file was converted for ``skeleton``'s dataset keypoints (names and order; the limbs
-    may differ: they are drawn from the stored keypoints at load time). Files made before the skeleton was stored
-    hold COCO's keypoints."""
+def stored_keypoints(settings: dict) -> KeypointSet:
+    """The dataset keypoints a converted file holds (names, in order), from its settings; COCO's for files made before
+    the skeleton was stored."""
     stored = settings.get("skeleton")
     if isinstance(stored, dict) and isinstance(stored.get("dataset_keypoints"), list):
-        name, names = stored.get("name", "?"), [str(n) for n in stored["dataset_keypoints"]]
-    else:
-        name, names = "coco", list(load_skeleton("coco").dataset_keypoints)
-    if names != list(skeleton.dataset_keypoints):
-        raise UserError(
-            f"{path} was converted for skeleton '{name}' ({len(names)} keypoints: {', '.join(names)}) but this run "
-            f"uses {skeleton.describe()}; set data.skeleton={settings.get('skeleton_file', 'coco')} (the file's), "
-            f"or convert the annotations again: {rebuild_command(settings, path, input_size, skeleton.reference())}"
-        )
+        names = tuple(map(str, stored["dataset_keypoints"]))
+        return KeypointSet(name=str(stored.get("name", "?")), dataset_keypoints=names)
+    return KeypointSet.of(load_skeleton("coco"), assumed="converted before files stored their skeleton")
 
 
 def mask_scales(mask: np.ndarray, num_scales: int, threshold: float) -> list[np.ndarray]:
@@ -199,22 +178,31 @@ class SimplePoseDataset(torch.utils.data.Dataset):
         self.skeleton = skeleton or skeleton_of(cfg)
         settings = read_settings(h5_path)
         if settings.get("format_version") != H5_FORMAT_VERSION:
-            raise UserError(
+            raise DataFileError(
                 f"{h5_path} has format version {settings.get('format_version')}, this code reads version "
-                f"{H5_FORMAT_VERSION}; rebuild it with: {rebuild_command(settings, h5_path, cfg.data.input_size)}"
+                f"{H5_FORMAT_VERSION}; rebuild it with: {rebuild_command(settings, h5_path, cfg.data.input_size)}",
+                file=h5_path, key="format_version",
             )
         if settings["input_size"] != cfg.data.input_size:
-            raise UserError(
+            raise DataFileError(
                 f"{h5_path} was built for input size {settings['input_size']} but data.input_size is "
                 f"{cfg.data.input_size}; either set data.input_size={settings['input_size']} or rebuild the file "
-                f"with: {rebuild_command(settings, h5_path, cfg.data.input_size)}"
+                f"with: {rebuild_command(settings, h5_path, cfg.data.input_size)}",
+                file=h5_path, key="data.input_size",
             )
         self.settings = settings
-        check_file_skeleton(settings, h5_path, self.skeleton, cfg.data.input_size)
+        # the file's dataset keypoints must be this skeleton's (the limbs may differ: they are drawn at load time)
+        check_compatible(
+            self.skeleton, stored_keypoints(settings), where=f"HDF5 file {h5_path}", need="keypoints",
+            fix=f"set data.skeleton={settings.get('skeleton_file', 'coco')} (the file's), or convert the annotations "
+            f"again: {rebuild_command(settings, h5_path, cfg.data.input_size, self.skeleton.reference())}",
+            file=str(h5_path),
+        )  # fmt: skip
         if not settings["counts"]["samples"]:
-            raise UserError(
+            raise DataFileError(
                 f"{h5_path} holds no samples: none of its images has a main person (>= 5 keypoints, area >= 32x32); "
-                "check that --annotations is a person_keypoints file"
+                "check that --annotations is a person_keypoints file",
+                file=h5_path, key="samples",
             )
         with _open(self.path) as f:
             self.sample_image = f["samples/image"][:]
@@ -230,9 +218,10 @@ class SimplePoseDataset(torch.utils.data.Dataset):
             # Per-person records are small (about 0.25 kB each): kept in memory, keypoints already internal.
             stored = f["people/keypoints"]
             if stored.shape[1:] != (self.skeleton.num_dataset_keypoints, 3):
-                raise UserError(f"{h5_path}: people/keypoints has shape {stored.shape}, not (P, "
-                                f"{self.skeleton.num_dataset_keypoints}, 3) as its settings say (damaged); "
-                                f"rebuild it: {rebuild_command(settings, h5_path, cfg.data.input_size)}")  # fmt: skip
+                raise DataFileError(f"{h5_path}: people/keypoints has shape {stored.shape}, not (P, "
+                                    f"{self.skeleton.num_dataset_keypoints}, 3) as its settings say (damaged); "
+                                    f"rebuild it: {rebuild_command(settings, h5_path, cfg.data.input_size)}",
+                                    file=h5_path, key="people/keypoints")  # fmt: skip
             self.keypoints = self.skeleton.to_internal(stored[:])
             self.bbox = f["people/bbox"][:]
             self.has_keypoints = (f["people/num_keypoints"][:] > 0) & ~f["people/iscrowd"][:]
@@ -312,7 +301,8 @@ class SimplePoseDataset(torch.utils.data.Dataset):
                 factor *= 2
         img = decode_bgra(data, factor)
         if img is None:
-            raise UserError(f"{self.path}: the JPEG bytes of image {self.image_id[image]} do not decode (corrupt file)")
+            raise DataFileError(f"{self.path}: the JPEG bytes of image {self.image_id[image]} do not decode (corrupt "
+                                "file)", file=self.path, key="images/jpeg")  # fmt: skip
         if factor == 1:
             return img, matrix
         up = np.array([[factor, 0, (factor - 1) / 2], [0, factor, (factor - 1) / 2], [0, 0, 1]])
@@ -358,7 +348,8 @@ class SimplePoseDataset(torch.utils.data.Dataset):
             where = f"sample {index} (image id {image_id}) of {self.path}"
             rebuild = rebuild_command(self.settings, self.path, self.cfg.data.input_size)
             if isinstance(e, UserError):  # the file's content is at fault
-                raise UserError(f"{where} cannot be loaded: {e}; rebuild the file with: {rebuild}") from e
+                raise DataFileError(f"{where} cannot be loaded: {e}; rebuild the file with: {rebuild}", file=self.path,
+                                    key=e.key, sample=index) from e  # fmt: skip
             # Anything else may be a bug: keep its type and traceback, and say which sample raised it.
             if hasattr(e, "add_note"):  # Python 3.11+
                 e.add_note(f"while loading {where}; if the file changed since it was built, rebuild it with: {rebuild}")

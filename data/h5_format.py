@@ -44,7 +44,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from utils.errors import UserError
+from utils.errors import DataFileError
 
 H5_FORMAT_VERSION = 1  # bump when the layout changes: the dataset refuses files of another version
 SETTINGS_ATTR = "settings"
@@ -190,23 +190,28 @@ def check_layout(f: h5py.File, path: str | Path) -> dict:
     """The settings of an open converted file, after checking that it has this module's layout.
 
     ``settings`` is parsed as JSON data, never evaluated; anything else (an edited attribute, a Python
-    expression, a file of another tool, a missing dataset) is a UserError naming the file and the rebuild."""
+    expression, a file of another tool, a missing dataset) is a DataFileError naming the file and the rebuild."""
     rebuild = "rebuild it with `python -m data.coco_to_hdf5`"
     raw = f.attrs.get(SETTINGS_ATTR)
     if raw is None:
-        raise UserError(
+        raise DataFileError(
             f"{path} was not made by `python -m data.coco_to_hdf5` (no settings attribute); the original "
-            "project's HDF5 files are not supported: rebuild it from the COCO files"
+            "project's HDF5 files are not supported: rebuild it from the COCO files",
+            file=path, key=SETTINGS_ATTR,
         )
     try:
         settings = json.loads(raw.decode() if isinstance(raw, bytes) else raw)
     except (TypeError, ValueError):  # JSONDecodeError, UnicodeDecodeError, an array attribute
-        raise UserError(f"{path}: its 'settings' attribute is not JSON (edited or damaged); {rebuild}") from None
+        raise DataFileError(f"{path}: its 'settings' attribute is not JSON (edited or damaged); {rebuild}",
+                            file=path, key=SETTINGS_ATTR) from None  # fmt: skip
     wrong = [k for k, kind in _REQUIRED_SETTINGS.items() if not isinstance(settings, dict) or not
              isinstance(settings.get(k), kind) or isinstance(settings.get(k), bool)]  # fmt: skip
     if wrong or not isinstance(settings["counts"].get("samples"), int):
-        raise UserError(f"{path}: its 'settings' lack or mistype {wrong or ['counts.samples']}; {rebuild}")
+        wrong = wrong or ["counts.samples"]
+        raise DataFileError(f"{path}: its 'settings' lack or mistype {wrong}; {rebuild}", file=path,
+                            key=f"{SETTINGS_ATTR}.{wrong[0]}")  # fmt: skip
     missing = [name for name in (*ROW_DATASETS, *OFFSET_DATASETS.values()) if name not in f]
     if missing:
-        raise UserError(f"{path} lacks the datasets {missing} (damaged or made by another version); {rebuild}")
+        raise DataFileError(f"{path} lacks the datasets {missing} (damaged or made by another version); {rebuild}",
+                            file=path, key=missing[0])  # fmt: skip
     return settings

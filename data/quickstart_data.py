@@ -9,6 +9,7 @@ trains on synthetic CrowdPose figures).
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 from config.schema import DataConfig
@@ -17,6 +18,8 @@ from data.coco_to_hdf5 import Source, convert
 from data.h5_format import H5_FORMAT_VERSION
 from data.synthetic import generate
 from utils.io import atomic_write_text
+
+log = logging.getLogger(__name__)
 
 
 def prepare_synthetic_data(d: DataConfig) -> dict[str, str]:
@@ -30,7 +33,7 @@ def prepare_synthetic_data(d: DataConfig) -> dict[str, str]:
         wanted["skeleton"] = d.skeleton
     marker = root / "synthetic.json"
     if not marker.is_file() or json.loads(marker.read_text()) != wanted:
-        print(f"making {d.synthetic_images} synthetic images in {root} (once)")
+        log.info("making %d synthetic images in %s (once)", d.synthetic_images, root)
         generate(root, d.synthetic_images, d.synthetic_seed, skeleton=load_skeleton(d.skeleton))
         for old in root.glob("*.h5"):
             old.unlink()

@@ -1,30 +1,301 @@
-"""Checkpoints: written atomically, loaded with ``weights_only=True``, with messages that say what to do.
+"""The checkpoint: one type, its schema and format version, atomic save, safe load, and every older form it reads.
 
-A checkpoint is a dict of tensors and plain Python values: ``model``, ``optimizer``, ``scheduler``, ``scaler``,
-``epoch`` (epochs completed), ``step`` (steps done in the current epoch, 0 at an epoch end), ``global_step``,
-``best_metric``, ``rng`` (a list by rank when several processes), ``config``, ``skeleton`` (the definition,
-``config.skeleton.Skeleton.to_dict``), ``version``, ``counters``,
-``world_size`` and ``ranks_in_sync`` (every rank held the same parameters when it was written).
+    Checkpoint.load("runs/x/last.pt")                 # ours (any format version), the original's, a bare state dict
+    ckpt.load_into(model)                              # the skeleton check, then a strict load
+    Checkpoint(model=state, config=to_dict(cfg), skeleton=skeleton, train_state=...).save(path)   # atomically
+
+Every reader and writer of a checkpoint goes through this type (the trainer's checkpoints and resume,
+``train.init_weights``, evaluation and ONNX export through ``evaluate.model_loader``, the converter of the original's
+weights), so the keys of the file are written and read here only. A file is a dict of tensors and plain Python
+values, loaded with ``torch.load(weights_only=True)``: a checkpoint never runs code.
+
+Format 2 (written now):
+
+    format_version  2
+    model           state dict in our parameter names (models/weights.py)
+    config          the run's whole config (config.loader.to_dict), if known
+    skeleton        the network's skeleton definition (config.skeleton.Skeleton.to_dict), if known
+    code_version    git commit of the code that wrote it ("" if unknown)
+    origin          where the weights came from when not trained here (e.g. ``original:PoseNet_52_epoch.pth``)
+    train_state     only in checkpoints a run resumes from: optimizer, scaler ({} without loss scaling), epoch, step,
+                    global_step, best_metric, counters (engine.progress.Progress), world_size, rng (every global RNG
+                    state, one per rank), ranks_in_sync (every rank held the same parameters when it was written)
+
+Also read: format 1 (the same entries flat at the top level, ``version`` for the code version, ``rng`` one state or a
+list by rank, and a ``scheduler`` entry that nothing needs: the schedule is a function of the position and the
+config), unversioned dicts of ours ({"model", "config", "epoch"}, the converter's {"model", "config", "skeleton",
+"source"}), the original's ({"weights": ...}, names converted) and bare state dicts. A checkpoint written before
+checkpoints carried their skeleton was trained for COCO's (``trained_skeleton``).
+
+This module sits in engine/ but is a leaf: it imports nothing from the training loop, so the evaluator and the
+converter use it as they use a config type.
 """
 
 from __future__ import annotations
 
 import functools
 import io
+import logging
+import math
+import pickle
 import random
 import subprocess
+import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from torch import nn
 
+from config.skeleton import Skeleton, load_skeleton
+from config.skeleton_check import KeypointSet, check_compatible, difference
+from engine.progress import Progress
+from models.weights import (
+    ORIGINAL_PREFIX,
+    SKELETON_DEPENDENT,
+    LoadReport,
+    convert_original_state_dict,
+    load_state,
+    predicted_channels,
+    strip_wrappers,
+    unwrap,
+)
 from utils.errors import UserError
 from utils.io import atomic_write_bytes
 
-CHECKPOINT_FORMAT_VERSION = 1
+log = logging.getLogger(__name__)
+
+CHECKPOINT_FORMAT_VERSION = 2
+NO_SKELETON = "saved before checkpoints carried one: COCO's"
 
 
+class CheckpointError(UserError):
+    """A checkpoint file that cannot be used as asked: missing, unreadable, not a checkpoint, from a newer version, or
+    without what the caller needs. ``file``: the file; ``key``: the entry at fault, if one is."""
+
+
+@dataclass
+class TrainState:
+    """What a run needs beyond the weights to continue exactly where it stopped."""
+
+    optimizer: dict[str, Any]
+    progress: Progress
+    world_size: int = 1
+    rng: list[dict[str, Any]] = field(default_factory=list)  # rng_state() of every rank, by rank
+    scaler: dict[str, Any] = field(default_factory=dict)  # GradScaler state; {} without loss scaling
+    ranks_in_sync: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        p = self.progress
+        return {"optimizer": self.optimizer, "scaler": self.scaler, "epoch": p.epoch, "step": p.step,
+                "global_step": p.global_step, "best_metric": p.best_metric, "counters": dict(p.counters),
+                "world_size": self.world_size, "rng": list(self.rng), "ranks_in_sync": self.ranks_in_sync}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], file: str) -> TrainState:
+        """The training state of a format-2 ``train_state`` entry or of a format-1 (flat) checkpoint."""
+        rng = d.get("rng", [])
+        progress = Progress(
+            epoch=int(_entry(d, "epoch", file)),
+            step=int(_entry(d, "step", file)),
+            global_step=int(_entry(d, "global_step", file)),
+            best_metric=float(d.get("best_metric", -math.inf)),
+            counters={"skipped_nonfinite": 0, **dict(d.get("counters") or {})},
+        )
+        return cls(
+            optimizer=dict(_entry(d, "optimizer", file)),
+            progress=progress,
+            world_size=int(d.get("world_size", 1)),
+            rng=list(rng) if isinstance(rng, (list, tuple)) else [rng],
+            scaler=dict(d.get("scaler") or {}),
+            ranks_in_sync=bool(d.get("ranks_in_sync", True)),
+        )
+
+
+@dataclass
+class Checkpoint:
+    """Weights in our naming, what they were trained with, and (to resume) the training state.
+
+    ``file`` and ``stored_as`` say where and in which form a loaded checkpoint was found ("simplepose", "original",
+    "state_dict"); they are not saved."""
+
+    model: dict[str, torch.Tensor]
+    config: dict[str, Any] | None = None
+    skeleton: Skeleton | None = None
+    train_state: TrainState | None = None
+    code_version: str = ""
+    origin: str = ""
+    file: str = field(default="", compare=False)
+    stored_as: str = field(default="simplepose", compare=False)
+
+    # ------------------------------------------------------------------ the file form
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"format_version": CHECKPOINT_FORMAT_VERSION, "model": self.model,
+                               "code_version": self.code_version}  # fmt: skip
+        if self.config is not None:
+            out["config"] = self.config
+        if self.skeleton is not None:
+            out["skeleton"] = self.skeleton.to_dict()
+        if self.origin:
+            out["origin"] = self.origin
+        if self.train_state is not None:
+            out["train_state"] = self.train_state.to_dict()
+        return out
+
+    @classmethod
+    def from_dict(cls, obj: Any, file: str = "the given checkpoint") -> Checkpoint:
+        """Recognise every form this code reads (see the module docstring); CheckpointError naming ``file`` when
+        ``obj`` is none of them. The weights are renamed to ours once, here."""
+        if not isinstance(obj, Mapping):
+            raise CheckpointError(f"{file} holds a {type(obj).__name__}, not a checkpoint dict or a state dict",
+                                  file=file)  # fmt: skip
+        version = obj.get("format_version")
+        if version is not None and (not isinstance(version, int) or version > CHECKPOINT_FORMAT_VERSION):
+            raise CheckpointError(
+                f"{file} has checkpoint format {version!r}, newer than this code reads (up to "
+                f"{CHECKPOINT_FORMAT_VERSION}); update SimplePose to load it",
+                file=file, key="format_version",
+            )  # fmt: skip
+        if isinstance(obj.get("model"), Mapping):
+            state, stored_as = obj["model"], "simplepose"
+        elif isinstance(obj.get("weights"), Mapping):
+            state, stored_as = obj["weights"], "original"
+        elif obj and all(isinstance(v, torch.Tensor) for v in obj.values()):
+            state, stored_as = obj, "state_dict"
+        else:
+            raise CheckpointError(
+                f"{file} holds no model weights: expected a dict with 'model' (SimplePose), 'weights' (the original "
+                f"Simple Pose) or a state dict of tensors; found keys {sorted(map(str, obj))[:10]}",
+                file=file, key="model",
+            )  # fmt: skip
+        state = {strip_wrappers(k): v for k, v in state.items()}
+        if not state:
+            raise CheckpointError(f"{file} holds an empty set of weights", file=file, key="model")
+        if stored_as == "original" or any(k.startswith(ORIGINAL_PREFIX) for k in state):
+            state, stored_as = convert_original_state_dict(state), "original"
+        if stored_as != "simplepose":
+            return cls(state, file=file, stored_as=stored_as)
+        skeleton = obj.get("skeleton")
+        if version == CHECKPOINT_FORMAT_VERSION:
+            train = obj.get("train_state")
+            code, origin = obj.get("code_version", ""), obj.get("origin", "")
+        else:  # format 1 and unversioned: flat; 'version' was the code's commit (an int in the converter's files)
+            train = obj if "optimizer" in obj else None
+            code, origin = obj.get("version", ""), obj.get("source", "")
+        return cls(
+            model=state,
+            config=dict(obj["config"]) if isinstance(obj.get("config"), Mapping) else None,
+            skeleton=Skeleton.from_dict(skeleton, f"saved in {file}") if isinstance(skeleton, Mapping) else None,
+            train_state=TrainState.from_dict(train, file) if isinstance(train, Mapping) else None,
+            code_version=code if isinstance(code, str) else "",
+            origin=origin if isinstance(origin, str) else "",
+            file=file,
+        )
+
+    def save(self, path: str | Path) -> None:
+        """Serialise in memory, then write atomically: a crash leaves the previous file intact."""
+        buf = io.BytesIO()
+        torch.save(self.to_dict(), buf)
+        atomic_write_bytes(path, buf.getvalue())
+
+    @classmethod
+    def load(cls, path: str | Path) -> Checkpoint:
+        """Read ``path`` on the CPU without running any code from it; CheckpointError when it is missing, truncated,
+        holds Python objects, or is not a checkpoint."""
+        return cls.from_dict(_read(Path(path)), str(path))
+
+    # ------------------------------------------------------------------ what it holds
+    @property
+    def progress(self) -> Progress | None:
+        """The position it resumes at (None for weights only)."""
+        return self.train_state.progress if self.train_state is not None else None
+
+    @property
+    def output_channels(self) -> int | None:
+        """Channels the network's heads predict (the skeleton's limbs + keypoints + 2), if the weights tell."""
+        return predicted_channels(self.model)
+
+    def trained_skeleton(self) -> KeypointSet:
+        """The skeleton it was trained for: the one it carries, else COCO's (every checkpoint written before
+        checkpoints carried one, the original's weights)."""
+        if self.skeleton is not None:
+            return KeypointSet.of(self.skeleton)
+        return KeypointSet.of(load_skeleton("coco"), assumed=NO_SKELETON)
+
+    def keypoint_set(self) -> KeypointSet:
+        """What the checkpoint itself tells about its keypoints: its skeleton, else its heads' channel count."""
+        return KeypointSet.of(self.skeleton) if self.skeleton is not None else KeypointSet(
+            num_channels=self.output_channels)  # fmt: skip
+
+    def describe(self) -> str:
+        """For log lines: the file, its form, the position (when it has one), the code version or origin."""
+        parts = [self.file or "checkpoint", {"original": "the original's weights", "state_dict": "a bare state dict"}
+                 .get(self.stored_as, "SimplePose weights")]  # fmt: skip
+        if self.train_state is not None:
+            parts.append(self.train_state.progress.where())
+        if self.origin:
+            parts.append(f"from {self.origin}")
+        if self.code_version:
+            parts.append(f"code {self.code_version}")
+        return ", ".join(parts)
+
+    # ------------------------------------------------------------------ into a network
+    def load_into(self, model: nn.Module, strict: bool = True, other_skeleton: bool = False) -> LoadReport:
+        """Load the weights into ``model`` (a PoseNet, possibly wrapped by DDP or torch.compile).
+
+        The checkpoint's skeleton must fit the model's (``config.skeleton_check``) unless ``other_skeleton``: then a
+        checkpoint of another skeleton (COCO's when it carries none) loads every tensor but the skeleton-dependent
+        ones (``models.weights.SKELETON_DEPENDENT``), which keep the model's initialisation
+        (``report.reinitialised``). ``strict``: any other missing, unexpected or mismatched key is an error naming
+        them and the config that fits (``models.weights.load_state``)."""
+        skeleton = getattr(unwrap(model), "skeleton", None)
+        where = self.file or "the given checkpoint"
+        reinitialise = None
+        if skeleton is not None and other_skeleton:
+            if difference(skeleton, self.trained_skeleton(), "layout") is not None:
+                reinitialise = SKELETON_DEPENDENT
+        elif skeleton is not None:
+            check_compatible(
+                skeleton, self.keypoint_set(), where=f"checkpoint {where}", need="layout", expected_by="the model",
+                fix="build the model for the checkpoint's skeleton (data.skeleton=NAME or FILE), or rebuild it from "
+                "the checkpoint alone with evaluate.model_loader.load_model", file=self.file or None,
+            )  # fmt: skip
+        saved_model = self.config.get("model") if self.config else None
+        return load_state(model, self.model, where, strict=strict, reinitialise=reinitialise, source=self.stored_as,
+                          saved_model_config=saved_model if isinstance(saved_model, Mapping) else None)  # fmt: skip
+
+
+def _entry(d: Mapping[str, Any], key: str, file: str) -> Any:
+    if key not in d:
+        raise CheckpointError(f"{file} lacks the training entry {key!r}: it is damaged, or weights only (start from "
+                              f"it with train.init_weights={file})", file=file, key=key)  # fmt: skip
+    return d[key]
+
+
+def _read(path: Path) -> Any:
+    """``torch.load`` a file safely (CPU, weights only); CheckpointError if missing, truncated or unsafe."""
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path} not found", file=path)
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        raise CheckpointError(
+            f"{path} holds Python objects that safe loading (weights_only=True) refuses, so it is not a plain "
+            f"checkpoint of tensors and numbers ({str(e).splitlines()[0]})",
+            file=path,
+        ) from None
+    except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile) as e:
+        raise CheckpointError(
+            f"{path} is truncated or corrupt and cannot be read as a PyTorch checkpoint "
+            f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'no detail'}); re-download or re-save it",
+            file=path,
+        ) from None
+
+
+# ---------------------------------------------------------------------------------------------- process state
 @functools.cache
 def code_version() -> str:
     """The git commit of the code (with ``-dirty`` when modified), or ``unknown``; asked once per process (two
@@ -64,13 +335,6 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
-    """Serialise in memory, then write atomically: a crash leaves the previous file intact."""
-    buf = io.BytesIO()
-    torch.save({"format_version": CHECKPOINT_FORMAT_VERSION, **state}, buf)
-    atomic_write_bytes(path, buf.getvalue())
-
-
 def remove_stale_temporaries(out_dir: str | Path) -> list[Path]:
     """Delete the temporary files of checkpoint writes that never finished (their process was killed before the
     rename; the checkpoint itself is then the previous, complete file). Returns the removed paths."""
@@ -78,22 +342,6 @@ def remove_stale_temporaries(out_dir: str | Path) -> list[Path]:
     for p in stale:
         p.unlink(missing_ok=True)
     return stale
-
-
-def load_checkpoint(path: str | Path) -> dict[str, Any]:
-    """Load a training checkpoint on the CPU without running any code from it (models.weights.read_checkpoint)."""
-    from models.weights import read_checkpoint
-
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"checkpoint {path} not found (give an existing file, or train.resume=auto)")
-    ckpt = read_checkpoint(path)
-    if not isinstance(ckpt, dict) or "model" not in ckpt:
-        raise UserError(
-            f"checkpoint {path} is not a SimplePose training checkpoint (no 'model' entry); to start from weights "
-            "only, use train.init_weights=PATH"
-        )
-    return ckpt
 
 
 def resolve_resume(resume: str, out_dir: str | Path) -> Path | None:
@@ -105,5 +353,6 @@ def resolve_resume(resume: str, out_dir: str | Path) -> Path | None:
         return last if last.is_file() else None
     p = Path(resume)
     if not p.is_file():
-        raise UserError(f"train.resume={resume}: no such checkpoint (use train.resume=auto to resume if possible)")
+        raise CheckpointError(f"train.resume={resume}: no such checkpoint (use train.resume=auto to resume if "
+                              "possible)", file=p, key="train.resume")  # fmt: skip
     return p

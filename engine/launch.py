@@ -12,11 +12,14 @@ how a batch's loss is computed through the wrapped model.
 
 from __future__ import annotations
 
+import logging
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
 import torch
 from torch import nn
+
+log = logging.getLogger(__name__)
 
 
 class ModelWithLoss(nn.Module):
@@ -86,7 +89,7 @@ class Distributed(Launcher):
             if self.device.type == "cuda":
                 model = sync_batchnorm(model)
             elif self.rank == 0:
-                print("note: SyncBatchNorm needs CUDA; on the CPU each process keeps plain BatchNorm")
+                log.info("note: SyncBatchNorm needs CUDA; on the CPU each process keeps plain BatchNorm")
         ids = [self.device.index] if self.device.type == "cuda" else None
         return nn.parallel.DistributedDataParallel(
             model, device_ids=ids, find_unused_parameters=self.find_unused_parameters

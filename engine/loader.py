@@ -1,13 +1,17 @@
-"""The DataLoader of a run: fork-safe with OpenCV, with the data.* settings applied."""
+"""The training data of a run: a DataLoader fork-safe with OpenCV and with the data.* settings applied, and the
+batches of each epoch in optimiser steps (``TrainBatches``)."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import cv2
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from config.schema import DataConfig
+from config.schema import Config, DataConfig
 from data.dataset import collate, worker_init_fn
+from engine.sampler import EpochSampler, groups_of
 
 
 class ForkSafeLoader(DataLoader):
@@ -43,3 +47,39 @@ def make_loader(dataset: Dataset, sampler: Sampler, batch_size: int, cfg: DataCo
         worker_init_fn=worker_init_fn,
         collate_fn=collate,
     )
+
+
+class TrainBatches:
+    """This process's training batches, epoch by epoch: each item is one optimiser step, a list of
+    ``train.accumulate_steps`` micro-batches of ``train.batch_size`` samples (engine/sampler.py decides which).
+
+    ``steps_per_epoch``: optimiser steps per epoch (at most ``train.max_steps_per_epoch`` when set)."""
+
+    def __init__(self, dataset: Dataset, cfg: Config, rank: int, world_size: int, device: torch.device) -> None:
+        t = cfg.train
+        self.dataset, self.data_cfg, self.device = dataset, cfg.data, device
+        self.batch_size, self.accumulate_steps = t.batch_size, t.accumulate_steps
+        # the sampler's batch is one optimiser step: accumulate_steps micro-batches of batch_size
+        self.sampler = EpochSampler(len(dataset), t.seed, True, rank, world_size, t.batch_size * t.accumulate_steps)
+        self.steps_per_epoch = self.sampler.batches_per_epoch()
+        if t.max_steps_per_epoch > 0:
+            self.steps_per_epoch = min(self.steps_per_epoch, t.max_steps_per_epoch)
+
+    def epoch(self, epoch: int, start_step: int = 0) -> Iterator[list[dict]]:
+        """The optimiser steps of ``epoch`` from ``start_step`` on (a resumed run continues mid-epoch)."""
+        self.sampler.set_epoch(epoch, start_step)
+        if hasattr(self.dataset, "set_epoch"):  # any map-style dataset of sample dicts trains; ours reseeds
+            self.dataset.set_epoch(epoch)
+        loader = make_loader(self.dataset, self.sampler, self.batch_size, self.data_cfg, self.device)
+        for step, micro_batches in enumerate(groups_of(loader, self.accumulate_steps), start_step):
+            if step >= self.steps_per_epoch:
+                break
+            yield micro_batches
+
+    def describe(self, epoch: int, step: int) -> str:
+        """``samples [..], image ids [..]`` of this process's batch ``step`` of ``epoch``, for messages."""
+        samples = self.sampler.batch_at(epoch, step)
+        ds = self.dataset
+        if not hasattr(ds, "image_id"):
+            return f"samples {samples}"
+        return f"samples {samples}, image ids {[int(ds.image_id[ds.sample_image[i]]) for i in samples]}"

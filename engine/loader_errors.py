@@ -12,10 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+import torch
 from tqdm import tqdm
 
-from config.schema import DataConfig
-from utils.errors import UserError
+from config.schema import Config, DataConfig
+from utils.errors import DataFileError, UserError
+from utils.precision import Precision
 
 
 def worker_error_message(message: str) -> str:
@@ -25,10 +27,25 @@ def worker_error_message(message: str) -> str:
     last_frame = max((i for i, line in enumerate(lines) if line.startswith("  ")), default=0)
     detail = "\n".join(lines[last_frame + 1 :]).strip() or lines[0]
     kind, sep, text = detail.partition(": ")
-    if sep and kind.rsplit(".", 1)[-1] == "UserError":
+    if sep and kind.rsplit(".", 1)[-1] in _user_error_names():
         return text
     worker = lines[0].removeprefix("Caught ").rstrip(".")
     return f"{detail} (raised in a DataLoader worker: {worker}); rerun with data.num_workers=0 for the full traceback"
+
+
+class LoaderError(DataFileError):
+    """A DataLoader failure while loading ``file``: a worker stuck (``key`` ``data.loader_timeout``), a worker that died
+    (``data.num_workers``), or a sample that raised in a worker (``key`` None; its own message, which names the
+    sample: only the text of an error crosses from a worker). ``where``: the position and the batch then loading."""
+
+    def __init__(self, message: str, file: str, key: str | None, where: str) -> None:
+        super().__init__(message, file=file, key=key)
+        self.where = where
+
+
+def _user_error_names(cls: type = UserError) -> set[str]:
+    """The class names of UserError and its subclasses (an error raised in a worker reaches us as text)."""
+    return {cls.__name__}.union(*(_user_error_names(c) for c in cls.__subclasses__()))
 
 
 def _stuck_message(path: str, where: str, timeout: float) -> str:
@@ -53,7 +70,7 @@ def _died_message(path: str, where: str, message: str) -> str:
 
 @contextmanager
 def loader_errors(path: str, cfg: DataConfig, where: Callable[[], str]) -> Iterator[None]:
-    """Turn a DataLoader failure raised inside the block into a UserError. ``path`` names the data file;
+    """Turn a DataLoader failure raised inside the block into a ``LoaderError``. ``path`` names the data file;
     ``where()`` describes the position (e.g. ``epoch 2, step 14 (next batch: samples [...])``); it is only
     called when an error is reported."""
     try:
@@ -65,7 +82,9 @@ def loader_errors(path: str, cfg: DataConfig, where: Callable[[], str]) -> Itera
             raise
         message = str(e)
         if isinstance(e, RuntimeError) and message.startswith("DataLoader timed out after"):
-            raise UserError(_stuck_message(path, where(), cfg.loader_timeout)) from None
+            here = where()
+            raise LoaderError(_stuck_message(path, here, cfg.loader_timeout), path, "data.loader_timeout",
+                              here) from None  # fmt: skip
         died = isinstance(e, RuntimeError) and "DataLoader worker (pid" in message
         # a worker killed while handing over a batch breaks the connection the batch's memory comes through
         if isinstance(e, (ConnectionError, EOFError)) and cfg.num_workers > 0:
@@ -73,33 +92,42 @@ def loader_errors(path: str, cfg: DataConfig, where: Callable[[], str]) -> Itera
         elif not (message.startswith("Caught ") and " in DataLoader worker process " in message) and not died:
             raise
         if message.startswith("Caught "):
-            raise UserError(worker_error_message(message)) from None
-        raise UserError(_died_message(path, where(), message)) from None
+            raise LoaderError(worker_error_message(message), path, None, "") from None
+        here = where()
+        raise LoaderError(_died_message(path, here, message), path, "data.num_workers", here) from None
 
 
-def next_batch(trainer, epoch: int) -> str:
-    """``epoch E, step S (next batch: samples [..], image ids [..])``: where a trainer's DataLoader failed."""
-    step = min(max(trainer.global_step - epoch * trainer.steps_per_epoch, 0), trainer.steps_per_epoch)
-    samples = trainer.sampler.batch_at(epoch, step)
-    ds = trainer.train_set
-    ids = f", image ids {[int(ds.image_id[ds.sample_image[i]]) for i in samples]}" if hasattr(ds, "image_id") else ""
-    return f"epoch {epoch}, step {step} (next batch: samples {samples}{ids})"
+class OutOfMemory(UserError):
+    """A CUDA out-of-memory error in a training step: on ``device``, at ``where`` (the position), on micro-batches of
+    ``shape``; ``savings``: the overrides not yet in use that lower the memory of a micro-batch."""
+
+    def __init__(self, message: str, device: torch.device, where: str, shape: tuple[int, ...],
+                 savings: list[str]) -> None:  # fmt: skip
+        super().__init__(message)
+        self.device, self.where, self.shape, self.savings = device, where, shape, savings
 
 
-def out_of_memory_message(trainer, where: str, shape: tuple[int, ...]) -> str:
-    """One line for a CUDA out-of-memory error in a training step at ``where`` on micro-batches of ``shape``."""
-    t = trainer.cfg.train
+def out_of_memory(cfg: Config, precision: Precision, device: torch.device, where: str,
+                  shape: tuple[int, ...]) -> OutOfMemory:  # fmt: skip
+    """The error for running out of device memory in a training step at ``where`` on micro-batches of ``shape``: one
+    line with the savings of ``cfg`` not yet in use, and how to continue."""
+    t = cfg.train
     b, a = t.batch_size, t.accumulate_steps
-    options = []
+    savings, why = [], []
     if b > 1:
-        options.append(f"train.batch_size={b // 2} train.accumulate_steps={a * 2} (the same {b * a} samples per step)")
-    if not trainer.cfg.model.checkpoint_activations:
-        options.append("model.checkpoint_activations=true (about 3x less activation memory, ~30% slower steps)")
-    if trainer.precision.dtype is None:
-        options.append("train.amp=auto or bf16/fp16 (half the activation memory)")
-    advice = ", or ".join(options) or "a smaller data.input_size or model (the other savings are in use)"
-    return (
-        f"out of memory on {trainer.device} at {where}: a micro-batch of {shape[0]} images of {shape[-2]}x{shape[-1]} "
-        f"px per process ({trainer.precision.name}). Use less memory per micro-batch: {advice}; then continue with "
-        f"train.resume=auto train.out_dir={trainer.out_dir} (the last checkpoint is intact)"
+        savings.append(f"train.batch_size={b // 2} train.accumulate_steps={a * 2}")
+        why.append(f"the same {b * a} samples per step")
+    if not cfg.model.checkpoint_activations:
+        savings.append("model.checkpoint_activations=true")
+        why.append("about 3x less activation memory, ~30% slower steps")
+    if precision.dtype is None:
+        savings.append("train.amp=auto")
+        why.append("or bf16/fp16: half the activation memory")
+    advice = ", or ".join(f"{s} ({w})" for s, w in zip(savings, why)) or (
+        "a smaller data.input_size or model (the other savings are in use)")  # fmt: skip
+    message = (
+        f"out of memory on {device} at {where}: a micro-batch of {shape[0]} images of {shape[-2]}x{shape[-1]} "
+        f"px per process ({precision.name}). Use less memory per micro-batch: {advice}; then continue with "
+        f"train.resume=auto train.out_dir={t.out_dir} (the last checkpoint is intact)"
     )
+    return OutOfMemory(message, device, where, tuple(shape), savings)

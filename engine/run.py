@@ -3,15 +3,21 @@
 train.py              -> run("single")
 train_parallel.py     -> run("data_parallel")
 train_distributed.py  -> run("distributed")   (under torchrun)
+
+The config is resolved once, completely (the command line, then what the launch adds: an elastic restart's
+``train.resume=auto``, the quick start's synthetic data), before the launcher is built from it; the trainer receives
+that same config.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -19,12 +25,15 @@ import torch
 from config.loader import add_config_arguments, load_config, with_overrides
 from config.schema import Config
 from data.quickstart_data import prepare_synthetic_data
+from engine.hooks import Hook
 from engine.launch import DataParallelBalanced, Distributed, Launcher, SingleDevice
 from engine.plot import plot_run
 from engine.trainer import Trainer
 from evaluate.prediction_sheet import draw_predictions
 from utils import distributed as du
 from utils.io import OUT_OF_SPACE_OR_READ_ONLY, check_writable, disk_errors, write_error_message
+
+log = logging.getLogger(__name__)
 
 QUICKSTART_PRESET = Path(__file__).resolve().parents[1] / "config" / "quickstart.yaml"
 
@@ -35,24 +44,32 @@ def parse_args(description: str, argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def start_processes(kind: str, cfg: Config) -> int:
+    """Join the process group of a torchrun launch (``dist.*``, ``train.device``); returns this process's rank."""
+    if kind != "distributed":
+        return 0
+    if not du.under_torchrun():
+        log.info("note: not started by torchrun; training in one process (use: torchrun --nproc_per_node=N ...)")
+    # collectives may wait a minute longer than the stall watchdog, which then reports first and by name
+    du.init_distributed(du.select_device(cfg.train.device), cfg.dist.backend, timeout_s=cfg.dist.timeout_s + 60)
+    return du.get_rank()
+
+
 def make_launcher(kind: str, cfg: Config) -> Launcher:
+    """The launcher of ``kind`` for the resolved ``cfg`` (after ``start_processes``)."""
     if kind == "single":
         return SingleDevice(du.select_device(cfg.train.device))
     if kind == "data_parallel":
         device = du.select_device(cfg.train.device)
         if device.type != "cuda":
-            print("note: no GPU visible; DataParallel falls back to one process on the CPU (as train.py)")
+            log.info("note: no GPU visible; DataParallel falls back to one process on the CPU (as train.py)")
         elif torch.cuda.device_count() > 1:
             device = torch.device("cuda", (cfg.dist.dp_device_ids or [0])[0])
         return DataParallelBalanced(device, device_ids=cfg.dist.dp_device_ids or None)
     if kind == "distributed":
-        if not du.under_torchrun():
-            print("note: not started by torchrun; training in one process (use: torchrun --nproc_per_node=N ...)")
-        device = du.select_device(cfg.train.device)
-        # collectives may wait a minute longer than the stall watchdog, which then reports first and by name
-        du.init_distributed(device, cfg.dist.backend, timeout_s=cfg.dist.timeout_s + 60)
-        return Distributed(device, du.get_rank(), du.get_world_size(), sync_bn=cfg.dist.sync_bn,
-                           find_unused_parameters=cfg.dist.find_unused_parameters)  # fmt: skip
+        d = cfg.dist
+        return Distributed(du.select_device(cfg.train.device), du.get_rank(), du.get_world_size(), sync_bn=d.sync_bn,
+                           find_unused_parameters=d.find_unused_parameters)  # fmt: skip
     raise ValueError(kind)
 
 
@@ -74,31 +91,41 @@ def quickstart_overrides(cfg: Config, rank: int) -> dict[str, str]:
     return made if rank == 0 else prepare_synthetic_data(cfg.data)
 
 
-def run(kind: str, description: str, argv: list[str] | None = None, trainer_cls: type[Trainer] = Trainer) -> int:
-    """Parse the command line, resolve the config, pick the launcher, train, report. ``trainer_cls``: tests
-    substitute a subclass (tests/harness) to inject faults."""
+def resolved_config(cfg: Config, quickstart: bool, rank: int) -> Config:
+    """``cfg`` with what the launch adds: ``train.resume=auto`` after an elastic restart, the quick start's data."""
+    derived = restart_overrides(cfg)
+    if quickstart and not cfg.data.train:
+        derived.update(quickstart_overrides(cfg, rank))
+    return with_overrides(cfg, derived, "set by the launcher") if derived else cfg
+
+
+def run(kind: str, description: str, argv: list[str] | None = None,
+        extra_hooks: Callable[[Trainer], list[Hook]] | None = None) -> int:  # fmt: skip
+    """Parse the command line, resolve the config, pick the launcher, train, report. ``extra_hooks(trainer)``: hooks
+    to add to the trainer's (tests/harness injects faults with one)."""
     args = parse_args(description, argv)
     quickstart = args.config is None or Path(args.config).resolve() == QUICKSTART_PRESET
     cfg = load_config(args.config or QUICKSTART_PRESET, args.overrides)
-    launcher = make_launcher(kind, cfg)
-    derived = restart_overrides(cfg)
-    if quickstart and not cfg.data.train:
-        derived.update(quickstart_overrides(cfg, launcher.rank))
-    if derived:
-        cfg = with_overrides(cfg, derived, "set by the launcher")
-    resume_hint = f"then continue the run with train.resume=auto train.out_dir={cfg.train.out_dir}"
-    if launcher.rank == 0:
-        check_writable(cfg.train.out_dir)  # before any writer (TensorBoard's thread) starts there
-    previous_hook, threading.excepthook = threading.excepthook, _quiet_disk_errors_in_threads
+    rank = start_processes(kind, cfg)
     try:
-        start = time.perf_counter()
-        with disk_errors(resume_hint):  # a full disk or read-only folder while writing logs, config or plots
-            trainer = trainer_cls(cfg, launcher)
-            result = trainer.fit()
-            if launcher.rank == 0:
-                report(cfg, result, time.perf_counter() - start, quickstart)
+        cfg = resolved_config(cfg, quickstart, rank)
+        launcher = make_launcher(kind, cfg)
+        resume_hint = f"then continue the run with train.resume=auto train.out_dir={cfg.train.out_dir}"
+        if launcher.rank == 0:
+            check_writable(cfg.train.out_dir)  # before any writer (TensorBoard's thread) starts there
+        previous_hook, threading.excepthook = threading.excepthook, _quiet_disk_errors_in_threads
+        try:
+            start = time.perf_counter()
+            with disk_errors(resume_hint):  # a full disk or read-only folder while writing logs, config or plots
+                trainer = Trainer(cfg, launcher)
+                if extra_hooks is not None:
+                    trainer.register_hooks(extra_hooks(trainer))
+                result = trainer.fit()
+                if launcher.rank == 0:
+                    report(cfg, result, time.perf_counter() - start, quickstart)
+        finally:
+            threading.excepthook = previous_hook
     finally:
-        threading.excepthook = previous_hook
         du.cleanup()
     return 0
 
@@ -109,7 +136,7 @@ def _quiet_disk_errors_in_threads(args: threading.ExceptHookArgs) -> None:
     e = args.exc_value
     if isinstance(e, OSError) and e.errno in OUT_OF_SPACE_OR_READ_ONLY:
         where = os.fsdecode(e.filename) if e.filename else "a file"
-        print(f"warning: background writer stopped: {write_error_message(where, e)}", file=sys.stderr)
+        log.warning("background writer stopped: %s", write_error_message(where, e))
         return
     threading.__excepthook__(args)
 

@@ -1,7 +1,8 @@
 """Learning-rate schedule: linear warm-up, then a step decay (docs/design.md#schedule), as a pure function of the step.
 
-Because the rate depends only on (epoch, step in epoch), resuming needs nothing but those two numbers, and
-the rate is set before every iteration exactly as the original did.
+Because the rate depends only on (epoch, step in epoch) and the config, a checkpoint stores no schedule state:
+resuming needs the position alone (a resumed run with changed train.* settings follows the new ones), and the rate
+is set before every iteration exactly as the original did.
 
     base = lr x world_size x accumulate_steps   (when train.lr_scale_world_size)
     lr   = base x gamma^(epoch // step_epochs)
@@ -57,12 +58,3 @@ class LRSchedule:
         if global_step < self.warmup_steps:
             lr *= (global_step + 1) / self.warmup_steps
         return lr
-
-    def state_dict(self) -> dict:
-        return dict(self.__dict__)
-
-    def load_state_dict(self, state: dict) -> None:
-        # The schedule is rebuilt from the config of the resumed run; a saved one only reports a change.
-        for k, v in state.items():
-            if k in self.__dict__ and k != "steps_per_epoch":
-                setattr(self, k, v)

@@ -16,16 +16,24 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from config.schema import EvalConfig
+
 EMPTY = -1
 
 
-@dataclass
+@dataclass(frozen=True)
 class AssemblyParams:
-    len_rate: float = 16.0
-    connection_tolerance: float = 0.7
-    remove_recon: bool = False
-    min_parts: int = 2
-    min_mean_score: float = 0.45
+    """How connections become people (``eval.*``, defaults from ``config.schema.EvalConfig``)."""
+
+    len_rate: float = EvalConfig.len_rate  # a merged limb may be at most this many times a person's longest
+    connection_tolerance: float = EvalConfig.connection_tolerance  # merge two people through a link this strong
+    remove_recon: bool = EvalConfig.remove_recon  # a contested keypoint goes to its stronger link
+    min_parts: int = EvalConfig.min_parts  # drop people with fewer keypoints; 1 also keeps lone keypoints
+    min_mean_score: float = EvalConfig.min_mean_score  # drop people whose total / count is lower
+
+    @classmethod
+    def from_config(cls, cfg: EvalConfig) -> AssemblyParams:
+        return cls(cfg.len_rate, cfg.connection_tolerance, cfg.remove_recon, cfg.min_parts, cfg.min_mean_score)
 
 
 class _PartialPeople:

@@ -32,6 +32,7 @@ from tqdm import tqdm
 from config.loader import add_config_arguments, load_config
 from config.schema import OUTPUT_STRIDE, Config
 from config.skeleton import Skeleton, skeleton_of
+from config.skeleton_check import annotation_keypoints
 from data.coco_annotations import PERSON_CATEGORY, keypoint_category
 from evaluate.coco_results import coco_results, results_text, sort_results
 from evaluate.crowdpose_eval import crowdpose_keypoint_stats, with_box_areas
@@ -42,7 +43,7 @@ from evaluate.model_loader import load_model
 from evaluate.oracle import oracle_for
 from evaluate.predictor import PoseEstimator
 from utils import distributed as dist
-from utils.errors import UserError, cli_main
+from utils.errors import AnnotationError, UserError, cli_main
 from utils.io import atomic_write_text, check_writable
 from utils.safe_paths import safe_image_path
 from utils.watchdog import beat
@@ -57,36 +58,41 @@ def load_coco(annotations: str | Path, skeleton: Skeleton | None = None):
 
     path = Path(annotations)
     if not path.is_file():
-        raise UserError(f"annotation file {path} not found (expected a COCO person_keypoints_*.json)")
+        raise AnnotationError(f"annotation file {path} not found (expected a COCO person_keypoints_*.json)", file=path)
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             coco = COCO(str(path))
     except (ValueError, KeyError, TypeError, AssertionError) as e:
-        raise UserError(f"annotation file {path} is not a valid COCO annotation file: {e}") from None
+        raise AnnotationError(f"annotation file {path} is not a valid COCO annotation file: {e}", file=path) from None
     if skeleton is not None:
         check_keypoint_counts(coco, path, skeleton)
     return coco
 
 
 def check_keypoint_counts(coco, path: Path, skeleton: Skeleton) -> None:
-    """UserError naming the file and the first person annotation whose keypoints are not the skeleton's count."""
-    want = 3 * skeleton.num_dataset_keypoints
+    """SkeletonMismatch naming the file and the first person annotation whose keypoints are another skeleton's
+    (``config.skeleton_check``); AnnotationError for a keypoint list that is no keypoints at all."""
     category = keypoint_category(coco.dataset, skeleton, path)
+    fix = "evaluate with the skeleton of this dataset (data.skeleton=NAME or FILE; a checkpoint carries its own)"
     for ann in coco.dataset.get("annotations", []):
         kp = ann.get("keypoints")
-        if ann.get("category_id", category) == category and kp is not None and len(kp) != want:
-            raise UserError(
-                f"annotation file {path}, annotation id {ann.get('id', '?')}: 'keypoints' holds {len(kp)} numbers "
-                f"but skeleton {skeleton.describe()} needs {want}; evaluate with the skeleton of this dataset "
-                "(data.skeleton=NAME or FILE; a checkpoint carries its own)"
-            )
+        if ann.get("category_id", category) != category or kp is None:
+            continue
+        where = f"annotation file {path}, annotation id {ann.get('id', '?')}"
+        if not isinstance(kp, list) or len(kp) % 3:
+            raise AnnotationError(f"{where}: 'keypoints' must be a list of [x, y, v] triples; fix the file", file=path,
+                                  key="keypoints", annotation_id=ann.get("id"))  # fmt: skip
+        other = annotation_keypoints(kp, skeleton, where=where, fix=fix, expected_by="this evaluation", file=path)
+        if other is not None:
+            raise other
 
 
 def image_path(images_dir: Path, file_name: str) -> Path:
     """``images_dir / file_name``, refused when the annotation's file name leads outside the folder."""
     path = safe_image_path(Path(images_dir), file_name)
     if path is None:
-        raise UserError(f"image file_name {file_name!r} leads outside {images_dir}; fix the annotation file")
+        raise AnnotationError(f"image file_name {file_name!r} leads outside {images_dir}; fix the annotation file",
+                              key="file_name")  # fmt: skip
     return path
 
 
@@ -97,10 +103,10 @@ def read_image(path: Path) -> np.ndarray:
     rotated read would put every prediction of such an image in the wrong place.
     """
     if not path.is_file():
-        raise UserError(f"image {path} not found (check --images / data.val_images)")
+        raise UserError(f"image {path} not found (check --images / data.val_images)", file=path)
     image = cv2.imread(str(path), cv2.IMREAD_COLOR | cv2.IMREAD_IGNORE_ORIENTATION)
     if image is None:
-        raise UserError(f"image {path} could not be decoded (corrupt or not an image)")
+        raise UserError(f"image {path} could not be decoded (corrupt or not an image)", file=path)
     return image
 
 
@@ -209,7 +215,7 @@ def evaluate_images(
 
 def check_images_dir(images_dir: str | Path) -> None:
     if not Path(images_dir).is_dir():
-        raise UserError(f"image folder {images_dir} not found (check --images / data.val_images)")
+        raise UserError(f"image folder {images_dir} not found (check --images / data.val_images)", file=images_dir)
 
 
 def predict_results(

@@ -1,6 +1,7 @@
 """From one image's averaged maps to people: peaks, limb scoring, greedy assembly (docs/design.md#decoding).
 
-people = decode_people(maps, cfg.eval, scale=(sx, sy), skeleton=skeleton)
+params = DecodeParams.from_config(cfg.eval)   # built once; its parts: PeakParams, LimbParams, AssemblyParams
+people = decode_people(maps, params, scale=(sx, sy), skeleton=skeleton)
 people.keypoints  # (P, D, 3) the skeleton's dataset order (COCO: 17): x, y in image pixels, score (0 = not found)
 people.scores     # (P,) person score: 1 - 1 / total as in the original; one-keypoint people rank last
 """
@@ -14,8 +15,8 @@ import numpy as np
 from config.schema import EvalConfig
 from config.skeleton import Skeleton
 from evaluate.assemble import AssemblyParams, assemble_people, person_scores
-from evaluate.limbs import match_limb, score_pairs
-from evaluate.peaks import find_peaks
+from evaluate.limbs import LimbParams, match_limb, score_pairs
+from evaluate.peaks import PeakParams, find_peaks
 
 
 @dataclass
@@ -34,21 +35,29 @@ class People:
         return People(np.zeros((0, num_keypoints, 3)), np.zeros(0))
 
 
-def assembly_params(cfg: EvalConfig) -> AssemblyParams:
-    return AssemblyParams(
-        len_rate=cfg.len_rate,
-        connection_tolerance=cfg.connection_tolerance,
-        remove_recon=cfg.remove_recon,
-        min_parts=cfg.min_parts,
-        min_mean_score=cfg.min_mean_score,
-    )
+@dataclass(frozen=True)
+class DecodeParams:
+    """Every setting of the decoder, built once from ``eval.*`` (``from_config``) and passed by name.
+
+    ``boxsize``: the image height scale 1 resizes to (``eval.boxsize``): the ``input_window`` score's samples are one
+    pixel of that input apart."""
+
+    peaks: PeakParams = PeakParams()
+    limbs: LimbParams = LimbParams()
+    assembly: AssemblyParams = AssemblyParams()
+    boxsize: int = EvalConfig.boxsize
+
+    @classmethod
+    def from_config(cls, cfg: EvalConfig) -> DecodeParams:
+        return cls(PeakParams.from_config(cfg), LimbParams.from_config(cfg), AssemblyParams.from_config(cfg),
+                   cfg.boxsize)  # fmt: skip
 
 
 def find_connections(
     limb_maps: np.ndarray,
     peaks: np.ndarray,
     part: np.ndarray,
-    cfg: EvalConfig,
+    params: LimbParams,
     scale_xy: tuple[float, float],
     image_height: float,
     skeleton: Skeleton,
@@ -62,16 +71,8 @@ def find_connections(
         if a1 == a0 or b1 == b0:
             connections.append(np.zeros((0, 4)))
             continue
-        score, length, accepted = score_pairs(
-            limb_maps[k],
-            peaks[a0:a1, :2],
-            peaks[b0:b1, :2],
-            scale_xy,
-            image_height,
-            cfg.limb_threshold,
-            cfg.connect_ratio,
-            cfg.limb_samples,
-        )
+        score, length, accepted = score_pairs(limb_maps[k], peaks[a0:a1, :2], peaks[b0:b1, :2], scale_xy,
+                                              image_height, params)  # fmt: skip
         rows = match_limb(score, length, accepted, peaks[a0:a1, 2], peaks[b0:b1, 2])
         rows[:, 0] += a0
         rows[:, 1] += b0
@@ -80,18 +81,21 @@ def find_connections(
 
 
 def decode_people(
-    maps: np.ndarray, cfg: EvalConfig, scale: float | tuple[float, float] = 1.0, *, skeleton: Skeleton
-) -> People:
+    maps: np.ndarray, params: DecodeParams | EvalConfig, scale: float | tuple[float, float] = 1.0, *,
+    skeleton: Skeleton,
+) -> People:  # fmt: skip
     """Decode the people of one image.
 
     Args:
         maps: (C' >= L + K, h, w) float averaged maps in ``skeleton``'s channel layout (the two auxiliary channels
             are not read).
-        cfg: thresholds (``config.eval``).
+        params: the decoder's settings (``DecodeParams.from_config(cfg.eval)``; an ``EvalConfig`` is converted).
         scale: image pixels per map pixel, one number or (sx, sy); a map pixel centre x maps to the image
             coordinate (x + 0.5) * sx - 0.5.
         skeleton: what each channel is, and the dataset order of the result.
     """
+    if isinstance(params, EvalConfig):
+        params = DecodeParams.from_config(params)
     sx, sy = (scale, scale) if np.isscalar(scale) else scale
     maps = np.asarray(maps, dtype=np.float32)
     channels = skeleton.keypoint_channels
@@ -99,25 +103,16 @@ def decode_people(
         raise ValueError(f"maps must be (>= {channels.stop}, h, w), got {maps.shape}")
     heat = maps[channels]
     image_height = maps.shape[1] * sy
-    input_px = image_height / cfg.boxsize  # image pixels per pixel of the scale-1 network input
-    peaks, part = find_peaks(
-        heat,
-        cfg.peak_threshold,
-        cfg.refine_radius,
-        cfg.peak_score,
-        cfg.refine_xy_swap_bug,
-        cfg.refine_mode,
-        cfg.max_peaks,
-        (input_px / sx, input_px / sy),
-    )
+    input_px = image_height / params.boxsize  # image pixels per pixel of the scale-1 network input
+    peaks, part = find_peaks(heat, params.peaks, window_step=(input_px / sx, input_px / sy))
     if len(peaks) == 0:
         return People.empty(skeleton.num_dataset_keypoints)
     limb_maps = maps[skeleton.limb_channels]
-    connections = find_connections(limb_maps, peaks, part, cfg, (sx, sy), image_height, skeleton)
+    connections = find_connections(limb_maps, peaks, part, params.limbs, (sx, sy), image_height, skeleton)
     slots, totals = assemble_people(
-        connections, skeleton.limbs, peaks[:, 2], part, skeleton.num_keypoints, assembly_params(cfg)
+        connections, skeleton.limbs, peaks[:, 2], part, skeleton.num_keypoints, params.assembly
     )
-    return people_from_slots(slots, totals, peaks, (sx, sy), cfg.min_mean_score, skeleton)
+    return people_from_slots(slots, totals, peaks, (sx, sy), params.assembly.min_mean_score, skeleton)
 
 
 def people_from_slots(

@@ -25,7 +25,7 @@ import torch
 
 from config.schema import EvalConfig, ResizeBackend
 from config.skeleton import Skeleton
-from utils.errors import UserError
+from config.skeleton_check import KeypointSet, check_compatible
 from utils.precision import Precision
 
 Predictor = Callable[[torch.Tensor, tuple[float, float]], torch.Tensor]
@@ -198,11 +198,9 @@ def multiscale_maps_batch(
         batch = make_batch([p for p, _ in prepared], cfg.flip, device)
         with torch.no_grad():
             out = predict(batch, (wr / w, hr / h))
-        if out.shape[1] != skeleton.num_channels:
-            raise UserError(
-                f"the network outputs {out.shape[1]} channels; decoding skeleton {skeleton.describe()} needs "
-                f"{skeleton.num_channels}: the network was trained for another skeleton (give its data.skeleton)"
-            )
+        check_compatible(skeleton, KeypointSet(num_channels=out.shape[1]), where="the network's output",
+                         need="layout", expected_by="decoding", fix="the network was trained for another skeleton: "
+                         "give its data.skeleton (a checkpoint carries its own)")  # fmt: skip
         maps = resize_to_grid(fuse_flip(out, skeleton, cfg.flip), (hr, wr), grid, stride, cfg.resize_backend)
         acc = maps if acc is None else acc + maps
     n = len(cfg.scales)

@@ -5,7 +5,24 @@ See docs/design.md#limb-scoring.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+
+from config.schema import EvalConfig
+
+
+@dataclass(frozen=True)
+class LimbParams:
+    """How a limb map is sampled between two candidates (``eval.*``, defaults from ``config.schema.EvalConfig``)."""
+
+    threshold: float = EvalConfig.limb_threshold  # eval.limb_threshold (the original's thre2)
+    connect_ratio: float = EvalConfig.connect_ratio  # fraction of the samples that must exceed the threshold
+    samples: int = EvalConfig.limb_samples  # at most this many samples along the limb (the original's mid_num)
+
+    @classmethod
+    def from_config(cls, cfg: EvalConfig) -> LimbParams:
+        return cls(cfg.limb_threshold, cfg.connect_ratio, cfg.limb_samples)
 
 
 def score_pairs(
@@ -14,9 +31,7 @@ def score_pairs(
     b_xy: np.ndarray,
     scale_xy: tuple[float, float],
     image_height: float,
-    threshold: float,
-    ratio: float,
-    max_samples: int,
+    params: LimbParams,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Score every (a_i, b_j) pair of one limb type.
 
@@ -26,11 +41,13 @@ def score_pairs(
         scale_xy: image pixels per map pixel along x and y (lengths are measured in image pixels).
         image_height: in image pixels; limbs longer than half of it are penalised (the original names this
             the image width but passes the height).
+        params: the threshold, the fraction of samples above it, the number of samples.
     Returns:
         (score, length, accepted), each (na, nb): mean sampled value plus the length prior, the length in
-        image pixels, and whether the pair passes the criterion (enough samples above ``threshold``,
+        image pixels, and whether the pair passes the criterion (enough samples above ``params.threshold``,
         positive score, non-zero length).
     """
+    threshold, ratio, max_samples = params.threshold, params.connect_ratio, params.samples
     h, w = limb_map.shape
     d = b_xy[None, :, :] - a_xy[:, None, :]  # (na, nb, 2) map pixels
     length = np.hypot(d[..., 0] * scale_xy[0], d[..., 1] * scale_xy[1])

@@ -9,14 +9,19 @@ without one (older ones, the original's weights, bare state dicts) use the skele
 
 from __future__ import annotations
 
+import logging
+
 import torch
 
 from config.loader import ConfigError, config_from_dict, load_config, parse_overrides, with_overrides
 from config.schema import Config
 from config.skeleton import Skeleton, skeleton_of
-from models import build_model, load_weights
-from models.weights import Weights, extract_weights, infer_model_config, model_section_overrides, read_checkpoint
-from utils.errors import UserError
+from config.skeleton_check import check_compatible
+from engine.checkpoint import Checkpoint, CheckpointError
+from models import build_model
+from models.weights import infer_model_config, model_section_overrides
+
+log = logging.getLogger(__name__)
 
 
 def load_model(
@@ -27,53 +32,46 @@ def load_model(
     Without ``--config``, a checkpoint that carries its run's config is evaluated with that config (same input
     size, scales, thresholds as the run); with ``--config`` only the model section is taken from it.
     """
-    weights = extract_weights(read_checkpoint(ckpt), str(ckpt))
+    checkpoint = Checkpoint.load(ckpt)
     given = parse_overrides(overrides)
-    if config_path is None and isinstance(weights.config, dict) and "eval" in weights.config:
+    saved_config = checkpoint.config or {}
+    if config_path is None and "eval" in saved_config:
         try:
-            saved_cfg = config_from_dict(weights.config)
+            saved_cfg = config_from_dict(saved_config)
         except ConfigError as e:
-            raise UserError(f"the config saved in {ckpt} is invalid ({e}); give one with --config FILE") from None
+            raise CheckpointError(f"the config saved in {ckpt} is invalid ({e}); give one with --config FILE",
+                                  file=ckpt, key="config") from None  # fmt: skip
         cfg = with_overrides(saved_cfg, given, "command-line override")
     else:
         cfg = load_config(config_path, overrides)
-    saved = weights.config.get("model") if weights.config else None
-    section = saved if isinstance(saved, dict) else infer_model_config(weights.state)
+    saved = saved_config.get("model")
+    section = saved if isinstance(saved, dict) else infer_model_config(checkpoint.model)
     values = model_section_overrides(cfg, section, keep=set(given))
     cfg = with_overrides(cfg, values, f"model settings saved in {ckpt}")
     named = config_path is not None or "data.skeleton" in given
-    skeleton = checkpoint_skeleton(weights, cfg, named, str(ckpt))
+    skeleton = checkpoint_skeleton(checkpoint, cfg, named)
     model = build_model(cfg, skeleton)
-    load_weights(model, weights.state, source=str(ckpt))
+    checkpoint.load_into(model)
+    log.info("loaded %s", checkpoint.describe())
     return model.to(device).eval(), cfg
 
 
-def checkpoint_skeleton(weights: Weights, cfg: Config, named: bool, where: str) -> Skeleton:
+def checkpoint_skeleton(checkpoint: Checkpoint, cfg: Config, named: bool) -> Skeleton:
     """The skeleton to rebuild a checkpoint's network with.
 
     The checkpoint's own when it carries one, unless the command names one (``named``: ``--config`` or
-    ``data.skeleton=...``), which must then mean the same channels; else the one ``cfg.data.skeleton`` names.
-    Either way its channel count must be the heads' (a checkpoint of another skeleton is refused, saying what to
-    give)."""
-    carried = None
-    if weights.skeleton is not None:
-        carried = Skeleton.from_dict(weights.skeleton, f"saved in {where}")
-    if carried is not None and not named:
-        skeleton = carried
-    else:
-        skeleton = skeleton_of(cfg)
-        if carried is not None and not skeleton.same_layout(carried):
-            raise UserError(
-                f"{where} was trained for skeleton {carried.describe()}, but the config names "
-                f"data.skeleton={cfg.data.skeleton}, {skeleton.describe()}; leave data.skeleton out (and --config, or "
-                "set data.skeleton to the training skeleton): the checkpoint carries its own"
-            )
-    channels = weights.output_channels
-    if channels is not None and channels != skeleton.num_channels:
-        raise UserError(
-            f"{where} predicts {channels} channels, but skeleton {skeleton.describe()} needs {skeleton.num_channels} "
-            f"({skeleton.num_limbs} limbs + {skeleton.num_keypoints} keypoints + 2): it was trained for another "
-            "skeleton and carries none; give that skeleton with data.skeleton=NAME (config/skeletons/) or "
-            "data.skeleton=FILE.yaml"
-        )
+    ``data.skeleton=...``), which must then mean the same channels; else the one ``cfg.data.skeleton`` names, whose
+    channel count must be the heads' (a checkpoint of another skeleton is refused, saying what to give)."""
+    if checkpoint.skeleton is not None and not named:
+        return checkpoint.skeleton
+    skeleton = skeleton_of(cfg)
+    carries = checkpoint.skeleton is not None
+    check_compatible(
+        skeleton, checkpoint.keypoint_set(), where=f"checkpoint {checkpoint.file}", need="layout",
+        expected_by=f"data.skeleton={cfg.data.skeleton}",
+        fix="leave data.skeleton out (and --config, or set data.skeleton to the training skeleton): the checkpoint "
+        "carries its own" if carries else "it was trained for another skeleton and carries none: give that skeleton "
+        "with data.skeleton=NAME (config/skeletons/) or data.skeleton=FILE.yaml",
+        file=checkpoint.file,
+    )  # fmt: skip
     return skeleton

@@ -41,7 +41,8 @@ def import_onnxruntime() -> ModuleType:
         import onnxruntime  # optional dependency: only running an exported model needs it
     except ImportError:
         raise UserError(
-            "running an ONNX model needs ONNX Runtime: pip install onnxruntime (onnxruntime-gpu for CUDA)"
+            "running an ONNX model needs ONNX Runtime: pip install onnxruntime (onnxruntime-gpu for CUDA)",
+            key="onnxruntime",
         ) from None
     return onnxruntime
 
@@ -56,11 +57,12 @@ def providers_for(device: str = "cpu") -> Providers:
         return [CPU_PROVIDER]
     kind, _, index = device.partition(":")
     if kind != "cuda" or (index and not index.isdigit()):
-        raise UserError(f"device {device!r} for ONNX Runtime must be cpu, cuda, cuda:N or auto")
+        raise UserError(f"device {device!r} for ONNX Runtime must be cpu, cuda, cuda:N or auto", key="device")
     if CUDA_PROVIDER not in available:
         raise UserError(
             f"device {device!r}: this onnxruntime has no CUDA provider (it has {', '.join(available)}); "
-            f"install onnxruntime-gpu, or run on the CPU"
+            f"install onnxruntime-gpu, or run on the CPU",
+            key="device",
         )
     return [(CUDA_PROVIDER, {"device_id": int(index or 0)}), CPU_PROVIDER]
 
@@ -105,12 +107,12 @@ def open_session(path: str | Path, providers: Providers | None = None):
     ort = import_onnxruntime()
     path = Path(path)
     if not path.is_file():
-        raise UserError(f"ONNX model {path} not found (write one with python -m evaluate.export_onnx)")
+        raise UserError(f"ONNX model {path} not found (write one with python -m evaluate.export_onnx)", file=path)
     try:
         return ort.InferenceSession(str(path), providers=providers or [CPU_PROVIDER])
     except Exception as e:  # onnxruntime's own exception types (InvalidProtobuf, Fail, ...) share no useful base
         detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UserError(f"ONNX Runtime cannot load {path} ({detail}); export it again") from None
+        raise UserError(f"ONNX Runtime cannot load {path} ({detail}); export it again", file=path) from None
 
 
 def read_metadata(session, source: str) -> OnnxMetadata:
@@ -119,11 +121,13 @@ def read_metadata(session, source: str) -> OnnxMetadata:
     if CONFIG_KEY not in props:
         raise UserError(
             f"{source} carries no SimplePose config in its metadata ({CONFIG_KEY}); export the checkpoint with "
-            f"python -m evaluate.export_onnx, which stores what evaluation needs"
+            f"python -m evaluate.export_onnx, which stores what evaluation needs",
+            file=source, key=CONFIG_KEY,
         )
     config, skeleton = (_json_entry(props, key, source) for key in (CONFIG_KEY, SKELETON_KEY))
     if not isinstance(config, dict) or not (skeleton is None or isinstance(skeleton, dict)):
-        raise UserError(f"{source}: the metadata {CONFIG_KEY} / {SKELETON_KEY} must be JSON objects; export it again")
+        raise UserError(f"{source}: the metadata {CONFIG_KEY} / {SKELETON_KEY} must be JSON objects; export it again",
+                        file=source, key=CONFIG_KEY if not isinstance(config, dict) else SKELETON_KEY)  # fmt: skip
     return OnnxMetadata(config, skeleton)
 
 
@@ -133,7 +137,8 @@ def _json_entry(props: dict[str, str], key: str, source: str):
     try:
         return json.loads(props[key])
     except json.JSONDecodeError as e:
-        raise UserError(f"{source}: metadata {key} is not valid JSON ({e.msg}); export it again") from None
+        raise UserError(f"{source}: metadata {key} is not valid JSON ({e.msg}); export it again", file=source,
+                        key=key) from None  # fmt: skip
 
 
 def config_from_metadata(metadata: OnnxMetadata, source: str, overrides: list[str] | None = None) -> Config:
@@ -141,7 +146,8 @@ def config_from_metadata(metadata: OnnxMetadata, source: str, overrides: list[st
     try:
         cfg = config_from_dict(metadata.config)
     except ConfigError as e:
-        raise UserError(f"the config stored in {source} is invalid ({e}); export it again") from None
+        raise UserError(f"the config stored in {source} is invalid ({e}); export it again", file=source,
+                        key=e.key) from None  # fmt: skip
     return with_overrides(cfg, parse_overrides(overrides), "override")
 
 

@@ -6,11 +6,31 @@ Coordinates are map pixels, x to the right, y down, integer = pixel centre.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
+from config.schema import EvalConfig, PeakScore, RefineMode
 from evaluate.inference import cubic_weights
 
 _NEIGHBOURS = ((-1, -1), (-1, 0), (-1, 1), (0, -1), (0, 1), (1, -1), (1, 0), (1, 1))
+
+
+@dataclass(frozen=True)
+class PeakParams:
+    """How peaks are found and refined (``eval.*``, defaults from ``config.schema.EvalConfig``)."""
+
+    threshold: float = EvalConfig.peak_threshold  # eval.peak_threshold (the original's thre1)
+    refine_radius: int = EvalConfig.refine_radius  # half-size of the refinement / score window
+    score: PeakScore = EvalConfig.peak_score  # "window_mean", "peak" or "input_window"
+    refine_mode: RefineMode = EvalConfig.refine_mode  # "centroid" (the original) or "quadratic"
+    xy_swap_bug: bool = EvalConfig.refine_xy_swap_bug  # the original's swapped x/y centroid refinement
+    max_per_channel: int = EvalConfig.max_peaks  # strongest peaks kept per keypoint type; 0: all
+
+    @classmethod
+    def from_config(cls, cfg: EvalConfig) -> PeakParams:
+        return cls(cfg.peak_threshold, cfg.refine_radius, cfg.peak_score, cfg.refine_mode, cfg.refine_xy_swap_bug,
+                   cfg.max_peaks)  # fmt: skip
 
 
 def local_maxima(heat: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -37,28 +57,26 @@ def refine_peaks(
     k: np.ndarray,
     y: np.ndarray,
     x: np.ndarray,
-    radius: int,
-    score_mode: str = "window_mean",
-    xy_swap_bug: bool = False,
-    position_mode: str = "centroid",
+    params: PeakParams,
     window_step: tuple[float, float] = (1.0, 1.0),
 ) -> np.ndarray:
-    """Sub-pixel peak positions and scores.
+    """Sub-pixel peak positions and scores, with r = ``params.refine_radius``.
 
-    ``position_mode="centroid"`` (the original): a peak whose (2r+1)^2 window lies inside the map moves by the
+    ``refine_mode="centroid"`` (the original): a peak whose (2r+1)^2 window lies inside the map moves by the
     value-weighted mean offset of the window; peaks closer to the border keep their integer position.
     ``xy_swap_bug=True`` reproduces the original, which added the row offset to x and the column offset to y.
-    ``position_mode="quadratic"``: the peak moves to the vertex of a parabola through the logarithms of the
+    ``refine_mode="quadratic"``: the peak moves to the vertex of a parabola through the logarithms of the
     peak and its two neighbours, along x and along y (exact for a Gaussian peak, precise on coarse grids
     where the window centroid is pulled towards the pixel centre; needs only a 1-pixel margin).
-    Score (docs/design.md#peak-refinement): ``"window_mean"`` (the original) the mean of the (2r+1)^2 map pixels
-    around the peak where that window fits, else the peak value; ``"peak"`` the peak value; ``"input_window"`` the
-    mean of (2r+1)^2 bicubic samples around the refined position, ``window_step`` (x, y) map pixels apart: one
-    pixel of the network's scale-1 input, so that the window covers the same part of a keypoint whatever the
-    decoding grid and the image size.
+    Score (``params.score``, docs/design.md#peak-refinement): ``"window_mean"`` (the original) the mean of the
+    (2r+1)^2 map pixels around the peak where that window fits, else the peak value; ``"peak"`` the peak value;
+    ``"input_window"`` the mean of (2r+1)^2 bicubic samples around the refined position, ``window_step`` (x, y) map
+    pixels apart: one pixel of the network's scale-1 input, so that the window covers the same part of a keypoint
+    whatever the decoding grid and the image size.
 
     Returns (N, 3) float64 rows (x, y, score).
     """
+    radius, score_mode, xy_swap_bug = params.refine_radius, params.score, params.xy_swap_bug
     n = k.size
     out = np.empty((n, 3), np.float64)
     out[:, 0], out[:, 1] = x, y
@@ -66,7 +84,7 @@ def refine_peaks(
     if n == 0:
         return out
     h, w = heat.shape[1:]
-    if position_mode == "quadratic":
+    if params.refine_mode == "quadratic":
         d = max(radius, 1)
         shift_x = _axis_vertex(heat, k, y, x, 0, d, w)
         shift_y = _axis_vertex(heat, k, y, x, d, 0, h)
@@ -74,8 +92,8 @@ def refine_peaks(
             shift_x, shift_y = shift_y, shift_x
         out[:, 0] += shift_x
         out[:, 1] += shift_y
-    if radius > 0 and (position_mode == "centroid" or score_mode == "window_mean"):
-        _refine_in_window(heat, k, y, x, radius, out, score_mode == "window_mean", xy_swap_bug, position_mode)
+    if radius > 0 and (params.refine_mode == "centroid" or score_mode == "window_mean"):
+        _refine_in_window(heat, k, y, x, radius, out, score_mode == "window_mean", xy_swap_bug, params.refine_mode)
     if score_mode == "input_window":
         out[:, 2] = sampled_window_mean(heat, k, out[:, 0], out[:, 1], radius, window_step)
     return out
@@ -168,22 +186,13 @@ def strongest_per_channel(
     return k[keep], y[keep], x[keep]
 
 
-def find_peaks(
-    heat: np.ndarray,
-    threshold: float,
-    radius: int,
-    score_mode: str,
-    xy_swap_bug: bool,
-    position_mode: str,
-    max_per_channel: int = 0,
-    window_step: tuple[float, float] = (1.0, 1.0),
-):
-    """Peaks of every keypoint channel of a (K, h, w) map.
+def find_peaks(heat: np.ndarray, params: PeakParams, window_step: tuple[float, float] = (1.0, 1.0)):
+    """Peaks of every keypoint channel of a (K, h, w) map, as ``params`` says.
 
     Returns (peaks, part): peaks (N, 3) rows (x, y, score) in map pixels, ordered by part (ids are row
     indices, consecutive over parts as in the original), and part (N,) the channel of each peak.
     ``window_step``: map pixels (x, y) between the samples of the ``"input_window"`` score.
     """
-    k, y, x = local_maxima(heat, threshold)
-    k, y, x = strongest_per_channel(k, y, x, heat[k, y, x], max_per_channel)
-    return refine_peaks(heat, k, y, x, radius, score_mode, xy_swap_bug, position_mode, window_step), k
+    k, y, x = local_maxima(heat, params.threshold)
+    k, y, x = strongest_per_channel(k, y, x, heat[k, y, x], params.max_per_channel)
+    return refine_peaks(heat, k, y, x, params, window_step), k

@@ -12,10 +12,11 @@ import numpy as np
 import torch
 
 from config.schema import Config
+from engine.checkpoint import Checkpoint
 from evaluate.coco_eval import image_path, load_coco, read_image
 from evaluate.draw import draw_people
 from evaluate.predictor import PoseEstimator
-from models import build_model, load_weights
+from models import build_model
 from utils.io import atomic_write_bytes
 
 TILE_HEIGHT = 256  # pixels of each image on the sheet
@@ -29,7 +30,7 @@ def draw_predictions(cfg: Config, run_dir: str | Path, num_images: int = 6) -> P
     run_dir = Path(run_dir)
     ckpt = run_dir / "best.pt" if (run_dir / "best.pt").is_file() else run_dir / "last.pt"
     model = build_model(cfg).eval()
-    load_weights(model, ckpt)
+    Checkpoint.load(ckpt).load_into(model)
     estimator = PoseEstimator.from_model(model, cfg.eval, torch.device("cpu"))
     coco = load_coco(cfg.data.val_annotations, model.skeleton)
     tiles = []

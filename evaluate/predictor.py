@@ -27,7 +27,7 @@ from config.loader import with_overrides
 from config.schema import OUTPUT_STRIDE, Config, EvalConfig
 from config.skeleton import Skeleton
 from evaluate.coco_results import coco_results, results_text
-from evaluate.decode import People, decode_people
+from evaluate.decode import DecodeParams, People, decode_people
 from evaluate.inference import Predictor, model_predictor, multiscale_maps_batch
 from evaluate.model_loader import load_model
 from evaluate.onnx_runner import Providers, load_onnx, providers_for
@@ -105,6 +105,7 @@ class PoseEstimator:
     def __init__(self, network: Predictor | None, cfg: EvalConfig, skeleton: Skeleton, device: torch.device):
         self.network = network
         self.cfg = cfg
+        self.decoder = DecodeParams.from_config(cfg)  # the decoder's settings, built once from cfg
         self.skeleton = skeleton
         self.device = device
         self.timing = Timing()
@@ -200,7 +201,7 @@ class PoseEstimator:
                                              skeleton=self.skeleton)  # fmt: skip
                 t1 = time.perf_counter()  # the maps are in host memory: the device's queued work is done
                 for i, (one, scale) in zip(chunk, maps):
-                    out[i] = decode_people(one, self.cfg, scale, skeleton=self.skeleton)
+                    out[i] = decode_people(one, self.decoder, scale, skeleton=self.skeleton)
                 self.timing.network_s += t1 - t0
                 self.timing.decoding_s += time.perf_counter() - t1
         self.total_timing.add(self.timing)
@@ -220,7 +221,8 @@ def check_image(image: Any, index: int) -> None:
         what = f"{image.dtype} array of shape {image.shape}" if isinstance(image, np.ndarray) else type(image).__name__
         raise UserError(
             f"image {index} is a {what}; give BGR uint8 arrays (H, W, 3), as cv2.imread returns "
-            "(several images: a list of them)"
+            "(several images: a list of them)",
+            key="image", sample=index,
         )
 
 

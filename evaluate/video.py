@@ -35,7 +35,7 @@ class VideoReader:
         if not self._cap.isOpened():
             self._cap.release()
             why = "unsupported codec or corrupt file" if self.camera is None else "no such camera, or it is in use"
-            raise UserError(f"{self.describe()} could not be opened ({why})")
+            raise UserError(f"{self.describe()} could not be opened ({why})", file=self.path)
         reported = self._cap.get(cv2.CAP_PROP_FPS) or 0.0
         self.fps_reported = reported > 0
         if not self.fps_reported and self.camera is None:

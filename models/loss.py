@@ -25,8 +25,10 @@ from typing import Literal
 import torch
 from torch import nn
 
+from config.loader import ConfigError
 from config.schema import Config, LossConfig
 from config.skeleton import Skeleton, skeleton_of
+from config.skeleton_check import KeypointSet, check_compatible
 from utils.errors import UserError
 
 
@@ -81,8 +83,10 @@ class MultiTaskLoss(nn.Module):
         cfg = cfg or LossConfig()
         _check_reduction(reduction)
         if sum(cfg.stack_weights) <= 0 or sum(cfg.scale_weights) <= 0:
-            raise UserError("loss.stack_weights and loss.scale_weights must each have a positive sum")
+            raise ConfigError("loss.stack_weights and loss.scale_weights must each have a positive sum",
+                              key="loss.stack_weights" if sum(cfg.stack_weights) <= 0 else "loss.scale_weights")
         self.cfg = cfg
+        self.skeleton = skeleton
         self.reduction = reduction
         self.configured_batch_size = configured_batch_size
         self.groups = channel_groups(skeleton)
@@ -141,27 +145,26 @@ class MultiTaskLoss(nn.Module):
     def _check(self, outputs, targets, masks) -> None:
         stacks, scales = len(outputs), len(outputs[0])
         if stacks != len(self.cfg.stack_weights) or scales != len(self.cfg.scale_weights):
-            raise UserError(
+            raise ConfigError(
                 f"the model gives {stacks} stacks x {scales} scales but the loss has "
                 f"{len(self.cfg.stack_weights)} stack weights and {len(self.cfg.scale_weights)} scale weights; "
-                "make loss.stack_weights match model.stacks and loss.scale_weights match model.num_scales"
+                "make loss.stack_weights match model.stacks and loss.scale_weights match model.num_scales",
+                key="loss.stack_weights" if stacks != len(self.cfg.stack_weights) else "loss.scale_weights",
             )
         if len(targets) < scales or len(masks) < scales:
             raise UserError(
                 f"the loss needs targets and masks for {scales} scales, got {len(targets)} and {len(masks)}"
             )
-        channels = self.channel_weight.shape[0]
-        if outputs[0][0].shape[1] != channels:
-            raise UserError(
-                f"the model outputs {outputs[0][0].shape[1]} channels but the loss expects {channels} (its skeleton's "
-                "limbs + keypoints + 2); build the model and the loss for the same skeleton (data.skeleton)"
-            )
+        check_compatible(self.skeleton, KeypointSet(num_channels=outputs[0][0].shape[1]), where="the model's output",
+                         need="layout", expected_by="the loss", fix="build the model and the loss for the same "
+                         "skeleton (data.skeleton)")  # fmt: skip
         for k in range(scales):
             want = tuple(outputs[0][k].shape)
             if tuple(targets[k].shape) != want or tuple(masks[k].shape) != (want[0], 1, *want[2:]):
                 raise UserError(
                     f"scale {k}: predictions {want} but targets {tuple(targets[k].shape)} and masks "
-                    f"{tuple(masks[k].shape)}; the data pipeline's input size must match the model input"
+                    f"{tuple(masks[k].shape)}; the data pipeline's input size must match the model input",
+                    key="data.input_size",
                 )
 
 

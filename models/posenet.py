@@ -31,6 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from config.loader import ConfigError
 from config.schema import OUTPUT_STRIDE, Config, ModelConfig
 from config.skeleton import Skeleton, skeleton_of
 from models.layers import (
@@ -245,33 +246,45 @@ def recomputed(modules: list[nn.Module], fn: Callable[..., T], *args) -> T:
 
 
 def check_model_config(cfg: ModelConfig) -> None:
-    """Raise UserError for model settings the architecture cannot build."""
+    """ConfigError (``key``: the first setting at fault) for model settings the architecture cannot build."""
     problems = []
     if cfg.stacks < 1:
-        problems.append(f"model.stacks must be >= 1, got {cfg.stacks}")
+        problems.append(("model.stacks", f"model.stacks must be >= 1, got {cfg.stacks}"))
     if cfg.inp_dim < 4 or cfg.inp_dim % 4:
-        problems.append(f"model.inp_dim must be a positive multiple of 4 (the stem splits it), got {cfg.inp_dim}")
+        problems.append(("model.inp_dim", f"model.inp_dim must be a positive multiple of 4 (the stem splits it), got "
+                                          f"{cfg.inp_dim}"))  # fmt: skip
     if cfg.increase < 0 or cfg.increase % 2:
-        problems.append(f"model.increase must be even and >= 0 (bottlenecks halve widths), got {cfg.increase}")
+        problems.append(("model.increase", f"model.increase must be even and >= 0 (bottlenecks halve widths), got "
+                                           f"{cfg.increase}"))  # fmt: skip
     if not 1 <= cfg.num_scales <= DEPTH + 1:
-        problems.append(f"model.num_scales must be between 1 and {DEPTH + 1}, got {cfg.num_scales}")
+        problems.append(("model.num_scales", f"model.num_scales must be between 1 and {DEPTH + 1}, got "
+                                             f"{cfg.num_scales}"))  # fmt: skip
     if cfg.se_reduction < 1 or cfg.head_channels < cfg.se_reduction:
-        problems.append(
-            f"model.head_channels ({cfg.head_channels}) must be >= model.se_reduction ({cfg.se_reduction}) >= 1"
-        )
+        problems.append(("model.head_channels", f"model.head_channels ({cfg.head_channels}) must be >= "
+                                                f"model.se_reduction ({cfg.se_reduction}) >= 1"))  # fmt: skip
     if problems:
-        raise UserError("; ".join(problems))
+        raise ConfigError("; ".join(text for _, text in problems), key=problems[0][0])
+
+
+class InputShapeError(UserError):
+    """An input the network cannot take; ``shape``: the shape given."""
+
+    def __init__(self, message: str, shape: tuple[int, ...]) -> None:
+        super().__init__(message)
+        self.shape = shape
 
 
 def check_input_shape(shape: torch.Size | tuple[int, ...]) -> None:
     """Raise UserError unless ``shape`` is (B, 3, H, W) with H and W multiples of 64."""
     if len(shape) != 4 or shape[1] != 3:
-        raise UserError(f"the network takes images of shape (B, 3, H, W) (BGR/255, NCHW), got {tuple(shape)}")
+        raise InputShapeError(f"the network takes images of shape (B, 3, H, W) (BGR/255, NCHW), got {tuple(shape)}",
+                              tuple(shape))  # fmt: skip
     h, w = shape[2], shape[3]
     if h < SIZE_MULTIPLE or w < SIZE_MULTIPLE or h % SIZE_MULTIPLE or w % SIZE_MULTIPLE:
-        raise UserError(
+        raise InputShapeError(
             f"the network cannot take a {h}x{w} input: height and width must be multiples of {SIZE_MULTIPLE} "
-            f"(64, 128, ..., 256, 320, 384, 448, 512, ...); pad or resize the image"
+            f"(64, 128, ..., 256, 320, 384, 448, 512, ...); pad or resize the image",
+            tuple(shape),
         )
 
 

@@ -1,4 +1,5 @@
-"""Loading weights: our checkpoints, the original's released checkpoint, or a bare state dict.
+"""Weights in our parameter names: the original's names mapped to ours, loading a state dict into a PoseNet with
+messages that name what does not fit, and what a state dict tells about the network that made it.
 
 The original (jialee93/Improved-Body-Parts) names its parameters differently; ``original_to_ours`` is the
 explicit key mapping (docs/design.md#weights-of-the-original), e.g.
@@ -9,29 +10,25 @@ explicit key mapping (docs/design.md#weights-of-the-original), e.g.
     posenet.outs.3.0.conv.bias                             -> heads.3.0.predict.bias
     posenet.merge_preds.1.4.conv.bn.weight                 -> merges.1.4.from_predictions.bn.weight
 
-Files are always read with ``torch.load(map_location="cpu", weights_only=True)``: a checkpoint never runs code.
-
-``load_initial_weights`` (``train.init_weights``) also starts from a checkpoint of another skeleton: every tensor
-but the skeleton-dependent ones (``SKELETON_DEPENDENT``: the heads' last convolutions and the merges' first ones)
-is loaded, those keep their fresh initialisation and are listed (docs/design.md#fine-tuning-across-skeletons).
+Files are read by ``engine.checkpoint.Checkpoint`` (which recognises the original's form and renames it here);
+``Checkpoint.load_into`` checks the skeleton, then calls ``load_state``. Fine-tuning across skeletons
+(``train.init_weights``) loads every tensor but the skeleton-dependent ones (``SKELETON_DEPENDENT``: the heads'
+last convolutions and the merges' first ones), which keep their fresh initialisation
+(docs/design.md#fine-tuning-across-skeletons).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import pickle
 import re
-import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
 from config.schema import LossConfig
-from config.skeleton import Skeleton, carried_skeleton
 from utils.errors import UserError
 
 ORIGINAL_PREFIX = "posenet."
@@ -92,65 +89,13 @@ def original_to_ours(key: str) -> str:
 
 def convert_original_state_dict(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """The original's ``weights`` state dict renamed to our keys (values shared, not copied)."""
-    return {original_to_ours(_strip_wrappers(k)): v for k, v in state.items()}
+    return {original_to_ours(strip_wrappers(k)): v for k, v in state.items()}
 
 
-def read_checkpoint(path: str | Path) -> Any:
-    """``torch.load`` a file safely (CPU, weights only); UserError if missing, truncated or not a checkpoint."""
-    path = Path(path)
-    if not path.is_file():
-        raise UserError(f"weights file {path} not found")
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as e:
-        raise UserError(
-            f"{path} holds Python objects that safe loading (weights_only=True) refuses, so it is not a plain "
-            f"checkpoint of tensors and numbers ({str(e).splitlines()[0]})"
-        ) from None
-    except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile) as e:
-        raise UserError(
-            f"{path} is truncated or corrupt and cannot be read as a PyTorch checkpoint "
-            f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'no detail'}); re-download or re-save it"
-        ) from None
-
-
-@dataclass
-class Weights:
-    """A state dict in our naming, where it came from, and the config and skeleton saved with it (if any)."""
-
-    state: dict[str, torch.Tensor]
-    source: str  # "simplepose", "original" or "state_dict"
-    config: dict | None = None
-    skeleton: dict | None = None  # config.skeleton.Skeleton.to_dict() of the network's skeleton
-
-    @property
-    def output_channels(self) -> int | None:
-        """Channels the network's heads predict (the skeleton's limbs + keypoints + 2), if the state tells."""
-        w = self.state.get("heads.0.0.predict.weight")
-        return int(w.shape[0]) if w is not None else None
-
-
-def extract_weights(obj: Any, where: str = "checkpoint") -> Weights:
-    """Recognise our checkpoint ({"model": ...}), the original's ({"weights": ...}) or a bare state dict."""
-    if not isinstance(obj, Mapping):
-        raise UserError(f"{where} holds a {type(obj).__name__}, not a checkpoint dict or a state dict")
-    config = obj.get("config") if isinstance(obj.get("config"), Mapping) else None
-    skeleton = obj.get("skeleton") if isinstance(obj.get("skeleton"), Mapping) else None
-    if isinstance(obj.get("model"), Mapping):
-        state, source = obj["model"], "simplepose"
-    elif isinstance(obj.get("weights"), Mapping):
-        state, source = obj["weights"], "original"
-    elif obj and all(isinstance(v, torch.Tensor) for v in obj.values()):
-        state, source = obj, "state_dict"
-    else:
-        raise UserError(
-            f"{where} holds no model weights: expected a dict with 'model' (SimplePose), 'weights' (the original "
-            f"Simple Pose) or a state dict of tensors; found keys {sorted(map(str, obj))[:10]}"
-        )
-    state = {_strip_wrappers(k): v for k, v in state.items()}
-    if source == "original" or any(k.startswith(ORIGINAL_PREFIX) for k in state):
-        state, source = convert_original_state_dict(state), "original"
-    return Weights(dict(state), source, dict(config) if config else None, dict(skeleton) if skeleton else None)
+def predicted_channels(state: Mapping[str, torch.Tensor]) -> int | None:
+    """Channels the heads of a state dict in our naming predict (the skeleton's limbs + keypoints + 2), if it tells."""
+    w = state.get("heads.0.0.predict.weight")
+    return int(w.shape[0]) if w is not None else None
 
 
 @dataclass
@@ -166,76 +111,71 @@ class LoadReport:
         return not (self.missing or self.unexpected or self.mismatched)
 
 
-def load_weights(
+def load_state(
     model: nn.Module,
-    path_or_state: str | Path | Mapping,
+    state: Mapping[str, torch.Tensor],
+    where: str,
     strict: bool = True,
-    source: str | None = None,
     reinitialise: re.Pattern | None = None,
+    source: str = "simplepose",
+    saved_model_config: Mapping[str, Any] | None = None,
 ) -> LoadReport:
-    """Load weights into ``model`` (a PoseNet, possibly wrapped by DDP or torch.compile).
+    """Load a state dict in our naming (``engine.checkpoint.Checkpoint.model``) into ``model`` (a PoseNet, possibly
+    wrapped by DDP or torch.compile). Checkpoints call this through ``Checkpoint.load_into``, after the skeleton check.
 
-    ``path_or_state``: a file path, or an already loaded checkpoint / state dict. With ``strict`` any missing,
-    unexpected or shape-mismatched key raises UserError listing them and suggesting the fitting model config;
-    without it the matching keys are loaded and the report lists the rest. ``source`` names where an
-    already loaded dict came from, for messages. Keys matching ``reinitialise`` are neither loaded nor missed:
-    the model keeps its own (``report.reinitialised``).
+    With ``strict`` any missing, unexpected or shape-mismatched key raises UserError (naming ``where``) listing them
+    and suggesting the fitting model config (``saved_model_config``: the model section the checkpoint was saved
+    with, quoted too); without it the matching keys are loaded and the report lists the rest. Keys matching
+    ``reinitialise`` are neither loaded nor missed: the model keeps its own (``report.reinitialised``). Weights
+    holding NaN or infinities are refused. ``source``: the file's form, for the report and messages.
     """
-    where = str(path_or_state) if isinstance(path_or_state, (str, Path)) else source or "the given state dict"
-    obj = read_checkpoint(path_or_state) if isinstance(path_or_state, (str, Path)) else path_or_state
-    weights = extract_weights(obj, where)
-    diverged = [k for k, v in weights.state.items() if v.is_floating_point() and not torch.isfinite(v).all()]
+    diverged = [k for k, v in state.items() if v.is_floating_point() and not torch.isfinite(v).all()]
     if diverged:
         raise UserError(
             f"{where} holds NaN or infinite values in {len(diverged)} tensors (e.g. {', '.join(diverged[:3])}): the "
-            "run that wrote it diverged; use an earlier checkpoint"
+            "run that wrote it diverged; use an earlier checkpoint",
+            file=where, key=diverged[0],
         )
     model = unwrap(model)
     own = model.state_dict()
-    report = LoadReport(source=weights.source)
+    report = LoadReport(source=source)
     if reinitialise is not None:
         report.reinitialised = [k for k in own if reinitialise.match(k)]
-        weights.state = {k: v for k, v in weights.state.items() if not reinitialise.match(k)}
+        state = {k: v for k, v in state.items() if not reinitialise.match(k)}
         own = {k: v for k, v in own.items() if not reinitialise.match(k)}
-    report.missing = [k for k in own if k not in weights.state]
-    report.unexpected = [k for k in weights.state if k not in own]
-    for k, v in weights.state.items():
+    report.missing = [k for k in own if k not in state]
+    report.unexpected = [k for k in state if k not in own]
+    for k, v in state.items():
         if k in own and tuple(v.shape) != tuple(own[k].shape):
             report.mismatched.append(f"{k}: checkpoint {tuple(v.shape)} vs model {tuple(own[k].shape)}")
     if strict and not report.ok:
-        raise UserError(_mismatch_message(where, report, weights, model))
+        fits = fitting_overrides(state, model)
+        raise WeightsMismatch(_mismatch_message(where, report, fits, saved_model_config), where, report, fits)
     bad = {m.split(":", 1)[0] for m in report.mismatched}
-    model.load_state_dict({k: v for k, v in weights.state.items() if k in own and k not in bad}, strict=False)
+    model.load_state_dict({k: v for k, v in state.items() if k in own and k not in bad}, strict=False)
     return report
 
 
-def load_initial_weights(model: nn.Module, path: str | Path) -> tuple[LoadReport, Skeleton]:
-    """``train.init_weights``: load a checkpoint into a fresh ``model`` (a PoseNet); (report, the checkpoint's
-    skeleton: the one it carries, else COCO's, as for every checkpoint saved without one).
+class WeightsMismatch(UserError):
+    """Weights that do not fit the network: ``report`` (a ``LoadReport``) lists the missing, unexpected and
+    shape-mismatched keys; ``fits``: the config overrides that build a network they fit, as far as their shapes
+    tell (``fitting_overrides``); ``file``: where the weights came from."""
 
-    Trained for a skeleton with the model's channel layout: every tensor, strictly. For another skeleton: every
-    tensor but the skeleton-dependent ones (``SKELETON_DEPENDENT``), strictly (so a different network size is still
-    an error); those keep the model's initialisation and are listed in ``report.reinitialised``.
-    """
-    weights = extract_weights(read_checkpoint(path), str(path))
-    skeleton = unwrap(model).skeleton
-    saved = carried_skeleton(weights.skeleton, f"saved in {path}")
-    same = saved.same_layout(skeleton)
-    state = {"model": weights.state}  # already in our naming
-    return load_weights(model, state, source=str(path), reinitialise=None if same else SKELETON_DEPENDENT), saved
+    def __init__(self, message: str, where: str, report: LoadReport, fits: dict[str, Any]) -> None:
+        super().__init__(message, file=where)
+        self.report, self.fits = report, fits
 
 
-def reinitialised_note(report: LoadReport, saved: Skeleton, model: nn.Module, path: str | Path) -> str | None:
-    """What ``train.init_weights`` says when the checkpoint was trained for another skeleton: how many tensors loaded
-    and which ones were re-initialised (None when it loaded whole)."""
-    if not report.reinitialised:
-        return None
-    loaded = len(unwrap(model).state_dict()) - len(report.reinitialised)
-    return (
-        f"train.init_weights={path} was trained for skeleton {saved.describe()}, this run uses "
-        f"{unwrap(model).skeleton.describe()}: loaded the {loaded} tensors that do not depend on the skeleton; "
-        f"re-initialised the {len(report.reinitialised)} that do:\n  " + "\n  ".join(report.reinitialised)
-    )
+def fitting_overrides(state: Mapping[str, torch.Tensor], model: nn.Module) -> dict[str, Any]:
+    """The ``key=value`` overrides (dotted key -> value) under which ``model``'s config builds the network ``state``
+    was made with: its ``model.*`` settings that differ (``infer_model_config``), and one loss weight per stack."""
+    cfg = getattr(model, "cfg", None)
+    found = infer_model_config(state)
+    current = {k: getattr(cfg, k) for k in found if hasattr(cfg, k)} if cfg is not None else {}
+    fits: dict[str, Any] = {f"model.{k}": v for k, v in found.items() if current.get(k) != v}
+    if "model.stacks" in fits:
+        fits["loss.stack_weights"] = [1] * found["stacks"]
+    return fits
 
 
 def unwrap(model: nn.Module) -> nn.Module:
@@ -287,35 +227,31 @@ def infer_model_config(state: Mapping[str, torch.Tensor]) -> dict[str, Any]:
     return out
 
 
-def _mismatch_message(where: str, report: LoadReport, weights: Weights, model: nn.Module) -> str:
-    cfg = getattr(model, "cfg", None)
-    lines = [f"the weights in {where} do not fit the model ({weights.source} format):"]
+def _mismatch_message(where: str, report: LoadReport, fits: dict[str, Any],
+                      saved_model_config: Mapping[str, Any] | None) -> str:  # fmt: skip
+    lines = [f"the weights in {where} do not fit the model ({report.source} format):"]
     for name, keys in (("missing", report.missing), ("unexpected", report.unexpected),
                        ("shape-mismatched", report.mismatched)):  # fmt: skip
         if keys:
             lines.append(f"  {len(keys)} {name} keys" + (", the first 10:" if len(keys) > 10 else ":"))
             lines += [f"    {k}" for k in keys[:10]]
-    found = infer_model_config(weights.state)
-    current = {k: getattr(cfg, k) for k in found if hasattr(cfg, k)} if cfg is not None else {}
-    differ = {k: v for k, v in found.items() if current.get(k) != v}
-    if differ:
-        hint = " ".join(f"model.{k}={str(v).lower() if isinstance(v, bool) else v}" for k, v in differ.items())
-        stacks = f" loss.stack_weights=[{','.join(['1'] * found['stacks'])}]" if "stacks" in differ else ""
-        lines.append(f"the checkpoint was made with: {hint}{stacks} (set these config overrides)")
-    if weights.config and isinstance(weights.config.get("model"), Mapping):
-        lines.append(f"its saved config has model: {dict(weights.config['model'])}")
-    skeleton = getattr(model, "skeleton", None)
-    channels = weights.output_channels
-    if skeleton is not None and channels is not None and channels != skeleton.num_channels:
-        saved = f" (it carries skeleton '{weights.skeleton.get('name')}')" if weights.skeleton else ""
-        lines.append(
-            f"its heads output {channels} channels, this model's {skeleton.num_channels} (skeleton "
-            f"{skeleton.describe()}): it was trained for another skeleton{saved}; set data.skeleton to that one"
-        )
+    if fits:
+        hint = " ".join(f"{k}={_override_text(v)}" for k, v in fits.items())
+        lines.append(f"the checkpoint was made with: {hint} (set these config overrides)")
+    if saved_model_config:
+        lines.append(f"its saved config has model: {dict(saved_model_config)}")
     return "\n".join(lines)
 
 
-def _strip_wrappers(key: str) -> str:
+def _override_text(value: Any) -> str:
+    """A value as a ``key=value`` override writes it: ``true``, ``[1,1]``, ``32``."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return f"[{','.join(map(str, value))}]" if isinstance(value, list) else str(value)
+
+
+def strip_wrappers(key: str) -> str:
+    """A parameter name without the prefixes of DDP / DataParallel (``module.``) and torch.compile (``_orig_mod.``)."""
     changed = True
     while changed:
         changed = False

@@ -10,13 +10,13 @@ import models.posenet as posenet
 from config.loader import load_config, to_dict
 from config.schema import Config
 from data.dataset import SimplePoseDataset, collate, images_to_float
-from engine.resume import check_same_model
+from engine.checkpoint import Checkpoint, CheckpointError
+from engine.checkpointer import check_same_model
 from engine.trainer import Trainer
 from evaluate.model_loader import load_model
 from models import MultiTaskLoss, build_model
 from models.weights import unwrap
 from tests.helpers import COCO
-from utils.errors import UserError
 from utils.paths import TINY_PRESET
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # fast on a busy 2-core machine
@@ -85,11 +85,12 @@ def test_evaluation_and_no_grad_run_the_plain_path(monkeypatch):
 
 
 def test_resume_may_toggle_checkpointing_but_not_the_architecture():
-    saved = {"config": to_dict(two_stack_cfg(True))}
-    check_same_model(saved, two_stack_cfg(False), "last.pt")
+    saved = Checkpoint({}, config=to_dict(two_stack_cfg(True)), file="last.pt")
+    check_same_model(saved, two_stack_cfg(False))
     other = load_config(TINY_PRESET, [*TWO_STACKS, "model.inp_dim=32"])
-    with pytest.raises(UserError, match="model settings"):
-        check_same_model(saved, other, "last.pt")
+    with pytest.raises(CheckpointError) as e:
+        check_same_model(saved, other)
+    assert (e.value.file, e.value.key) == ("last.pt", "config")
 
 
 def test_run_resumed_with_checkpointing_on_matches_one_without(sample_h5_64, tmp_path):
@@ -100,7 +101,7 @@ def test_run_resumed_with_checkpointing_on_matches_one_without(sample_h5_64, tmp
     Trainer(load_config(TINY_PRESET, [*split, "train.epochs=1"])).fit()
     resumed = Trainer(load_config(TINY_PRESET, [*split, "train.epochs=2", "train.resume=auto",
                                                 "model.checkpoint_activations=true"]))  # fmt: skip
-    assert resumed.epoch == 1 and unwrap(resumed.model).cfg.checkpoint_activations
+    assert resumed.progress.epoch == 1 and unwrap(resumed.model).cfg.checkpoint_activations
     resumed.fit()
     expected = unwrap(full.model).state_dict()
     for name, value in unwrap(resumed.model).state_dict().items():

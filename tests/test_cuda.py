@@ -36,7 +36,7 @@ import engine.trainer
 from config.loader import config_from_args
 from data.coco_to_hdf5 import Source, convert
 from data.synthetic import generate
-from engine.checkpoint import load_checkpoint
+from engine.checkpoint import Checkpoint
 from engine.logger import read_metrics
 from engine.run import QUICKSTART_PRESET, parse_args
 from engine.trainer import Trainer
@@ -158,10 +158,10 @@ def train_one_epoch(args: list[str], fixed_batch_steps: int = 0) -> Steps:
     many steps on one batch."""
     trainer = Trainer(config_from_args(parse_args("", args)))
     if fixed_batch_steps:
-        trainer.sampler = SameBatch(trainer.cfg.train.batch_size, fixed_batch_steps)
-        trainer.steps_per_epoch = fixed_batch_steps
+        trainer.batches.sampler = SameBatch(trainer.cfg.train.batch_size, fixed_batch_steps)
+        trainer.batches.steps_per_epoch = fixed_batch_steps
     seen = Steps(trainer)
-    make_loader = engine.trainer.make_loader
+    make_loader = engine.loader.make_loader
 
     def spying_loader(*loader_args, **kwargs):
         loader = make_loader(*loader_args, **kwargs)
@@ -174,17 +174,17 @@ def train_one_epoch(args: list[str], fixed_batch_steps: int = 0) -> Steps:
         x = inputs[0]
         seen.inputs.append((x.device.type, x.dtype, x.is_contiguous(memory_format=torch.channels_last)))
 
-    engine.trainer.make_loader = spying_loader
+    engine.loader.make_loader = spying_loader
     model = unwrap(trainer.model)
     hook = model.register_forward_pre_hook(record_input)
     names = [n for n, p in model.named_parameters() if p.requires_grad]
     before = [p.detach().clone() for p in trainer.params]
     try:
-        trainer.train_epoch(0)
+        trainer.train_epoch()
     finally:
-        engine.trainer.make_loader = make_loader
+        engine.loader.make_loader = make_loader
         hook.remove()
-        trainer.logger.close()
+        trainer.hooks.after_train(trainer.progress)  # closes the metrics log
     seen.trainable = len(names)
     seen.unchanged = [n for n, p, b in zip(names, trainer.params, before) if torch.equal(p, b)]
     seen.unchanged_with_gradient = [n for n, p, b in zip(names, trainer.params, before)
@@ -205,7 +205,7 @@ def test_paper_preset_trains_on_a_fixed_batch(sample_h5, tmp_path, amp, channels
                                       "data.num_workers=0", "train.batch_size=2", "train.optimizer=adam",
                                       "train.lr=1e-3", "train.weight_decay=0"), steps)  # fmt: skip
     t = seen.trainer
-    skipped = t.counters["skipped_nonfinite"]
+    skipped = t.progress.counters["skipped_nonfinite"]
     # fp16: GradScaler starts at 2**16 and halves once per step whose scaled gradients overflowed (the scaler skips
     # that update itself; not a non-finite step); it cannot grow back within 2000 steps
     overflows = round(math.log2(2.0**16 / t.scaler.get_scale())) if t.scaler.is_enabled() else 0
@@ -249,22 +249,23 @@ def test_resume_continues_the_run_exactly(sample_h5, tmp_path):
     train = [sys.executable, "train.py"]
     runs = [run_command([*train, *paper_args(sample_h5, tmp_path / "straight", *common, "train.epochs=2")])]
     runs.append(run_command([*train, *paper_args(sample_h5, tmp_path / "split", *common, "train.epochs=1")]))
-    half = load_checkpoint(tmp_path / "split" / "last.pt")
+    half = Checkpoint.load(tmp_path / "split" / "last.pt")
     runs.append(run_command([*train, *paper_args(sample_h5, tmp_path / "split", *common, "train.epochs=2",
                                                  "train.resume=auto")]))  # fmt: skip
     assert "resumed from" in runs[-1].stdout
-    straight, resumed = (load_checkpoint(tmp_path / d / "last.pt") for d in ("straight", "split"))
-    assert straight["global_step"] == resumed["global_step"] == 2 * half_steps and half["global_step"] == half_steps
-    assert straight["counters"] == resumed["counters"]
-    assert straight["scaler"] == resumed["scaler"]  # fp16 on CUDA: scale and growth tracker
+    straight, resumed = (Checkpoint.load(tmp_path / d / "last.pt") for d in ("straight", "split"))
+    assert straight.progress.global_step == resumed.progress.global_step == 2 * half_steps
+    assert half.progress.global_step == half_steps
+    assert straight.progress.counters == resumed.progress.counters
+    assert straight.train_state.scaler == resumed.train_state.scaler  # fp16 on CUDA: scale and growth tracker
     warnings = "".join(r.stderr for r in runs)
     nondeterministic = sorted(set(re.findall(r"(\S+) does not have a deterministic implementation", warnings)))
     if "this operation is not deterministic because it uses CuBLAS" in warnings:
         nondeterministic.append("cuBLAS without CUBLAS_WORKSPACE_CONFIG")
-    apart, moved = state_distance(straight["model"], resumed["model"]), state_distance(straight["model"], half["model"])
+    apart, moved = state_distance(straight.model, resumed.model), state_distance(straight.model, half.model)
     print(
         f"nondeterministic kernels reported: {nondeterministic or 'none'}; straight vs resumed weights {apart:.3g} "
-        f"apart, the last {half_steps} steps moved them {moved:.3g}; GradScaler {straight['scaler'] or 'off'}"
+        f"apart, the last {half_steps} steps moved them {moved:.3g}; GradScaler {straight.train_state.scaler or 'off'}"
     )
     print(f"losses straight {train_losses(tmp_path / 'straight')}\nlosses split    {train_losses(tmp_path / 'split')}")
     assert moved > 0
@@ -272,9 +273,9 @@ def test_resume_continues_the_run_exactly(sample_h5, tmp_path):
         assert apart <= 0.01 * moved
         return
     assert train_losses(tmp_path / "straight") == train_losses(tmp_path / "split")
-    for key in straight["model"]:
-        assert torch.equal(straight["model"][key], resumed["model"][key]), key
-    a, b = flat_optimizer_state(straight["optimizer"]), flat_optimizer_state(resumed["optimizer"])
+    for key in straight.model:
+        assert torch.equal(straight.model[key], resumed.model[key]), key
+    a, b = flat_optimizer_state(straight.train_state.optimizer), flat_optimizer_state(resumed.train_state.optimizer)
     assert len(a) == len(b) > 0 and all(torch.equal(x, y) for x, y in zip(a, b))
 
 
@@ -389,7 +390,7 @@ def test_torchrun_with_one_process_trains_with_sync_batchnorm(sample_h5_64, tmp_
     probe = str(REPO_ROOT / "tests" / "batchnorm_probe.py")
     args = tiny_run_args(sample_h5_64, tmp_path, "dist.sync_bn=true", "train.max_steps_per_epoch=3")
     r = run_command(torchrun_command([probe, *args], 1))
-    assert load_checkpoint(tmp_path / "last.pt")["global_step"] == 3
+    assert Checkpoint.load(tmp_path / "last.pt").progress.global_step == 3
     assert_finite(train_losses(tmp_path))
     found = re.search(r"^batchnorm layers: (.*)$", r.stdout, re.M)
     assert found, r.stdout[-2000:]

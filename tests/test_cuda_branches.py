@@ -12,5 +12,6 @@ from utils.errors import UserError
 def test_asking_for_cuda_without_it_names_the_setting_to_change():
     assert select_device("auto") == torch.device("cpu")
     for name in ("cuda", "cuda:1"):
-        with pytest.raises(UserError, match="CUDA is not available; use train.device=cpu"):
+        with pytest.raises(UserError) as e:
             select_device(name)
+        assert e.value.key == "device"

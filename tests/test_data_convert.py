@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 from pycocotools.coco import COCO
 
+from data.coco_to_hdf5 import Source, convert
 from data.h5_format import MASK_IGNORE_BIT, MASK_PERSON_BIT, decode_mask_runs
+from utils.errors import AnnotationError, UserError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -125,46 +127,57 @@ def write_json(path, data):
     return path
 
 
-def assert_clean_failure(proc, *words):
-    assert proc.returncode != 0
-    assert "Traceback" not in proc.stderr
-    for w in words:
-        assert w in proc.stderr, proc.stderr
+def assert_clean_failure(proc):
+    """The command ended with one error line, no traceback."""
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and proc.stderr.count("error: ") == 1, proc.stderr
+
+
+def refused(annotations, images, out):
+    """The AnnotationError of converting ``annotations``; ``out`` not written."""
+    with pytest.raises(AnnotationError) as e:
+        convert([Source(images, annotations)], out, progress=False)
+    assert not out.exists() and not list(out.parent.glob(f".{out.name}.*"))
+    return e.value
 
 
 def test_malformed_annotations_fail_cleanly(tmp_path, small_set):
     data, images = small_set
+    out = tmp_path / "out.h5"
     bad = json.loads(json.dumps(data))
     bad["annotations"][1]["keypoints"] = bad["annotations"][1]["keypoints"][:50]
     path = write_json(tmp_path / "bad_keypoints.json", bad)
-    proc, out = run_convert(tmp_path, path, images)
-    assert_clean_failure(proc, "bad_keypoints.json", "keypoints", "51")
-    assert not out.exists()
+    e = refused(path, images, out)
+    assert (e.file, e.key, e.annotation_id) == (str(path), "keypoints", bad["annotations"][1]["id"])
+    proc, _ = run_convert(tmp_path, path, images)  # the command: one line
+    assert_clean_failure(proc)
 
     bad = json.loads(json.dumps(data))
     del bad["annotations"][0]["bbox"]
-    proc, _ = run_convert(tmp_path, write_json(tmp_path / "no_bbox.json", bad), images)
-    assert_clean_failure(proc, "no_bbox.json", "'bbox'")
+    path = write_json(tmp_path / "no_bbox.json", bad)
+    e = refused(path, images, out)
+    assert (e.file, e.key, e.annotation_id) == (str(path), "bbox", bad["annotations"][0]["id"])
 
     truncated = tmp_path / "truncated.json"
     truncated.write_text(json.dumps(data)[:5000])
-    proc, _ = run_convert(tmp_path, truncated, images)
-    assert_clean_failure(proc, "truncated.json", "download it again")
+    e = refused(truncated, images, out)
+    assert (e.file, e.key, e.annotation_id) == (str(truncated), None, None)  # the file itself is at fault
 
 
 def test_missing_and_corrupt_images(tmp_path, small_set):
     data, images = small_set
     path = write_json(tmp_path / "ann.json", data)
+    out = tmp_path / "out.h5"
     (images / "000000030752.jpg").unlink()
-    proc, out = run_convert(tmp_path, path, images)
-    assert_clean_failure(proc, "000000030752.jpg", "missing", "--skip-bad")
+    with pytest.raises(UserError) as e:
+        convert([Source(images, path)], out, progress=False)
+    assert e.value.file == str(images / "000000030752.jpg")  # missing: listed before anything is converted
     assert not out.exists() and not list(tmp_path.glob(".out.h5.*"))
 
     jpeg = images / "000000183872.jpg"
     jpeg.write_bytes(jpeg.read_bytes()[:20000])  # truncated download
     shutil.copy(images / "000000000790.jpg", images / "000000030752.jpg")  # present again, wrong size
-    proc, _ = run_convert(tmp_path, path, images)
-    assert_clean_failure(proc, "000000030752.jpg", "size")
+    e = refused(path, images, out)
+    assert (e.file, e.image_id) == (str(images / "000000030752.jpg"), 30752)
     (images / "000000030752.jpg").unlink()
 
     proc, out = run_convert(tmp_path, path, images, "--skip-bad")
@@ -180,8 +193,9 @@ def test_missing_and_corrupt_images(tmp_path, small_set):
 def test_file_names_cannot_escape_the_image_folder(tmp_path, small_set):
     data, images = small_set
     data["images"][0]["file_name"] = "../../etc/passwd"
-    proc, _ = run_convert(tmp_path, write_json(tmp_path / "ann.json", data), images)
-    assert_clean_failure(proc, "outside the image folder")
+    path = write_json(tmp_path / "ann.json", data)
+    e = refused(path, images, tmp_path / "out.h5")
+    assert (e.file, e.key, e.image_id) == (str(path), "file_name", data["images"][0]["id"])
 
 
 def test_main_person_spacing_uses_each_persons_own_box():

@@ -13,7 +13,7 @@ from data import augment
 from data.dataset import SimplePoseDataset, collate, images_to_float, mask_scales
 from evaluate.inference import prepare_input
 from tests.helpers import COCO
-from utils.errors import UserError
+from utils.errors import DataFileError, UserError
 
 
 @pytest.fixture(scope="module")
@@ -145,10 +145,10 @@ def test_validation_items_are_deterministic(coco_sample_h5, cfg):
 
 def test_refuses_a_file_for_another_input_size(coco_sample_h5, cfg):
     other = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, input_size=512))
-    with pytest.raises(UserError) as e:
+    with pytest.raises(DataFileError) as e:
         SimplePoseDataset(coco_sample_h5, other, train=True)
-    msg = str(e.value)
-    assert "built for input size 256" in msg and "python -m data.coco_to_hdf5" in msg and "--input-size 512" in msg
+    assert (e.value.file, e.value.key) == (str(coco_sample_h5), "data.input_size")
+    assert "--input-size 512" in str(e.value)  # it quotes the converter's command for this size
 
 
 def test_show_sample_writes_a_panel_picture(coco_sample_h5, tmp_path):

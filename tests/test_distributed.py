@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from engine.checkpoint import load_checkpoint
+from engine.checkpoint import Checkpoint
 from engine.launch import DataParallelBalanced, ModelWithLoss, sync_batchnorm
 from tests.helpers import COCO, subprocess_env, tiny_cfg, tiny_run_args, torchrun_command
 from utils.paths import REPO_ROOT
@@ -77,21 +77,21 @@ def test_two_processes_equal_one_process_with_twice_the_batch(sample_h5_64, two_
     r1 = one_process("train_parallel.py", sample_h5_64, tmp_path, *RUN, "train.batch_size=4", "train.lr=0.02",
                      label="1 process x batch 4 (train_parallel.py)")  # fmt: skip
     assert "no GPU visible" in r1.stdout
-    two, one = load_checkpoint(out2 / "last.pt"), load_checkpoint(tmp_path / "last.pt")
-    assert two["world_size"] == 2 and one["world_size"] == 1
-    assert two["global_step"] == one["global_step"] == 4
-    assert two["ranks_in_sync"] is True  # every rank held bit-identical weights at the checkpoint
+    two, one = Checkpoint.load(out2 / "last.pt"), Checkpoint.load(tmp_path / "last.pt")
+    assert two.train_state.world_size == 2 and one.train_state.world_size == 1
+    assert two.progress.global_step == one.progress.global_step == 4
+    assert two.train_state.ranks_in_sync is True  # every rank held bit-identical weights at the checkpoint
 
     from engine.runtime import seed_everything
     from models import build_model
 
     seed_everything(0, False)
     init = build_model(tiny_cfg(sample_h5_64, tmp_path)).state_dict()
-    moved = max((two["model"][k] - init[k]).abs().max().item() for k in init if init[k].is_floating_point())
+    moved = max((two.model[k] - init[k]).abs().max().item() for k in init if init[k].is_floating_point())
     assert moved > 1e-3  # training changed the weights, so equality below is not trivial
-    assert_close_states(two["model"], one["model"])
-    momenta = [(a["momentum_buffer"], b["momentum_buffer"])
-               for a, b in zip(two["optimizer"]["state"].values(), one["optimizer"]["state"].values())]  # fmt: skip
+    assert_close_states(two.model, one.model)
+    states = (two.train_state.optimizer["state"].values(), one.train_state.optimizer["state"].values())
+    momenta = [(a["momentum_buffer"], b["momentum_buffer"]) for a, b in zip(*states)]
     assert momenta and all(torch.allclose(a, b, rtol=1e-4, atol=1e-7) for a, b in momenta)
     # the logged loss is the mean over ranks: the loss of the whole global batch
     for a, b in zip(train_records(out2), train_records(tmp_path)):
@@ -113,10 +113,10 @@ def nan_run(sample_h5_64, tmp_path_factory, coco_sample_images, coco_sample_anno
 def test_nan_on_one_rank_makes_every_rank_skip_the_step(nan_run):
     out, r = nan_run
     assert r.stdout.count("step skipped") == 1
-    ckpt = load_checkpoint(out / "last.pt")
-    assert ckpt["counters"]["skipped_nonfinite"] == 1 and ckpt["global_step"] == 3
-    assert ckpt["ranks_in_sync"] is True  # rank 0 skipped too (it saw a finite loss)
-    assert all(torch.isfinite(v).all() for v in ckpt["model"].values() if v.is_floating_point())
+    ckpt = Checkpoint.load(out / "last.pt")
+    assert ckpt.progress.counters["skipped_nonfinite"] == 1 and ckpt.progress.global_step == 3
+    assert ckpt.train_state.ranks_in_sync is True  # rank 0 skipped too (it saw a finite loss)
+    assert all(torch.isfinite(v).all() for v in ckpt.model.values() if v.is_floating_point())
     losses = [rec["loss"] for rec in train_records(out)]
     assert losses[1] == "nan" and all(isinstance(x, float) for x in losses[::2])
     # validation ran sharded over both ranks: one record, the loss over the val file and COCO AP of 4 images
@@ -136,9 +136,9 @@ def test_a_two_process_checkpoint_resumes_in_one_and_in_two(nan_run, sample_h5_6
     else:
         r = torchrun("train_distributed.py", sample_h5_64, tmp_path, *resume, nproc=2)
     assert "resumed from" in r.stdout and "global step 3" in r.stdout
-    ckpt = load_checkpoint(tmp_path / "last.pt")
-    assert (ckpt["epoch"], ckpt["global_step"], ckpt["world_size"]) == (2, 6, nproc)
-    assert ckpt["counters"]["skipped_nonfinite"] == 1  # carried over
+    ckpt = Checkpoint.load(tmp_path / "last.pt")
+    assert (ckpt.progress.epoch, ckpt.progress.global_step, ckpt.train_state.world_size) == (2, 6, nproc)
+    assert ckpt.progress.counters["skipped_nonfinite"] == 1  # carried over
     assert [rec["global_step"] for rec in train_records(tmp_path)] == [4, 5, 6]
 
 
@@ -150,13 +150,13 @@ def test_a_killed_worker_restarts_and_resumes_from_the_last_checkpoint(sample_h5
     assert "rank 1 dies at global step 3" in r.stdout
     assert "resumed from" in r.stdout and "step 2, global step 2" in r.stdout
     assert not stale.exists()
-    ckpt = load_checkpoint(tmp_path / "last.pt")
-    assert (ckpt["epoch"], ckpt["global_step"]) == (1, 4) and ckpt["ranks_in_sync"] is True
+    ckpt = Checkpoint.load(tmp_path / "last.pt")
+    assert (ckpt.progress.epoch, ckpt.progress.global_step) == (1, 4) and ckpt.train_state.ranks_in_sync is True
     # the metrics lost the dead attempt's records past its checkpoint: every step is logged once
     assert [rec["global_step"] for rec in train_records(tmp_path)] == [1, 2, 3, 4]
     # only the work since the checkpoint was redone, exactly: the same weights as the uninterrupted run
-    reference = load_checkpoint(two_process_run[0] / "last.pt")
-    assert_close_states(reference["model"], ckpt["model"], rtol=0, atol=0)
+    reference = Checkpoint.load(two_process_run[0] / "last.pt")
+    assert_close_states(reference.model, ckpt.model, rtol=0, atol=0)
 
 
 def test_a_rank_that_hangs_ends_the_run_by_name_and_the_group_resumes(sample_h5_64, two_process_run, tmp_path):
@@ -174,10 +174,10 @@ def test_a_rank_that_hangs_ends_the_run_by_name_and_the_group_resumes(sample_h5_
     assert all("made no progress for 5 s (dist.timeout_s)" in line for line in stalls)
     assert "Traceback" not in r.stderr.split("stuck: rank 1")[0]
     assert "resumed from" in r.stdout and "step 2, global step 2" in r.stdout
-    ckpt = load_checkpoint(tmp_path / "last.pt")
-    assert ckpt["global_step"] == 4 and ckpt["ranks_in_sync"] is True
-    reference = load_checkpoint(two_process_run[0] / "last.pt")
-    assert_close_states(reference["model"], ckpt["model"], rtol=0, atol=0)
+    ckpt = Checkpoint.load(tmp_path / "last.pt")
+    assert ckpt.progress.global_step == 4 and ckpt.train_state.ranks_in_sync is True
+    reference = Checkpoint.load(two_process_run[0] / "last.pt")
+    assert_close_states(reference.model, ckpt.model, rtol=0, atol=0)
 
 
 class SplitByHand(nn.Module):

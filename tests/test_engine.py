@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 
+import pytest
 import torch
 
-from engine.checkpoint import load_checkpoint
+from engine.checkpoint import Checkpoint, CheckpointError
 from engine.trainer import Trainer
-from models.weights import unwrap
-from tests.harness.faulty_trainer import faulty_trainer
-from tests.helpers import flat_optimizer_state, tiny_cfg, tiny_run_args
+from models.weights import WeightsMismatch, unwrap
+from tests.harness.faulty_trainer import with_faults
+from tests.helpers import flat_optimizer_state, tiny_cfg
+from utils.errors import DataFileError
 from utils.paths import REPO_ROOT
 
 
@@ -33,16 +36,18 @@ def test_exact_resume_is_bit_identical(sample_h5_64, tmp_path):
     first = Trainer(tiny_cfg(sample_h5_64, tmp_path / "split", *common[1:], "train.epochs=1"))
     first.fit()
     resumed = Trainer(tiny_cfg(sample_h5_64, tmp_path / "split", *common, "train.resume=auto"))
-    assert resumed.epoch == 1 and resumed.global_step == 3
+    assert resumed.progress.epoch == 1 and resumed.progress.global_step == 3
     resumed.fit()
 
     assert_same_state(model_state(full), model_state(resumed))
     for a, b in zip(flat_optimizer_state(full.optimizer.state_dict()),
                     flat_optimizer_state(resumed.optimizer.state_dict())):  # fmt: skip
         assert torch.equal(a, b)
-    ckpt = load_checkpoint(tmp_path / "split" / "last.pt")
-    assert ckpt["epoch"] == 2 and ckpt["global_step"] == 6 and ckpt["config"]["train"]["epochs"] == 2
-    assert {"model", "optimizer", "scheduler", "scaler", "rng", "version", "best_metric"} <= ckpt.keys()
+    ckpt = Checkpoint.load(tmp_path / "split" / "last.pt")
+    assert ckpt.progress.epoch == 2 and ckpt.progress.global_step == 6 and ckpt.config["train"]["epochs"] == 2
+    state = ckpt.train_state
+    assert state.optimizer["state"] and state.rng and ckpt.code_version and ckpt.skeleton is not None
+    assert state.progress.best_metric == -math.inf and state.scaler == {}  # no validation here; no loss scaling
     assert (tmp_path / "split" / "config.yaml").is_file()
 
 
@@ -52,9 +57,9 @@ def test_mid_epoch_checkpoint_resumes_at_the_same_step(sample_h5_64, tmp_path):
     full.fit()
     partial = Trainer(tiny_cfg(sample_h5_64, tmp_path / "part", *common, "train.max_steps_per_epoch=2",
                                "train.epochs=1"))  # fmt: skip
-    partial.train_epoch(0)  # writes last.pt at step 2 of epoch 0 and "dies"
+    partial.train_epoch()  # writes last.pt at step 2 of epoch 0 and "dies"
     resumed = Trainer(tiny_cfg(sample_h5_64, tmp_path / "part", *common, "train.resume=auto"))
-    assert (resumed.epoch, resumed.start_step) == (0, 2)
+    assert (resumed.progress.epoch, resumed.progress.step) == (0, 2)
     resumed.fit()
     assert_same_state(model_state(full), model_state(resumed))
 
@@ -66,7 +71,7 @@ def test_clipping_bounds_the_update(sample_h5_64, tmp_path):
                          "train.lr=1", f"train.clip_grad_norm={clip}", "train.epochs=1",
                          "train.max_steps_per_epoch=1"))  # fmt: skip
     before = [p.detach().clone() for p in t.params]
-    t.train_epoch(0)
+    t.train_epoch()
     step = torch.sqrt(sum(((p.detach() - b) ** 2).sum() for p, b in zip(t.params, before)))
     assert 0 < step.item() <= clip * (1 + 1e-4)
     row = [r for r in (tmp_path / "metrics.jsonl").read_text().splitlines() if '"train"' in r][-1]
@@ -91,49 +96,53 @@ def test_freezing_keeps_parameters_and_keeps_them_out_of_the_optimizer(sample_h5
 def test_bf16_autocast_trains_and_nan_is_skipped_and_counted(sample_h5_64, tmp_path):
     cfg = tiny_cfg(sample_h5_64, tmp_path, "train.amp=bf16", "train.epochs=6", "train.max_steps_per_epoch=2",
                    "train.optimizer=adam", "train.lr=3e-3")  # fmt: skip
-    t = faulty_trainer(nan_steps={5})(cfg)
+    t = with_faults(Trainer(cfg), nan_steps={5})
     assert t.precision.dtype == torch.bfloat16
-    t.sampler.shuffle = False  # the same 4 samples every epoch: the loss must fall
-    t.sampler.size = 4
+    t.batches.sampler.shuffle = False  # the same 4 samples every epoch: the loss must fall
+    t.batches.sampler.size = 4
     t.fit()
     rows = [r for r in (tmp_path / "metrics.jsonl").read_text().splitlines() if '"kind": "train"' in r]
     import json
 
     losses = [json.loads(r)["loss"] for r in rows]
     finite = [x for x in losses if isinstance(x, float)]
-    assert t.counters["skipped_nonfinite"] == 1
+    assert t.progress.counters["skipped_nonfinite"] == 1
     assert sum(finite[-3:]) < sum(finite[:3])
     for p in t.params:
         assert torch.isfinite(p).all()
 
 
-def run_train(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "train.py", "--config", "config/quickstart.yaml", *args],
-                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
+def test_bad_inputs_give_clear_errors(sample_h5_64, tmp_path):
+    with pytest.raises(DataFileError) as e:
+        Trainer(tiny_cfg("/nonexistent/train.h5", tmp_path))
+    assert (e.value.file, e.value.key) == ("/nonexistent/train.h5", "data.train")
 
-
-def test_bad_inputs_give_clear_errors(sample_h5_64, tmp_path, coco_sample_images, coco_sample_annotations):
-    r = run_train("data.train=/nonexistent/train.h5", f"train.out_dir={tmp_path}")
-    assert r.returncode == 2 and "Traceback" not in r.stderr and "/nonexistent/train.h5" in r.stderr
-
-    r = run_train(f"data.train={sample_h5_64}", "data.input_size=128", f"train.out_dir={tmp_path}")
-    assert r.returncode == 2 and "Traceback" not in r.stderr
-    assert "64" in r.stderr and "128" in r.stderr and "coco_to_hdf5" in r.stderr
+    with pytest.raises(DataFileError) as e:
+        Trainer(tiny_cfg(sample_h5_64, tmp_path, "data.input_size=128"))
+    assert (e.value.file, e.value.key) == (str(sample_h5_64), "data.input_size")  # built for 64
 
     # a checkpoint of another architecture: two stacks saved, one stack asked
     t = Trainer(tiny_cfg(sample_h5_64, tmp_path / "two", "model.stacks=2", "loss.stack_weights=[1,1]",
                          "train.epochs=1", "train.max_steps_per_epoch=1"))  # fmt: skip
     t.fit()
-    r = subprocess.run([sys.executable, "train.py",
-                        *tiny_run_args(sample_h5_64, tmp_path, f"train.init_weights={tmp_path / 'two' / 'last.pt'}")],
+    two = tmp_path / "two" / "last.pt"
+    with pytest.raises(WeightsMismatch) as e:
+        Trainer(tiny_cfg(sample_h5_64, tmp_path, f"train.init_weights={two}"))
+    assert e.value.file == str(two) and not e.value.report.missing
+    assert any(k.startswith("hourglasses.1.") for k in e.value.report.unexpected)
+
+    data = two.read_bytes()
+    cut = tmp_path / "cut.pt"
+    cut.write_bytes(data[: len(data) // 3])
+    with pytest.raises(CheckpointError) as e:
+        Trainer(tiny_cfg(sample_h5_64, tmp_path, "model.stacks=2", "loss.stack_weights=[1,1]", f"train.resume={cut}"))
+    assert e.value.file == str(cut)
+
+
+def test_a_bad_input_ends_train_py_with_one_error_line(tmp_path):
+    r = subprocess.run([sys.executable, "train.py", "--config", "config/quickstart.yaml",
+                        "data.train=/nonexistent/train.h5", f"train.out_dir={tmp_path}"],
                        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
     assert r.returncode == 2 and "Traceback" not in r.stderr
-    assert "unexpected" in r.stderr and "hourglasses.1." in r.stderr and "model.stacks=2" in r.stderr
-
-    data = (tmp_path / "two" / "last.pt").read_bytes()
-    (tmp_path / "cut.pt").write_bytes(data[: len(data) // 3])
-    cut = tmp_path / "cut.pt"
-    r = subprocess.run([sys.executable, "train.py", *tiny_run_args(sample_h5_64, tmp_path, "model.stacks=2",
-                                                                "loss.stack_weights=[1,1]", f"train.resume={cut}")],
-                       cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
-    assert r.returncode == 2 and "Traceback" not in r.stderr and "cut.pt" in r.stderr and "truncated" in r.stderr
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "/nonexistent/train.h5" in errors[0]

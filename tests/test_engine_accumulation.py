@@ -9,10 +9,11 @@ import sys
 import pytest
 import torch
 
-from engine.checkpoint import load_checkpoint
+from engine.checkpoint import Checkpoint
+from engine.loader_errors import OutOfMemory
 from engine.trainer import Trainer
 from models.weights import unwrap
-from tests.harness.faulty_trainer import Crash, faulty_trainer
+from tests.harness.faulty_trainer import Crash, with_faults
 from tests.helpers import tiny_cfg, tiny_run_args
 from utils.paths import REPO_ROOT
 
@@ -39,7 +40,8 @@ def test_two_micro_batches_of_two_give_the_weights_of_one_batch_of_four(sample_h
     assert any(not torch.equal(before[k], a[k]) for k in a)  # it trained
     for k in a:
         assert torch.allclose(a[k], b[k], rtol=0, atol=1e-6), k
-    assert load_checkpoint(tmp_path / "b2x2" / "last.pt")["global_step"] == 3  # optimiser steps, not micro-batches
+    # optimiser steps, not micro-batches
+    assert Checkpoint.load(tmp_path / "b2x2" / "last.pt").progress.global_step == 3
 
 
 def test_a_run_that_dies_between_micro_batches_resumes_exactly(sample_h5_64, tmp_path):
@@ -48,27 +50,29 @@ def test_a_run_that_dies_between_micro_batches_resumes_exactly(sample_h5_64, tmp
     full = Trainer(tiny_cfg(sample_h5_64, tmp_path / "full", *common))
     full.fit()
     # the 6th loss is the second micro-batch of step 2: the process dies with half a step's gradient
-    dying = faulty_trainer(crash_at_loss=5)(tiny_cfg(sample_h5_64, tmp_path / "part", *common))
+    dying = with_faults(Trainer(tiny_cfg(sample_h5_64, tmp_path / "part", *common)), crash_at_loss=5)
     with pytest.raises(Crash):
         dying.fit()
-    assert load_checkpoint(tmp_path / "part" / "last.pt")["global_step"] == 2
+    assert Checkpoint.load(tmp_path / "part" / "last.pt").progress.global_step == 2
     resumed = Trainer(tiny_cfg(sample_h5_64, tmp_path / "part", *common, "train.resume=auto"))
-    assert (resumed.epoch, resumed.start_step) == (0, 2)
+    assert (resumed.progress.epoch, resumed.progress.step) == (0, 2)
     resumed.fit()
     a, b = weights(full), weights(resumed)
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
 def test_out_of_memory_is_one_line_naming_the_batch_and_the_checkpoint_stays(sample_h5_64, tmp_path):
-    args = tiny_run_args(sample_h5_64, tmp_path, "train.epochs=1", "train.max_steps_per_epoch=4",
-                         "train.checkpoint_every_steps=1", "train.batch_size=4")  # fmt: skip
+    run = ["train.epochs=1", "train.max_steps_per_epoch=4", "train.checkpoint_every_steps=1", "train.batch_size=4"]
+    with pytest.raises(OutOfMemory) as e:
+        with_faults(Trainer(tiny_cfg(sample_h5_64, tmp_path / "in_process", *run)), oom_step=2).fit()
+    m = e.value
+    assert (m.device.type, m.where, m.shape) == ("cpu", "epoch 0, step 2 (global step 2)", (4, 3, 64, 64))
+    assert m.savings[:2] == ["train.batch_size=2 train.accumulate_steps=2", "model.checkpoint_activations=true"]
+    args = tiny_run_args(sample_h5_64, tmp_path, *run)
     r = subprocess.run([sys.executable, "-m", "tests.harness.faulty_trainer", "--oom-step", "2", "--", *args],
                        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     error = [line for line in r.stderr.splitlines() if line.startswith("error:")]
     assert len(error) == 1
-    assert "out of memory on cpu at epoch 0, step 2 (global step 2)" in error[0]
-    assert "a micro-batch of 4 images of 64x64 px" in error[0]
-    assert "train.batch_size=2 train.accumulate_steps=2" in error[0] and "model.checkpoint_activations=true" in error[0]
-    assert load_checkpoint(tmp_path / "last.pt")["global_step"] == 2
+    assert Checkpoint.load(tmp_path / "last.pt").progress.global_step == 2
     assert not list(tmp_path.glob(".*.tmp"))

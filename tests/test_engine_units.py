@@ -9,12 +9,15 @@ import pytest
 import torch
 
 from config.loader import load_config
-from engine.checkpoint import load_checkpoint, rng_state, save_checkpoint, set_rng_state
+from config.skeleton import load_skeleton
+from engine.checkpoint import Checkpoint, CheckpointError, TrainState, rng_state, set_rng_state
 from engine.logger import MetricsLogger, read_metrics
+from engine.progress import Progress
 from engine.sampler import EpochSampler
 from engine.schedule import LRSchedule
-from utils.errors import UserError
 from utils.paths import REPO_ROOT
+
+COCO = load_skeleton("coco")
 
 
 def test_paper_schedule_matches_formula():
@@ -62,28 +65,67 @@ def test_sampler_ranks_partition_the_global_batch():
     assert list(single) == one[8:]
 
 
+def training_checkpoint(**progress) -> Checkpoint:
+    weights = {"w": torch.randn(3)}
+    optimizer = {"state": {0: {"momentum_buffer": torch.randn(3)}}, "param_groups": [{"lr": 0.1, "params": [0]}]}
+    state = TrainState(optimizer, Progress(**progress), world_size=1, rng=[rng_state()], scaler={"scale": 8.0})
+    return Checkpoint(weights, config={"a": [1, 2]}, skeleton=COCO, train_state=state, code_version="abc123")
+
+
 def test_checkpoint_round_trip_with_rng(tmp_path):
     torch.manual_seed(1)
-    state = {"model": {"w": torch.randn(3)}, "rng": rng_state(), "epoch": 2, "config": {"a": [1, 2]}}
+    ckpt = training_checkpoint(epoch=2, step=1, global_step=5, best_metric=0.25, counters={"skipped_nonfinite": 1})
     a = torch.rand(2)
-    save_checkpoint(tmp_path / "c.pt", state)
-    ckpt = load_checkpoint(tmp_path / "c.pt")
-    set_rng_state(ckpt["rng"])
+    ckpt.save(tmp_path / "c.pt")
+    loaded = Checkpoint.load(tmp_path / "c.pt")
+    set_rng_state(loaded.train_state.rng[0])
     assert torch.equal(torch.rand(2), a)
-    assert torch.equal(ckpt["model"]["w"], state["model"]["w"]) and ckpt["epoch"] == 2
+    assert torch.equal(loaded.model["w"], ckpt.model["w"]) and loaded.progress == ckpt.progress
+    assert (loaded.config, loaded.skeleton, loaded.code_version) == (ckpt.config, COCO, "abc123")
+    assert loaded.train_state.scaler == {"scale": 8.0} and loaded.file == str(tmp_path / "c.pt")
+    assert torch.equal(loaded.train_state.optimizer["state"][0]["momentum_buffer"],
+                       ckpt.train_state.optimizer["state"][0]["momentum_buffer"])  # fmt: skip
+    assert Checkpoint.from_dict(loaded.to_dict()).to_dict().keys() == ckpt.to_dict().keys()  # symmetric
+
+
+def test_older_checkpoints_load(tmp_path):
+    """Format 1 (the flat dict the trainer wrote before the Checkpoint type), the tiny {model, config, epoch} dict
+    of older tools, and a format this code does not know yet."""
+    torch.manual_seed(0)
+    rng = rng_state()
+    flat = {"model": {"module.w": torch.ones(2)}, "optimizer": {"state": {}, "param_groups": []}, "scheduler": {},
+            "scaler": {}, "epoch": 2, "step": 0, "global_step": 6, "world_size": 1, "best_metric": 0.5,
+            "counters": {"skipped_nonfinite": 1}, "rng": rng, "ranks_in_sync": True, "config": {"a": 1},
+            "skeleton": COCO.to_dict(), "version": "abc", "format_version": 1}  # fmt: skip
+    torch.save(flat, tmp_path / "v1.pt")
+    v1 = Checkpoint.load(tmp_path / "v1.pt")
+    assert v1.progress == Progress(2, 0, 6, 0.5, {"skipped_nonfinite": 1})
+    assert list(v1.model) == ["w"] and v1.skeleton == COCO and v1.code_version == "abc"
+    assert len(v1.train_state.rng) == 1 and torch.equal(v1.train_state.rng[0]["torch"], rng["torch"])
+
+    torch.save({"model": {"w": torch.ones(2)}, "config": {"a": 1}, "epoch": 0}, tmp_path / "tiny.pt")
+    tiny = Checkpoint.load(tmp_path / "tiny.pt")
+    assert tiny.train_state is None and tiny.config == {"a": 1} and tiny.skeleton is None
+    assert tiny.trained_skeleton().skeleton == COCO  # saved before checkpoints carried one: COCO's
+
+    torch.save({**flat, "format_version": 99}, tmp_path / "future.pt")
+    with pytest.raises(CheckpointError) as e:
+        Checkpoint.load(tmp_path / "future.pt")
+    assert (e.value.file, e.value.key) == (str(tmp_path / "future.pt"), "format_version")
 
 
 def test_truncated_and_foreign_checkpoints_are_clear_errors(tmp_path):
-    save_checkpoint(tmp_path / "c.pt", {"model": {"w": torch.randn(100)}})
+    Checkpoint({"w": torch.randn(100)}).save(tmp_path / "c.pt")
     data = (tmp_path / "c.pt").read_bytes()
     (tmp_path / "t.pt").write_bytes(data[: len(data) // 2])
-    with pytest.raises(UserError, match=r"t\.pt.*truncated or corrupt"):
-        load_checkpoint(tmp_path / "t.pt")
+    for path in (tmp_path / "t.pt", tmp_path / "missing.pt"):
+        with pytest.raises(CheckpointError) as e:
+            Checkpoint.load(path)
+        assert e.value.file == str(path)
     torch.save({"weights": {}}, tmp_path / "o.pt")
-    with pytest.raises(UserError, match="not a SimplePose training checkpoint"):
-        load_checkpoint(tmp_path / "o.pt")
-    with pytest.raises(UserError, match="not found"):
-        load_checkpoint(tmp_path / "missing.pt")
+    with pytest.raises(CheckpointError) as e:
+        Checkpoint.load(tmp_path / "o.pt")
+    assert (e.value.file, e.value.key) == (str(tmp_path / "o.pt"), "model")
 
 
 def test_checkpoint_refuses_pickled_code(tmp_path):
@@ -92,14 +134,15 @@ def test_checkpoint_refuses_pickled_code(tmp_path):
             return (os.system, ("echo pwned > " + str(tmp_path / "pwned"),))
 
     torch.save({"model": {}, "x": Evil()}, tmp_path / "evil.pt")
-    with pytest.raises(UserError):
-        load_checkpoint(tmp_path / "evil.pt")
+    with pytest.raises(CheckpointError) as e:
+        Checkpoint.load(tmp_path / "evil.pt")
+    assert e.value.file == str(tmp_path / "evil.pt")
     assert not (tmp_path / "pwned").exists()
 
 
 def test_crash_between_temp_write_and_rename_keeps_previous_checkpoint(tmp_path):
     """Kill the writer after its temporary file is written but before the rename."""
-    save_checkpoint(tmp_path / "last.pt", {"model": {"w": torch.zeros(4)}, "epoch": 1})
+    Checkpoint({"w": torch.zeros(4)}, config={"run": 1}).save(tmp_path / "last.pt")
     code = f"""
 import os, torch
 import utils.io as uio
@@ -107,15 +150,15 @@ real_replace = os.replace
 def die(src, dst):
     os._exit(9)  # the process dies right before the rename
 uio.os.replace = die
-from engine.checkpoint import save_checkpoint
-save_checkpoint({str(tmp_path / "last.pt")!r}, {{"model": {{"w": torch.ones(4)}}, "epoch": 2}})
+from engine.checkpoint import Checkpoint
+Checkpoint({{"w": torch.ones(4)}}, config={{"run": 2}}).save({str(tmp_path / "last.pt")!r})
 """
     r = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True)
     assert r.returncode == 9
     leftovers = [p.name for p in tmp_path.iterdir() if p.name != "last.pt"]
     assert leftovers, "the temporary file should have been written before the crash"
-    ckpt = load_checkpoint(tmp_path / "last.pt")
-    assert ckpt["epoch"] == 1 and torch.equal(ckpt["model"]["w"], torch.zeros(4))
+    ckpt = Checkpoint.load(tmp_path / "last.pt")
+    assert ckpt.config == {"run": 1} and torch.equal(ckpt.model["w"], torch.zeros(4))
 
 
 def test_metrics_log_truncates_records_past_a_resume(tmp_path):

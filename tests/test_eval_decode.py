@@ -1,5 +1,7 @@
 """Peaks, limb scoring and person assembly on hand-made maps with known people."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -8,8 +10,8 @@ from data.targets import draw_targets
 from evaluate.assemble import AssemblyParams, assemble_people, person_scores
 from evaluate.coco_results import coco_results
 from evaluate.decode import decode_people
-from evaluate.limbs import match_limb, score_pairs
-from evaluate.peaks import find_peaks, local_maxima
+from evaluate.limbs import LimbParams, match_limb, score_pairs
+from evaluate.peaks import PeakParams, find_peaks, local_maxima
 from tests.helpers import COCO, person
 
 STRIDE = 4
@@ -51,12 +53,13 @@ def assert_found(decoded, truth: np.ndarray, tol: float = 1.0):
 # ----------------------------------------------------------------------------------------------- peaks
 def test_peak_subpixel_position_and_score():
     heat = gaussian_map(40, 50, x=20.3, y=11.7)[None]
-    peaks, part = find_peaks(heat, 0.1, 2, "window_mean", False, "quadratic")
+    peaks, part = find_peaks(heat, PeakParams(threshold=0.1, refine_radius=2, score="window_mean",
+                                              refine_mode="quadratic"))  # fmt: skip
     assert len(peaks) == 1 and part[0] == 0
     assert peaks[0, 0] == pytest.approx(20.3, abs=0.01) and peaks[0, 1] == pytest.approx(11.7, abs=0.01)
     window = heat[0, 10:15, 18:23]
     assert peaks[0, 2] == pytest.approx(window.mean(), rel=1e-6)
-    peaks, _ = find_peaks(heat, 0.1, 2, "peak", False, "centroid")
+    peaks, _ = find_peaks(heat, PeakParams(threshold=0.1, refine_radius=2, score="peak", refine_mode="centroid"))
     assert peaks[0, 2] == pytest.approx(heat[0, 12, 20])
     # the centroid moves the right way along each axis (less far: the window pulls towards the centre)
     assert 20.0 < peaks[0, 0] < 20.3 and 11.7 < peaks[0, 1] < 12.0
@@ -64,8 +67,9 @@ def test_peak_subpixel_position_and_score():
 
 def test_refine_xy_swap_bug_reproduces_the_original():
     heat = gaussian_map(40, 50, x=20.3, y=11.7)[None]
-    good, _ = find_peaks(heat, 0.1, 2, "window_mean", False, "centroid")
-    bad, _ = find_peaks(heat, 0.1, 2, "window_mean", True, "centroid")
+    original = PeakParams(threshold=0.1, refine_radius=2, score="window_mean", refine_mode="centroid")
+    good, _ = find_peaks(heat, original)
+    bad, _ = find_peaks(heat, dataclasses.replace(original, xy_swap_bug=True))
     assert bad[0, 0] - 20 == pytest.approx(good[0, 1] - 12)
     assert bad[0, 1] - 12 == pytest.approx(good[0, 0] - 20)
 
@@ -77,7 +81,8 @@ def test_local_maxima_threshold_plateau_and_border():
     heat[1, 0, 9] = 0.5  # corner peak
     k, y, x = local_maxima(heat, 0.1)
     assert list(zip(k, y, x)) == [(0, 3, 3), (0, 3, 4), (1, 0, 9)]
-    peaks, _ = find_peaks(heat, 0.1, 2, "window_mean", False, "quadratic")
+    peaks, _ = find_peaks(heat, PeakParams(threshold=0.1, refine_radius=2, score="window_mean",
+                                           refine_mode="quadratic"))  # fmt: skip
     assert tuple(peaks[2]) == (9.0, 0.0, 0.5)  # too close to the border: integer position, own value
 
 
@@ -89,7 +94,8 @@ def test_limb_scoring_accepts_the_drawn_limb_only():
     cell = lambda xy: (np.asarray(xy) + 0.5) / STRIDE - 0.5  # noqa: E731
     a = cell([kp[0, 2, :2]])
     b = cell([kp[0, 3, :2], kp[0, 7, :2]])  # the true elbow and the left wrist
-    score, length, accepted = score_pairs(maps[limb], a, b, (STRIDE, STRIDE), 256, 0.1, 0.8, 20)
+    params = LimbParams(threshold=0.1, connect_ratio=0.8, samples=20)
+    score, length, accepted = score_pairs(maps[limb], a, b, (STRIDE, STRIDE), 256, params)
     assert accepted.tolist() == [[True, False]]
     assert score[0, 0] > 0.8
     assert length[0, 0] == pytest.approx(np.hypot(10, 35), rel=1e-6)
@@ -100,7 +106,8 @@ def test_limb_scoring_accepts_the_drawn_limb_only():
 def test_limb_length_prior_penalises_long_limbs():
     limb_map = np.ones((10, 100), np.float32)
     a, b = np.array([[0.0, 5.0]]), np.array([[99.0, 5.0]])
-    score, _, _ = score_pairs(limb_map, a, b, (1.0, 1.0), 100.0, 0.1, 0.8, 20)
+    params = LimbParams(threshold=0.1, connect_ratio=0.8, samples=20)
+    score, _, _ = score_pairs(limb_map, a, b, (1.0, 1.0), 100.0, params)
     assert score[0, 0] == pytest.approx(1 + 0.5 * 100 / 99 - 1)
 
 
@@ -116,7 +123,7 @@ def test_person_found_through_the_to_end_receives_the_from_end():
     # limb (0 -> 1) starts a person; limb (2 -> 1) reaches it through peak 1, its "to" end.
     limbs = ((0, 1), (2, 1))
     conns = [np.array([[0, 1, 0.9, 10.0]]), np.array([[2, 1, 0.9, 10.0]])]
-    slots, totals = assemble_people(conns, limbs, np.ones(3), np.array([0, 1, 2]), 3, AssemblyParams())
+    slots, totals = assemble_people(conns, limbs, np.ones(3), np.array([0, 1, 2]), 3, AssemblyParams(min_parts=2))
     assert slots.tolist() == [[0, 1, 2]]  # the original dropped peak 2 here
     assert totals[0] == pytest.approx(3 + 0.9 * 2)
 
@@ -211,7 +218,8 @@ def test_a_lone_keypoint_is_a_one_keypoint_person():
 def test_flat_maps_are_capped_to_the_strongest_peaks():
     heat = np.ones((2, 30, 40), np.float32)
     heat[0, 5, 7] = 2.0
-    peaks, part = find_peaks(heat, 0.1, 2, "peak", False, "quadratic", max_per_channel=10)
+    peaks, part = find_peaks(heat, PeakParams(threshold=0.1, refine_radius=2, score="peak", refine_mode="quadratic",
+                                              max_per_channel=10))  # fmt: skip
     assert np.bincount(part).tolist() == [10, 10]
     assert [7.0, 5.0, 2.0] in peaks[part == 0].tolist()
     assert len(decode_people(np.ones((50, 64, 64), np.float32), EvalConfig(max_peaks=20), skeleton=COCO)) <= 20

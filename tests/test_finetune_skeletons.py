@@ -5,18 +5,18 @@ predictions, and the run trains and evaluates with CrowdPose's figures."""
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 import torch
 
 from data.coco_to_hdf5 import Source, convert
-from engine.checkpoint import load_checkpoint
+from engine.checkpoint import Checkpoint
 from engine.logger import read_metrics
 from engine.trainer import Trainer
 from evaluate import coco_eval
-from models.weights import SKELETON_DEPENDENT, unwrap
+from models.weights import SKELETON_DEPENDENT, WeightsMismatch, unwrap
 from tests.helpers import FAINT_MAPS, SHORT_RUN, assert_the_loss_fell, tiny_cfg
-from utils.errors import UserError
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 TWO_STACKS = ("model.stacks=2", "loss.stack_weights=[1,1]")  # so that there are merges
@@ -39,19 +39,20 @@ def crowdpose_h5(synthetic_crowdpose, tmp_path_factory):
 
 
 def test_from_coco_to_crowdpose_the_heads_start_afresh_the_rest_loads_and_it_trains(
-    coco_checkpoint, crowdpose_h5, synthetic_crowdpose, tmp_path, capsys
+    coco_checkpoint, crowdpose_h5, synthetic_crowdpose, tmp_path, capsys, caplog
 ):
-    saved = load_checkpoint(coco_checkpoint)["model"]
+    saved = Checkpoint.load(coco_checkpoint).model
     run = tmp_path / "run"
-    trainer = Trainer(tiny_cfg(crowdpose_h5, run, *TWO_STACKS, *SHORT_RUN, "data.skeleton=crowdpose",
-                               f"train.init_weights={coco_checkpoint}"))  # fmt: skip
-    said = capsys.readouterr().out
+    with caplog.at_level(logging.INFO, logger="engine"):
+        trainer = Trainer(tiny_cfg(crowdpose_h5, run, *TWO_STACKS, *SHORT_RUN, "data.skeleton=crowdpose",
+                                   f"train.init_weights={coco_checkpoint}"))  # fmt: skip
     state = unwrap(trainer.model).state_dict()
     reinitialised = [k for k in state if SKELETON_DEPENDENT.match(k)]
     # 2 stacks x 5 scales of heads (weight, bias) and 1 x 5 merges reading the predictions
     assert len(reinitialised) == 2 * 5 * 2 + 5 and "merges.0.3.from_predictions.conv.weight" in reinitialised
-    assert "trained for skeleton 'coco'" in said and "this run uses 'crowdpose'" in said
-    assert f"re-initialised the {len(reinitialised)} that do:\n  " + "\n  ".join(reinitialised) in said
+    assert trainer.initial_weights.reinitialised == reinitialised
+    said = [r.getMessage() for r in caplog.records if "re-initialised" in r.getMessage()]
+    assert len(said) == 1 and all(k in said[0] for k in reinitialised)  # the run's log lists them
     for k, v in state.items():
         if k in reinitialised:
             assert v.shape != saved[k].shape and v.shape[0 if "heads" in k else 1] == 36, k
@@ -70,13 +71,14 @@ def test_from_coco_to_crowdpose_the_heads_start_afresh_the_rest_loads_and_it_tra
 
 
 def test_a_checkpoint_of_the_same_skeleton_loads_whole_and_another_network_size_is_still_refused(
-    coco_checkpoint, sample_h5_64, crowdpose_h5, tmp_path, capsys
+    coco_checkpoint, sample_h5_64, crowdpose_h5, tmp_path
 ):
     trainer = Trainer(tiny_cfg(sample_h5_64, tmp_path / "same", *TWO_STACKS, f"train.init_weights={coco_checkpoint}"))
-    assert "re-initialised" not in capsys.readouterr().out
-    saved = load_checkpoint(coco_checkpoint)["model"]
+    assert trainer.initial_weights.ok and trainer.initial_weights.reinitialised == []
+    saved = Checkpoint.load(coco_checkpoint).model
     assert all(torch.equal(v, saved[k]) for k, v in unwrap(trainer.model).state_dict().items())
-    with pytest.raises(UserError, match="(?s)do not fit the model.*missing keys.*hourglasses.2"):
+    with pytest.raises(WeightsMismatch) as e:
         Trainer(tiny_cfg(crowdpose_h5, tmp_path / "other", "data.skeleton=crowdpose",
                          "model.stacks=3", "loss.stack_weights=[1,1,1]",
                          f"train.init_weights={coco_checkpoint}"))  # fmt: skip
+    assert e.value.file == str(coco_checkpoint) and any(k.startswith("hourglasses.2.") for k in e.value.report.missing)

@@ -1,6 +1,7 @@
 import pytest
 import torch
 
+from config.loader import ConfigError
 from config.schema import Config, LossConfig
 from models import MultiTaskLoss
 from models.loss import build_loss
@@ -130,10 +131,12 @@ def test_loss_is_float32_under_bf16_autocast():
 
 def test_mismatched_weights_or_shapes_are_user_errors():
     p, g, m = one_pixel_case()
-    with pytest.raises(UserError, match="stack_weights"):
+    with pytest.raises(ConfigError) as e:
         MultiTaskLoss(LossConfig(), COCO)([[p]], [g], [m])
-    with pytest.raises(UserError, match="input size"):
+    assert e.value.key == "loss.stack_weights"  # 4 weights, one stack
+    with pytest.raises(UserError) as e:
         single()([[p]], [g[:, :, :0]], [m])
+    assert e.value.key == "data.input_size"
 
 
 def test_build_loss_uses_the_configured_batch_size():

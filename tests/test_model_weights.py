@@ -9,12 +9,12 @@ import torch
 
 from config.loader import config_from_dict
 from config.schema import ModelConfig
-from models import PoseNet, build_model, load_weights
+from engine.checkpoint import Checkpoint, CheckpointError
+from models import PoseNet, build_model
 from models.convert_original import main as convert_main
 from models.summary import meta_model
-from models.weights import original_to_ours
+from models.weights import WeightsMismatch, original_to_ours
 from tests.helpers import COCO
-from utils.errors import UserError
 
 TINY = ModelConfig(stacks=2, inp_dim=16, increase=8, num_scales=5, head_channels=16, se_reduction=4)
 
@@ -98,7 +98,7 @@ def test_the_paper_model_has_every_original_key_with_its_shape():
 def test_original_checkpoint_loads_strict_and_values_land_in_place():
     original = tiny_original()
     model = PoseNet(TINY, COCO)
-    report = load_weights(model, {"weights": original, "epoch": 52, "train_loss": 19.0}, strict=True)
+    report = Checkpoint.from_dict({"weights": original, "epoch": 52, "train_loss": 19.0}).load_into(model, strict=True)
     assert report.ok and report.source == "original"
     o = lambda key: original["posenet." + key]  # noqa: E731
     pairs = [
@@ -133,43 +133,44 @@ def test_our_checkpoint_bare_and_wrapped_state_dicts_load(tmp_path):
     state = source.state_dict()
     path = tmp_path / "last.pt"
     torch.save({"model": state, "config": {"model": dict(TINY.__dict__)}, "epoch": 3}, path)
-    for given in (path, str(path), state, {"module." + k: v for k, v in state.items()},
-                  {"_orig_mod." + k: v for k, v in state.items()}):  # fmt: skip
+    for given in (Checkpoint.load(path), Checkpoint.load(str(path)), Checkpoint.from_dict(state),
+                  Checkpoint.from_dict({"module." + k: v for k, v in state.items()}),
+                  Checkpoint.from_dict({"_orig_mod." + k: v for k, v in state.items()})):  # fmt: skip
         target = PoseNet(TINY, COCO)
-        assert load_weights(target, given).ok
+        assert given.load_into(target).ok
         assert all(torch.equal(a, b) for a, b in zip(target.state_dict().values(), state.values()))
 
 
 def test_architecture_mismatch_lists_keys_and_suggests_the_config():
     state = PoseNet(ModelConfig(**{**TINY.__dict__, "stacks": 3}), COCO).state_dict()
-    with pytest.raises(UserError) as e:
-        load_weights(PoseNet(TINY, COCO), {"model": state}, source="runs/x/last.pt")
-    msg = str(e.value)
-    assert "runs/x/last.pt" in msg
-    assert "unexpected keys" in msg and "hourglasses.2." in msg and "model.stacks=3" in msg
-    assert "loss.stack_weights=[1,1,1]" in msg
+    with pytest.raises(WeightsMismatch) as e:
+        Checkpoint.from_dict({"model": state}, "runs/x/last.pt").load_into(PoseNet(TINY, COCO))
+    assert e.value.file == "runs/x/last.pt" and not e.value.report.missing
+    assert any(k.startswith("hourglasses.2.") for k in e.value.report.unexpected)
+    assert e.value.fits == {"model.stacks": 3, "loss.stack_weights": [1, 1, 1]}  # the overrides that fit it
 
     wider = PoseNet(ModelConfig(**{**TINY.__dict__, "head_channels": 32, "se_reduction": 8}), COCO).state_dict()
-    with pytest.raises(UserError) as e:
-        load_weights(PoseNet(TINY, COCO), wider)
-    assert "shape-mismatched" in str(e.value) and "model.head_channels=32" in str(e.value)
+    with pytest.raises(WeightsMismatch) as e:
+        Checkpoint.from_dict(wider).load_into(PoseNet(TINY, COCO))
+    assert e.value.report.mismatched and e.value.fits == {"model.head_channels": 32, "model.se_reduction": 8}
 
-    report = load_weights(PoseNet(TINY, COCO), {"model": state}, strict=False)
+    report = Checkpoint.from_dict({"model": state}).load_into(PoseNet(TINY, COCO), strict=False)
     assert report.unexpected and not report.missing and not report.mismatched
 
 
 def test_file_errors_are_user_errors(tmp_path):
     model = PoseNet(TINY, COCO)
-    with pytest.raises(UserError, match="not found"):
-        load_weights(model, tmp_path / "nope.pt")
     path = tmp_path / "good.pt"
     torch.save({"model": model.state_dict()}, path)
     truncated = tmp_path / "truncated.pt"
     truncated.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
-    with pytest.raises(UserError, match="truncated.pt is truncated or corrupt"):
-        load_weights(model, truncated)
-    with pytest.raises(UserError, match="no model weights"):
-        load_weights(model, {"epoch": 1})
+    for bad in (tmp_path / "nope.pt", truncated):
+        with pytest.raises(CheckpointError) as e:
+            Checkpoint.load(bad)
+        assert e.value.file == str(bad)
+    with pytest.raises(CheckpointError) as e:
+        Checkpoint.from_dict({"epoch": 1}, "x.pt")
+    assert (e.value.file, e.value.key) == ("x.pt", "model")
 
 
 class Payload:
@@ -181,8 +182,9 @@ def test_checkpoints_are_loaded_without_running_code(tmp_path, capsys):
     path = tmp_path / "evil.pt"
     torch.save({"model": {}, "x": Payload()}, path)
     capsys.readouterr()
-    with pytest.raises(UserError, match="weights_only"):
-        load_weights(PoseNet(TINY, COCO), path)
+    with pytest.raises(CheckpointError) as e:
+        Checkpoint.load(path)
+    assert e.value.file == str(path)
     assert "must never run" not in capsys.readouterr().out
 
 
@@ -191,10 +193,11 @@ def test_converter_writes_our_format_with_its_config(tmp_path):
     original = tiny_original()
     torch.save({"weights": original, "optimizer_weight": {}, "train_loss": 19.0, "epoch": 52}, src)
     assert convert_main(["--weights", str(src), "--out", str(out)]) == 0
-    ckpt = torch.load(out, weights_only=True)
-    cfg = config_from_dict(ckpt["config"])
+    ckpt = Checkpoint.load(out)
+    cfg = config_from_dict(ckpt.config)
     assert cfg.model == TINY and cfg.loss.stack_weights == [1.0, 1.0]
+    assert ckpt.skeleton == COCO and ckpt.origin == "original:PoseNet_52_epoch.pth" and ckpt.train_state is None
     model = build_model(cfg)
-    assert load_weights(model, out).ok
+    assert ckpt.load_into(model).ok
     assert torch.equal(model.heads[1][2].predict.weight, original["posenet.outs.1.2.conv.weight"])
     assert convert_main(["--weights", str(out), "--out", str(tmp_path / "again.pt")]) == 2

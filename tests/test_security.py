@@ -24,7 +24,7 @@ from tests.harness.bad_inputs import (
     settings_payload,
 )
 from tests.helpers import assert_ends_as_expected
-from utils.errors import UserError
+from utils.errors import AnnotationError, DataFileError
 from utils.paths import REPO_ROOT
 
 # ------------------------------------------------------------------------------------- the source tree
@@ -105,8 +105,9 @@ def test_hdf5_settings_are_parsed_as_json_never_evaluated(coco_sample_h5, tmp_pa
     for settings in (settings_payload(marker), "{'input_size': 256}", json.dumps({"input_size": 256})):
         with h5py.File(path, "r+") as f:
             f.attrs["settings"] = settings
-        with h5py.File(path, "r") as f, pytest.raises(UserError, match=r"edited\.h5.*'settings'"):
+        with h5py.File(path, "r") as f, pytest.raises(DataFileError) as e:
             check_layout(f, path)
+        assert e.value.file == str(path) and e.value.key.startswith("settings")
     assert not marker.exists()
 
 
@@ -132,8 +133,9 @@ def test_escaping_file_names_are_refused_even_with_skip_bad(tmp_path, one_image)
     for name in ("../../secret.jpg", str(tmp_path / "secret.jpg")):
         data["images"][0]["file_name"] = name
         ann.write_text(json.dumps(data))
-        with pytest.raises(UserError, match=f"{name!r}.*outside the image folder"):
+        with pytest.raises(AnnotationError) as e:
             convert([Source(folder, ann)], tmp_path / "out.h5", skip_bad=True, progress=False)
+        assert (e.value.file, e.value.key, e.value.image_id) == (str(ann), "file_name", data["images"][0]["id"])
         assert not (tmp_path / "out.h5").exists()
 
 

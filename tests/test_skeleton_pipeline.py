@@ -14,17 +14,16 @@ import yaml
 
 from config.loader import load_config, to_dict
 from config.skeleton import Skeleton, load_skeleton
+from config.skeleton_check import SkeletonMismatch
 from data.coco_to_hdf5 import Source, convert
 from data.dataset import SimplePoseDataset
-from engine.checkpoint import load_checkpoint
-from engine.resume import check_same_skeleton
+from engine.checkpoint import Checkpoint
 from engine.trainer import Trainer
 from evaluate import coco_eval
 from evaluate.coco_eval import evaluate_oracle
 from evaluate.model_loader import load_model
 from models import PoseNet
 from tests.helpers import tiny_cfg
-from utils.errors import UserError
 from utils.paths import TINY_PRESET
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -86,13 +85,19 @@ def test_the_file_stores_the_skeleton_and_the_dataset_draws_its_channels(torso, 
 
 
 def test_a_file_of_another_skeleton_is_refused(torso, torso_h5, sample_h5_64):
-    with pytest.raises(UserError) as e:
+    with pytest.raises(SkeletonMismatch) as e:
         SimplePoseDataset(torso_h5, tiny_cfg(torso_h5, "unused"), train=True)
-    for word in ("converted for skeleton 'torso' (6 keypoints", "this run uses 'coco'", f"data.skeleton={torso[0]}",
-                 "--skeleton coco"):  # fmt: skip
-        assert word in str(e.value), str(e.value)
-    with pytest.raises(UserError, match="converted for skeleton 'coco' \\(17 keypoints.*--skeleton "):
+    m = e.value
+    assert (m.file, m.differs, m.found.name, m.found.dataset_keypoints, m.expected.name) == (
+        str(torso_h5), "keypoints", "torso", tuple(KEPT), "coco")  # fmt: skip
+    # what to do: the file's own skeleton, or the converter's command for this run's
+    assert f"data.skeleton={torso[0]}" in m.fix and "python -m data.coco_to_hdf5" in m.fix
+    with pytest.raises(SkeletonMismatch) as e:
         SimplePoseDataset(sample_h5_64, tiny_cfg(sample_h5_64, "unused", f"data.skeleton={torso[0]}"), train=True)
+    m = e.value
+    assert (m.file, m.found.name, len(m.found.dataset_keypoints), m.expected.name) == (str(sample_h5_64), "coco", 17,
+                                                                                      "torso")  # fmt: skip
+    assert f"--skeleton {torso[0].resolve()}" in m.fix or f"--skeleton {torso[0]}" in m.fix
 
 
 def test_oracle_decodes_the_ground_truth_of_the_other_skeleton(torso, coco_sample_images, tmp_path):
@@ -110,8 +115,8 @@ def test_the_checkpoint_carries_the_skeleton_and_evaluation_needs_nothing_else(
     own.write_text(torso[0].read_text())
     run = tmp_path / "run"
     Trainer(tiny_cfg(torso_h5, run, f"data.skeleton={own}", "train.max_steps_per_epoch=2")).fit()
-    ckpt = load_checkpoint(run / "last.pt")
-    assert ckpt["skeleton"] == load_skeleton(own).to_dict() and ckpt["model"]["heads.0.0.predict.bias"].shape == (16,)
+    ckpt = Checkpoint.load(run / "last.pt")
+    assert ckpt.skeleton == load_skeleton(own) and ckpt.model["heads.0.0.predict.bias"].shape == (16,)
     own.unlink()
     model, cfg = load_model(str(run / "last.pt"), None, [], torch.device("cpu"))
     assert model.skeleton == load_skeleton(torso[0]) and cfg.data.skeleton == str(own)
@@ -129,31 +134,45 @@ def test_evaluation_refuses_a_checkpoint_of_another_skeleton_without_it(torso, t
     model = PoseNet(cfg.model, skeleton)
     bare = tmp_path / "bare.pt"
     torch.save(model.state_dict(), bare)
-    with pytest.raises(UserError) as e:
+    with pytest.raises(SkeletonMismatch) as e:
         load_model(str(bare), None, [], torch.device("cpu"))
-    for word in (str(bare), "predicts 16 channels", "'coco'", "needs 50", "carries none", "data.skeleton="):
-        assert word in str(e.value), str(e.value)
+    m = e.value
+    assert (m.file, m.differs, m.found.num_channels, m.expected.name) == (str(bare), "channels", 16, "coco")
+    assert "data.skeleton=" in m.fix  # give the skeleton it was trained for
     rebuilt, _ = load_model(str(bare), None, [f"data.skeleton={torso[0]}"], torch.device("cpu"))
     assert rebuilt.skeleton == skeleton
     full = tmp_path / "full.pt"
     torch.save({"model": model.state_dict(), "config": to_dict(cfg), "skeleton": skeleton.to_dict()}, full)
-    with pytest.raises(UserError, match="trained for skeleton 'torso'.*config names data.skeleton=coco.*leave"):
+    with pytest.raises(SkeletonMismatch) as e:
         load_model(str(full), str(TINY_PRESET), [], torch.device("cpu"))
+    m = e.value
+    assert (m.file, m.differs, m.found.name, m.expected.name, m.expected_by) == (
+        str(full), "layout", "torso", "coco", "data.skeleton=coco")  # fmt: skip
 
 
-def test_resuming_with_another_skeleton_is_refused(torso, tmp_path):
-    torso_skeleton, path = load_skeleton(torso[0]), tmp_path / "last.pt"
-    check_same_skeleton({"skeleton": torso_skeleton.to_dict()}, torso_skeleton, path)
-    check_same_skeleton({}, COCO, path)  # saved before checkpoints carried a skeleton: COCO's
-    with pytest.raises(UserError, match="trained for skeleton 'torso'.*this run uses 'coco'.*train.init_weights="):
-        check_same_skeleton({"skeleton": torso_skeleton.to_dict()}, COCO, path)
-    with pytest.raises(UserError, match="'coco' \\(saved before checkpoints carried one\\).*this run uses 'torso'"):
-        check_same_skeleton({}, torso_skeleton, path)
+def test_resuming_with_another_skeleton_is_refused(torso, torso_h5, sample_h5_64, tmp_path):
+    torso_run = [f"data.skeleton={torso[0]}", "train.max_steps_per_epoch=1"]
+    Trainer(tiny_cfg(torso_h5, tmp_path / "torso", *torso_run)).fit()
+    path = tmp_path / "torso" / "last.pt"
+    with pytest.raises(SkeletonMismatch) as e:
+        Trainer(tiny_cfg(sample_h5_64, tmp_path / "coco", f"train.resume={path}"))
+    m = e.value
+    assert (m.file, m.differs, m.found.name, m.expected.name) == (str(path), "layout", "torso", "coco")
+    assert f"train.init_weights={path}" in m.fix  # start a new run from its weights instead
+    # a checkpoint saved before checkpoints carried their skeleton was trained for COCO's
+    old = Checkpoint.load(path)
+    old.skeleton = None
+    old.save(tmp_path / "old.pt")
+    with pytest.raises(SkeletonMismatch) as e:
+        Trainer(tiny_cfg(torso_h5, tmp_path / "torso2", *torso_run, f"train.resume={tmp_path / 'old.pt'}"))
+    assert (e.value.found.name, e.value.expected.name) == ("coco", "torso") and e.value.found.assumed
 
 
 def test_evaluating_annotations_of_another_keypoint_count_names_the_file_and_the_annotation(torso):
     first = json.loads(torso[1].read_text())["annotations"][0]["id"]
-    with pytest.raises(UserError) as e:
+    with pytest.raises(SkeletonMismatch) as e:
         coco_eval.load_coco(torso[1], COCO)
-    for word in (str(torso[1]), f"annotation id {first}", "holds 18 numbers", "'coco'", "needs 51", "data.skeleton="):
-        assert word in str(e.value), str(e.value)
+    m = e.value
+    assert (m.file, m.key, m.differs, m.found.num_dataset_keypoints, m.expected.name) == (
+        str(torso[1]), "keypoints", "keypoint count", 6, "coco")  # fmt: skip
+    assert f"annotation id {first}" in m.where and "data.skeleton=" in m.fix

@@ -197,10 +197,12 @@ def test_the_filter_follows_timestamps_not_frame_counts():
 
 
 def test_settings_out_of_range_and_bad_calls_are_refused():
-    with pytest.raises(ConfigError, match=r"track\.min_hits must be >= 1"):
+    with pytest.raises(ConfigError) as e:
         load_config(None, ["track.min_hits=0"])
-    with pytest.raises(ConfigError, match=r"track\.min_oks must be in \(0, 1\], got 0.0"):
+    assert e.value.key == "track.min_hits"
+    with pytest.raises(ConfigError) as e:
         PoseTracker(COCO, TrackConfig(min_oks=0.0))
+    assert e.value.key == "track.min_oks"
     assert load_config(None, ["track.smooth=true", "track.beta=0.1"]).track == TrackConfig(smooth=True, beta=0.1)
     tracker = PoseTracker(COCO)
     person = found_person(np.zeros((17, 2)) + 50, np.ones(17, bool))

@@ -48,7 +48,7 @@ def select_device(name: str = "auto") -> torch.device:
         if not torch.cuda.is_available():
             from utils.errors import UserError
 
-            raise UserError(f"device '{name}' requested but CUDA is not available; use train.device=cpu")
+            raise UserError(f"device '{name}' requested but CUDA is not available; use train.device=cpu", key="device")
         if device.index is None:
             device = torch.device("cuda", get_local_rank() % torch.cuda.device_count())
         torch.cuda.set_device(device)

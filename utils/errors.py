@@ -1,29 +1,73 @@
-"""Errors meant for the user, and the guard that turns them into a clean message and exit code."""
+"""Errors meant for the user, and the guard that turns them into a clean message and exit code.
+
+A ``UserError``'s message is for people (what is wrong, where, and what to do); its attributes are for programs
+and tests, which should read those rather than match the prose:
+
+    try:
+        Checkpoint.load(path)
+    except CheckpointError as e:
+        e.file, e.key        # the file at fault, and the entry in it (None when the whole file is)
+
+Subclasses live beside what they describe: ``config.loader.ConfigError``, ``engine.checkpoint.CheckpointError``,
+``config.skeleton_check.SkeletonMismatch``, ``DataFileError`` and ``AnnotationError`` (below).
+"""
 
 from __future__ import annotations
 
 import functools
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 
 class UserError(Exception):
-    """Bad input from the user (file, annotation, config, checkpoint). The message says what and what to do."""
+    """Bad input from the user (file, annotation, config, checkpoint). The message says what and what to do.
+
+    ``file``: the file at fault (a path as a string); ``key``: the entry at fault (a config key, a checkpoint
+    entry, an annotation field, an HDF5 dataset); ``sample``: the sample index in a data file. None when the error
+    is not about one."""
+
+    def __init__(self, message: str = "", *, file: str | Path | None = None, key: str | None = None,
+                 sample: int | None = None) -> None:  # fmt: skip
+        super().__init__(message)
+        self.file = str(file) if file is not None else None
+        self.key = key
+        self.sample = sample
+
+
+class DataFileError(UserError):
+    """A training data file (HDF5, made by ``data.coco_to_hdf5``) that cannot be used as it is: missing, damaged,
+    made for another input size or format version, or a sample (``sample``) in it that cannot be loaded."""
+
+
+class AnnotationError(UserError):
+    """A COCO-format annotation file that cannot be read as it is; ``annotation_id`` / ``image_id`` name the entry
+    (None when the file itself is at fault), ``key`` its field."""
+
+    def __init__(self, message: str = "", *, file: str | Path | None = None, key: str | None = None,
+                 annotation_id: int | None = None, image_id: int | None = None) -> None:  # fmt: skip
+        super().__init__(message, file=file, key=key)
+        self.annotation_id = annotation_id
+        self.image_id = image_id
 
 
 def cli_main(fn: Callable[..., int | None]) -> Callable[..., int]:
-    """Wrap a command's ``main``: a ``UserError`` prints ``error: <message>`` and exits with status 2."""
+    """Wrap a command's ``main``: while it runs, logging goes to the terminal (``utils.logs.terminal_logging``), and a
+    ``UserError`` prints ``error: <message>`` and exits with status 2."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs) -> int:
-        try:
-            rc = fn(*args, **kwargs)
-        except UserError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 2
-        except KeyboardInterrupt:
-            print("interrupted", file=sys.stderr)
-            return 130
+        from utils.logs import terminal_logging
+
+        with terminal_logging():
+            try:
+                rc = fn(*args, **kwargs)
+            except UserError as e:
+                print(f"error: {e}", file=sys.stderr)
+                return 2
+            except KeyboardInterrupt:
+                print("interrupted", file=sys.stderr)
+                return 130
         return int(rc or 0)
 
     return wrapper

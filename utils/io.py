@@ -16,6 +16,14 @@ from typing import IO
 from utils.errors import UserError
 
 
+class WriteError(UserError):
+    """A file that could not be written: ``file``, and ``errno`` the OS error's code (e.g. ``errno.ENOSPC``)."""
+
+    def __init__(self, message: str, file: str | Path, errno: int | None) -> None:
+        super().__init__(message, file=file)
+        self.errno = errno
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | Path, suffix: str = ".tmp") -> Iterator[Path]:
     """Yield a temporary path beside ``path`` for the caller to write (by name, e.g. with h5py); on success it
@@ -27,7 +35,7 @@ def atomic_path(path: str | Path, suffix: str = ".tmp") -> Iterator[Path]:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
         os.close(fd)
     except OSError as e:
-        raise UserError(write_error_message(path, e)) from None
+        raise WriteError(write_error_message(path, e), path, e.errno) from None
     try:
         yield Path(tmp)
         with open(tmp, "rb+") as f:
@@ -38,7 +46,8 @@ def atomic_path(path: str | Path, suffix: str = ".tmp") -> Iterator[Path]:
         os.replace(tmp, path)
     except OSError as e:
         _remove_quietly(tmp)
-        raise UserError(write_error_message(path, e) + "; the previous file, if any, is unchanged") from None
+        raise WriteError(write_error_message(path, e) + "; the previous file, if any, is unchanged", path,
+                         e.errno) from None  # fmt: skip
     except BaseException:
         _remove_quietly(tmp)
         raise
@@ -65,14 +74,14 @@ def write_error_message(path: str | Path, error: OSError) -> str:
 @contextlib.contextmanager
 def disk_errors(hint: str = "") -> Iterator[None]:
     """Turn an OSError of a full disk, a read-only file system or a refused permission raised inside the block
-    into a UserError naming the file (``hint`` is appended: what to do next in the caller's terms)."""
+    into a WriteError naming the file (``hint`` is appended: what to do next in the caller's terms)."""
     try:
         yield
     except OSError as e:
         if e.errno not in OUT_OF_SPACE_OR_READ_ONLY:
             raise
         path = os.fsdecode(e.filename) if e.filename else "a file"
-        raise UserError(write_error_message(path, e) + (f"; {hint}" if hint else "")) from None
+        raise WriteError(write_error_message(path, e) + (f"; {hint}" if hint else ""), path, e.errno) from None
 
 
 def check_writable(folder: str | Path) -> None:
@@ -84,7 +93,7 @@ def check_writable(folder: str | Path) -> None:
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
-        raise UserError(write_error_message(folder, e)) from None
+        raise WriteError(write_error_message(folder, e), folder, e.errno) from None
 
 
 def atomic_write(path: str | Path, write: Callable[[IO[bytes]], None]) -> None:

@@ -92,12 +92,12 @@ def choose_precision(setting: str, device: torch.device, caps: Capabilities, key
         return Precision(None, False, f"{key}=auto: float32 {on} (bf16 would be emulated, several times slower)")
     if setting == "fp16":
         if device.type != "cuda":
-            raise UserError(f"{key}=fp16 needs a CUDA GPU; on the CPU use {key}=auto, {key}=bf16 or {key}=off")
+            raise UserError(f"{key}=fp16 needs a CUDA GPU; on the CPU use {key}=auto, {key}=bf16 or {key}=off", key=key)
         return Precision(torch.float16, True, f"{key}=fp16: fp16 with loss scaling {on}")
     if setting == "bf16":
         note = "" if caps.native_bf16 else " (warning: not native here, expect it to be slower than float32)"
         return Precision(torch.bfloat16, False, f"{key}=bf16: bf16 {on}{note}")
-    raise UserError(f"{key}={setting!r} is not one of auto, off, fp16, bf16")
+    raise UserError(f"{key}={setting!r} is not one of auto, off, fp16, bf16", key=key)
 
 
 def precision_for(setting: str, device: torch.device, key: str = "train.amp") -> Precision:

@@ -14,6 +14,7 @@ resumes from ``last.pt``.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import threading
@@ -21,7 +22,8 @@ import time
 from pathlib import Path
 
 import torch.distributed as dist
-from tqdm import tqdm
+
+log = logging.getLogger(__name__)
 
 EXIT_STALLED = 75  # sysexits' EX_TEMPFAIL: try again (a restart resumes)
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -75,7 +77,7 @@ class Watchdog:
     def _watch(self) -> None:
         while not self._stop.wait(min(5.0, self.timeout_s / 5)):
             if time.monotonic() - self.last > self.timeout_s:
-                tqdm.write(f"error: {self.report()}", file=sys.stderr)
+                log.critical(self.report())
                 sys.stderr.flush()
                 os._exit(EXIT_STALLED)
 

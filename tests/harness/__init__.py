@@ -3,8 +3,8 @@
 - ``cases``: a case (a command and the outcome it should end in), running it and classifying the result;
 - ``bad_inputs``: the bad-input corpus derived from the real COCO sample;
 - ``faults``: fault injection from outside (kill -9, torchrun worker death, full or read-only disk, loader faults);
-- ``faulty_trainer``: a Trainer subclass that injects faults from inside (NaN loss, a dying, hanging or
-  out-of-memory step);
+- ``faulty_trainer``: a training hook that injects faults from inside (NaN loss, a dying, hanging or out-of-memory
+  step, a crash between micro-batches);
 - ``bad_input_table``, ``fault_table``: the commands that run them all and print one table each
   (``python -m tests.harness.bad_input_table``, ``python -m tests.harness.fault_table``).
 

@@ -23,10 +23,12 @@ import h5py
 import torch
 
 from config.loader import load_config, to_dict
+from config.skeleton import load_skeleton
 from data.coco_to_hdf5 import Source, convert
-from engine.checkpoint import save_checkpoint
+from engine.checkpoint import Checkpoint, TrainState, rng_state
+from engine.optim import build_optimizer
+from engine.progress import Progress
 from models import build_model
-from models.weights import read_checkpoint
 from tests.harness.cases import Case, CaseResult, Outcome, run_cases
 from utils.paths import COCO_SAMPLE_ANNOTATIONS, TINY_PRESET, coco_sample_dir
 
@@ -104,9 +106,11 @@ class _Corpus:
         if stacks not in self._ckpt:
             cfg = load_config(TINY_PRESET, [*SHORTEST, f"model.stacks={stacks}", f"loss.stack_weights={[1] * stacks}"])
             torch.manual_seed(0)
-            state = {"model": build_model(cfg).state_dict(), "config": to_dict(cfg), "epoch": 1, "global_step": 1}
+            model = build_model(cfg)
+            optimizer = build_optimizer(list(model.parameters()), cfg.train).state_dict()
+            state = TrainState(optimizer, Progress(epoch=1, step=0, global_step=1), rng=[rng_state()])
             self._ckpt[stacks] = self.out / f"tiny_stacks{stacks}.pt"
-            save_checkpoint(self._ckpt[stacks], state)
+            Checkpoint(model.state_dict(), to_dict(cfg), load_skeleton("coco"), state).save(self._ckpt[stacks])
         return self._ckpt[stacks]
 
     def eval_case(self, name, what, expected, ckpt: Path, names=()) -> Case:
@@ -407,25 +411,33 @@ class ReducePayload:
         return (os.system, (f"touch {self.marker}",))
 
 
-def _edited_checkpoint(c: _Corpus, name: str, edit: Callable[[dict], object]) -> Path:
+def _edited_checkpoint(c: _Corpus, name: str, edit: Callable[[Checkpoint], object]) -> Path:
     """The tiny checkpoint, edited in place by ``edit`` and saved as ``<name>.pt``."""
-    ckpt = read_checkpoint(c.checkpoint())
+    ckpt = Checkpoint.load(c.checkpoint())
     edit(ckpt)
     path = c.out / f"{name}.pt"
-    torch.save(ckpt, path)
+    ckpt.save(path)
+    return path
+
+
+def _checkpoint_with_object(c: _Corpus, name: str, obj: object) -> Path:
+    """The tiny checkpoint's file with one more entry holding ``obj``, a Python object (what safe loading refuses),
+    saved as ``<name>.pt``."""
+    path = c.out / f"{name}.pt"
+    torch.save({**Checkpoint.load(c.checkpoint()).to_dict(), "extra": obj}, path)
     return path
 
 
 @_case
 def _ckpt_pickled_class(c: _Corpus, name: str) -> Case:
-    ckpt = _edited_checkpoint(c, name, lambda ckpt: ckpt.update(extra=InjectedObject()))
+    ckpt = _checkpoint_with_object(c, name, InjectedObject())
     return c.eval_case(name, "a checkpoint holding a class instance", "clean_error", ckpt, names=(ckpt.name,))
 
 
 @_case
 def _ckpt_reduce_payload(c: _Corpus, name: str) -> Case:
     case = c.train_case(name, "a checkpoint with a __reduce__ payload, resumed", "clean_error", c.h5())
-    ckpt = _edited_checkpoint(c, name, lambda ckpt: ckpt.update(extra=ReducePayload(c.out / name / PAYLOAD_MARKER)))
+    ckpt = _checkpoint_with_object(c, name, ReducePayload(c.out / name / PAYLOAD_MARKER))
     case.argv.append(f"train.resume={ckpt}")
     case.names = (ckpt.name, "weights_only")
     return case
@@ -449,8 +461,8 @@ def _ckpt_other_architecture(c: _Corpus, name: str) -> Case:
 
 @_case
 def _ckpt_nan_weights(c: _Corpus, name: str) -> Case:
-    def poison(ckpt):
-        ckpt["model"] = {k: v * math.nan if v.is_floating_point() else v for k, v in ckpt["model"].items()}
+    def poison(ckpt: Checkpoint) -> None:
+        ckpt.model = {k: v * math.nan if v.is_floating_point() else v for k, v in ckpt.model.items()}
 
     ckpt = _edited_checkpoint(c, name, poison)
     what = "a checkpoint of a diverged run (NaN weights)"
@@ -459,7 +471,7 @@ def _ckpt_nan_weights(c: _Corpus, name: str) -> Case:
 
 @_case
 def _ckpt_invalid_config(c: _Corpus, name: str) -> Case:
-    ckpt = _edited_checkpoint(c, name, lambda ckpt: ckpt["config"]["eval"].update(scales="large"))
+    ckpt = _edited_checkpoint(c, name, lambda ckpt: ckpt.config["eval"].update(scales="large"))
     names = (ckpt.name, "eval.scales")
     return c.eval_case(name, "a checkpoint whose saved config is invalid", "clean_error", ckpt, names=names)
 

@@ -28,7 +28,7 @@ import train
 import utils.io
 from data.coco_to_hdf5 import Source, convert
 from data.synthetic import generate
-from engine.checkpoint import load_checkpoint
+from engine.checkpoint import Checkpoint
 from tests.harness.cases import CaseResult
 from tests.helpers import subprocess_env, tiny_run_args, torchrun_command
 from utils.errors import UserError
@@ -155,7 +155,7 @@ def file_digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def check_checkpoints(out_dir: Path, tally: Tally, when: str) -> dict[str, dict]:
+def check_checkpoints(out_dir: Path, tally: Tally, when: str) -> dict[str, Checkpoint]:
     """Load every last.pt / best.pt in ``out_dir``; an unloadable one is data lost (a half-written final file)."""
     loaded = {}
     for name in CHECKPOINTS:
@@ -164,20 +164,20 @@ def check_checkpoints(out_dir: Path, tally: Tally, when: str) -> dict[str, dict]
             continue
         tally.checkpoints += 1
         try:
-            loaded[name] = load_checkpoint(path)
+            loaded[name] = Checkpoint.load(path)
             tally.checkpoints_loadable += 1
         except UserError as e:
             tally.lose("unloadable or half-written checkpoint", f"{when}: {e}")
     return loaded
 
 
-def same_training_state(a: dict, b: dict) -> bool:
-    def tensors(ckpt: dict) -> list[torch.Tensor]:
-        opt = [v for s in ckpt["optimizer"]["state"].values() for v in s.values() if torch.is_tensor(v)]
-        return [*ckpt["model"].values(), *opt]
+def same_training_state(a: Checkpoint, b: Checkpoint) -> bool:
+    def tensors(ckpt: Checkpoint) -> list[torch.Tensor]:
+        opt = [v for s in ckpt.train_state.optimizer["state"].values() for v in s.values() if torch.is_tensor(v)]
+        return [*ckpt.model.values(), *opt]
 
     ta, tb = tensors(a), tensors(b)
-    return a["global_step"] == b["global_step"] and len(ta) == len(tb) and all(map(torch.equal, ta, tb))
+    return a.progress.global_step == b.progress.global_step and len(ta) == len(tb) and all(map(torch.equal, ta, tb))
 
 
 def classify_error(tally: Tally, name: str, r: subprocess.CompletedProcess, must_name: list[str]) -> None:
@@ -217,14 +217,14 @@ def kill_when(p: subprocess.Popen, out_dir: Path, delay: float | None, nth_write
     return True
 
 
-def reference_run(train_h5: Path, out_dir: Path, common: list[str]) -> tuple[dict[str, dict], float]:
+def reference_run(train_h5: Path, out_dir: Path, common: list[str]) -> tuple[dict[str, Checkpoint], float]:
     """The uninterrupted run: ({checkpoint name: its final state}, wall seconds)."""
     start = time.perf_counter()
     r = run_train(tiny_run_args(train_h5, out_dir, *common))
     seconds = time.perf_counter() - start
     if r.returncode != 0:
         raise SystemExit(f"the uninterrupted reference run failed:\n{r.stderr[-3000:]}")
-    return {name: load_checkpoint(out_dir / name) for name in CHECKPOINTS}, seconds
+    return {name: Checkpoint.load(out_dir / name) for name in CHECKPOINTS}, seconds
 
 
 def kill_run(train_h5: Path, out_dir: Path, common: list[str], trial: int, rng: random.Random, run_seconds: float,
@@ -248,7 +248,7 @@ def kill_run(train_h5: Path, out_dir: Path, common: list[str], trial: int, rng: 
     return run_seconds
 
 
-def resume_and_compare(train_h5: Path, out_dir: Path, common: list[str], trial: int, reference: dict[str, dict],
+def resume_and_compare(train_h5: Path, out_dir: Path, common: list[str], trial: int, reference: dict[str, Checkpoint],
                        tally: Tally) -> None:  # fmt: skip
     """``train.resume=auto`` after a kill must finish the run with no temporary file left and end bit-identical to
     the uninterrupted ``reference``."""
@@ -299,7 +299,8 @@ def torchrun_worker_death(train_h5: Path, work: Path, tally: Tally) -> None:
     if TRACEBACK in r.stderr and "rank 1 dies" not in r.stdout:
         tally.raw_tracebacks += 1
     final = check_checkpoints(out_dir, tally, "torchrun after the restart")
-    if "resumed from" in r.stdout and final.get("last.pt", {}).get("global_step") == RUN_STEPS:
+    last = final.get("last.pt")
+    if "resumed from" in r.stdout and last is not None and last.progress.global_step == RUN_STEPS:
         tally.resumes_completed += 1
     else:
         tally.failures.append(f"torchrun: no resume to global step {RUN_STEPS}:\n{r.stdout[-1500:]}")

@@ -1,9 +1,15 @@
-"""A Trainer that injects faults, for tests only: a NaN loss at chosen steps, a process that dies at a step.
+"""Faults injected into real training, for tests only: a NaN loss at chosen steps, a process that dies, hangs or runs
+out of memory at a step, a crash between micro-batches. A ``FaultHook`` (an engine hook) does it, through forward
+hooks on the network as the trainer runs it (wrapped by the launcher: a hang then happens before DDP's forward, in
+the trainer's "forward pass", as a hung data read or kernel would): it needs that network and the process's rank,
+nothing else of the trainer.
 
     python -m tests.harness.faulty_trainer --launcher distributed --nan-steps 1 --nan-rank 1 -- --config ...
     torchrun ... -m tests.harness.faulty_trainer --launcher distributed --exit-step 3 --exit-rank 1 -- ...
     torchrun ... -m tests.harness.faulty_trainer --launcher distributed --hang-step 2 --hang-rank 1 -- ...
     python -m tests.harness.faulty_trainer --oom-step 2 -- ...
+
+    trainer = with_faults(Trainer(cfg), nan_steps={5})       # in a test
 
 Everything after ``--`` is the usual command line of train.py / train_distributed.py.
 """
@@ -14,11 +20,15 @@ import argparse
 import os
 import sys
 import time
+from dataclasses import dataclass, field
 
 import torch
+from torch import nn
 
+from engine.hooks import Hook
+from engine.progress import Progress
 from engine.run import run
-from engine.trainer import Trainer
+from engine.trainer import StepResult, Trainer
 from utils.errors import cli_main
 
 
@@ -31,41 +41,78 @@ def first_attempt() -> bool:
     return os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
 
 
-def faulty_trainer(nan_steps=(), nan_rank: int = -1, exit_step: int = -1, exit_rank: int = 1, oom_step: int = -1,
-                   hang_step: int = -1, hang_rank: int = 1, crash_at_loss: int = -1) -> type[Trainer]:  # fmt: skip
-    """A Trainer subclass with faults, each at a global step (on one rank where a rank is named):
+@dataclass
+class Faults:
+    """Each at a global step (on one rank where a rank is named):
 
     - ``nan_steps``: the loss is NaN (on ``nan_rank``; -1: every rank);
     - ``exit_step``: process ``exit_rank`` dies (``os._exit(13)``) before the step;
     - ``hang_step``: process ``hang_rank`` hangs inside the forward pass (sleeps for an hour);
     - ``oom_step``: the forward pass raises torch.cuda.OutOfMemoryError;
-    - ``crash_at_loss``: the N-th loss computed by this process (0-based, micro-batches counted) raises ``Crash``.
+    - ``crash_at_loss``: the N-th training forward pass of this process (0-based, micro-batches counted) raises
+      ``Crash``.
     Exits and hangs happen in the first attempt of a torchrun job only, so that an elastic restart can resume."""
 
-    class FaultyTrainer(Trainer):
-        losses_computed = 0
+    nan_steps: set[int] = field(default_factory=set)
+    nan_rank: int = -1
+    exit_step: int = -1
+    exit_rank: int = 1
+    oom_step: int = -1
+    hang_step: int = -1
+    hang_rank: int = 1
+    crash_at_loss: int = -1
 
-        def compute_loss(self, images, targets, masks):
-            here = self.global_step
-            if here == hang_step and self.rank == hang_rank and first_attempt():
-                print(f"fault: rank {self.rank} hangs at global step {here}", flush=True)
-                time.sleep(3600)
-            if here == oom_step:
-                raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (injected)")
-            if self.losses_computed == crash_at_loss:
-                raise Crash(f"crash at loss {crash_at_loss} (global step {here})")
-            self.losses_computed += 1
-            total, breakdown = super().compute_loss(images, targets, masks)
-            if here in nan_steps and nan_rank in (-1, self.rank):
-                total = total * float("nan")
-            return total, breakdown
 
-        def before_step(self, epoch: int, step: int) -> None:
-            if self.global_step == exit_step and self.rank == exit_rank and first_attempt():
-                print(f"fault: rank {self.rank} dies at global step {self.global_step}", flush=True)
-                os._exit(13)
+class FaultHook(Hook):
+    """Injects ``faults`` into the training steps of ``network`` (``Trainer.model``: as the launcher wrapped it) on
+    process ``rank``; forwards outside training steps (validation) are left alone."""
 
-    return FaultyTrainer
+    def __init__(self, faults: Faults, network: nn.Module, rank: int) -> None:
+        self.faults, self.rank = faults, rank
+        self.step: int | None = None  # the global step being trained, None outside training steps
+        self.forwards = 0
+        network.register_forward_pre_hook(self._before_forward)
+        network.register_forward_hook(self._after_forward)
+
+    def before_step(self, progress: Progress) -> None:
+        f, here = self.faults, progress.global_step
+        if here == f.exit_step and self.rank == f.exit_rank and first_attempt():
+            print(f"fault: rank {self.rank} dies at global step {here}", flush=True)
+            os._exit(13)
+        self.step = here
+
+    def after_step(self, progress: Progress, result: StepResult) -> None:
+        self.step = None
+
+    def _before_forward(self, module: nn.Module, inputs) -> None:
+        f, here = self.faults, self.step
+        if here is None:
+            return
+        if here == f.hang_step and self.rank == f.hang_rank and first_attempt():
+            print(f"fault: rank {self.rank} hangs at global step {here}", flush=True)
+            time.sleep(3600)
+        if here == f.oom_step:
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (injected)")
+        if self.forwards == f.crash_at_loss:
+            raise Crash(f"crash at loss {f.crash_at_loss} (global step {here})")
+        self.forwards += 1
+
+    def _after_forward(self, module: nn.Module, inputs, outputs):
+        if self.step not in self.faults.nan_steps or self.faults.nan_rank not in (-1, self.rank):
+            return None
+        if isinstance(outputs, tuple):  # (loss, breakdown): a launcher whose model computes the loss (DataParallel)
+            return outputs[0] * float("nan"), outputs[1]
+        return [[o * float("nan") for o in stack] for stack in outputs]  # outputs[stack][scale]
+
+
+def with_faults(trainer: Trainer, **faults) -> Trainer:
+    """``trainer`` with a ``FaultHook`` of ``Faults(**faults)`` registered."""
+    return add_faults(trainer, Faults(**faults))
+
+
+def add_faults(trainer: Trainer, faults: Faults) -> Trainer:
+    trainer.register_hooks([FaultHook(faults, trainer.model, trainer.rank)])
+    return trainer
 
 
 @cli_main
@@ -82,9 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--hang-step", type=int, default=-1)
     p.add_argument("--hang-rank", type=int, default=1)
     a = p.parse_args(ours)
-    trainer_cls = faulty_trainer(set(a.nan_steps), a.nan_rank, a.exit_step, a.exit_rank, a.oom_step, a.hang_step,
-                                 a.hang_rank)  # fmt: skip
-    return run(a.launcher, __doc__, rest, trainer_cls=trainer_cls)
+    faults = Faults(set(a.nan_steps), a.nan_rank, a.exit_step, a.exit_rank, a.oom_step, a.hang_step, a.hang_rank)
+    return run(a.launcher, __doc__, rest, extra_hooks=lambda trainer: [FaultHook(faults, trainer.model, trainer.rank)])
 
 
 if __name__ == "__main__":

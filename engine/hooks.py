@@ -1,0 +1,242 @@
+"""Hooks: what runs around the training loop (engine/trainer.py), each given only what it needs when it is built.
+
+The loop calls, in the order of the hook list:
+
+    before_train(progress)                     once, before the first step (also of a resumed run)
+    before_epoch(progress)                     each epoch, before its first step
+    before_step(progress)                      before each optimiser step (its batch is loaded)
+    after_step(progress, result)               after it (``result``: engine.trainer.StepResult)
+    after_epoch(progress, summary)             after the epoch's last step; ``summary`` is the epoch's dict of
+                                               figures, filled by the hooks (``Trainer.fit`` returns the last)
+    after_train(progress)                      once, at the end, also when training stops with an error
+
+``progress`` (engine.progress.Progress) is the run's position; hooks read it (the checkpoint hook alone records the
+best metric in it). ``Trainer.default_hooks`` builds the standard list, in this order:
+
+    WatchdogHook     the stall watchdog of multi-process runs (utils/watchdog.py)
+    LoggingHook      progress bar, metrics.jsonl / TensorBoard records, the epoch's summary line
+    ValidationHook   validation loss and COCO AP every train.val_every epochs (engine/validation.py)
+    CheckpointHook   last.pt every train.checkpoint_every_steps and at each epoch end, best.pt when the metric improves
+
+A new hook: subclass ``Hook``, override the methods it needs, give its constructor what it uses (a logger, a
+collaborator, a few numbers; not the trainer), and register it: ``trainer.register_hooks([MyHook(...)])`` (it runs
+after the standard ones), or ``engine.run.run(kind, ..., extra_hooks=lambda trainer: [MyHook(...)])`` for a
+launcher. tests/harness/faulty_trainer.py's ``FaultHook`` is an example.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+import torch
+from tqdm import tqdm
+
+from config.schema import DataConfig
+from engine.checkpointer import Checkpointer
+from engine.loader_errors import loader_errors
+from engine.logger import Meter, MetricsLogger, step_values
+from engine.progress import Progress
+from engine.validation import Validator, validation_metric
+from utils import distributed as du
+from utils.watchdog import Watchdog, beat
+
+if TYPE_CHECKING:
+    from engine.trainer import StepResult
+
+log = logging.getLogger(__name__)
+
+
+class Hook:
+    """Base of the hooks: every method does nothing."""
+
+    def before_train(self, progress: Progress) -> None:
+        pass
+
+    def before_epoch(self, progress: Progress) -> None:
+        pass
+
+    def before_step(self, progress: Progress) -> None:
+        pass
+
+    def after_step(self, progress: Progress, result: StepResult) -> None:
+        pass
+
+    def after_epoch(self, progress: Progress, summary: dict[str, float]) -> None:
+        pass
+
+    def after_train(self, progress: Progress) -> None:
+        pass
+
+
+class HookList(Hook):
+    """Hooks called in order."""
+
+    def __init__(self, hooks: Iterable[Hook] = ()) -> None:
+        self.hooks = list(hooks)
+
+    def extend(self, hooks: Iterable[Hook]) -> None:
+        self.hooks.extend(hooks)
+
+    def before_train(self, progress: Progress) -> None:
+        for h in self.hooks:
+            h.before_train(progress)
+
+    def before_epoch(self, progress: Progress) -> None:
+        for h in self.hooks:
+            h.before_epoch(progress)
+
+    def before_step(self, progress: Progress) -> None:
+        for h in self.hooks:
+            h.before_step(progress)
+
+    def after_step(self, progress: Progress, result: StepResult) -> None:
+        for h in self.hooks:
+            h.after_step(progress, result)
+
+    def after_epoch(self, progress: Progress, summary: dict[str, float]) -> None:
+        for h in self.hooks:
+            h.after_epoch(progress, summary)
+
+    def after_train(self, progress: Progress) -> None:
+        for h in self.hooks:
+            h.after_train(progress)
+
+
+class WatchdogHook(Hook):
+    """Runs the stall watchdog (``utils.watchdog.Watchdog``) while a multi-process run trains, and reports the loop's
+    data loading to it (the step reports its own phases)."""
+
+    def __init__(self, timeout_s: float, rank: int, world_size: int) -> None:
+        self.timeout_s, self.rank, self.world_size = timeout_s, rank, world_size
+        self.watchdog: Watchdog | None = None
+
+    def before_train(self, progress: Progress) -> None:
+        if self.world_size > 1:
+            self.watchdog = Watchdog(self.timeout_s, self.rank, self.world_size, du.get_store()).__enter__()
+
+    def before_epoch(self, progress: Progress) -> None:
+        beat("loading data", progress.where())
+
+    def after_step(self, progress: Progress, result: StepResult) -> None:
+        beat("loading data", progress.where())
+
+    def after_train(self, progress: Progress) -> None:
+        if self.watchdog is not None:
+            self.watchdog.__exit__(None, None, None)
+            self.watchdog = None
+
+
+class LoggingHook(Hook):
+    """The run's log: the epoch's progress bar; a ``train`` record every ``log_every`` steps and at the epoch's last
+    (losses averaged over the processes: every rank takes part), an ``epoch`` record and a summary line at each epoch
+    end; the data and compute time of the steps. Only the main process writes (``logger`` is disabled elsewhere)."""
+
+    def __init__(self, logger: MetricsLogger, steps_per_epoch: int, log_every: int, samples_per_step: int,
+                 device: torch.device, is_main: bool) -> None:  # fmt: skip
+        self.logger, self.steps_per_epoch, self.log_every = logger, steps_per_epoch, log_every
+        self.samples_per_step, self.device, self.is_main = samples_per_step, device, is_main  # all processes
+        self.bar: tqdm | None = None
+
+    def before_train(self, progress: Progress) -> None:
+        # records past the position were written by a run that died after its last checkpoint: every step once
+        self.logger.truncate_after(progress.global_step)
+
+    def before_epoch(self, progress: Progress) -> None:
+        self.loss, self.data_time, self.compute_time = Meter(), Meter(), Meter()
+        self.bar = tqdm(total=self.steps_per_epoch, initial=progress.step, desc=f"epoch {progress.epoch}",
+                        disable=not self.is_main, dynamic_ncols=True, leave=False)  # fmt: skip
+        self.tic = time.perf_counter()
+
+    def before_step(self, progress: Progress) -> None:
+        self.batch_ready = time.perf_counter()
+        self.data_time.update(self.batch_ready - self.tic)
+
+    def after_step(self, progress: Progress, result: StepResult) -> None:
+        self.tic = time.perf_counter()
+        self.compute_time.update(self.tic - self.batch_ready)
+        if result.applied:
+            self.loss.update(float(result.loss.item()), result.samples)
+        self.bar.update(1)
+        if progress.step % self.log_every == 0 or progress.step == self.steps_per_epoch:
+            self.log_step(progress, result)
+            self.bar.set_postfix(loss=f"{self.loss.mean:.4g}", lr=f"{result.lr:.3g}")
+
+    def log_step(self, progress: Progress, result: StepResult) -> None:
+        total = du.all_reduce_mean(result.loss)
+        breakdown = {k: du.all_reduce_mean(v.detach()) for k, v in result.breakdown.items()}
+        if not self.is_main:
+            return
+        step_time = self.data_time.mean + self.compute_time.mean
+        values = step_values(total, breakdown, result.lr, result.grad_norm)
+        values.update(data_time=self.data_time.mean, compute_time=self.compute_time.mean,
+                      samples_per_s=self.samples_per_step / max(step_time, 1e-9),
+                      skipped_nonfinite=progress.counters["skipped_nonfinite"])  # fmt: skip
+        if result.loss_scale is not None:
+            values["loss_scale"] = result.loss_scale
+        self.logger.log("train", progress.epoch, progress.global_step, step=progress.step, **values)
+
+    def after_epoch(self, progress: Progress, summary: dict[str, float]) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        mean_loss = du.all_reduce_mean(torch.tensor(self.loss.mean, device=self.device)).item()
+        samples_per_s = self.samples_per_step / max(self.data_time.mean + self.compute_time.mean, 1e-9)
+        stats = {"train_loss": mean_loss, "skipped_nonfinite": progress.counters["skipped_nonfinite"],
+                 "samples_per_s": samples_per_s}  # fmt: skip
+        self.logger.log("epoch", progress.epoch, progress.global_step, **stats)
+        if self.is_main:
+            log.info("epoch %d: train loss %.4f, %.1f samples/s", progress.epoch, mean_loss, samples_per_s)
+        summary.update(stats)
+
+    def after_train(self, progress: Progress) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        self.logger.close()
+
+
+class ValidationHook(Hook):
+    """Validation every ``every`` epochs and after the last one (``epochs``); the figures go into the epoch's
+    summary, a ``val`` record and a line. ``every`` = 0: never."""
+
+    def __init__(self, validator: Validator, every: int, epochs: int, logger: MetricsLogger, data: DataConfig,
+                 is_main: bool) -> None:  # fmt: skip
+        self.validator, self.every, self.epochs, self.logger = validator, every, epochs, logger
+        self.data, self.is_main = data, is_main
+
+    def after_epoch(self, progress: Progress, summary: dict[str, float]) -> None:
+        e = progress.epoch
+        if not self.every or not ((e + 1) % self.every == 0 or e + 1 == self.epochs):
+            return
+        beat("validation", f"epoch {e}")
+        with loader_errors(self.data.val, self.data, lambda: "validating"):
+            figures = self.validator.validate(e)
+        if figures:
+            self.logger.log("val", e, progress.global_step, **figures)
+            if self.is_main:
+                log.info("epoch %d validation: %s", e, ", ".join(f"{k} {v:.4f}" for k, v in figures.items()))
+        summary.update(figures)
+
+
+class CheckpointHook(Hook):
+    """``last.pt`` every ``every_steps`` optimiser steps (0: never mid-epoch) and at each epoch end; ``best.pt`` when
+    the epoch's validation metric (``engine.validation.validation_metric``) beats ``progress.best_metric``."""
+
+    def __init__(self, checkpointer: Checkpointer, every_steps: int) -> None:
+        self.checkpointer, self.every_steps = checkpointer, every_steps
+
+    def after_step(self, progress: Progress, result: StepResult) -> None:
+        if self.every_steps and progress.global_step % self.every_steps == 0:
+            self.checkpointer.save("last.pt", progress)
+
+    def after_epoch(self, progress: Progress, summary: dict[str, float]) -> None:
+        metric = validation_metric(summary)
+        improved = metric is not None and metric > progress.best_metric
+        if improved:
+            progress.best_metric = metric
+        end = dataclasses.replace(progress, epoch=progress.epoch + 1, step=0)  # where a resumed run starts
+        if improved:
+            self.checkpointer.save("best.pt", end)
+        self.checkpointer.save("last.pt", end)

@@ -1,0 +1,75 @@
+"""Validation during training: the loss on ``data.val`` and COCO AP on ``data.val_images`` / ``data.val_annotations``,
+sharded over the processes (every rank takes part, every rank receives the figures)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import nn
+from torch.utils.data import Dataset
+
+from config.schema import Config
+from data.dataset import images_to_float
+from engine.loader import make_loader
+from engine.logger import Meter
+from engine.sampler import EpochSampler
+from evaluate.coco_eval import evaluate_coco
+from models.weights import unwrap
+from utils import distributed as du
+from utils.precision import Precision
+
+
+def validation_metric(figures: dict[str, float]) -> float | None:
+    """The figure best.pt follows: COCO AP, else minus the validation loss; None when neither was measured."""
+    if "AP" in figures:
+        return figures["AP"]
+    return -figures["val_loss"] if "val_loss" in figures else None
+
+
+class Validator:
+    """Validation figures of a network being trained (``model`` possibly wrapped; ``loss`` its loss module)."""
+
+    def __init__(self, cfg: Config, model: nn.Module, loss: nn.Module, val_set: Dataset | None, device: torch.device,
+                 precision: Precision, rank: int, world_size: int) -> None:  # fmt: skip
+        self.cfg, self.model, self.loss, self.val_set, self.device = cfg, model, loss, val_set, device
+        self.precision, self.rank, self.world_size = precision, rank, world_size
+
+    @property
+    def enabled(self) -> bool:
+        d = self.cfg.data
+        return self.val_set is not None or bool(d.val_images and d.val_annotations)
+
+    @torch.no_grad()
+    def validate(self, epoch: int) -> dict[str, float]:
+        """``val_loss`` (when there is a validation file) and the COCO figures (``AP``, ``AP50``, ... when there are
+        validation images); rank 0 writes the results to ``train.out_dir/val_results_epoch{epoch}.json``."""
+        out: dict[str, float] = {}
+        model = unwrap(self.model)
+        was_training = model.training
+        model.eval()
+        try:
+            if self.val_set is not None:
+                out["val_loss"] = self.val_loss(model)
+            d = self.cfg.data
+            if d.val_images and d.val_annotations:
+                out_json = Path(self.cfg.train.out_dir) / f"val_results_epoch{epoch}.json" if self.rank == 0 else None
+                stats = evaluate_coco(model, d.val_images, d.val_annotations, self.cfg, self.device, out_json=out_json)
+                out.update({k: float(v) for k, v in stats.items()})
+        finally:
+            model.train(was_training)
+        return out
+
+    def val_loss(self, model: nn.Module) -> float:
+        """Mean loss per sample over the validation file (each rank a strided share, averaged over the ranks)."""
+        sampler = EpochSampler(len(self.val_set), shuffle=False, rank=self.rank, world_size=self.world_size,
+                               batch_size=1)  # fmt: skip
+        meter = Meter()
+        for batch in make_loader(self.val_set, sampler, 1, self.cfg.data, self.device):
+            images = images_to_float(batch["image"].to(self.device), self.cfg.train.channels_last)
+            targets = [t.to(self.device) for t in batch["targets"]]
+            masks = [m.to(self.device) for m in batch["masks"]]
+            with self.precision.autocast(self.device):
+                total, _ = self.loss(model(images), targets, masks)
+            meter.update(float(total.item()), images.shape[0])
+        return du.all_reduce_mean(torch.tensor(meter.mean, device=self.device)).item()
