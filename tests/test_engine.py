@@ -1,4 +1,4 @@
-"""The training engine on the real COCO sample with a tiny model: resume, clipping, freezing, amp, NaN, errors."""
+"""The training engine on the synthetic sample with a tiny model: resume, clipping, freezing, amp, NaN, errors."""
 
 from __future__ import annotations
 
@@ -25,14 +25,14 @@ def assert_same_state(a: dict, b: dict):
         assert torch.equal(a[k], b[k]), k
 
 
-def test_exact_resume_is_bit_identical(sample_h5_64, tmp_path):
+def test_exact_resume_is_bit_identical(synthetic_h5_64, tmp_path):
     common = ["train.epochs=2", "train.max_steps_per_epoch=3", "train.optimizer=sgd", "train.lr=0.01"]
-    full = Trainer(tiny_cfg(sample_h5_64, tmp_path / "full", *common))
+    full = Trainer(tiny_cfg(synthetic_h5_64, tmp_path / "full", *common))
     full.fit()
 
-    first = Trainer(tiny_cfg(sample_h5_64, tmp_path / "split", *common[1:], "train.epochs=1"))
+    first = Trainer(tiny_cfg(synthetic_h5_64, tmp_path / "split", *common[1:], "train.epochs=1"))
     first.fit()
-    resumed = Trainer(tiny_cfg(sample_h5_64, tmp_path / "split", *common, "train.resume=auto"))
+    resumed = Trainer(tiny_cfg(synthetic_h5_64, tmp_path / "split", *common, "train.resume=auto"))
     assert resumed.epoch == 1 and resumed.global_step == 3
     resumed.fit()
 
@@ -46,23 +46,23 @@ def test_exact_resume_is_bit_identical(sample_h5_64, tmp_path):
     assert (tmp_path / "split" / "config.yaml").is_file()
 
 
-def test_mid_epoch_checkpoint_resumes_at_the_same_step(sample_h5_64, tmp_path):
+def test_mid_epoch_checkpoint_resumes_at_the_same_step(synthetic_h5_64, tmp_path):
     common = ["train.epochs=1", "train.max_steps_per_epoch=4", "train.checkpoint_every_steps=2"]
-    full = Trainer(tiny_cfg(sample_h5_64, tmp_path / "full", *common))
+    full = Trainer(tiny_cfg(synthetic_h5_64, tmp_path / "full", *common))
     full.fit()
-    partial = Trainer(tiny_cfg(sample_h5_64, tmp_path / "part", *common, "train.max_steps_per_epoch=2",
+    partial = Trainer(tiny_cfg(synthetic_h5_64, tmp_path / "part", *common, "train.max_steps_per_epoch=2",
                                "train.epochs=1"))  # fmt: skip
     partial.train_epoch(0)  # writes last.pt at step 2 of epoch 0 and "dies"
-    resumed = Trainer(tiny_cfg(sample_h5_64, tmp_path / "part", *common, "train.resume=auto"))
+    resumed = Trainer(tiny_cfg(synthetic_h5_64, tmp_path / "part", *common, "train.resume=auto"))
     assert (resumed.epoch, resumed.start_step) == (0, 2)
     resumed.fit()
     assert_same_state(model_state(full), model_state(resumed))
 
 
-def test_clipping_bounds_the_update(sample_h5_64, tmp_path):
+def test_clipping_bounds_the_update(synthetic_h5_64, tmp_path):
     # plain SGD with lr 1: the update is exactly the (clipped) gradient
     clip = 1e-3
-    t = Trainer(tiny_cfg(sample_h5_64, tmp_path, "train.optimizer=sgd", "train.momentum=0", "train.weight_decay=0",
+    t = Trainer(tiny_cfg(synthetic_h5_64, tmp_path, "train.optimizer=sgd", "train.momentum=0", "train.weight_decay=0",
                          "train.lr=1", f"train.clip_grad_norm={clip}", "train.epochs=1",
                          "train.max_steps_per_epoch=1"))  # fmt: skip
     before = [p.detach().clone() for p in t.params]
@@ -73,8 +73,8 @@ def test_clipping_bounds_the_update(sample_h5_64, tmp_path):
     assert float(row.split('"grad_norm": ')[1].split(",")[0]) > clip  # the raw gradient was larger
 
 
-def test_freezing_keeps_parameters_and_keeps_them_out_of_the_optimizer(sample_h5_64, tmp_path):
-    t = Trainer(tiny_cfg(sample_h5_64, tmp_path, "train.freeze=[^(?!.*heads)]", "train.epochs=1",
+def test_freezing_keeps_parameters_and_keeps_them_out_of_the_optimizer(synthetic_h5_64, tmp_path):
+    t = Trainer(tiny_cfg(synthetic_h5_64, tmp_path, "train.freeze=[^(?!.*heads)]", "train.epochs=1",
                          "train.max_steps_per_epoch=2", "train.optimizer=sgd", "train.lr=0.1"))  # fmt: skip
     model = unwrap(t.model)
     frozen = {n: p.detach().clone() for n, p in model.named_parameters() if not p.requires_grad}
@@ -88,8 +88,8 @@ def test_freezing_keeps_parameters_and_keeps_them_out_of_the_optimizer(sample_h5
     assert any(not torch.equal(after[n], v) for n, v in trainable.items())
 
 
-def test_bf16_autocast_trains_and_nan_is_skipped_and_counted(sample_h5_64, tmp_path):
-    cfg = tiny_cfg(sample_h5_64, tmp_path, "train.amp=bf16", "train.epochs=6", "train.max_steps_per_epoch=2",
+def test_bf16_autocast_trains_and_nan_is_skipped_and_counted(synthetic_h5_64, tmp_path):
+    cfg = tiny_cfg(synthetic_h5_64, tmp_path, "train.amp=bf16", "train.epochs=6", "train.max_steps_per_epoch=2",
                    "train.optimizer=adam", "train.lr=3e-3")  # fmt: skip
     t = faulty_trainer(nan_steps={5})(cfg)
     assert t.precision.dtype == torch.bfloat16
@@ -112,20 +112,21 @@ def run_train(*args: str) -> subprocess.CompletedProcess:
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
 
 
-def test_bad_inputs_give_clear_errors(sample_h5_64, tmp_path, coco_sample_images, coco_sample_annotations):
+def test_bad_inputs_give_clear_errors(synthetic_h5_64, tmp_path):
     r = run_train("data.train=/nonexistent/train.h5", f"train.out_dir={tmp_path}")
     assert r.returncode == 2 and "Traceback" not in r.stderr and "/nonexistent/train.h5" in r.stderr
 
-    r = run_train(f"data.train={sample_h5_64}", "data.input_size=128", f"train.out_dir={tmp_path}")
+    r = run_train(f"data.train={synthetic_h5_64}", "data.input_size=128", f"train.out_dir={tmp_path}")
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "64" in r.stderr and "128" in r.stderr and "coco_to_hdf5" in r.stderr
 
     # a checkpoint of another architecture: two stacks saved, one stack asked
-    t = Trainer(tiny_cfg(sample_h5_64, tmp_path / "two", "model.stacks=2", "loss.stack_weights=[1,1]",
+    t = Trainer(tiny_cfg(synthetic_h5_64, tmp_path / "two", "model.stacks=2", "loss.stack_weights=[1,1]",
                          "train.epochs=1", "train.max_steps_per_epoch=1"))  # fmt: skip
     t.fit()
+    two = tmp_path / "two" / "last.pt"
     r = subprocess.run([sys.executable, "train.py",
-                        *tiny_run_args(sample_h5_64, tmp_path, f"train.init_weights={tmp_path / 'two' / 'last.pt'}")],
+                        *tiny_run_args(synthetic_h5_64, tmp_path, f"train.init_weights={two}")],
                        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "unexpected" in r.stderr and "hourglasses.1." in r.stderr and "model.stacks=2" in r.stderr
@@ -133,7 +134,7 @@ def test_bad_inputs_give_clear_errors(sample_h5_64, tmp_path, coco_sample_images
     data = (tmp_path / "two" / "last.pt").read_bytes()
     (tmp_path / "cut.pt").write_bytes(data[: len(data) // 3])
     cut = tmp_path / "cut.pt"
-    r = subprocess.run([sys.executable, "train.py", *tiny_run_args(sample_h5_64, tmp_path, "model.stacks=2",
+    r = subprocess.run([sys.executable, "train.py", *tiny_run_args(synthetic_h5_64, tmp_path, "model.stacks=2",
                                                                 "loss.stack_weights=[1,1]", f"train.resume={cut}")],
                        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
     assert r.returncode == 2 and "Traceback" not in r.stderr and "cut.pt" in r.stderr and "truncated" in r.stderr

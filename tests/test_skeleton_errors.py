@@ -105,16 +105,17 @@ def test_missing_or_broken_skeleton_files_are_clean_errors(tmp_path):
 
 
 def test_an_annotation_of_another_keypoint_count_names_the_file_and_the_annotation(
-    tmp_path, coco_sample_annotations, coco_sample_images
+    tmp_path, synthetic_sample_annotations, synthetic_sample_images
 ):
-    """The real converter command, given the real COCO sample (17 keypoints each) and the 6-keypoint chain."""
+    """The real converter command, given the synthetic sample (17 keypoints each) and the 6-keypoint chain."""
     skeleton = write(tmp_path, CHAIN)
-    first = json.loads(coco_sample_annotations.read_text())["annotations"][0]["id"]
-    cmd = [sys.executable, "-m", "data.coco_to_hdf5", "--images", str(coco_sample_images), "--annotations",
-           str(coco_sample_annotations), "--out", str(tmp_path / "out.h5"), "--skeleton", str(skeleton)]  # fmt: skip
+    annotations = synthetic_sample_annotations
+    first = json.loads(annotations.read_text())["annotations"][0]["id"]
+    cmd = [sys.executable, "-m", "data.coco_to_hdf5", "--images", str(synthetic_sample_images), "--annotations",
+           str(annotations), "--out", str(tmp_path / "out.h5"), "--skeleton", str(skeleton)]  # fmt: skip
     proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
-    for word in (str(coco_sample_annotations), f"(id {first})", "holds 17 keypoints", "skeleton 'chain' has 6",
+    for word in (str(annotations), f"(id {first})", "holds 17 keypoints", "skeleton 'chain' has 6",
                  "--skeleton"):  # fmt: skip
         assert word in proc.stderr, proc.stderr
     assert not (tmp_path / "out.h5").exists()
