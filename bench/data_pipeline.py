@@ -9,9 +9,9 @@ passes, with the target stage split into keypoint maps, limb maps and the rest b
 keypoints.
 The image comes out as uint8 (its float conversion happens per batch on the training device: see data/dataset.py).
 
-Comparing with the original: issue 2 quotes 87 samples/s per process for the original pipeline (128x128 targets
-only) on this kind of machine. This machine's speed drifts by up to 1.5x within minutes, so only runs of both
-pipelines alternated at the same moments give a fair ratio; docs/benchmarks.md#data-pipeline reports such a measurement.
+Comparing with the original: the ratio printed is to a figure quoted for the original's pipeline (128x128 targets
+only), not measured beside this run. A shared machine's speed drifts within minutes, so only runs of both pipelines
+alternated at the same moments give a fair ratio; docs/benchmarks.md#data-pipeline reports such a measurement.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from data.targets import downscale_targets, draw_targets, keypoint_heatmaps, lim
 from engine.loader import make_loader
 from utils.errors import cli_main
 
-QUOTED_ORIGINAL_SAMPLES_PER_S = 87  # issue 2's figure for the original's pipeline (1 process, 128x128 targets only)
+QUOTED_ORIGINAL_SAMPLES_PER_S = 87  # quoted for the original's pipeline (1 process, 128x128 targets only)
 
 
 class StageTimer:

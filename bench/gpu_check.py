@@ -1,6 +1,6 @@
 """One GPU, one report: the CUDA test tier, then the training, data and evaluation speed of the paper preset.
 
-    python -m bench.gpu_check                         # about 5 min on an H200 (at most 8)
+    python -m bench.gpu_check                         # minutes on an H200 (docs/benchmarks.md#gpu-nvidia-h200)
     python -m bench.gpu_check --sections train data   # some sections only
     python -m bench.gpu_check --device cpu            # a dry run of the same code at toy sizes (no figures)
 

@@ -2,7 +2,7 @@
 
     python -m bench.grouping [--images DIR --annotations FILE] [--repeat 3] [key=value ...]
 
-Prints two figures (the original: 4.32 images/s decoding, 2.55 images/s post-network on this machine):
+Prints two figures (recorded with the original's on the same machine in docs/benchmarks.md#decoding):
 * decoding: peaks + limb scoring + assembly on the averaged maps;
 * post-network: flip fusion + resize onto the decoding grid + decoding, starting from the network-shaped
   (2, 50, h, w) output at scale 1 (boxsize / image height; the maps a perfect network would give, drawn

@@ -7,8 +7,8 @@ memory of a training step with and without ``model.checkpoint_activations``.
     python -m bench.model --memory                          # CUDA: each preset at its input size, batch 1..16
     python -m bench.model --memory --device cpu --presets quickstart --batches 1   # the steps run, unmeasured
 
-Reference: the original PoseNet takes 3.75 s per forward+backward at 256 input, batch 2, float32 on a
-2-core CPU. Figures are printed, never asserted; other processes on the machine make them noisy.
+Reference figures of the original's network and ours: docs/benchmarks.md#network-on-the-cpu. Figures are printed,
+never asserted; other processes on the machine make them noisy.
 """
 
 from __future__ import annotations

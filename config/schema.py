@@ -55,10 +55,10 @@ class AugmentConfig:
     # data pipeline speed-ups (data owner). reduced_decode: decode the JPEG at 1/2, 1/4 or 1/8 size when the
     # affine shrinks the image at least that much (False: always full size, like the original).
     reduced_decode: bool = True
-    # How the two masks reach the output grid. faithful: warp at the input size, then area-resize (the original,
-    # ~2 ms at 512); half: warp at half the input size, then area-resize (~0.5 ms; on the real COCO sample the
-    # mean |difference| to faithful is 0.0003, and 0.2 % of ignored cells change side of the 0.5 threshold);
-    # grid: bilinear samples at the cell centres (~0.1 ms; 0.0014 and 0.6 %).
+    # How the two masks reach the output grid. faithful: warp at the input size, then area-resize (the original);
+    # half: warp at half the input size, then area-resize (several times cheaper, masks nearly equal to faithful);
+    # grid: bilinear samples at the cell centres (cheapest, furthest from faithful). Times and differences:
+    # docs/benchmarks.md#data-pipeline-stages.
     mask_warp: Literal["faithful", "half", "grid"] = "half"
 
 
@@ -90,10 +90,10 @@ class ModelConfig:
     head_channels: int = 256
     se_reduction: int = 16
     # Training keeps only the inputs of the stem, of each hourglass and of each stack's heads, and recomputes
-    # their activations in the backward pass (torch.utils.checkpoint): for the paper preset at batch 4, 3.5
-    # instead of 16.5 GiB of activations (counted, float32), for ~30 % more step time; the same gradients and
-    # BatchNorm statistics. The weights are the same either way, so a run may resume with it changed; evaluation
-    # never recomputes. Why these units: models.posenet.PoseNet.recomputes_activations.
+    # their activations in the backward pass (torch.utils.checkpoint): a fraction of the activation memory for
+    # longer steps (docs/benchmarks.md#activation-checkpointing); the same gradients and BatchNorm statistics.
+    # The weights are the same either way, so a run may resume with it changed; evaluation never recomputes. Why
+    # these units: models.posenet.PoseNet.recomputes_activations.
     checkpoint_activations: bool = False
 
 
@@ -118,7 +118,8 @@ class LossConfig:
 
 @dataclass
 class TrainConfig:
-    """Optimiser, schedule and run control (docs/design.md#schedule, docs/design.md#training-engine)."""
+    """Optimiser, schedule and run control (docs/design.md#schedule, docs/design.md#one-optimiser-step,
+    docs/design.md#training-engine-loop-hooks-checkpoint)."""
 
     epochs: int = 100
     batch_size: int = 4  # per process and micro-batch
@@ -197,8 +198,8 @@ class EvalConfig:
     refine_radius: int = 2
     remove_recon: bool = False
     # drop people with fewer keypoints; 1 also returns keypoints no limb reached as one-keypoint people
-    # (ranked after every person of 2+ keypoints; +2.5 oracle AP on the sample). The original's filter (count < 2)
-    # never fired.
+    # (ranked after every person of 2+ keypoints, so they only add recall: docs/benchmarks.md#decoder-settings).
+    # The original's filter (count < 2) never fired.
     min_parts: int = 1
     min_mean_score: float = 0.45  # drop people whose total / count is below this; >= 0
     refine_xy_swap_bug: bool = False  # True: the original's swapped x/y peak refinement
@@ -211,8 +212,8 @@ class EvalConfig:
     # the decoding grid and the image size). Chosen by measurement: docs/benchmarks.md#decoder-settings
     peak_score: Literal["window_mean", "peak", "input_window"] = "input_window"
     # rows of the grid the scales are averaged and decoded on; 0: the image's own size (original).
-    # 192 decodes ~7x faster than a 640x427 image; with quadratic refinement it loses 0.005 oracle AP and no AP
-    # on a trained model's maps (docs/benchmarks.md#decoder-settings).
+    # A small grid decodes several times faster than the image's size and, with quadratic refinement, loses
+    # almost no AP (docs/benchmarks.md#decoder-settings).
     # Original decoder: decode_height=0 refine_mode=centroid refine_xy_swap_bug=true min_parts=2
     # peak_score=window_mean max_peaks=0
     decode_height: int = 192

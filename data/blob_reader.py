@@ -2,9 +2,9 @@
 memory map of the file.
 
 h5py spends tens of microseconds per slice (selection set-up) and copies every chunk it touches through its chunk
-cache, which random access keeps evicting: with cold caches, about 0.2 ms per sample for its three reads, against
-0.1 ms here. Uncompressed, unfiltered datasets (what ``data.h5_format.H5Writer`` makes) are read at the byte offsets
-HDF5 reports for their chunks; any other layout falls back to h5py slicing.
+cache, which random access keeps evicting; reading the bytes straight from the map costs less per sample
+(docs/benchmarks.md#data-pipeline-stages). Uncompressed, unfiltered datasets (what ``data.h5_format.H5Writer``
+makes) are read at the byte offsets HDF5 reports for their chunks; any other layout falls back to h5py slicing.
 
     reader = BlobReader(path, h5_file["images/jpeg"])
     jpeg = reader.read(a, b)     # a new (b - a,) array of the dataset's dtype

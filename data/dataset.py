@@ -9,7 +9,8 @@
 Image as uint8 (a deliberate departure from "image float tensor"): a sample's image is the warped uint8 picture,
 (3, H, W) as a channels-last view of its (H, W, 3) pixels. The float conversion (/255) happens once per batch, on
 the device, in ``images_to_float``: the worker -> main process and host -> device copies are 4x smaller, the
-worker saves 1-2 ms per sample, and on a GPU the conversion is free. ``collate`` keeps the batch channels-last.
+worker is spared the conversion (docs/benchmarks.md#data-pipeline-stages), and on a GPU it is free. ``collate``
+keeps the batch channels-last.
 
 Randomness: sample ``i`` of epoch ``e`` uses its own generator seeded from ``(cfg.train.seed, e, i)``, so it is
 the same whatever the number of workers and whichever worker draws it, and differs between epochs. The epoch
@@ -54,7 +55,8 @@ def keep_freed_memory() -> None:
 
     Every sample allocates several MB of fresh arrays (image, 50 target maps, 5 scales). By default glibc serves
     blocks over 128 kB with mmap and unmaps them on free, so each new sample page-faults all of its memory in
-    again: measured 30% of the pipeline's time. Keeping them in the heap removes that; RSS stays at its peak.
+    again, a large share of the pipeline's time (docs/benchmarks.md#data-pipeline-stages). Keeping them in the
+    heap removes that; RSS stays at its peak.
     """
     import ctypes
     import ctypes.util
@@ -326,7 +328,7 @@ class SimplePoseDataset(torch.utils.data.Dataset):
         ss = {"faithful": self.stride, "half": self.stride // 2, "grid": 1}[self.cfg.augment.mask_warp]
         if not self.has_ignore[image] and not self.has_person[image]:
             return np.ones(self.grid_hw, np.float32), np.zeros(self.grid_hw, np.float32)
-        # Only the rows the warp can sample are expanded from the runs (about 60% of them on the real sample).
+        # Only the rows the warp can sample are expanded from the runs (a zoomed-in crop reads few of them).
         image_hw = (int(self.height[image]), int(self.width[image]))
         x0, y0, x1, y1 = augment.sampled_region(image_hw, matrix, self.input_hw)
         rows = (y0, y1) if y1 > y0 and x1 > x0 else None

@@ -89,7 +89,8 @@ def mask_code(mask_miss: np.ndarray, mask_all: np.ndarray) -> np.ndarray:
 def encode_mask_runs(code: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Row-major run-length encoding of a uint8 image: (values uint8, lengths uint32) of its runs.
 
-    Decoding is one ``np.repeat`` (about 6x faster than a PNG decode; see ``decode_mask_runs``)."""
+    Decoding is one ``np.repeat``, much cheaper than a PNG decode (docs/benchmarks.md#data-pipeline-stages; see
+    ``decode_mask_runs``)."""
     flat = code.ravel()
     starts = np.r_[0, np.flatnonzero(flat[1:] != flat[:-1]) + 1]
     return flat[starts], np.diff(np.r_[starts, flat.size]).astype(np.uint32)

@@ -358,8 +358,9 @@ def generate(
 ) -> dict[str, int]:
     """Write the dataset of ``skeleton``'s figures (default: COCO persons) under ``out``; returns the number of
     images per split. ``crowd_probability``: of a picture holding a crowd region (drawn last: the people of every
-    picture are the same for any value, occluded where a crowd covers them); ``crowd_counts``: a crowd's RLE as pycocotools' compressed string (``"compressed"``) or,
-    as in COCO's own files, a list of run lengths (``"uncompressed"``)."""
+    picture are the same for any value, occluded where a crowd covers them); ``crowd_counts``: a crowd's RLE as
+    pycocotools' compressed string (``"compressed"``) or, as in COCO's own files, a list of run lengths
+    (``"uncompressed"``)."""
     if num_images < 1 or not 0 <= val_fraction < 1:
         raise UserError("--num-images must be >= 1 and --val-fraction in [0, 1)")
     if not 0 <= crowd_probability <= 1 or crowd_counts not in ("compressed", "uncompressed"):

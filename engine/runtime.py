@@ -23,6 +23,6 @@ def seed_everything(seed: int, deterministic: bool) -> None:
 
 def configure_cpu_threads(device: torch.device, num_workers: int) -> None:
     """On the CPU, leave one core per DataLoader worker: more busy threads than cores stalls every OpenMP
-    barrier in the network (measured 10x slower on 2 cores). OMP_NUM_THREADS, when set, wins."""
+    barrier in the network (docs/benchmarks.md#cpu-threads). OMP_NUM_THREADS, when set, wins."""
     if device.type == "cpu" and "OMP_NUM_THREADS" not in os.environ:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) - num_workers))

@@ -3,7 +3,7 @@
 One ``Trainer`` owns the optimiser, the learning-rate schedule, mixed precision, gradient clipping, layer
 freezing, non-finite step handling, validation (loss and COCO AP), checkpoints (``last.pt``, ``best.pt``),
 resume and logging. A launcher (engine.launch) only decides how the model is wrapped and which process sees
-which samples. ``docs/design.md#training-engine`` walks through one step.
+which samples. ``docs/design.md#training-engine-loop-hooks-checkpoint`` walks through the loop.
 """
 
 from __future__ import annotations

@@ -192,12 +192,10 @@ class PoseNet(nn.Module):
 
         The units are the stem, each stack's hourglass, and each stack's heads with its merges. The last stack's
         heads run plainly: backward needs them first, so recomputing them would free nothing. In the backward
-        pass one unit's activations live at a time, beside the inputs and outputs of all units. Counted for the
-        paper preset at 512, batch 4, float32: the plain network keeps 16.5 GiB for backward (stem 1.4, each
-        hourglass 2.5, each stack's heads and merges 1.3 GiB); recomputing keeps 1.0 GiB of unit inputs and
-        outputs plus one hourglass, 3.5 GiB. Whole stacks as units would keep 0.6 + 3.8 = 4.4 GiB for 12 % less
-        recomputation (the last hourglass would run once). Cost: every op but the last heads runs twice, 89 % of
-        a forward's multiply-adds, so a step takes about 30 % longer.
+        pass one unit's activations live at a time, beside the inputs and outputs of all units, so the largest
+        unit (an hourglass) sets the peak. Whole stacks as units would recompute a little less (the last
+        hourglass would run once) but keep a stack's activations at a time. Cost: every op but the last heads
+        runs twice. Memory counted per unit, and measured: docs/benchmarks.md#activation-checkpointing.
         """
         return self.cfg.checkpoint_activations and self.training and torch.is_grad_enabled()
 

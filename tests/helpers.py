@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -39,6 +41,28 @@ def make_synthetic_sample(out: Path) -> Path:
 def tiny_cfg(h5, out_dir, *extra: str) -> Config:
     """The tiny preset training on ``h5`` (built for input size 64) into ``out_dir``, with ``key=value`` extras."""
     return load_config(TINY_PRESET, [f"data.train={h5}", f"train.out_dir={out_dir}", *extra])
+
+
+def run_args(preset: str | Path, train_h5: str | Path, out_dir: str | Path, *extra: str) -> list[str]:
+    """Command-line arguments of a training run of ``preset`` on ``train_h5``, writing to ``out_dir``; ``extra``
+    are further ``key=value`` overrides."""
+    return ["--config", str(preset), f"data.train={train_h5}", f"train.out_dir={out_dir}", *extra]
+
+
+def tiny_run_args(train_h5: str | Path, out_dir: str | Path, *extra: str) -> list[str]:
+    """``run_args`` of the tiny preset (``train_h5`` built for input size 64)."""
+    return run_args(TINY_PRESET, train_h5, out_dir, *extra)
+
+
+def torchrun_command(program: list[str], nproc: int, max_restarts: int = 0) -> list[str]:
+    """The command line that starts ``nproc`` copies of ``program`` (``["train_distributed.py", *args]`` or
+    ``["-m", "evaluate.coco_eval", *args]``) on this machine under torchrun (``python -m torch.distributed.run``,
+    on a free local port), restarting the group up to ``max_restarts`` times."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}",
+            f"--max-restarts={max_restarts}", f"--master_port={port}", *program]  # fmt: skip
 
 
 # A person facing the camera, (dx, dy) from the top of the head, internal keypoint order, input pixels.

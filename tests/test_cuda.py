@@ -42,9 +42,8 @@ from engine.run import QUICKSTART_PRESET, parse_args
 from engine.trainer import Trainer
 from evaluate.coco_eval import coco_keypoint_stats, load_coco
 from models.weights import unwrap
-from tests.helpers import flat_optimizer_state, subprocess_env
-from utils.distributed import torchrun_command
-from utils.paths import PAPER_PRESET, REPO_ROOT, run_args, tiny_run_args
+from tests.helpers import flat_optimizer_state, run_args, subprocess_env, tiny_run_args, torchrun_command
+from utils.paths import PAPER_PRESET, REPO_ROOT
 
 CPU_DRY_RUN_SIZE = int(os.environ.get("SIMPLEPOSE_CUDA_TIER_ON_CPU") or 0)
 DEVICE = torch.device("cpu" if CPU_DRY_RUN_SIZE else "cuda")

@@ -15,9 +15,8 @@ from torch import nn
 
 from engine.checkpoint import load_checkpoint
 from engine.launch import DataParallelBalanced, ModelWithLoss, sync_batchnorm
-from tests.helpers import COCO, subprocess_env, tiny_cfg
-from utils.distributed import torchrun_command
-from utils.paths import REPO_ROOT, tiny_run_args
+from tests.helpers import COCO, subprocess_env, tiny_cfg, tiny_run_args, torchrun_command
+from utils.paths import REPO_ROOT
 
 # per process: batch 2, 4 steps, a checkpoint every 2 steps; BatchNorm in eval mode makes N x b == 1 x N*b exact
 RUN = ["train.epochs=1", "train.max_steps_per_epoch=4", "train.checkpoint_every_steps=2", "train.optimizer=sgd",

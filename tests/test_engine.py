@@ -11,8 +11,8 @@ from engine.checkpoint import load_checkpoint
 from engine.trainer import Trainer
 from models.weights import unwrap
 from tests.harness.faulty_trainer import faulty_trainer
-from tests.helpers import flat_optimizer_state, tiny_cfg
-from utils.paths import REPO_ROOT, tiny_run_args
+from tests.helpers import flat_optimizer_state, tiny_cfg, tiny_run_args
+from utils.paths import REPO_ROOT
 
 
 def model_state(trainer):

@@ -13,8 +13,8 @@ from engine.checkpoint import load_checkpoint
 from engine.trainer import Trainer
 from models.weights import unwrap
 from tests.harness.faulty_trainer import Crash, faulty_trainer
-from tests.helpers import tiny_cfg
-from utils.paths import REPO_ROOT, tiny_run_args
+from tests.helpers import tiny_cfg, tiny_run_args
+from utils.paths import REPO_ROOT
 
 # BatchNorm in eval mode: the statistics of a micro-batch of 2 and of a batch of 4 differ otherwise
 COMMON = ["train.epochs=1", "train.max_steps_per_epoch=3", "train.optimizer=sgd", "train.bn_eval=true",

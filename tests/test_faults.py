@@ -23,9 +23,9 @@ from engine.checkpoint import load_checkpoint
 from engine.loader_errors import worker_error_message
 from engine.trainer import Trainer
 from tests.harness.faults import temporaries, write_fault
-from tests.helpers import tiny_cfg
+from tests.helpers import tiny_cfg, tiny_run_args
 from utils.errors import UserError
-from utils.paths import REPO_ROOT, tiny_run_args
+from utils.paths import REPO_ROOT
 
 SHORT = ["train.max_steps_per_epoch=2", "train.optimizer=sgd", "train.lr=0.01"]
 

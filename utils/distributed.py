@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import datetime
 import os
-import socket
-import sys
 from typing import Any
 
 import torch
@@ -164,14 +162,3 @@ def shard(n: int, rank: int | None = None, world: int | None = None) -> range:
     rank = get_rank() if rank is None else rank
     world = get_world_size() if world is None else world
     return range(rank, n, world)
-
-
-def torchrun_command(program: list[str], nproc: int, max_restarts: int = 0) -> list[str]:
-    """The command line that starts ``nproc`` copies of ``program`` (``["train_distributed.py", *args]`` or
-    ``["-m", "evaluate.coco_eval", *args]``) on this machine under torchrun (``python -m torch.distributed.run``,
-    on a free local port), restarting the group up to ``max_restarts`` times."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}",
-            f"--max-restarts={max_restarts}", f"--master_port={port}", *program]  # fmt: skip

@@ -2,8 +2,9 @@
 
 On a CPU with as many busy threads as cores, an idle OpenMP thread's default spin-wait (about 300,000 iterations)
 burns the core a neighbouring process needs, and every barrier of the network then waits for a thread that is not
-running: on 2 cores a busy neighbour made float32 training steps 3-5x slower. A short spin (GOMP_SPINCOUNT=1000)
-costs ~7 % on an idle machine and halves that loss (docs/benchmarks.md#cpu-threads has the table).
+running: on 2 cores a busy neighbour made float32 training steps several times slower. A short spin
+(GOMP_SPINCOUNT=1000) costs little on an idle machine and recovers much of that loss (docs/benchmarks.md#cpu-threads
+has the table).
 """
 
 from __future__ import annotations

@@ -14,17 +14,6 @@ PAPER_PRESET = REPO_ROOT / "config" / "simplepose_coco.yaml"  # the paper's mode
 COCO_SAMPLE_ANNOTATIONS = Path("annotations") / "person_keypoints_sample.json"
 
 
-def run_args(preset: str | Path, train_h5: str | Path, out_dir: str | Path, *extra: str) -> list[str]:
-    """Command-line arguments of a training run of ``preset`` on ``train_h5``, writing to ``out_dir``; ``extra``
-    are further ``key=value`` overrides."""
-    return ["--config", str(preset), f"data.train={train_h5}", f"train.out_dir={out_dir}", *extra]
-
-
-def tiny_run_args(train_h5: str | Path, out_dir: str | Path, *extra: str) -> list[str]:
-    """``run_args`` of the tiny preset (``train_h5`` built for input size 64)."""
-    return run_args(TINY_PRESET, train_h5, out_dir, *extra)
-
-
 COCO_SAMPLE_FETCHED = REPO_ROOT / "tests" / "coco_sample"  # the shipped annotations; images/ once fetched (ignored)
 COCO_SAMPLE_SHARED = REPO_ROOT / ".." / "shared" / "data" / "coco_sample"  # this project's own machines
 FETCH_COMMAND = "python -m tests.fetch_coco_sample"

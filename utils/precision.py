@@ -6,11 +6,12 @@ computes natively, never by the device type alone:
 | device | capability                          | auto gives                   |
 |--------|-------------------------------------|------------------------------|
 | CPU    | AVX512-BF16 or AMX (native bf16)    | bf16 autocast                |
-| CPU    | neither (e.g. AVX2 only)            | float32 (bf16 is emulated: ~9x slower than float32, measured) |
+| CPU    | neither (e.g. AVX2 only)            | float32 (emulated bf16 is far slower) |
 | CUDA   | bf16 tensor cores (compute >= 8.0)  | bf16 autocast, no loss scaling needed |
 | CUDA   | older GPUs                          | fp16 autocast + GradScaler   |
 
-The loss is always computed in float32 (models/loss.py casts); only the network runs in the chosen dtype.
+The loss is always computed in float32 (models/loss.py casts); only the network runs in the chosen dtype. How much
+slower emulated bf16 ran: docs/benchmarks.md#cpu-threads.
 """
 
 from __future__ import annotations

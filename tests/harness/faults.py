@@ -30,10 +30,9 @@ from data.coco_to_hdf5 import Source, convert
 from data.synthetic import generate
 from engine.checkpoint import load_checkpoint
 from tests.harness.cases import CaseResult
-from tests.helpers import subprocess_env
-from utils.distributed import torchrun_command
+from tests.helpers import subprocess_env, tiny_run_args, torchrun_command
 from utils.errors import UserError
-from utils.paths import REPO_ROOT, TINY_PRESET, tiny_run_args
+from utils.paths import REPO_ROOT, TINY_PRESET
 
 TRACEBACK = "Traceback (most recent call last)"
 CHECKPOINTS = ("last.pt", "best.pt")
