@@ -14,6 +14,8 @@ itself (conversion, masks, JPEG decoding, the oracle) run on the generated peopl
 
 from __future__ import annotations
 
+import functools
+import os
 from pathlib import Path
 
 import pytest
@@ -35,6 +37,29 @@ def converted(images: Path, annotations: Path, out: Path, input_size: int) -> Pa
 
 # ---------------------------------------------------------------------------------------------- the real sample
 
+REAL_SAMPLE_FIXTURES = {"coco_sample", "coco_sample_annotations", "coco_sample_images", "coco_sample_h5"}
+
+
+@functools.cache
+def real_sample_missing() -> str | None:
+    """Why the tests on the real sample are skipped: the one-line message of utils.paths.coco_sample_dir; None when
+    it is found, or when $SIMPLEPOSE_COCO_SAMPLE asks for one (a wrong setting fails those tests instead)."""
+    try:
+        coco_sample_dir()
+    except UserError as e:
+        return None if os.environ.get("SIMPLEPOSE_COCO_SAMPLE") else str(e)
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Skip the tests on the real sample when there is none, from this one place: pytest's summary then folds them
+    into one line (a skip raised by a fixture is reported at each test)."""
+    params = getattr(item, "callspec", None)
+    real = REAL_SAMPLE_FIXTURES & set(item.fixturenames) or (params and params.params.get("sample_kind") == "real")
+    if real and real_sample_missing():
+        pytest.skip(real_sample_missing())
+
 
 @pytest.fixture(scope="session")
 def coco_sample() -> Path:
@@ -43,7 +68,7 @@ def coco_sample() -> Path:
     try:
         return coco_sample_dir()
     except UserError as e:
-        if "SIMPLEPOSE_COCO_SAMPLE=" in str(e):
+        if os.environ.get("SIMPLEPOSE_COCO_SAMPLE"):
             pytest.fail(str(e))
         pytest.skip(str(e))
 

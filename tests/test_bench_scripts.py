@@ -78,13 +78,16 @@ def test_grouping_bench_finds_the_sample_through_the_environment(tmp_path, monke
     assert str(tmp_path / "elsewhere") in capsys.readouterr().err
 
 
-def test_decoder_table_prints_a_row_per_candidate_for_each_kind_of_maps(synthetic_coco, tmp_path, capsys):
+def test_decoder_table_prints_a_row_per_candidate_for_each_kind_of_maps(
+    synthetic_coco, synthetic_sample_images, synthetic_sample_annotations, tmp_path, capsys
+):
     cfg = load_config(TINY_PRESET)  # a random-weight 1-stack model evaluated at 64 px: (b) runs, its AP is ~0
     ckpt = tmp_path / "tiny.pt"
     torch.save({"model": build_model(cfg).state_dict(), "config": to_dict(cfg), "epoch": 0}, ckpt)
-    args = ["--ckpt", str(ckpt), "--val-dir", str(synthetic_coco), "--limit", "2", "--decode-height", "96", "0",
-            "--refine", "quadratic", "--min-parts", "1", "--peak-score", "input_window", "--max-peaks", "100",
-            "--no-progress", "eval.scales=[1.0]"]  # fmt: skip
+    oracle = ["--images", str(synthetic_sample_images), "--annotations", str(synthetic_sample_annotations)]  # (a) (c)
+    args = [*oracle, "--ckpt", str(ckpt), "--val-dir", str(synthetic_coco), "--limit", "2",
+            "--decode-height", "96", "0", "--refine", "quadratic", "--min-parts", "1", "--peak-score", "input_window",
+            "--max-peaks", "100", "--no-progress", "eval.scales=[1.0]"]  # fmt: skip
     assert decoder_table.main(args) == 0
     out = capsys.readouterr().out
     for name in ("(a) oracle", "(b) model", "(c) degraded"):
