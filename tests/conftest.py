@@ -27,17 +27,17 @@ from utils.errors import UserError
 from utils.paths import COCO_SAMPLE_ANNOTATIONS, coco_sample_dir
 
 
-def converted(images: Path, annotations: Path, out: Path, input_size: int) -> Path:
-    """``annotations`` over ``images`` converted by data.coco_to_hdf5 to ``out`` for ``input_size``."""
+def converted(sample: Path, out: Path, input_size: int) -> Path:
+    """The sample at ``sample`` (images/, annotations/) converted by data.coco_to_hdf5 to ``out`` for ``input_size``."""
     from data.coco_to_hdf5 import Source, convert
 
-    convert([Source(images, annotations)], out, input_size=input_size, progress=False)
+    convert([Source(sample / "images", sample / COCO_SAMPLE_ANNOTATIONS)], out, input_size=input_size, progress=False)
     return out
 
 
 # ---------------------------------------------------------------------------------------------- the real sample
 
-REAL_SAMPLE_FIXTURES = {"coco_sample", "coco_sample_annotations", "coco_sample_images", "coco_sample_h5"}
+REAL_SAMPLE_FIXTURES = {"coco_sample", "coco_sample_h5"}
 
 
 @functools.cache
@@ -74,20 +74,9 @@ def coco_sample() -> Path:
 
 
 @pytest.fixture(scope="session")
-def coco_sample_annotations(coco_sample: Path) -> Path:
-    return coco_sample / COCO_SAMPLE_ANNOTATIONS
-
-
-@pytest.fixture(scope="session")
-def coco_sample_images(coco_sample: Path) -> Path:
-    return coco_sample / "images"
-
-
-@pytest.fixture(scope="session")
-def coco_sample_h5(coco_sample_images: Path, coco_sample_annotations: Path, tmp_path_factory) -> Path:
+def coco_sample_h5(coco_sample: Path, tmp_path_factory) -> Path:
     """The real COCO sample converted once per session by data.coco_to_hdf5, for input size 256."""
-    out = tmp_path_factory.mktemp("coco_sample_h5") / "sample256.h5"
-    return converted(coco_sample_images, coco_sample_annotations, out, 256)
+    return converted(coco_sample, tmp_path_factory.mktemp("coco_sample_h5") / "sample256.h5", 256)
 
 
 # ---------------------------------------------------------------------------------------------- the synthetic sample
@@ -111,17 +100,15 @@ def synthetic_sample_images(synthetic_sample: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def synthetic_sample_h5(synthetic_sample_images: Path, synthetic_sample_annotations: Path, tmp_path_factory) -> Path:
+def synthetic_sample_h5(synthetic_sample: Path, tmp_path_factory) -> Path:
     """The synthetic sample converted once per session for input size 256."""
-    out = tmp_path_factory.mktemp("synthetic_sample_h5") / "synthetic256.h5"
-    return converted(synthetic_sample_images, synthetic_sample_annotations, out, 256)
+    return converted(synthetic_sample, tmp_path_factory.mktemp("synthetic_sample_h5") / "synthetic256.h5", 256)
 
 
 @pytest.fixture(scope="session")
-def synthetic_h5_64(synthetic_sample_images: Path, synthetic_sample_annotations: Path, tmp_path_factory) -> Path:
+def synthetic_h5_64(synthetic_sample: Path, tmp_path_factory) -> Path:
     """The synthetic sample converted once per session for input size 64 (the tiny preset's)."""
-    out = tmp_path_factory.mktemp("h5") / "synthetic64.h5"
-    return converted(synthetic_sample_images, synthetic_sample_annotations, out, 64)
+    return converted(synthetic_sample, tmp_path_factory.mktemp("h5") / "synthetic64.h5", 64)
 
 
 # ---------------------------------------------------------------------------------------------- each of the two

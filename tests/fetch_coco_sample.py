@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import http.client
 import json
 import sys
 import urllib.error
@@ -92,6 +93,8 @@ def download(photo: Photo, timeout: float) -> bytes:
         if photo.url.startswith("file:"):  # a local folder standing in for the server: this one file is missing
             raise ValueError(f"{photo.url}: {getattr(e.reason, 'strerror', None) or e.reason}") from None
         raise Unreachable(f"{photo.url}: {e.reason}") from None
+    except http.client.HTTPException as e:  # an answer cut short or malformed
+        raise ValueError(f"{photo.url}: the answer broke off ({type(e).__name__})") from None
     except OSError as e:  # a timeout or a connection cut while reading
         raise Unreachable(f"{photo.url}: {e}") from None
     if len(data) != photo.size or sha256_of(data) != photo.sha256:

@@ -26,8 +26,9 @@ OFFICIAL = "http://images.cocodataset.org/train2017/"
 class StandIn:
     """A local HTTP server for ``root`` (COCO's path layout: ``root/train2017/NAME``), counting the files it sends."""
 
-    def __init__(self, root: Path):
-        self.root, self.sent = root, []
+    def __init__(self, root: Path, cut: tuple[str, ...] = ()):
+        """``cut``: file names whose answer breaks off after half the announced bytes."""
+        self.sent = []
         stand_in = self
 
         class Handler(http.server.SimpleHTTPRequestHandler):
@@ -36,7 +37,14 @@ class StandIn:
 
             def do_GET(self):  # noqa: N802 (http.server's name)
                 stand_in.sent.append(self.path)
-                super().do_GET()
+                if self.path.rsplit("/", 1)[-1] not in cut:
+                    return super().do_GET()
+                data = (root / self.path.lstrip("/")).read_bytes()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data[: len(data) // 2])
+                self.close_connection = True
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=root))
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -132,6 +140,17 @@ def test_a_missing_file_names_it_and_the_others_are_fetched(stand_in_sample, tmp
     # the same from a folder standing in for the server (--base-url file:///...)
     with pytest.raises(UserError, match=f"2 of 6 images not fetched .*{names[0]}: file://.*No such file"):
         run_fetch(stand_in_sample, tmp_path / "from_folder", server_root.as_uri())
+
+
+def test_an_answer_that_breaks_off_is_named_and_nothing_of_it_is_written(stand_in_sample, tmp_path):
+    annotations, _, server_root = stand_in_sample
+    names = [img["file_name"] for img in json.loads(annotations.read_text())["images"]]
+    out = tmp_path / "sample"
+    with StandIn(server_root, cut=(names[3],)) as server, pytest.raises(UserError) as e:
+        run_fetch(stand_in_sample, out, server.url)
+    assert str(e.value).startswith("1 of 6 images not fetched")
+    assert f"{names[3]}: {server.url}/train2017/{names[3]}: the answer broke off (IncompleteRead)" in str(e.value)
+    assert sorted(p.name for p in (out / "images").iterdir()) == sorted(set(names) - {names[3]})
 
 
 def test_no_server_stops_at_the_first_file_with_what_to_do(stand_in_sample, tmp_path):
