@@ -12,6 +12,7 @@ import argparse
 import copy
 import dataclasses
 import difflib
+import math
 import types
 import typing
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from config.schema import OUTPUT_STRIDE, Config
+from config.schema import OUTPUT_STRIDE, Config, TrackConfig
 from utils.errors import UserError
 from utils.io import atomic_write_text
 
@@ -249,6 +250,25 @@ def validate(cfg: Config) -> None:
             f"eval.min_mean_score must be >= 0, got {cfg.eval.min_mean_score} (a person's mean keypoint evidence; "
             "person scores 1 - 1 / total need totals >= 0); 0 keeps every person"
         )
+    check_track(cfg.track)
+
+
+def check_track(track: TrackConfig) -> None:
+    """ConfigError naming the first ``track.*`` setting out of its range."""
+    limits = [
+        ("min_score", not math.isnan(track.min_score), "a number (-inf: every person is tracked)"),
+        ("min_oks", 0 < track.min_oks <= 1, "in (0, 1]"),
+        ("min_iou", 0 < track.min_iou <= 1, "in (0, 1]"),
+        ("min_shared_keypoints", track.min_shared_keypoints >= 1, ">= 1"),
+        ("max_lost_frames", track.max_lost_frames >= 0, ">= 0 (0: a track ends on its first unmatched frame)"),
+        ("min_hits", track.min_hits >= 1, ">= 1 (1: every new person gets an id at once)"),
+        ("min_cutoff", track.min_cutoff > 0, "> 0 Hz"),
+        ("beta", track.beta >= 0, ">= 0 (0: a fixed cutoff)"),
+        ("derivative_cutoff", track.derivative_cutoff > 0, "> 0 Hz"),
+    ]
+    for name, ok, wanted in limits:
+        if not ok:
+            raise ConfigError(f"track.{name} must be {wanted}, got {getattr(track, name)}")
 
 
 def to_dict(cfg: Config) -> dict:

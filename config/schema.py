@@ -231,6 +231,34 @@ class EvalConfig:
 
 
 @dataclass
+class TrackConfig:
+    """Identities across video frames and keypoint smoothing (evaluate/track.py, docs/design.md#tracking), for
+    ``python -m evaluate.demo --track [--smooth]`` and ``evaluate.PoseTracker``."""
+
+    # People scored below this are not tracked (nor reported): the decoder's fragments of a person (a few keypoints,
+    # ranked last for AP) would each start a track. 0.8: a total keypoint score of 5; -inf: everyone.
+    min_score: float = 0.8
+    # A person may continue a track when their OKS with the track's last pose moved on by the track's velocity (the
+    # skeleton's sigmas, over the keypoints found in both, scale: the larger box area of the two) is at least
+    # min_oks; when fewer than min_shared_keypoints are found in both, when the IoU of their boxes is at least min_iou.
+    min_oks: float = 0.3
+    min_iou: float = 0.3
+    min_shared_keypoints: int = 2
+    max_lost_frames: int = 30  # frames an unmatched track waits for its person (occlusion, a missed detection)
+    # frames in a row a new track must be matched in before it gets an id and its people are reported (1: at once);
+    # fewer false tracks from one-frame detections, for a person's first min_hits - 1 frames unreported
+    min_hits: int = 3
+    smooth: bool = False  # One-Euro smoothing of each track's keypoints (False: the detector's keypoints as they are)
+    # One-Euro filter per keypoint: cutoff (Hz) = min_cutoff + beta x speed (px/s). Lower min_cutoff: steadier
+    # keypoints at rest, more lag when moving slowly; higher beta: less lag when moving fast, more jitter then.
+    # Speeds are in pixels: for people n times as large in the picture, divide beta by n. The defaults were chosen
+    # on synthetic walkers 80-140 px tall at 30 fps: docs/benchmarks.md#tracking.
+    min_cutoff: float = 1.0
+    beta: float = 0.04
+    derivative_cutoff: float = 1.0  # Hz: how much the speed that drives the cutoff is itself smoothed
+
+
+@dataclass
 class Config:
     data: DataConfig = field(default_factory=DataConfig)
     augment: AugmentConfig = field(default_factory=AugmentConfig)
@@ -240,6 +268,7 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     dist: DistConfig = field(default_factory=DistConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    track: TrackConfig = field(default_factory=TrackConfig)
 
     @property
     def output_size(self) -> int:

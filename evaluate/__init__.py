@@ -4,8 +4,15 @@ The Python API (evaluate/predictor.py)::
 
     from evaluate import PoseEstimator
     people = PoseEstimator.from_checkpoint("runs/quickstart/best.pt")(cv2.imread("photo.jpg"))
+
+and across a video's frames (evaluate/track.py)::
+
+    for frame in estimator.video("clip.mp4", PoseTracker(estimator.skeleton, TrackConfig(smooth=True))):
+        frame.people  # each with .track_id
 """
 
-from evaluate.predictor import Person, PoseEstimator, Timing, coco_results_json
+from config.schema import TrackConfig
+from evaluate.predictor import Person, PoseEstimator, Timing, VideoFrame, coco_results_json
+from evaluate.track import PoseTracker
 
-__all__ = ["Person", "PoseEstimator", "Timing", "coco_results_json"]
+__all__ = ["Person", "PoseEstimator", "PoseTracker", "Timing", "TrackConfig", "VideoFrame", "coco_results_json"]

@@ -1,7 +1,8 @@
 """The COCO keypoint results format: the one writer of results JSON (coco_eval, the demo, the Python API).
 
-One entry per person: ``{"image_id", "category_id": 1, "keypoints": [x, y, v] per dataset keypoint, "score"}``,
-sorted by image id then descending score, floats rounded, so that a file is reproducible byte for byte.
+One entry per person: ``{"image_id", "category_id": 1, "keypoints": [x, y, v] per dataset keypoint, "score"}``
+(and ``"track_id"`` for the people of a tracked video), sorted by image id then descending score, floats rounded,
+so that a file is reproducible byte for byte.
 """
 
 from __future__ import annotations
@@ -14,16 +15,22 @@ from data.coco_annotations import PERSON_CATEGORY
 from evaluate.decode import People
 
 
-def coco_results(image_ids: list[int], people: list[People], category_id: int = PERSON_CATEGORY) -> list[dict]:
+def coco_results(
+    image_ids: list[int],
+    people: list[People],
+    category_id: int = PERSON_CATEGORY,
+    track_ids: list[list[int | None]] | None = None,
+) -> list[dict]:
     """The COCO keypoint results list: one entry per person (of category ``category_id``, the annotations' keypoint
-    category), sorted by image id then descending score.
+    category), sorted by image id then descending score; with ``track_ids`` (per image, per person), each entry's
+    ``track_id`` too (pycocotools keeps extra fields; PoseTrack's files name it so).
 
     Keypoint v is 1 where a keypoint was found and 0 otherwise (with x = y = 0). Floats are rounded
     (coordinates to 0.01 px, scores to 1e-6) so that the file is reproducible byte for byte.
     """
     out = []
-    for image_id, p in zip(image_ids, people):
-        for kp, score in zip(p.keypoints, p.scores):
+    for n, (image_id, p) in enumerate(zip(image_ids, people)):
+        for j, (kp, score) in enumerate(zip(p.keypoints, p.scores)):
             found = kp[:, 2] > 0
             xy = np.where(found[:, None], kp[:, :2], 0.0)  # whatever a not-found keypoint holds (0 or NaN)
             flat = np.column_stack([xy, found.astype(np.float64)]).ravel()
@@ -33,6 +40,8 @@ def coco_results(image_ids: list[int], people: list[People], category_id: int = 
                 "keypoints": [round(float(v), 2) for v in flat],
                 "score": round(float(score), 6),
             }
+            if track_ids is not None and track_ids[n][j] is not None:
+                entry["track_id"] = int(track_ids[n][j])
             out.append(entry)
     return sort_results(out)
 

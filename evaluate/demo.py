@@ -4,6 +4,7 @@
     python -m evaluate.demo --ckpt runs/x/best.pt --input images/ --json results.json
     python -m evaluate.demo --ckpt runs/x/best.pt --input clip.mp4 --out demo_out/ --json clip.json eval.scales=[1.0]
     python -m evaluate.demo --ckpt runs/x/best.pt --input 0 --out demo_out/     # camera 0, until Ctrl-C
+    python -m evaluate.demo --ckpt runs/x/best.pt --input clip.mp4 --track --smooth --out demo_out/ --json clip.json
     python -m evaluate.demo --onnx model.onnx --input photo.jpg --out demo_out/
     python -m evaluate.demo --from-ground-truth --annotations ann.json --input images/ --out demo_out/
 
@@ -14,16 +15,22 @@ or a camera, the frame index from 0). Every file is written atomically. Prints t
 flip fusion, scale averaging) and the decoding time (peaks, limbs, assembly) apart, per image, and images/s at the
 end. A camera is read until its stream ends or Ctrl-C, then what was read is written. Images are read in their
 stored pixel layout (EXIF orientation ignored), as evaluation reads them. ``--from-ground-truth`` replaces the
-network by the annotations' own target maps (images must be listed in the annotation file), to check drawing and
-decoding without a trained model. The skeleton is the checkpoint's (``data.skeleton`` for ``--from-ground-truth``).
+network by the annotations' own target maps (images must be listed in the annotation file; a video's frame i is
+the image of id i), to check drawing, decoding and tracking without a trained model. The skeleton is the
+checkpoint's (``data.skeleton`` for ``--from-ground-truth``).
+
+``--track`` gives each person an id across the frames of a video, a camera or a folder of frames (in name order,
+``--fps`` apart) with ``evaluate.PoseTracker`` (``track.*`` settings); ``--smooth`` also smooths the keypoints
+(One-Euro filter). People then come as their track is confirmed (``track.min_hits``), each drawn in its id's colour
+with its number and a short trail, and the JSON gives each its ``track_id``.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import cv2
@@ -31,16 +38,18 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from config.loader import add_config_arguments, config_from_args, parse_overrides
-from config.schema import OUTPUT_STRIDE
+from config.loader import add_config_arguments, config_from_args, load_config, parse_overrides
+from config.schema import OUTPUT_STRIDE, TrackConfig
 from config.skeleton import skeleton_of
 from evaluate.coco_eval import load_coco, read_image
-from evaluate.draw import draw_people
+from evaluate.draw import Trails, draw_people, draw_tracked
 from evaluate.image_list import file_image_ids, image_files
 from evaluate.inference import Predictor
 from evaluate.model_loader import load_model
 from evaluate.oracle import oracle_for
 from evaluate.predictor import Person, PoseEstimator, coco_results_json
+from evaluate.track import PoseTracker
+from evaluate.video import VideoReader
 from utils.distributed import select_device
 from utils.errors import UserError, cli_main
 from utils.io import atomic_path, atomic_write_bytes, atomic_write_text, check_writable
@@ -48,7 +57,7 @@ from utils.io import atomic_path, atomic_write_bytes, atomic_write_text, check_w
 VIDEO_SUFFIXES = {".mp4", ".avi", ".mov", ".mkv", ".webm"}
 VIDEO_CODEC = "mp4v"
 
-NetworkFor = Callable[[Path], Predictor]  # the network of one image file (the oracle's maps are per image)
+NetworkFor = Callable[[Path | int], Predictor]  # the network of an image file or a video's frame index (the oracle's)
 
 
 @dataclass(frozen=True)
@@ -78,42 +87,41 @@ def input_source(text: str) -> Source:
     return Source(images=[path])
 
 
-def open_capture(source: Source) -> cv2.VideoCapture:
-    """An opened capture of the source's video or camera; UserError when it cannot be opened."""
-    cap = cv2.VideoCapture(source.camera if source.camera is not None else str(source.video))
-    if not cap.isOpened():
-        cap.release()
-        if source.camera is not None:
-            raise UserError(f"camera {source.camera} could not be opened (no such camera, or another program uses it)")
-        raise UserError(f"video {source.video} could not be opened (unsupported codec or corrupt file)")
-    return cap
+class Drawing:
+    """How each picture is drawn: plain skeletons, or tracked people in their ids' colours with trails."""
 
+    def __init__(self, estimator: PoseEstimator, tracked: bool):
+        self.skeleton = estimator.skeleton
+        self.trails = Trails() if tracked else None
 
-def video_frames(cap: cv2.VideoCapture) -> Iterator[np.ndarray]:
-    """The frames of an opened capture until its stream ends."""
-    while True:
-        ok, frame = cap.read()
-        if not ok:
-            return
-        yield frame
-
-
-def draw(image: np.ndarray, people: list[Person], estimator: PoseEstimator) -> np.ndarray:
-    return draw_people(image, [p.keypoints for p in people], estimator.skeleton)
+    def __call__(self, image: np.ndarray, people: list[Person]) -> np.ndarray:
+        if self.trails is None:
+            return draw_people(image, [p.keypoints for p in people], self.skeleton)
+        self.trails.update(people)
+        return draw_tracked(image, people, self.skeleton, self.trails)
 
 
 def run_images(
-    paths: list[Path], estimator: PoseEstimator, out_dir: Path | None, network_for: NetworkFor | None
+    paths: list[Path],
+    estimator: PoseEstimator,
+    out_dir: Path | None,
+    network_for: NetworkFor | None,
+    tracker: PoseTracker | None = None,
+    fps: float = 30.0,
 ) -> tuple[list[int], list[list[Person]]]:
-    """Predict (and draw into ``out_dir``) each image; (image ids, people of each image)."""
+    """Predict (and draw into ``out_dir``) each image, tracked as frames ``1 / fps`` apart when ``tracker``; (image
+    ids, people of each image)."""
     ids, rule = file_image_ids(paths)
     results = []
-    for path in paths:
+    drawing = Drawing(estimator, tracker is not None)
+    for i, path in enumerate(paths):
         image = read_image(path)
         people = estimator.predict_batch([image], network_for(path) if network_for else None)[0]
+        if tracker is not None:
+            people = tracker.update(people, i / fps)
         results.append(people)
         if out_dir is not None:
-            ok, data = cv2.imencode(".jpg", draw(image, people, estimator))
+            ok, data = cv2.imencode(".jpg", drawing(image, people))
             if not ok:
                 raise UserError(f"could not encode the drawing of {path}")
             atomic_write_bytes(out_dir / f"{path.stem}_pose.jpg", data.tobytes())
@@ -124,36 +132,42 @@ def run_images(
     return ids, results
 
 
-def run_video(source: Source, estimator: PoseEstimator, out_dir: Path | None) -> tuple[list[int], list[list[Person]]]:
-    """Predict every frame of a video or camera (drawn into ``out_dir/<name>_pose.mp4``), with a progress bar;
-    (frame indices, people of each frame). Ctrl-C ends a camera's stream; what was read is still written."""
-    cap = open_capture(source)
-    fps = cap.get(cv2.CAP_PROP_FPS) or 25.0
-    total = int(cap.get(cv2.CAP_PROP_FRAME_COUNT)) if source.video else 0
+def run_video(
+    source: Source,
+    estimator: PoseEstimator,
+    out_dir: Path | None,
+    tracker: PoseTracker | None = None,
+    network_for: NetworkFor | None = None,
+) -> tuple[list[int], list[list[Person]]]:
+    """Predict every frame of a video or camera (drawn into ``out_dir/<name>_pose.mp4``; tracked with ``tracker``),
+    with a progress bar; (frame indices, people of each frame). Ctrl-C ends a camera's stream; what was read is
+    still written."""
+    reader = VideoReader(source.camera if source.camera is not None else source.video)
     results: list[list[Person]] = []
     target = out_dir / f"{source.name}_pose.mp4" if out_dir is not None else None
+    drawing = Drawing(estimator, tracker is not None)
     # exits run last-in first-out: the writer is released before atomic_path renames its file
     with contextlib.ExitStack() as stack:
-        stack.callback(cap.release)
+        stack.callback(reader.close)
         tmp = stack.enter_context(atomic_path(target, suffix=".tmp.mp4")) if target else None
-        bar = stack.enter_context(tqdm(video_frames(cap), total=total or None, desc=source.name, unit="frame"))
+        frames = estimator.video(reader, tracker, network_for)
+        bar = stack.enter_context(tqdm(frames, total=reader.frame_count or None, desc=source.name, unit="frame"))
         writer = None
         try:
             for frame in bar:
-                people = estimator.predict_batch([frame])[0]
                 if tmp is not None:
                     if writer is None:
-                        writer = open_writer(tmp, fps, frame.shape[:2], target)
+                        writer = open_writer(tmp, reader.fps, frame.image.shape[:2], target)
                         stack.callback(writer.release)
-                    writer.write(draw(frame, people, estimator))
-                results.append(people)
-                bar.set_postfix(people=len(people), refresh=False)
+                    writer.write(drawing(frame.image, frame.people))
+                results.append(frame.people)
+                bar.set_postfix(people=len(frame.people), refresh=False)
         except KeyboardInterrupt:
             if source.camera is None:
                 raise
             print("\ninterrupted: writing what was read")
         if not results:
-            raise UserError(f"{source.video or f'camera {source.camera}'} gave no readable frames")
+            raise UserError(f"{reader.describe()} gave no readable frames")
     if target is not None:
         print(f"wrote {target}")
     return list(range(len(results))), results
@@ -167,50 +181,63 @@ def open_writer(path: Path, fps: float, size_hw: tuple[int, int], target: Path) 
 
 
 def ground_truth_networks(annotations: str, estimator: PoseEstimator, targets) -> NetworkFor:
+    """The oracle of an image file (by its name in the annotations) or of a video's frame (the image whose id is the
+    frame index)."""
     coco = load_coco(annotations, estimator.skeleton)
     by_name = {info["file_name"]: image_id for image_id, info in coco.imgs.items()}
 
-    def network_for(path: Path) -> Predictor:
-        if path.name not in by_name:
-            raise UserError(f"image {path.name} is not listed in {annotations}")
-        return oracle_for(coco, [by_name[path.name]], targets, estimator.skeleton, OUTPUT_STRIDE)
+    def network_for(key: Path | int) -> Predictor:
+        if isinstance(key, int):
+            if key not in coco.imgs:
+                raise UserError(f"frame {key} has no image of id {key} in {annotations} (a video's frame i is image i)")
+            image_id = key
+        elif key.name in by_name:
+            image_id = by_name[key.name]
+        else:
+            raise UserError(f"image {key.name} is not listed in {annotations}")
+        return oracle_for(coco, [image_id], targets, estimator.skeleton, OUTPUT_STRIDE)
 
     return network_for
 
 
-def onnx_eval_overrides(overrides: list[str], config: str | None) -> dict:
-    """The ``eval.*`` overrides as keyword arguments of ``PoseEstimator.from_onnx``; UserError for any other key (the
-    file fixes the network and its skeleton)."""
+def onnx_overrides(overrides: list[str], config: str | None) -> tuple[dict, TrackConfig]:
+    """The ``eval.*`` overrides as keyword arguments of ``PoseEstimator.from_onnx``, and the tracker's settings with
+    the ``track.*`` ones; UserError for any other key (the file fixes the network and its skeleton)."""
     given = parse_overrides(overrides)
-    others = [k for k in given if not k.startswith("eval.")]
+    others = [k for k in given if not k.startswith(("eval.", "track."))]
     if config or others:
         raise UserError(
-            f"--onnx takes only eval.* overrides (the file fixes the network and its skeleton), not "
+            f"--onnx takes only eval.* and track.* overrides (the file fixes the network and its skeleton), not "
             f"{', '.join(others) or '--config'}"
         )
-    return {k.removeprefix("eval."): v for k, v in given.items()}
+    evals = {k.removeprefix("eval."): v for k, v in given.items() if k.startswith("eval.")}
+    return evals, load_config(None, [o for o in overrides if o.strip().startswith("track.")]).track
 
 
-def build_estimator(args: argparse.Namespace) -> tuple[PoseEstimator, NetworkFor | None]:
+def build_estimator(args: argparse.Namespace) -> tuple[PoseEstimator, NetworkFor | None, TrackConfig]:
+    """(the estimator, the oracle's networks for --from-ground-truth, the tracker's settings)."""
     if args.from_ground_truth:
         cfg = config_from_args(args)
         estimator = PoseEstimator(None, cfg.eval, skeleton_of(cfg), torch.device("cpu"))
-        return estimator, ground_truth_networks(args.annotations, estimator, cfg.targets)
+        return estimator, ground_truth_networks(args.annotations, estimator, cfg.targets), cfg.track
     if args.onnx:
-        return PoseEstimator.from_onnx(args.onnx, args.device, **onnx_eval_overrides(args.overrides, args.config)), None
+        evals, track = onnx_overrides(args.overrides, args.config)
+        return PoseEstimator.from_onnx(args.onnx, args.device, **evals), None, track
     device = select_device(args.device)
     model, cfg = load_model(args.ckpt, args.config, args.overrides, device)
-    return PoseEstimator.from_model(model, cfg.eval, device), None
+    return PoseEstimator.from_model(model, cfg.eval, device), None, cfg.track
 
 
 def check_arguments(args: argparse.Namespace, source: Source) -> None:
     """UserError for options that cannot run together, before the model loads."""
     if sum(map(bool, (args.ckpt, args.onnx, args.from_ground_truth))) != 1:
         raise UserError("give one of --ckpt CKPT, --onnx FILE or --from-ground-truth --annotations FILE")
-    if args.from_ground_truth and (not args.annotations or source.images is None):
-        raise UserError("--from-ground-truth needs --annotations FILE and image input")
+    if args.from_ground_truth and (not args.annotations or source.camera is not None):
+        raise UserError("--from-ground-truth needs --annotations FILE and image or video input")
     if not (args.out or args.json):
         raise UserError("give --out DIR (drawn pictures or video) and/or --json FILE (COCO results)")
+    if not args.fps > 0:
+        raise UserError(f"--fps must be > 0 frames per second, got {args.fps}")
     for folder in (args.out, args.json and Path(args.json).parent):
         if folder:
             check_writable(folder)
@@ -227,21 +254,31 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", help="output folder for the drawn pictures or video")
     p.add_argument("--json", help="COCO keypoint results file to write")
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ... (ONNX Runtime's provider too)")
+    p.add_argument("--track", action="store_true",
+                   help="an id per person across frames (video, camera, or a folder of frames); track.* settings")
+    p.add_argument("--smooth", action="store_true", help="One-Euro smoothing of the tracked keypoints (with --track)")
+    p.add_argument("--fps", type=float, default=30.0, help="frame rate of a folder of frames with --track")
     add_config_arguments(p)
     args = p.parse_args(argv)
     source = input_source(args.input)
     check_arguments(args, source)
-    estimator, network_for = build_estimator(args)
+    estimator, network_for, track_cfg = build_estimator(args)
+    tracker = None
+    if args.track or args.smooth:
+        if args.smooth and not args.track:
+            print("--smooth smooths tracks: tracking too")
+        tracker = PoseTracker(estimator.skeleton, replace(track_cfg, smooth=track_cfg.smooth or args.smooth))
     out_dir = Path(args.out) if args.out else None
     if source.images is not None:
-        ids, results = run_images(source.images, estimator, out_dir, network_for)
+        ids, results = run_images(source.images, estimator, out_dir, network_for, tracker, args.fps)
         unit = "image"
     else:
-        ids, results = run_video(source, estimator, out_dir)
+        ids, results = run_video(source, estimator, out_dir, tracker, network_for)
         unit = "frame"
     if args.json:
         atomic_write_text(args.json, coco_results_json(ids, results))
-        print(f"wrote {args.json}: {sum(map(len, results))} people in COCO results format")
+        tracks = f", {len({p.track_id for found in results for p in found})} track ids" if tracker else ""
+        print(f"wrote {args.json}: {sum(map(len, results))} people in COCO results format{tracks}")
     if out_dir is not None and source.images is not None:
         print(f"wrote {len(results)} image(s) to {out_dir}")
     print(f"{source.name}: {estimator.total_timing.describe(unit)}")

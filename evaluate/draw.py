@@ -1,6 +1,11 @@
-"""Drawing decoded people on an image (dataset-order keypoints, the skeleton's result edges and colours)."""
+"""Drawing decoded people on an image (dataset-order keypoints, the skeleton's result edges and colours), and
+tracked people: each id in its own colour, with its number and a short trail of where it was."""
 
 from __future__ import annotations
+
+import colorsys
+from collections import deque
+from collections.abc import Sequence
 
 import cv2
 import numpy as np
@@ -15,6 +20,7 @@ def draw_people(
     thickness: int = 3,
     radius: int = 4,
     alpha: float = 0.6,
+    person_colors: Sequence[tuple[int, int, int]] | None = None,
 ) -> np.ndarray:
     """A copy of a BGR image with skeletons drawn.
 
@@ -23,24 +29,91 @@ def draw_people(
         keypoints: (P, D, 3) the skeleton's dataset order (x, y, score); score 0 = not found (not drawn).
         skeleton: its ``draw_edges`` are drawn, edge k in colour ``colors_bgr[k % L]``.
         alpha: opacity of the limbs over the photo (the original blended 0.6 new / 0.4 old).
+        person_colors: one BGR colour per person for all its limbs (tracked people), instead of the edges'.
     """
     canvas = image.copy()
     limbs = canvas.copy()
-    scale = max(1.0, max(image.shape[:2]) / 640)
-    t, r = max(1, round(thickness * scale)), max(1, round(radius * scale))
+    t, r = _sizes(image, thickness, radius)
     people = np.asarray(keypoints).reshape(-1, skeleton.num_dataset_keypoints, 3)
     colors = skeleton.colors_bgr
-    for person in people:
+    for i, person in enumerate(people):
         found = person[:, 2] > 0
         for k, (a, b) in enumerate(skeleton.draw_edges):
             if found[a] and found[b]:
                 pa = tuple(int(round(v)) for v in person[a, :2])
                 pb = tuple(int(round(v)) for v in person[b, :2])
-                cv2.line(limbs, pa, pb, colors[k % len(colors)], t, cv2.LINE_AA)
+                color = person_colors[i] if person_colors is not None else colors[k % len(colors)]
+                cv2.line(limbs, pa, pb, color, t, cv2.LINE_AA)
     canvas = cv2.addWeighted(limbs, alpha, canvas, 1 - alpha, 0)
     for person in people:
         for x, y, s in person:
             if s > 0:
                 cv2.circle(canvas, (int(round(x)), int(round(y))), r, (0, 0, 0), -1, cv2.LINE_AA)
                 cv2.circle(canvas, (int(round(x)), int(round(y))), max(1, r - 2), (255, 255, 255), -1, cv2.LINE_AA)
+    return canvas
+
+
+TRAIL_FRAMES = 15  # frames of a tracked person's trail
+
+
+def _sizes(image: np.ndarray, thickness: int, radius: int) -> tuple[int, int]:
+    """Line thickness and dot radius for the image's size (set for 640 px)."""
+    scale = max(1.0, max(image.shape[:2]) / 640)
+    return max(1, round(thickness * scale)), max(1, round(radius * scale))
+
+
+def track_color(track_id: int) -> tuple[int, int, int]:
+    """A saturated BGR colour of its own per track id: ids one apart lie far apart on the hue circle."""
+    hue = (track_id * 0.618033988749895) % 1.0  # the golden ratio: every next id falls in the largest gap
+    r, g, b = colorsys.hsv_to_rgb(hue, 0.85, 1.0)
+    return int(255 * b), int(255 * g), int(255 * r)
+
+
+class Trails:
+    """Where each tracked person was over the last ``length`` frames: ``update(people)`` once per frame, then
+    ``draw_tracked(image, people, skeleton, trails)``."""
+
+    def __init__(self, length: int = TRAIL_FRAMES):
+        self.length = length
+        self.points: dict[int, deque] = {}  # track id -> (x, y) per frame, None where not seen
+        self._frame = 0
+
+    def update(self, people: Sequence) -> None:
+        """Add a frame's tracked people (``Person`` with ``track_id``; a trail follows the mean of the found
+        keypoints); forget ids not seen for ``length`` frames."""
+        seen = {}
+        for p in people:
+            found = p.keypoints[:, 2] > 0
+            if p.track_id is not None and found.any():
+                seen[p.track_id] = tuple(p.keypoints[found, :2].mean(0))
+        for track_id in set(self.points) | set(seen):
+            trail = self.points.setdefault(track_id, deque(maxlen=self.length))
+            trail.append(seen.get(track_id))
+            if all(point is None for point in trail):
+                del self.points[track_id]
+
+
+def draw_tracked(
+    image: np.ndarray, people: Sequence, skeleton: Skeleton, trails: Trails | None = None, thickness: int = 3
+) -> np.ndarray:
+    """A copy of a BGR image with tracked people (``Person`` with ``track_id``) drawn, each id in its own colour
+    (``track_color``) and numbered, with its trail (``trails``: the last frames, older points fainter)."""
+    colors = [track_color(p.track_id or 0) for p in people]
+    keypoints = np.array([p.keypoints for p in people]).reshape(len(people), skeleton.num_dataset_keypoints, 3)
+    canvas = draw_people(image, keypoints, skeleton, thickness=thickness, person_colors=colors)
+    t, _ = _sizes(image, thickness, 4)
+    for track_id, trail in (trails.points.items() if trails else ()):
+        points = list(trail)
+        for k in range(1, len(points)):
+            if points[k - 1] is not None and points[k] is not None:
+                fade = k / len(points)
+                color = tuple(int(c * fade) for c in track_color(track_id))
+                a, b = (tuple(int(round(v)) for v in points[j]) for j in (k - 1, k))
+                cv2.line(canvas, a, b, color, max(1, round(t * fade)), cv2.LINE_AA)
+    for person, color in zip(people, colors):
+        x, y = person.box[:2]
+        if person.track_id is not None and np.isfinite([x, y]).all():
+            origin = (int(round(x)), max(12, int(round(y)) - 6))
+            cv2.putText(canvas, str(person.track_id), origin, cv2.FONT_HERSHEY_SIMPLEX, 0.5 * t / 2 + 0.2,
+                        color, max(1, t // 2), cv2.LINE_AA)  # fmt: skip
     return canvas

@@ -3,6 +3,8 @@
     estimator = PoseEstimator.from_checkpoint("runs/quickstart/best.pt", scales=[1.0], flip=False)
     people = estimator(cv2.imread("photo.jpg"))  # list[Person]: keypoints (K, 3), score, box
     many = estimator.predict_batch([image_a, image_b])  # list[list[Person]], one list per image
+    for frame in estimator.video("clip.mp4", PoseTracker(estimator.skeleton)):  # or video(0): camera 0
+        frame.index, frame.timestamp, frame.people  # people with .track_id (evaluate/track.py)
 
 The one "image in, people out" path of the repository: ``evaluate.coco_eval``, the demo, the quick start's picture
 and the oracle (a predictor that draws ground-truth maps, given as ``network``) all run through
@@ -13,10 +15,10 @@ and the oracle (a predictor that draws ground-truth maps, given as ``network``) 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, overload
+from typing import Any, Protocol, overload
 
 import numpy as np
 import torch
@@ -29,6 +31,7 @@ from evaluate.decode import People, decode_people
 from evaluate.inference import Predictor, model_predictor, multiscale_maps_batch
 from evaluate.model_loader import load_model
 from evaluate.onnx_runner import Providers, load_onnx, providers_for
+from evaluate.video import VideoReader
 from models.weights import unwrap
 from utils.distributed import select_device
 from utils.errors import UserError
@@ -43,6 +46,24 @@ class Person:
     # a keypoint that was not found has x = y = NaN and score 0
     score: float  # the person's score (higher: more evidence), for ranking
     box: tuple[float, float, float, float]  # x, y, width, height (image pixels) around the found keypoints
+    track_id: int | None = None  # the person's identity across a video's frames (evaluate.PoseTracker), from 1
+
+
+@dataclass(frozen=True)
+class VideoFrame:
+    """One frame of ``PoseEstimator.video``."""
+
+    index: int  # from 0
+    timestamp: float  # seconds from the first frame (evaluate/video.py)
+    image: np.ndarray  # (H, W, 3) uint8 BGR
+    people: list[Person]  # with ``track_id`` when tracked
+
+
+class Tracker(Protocol):
+    """What ``PoseEstimator.video`` tracks with: ``evaluate.track.PoseTracker``."""
+
+    def reset(self) -> None: ...
+    def update(self, people: Sequence[Person], timestamp: float) -> list[Person]: ...
 
 
 @dataclass
@@ -132,6 +153,26 @@ class PoseEstimator:
             return self.predict_batch([images])[0]
         return self.predict_batch(images)
 
+    def video(
+        self,
+        source: str | Path | int | VideoReader,
+        tracker: Tracker | None = None,
+        network_for: Callable[[int], Predictor] | None = None,
+    ) -> Iterator[VideoFrame]:
+        """The people of each frame of a video file, a camera (its index) or an opened ``VideoReader``, frame by
+        frame as it is read. ``tracker`` (a ``PoseTracker``, reset first): the people of confirmed tracks, with
+        their ``track_id``. ``network_for``: a predictor for each frame index instead of the estimator's own (the
+        demo's ground-truth maps). The video is closed when the loop ends or stops."""
+        reader = source if isinstance(source, VideoReader) else VideoReader(source)
+        if tracker is not None:
+            tracker.reset()
+        with reader:
+            for index, timestamp, image in reader:
+                people = self.predict_batch([image], network_for(index) if network_for else None)[0]
+                if tracker is not None:
+                    people = tracker.update(people, timestamp)
+                yield VideoFrame(index, timestamp, image, people)
+
     def predict_batch(self, images: Sequence[np.ndarray], network: Predictor | None = None) -> list[list[Person]]:
         """The people of each image (any sizes), in the order given; up to ``eval.batch_size`` images of one size
         share each forward pass. ``network``: as in ``people``."""
@@ -190,18 +231,23 @@ def persons(people: People) -> list[Person]:
         kp = np.array(kp, np.float64)
         found = kp[:, 2] > 0
         kp[~found] = (np.nan, np.nan, 0.0)
-        if found.any():
-            (x0, y0), (x1, y1) = kp[found, :2].min(0), kp[found, :2].max(0)
-            box = (float(x0), float(y0), float(x1 - x0), float(y1 - y0))
-        else:
-            box = (np.nan,) * 4
-        out.append(Person(kp, float(score), box))
+        out.append(Person(kp, float(score), keypoint_box(kp)))
     return out
+
+
+def keypoint_box(keypoints: np.ndarray) -> tuple[float, float, float, float]:
+    """(x, y, width, height) around the found keypoints (score > 0) of (K, 3) keypoints; NaN when none is found."""
+    found = keypoints[:, 2] > 0
+    if not found.any():
+        return (np.nan,) * 4
+    (x0, y0), (x1, y1) = keypoints[found, :2].min(0), keypoints[found, :2].max(0)
+    return (float(x0), float(y0), float(x1 - x0), float(y1 - y0))
 
 
 def coco_results_json(image_ids: Sequence[int], results: Sequence[Sequence[Person]]) -> str:
     """COCO keypoint results JSON (for pycocotools' ``loadRes`` or an evaluation server) of the people of each image
-    (``results[i]`` belongs to ``image_ids[i]``); the same file ``evaluate.coco_eval --out`` writes."""
+    (``results[i]`` belongs to ``image_ids[i]``); the same file ``evaluate.coco_eval --out`` writes. Tracked people
+    (``PoseTracker``) also get their ``track_id``."""
     if len(image_ids) != len(results):
         raise ValueError(f"{len(image_ids)} image ids for {len(results)} images' results")
     people = [
@@ -209,4 +255,6 @@ def coco_results_json(image_ids: Sequence[int], results: Sequence[Sequence[Perso
                np.array([p.score for p in found]))  # fmt: skip
         for found in results
     ]
-    return results_text(coco_results(list(image_ids), people))
+    tracked = any(p.track_id is not None for found in results for p in found)
+    track_ids = [[p.track_id for p in found] for found in results] if tracked else None
+    return results_text(coco_results(list(image_ids), people, track_ids=track_ids))

@@ -151,7 +151,7 @@ def test_demo_camera_reads_until_ctrl_c_then_writes_what_it_has(
         ("no_camera", "camera 9 could not be opened"),
         ("no_output", "give --out DIR"),
         ("two_models", "give one of --ckpt CKPT, --onnx FILE"),
-        ("onnx_model_override", "--onnx takes only eval.* overrides"),
+        ("onnx_model_override", "--onnx takes only eval.* and track.* overrides"),
     ],
 )
 def test_demo_bad_input_gives_one_clean_error(case, expected, tiny_ckpt, tmp_path, capsys):

@@ -1,0 +1,186 @@
+"""python -m evaluate.demo --track on a short video made here (data/synthetic_video.py, two figures crossing, one
+hidden behind the other for 5 frames): track ids in the JSON, stable against the video's known identities, the
+file loads in pycocotools; the same ids from PoseEstimator.video and from a folder of the video's frames."""
+
+from __future__ import annotations
+
+import json
+import runpy
+
+import cv2
+import numpy as np
+import pytest
+import torch
+from pycocotools.coco import COCO as CocoApi
+
+from bench.tracking import found_person, frame_truth, identity_metrics, ids_of_identities
+from config.loader import load_config
+from config.skeleton import load_skeleton
+from data import synthetic_video
+from data.synthetic_video import coco_annotations, crossing_video, write_video
+from evaluate import PoseEstimator, PoseTracker, demo
+from evaluate.draw import track_color
+from utils.paths import REPO_ROOT
+
+COCO = load_skeleton("coco")
+FAST = ["eval.scales=[1.0]", "eval.flip=false", "eval.boxsize=128"]  # the ground-truth maps at one scale
+
+
+@pytest.fixture(scope="module")
+def crossing_clip(tmp_path_factory):
+    """(video file, its ground-truth annotations file, the SyntheticVideo): 31 frames at 15 fps, 128 x 176."""
+    folder = tmp_path_factory.mktemp("crossing")
+    video = crossing_video(hidden_frames=5, size=(128, 176), fps=15.0, height=72.0, num_frames=31)
+    write_video(video, folder / "clip.mp4")
+    (folder / "clip.json").write_text(json.dumps(coco_annotations(video, name="clip")))
+    return folder / "clip.mp4", folder / "clip.json", video
+
+
+def people_of(results: list[dict], num_frames: int) -> list[list]:
+    """The results JSON as Person objects with their track_id, per frame."""
+    frames = [[] for _ in range(num_frames)]
+    for r in results:
+        kp = np.asarray(r["keypoints"], np.float64).reshape(-1, 3)
+        person = found_person(kp[:, :2], kp[:, 2] > 0)
+        frames[r["image_id"]].append(type(person)(person.keypoints, r["score"], person.box, r["track_id"]))
+    return frames
+
+
+def ids_per_identity(annotations: dict, tracked: list[list]) -> tuple[dict, dict[int, set[int]]]:
+    per_frame = [[a for a in annotations["annotations"] if a["image_id"] == i] for i in range(len(tracked))]
+    truths = [frame_truth(anns, COCO.num_dataset_keypoints) for anns in per_frame]
+    metrics, matched = identity_metrics([(truths, tracked)], np.asarray(COCO.sigmas))
+    return metrics, ids_of_identities(tracked, matched[0])
+
+
+def test_demo_track_json_has_stable_ids_and_loads_in_pycocotools(crossing_clip, tmp_path, capsys):
+    video_file, gt_file, video = crossing_clip
+    out_json, out_dir = tmp_path / "tracks.json", tmp_path / "drawn"
+    argv = ["--from-ground-truth", "--annotations", str(gt_file), "--input", str(video_file), "--track", "--smooth",
+            "--json", str(out_json), "--out", str(out_dir), *FAST]  # fmt: skip
+    assert demo.main(argv) == 0
+    assert "track ids" in capsys.readouterr().out
+    results = json.loads(out_json.read_text())
+    assert results and all(isinstance(r["track_id"], int) and r["track_id"] >= 1 for r in results)
+    assert {r["image_id"] for r in results} <= set(range(video.num_frames))  # the frame index as image id
+    gt = CocoApi(str(gt_file))
+    loaded = gt.loadRes(str(out_json))
+    assert len(loaded.getAnnIds()) == len(results)
+    assert {a["track_id"] for a in loaded.loadAnns(loaded.getAnnIds())} == {r["track_id"] for r in results}
+
+    tracked = people_of(results, video.num_frames)
+    for people in tracked:
+        ids = [p.track_id for p in people]
+        assert len(ids) == len(set(ids))
+    metrics, ids = ids_per_identity(json.loads(gt_file.read_text()), tracked)
+    assert set(ids) == {1, 2} and len(ids[1]) == len(ids[2]) == 1 and ids[1] != ids[2], ids
+    assert metrics["switches"] == 0 and metrics["false_people"] == 0
+    # the min_hits - 1 first frames of each person wait for its track to be confirmed; nothing else is missed
+    assert metrics["misses"] <= 2 * 2
+
+    drawn = cv2.VideoCapture(str(out_dir / "clip_pose.mp4"))
+    frames = []
+    while (read := drawn.read())[0]:
+        frames.append(read[1])
+    drawn.release()
+    assert len(frames) == video.num_frames
+    # each id in its own colour: both ids' colours are drawn in a frame where both are seen
+    both = next(i for i, people in enumerate(tracked) if len(people) == 2)
+    for track_id in (p.track_id for p in tracked[both]):
+        close = np.abs(frames[both].astype(int) - track_color(track_id)).max(-1) < 40
+        assert close.sum() > 20, track_id
+
+    # without --track: no track ids in the file
+    plain = tmp_path / "plain.json"
+    assert demo.main([*argv[:5], "--json", str(plain), *FAST]) == 0
+    assert all("track_id" not in r for r in json.loads(plain.read_text()))
+
+
+def test_python_api_and_a_folder_of_frames_give_the_demos_ids(crossing_clip, tmp_path):
+    video_file, gt_file, video = crossing_clip
+    out_json = tmp_path / "tracks.json"
+    base = ["--from-ground-truth", "--annotations", str(gt_file), "--track"]
+    assert demo.main([*base, "--input", str(video_file), "--json", str(out_json), *FAST]) == 0
+    from_demo = people_of(json.loads(out_json.read_text()), video.num_frames)
+
+    cfg = load_config(None, FAST)
+    estimator = PoseEstimator(None, cfg.eval, COCO, torch.device("cpu"))
+    network_for = demo.ground_truth_networks(str(gt_file), estimator, cfg.targets)
+    frames = list(estimator.video(video_file, PoseTracker(COCO), network_for))
+    assert [f.index for f in frames] == list(range(video.num_frames))
+    assert [f.timestamp for f in frames] == pytest.approx([i / 15.0 for i in range(video.num_frames)])
+    assert [sorted(p.track_id for p in f.people) for f in frames] == [
+        sorted(p.track_id for p in people) for people in from_demo
+    ]
+
+    # the frames as a folder of images, 15 fps apart: named as the annotations list them
+    folder = tmp_path / "frames"
+    folder.mkdir()
+    for f in frames:
+        cv2.imwrite(str(folder / f"clip_{f.index:06d}.png"), f.image)
+    gt = json.loads(gt_file.read_text())
+    for image in gt["images"]:
+        image["file_name"] = image["file_name"].replace(".jpg", ".png")
+    (tmp_path / "frames.json").write_text(json.dumps(gt))
+    folder_json = tmp_path / "folder.json"
+    argv = ["--from-ground-truth", "--annotations", str(tmp_path / "frames.json"), "--track", "--fps", "15",
+            "--input", str(folder), "--json", str(folder_json), *FAST]  # fmt: skip
+    assert demo.main(argv) == 0
+    assert folder_json.read_text() == out_json.read_text()
+
+
+def test_demo_tracks_a_networks_people(crossing_clip, trained_tiny_ckpt, tmp_path, one_thread):
+    video_file, gt_file, video = crossing_clip
+    out_json = tmp_path / "net.json"
+    argv = ["--ckpt", str(trained_tiny_ckpt), "--input", str(video_file), "--track", "--smooth", "--json",
+            str(out_json), "track.min_hits=1", *FAST]  # fmt: skip
+    assert demo.main(argv) == 0
+    results = json.loads(out_json.read_text())
+    assert all(isinstance(r["track_id"], int) for r in results)
+    CocoApi(str(gt_file)).loadRes(str(out_json))
+    for i in range(video.num_frames):
+        ids = [r["track_id"] for r in results if r["image_id"] == i]
+        assert len(ids) == len(set(ids))
+
+
+@pytest.mark.parametrize(
+    "extra, expected",
+    [
+        (["track.min_hits=0"], "track.min_hits must be >= 1"),
+        (["--fps", "0"], "--fps must be > 0"),
+    ],
+)
+def test_demo_track_bad_settings_give_one_clean_error(crossing_clip, tmp_path, capsys, extra, expected):
+    video_file, gt_file, _ = crossing_clip
+    argv = ["--from-ground-truth", "--annotations", str(gt_file), "--input", str(video_file), "--track", "--json",
+            str(tmp_path / "r.json"), *extra]  # fmt: skip
+    assert demo.main(argv) == 2
+    err = capsys.readouterr().err
+    assert expected in err and "Traceback" not in err and not (tmp_path / "r.json").exists()
+
+
+def test_readme_video_example_runs(crossing_clip, trained_tiny_ckpt, tmp_path, one_thread, capsys):
+    section = (REPO_ROOT / "README.md").read_text().split("## Video: ids and steady keypoints", 1)[1].split("\n## ")[0]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    assert '"runs/quickstart/best.pt"' in code and '"clip.mp4"' in code  # what the test swaps for real files
+    code = code.replace('"runs/quickstart/best.pt"', repr(str(trained_tiny_ckpt)))
+    fast = "PoseEstimator.from_checkpoint(scales=[1.0], flip=False, path="  # seconds on a CPU
+    code = code.replace("PoseEstimator.from_checkpoint(", fast)
+    code = code.replace('"clip.mp4"', repr(str(crossing_clip[0])))
+    script = tmp_path / "readme_video.py"
+    script.write_text(code)
+    runpy.run_path(str(script))
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == crossing_clip[2].num_frames and lines[1].startswith("1 0.0666")  # index, seconds, people
+
+    # the README's command that makes a video: its files, loadable
+    out = tmp_path / "synth_video"
+    command = next(line for line in section.splitlines() if line.startswith("python -m data.synthetic_video"))
+    args = command.split("#")[0].split()[3:]
+    assert args[:2] == ["--out", "synth_video"]
+    assert synthetic_video.main(["--out", str(out), *args[2:], "--frames", "12", "--people", "2"]) == 0
+    gt = CocoApi(str(out / "annotations.json"))
+    assert len(gt.getImgIds()) == 12 and {a["track_id"] for a in gt.loadAnns(gt.getAnnIds())} <= {1, 2}
+    cap = cv2.VideoCapture(str(out / "video.mp4"))
+    assert int(cap.get(cv2.CAP_PROP_FRAME_COUNT)) == 12
+    cap.release()
