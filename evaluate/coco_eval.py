@@ -123,7 +123,7 @@ def coco_keypoint_stats(
         return {k: 0.0 for k in STAT_NAMES}, "no detections: every AP and AR is 0\n"
     from pycocotools.cocoeval import COCOeval
 
-    coco = with_box_areas(coco, every=False)
+    coco = with_box_areas(coco)
     text = io.StringIO()
     with contextlib.redirect_stdout(text):
         detections = coco.loadRes(results)
