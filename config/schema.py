@@ -144,6 +144,9 @@ class TrainConfig:
     # loss scaling on older GPUs, else float32 (utils/precision.py has the table); the run log says which
     amp: Literal["auto", "off", "fp16", "bf16"] = "auto"
     channels_last: bool = False
+    # torch.compile of the model and the loss as one function (engine/compile.py). auto: on for CUDA, off on the
+    # CPU, where it measured no gain (docs/benchmarks.md#compiled-training); the run's first lines say which and why
+    compile: Literal["auto", "on", "off"] = "auto"
     seed: int = 0
     deterministic: bool = False
     out_dir: str = "runs/simplepose"
