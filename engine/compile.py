@@ -21,6 +21,8 @@ import torch
 
 log = logging.getLogger(__name__)
 
+BACKEND = "inductor"  # the tests trace with "aot_eager": inductor's C++ builds take minutes on a 2-core CPU
+
 
 @dataclass(frozen=True)
 class CompileChoice:
@@ -58,6 +60,6 @@ class TimedFirstCall:
         return out
 
 
-def compile_forward_loss(fn: Callable, backend: str = "inductor", say: bool = True) -> TimedFirstCall:
+def compile_forward_loss(fn: Callable, backend: str | None = None, say: bool = True) -> TimedFirstCall:
     """``fn(images, targets, masks) -> (total, breakdown)`` compiled as one graph (model and loss)."""
-    return TimedFirstCall(torch.compile(fn, backend=backend, dynamic=False), "compiled model + loss", say)
+    return TimedFirstCall(torch.compile(fn, backend=backend or BACKEND, dynamic=False), "compiled model + loss", say)

@@ -23,7 +23,8 @@ Deliberate differences from the original:
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
+from functools import partial
 from typing import TypeVar
 
 import torch
@@ -238,11 +239,21 @@ def recomputed(modules: list[nn.Module], fn: Callable[..., T], *args) -> T:
 
     The rerun leaves the BatchNorm running statistics of ``modules`` alone (the first run updated them; a
     second update would apply the momentum twice) and skips saving the RNG state (the network draws no random
-    numbers). Autocast is re-entered as it was; the gradients are those of the plain path."""
-    return checkpoint(
-        fn, *args, use_reentrant=False, preserve_rng_state=False,
-        context_fn=lambda: (nullcontext(), batchnorm_statistics_frozen(modules)),
-    )  # fmt: skip
+    numbers). Autocast is re-entered as it was; the gradients are those of the plain path.
+
+    Under ``torch.compile`` the region is traced instead (dynamo takes no Python ``context_fn``): AOT autograd
+    then recomputes from the functional graph, where the running-statistics update is applied once, after the
+    forward, so the rerun cannot apply it twice (tests/test_compile.py checks the statistics)."""
+    if torch.compiler.is_compiling():
+        return checkpoint(fn, *args, use_reentrant=False)
+    return checkpoint(fn, *args, use_reentrant=False, preserve_rng_state=False,
+                      context_fn=partial(recompute_contexts, tuple(modules)))  # fmt: skip
+
+
+def recompute_contexts(modules: tuple[nn.Module, ...]) -> tuple[AbstractContextManager, AbstractContextManager]:
+    """``checkpoint``'s (forward, recomputation) contexts: the recomputation leaves the BatchNorm statistics of
+    ``modules`` alone."""
+    return nullcontext(), batchnorm_statistics_frozen(modules)
 
 
 def check_model_config(cfg: ModelConfig) -> None:
