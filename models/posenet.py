@@ -187,6 +187,20 @@ class PoseNet(nn.Module):
             outputs.append(ys)
         return outputs
 
+    def finest_prediction(self, image: torch.Tensor) -> torch.Tensor:
+        """``forward(image)[-1][0]``, the last stack's finest output (B, C, H/4, W/4), which is all that evaluation
+        reads: the last stack's other heads are not computed."""
+        check_input_shape(image.shape)
+        x = self.stem(image)
+        cache: list[torch.Tensor] = []
+        last = len(self.hourglasses) - 1
+        for t in range(last):
+            _, x, cache = self.stack_outputs(t, x, self.stack_features(t, x), cache)
+        finest = self.hourglasses[last](x)[0]
+        if cache:
+            finest = finest + cache[0]
+        return self.heads[last][0](finest)[1]
+
     def recomputes_activations(self) -> bool:
         """Whether this forward keeps only the inputs of its units and recomputes their activations in the
         backward pass (``model.checkpoint_activations``, when training with grad enabled; evaluation and
