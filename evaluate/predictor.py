@@ -29,10 +29,10 @@ from config.skeleton import Skeleton
 from evaluate.coco_results import coco_results, results_text
 from evaluate.decode import DecodeParams, People, decode_people
 from evaluate.inference import Predictor, model_predictor, multiscale_maps_batch
-from models.fold import fold_batchnorm
 from evaluate.model_loader import load_model
 from evaluate.onnx_runner import Providers, load_onnx, providers_for
 from evaluate.video import VideoReader
+from models.fold import fold_batchnorm
 from models.weights import unwrap
 from utils.distributed import select_device
 from utils.errors import UserError
