@@ -243,8 +243,8 @@ class EvalConfig:
     # torch on the network's device (the uint8 image uploaded once, pinned on CUDA); auto: the device unless it is
     # the CPU, where OpenCV is faster. The inputs agree to one grey level (OpenCV's fixed-point bicubic).
     preprocess: Literal["auto", "host", "device"] = "auto"
-    # pad each input further, to a few sizes per octave (multiples of max_downsample up to 8 of them, then of 2,
-    # 4, ... max_downsample: at most 1/8 more pixels), so cuDNN's plans are reused across image sizes; the maps
+    # pad each input further, to 8 sizes per octave (multiples of max_downsample up to 16 of them, then of 2,
+    # 4, ... max_downsample: at most 1/8 more rows or columns), so cuDNN's plans are reused across image sizes; the maps
     # of the padding are dropped as always. auto: on for CUDA; on the CPU the extra pixels only cost time.
     shape_buckets: Literal["auto", "on", "off"] = "auto"
     # the network's BatchNorms folded into its convolutions for inference (models/fold.py)

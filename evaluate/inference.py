@@ -87,9 +87,10 @@ def make_batch(padded: list[np.ndarray], flip: bool, device: torch.device) -> to
 
 def bucket_size(n: int, step: int) -> int:
     """``n`` (a multiple of ``step``) rounded up to the shape ladder of ``eval.shape_buckets``: multiples of
-    ``step`` up to 8 steps, of 2 steps up to 16, of 4 steps up to 32, ... (at most 1/8 more)."""
+    ``step`` up to 16 steps, of 2 steps up to 32, of 4 steps up to 64, ... (8 sizes per octave, at most 1/8
+    more)."""
     unit = step
-    while n > 8 * unit:
+    while n > 16 * unit:
         unit *= 2
     return math.ceil(n / unit) * unit
 
