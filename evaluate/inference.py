@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import cv2
 import numpy as np
@@ -227,6 +227,28 @@ def _cubic_resample(a: np.ndarray, axis: int, factor: float, size: int) -> np.nd
     return out
 
 
+def scale_inputs(
+    images: list[np.ndarray], cfg: EvalConfig, device: torch.device
+) -> Iterator[tuple[torch.Tensor, tuple[int, int]]]:
+    """For each test scale of BGR uint8 images of one size: (the network's input batch on ``device``, (n or 2n,
+    3, Hp, Wp) float32 BGR/255, the images then their mirrors when flipping; the resized (rows, cols) before
+    padding). Prepared on the host (OpenCV) or on the device (``eval.preprocess``), padded to a multiple of
+    ``max_downsample`` or to a shape bucket (``eval.shape_buckets``)."""
+    h, w = images[0].shape[:2]
+    on_device = uses_device_preprocess(cfg.preprocess, device)
+    buckets = uses_buckets(cfg.shape_buckets, device)
+    uploaded = upload_images(images, device) if on_device else None
+    for m in scale_factors(h, w, cfg):
+        (hr, wr), padded = input_sizes(h, w, m, cfg)
+        if buckets:
+            padded = (bucket_size(padded[0], cfg.max_downsample), bucket_size(padded[1], cfg.max_downsample))
+        if on_device:
+            yield prepare_on_device(uploaded, (hr, wr), padded, cfg), (hr, wr)
+        else:
+            prepared = [prepare_input(im, m, cfg, padded) for im in images]
+            yield make_batch([p for p, _ in prepared], cfg.flip, device), (hr, wr)
+
+
 def multiscale_maps_batch(
     images: list[np.ndarray],
     cfg: EvalConfig,
@@ -245,19 +267,8 @@ def multiscale_maps_batch(
     if any(im.shape[:2] != (h, w) for im in images):
         raise ValueError("multiscale_maps_batch needs images of one size")
     grid = decode_grid(h, w, cfg)
-    on_device = uses_device_preprocess(cfg.preprocess, device)
-    buckets = uses_buckets(cfg.shape_buckets, device)
-    uploaded = upload_images(images, device) if on_device else None
     acc = None
-    for m in scale_factors(h, w, cfg):
-        (hr, wr), padded = input_sizes(h, w, m, cfg)
-        if buckets:
-            padded = (bucket_size(padded[0], cfg.max_downsample), bucket_size(padded[1], cfg.max_downsample))
-        if on_device:
-            batch = prepare_on_device(uploaded, (hr, wr), padded, cfg)
-        else:
-            prepared = [prepare_input(im, m, cfg, padded) for im in images]
-            batch = make_batch([p for p, _ in prepared], cfg.flip, device)
+    for batch, (hr, wr) in scale_inputs(images, cfg, device):
         with torch.no_grad():
             out = predict(batch, (wr / w, hr / h))
         check_compatible(skeleton, KeypointSet(num_channels=out.shape[1]), where="the network's output",

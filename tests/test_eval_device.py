@@ -58,8 +58,9 @@ def assert_outputs_close(want, got, atol: float, relative: bool = False) -> None
 
 @pytest.mark.parametrize("preset", ["tiny", "paper"])
 def test_the_folded_inference_model_equals_the_training_model(preset):
-    """In float64, with statistics of a batch: equal to 1e-9 of each output's magnitude (an untrained network's BatchNorms scale by ~300, so
-    in float32 its outputs move by 1e-4 for an input moved by 1e-7; a trained network is compared below)."""
+    """In float64, with statistics of a batch: equal to 1e-9 of each output's magnitude (an untrained network's
+    BatchNorms scale by ~300, so in float32 its outputs move by 1e-4 for an input moved by 1e-7; a trained network
+    is compared below)."""
     cfg = load_config(PAPER_PRESET, ["data.input_size=64"]) if preset == "paper" else tiny_model_cfg()
     torch.manual_seed(0)
     shape = (2, 3, 64, 64) if preset == "paper" else (2, 3, 64, 128)
