@@ -30,12 +30,15 @@ class CompileChoice:
     reason: str
 
 
-def choose_compile(setting: str, device: torch.device) -> CompileChoice:
-    """What ``train.compile=setting`` means on ``device``."""
+def choose_compile(setting: str, device: torch.device, launcher: str = "single") -> CompileChoice:
+    """What ``train.compile=setting`` means on ``device`` for the launcher named ``launcher``."""
     if setting == "off":
         return CompileChoice(False, "train.compile=off")
     if setting == "on":
         return CompileChoice(True, f"train.compile=on, on {device.type}")
+    if launcher == "data_parallel" and device.type == "cuda":
+        return CompileChoice(False, "train.compile=auto: off under nn.DataParallel, whose replicas torch.compile does "
+                                    "not trace (train_distributed.py compiles)")  # fmt: skip
     if device.type == "cuda":
         return CompileChoice(True, "train.compile=auto: on for CUDA, where a step is bound by kernel launches")
     return CompileChoice(False, f"train.compile=auto: off on {device.type}, where compiling measured no gain "

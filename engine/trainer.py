@@ -68,7 +68,7 @@ class Trainer:
         self.device, self.rank, self.world_size = self.launcher.device, self.launcher.rank, self.launcher.world_size
         self.is_main = self.rank == 0
         self.out_dir = Path(t.out_dir)
-        self.compile = choose_compile(t.compile, self.device)
+        self.compile = choose_compile(t.compile, self.device, self.launcher.name)
         if self.is_main:
             log.info("compile: %s (%s)", "on" if self.compile.enabled else "off", self.compile.reason)
         seed_everything(t.seed, t.deterministic)

@@ -93,6 +93,8 @@ def test_compile_auto_is_on_for_cuda_and_off_on_the_cpu():
     assert not off.enabled and "measured no gain" in off.reason
     assert ec.choose_compile("on", torch.device("cpu")).enabled
     assert not ec.choose_compile("off", torch.device("cuda")).enabled
+    assert not ec.choose_compile("auto", torch.device("cuda", 0), "data_parallel").enabled
+    assert ec.choose_compile("auto", torch.device("cuda", 0), "distributed").enabled
 
 
 def test_a_compiled_run_accumulates_like_eager_and_its_checkpoint_loads_plainly(synthetic_h5_64, tmp_path, caplog,
