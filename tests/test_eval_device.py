@@ -133,14 +133,31 @@ def test_bucketed_device_side_evaluation_gives_the_host_paths_results(trained_ti
     device_stats, device = results(model, device_cfg, sample_images, sample_annotations, tmp_path / "device.json")
     assert round(host_stats["AP"], 3) == round(device_stats["AP"], 3)
     assert round(host_stats["AR"], 3) == round(device_stats["AR"], 3)
-    assert len(host) == len(device) > 20
-    assert [r["image_id"] for r in host] == [r["image_id"] for r in device]
-    kp_a = np.array([r["keypoints"] for r in host], dtype=float).reshape(len(host), -1, 3)
-    kp_b = np.array([r["keypoints"] for r in device], dtype=float).reshape(len(host), -1, 3)
-    found = (kp_a[..., 2] > 0) & (kp_b[..., 2] > 0)
-    offsets = np.linalg.norm(kp_a[..., :2] - kp_b[..., :2], axis=-1)[found]
-    assert found.sum() > 100 and np.mean(offsets < 0.1) > 0.9  # the same people, to a tenth of a pixel
+    assert len(host) > 20 and abs(len(host) - len(device)) <= max(1, len(host) // 50)  # a borderline person or so
+    offsets = matched_offsets(host, device)
+    assert len(offsets) > 100 and np.mean(offsets < 0.1) > 0.9  # the same people, to a tenth of a pixel
     same_bytes = (tmp_path / "host.json").read_bytes() == (tmp_path / "device.json").read_bytes()
-    print(f"AP host {host_stats['AP']:.4f} device {device_stats['AP']:.4f}; {len(host)} people; files "
-          f"{'identical' if same_bytes else 'differ'}; keypoints within 0.1 px: {np.mean(offsets < 0.1):.3f}, "
+    print(f"AP host {host_stats['AP']:.4f} device {device_stats['AP']:.4f}; {len(host)} and {len(device)} people; "
+          f"files {'identical' if same_bytes else 'differ'}; keypoints within 0.1 px: {np.mean(offsets < 0.1):.3f}, "
           f"median offset {np.median(offsets):.4f} px")
+
+
+def matched_offsets(a: list[dict], b: list[dict]) -> np.ndarray:
+    """Pixel offsets of the keypoints both found, each person of ``a`` paired with the nearest person of ``b`` in
+    its image (mean offset over shared keypoints)."""
+    by_image: dict[int, list[np.ndarray]] = {}
+    for r in b:
+        by_image.setdefault(r["image_id"], []).append(np.reshape(r["keypoints"], (-1, 3)))
+    offsets = []
+    for r in a:
+        kp = np.reshape(r["keypoints"], (-1, 3))
+        best = None
+        for other in by_image.get(r["image_id"], []):
+            both = (kp[:, 2] > 0) & (other[:, 2] > 0)
+            if both.any():
+                d = np.linalg.norm(kp[both, :2] - other[both, :2], axis=1)
+                if best is None or d.mean() < best.mean():
+                    best = d
+        if best is not None:
+            offsets.extend(best)
+    return np.array(offsets)
