@@ -41,7 +41,8 @@ from tqdm import tqdm
 from config.loader import add_config_arguments, config_from_args, load_config, parse_overrides
 from config.schema import OUTPUT_STRIDE, TrackConfig
 from config.skeleton import skeleton_of
-from evaluate.coco_eval import load_coco, read_image
+from data.image_files import read_image
+from evaluate.coco_eval import load_coco
 from evaluate.draw import Trails, draw_people, draw_tracked
 from evaluate.image_list import file_image_ids, image_files
 from evaluate.inference import Predictor
@@ -183,7 +184,8 @@ def open_writer(path: Path, fps: float, size_hw: tuple[int, int], target: Path) 
 def ground_truth_networks(annotations: str, estimator: PoseEstimator, targets) -> NetworkFor:
     """The oracle of an image file (by its name in the annotations) or of a video's frame (the image whose id is the
     frame index)."""
-    coco = load_coco(annotations, estimator.skeleton)
+    cfg = estimator.cfg
+    coco = load_coco(annotations, estimator.skeleton, cfg.skip_bad, cfg.keypoint_names)
     by_name = {info["file_name"]: image_id for image_id, info in coco.imgs.items()}
 
     def network_for(key: Path | int) -> Predictor:

@@ -14,6 +14,7 @@ from pycocotools.coco import COCO
 
 from data.coco_to_hdf5 import Source, convert
 from data.h5_format import MASK_IGNORE_BIT, MASK_PERSON_BIT, decode_mask_runs
+from data.image_files import ImageFileError
 from utils.errors import AnnotationError, UserError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -132,9 +133,9 @@ def assert_clean_failure(proc):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and proc.stderr.count("error: ") == 1, proc.stderr
 
 
-def refused(annotations, images, out):
-    """The AnnotationError of converting ``annotations``; ``out`` not written."""
-    with pytest.raises(AnnotationError) as e:
+def refused(annotations, images, out, error=AnnotationError):
+    """The error (``error``) of converting ``annotations``; ``out`` not written."""
+    with pytest.raises(error) as e:
         convert([Source(images, annotations)], out, progress=False)
     assert not out.exists() and not list(out.parent.glob(f".{out.name}.*"))
     return e.value
@@ -176,17 +177,28 @@ def test_missing_and_corrupt_images(tmp_path, small_set):
     jpeg = images / "000000183872.jpg"
     jpeg.write_bytes(jpeg.read_bytes()[:20000])  # truncated download
     shutil.copy(images / "000000000790.jpg", images / "000000030752.jpg")  # present again, wrong size
-    e = refused(path, images, out)
+    e = refused(path, images, out, ImageFileError)
     assert (e.file, e.image_id) == (str(images / "000000030752.jpg"), 30752)
+    assert e.reason.endswith("not the annotation's 640x426")
     (images / "000000030752.jpg").unlink()
 
+    # --skip-bad skipping 2 of 3 images: more than half, so the conversion stops all the same, naming the folder
+    proc, out = run_convert(tmp_path, path, images, "--skip-bad")
+    assert_clean_failure(proc)
+    assert "2 of 3 images were skipped" in proc.stderr and f"--images ({images})" in proc.stderr, proc.stderr
+    assert not out.exists()
+    data["images"].append({**data["images"][0], "id": 1, "file_name": "copy.jpg"})  # a 4th image: 2 of 4 skipped
+    data["annotations"] += [{**a, "id": 10**9 + i, "image_id": 1} for i, a in enumerate(data["annotations"])
+                            if a["image_id"] == 790]  # fmt: skip
+    shutil.copy(images / "000000000790.jpg", images / "copy.jpg")
+    write_json(path, data)
     proc, out = run_convert(tmp_path, path, images, "--skip-bad")
     assert proc.returncode == 0, proc.stderr
     assert "000000030752.jpg" in proc.stderr and "000000183872.jpg" in proc.stderr and "truncated" in proc.stderr
     assert "2 images skipped" in proc.stdout
     with h5py.File(out) as f:
         settings = json.loads(f.attrs["settings"])
-        assert list(f["images/id"][:]) == [790]
+        assert sorted(f["images/id"][:]) == [1, 790]
     assert len(settings["skipped"]) == 2
 
 
