@@ -48,6 +48,7 @@ _LIMB_SHAPES = [
     ("knee", "ankle", (60, 170, 60), 0.06),  # shin: green
 ]
 _SKIN = (150, 180, 225)
+CROWD_PROBABILITY = 0.15  # of a picture holding a crowd region (iscrowd = 1)
 
 
 def _rot(angle_deg: float) -> np.ndarray:
@@ -172,14 +173,19 @@ def body_for(skeleton: Skeleton | None) -> Body:
 
 
 def make_image(
-    rng: np.random.Generator, image_id: int, first_ann_id: int, body: Body = COCO_PERSON
+    rng: np.random.Generator,
+    image_id: int,
+    first_ann_id: int,
+    body: Body = COCO_PERSON,
+    crowd_probability: float = CROWD_PROBABILITY,
 ) -> tuple[np.ndarray, list[dict]]:
-    """One picture (h, w, 3) uint8 BGR and its COCO annotations, ids from ``first_ann_id`` on."""
+    """One picture (h, w, 3) uint8 BGR and its COCO annotations, ids from ``first_ann_id`` on; a crowd region
+    with probability ``crowd_probability``."""
     h, w = (int(v) for v in rng.integers(256, 385, 2))
     img = _background(rng, h, w)
     people = [_draw_main_person(rng, img, body) for _ in range(int(rng.choice([1, 1, 2, 2, 3, 4])))]
     tiny = [_draw_tiny_person(rng, img, body) for _ in range(int(rng.integers(0, 4)))]
-    crowd = _draw_crowd(rng, img, body) if rng.random() < 0.15 else None
+    crowd = _draw_crowd(rng, img, body) if rng.random() < crowd_probability else None
     anns = _image_annotations(people, tiny, crowd, body.num_keypoints)
     for ann_id, a in enumerate(anns, start=first_ann_id):
         a["image_id"] = image_id
@@ -272,6 +278,15 @@ def _crowd_annotation(crowd: np.ndarray, num_keypoints: int) -> dict:
     }
 
 
+def uncompressed_rle(rle: dict) -> dict:
+    """The same region as COCO's own files write crowds: ``counts`` a list of run lengths (column-major, starting
+    with background), not pycocotools' compressed string."""
+    flat = mask_utils.decode(rle).ravel(order="F")
+    edges = np.flatnonzero(np.diff(flat)) + 1
+    runs = np.diff(np.concatenate([[0], edges, [flat.size]])).tolist()
+    return {"size": list(rle["size"]), "counts": ([0] if flat[0] else []) + runs}
+
+
 def _person_annotation(
     kp, visible: np.ndarray, covered: np.ndarray, h: int, w: int, num_keypoints: int
 ) -> dict | None:
@@ -333,12 +348,23 @@ def crowd_index(anns: list[dict]) -> float:
 
 
 def generate(
-    out: str | Path, num_images: int = 600, seed: int = 0, val_fraction: float = 0.2, skeleton: Skeleton | None = None
+    out: str | Path,
+    num_images: int = 600,
+    seed: int = 0,
+    val_fraction: float = 0.2,
+    skeleton: Skeleton | None = None,
+    crowd_probability: float = CROWD_PROBABILITY,
+    crowd_counts: str = "compressed",
 ) -> dict[str, int]:
     """Write the dataset of ``skeleton``'s figures (default: COCO persons) under ``out``; returns the number of
-    images per split."""
+    images per split. ``crowd_probability``: of a picture holding a crowd region (drawn last: the people of every
+    picture are the same for any value, occluded where a crowd covers them); ``crowd_counts``: a crowd's RLE as
+    pycocotools' compressed string (``"compressed"``) or, as in COCO's own files, a list of run lengths
+    (``"uncompressed"``)."""
     if num_images < 1 or not 0 <= val_fraction < 1:
         raise UserError("--num-images must be >= 1 and --val-fraction in [0, 1)")
+    if not 0 <= crowd_probability <= 1 or crowd_counts not in ("compressed", "uncompressed"):
+        raise UserError("crowd_probability must be in [0, 1] and crowd_counts 'compressed' or 'uncompressed'")
     body = body_for(skeleton)
     skeleton = skeleton or COCO
     out = Path(out)
@@ -350,7 +376,11 @@ def generate(
     for i in range(num_images):
         rng = np.random.default_rng([seed, i])
         image_id = i + 1
-        img, anns = make_image(rng, image_id, ann_id, body)
+        img, anns = make_image(rng, image_id, ann_id, body, crowd_probability)
+        if crowd_counts == "uncompressed":
+            for a in anns:
+                if a["iscrowd"]:
+                    a["segmentation"] = uncompressed_rle(a["segmentation"])
         ann_id += len(anns)
         name = f"{image_id:012d}.jpg"
         ok, buf = cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, 92])

@@ -97,7 +97,7 @@ def coco_keypoint_stats(
     """
     from pycocotools.cocoeval import COCOeval
 
-    gt, results, image_ids = renumbered(with_box_areas(coco, every=False), results, image_ids)
+    gt, results, image_ids = renumbered(with_box_areas(coco), results, image_ids)
     text = io.StringIO()
     with contextlib.redirect_stdout(text):
         detections = gt.loadRes(results) if results else empty_results(gt)

@@ -18,9 +18,24 @@ from data.dataset import SimplePoseDataset, collate, images_to_float
 from engine.logger import read_metrics
 from engine.trainer import Trainer
 from models import build_loss, build_model
-from utils.paths import REPO_ROOT, TINY_PRESET
+from utils.paths import COCO_SAMPLE_ANNOTATIONS, REPO_ROOT, TINY_PRESET
 
 COCO = load_skeleton("coco")  # the paper's skeleton: the tests written against its channel layout use it
+
+# The synthetic sample (the conftest's synthetic_sample): as many pictures as the real sample, twice the generator's
+# share of crowd regions (so that the sample holds several), crowds written as COCO's files write them.
+SYNTHETIC_SAMPLE = {"num_images": 27, "seed": 0, "crowd_probability": 0.3, "crowd_counts": "uncompressed"}
+
+
+def make_synthetic_sample(out: Path) -> Path:
+    """Generate the synthetic sample in ``out`` (``images/``, ``annotations/person_keypoints_sample.json``), laid
+    out like the real COCO sample; returns ``out``."""
+    from data.synthetic import generate
+
+    generate(out, val_fraction=0, **SYNTHETIC_SAMPLE)
+    (out / "annotations" / "person_keypoints_train.json").replace(out / COCO_SAMPLE_ANNOTATIONS)
+    (out / "annotations" / "person_keypoints_val.json").unlink()  # no validation split
+    return out
 
 
 def tiny_cfg(h5, out_dir, *extra: str) -> Config:
@@ -114,7 +129,7 @@ def tiny_model(seed: int = 0) -> torch.nn.Module:
 
 def briefly_trained_model(cfg: Config, h5, steps: int = 40, samples: int = 4) -> torch.nn.Module:
     """A model of ``cfg`` fitted ``steps`` Adam steps (lr 1e-2) to the first ``samples`` samples of ``h5``, in eval
-    mode: too little to be accurate, enough for maps with people-like peaks on real images (random weights give
+    mode: too little to be accurate, enough for maps with people-like peaks on the pictures (random weights give
     flat maps: no people, or every pixel a peak)."""
     dataset = SimplePoseDataset(h5, cfg, train=False)
     batch = collate([dataset[i] for i in range(samples)])
@@ -130,15 +145,24 @@ def briefly_trained_model(cfg: Config, h5, steps: int = 40, samples: int = 4) ->
     return model.eval()
 
 
-# Two sample images (COCO file names) on which the briefly trained model finds people.
-UNSCORED_IMAGES = ("000000129648.jpg", "000000145311.jpg")
+# Pictures of the synthetic sample (SYNTHETIC_SAMPLE) on which the briefly trained model of the conftest's
+# trained_tiny_ckpt finds people of many keypoints (and some of a few), in three shapes (rows x cols): 320 x 371,
+# 382 x 266 (portrait) and 256 x 302 (the smallest).
+LANDSCAPE, PORTRAIT, SMALL = "000000000004.jpg", "000000000003.jpg", "000000000018.jpg"
+UNSCORED_IMAGES = (LANDSCAPE, "000000000009.jpg")  # two pictures for the results of unannotated folders
 
 
-def image_folder(coco_sample_images, folder, names=UNSCORED_IMAGES, renamed=None):
-    """``folder`` made and filled with copies of sample images (under new names when ``renamed`` is given)."""
+def image_id(file_name: str) -> int:
+    """The image id of a COCO-style file name (the number it is made of)."""
+    return int(file_name.split(".")[0])
+
+
+def image_folder(images, folder, names=UNSCORED_IMAGES, renamed=None):
+    """``folder`` made and filled with copies of the pictures ``names`` of ``images`` (under new names when
+    ``renamed`` is given)."""
     folder.mkdir()
     for name, new in zip(names, renamed or names):
-        shutil.copy(coco_sample_images / name, folder / new)
+        shutil.copy(images / name, folder / new)
     return folder
 
 

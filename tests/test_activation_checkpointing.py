@@ -1,5 +1,5 @@
 """model.checkpoint_activations: the same gradients, BatchNorm statistics and weights as the plain network, on two
-real COCO samples; evaluation never recomputes; a run resumes with the setting toggled."""
+synthetic samples; evaluation never recomputes; a run resumes with the setting toggled."""
 
 from __future__ import annotations
 
@@ -28,11 +28,11 @@ def two_stack_cfg(checkpoint: bool) -> Config:
 
 
 @pytest.fixture(scope="module")
-def real_batch(sample_h5_64):
-    """Two real COCO samples at input 64, as the trainer gets them (uint8 images, targets, masks)."""
-    dataset = SimplePoseDataset(sample_h5_64, two_stack_cfg(False), train=False)
+def two_samples(synthetic_h5_64):
+    """Two samples of the synthetic sample at input 64, as the trainer gets them (uint8 images, targets, masks)."""
+    dataset = SimplePoseDataset(synthetic_h5_64, two_stack_cfg(False), train=False)
     batch = collate([dataset[0], dataset[1]])
-    assert batch["targets"][0][:, 30:48].amax() > 0.5  # real people with keypoints
+    assert batch["targets"][0][:, 30:48].amax() > 0.5  # people with keypoints
     return batch
 
 
@@ -51,9 +51,9 @@ def one_training_step(checkpoint: bool, batch: dict, channels_last: bool = False
 
 
 @pytest.mark.parametrize("channels_last, autocast", [(False, False), (True, True)], ids=["fp32", "channels_last-bf16"])
-def test_checkpointing_gives_the_plain_gradients_and_batchnorm_statistics(real_batch, channels_last, autocast):
-    plain, plain_calls, plain_loss = one_training_step(False, real_batch, channels_last, autocast)
-    ckpt, ckpt_calls, ckpt_loss = one_training_step(True, real_batch, channels_last, autocast)
+def test_checkpointing_gives_the_plain_gradients_and_batchnorm_statistics(two_samples, channels_last, autocast):
+    plain, plain_calls, plain_loss = one_training_step(False, two_samples, channels_last, autocast)
+    ckpt, ckpt_calls, ckpt_loss = one_training_step(True, two_samples, channels_last, autocast)
     assert (plain_calls, ckpt_calls) == (1, 2)  # the stem really ran again in the backward pass
     assert torch.equal(plain_loss, ckpt_loss)
     grads = dict(ckpt.named_parameters())
@@ -93,8 +93,8 @@ def test_resume_may_toggle_checkpointing_but_not_the_architecture():
     assert (e.value.file, e.value.key) == ("last.pt", "config")
 
 
-def test_run_resumed_with_checkpointing_on_matches_one_without(sample_h5_64, tmp_path):
-    common = [f"data.train={sample_h5_64}", "train.max_steps_per_epoch=1", "train.optimizer=sgd", "train.lr=0.01"]
+def test_run_resumed_with_checkpointing_on_matches_one_without(synthetic_h5_64, tmp_path):
+    common = [f"data.train={synthetic_h5_64}", "train.max_steps_per_epoch=1", "train.optimizer=sgd", "train.lr=0.01"]
     full = Trainer(load_config(TINY_PRESET, [*common, "train.epochs=2", f"train.out_dir={tmp_path / 'full'}"]))
     full.fit()
     split = [*common, f"train.out_dir={tmp_path / 'split'}"]

@@ -1,8 +1,7 @@
-"""The bad-input corpus (tests.harness.bad_inputs; `python -m tests.harness.bad_input_table` prints it) on the real
-sample, through
-the real commands: every case ends in its expected outcome (a clean error naming the file/field, a counted skip, or
-a correct acceptance), never a raw traceback, and leaves no partial output. The untrusted-file cases are in
-test_security.py."""
+"""The bad-input corpus (tests.harness.bad_inputs; `python -m tests.harness.bad_input_table` prints it) on the
+synthetic sample, through the real commands: every case ends in its expected outcome (a clean error naming the
+file/field, a counted skip, or a correct acceptance), never a raw traceback, and leaves no partial output. The
+untrusted-file cases are in test_security.py."""
 
 from __future__ import annotations
 
@@ -43,9 +42,9 @@ def test_every_case_is_tested_somewhere():
 
 
 @pytest.fixture(scope="module")
-def corpus(coco_sample, tmp_path_factory):
+def corpus(synthetic_sample, tmp_path_factory):
     """{name: (case, result)}, every case run once (two at a time)."""
-    return run_named(coco_sample, tmp_path_factory.mktemp("bad_inputs"), NAMES)
+    return run_named(synthetic_sample, tmp_path_factory.mktemp("bad_inputs"), NAMES)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -54,8 +53,8 @@ def test_case_ends_as_expected(corpus, name):
 
 
 @pytest.fixture(scope="module")
-def in_process_cases(coco_sample, tmp_path_factory):
-    return {c.name: c for c in build_corpus(coco_sample, tmp_path_factory.mktemp("in_process"), only=IN_PROCESS)}
+def in_process_cases(synthetic_sample, tmp_path_factory):
+    return {c.name: c for c in build_corpus(synthetic_sample, tmp_path_factory.mktemp("in_process"), only=IN_PROCESS)}
 
 
 @pytest.mark.parametrize("name", IN_PROCESS)

@@ -28,8 +28,8 @@ from tests.helpers import COCO, person
 from utils.paths import REPO_ROOT, TINY_PRESET
 
 
-def test_data_pipeline_bench_prints_rate_and_every_stage(coco_sample_h5, capsys):
-    rc = data_pipeline.main(["--h5", str(coco_sample_h5), "--n", "6", "--repeats", "1", "data.input_size=256"])
+def test_data_pipeline_bench_prints_rate_and_every_stage(synthetic_sample_h5, capsys):
+    rc = data_pipeline.main(["--h5", str(synthetic_sample_h5), "--n", "6", "--repeats", "1", "data.input_size=256"])
     out = capsys.readouterr().out
     assert rc == 0
     rate = re.match(r"data pipeline: ([0-9.]+) samples/s wall clock \(([0-9.]+) per CPU second", out)
@@ -42,9 +42,9 @@ def test_data_pipeline_bench_prints_rate_and_every_stage(coco_sample_h5, capsys)
     assert abs(parts - float(stages["sum of stages"])) < 0.05
 
 
-def test_the_timed_stages_make_the_samples_of_the_dataset(coco_sample_h5):
+def test_the_timed_stages_make_the_samples_of_the_dataset(synthetic_sample_h5):
     """The bench times the dataset's own stage calls: they must build exactly what ``dataset[i]`` builds."""
-    ds = SimplePoseDataset(coco_sample_h5, load_config(None, ["data.input_size=256"]), train=True)
+    ds = SimplePoseDataset(synthetic_sample_h5, load_config(None, ["data.input_size=256"]), train=True)
     ds.set_epoch(1)
     timer = data_pipeline.StageTimer()
     for i in (0, 5):
@@ -56,11 +56,13 @@ def test_the_timed_stages_make_the_samples_of_the_dataset(coco_sample_h5):
     assert set(timer.total) == {"read+decode", "augment", "masks", "targets", "scales", "to-tensor"}
 
 
-def test_grouping_bench_prints_both_rates_on_the_real_sample(coco_sample, coco_sample_annotations, capsys):
-    rc = grouping.main(["--repeat", "1"])
+def test_grouping_bench_prints_both_rates(sample_kind, sample_images, sample_annotations, capsys):
+    """On the synthetic sample given, and on the real one found without being given (the bench's default)."""
+    given = [] if sample_kind == "coco" else ["--images", str(sample_images), "--annotations", str(sample_annotations)]
+    rc = grouping.main(["--repeat", "1", *given])
     out = capsys.readouterr().out
     assert rc == 0
-    images = len(json.loads(coco_sample_annotations.read_text())["images"])
+    images = len(json.loads(sample_annotations.read_text())["images"])
     assert out.startswith(f"{images} images, ")
     for figure in (
         "decoding \\(peaks \\+ limbs \\+ assembly\\)",
@@ -76,13 +78,16 @@ def test_grouping_bench_finds_the_sample_through_the_environment(tmp_path, monke
     assert str(tmp_path / "elsewhere") in capsys.readouterr().err
 
 
-def test_decoder_table_prints_a_row_per_candidate_for_each_kind_of_maps(synthetic_coco, tmp_path, capsys):
+def test_decoder_table_prints_a_row_per_candidate_for_each_kind_of_maps(
+    synthetic_coco, synthetic_sample_images, synthetic_sample_annotations, tmp_path, capsys
+):
     cfg = load_config(TINY_PRESET)  # a random-weight 1-stack model evaluated at 64 px: (b) runs, its AP is ~0
     ckpt = tmp_path / "tiny.pt"
     torch.save({"model": build_model(cfg).state_dict(), "config": to_dict(cfg), "epoch": 0}, ckpt)
-    args = ["--ckpt", str(ckpt), "--val-dir", str(synthetic_coco), "--limit", "2", "--decode-height", "96", "0",
-            "--refine", "quadratic", "--min-parts", "1", "--peak-score", "input_window", "--max-peaks", "100",
-            "--no-progress", "eval.scales=[1.0]"]  # fmt: skip
+    oracle = ["--images", str(synthetic_sample_images), "--annotations", str(synthetic_sample_annotations)]  # (a) (c)
+    args = [*oracle, "--ckpt", str(ckpt), "--val-dir", str(synthetic_coco), "--limit", "2",
+            "--decode-height", "96", "0", "--refine", "quadratic", "--min-parts", "1", "--peak-score", "input_window",
+            "--max-peaks", "100", "--no-progress", "eval.scales=[1.0]"]  # fmt: skip
     assert decoder_table.main(args) == 0
     out = capsys.readouterr().out
     for name in ("(a) oracle", "(b) model", "(c) degraded"):
@@ -94,7 +99,7 @@ def test_decoder_table_prints_a_row_per_candidate_for_each_kind_of_maps(syntheti
     rows = [line.split("|")[1:-1] for line in out.splitlines() if re.match(r"^\| (96|full) \|", line)]
     assert [r[0].strip() for r in rows] == ["96", "full", "full"] and rows[2][-1].strip() == "original decoder"
     oracle_ap = [float(r[5]) for r in rows]
-    assert all(0.5 < ap <= 1 for ap in oracle_ap)  # ground-truth maps of two real images: most people found
+    assert all(0.5 < ap <= 1 for ap in oracle_ap)  # ground-truth maps of two images: most people found
 
 
 def test_degraded_maps_follow_the_documented_recipe():
@@ -166,8 +171,8 @@ def test_fault_scripts_start_from_the_command_line(script):
     assert r.returncode == 0 and "usage:" in r.stdout and r.stderr == "", r.stderr[-2000:]
 
 
-def test_bad_inputs_report_prints_a_line_per_case_and_the_totals(coco_sample, tmp_path, capsys):
-    cases = build_corpus(coco_sample, tmp_path, only=["control_convert", "json_malformed"])
+def test_bad_inputs_report_prints_a_line_per_case_and_the_totals(synthetic_sample, tmp_path, capsys):
+    cases = build_corpus(synthetic_sample, tmp_path, only=["control_convert", "json_malformed"])
     assert bad_input_table.print_report(cases, run_cases(cases)) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[:3] for line in lines[:2]] == [["ok", "control_convert", "accepted"],

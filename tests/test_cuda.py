@@ -1,4 +1,4 @@
-"""The CUDA tier: what only a GPU shows, with the paper preset and the real COCO sample.
+"""The CUDA tier: what only a GPU shows, with the paper preset and the tests' synthetic sample.
 
     python -m pytest -m cuda        # these tests only, about 2-3 min on an H200 (python -m bench.gpu_check runs them)
 
@@ -100,10 +100,10 @@ def assert_updated(seen: Steps) -> None:
 
 
 @pytest.fixture(scope="module")
-def sample_h5(coco_sample_images, coco_sample_annotations, tmp_path_factory) -> Path:
-    """The real COCO sample converted by data.coco_to_hdf5 for the paper preset (512 input)."""
-    out = tmp_path_factory.mktemp("cuda_h5") / f"sample{SIZE}.h5"
-    convert([Source(coco_sample_images, coco_sample_annotations)], out, input_size=SIZE, progress=False)
+def paper_h5(synthetic_sample_images, synthetic_sample_annotations, tmp_path_factory) -> Path:
+    """The synthetic sample converted by data.coco_to_hdf5 for the paper preset (512 input)."""
+    out = tmp_path_factory.mktemp("cuda_h5") / f"synthetic{SIZE}.h5"
+    convert([Source(synthetic_sample_images, synthetic_sample_annotations)], out, input_size=SIZE, progress=False)
     return out
 
 
@@ -199,9 +199,9 @@ def train_one_epoch(args: list[str], fixed_batch_steps: int = 0) -> Steps:
     [pytest.param("fp16", False, marks=pytest.mark.skipif(DEVICE.type != "cuda", reason=CPU_DRY_RUN)),
      ("bf16", False), ("auto", True)],
 )  # fmt: skip
-def test_paper_preset_trains_on_a_fixed_batch(sample_h5, tmp_path, amp, channels_last):
+def test_paper_preset_trains_on_a_fixed_batch(paper_h5, tmp_path, amp, channels_last):
     steps = FIXED_BATCH_STEPS
-    seen = train_one_epoch(paper_args(sample_h5, tmp_path, f"train.amp={amp}", f"train.channels_last={channels_last}",
+    seen = train_one_epoch(paper_args(paper_h5, tmp_path, f"train.amp={amp}", f"train.channels_last={channels_last}",
                                       "data.num_workers=0", "train.batch_size=2", "train.optimizer=adam",
                                       "train.lr=1e-3", "train.weight_decay=0"), steps)  # fmt: skip
     t = seen.trainer
@@ -235,7 +235,7 @@ def state_distance(a: dict, b: dict) -> float:
     return math.sqrt(sum(float((a[k].double() - b[k].double()).square().sum()) for k in a if a[k].is_floating_point()))
 
 
-def test_resume_continues_the_run_exactly(sample_h5, tmp_path):
+def test_resume_continues_the_run_exactly(paper_h5, tmp_path):
     """2 x 16 steps straight against 16, then train.resume=auto and 16 more, each a train.py process, in fp16 with
     GradScaler (train.amp=fp16; the first ~13 steps overflow and are skipped, see FIXED_BATCH_STEPS) and
     deterministic kernels (train.deterministic=true, CUBLAS_WORKSPACE_CONFIG set). Bit-identical weights,
@@ -247,10 +247,10 @@ def test_resume_continues_the_run_exactly(sample_h5, tmp_path):
     common = ["train.deterministic=true", "train.batch_size=2", f"train.max_steps_per_epoch={half_steps}",
               "data.num_workers=0", f"train.amp={'fp16' if DEVICE.type == 'cuda' else 'off'}"]  # fmt: skip
     train = [sys.executable, "train.py"]
-    runs = [run_command([*train, *paper_args(sample_h5, tmp_path / "straight", *common, "train.epochs=2")])]
-    runs.append(run_command([*train, *paper_args(sample_h5, tmp_path / "split", *common, "train.epochs=1")]))
+    runs = [run_command([*train, *paper_args(paper_h5, tmp_path / "straight", *common, "train.epochs=2")])]
+    runs.append(run_command([*train, *paper_args(paper_h5, tmp_path / "split", *common, "train.epochs=1")]))
     half = Checkpoint.load(tmp_path / "split" / "last.pt")
-    runs.append(run_command([*train, *paper_args(sample_h5, tmp_path / "split", *common, "train.epochs=2",
+    runs.append(run_command([*train, *paper_args(paper_h5, tmp_path / "split", *common, "train.epochs=2",
                                                  "train.resume=auto")]))  # fmt: skip
     assert "resumed from" in runs[-1].stdout
     straight, resumed = (Checkpoint.load(tmp_path / d / "last.pt") for d in ("straight", "split"))
@@ -386,9 +386,9 @@ def test_coco_eval_on_the_gpu_equals_the_cpu(small_checkpoint, odd_sized_set, tm
 
 
 # ---------------------------------------------------------------------------------------------- torchrun, SyncBN
-def test_torchrun_with_one_process_trains_with_sync_batchnorm(sample_h5_64, tmp_path):  # noqa: F811
+def test_torchrun_with_one_process_trains_with_sync_batchnorm(synthetic_h5_64, tmp_path):  # noqa: F811
     probe = str(REPO_ROOT / "tests" / "batchnorm_probe.py")
-    args = tiny_run_args(sample_h5_64, tmp_path, "dist.sync_bn=true", "train.max_steps_per_epoch=3")
+    args = tiny_run_args(synthetic_h5_64, tmp_path, "dist.sync_bn=true", "train.max_steps_per_epoch=3")
     r = run_command(torchrun_command([probe, *args], 1))
     assert Checkpoint.load(tmp_path / "last.pt").progress.global_step == 3
     assert_finite(train_losses(tmp_path))
@@ -402,10 +402,10 @@ def test_torchrun_with_one_process_trains_with_sync_batchnorm(sample_h5_64, tmp_
 
 
 # ---------------------------------------------------------------------------------------------- loader workers
-def test_loader_workers_feed_pinned_batches_to_the_gpu(sample_h5, tmp_path):
+def test_loader_workers_feed_pinned_batches_to_the_gpu(paper_h5, tmp_path):
     steps = 3
     # bf16: in fp16 these first steps would all be skipped (see FIXED_BATCH_STEPS), leaving the weights unchanged
-    seen = train_one_epoch(paper_args(sample_h5, tmp_path, "data.num_workers=2", "data.pin_memory=true",
+    seen = train_one_epoch(paper_args(paper_h5, tmp_path, "data.num_workers=2", "data.pin_memory=true",
                                       "train.batch_size=4", f"train.max_steps_per_epoch={steps}",
                                       "train.amp=bf16"))  # fmt: skip
     cuda = DEVICE.type == "cuda"  # pin_memory only takes effect on CUDA

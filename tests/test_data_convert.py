@@ -1,4 +1,5 @@
-"""COCO -> HDF5 conversion on the real sample: counts, stored bytes, masks; clean errors on bad input."""
+"""COCO -> HDF5 conversion on the synthetic and the real sample: counts, stored bytes, masks; clean errors on bad
+input."""
 
 import json
 import math
@@ -34,13 +35,13 @@ def expected_main_persons(anns):
     return len(mains)
 
 
-def test_counts_match_the_json(coco_sample_h5, coco_sample_annotations, coco_sample_images):
-    data = json.loads(coco_sample_annotations.read_text())
+def test_counts_match_the_json(sample_h5, sample_annotations, sample_images):
+    data = json.loads(sample_annotations.read_text())
     by_image = {}
     for a in data["annotations"]:
         by_image.setdefault(a["image_id"], []).append(a)
     kept = [img for img in data["images"] if expected_main_persons(by_image.get(img["id"], []))]
-    with h5py.File(coco_sample_h5) as f:
+    with h5py.File(sample_h5) as f:
         settings = json.loads(f.attrs["settings"])
         ids = f["images/id"][:]
         assert list(ids) == [img["id"] for img in kept]
@@ -51,7 +52,7 @@ def test_counts_match_the_json(coco_sample_h5, coco_sample_annotations, coco_sam
         offsets = f["images/jpeg_offsets"][:]
         for i in (0, len(ids) - 1):
             stored = f["images/jpeg"][offsets[i] : offsets[i + 1]].tobytes()
-            assert stored == (coco_sample_images / kept[i]["file_name"]).read_bytes()
+            assert stored == (sample_images / kept[i]["file_name"]).read_bytes()
         first = by_image[kept[0]["id"]]
         np.testing.assert_allclose(f["people/bbox"][: len(first)], [a["bbox"] for a in first], rtol=1e-6)
         # Every sample's main person belongs to the sample's image.
@@ -60,10 +61,11 @@ def test_counts_match_the_json(coco_sample_h5, coco_sample_annotations, coco_sam
         assert ((po[img] <= person) & (person < po[img + 1])).all()
 
 
-def test_ignore_mask_covers_crowds_and_unlabelled_people(coco_sample_h5, coco_sample_annotations):
-    coco = COCO(str(coco_sample_annotations))
+def test_ignore_mask_covers_crowds_and_unlabelled_people(sample_h5, sample_annotations):
+    """Crowd regions (RLE) and people without keypoints are ignored, the labelled people are not."""
+    coco = COCO(str(sample_annotations))
     checked_crowd = checked_unlabelled = 0
-    with h5py.File(coco_sample_h5) as f:
+    with h5py.File(sample_h5) as f:
         mo = f["images/mask_offsets"][:]
         for i, image_id in enumerate(f["images/id"][:]):
             runs = f["images/mask_values"][mo[i] : mo[i + 1]], f["images/mask_lengths"][mo[i] : mo[i + 1]]
@@ -108,19 +110,21 @@ def run_convert(tmp_path, annotations, images, *extra):
 
 
 @pytest.fixture
-def small_set(tmp_path, coco_sample_annotations, coco_sample_images):
-    """Three real images that all have main persons, with their annotations, in a private folder."""
-    data = json.loads(coco_sample_annotations.read_text())
-    keep = ["000000000790.jpg", "000000030752.jpg", "000000183872.jpg"]
-    images = [img for img in data["images"] if img["file_name"] in keep]
+def small_set(tmp_path, synthetic_sample_annotations, synthetic_sample_images):
+    """Three images that all have main persons, with their annotations, in a private folder: (annotations, folder,
+    their file names)."""
+    data = json.loads(synthetic_sample_annotations.read_text())
+    images = [img for img in data["images"] if expected_main_persons(
+        [a for a in data["annotations"] if a["image_id"] == img["id"]])][:3]  # fmt: skip
     ids = {img["id"] for img in images}
     data["images"] = images
     data["annotations"] = [a for a in data["annotations"] if a["image_id"] in ids]
     folder = tmp_path / "images"
     folder.mkdir()
-    for name in keep:
-        shutil.copy(coco_sample_images / name, folder / name)
-    return data, folder
+    names = [img["file_name"] for img in images]
+    for name in names:
+        shutil.copy(synthetic_sample_images / name, folder / name)
+    return data, folder, names
 
 
 def write_json(path, data):
@@ -142,7 +146,7 @@ def refused(annotations, images, out, error=AnnotationError):
 
 
 def test_malformed_annotations_fail_cleanly(tmp_path, small_set):
-    data, images = small_set
+    data, images, _ = small_set
     out = tmp_path / "out.h5"
     bad = json.loads(json.dumps(data))
     bad["annotations"][1]["keypoints"] = bad["annotations"][1]["keypoints"][:50]
@@ -165,45 +169,48 @@ def test_malformed_annotations_fail_cleanly(tmp_path, small_set):
 
 
 def test_missing_and_corrupt_images(tmp_path, small_set):
-    data, images = small_set
+    data, images, (kept, missing, truncated) = small_set
     path = write_json(tmp_path / "ann.json", data)
     out = tmp_path / "out.h5"
-    (images / "000000030752.jpg").unlink()
+    (images / missing).unlink()
     with pytest.raises(UserError) as e:
         convert([Source(images, path)], out, progress=False)
-    assert e.value.file == str(images / "000000030752.jpg")  # missing: listed before anything is converted
+    assert e.value.file == str(images / missing)  # missing: listed before anything is converted
     assert not out.exists() and not list(tmp_path.glob(".out.h5.*"))
 
-    jpeg = images / "000000183872.jpg"
-    jpeg.write_bytes(jpeg.read_bytes()[:20000])  # truncated download
-    shutil.copy(images / "000000000790.jpg", images / "000000030752.jpg")  # present again, wrong size
+    jpeg = images / truncated
+    jpeg.write_bytes(jpeg.read_bytes()[: jpeg.stat().st_size // 3])  # truncated download
+    shutil.copy(images / kept, images / missing)  # present again, wrong size
     e = refused(path, images, out, ImageFileError)
-    assert (e.file, e.image_id) == (str(images / "000000030752.jpg"), 30752)
-    assert e.reason.endswith("not the annotation's 640x426")
-    (images / "000000030752.jpg").unlink()
+    missing_id = next(img["id"] for img in data["images"] if img["file_name"] == missing)
+    assert (e.file, e.image_id) == (str(images / missing), missing_id)
+    assert "not the annotation's" in e.reason
+    (images / missing).unlink()
 
     # --skip-bad skipping 2 of 3 images: more than half, so the conversion stops all the same, naming the folder
     proc, out = run_convert(tmp_path, path, images, "--skip-bad")
     assert_clean_failure(proc)
     assert "2 of 3 images were skipped" in proc.stderr and f"--images ({images})" in proc.stderr, proc.stderr
     assert not out.exists()
-    data["images"].append({**data["images"][0], "id": 1, "file_name": "copy.jpg"})  # a 4th image: 2 of 4 skipped
-    data["annotations"] += [{**a, "id": 10**9 + i, "image_id": 1} for i, a in enumerate(data["annotations"])
-                            if a["image_id"] == 790]  # fmt: skip
-    shutil.copy(images / "000000000790.jpg", images / "copy.jpg")
+    kept_image = next(img for img in data["images"] if img["file_name"] == kept)
+    copy_id = max(img["id"] for img in data["images"]) + 1
+    data["images"].append({**kept_image, "id": copy_id, "file_name": "copy.jpg"})  # a 4th image: 2 of 4 skipped
+    data["annotations"] += [{**a, "id": 10**9 + i, "image_id": copy_id} for i, a in enumerate(data["annotations"])
+                            if a["image_id"] == kept_image["id"]]  # fmt: skip
+    shutil.copy(images / kept, images / "copy.jpg")
     write_json(path, data)
     proc, out = run_convert(tmp_path, path, images, "--skip-bad")
     assert proc.returncode == 0, proc.stderr
-    assert "000000030752.jpg" in proc.stderr and "000000183872.jpg" in proc.stderr and "truncated" in proc.stderr
+    assert missing in proc.stderr and truncated in proc.stderr and "truncated" in proc.stderr
     assert "2 images skipped" in proc.stdout
     with h5py.File(out) as f:
         settings = json.loads(f.attrs["settings"])
-        assert sorted(f["images/id"][:]) == [1, 790]
+        assert sorted(f["images/id"][:]) == [kept_image["id"], copy_id]
     assert len(settings["skipped"]) == 2
 
 
 def test_file_names_cannot_escape_the_image_folder(tmp_path, small_set):
-    data, images = small_set
+    data, images, _ = small_set
     data["images"][0]["file_name"] = "../../etc/passwd"
     path = write_json(tmp_path / "ann.json", data)
     e = refused(path, images, tmp_path / "out.h5")
@@ -223,18 +230,18 @@ def test_main_person_spacing_uses_each_persons_own_box():
     assert main_person_indices(anns, stale_bbox_bug=True) == [0, 1, 2]
 
 
-def test_second_source_starts_at_its_offset(tmp_path, coco_sample_images, coco_sample_annotations):
+def test_second_source_starts_at_its_offset(tmp_path, synthetic_sample_images, synthetic_sample_annotations):
     """The paper split adds val2017 from position 100 on; here the sample plays val2017 from position 20 on."""
     from data.coco_to_hdf5 import Source, convert
 
-    data = json.loads(coco_sample_annotations.read_text())
+    data = json.loads(synthetic_sample_annotations.read_text())
     with_mains = {
         img["id"]
         for img in data["images"][20:]
         if expected_main_persons([a for a in data["annotations"] if a["image_id"] == img["id"]])
     }
-    one = Source(coco_sample_images, coco_sample_annotations)
-    tail = Source(coco_sample_images, coco_sample_annotations, start=20)
+    one = Source(synthetic_sample_images, synthetic_sample_annotations)
+    tail = Source(synthetic_sample_images, synthetic_sample_annotations, start=20)
     settings = convert([one, tail], tmp_path / "mix.h5", progress=False)
     alone = convert([one], tmp_path / "one.h5", progress=False)
     assert settings["counts"]["images"] == alone["counts"]["images"] + len(with_mains)

@@ -1,4 +1,4 @@
-"""The HDF5 layout (data.h5_format): mask run-length coding and the layout check, on the converted COCO sample."""
+"""The HDF5 layout (data.h5_format): mask run-length coding and the layout check, on the converted samples."""
 
 import shutil
 
@@ -10,11 +10,11 @@ from data.h5_format import check_layout, decode_mask_runs, encode_mask_runs
 from utils.errors import DataFileError
 
 
-def test_mask_runs_decode_any_band_of_rows(coco_sample_h5):
+def test_mask_runs_decode_any_band_of_rows(sample_h5):
     """Decoding rows y0 .. y1 - 1 straight from the runs (what the dataset does for the rows its warp samples)
-    gives those rows of the full decode, for every real image and bands of every kind (edges, one row, all)."""
+    gives those rows of the full decode, for every image and bands of every kind (edges, one row, all)."""
     rng = np.random.default_rng(0)
-    with h5py.File(coco_sample_h5) as f:
+    with h5py.File(sample_h5) as f:
         mo = f["images/mask_offsets"][:]
         for i in range(len(f["images/id"])):
             h, w = int(f["images/height"][i]), int(f["images/width"][i])
@@ -29,9 +29,9 @@ def test_mask_runs_decode_any_band_of_rows(coco_sample_h5):
                 np.testing.assert_array_equal(band[..., 0], full[rows[0] : rows[1]])
 
 
-def test_mask_runs_encode_back_to_the_stored_runs(coco_sample_h5):
+def test_mask_runs_encode_back_to_the_stored_runs(sample_h5):
     """The stored runs are maximal: decoding an image's mask code and encoding it again gives them back."""
-    with h5py.File(coco_sample_h5) as f:
+    with h5py.File(sample_h5) as f:
         mo = f["images/mask_offsets"][:]
         for i in range(len(f["images/id"])):
             values = f["images/mask_values"][mo[i] : mo[i + 1]]
@@ -43,9 +43,9 @@ def test_mask_runs_encode_back_to_the_stored_runs(coco_sample_h5):
             np.testing.assert_array_equal(again[1], lengths)
 
 
-def test_check_layout_names_the_file_and_what_it_lacks(coco_sample_h5, tmp_path):
+def test_check_layout_names_the_file_and_what_it_lacks(synthetic_sample_h5, tmp_path):
     path = tmp_path / "damaged.h5"
-    shutil.copyfile(coco_sample_h5, path)
+    shutil.copyfile(synthetic_sample_h5, path)
     with h5py.File(path, "r+") as f:
         del f["people/bbox"]
     with h5py.File(path, "r") as f, pytest.raises(DataFileError) as e:

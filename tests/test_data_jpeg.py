@@ -22,12 +22,13 @@ def with_exif_orientation(jpeg: bytes, orientation: int) -> bytes:
 
 
 @pytest.fixture(scope="module")
-def sample_jpegs(coco_sample_images):
-    return [p.read_bytes() for p in sorted(coco_sample_images.glob("*.jpg"))[:8]]
+def sample_jpegs(sample_images):
+    """Eight JPEG files of the synthetic sample (OpenCV's encoder), then of the real one (cameras' and editors')."""
+    return [p.read_bytes() for p in sorted(sample_images.glob("*.jpg"))[:8]]
 
 
 @pytest.mark.parametrize("factor", [1, 2, 4])
-def test_pixels_equal_opencv_on_real_images(sample_jpegs, factor):
+def test_pixels_equal_opencv(sample_jpegs, factor):
     for jpeg in sample_jpegs:
         data = np.frombuffer(jpeg, np.uint8)
         ref = cv2.imdecode(data, REDUCED[factor] | cv2.IMREAD_IGNORE_ORIENTATION)

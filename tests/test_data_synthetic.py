@@ -57,6 +57,53 @@ def test_some_crowd_regions_over_a_larger_set(tmp_path):
     assert crowds and all(isinstance(a["segmentation"]["counts"], str) for a in crowds)
 
 
+def read_set(root):
+    path = root / "annotations" / "person_keypoints_train.json"
+    return COCO(str(path)), {p.name: p.read_bytes() for p in (root / "images").iterdir()}
+
+
+def test_crowds_as_coco_writes_them_and_more_or_fewer_of_them(tmp_path):
+    """crowd_counts="uncompressed" writes the same regions as run-length lists (COCO's own files); the crowd share
+    changes only the crowds: the people of every picture stay where they are (occluded where a crowd covers them)."""
+    for name, extra in (("string", {}), ("list", {"crowd_counts": "uncompressed"}), ("none", {"crowd_probability": 0}),
+                        ("more", {"crowd_probability": 0.5})):  # fmt: skip
+        generate(tmp_path / name, num_images=12, seed=4, val_fraction=0, **extra)
+    (string, string_images), (listed, listed_images) = read_set(tmp_path / "string"), read_set(tmp_path / "list")
+    assert listed_images == string_images
+    crowds = [a for a in listed.dataset["annotations"] if a["iscrowd"]]
+    assert crowds and all(isinstance(a["segmentation"]["counts"], list) for a in crowds)
+    for a in listed.dataset["annotations"]:
+        b = string.anns[a["id"]]
+        assert {k: v for k, v in a.items() if k != "segmentation"} == {k: b[k] for k in a if k != "segmentation"}
+        assert np.array_equal(listed.annToMask(a), string.annToMask(b))
+        if a["iscrowd"]:
+            assert sum(a["segmentation"]["counts"]) == a["segmentation"]["size"][0] * a["segmentation"]["size"][1]
+            assert listed.annToMask(a).sum() == a["area"]
+    people = {}
+    for name in ("none", "string", "more"):
+        coco, _ = read_set(tmp_path / name)
+        anns = coco.dataset["annotations"]
+        people[name] = [(a["image_id"], a["keypoints"][0::3], a["keypoints"][1::3]) for a in anns if a["num_keypoints"]]
+        people[f"{name} crowds"] = sum(a["iscrowd"] for a in anns)
+    assert people["none"] == people["string"] == people["more"]
+    assert people["none crowds"] == 0 < people["string crowds"] < people["more crowds"]
+
+
+def test_the_tests_synthetic_sample_holds_the_cases_of_the_real_one(synthetic_sample_annotations):
+    """What the tests check on the synthetic sample in place of the real one: crowd regions written as COCO writes
+    them, people without keypoints, occluded keypoints (v = 1) beside visible ones, several people per picture."""
+    data = json.loads(synthetic_sample_annotations.read_text())
+    anns = data["annotations"]
+    assert len(data["images"]) == 27
+    crowds = [a for a in anns if a["iscrowd"]]
+    assert len(crowds) >= 3 and all(isinstance(a["segmentation"]["counts"], list) for a in crowds)
+    assert sum(a["num_keypoints"] == 0 and not a["iscrowd"] for a in anns) >= 20
+    visibility = np.concatenate([np.reshape(a["keypoints"], (-1, 3))[:, 2] for a in anns])
+    assert (visibility == 1).sum() >= 50 and (visibility == 2).sum() > 10 * (visibility == 1).sum()
+    per_image = np.bincount([a["image_id"] for a in anns if a["num_keypoints"] > 0])
+    assert (per_image >= 2).sum() >= 10
+
+
 def test_converts_end_to_end(tmp_path, synthetic_coco):
     out = tmp_path / "synth.h5"
     cfg = load_config("config/quickstart.yaml", [])

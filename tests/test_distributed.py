@@ -1,4 +1,4 @@
-"""Multi-process training on the real COCO sample (CPU, gloo, tiny model): torchrun DDP against one process with
+"""Multi-process training on the synthetic sample (CPU, gloo, tiny model): torchrun DDP against one process with
 the world-size-times larger batch, NaN on one rank, resume across world sizes, an elastic restart after a killed
 worker, the DataParallel loss balancing and the SyncBN conversion."""
 
@@ -62,19 +62,19 @@ def assert_close_states(a: dict, b: dict, rtol=1e-4, atol=1e-6):
 
 
 @pytest.fixture(scope="module")
-def two_process_run(sample_h5_64, tmp_path_factory):
+def two_process_run(synthetic_h5_64, tmp_path_factory):
     out = tmp_path_factory.mktemp("ddp2")
-    r = torchrun("train_distributed.py", sample_h5_64, out, *RUN, label="2 processes x batch 2 (torchrun)")
+    r = torchrun("train_distributed.py", synthetic_h5_64, out, *RUN, label="2 processes x batch 2 (torchrun)")
     return out, r
 
 
-def test_two_processes_equal_one_process_with_twice_the_batch(sample_h5_64, two_process_run, tmp_path):
+def test_two_processes_equal_one_process_with_twice_the_batch(synthetic_h5_64, two_process_run, tmp_path):
     out2, r2 = two_process_run
     assert "SyncBatchNorm needs CUDA" in r2.stdout
     # train_parallel.py on the CPU: one process, the balanced wrapper, train.batch_size is the global batch; the
     # LR is not scaled there, so it gets 2x the per-process LR that DDP scales by its world size
     # (docs/design.md#schedule)
-    r1 = one_process("train_parallel.py", sample_h5_64, tmp_path, *RUN, "train.batch_size=4", "train.lr=0.02",
+    r1 = one_process("train_parallel.py", synthetic_h5_64, tmp_path, *RUN, "train.batch_size=4", "train.lr=0.02",
                      label="1 process x batch 4 (train_parallel.py)")  # fmt: skip
     assert "no GPU visible" in r1.stdout
     two, one = Checkpoint.load(out2 / "last.pt"), Checkpoint.load(tmp_path / "last.pt")
@@ -86,7 +86,7 @@ def test_two_processes_equal_one_process_with_twice_the_batch(sample_h5_64, two_
     from models import build_model
 
     seed_everything(0, False)
-    init = build_model(tiny_cfg(sample_h5_64, tmp_path)).state_dict()
+    init = build_model(tiny_cfg(synthetic_h5_64, tmp_path)).state_dict()
     moved = max((two.model[k] - init[k]).abs().max().item() for k in init if init[k].is_floating_point())
     assert moved > 1e-3  # training changed the weights, so equality below is not trivial
     assert_close_states(two.model, one.model)
@@ -101,11 +101,11 @@ def test_two_processes_equal_one_process_with_twice_the_batch(sample_h5_64, two_
 
 
 @pytest.fixture(scope="module")
-def nan_run(sample_h5_64, tmp_path_factory, coco_sample_images, coco_sample_annotations):
+def nan_run(synthetic_h5_64, tmp_path_factory, synthetic_sample_images, synthetic_sample_annotations):
     out = tmp_path_factory.mktemp("nan")
-    validation = ["train.val_every=1", f"data.val={sample_h5_64}", f"data.val_images={coco_sample_images}",
-                  f"data.val_annotations={coco_sample_annotations}", "eval.max_images=4"]  # fmt: skip
-    r = torchrun(with_faults("--nan-steps", "1", "--nan-rank", "1"), sample_h5_64, out, "train.epochs=1",
+    validation = ["train.val_every=1", f"data.val={synthetic_h5_64}", f"data.val_images={synthetic_sample_images}",
+                  f"data.val_annotations={synthetic_sample_annotations}", "eval.max_images=4"]  # fmt: skip
+    r = torchrun(with_faults("--nan-steps", "1", "--nan-rank", "1"), synthetic_h5_64, out, "train.epochs=1",
                  "train.max_steps_per_epoch=3", *validation)  # fmt: skip
     return out, r
 
@@ -126,15 +126,15 @@ def test_nan_on_one_rank_makes_every_rank_skip_the_step(nan_run):
 
 
 @pytest.mark.parametrize("nproc", [1, 2])
-def test_a_two_process_checkpoint_resumes_in_one_and_in_two(nan_run, sample_h5_64, tmp_path, nproc):
+def test_a_two_process_checkpoint_resumes_in_one_and_in_two(nan_run, synthetic_h5_64, tmp_path, nproc):
     src, _ = nan_run
     (tmp_path / "last.pt").write_bytes((src / "last.pt").read_bytes())
     resume = ["train.epochs=2", "train.max_steps_per_epoch=3", "train.resume=auto"]
     if nproc == 1:
-        r = one_process("train_distributed.py", sample_h5_64, tmp_path, *resume)
+        r = one_process("train_distributed.py", synthetic_h5_64, tmp_path, *resume)
         assert "not started by torchrun" in r.stdout
     else:
-        r = torchrun("train_distributed.py", sample_h5_64, tmp_path, *resume, nproc=2)
+        r = torchrun("train_distributed.py", synthetic_h5_64, tmp_path, *resume, nproc=2)
     assert "resumed from" in r.stdout and "global step 3" in r.stdout
     ckpt = Checkpoint.load(tmp_path / "last.pt")
     assert (ckpt.progress.epoch, ckpt.progress.global_step, ckpt.train_state.world_size) == (2, 6, nproc)
@@ -142,10 +142,10 @@ def test_a_two_process_checkpoint_resumes_in_one_and_in_two(nan_run, sample_h5_6
     assert [rec["global_step"] for rec in train_records(tmp_path)] == [4, 5, 6]
 
 
-def test_a_killed_worker_restarts_and_resumes_from_the_last_checkpoint(sample_h5_64, two_process_run, tmp_path):
+def test_a_killed_worker_restarts_and_resumes_from_the_last_checkpoint(synthetic_h5_64, two_process_run, tmp_path):
     stale = tmp_path / ".last.pt.killed.tmp"  # what a worker killed while writing a checkpoint leaves behind
     stale.write_bytes(b"half a checkpoint")
-    r = torchrun(with_faults("--exit-step", "3", "--exit-rank", "1"), sample_h5_64, tmp_path, *RUN, max_restarts=1,
+    r = torchrun(with_faults("--exit-step", "3", "--exit-rank", "1"), synthetic_h5_64, tmp_path, *RUN, max_restarts=1,
                  label="2 processes, rank 1 killed at step 3, --max-restarts=1")  # fmt: skip
     assert "rank 1 dies at global step 3" in r.stdout
     assert "resumed from" in r.stdout and "step 2, global step 2" in r.stdout
@@ -159,11 +159,11 @@ def test_a_killed_worker_restarts_and_resumes_from_the_last_checkpoint(sample_h5
     assert_close_states(reference.model, ckpt.model, rtol=0, atol=0)
 
 
-def test_a_rank_that_hangs_ends_the_run_by_name_and_the_group_resumes(sample_h5_64, two_process_run, tmp_path):
+def test_a_rank_that_hangs_ends_the_run_by_name_and_the_group_resumes(synthetic_h5_64, two_process_run, tmp_path):
     """Rank 1 sleeps inside the forward pass of global step 2 (first attempt only): within dist.timeout_s both
     processes stop with a line naming rank 1 and the step, torchrun restarts the group, which resumes from the
     checkpoint of step 2 and ends with the weights of the uninterrupted run."""
-    r = torchrun(with_faults("--hang-step", "2", "--hang-rank", "1"), sample_h5_64, tmp_path, *RUN,
+    r = torchrun(with_faults("--hang-step", "2", "--hang-rank", "1"), synthetic_h5_64, tmp_path, *RUN,
                  "dist.timeout_s=5", max_restarts=1, label="2 processes, rank 1 hangs at step 2")  # fmt: skip
     assert "rank 1 hangs at global step 2" in r.stdout
     stalls = [line for line in r.stderr.splitlines() if line.startswith("error: rank ")]
@@ -199,14 +199,15 @@ class SplitByHand(nn.Module):
 
 
 @pytest.mark.parametrize("sizes", [[2, 2], [3, 1]])
-def test_balanced_data_parallel_gives_the_plain_loss_and_gradients(sample_h5_64, tmp_path, sizes):
+def test_balanced_data_parallel_gives_the_plain_loss_and_gradients(synthetic_h5_64, tmp_path, sizes):
     from torch.utils.data import DataLoader
 
     from data.dataset import SimplePoseDataset, collate, images_to_float
     from models import MultiTaskLoss, build_model
 
-    cfg = tiny_cfg(sample_h5_64, tmp_path)
-    batch = next(iter(DataLoader(SimplePoseDataset(sample_h5_64, cfg, train=True), batch_size=4, collate_fn=collate)))
+    cfg = tiny_cfg(synthetic_h5_64, tmp_path)
+    dataset = SimplePoseDataset(synthetic_h5_64, cfg, train=True)
+    batch = next(iter(DataLoader(dataset, batch_size=4, collate_fn=collate)))
     images, targets, masks = images_to_float(batch["image"]), batch["targets"], batch["masks"]
     torch.manual_seed(0)
     model, loss = build_model(cfg).eval(), MultiTaskLoss(cfg, COCO)  # eval: replicas would normalise per slice
@@ -230,10 +231,10 @@ def test_balanced_data_parallel_gives_the_plain_loss_and_gradients(sample_h5_64,
         assert (g_balanced - g_plain).norm() <= 1e-6 * g_plain.norm() + 1e-12
 
 
-def test_sync_batchnorm_conversion_replaces_every_batchnorm(sample_h5_64, tmp_path):
+def test_sync_batchnorm_conversion_replaces_every_batchnorm(synthetic_h5_64, tmp_path):
     from models import build_model
 
-    model = build_model(tiny_cfg(sample_h5_64, tmp_path))
+    model = build_model(tiny_cfg(synthetic_h5_64, tmp_path))
     plain = [n for n, m in model.named_modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
     keys = list(model.state_dict())
     converted = sync_batchnorm(model)

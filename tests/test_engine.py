@@ -1,4 +1,4 @@
-"""The training engine on the real COCO sample with a tiny model: resume, clipping, freezing, amp, NaN, errors."""
+"""The training engine on the synthetic sample with a tiny model: resume, clipping, freezing, amp, NaN, errors."""
 
 from __future__ import annotations
 
@@ -28,14 +28,14 @@ def assert_same_state(a: dict, b: dict):
         assert torch.equal(a[k], b[k]), k
 
 
-def test_exact_resume_is_bit_identical(sample_h5_64, tmp_path):
+def test_exact_resume_is_bit_identical(synthetic_h5_64, tmp_path):
     common = ["train.epochs=2", "train.max_steps_per_epoch=3", "train.optimizer=sgd", "train.lr=0.01"]
-    full = Trainer(tiny_cfg(sample_h5_64, tmp_path / "full", *common))
+    full = Trainer(tiny_cfg(synthetic_h5_64, tmp_path / "full", *common))
     full.fit()
 
-    first = Trainer(tiny_cfg(sample_h5_64, tmp_path / "split", *common[1:], "train.epochs=1"))
+    first = Trainer(tiny_cfg(synthetic_h5_64, tmp_path / "split", *common[1:], "train.epochs=1"))
     first.fit()
-    resumed = Trainer(tiny_cfg(sample_h5_64, tmp_path / "split", *common, "train.resume=auto"))
+    resumed = Trainer(tiny_cfg(synthetic_h5_64, tmp_path / "split", *common, "train.resume=auto"))
     assert resumed.progress.epoch == 1 and resumed.progress.global_step == 3
     resumed.fit()
 
@@ -51,23 +51,23 @@ def test_exact_resume_is_bit_identical(sample_h5_64, tmp_path):
     assert (tmp_path / "split" / "config.yaml").is_file()
 
 
-def test_mid_epoch_checkpoint_resumes_at_the_same_step(sample_h5_64, tmp_path):
+def test_mid_epoch_checkpoint_resumes_at_the_same_step(synthetic_h5_64, tmp_path):
     common = ["train.epochs=1", "train.max_steps_per_epoch=4", "train.checkpoint_every_steps=2"]
-    full = Trainer(tiny_cfg(sample_h5_64, tmp_path / "full", *common))
+    full = Trainer(tiny_cfg(synthetic_h5_64, tmp_path / "full", *common))
     full.fit()
-    partial = Trainer(tiny_cfg(sample_h5_64, tmp_path / "part", *common, "train.max_steps_per_epoch=2",
+    partial = Trainer(tiny_cfg(synthetic_h5_64, tmp_path / "part", *common, "train.max_steps_per_epoch=2",
                                "train.epochs=1"))  # fmt: skip
     partial.train_epoch()  # writes last.pt at step 2 of epoch 0 and "dies"
-    resumed = Trainer(tiny_cfg(sample_h5_64, tmp_path / "part", *common, "train.resume=auto"))
+    resumed = Trainer(tiny_cfg(synthetic_h5_64, tmp_path / "part", *common, "train.resume=auto"))
     assert (resumed.progress.epoch, resumed.progress.step) == (0, 2)
     resumed.fit()
     assert_same_state(model_state(full), model_state(resumed))
 
 
-def test_clipping_bounds_the_update(sample_h5_64, tmp_path):
+def test_clipping_bounds_the_update(synthetic_h5_64, tmp_path):
     # plain SGD with lr 1: the update is exactly the (clipped) gradient
     clip = 1e-3
-    t = Trainer(tiny_cfg(sample_h5_64, tmp_path, "train.optimizer=sgd", "train.momentum=0", "train.weight_decay=0",
+    t = Trainer(tiny_cfg(synthetic_h5_64, tmp_path, "train.optimizer=sgd", "train.momentum=0", "train.weight_decay=0",
                          "train.lr=1", f"train.clip_grad_norm={clip}", "train.epochs=1",
                          "train.max_steps_per_epoch=1"))  # fmt: skip
     before = [p.detach().clone() for p in t.params]
@@ -78,8 +78,8 @@ def test_clipping_bounds_the_update(sample_h5_64, tmp_path):
     assert float(row.split('"grad_norm": ')[1].split(",")[0]) > clip  # the raw gradient was larger
 
 
-def test_freezing_keeps_parameters_and_keeps_them_out_of_the_optimizer(sample_h5_64, tmp_path):
-    t = Trainer(tiny_cfg(sample_h5_64, tmp_path, "train.freeze=[^(?!.*heads)]", "train.epochs=1",
+def test_freezing_keeps_parameters_and_keeps_them_out_of_the_optimizer(synthetic_h5_64, tmp_path):
+    t = Trainer(tiny_cfg(synthetic_h5_64, tmp_path, "train.freeze=[^(?!.*heads)]", "train.epochs=1",
                          "train.max_steps_per_epoch=2", "train.optimizer=sgd", "train.lr=0.1"))  # fmt: skip
     model = unwrap(t.model)
     frozen = {n: p.detach().clone() for n, p in model.named_parameters() if not p.requires_grad}
@@ -93,8 +93,8 @@ def test_freezing_keeps_parameters_and_keeps_them_out_of_the_optimizer(sample_h5
     assert any(not torch.equal(after[n], v) for n, v in trainable.items())
 
 
-def test_bf16_autocast_trains_and_nan_is_skipped_and_counted(sample_h5_64, tmp_path):
-    cfg = tiny_cfg(sample_h5_64, tmp_path, "train.amp=bf16", "train.epochs=6", "train.max_steps_per_epoch=2",
+def test_bf16_autocast_trains_and_nan_is_skipped_and_counted(synthetic_h5_64, tmp_path):
+    cfg = tiny_cfg(synthetic_h5_64, tmp_path, "train.amp=bf16", "train.epochs=6", "train.max_steps_per_epoch=2",
                    "train.optimizer=adam", "train.lr=3e-3")  # fmt: skip
     t = with_faults(Trainer(cfg), nan_steps={5})
     assert t.precision.dtype == torch.bfloat16
@@ -112,22 +112,22 @@ def test_bf16_autocast_trains_and_nan_is_skipped_and_counted(sample_h5_64, tmp_p
         assert torch.isfinite(p).all()
 
 
-def test_bad_inputs_give_clear_errors(sample_h5_64, tmp_path):
+def test_bad_inputs_give_clear_errors(synthetic_h5_64, tmp_path):
     with pytest.raises(DataFileError) as e:
         Trainer(tiny_cfg("/nonexistent/train.h5", tmp_path))
     assert (e.value.file, e.value.key) == ("/nonexistent/train.h5", "data.train")
 
     with pytest.raises(DataFileError) as e:
-        Trainer(tiny_cfg(sample_h5_64, tmp_path, "data.input_size=128"))
-    assert (e.value.file, e.value.key) == (str(sample_h5_64), "data.input_size")  # built for 64
+        Trainer(tiny_cfg(synthetic_h5_64, tmp_path, "data.input_size=128"))
+    assert (e.value.file, e.value.key) == (str(synthetic_h5_64), "data.input_size")  # built for 64
 
     # a checkpoint of another architecture: two stacks saved, one stack asked
-    t = Trainer(tiny_cfg(sample_h5_64, tmp_path / "two", "model.stacks=2", "loss.stack_weights=[1,1]",
+    t = Trainer(tiny_cfg(synthetic_h5_64, tmp_path / "two", "model.stacks=2", "loss.stack_weights=[1,1]",
                          "train.epochs=1", "train.max_steps_per_epoch=1"))  # fmt: skip
     t.fit()
     two = tmp_path / "two" / "last.pt"
     with pytest.raises(WeightsMismatch) as e:
-        Trainer(tiny_cfg(sample_h5_64, tmp_path, f"train.init_weights={two}"))
+        Trainer(tiny_cfg(synthetic_h5_64, tmp_path, f"train.init_weights={two}"))
     assert e.value.file == str(two) and not e.value.report.missing
     assert any(k.startswith("hourglasses.1.") for k in e.value.report.unexpected)
 
@@ -135,7 +135,8 @@ def test_bad_inputs_give_clear_errors(sample_h5_64, tmp_path):
     cut = tmp_path / "cut.pt"
     cut.write_bytes(data[: len(data) // 3])
     with pytest.raises(CheckpointError) as e:
-        Trainer(tiny_cfg(sample_h5_64, tmp_path, "model.stacks=2", "loss.stack_weights=[1,1]", f"train.resume={cut}"))
+        Trainer(tiny_cfg(synthetic_h5_64, tmp_path, "model.stacks=2", "loss.stack_weights=[1,1]",
+                         f"train.resume={cut}"))  # fmt: skip
     assert e.value.file == str(cut)
 
 

@@ -26,10 +26,10 @@ def weights(trainer: Trainer) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in unwrap(trainer.model).state_dict().items()}
 
 
-def test_two_micro_batches_of_two_give_the_weights_of_one_batch_of_four(sample_h5_64, tmp_path):
-    big = Trainer(tiny_cfg(sample_h5_64, tmp_path / "b4", *COMMON, "train.batch_size=4", "train.lr=0.02"))
+def test_two_micro_batches_of_two_give_the_weights_of_one_batch_of_four(synthetic_h5_64, tmp_path):
+    big = Trainer(tiny_cfg(synthetic_h5_64, tmp_path / "b4", *COMMON, "train.batch_size=4", "train.lr=0.02"))
     # train.lr is per micro-batch and scales with accumulate_steps, as with the number of processes
-    acc = Trainer(tiny_cfg(sample_h5_64, tmp_path / "b2x2", *COMMON, "train.batch_size=2",
+    acc = Trainer(tiny_cfg(synthetic_h5_64, tmp_path / "b2x2", *COMMON, "train.batch_size=2",
                            "train.accumulate_steps=2", "train.lr=0.01"))  # fmt: skip
     assert acc.steps_per_epoch == big.steps_per_epoch == 3
     assert acc.schedule.base_lr == big.schedule.base_lr == 0.02
@@ -44,31 +44,31 @@ def test_two_micro_batches_of_two_give_the_weights_of_one_batch_of_four(sample_h
     assert Checkpoint.load(tmp_path / "b2x2" / "last.pt").progress.global_step == 3
 
 
-def test_a_run_that_dies_between_micro_batches_resumes_exactly(sample_h5_64, tmp_path):
+def test_a_run_that_dies_between_micro_batches_resumes_exactly(synthetic_h5_64, tmp_path):
     common = [*COMMON, "train.batch_size=2", "train.accumulate_steps=2", "train.max_steps_per_epoch=4",
               "train.checkpoint_every_steps=1", "train.lr=0.01"]  # fmt: skip
-    full = Trainer(tiny_cfg(sample_h5_64, tmp_path / "full", *common))
+    full = Trainer(tiny_cfg(synthetic_h5_64, tmp_path / "full", *common))
     full.fit()
     # the 6th loss is the second micro-batch of step 2: the process dies with half a step's gradient
-    dying = with_faults(Trainer(tiny_cfg(sample_h5_64, tmp_path / "part", *common)), crash_at_loss=5)
+    dying = with_faults(Trainer(tiny_cfg(synthetic_h5_64, tmp_path / "part", *common)), crash_at_loss=5)
     with pytest.raises(Crash):
         dying.fit()
     assert Checkpoint.load(tmp_path / "part" / "last.pt").progress.global_step == 2
-    resumed = Trainer(tiny_cfg(sample_h5_64, tmp_path / "part", *common, "train.resume=auto"))
+    resumed = Trainer(tiny_cfg(synthetic_h5_64, tmp_path / "part", *common, "train.resume=auto"))
     assert (resumed.progress.epoch, resumed.progress.step) == (0, 2)
     resumed.fit()
     a, b = weights(full), weights(resumed)
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
-def test_out_of_memory_is_one_line_naming_the_batch_and_the_checkpoint_stays(sample_h5_64, tmp_path):
+def test_out_of_memory_is_one_line_naming_the_batch_and_the_checkpoint_stays(synthetic_h5_64, tmp_path):
     run = ["train.epochs=1", "train.max_steps_per_epoch=4", "train.checkpoint_every_steps=1", "train.batch_size=4"]
     with pytest.raises(OutOfMemory) as e:
-        with_faults(Trainer(tiny_cfg(sample_h5_64, tmp_path / "in_process", *run)), oom_step=2).fit()
+        with_faults(Trainer(tiny_cfg(synthetic_h5_64, tmp_path / "in_process", *run)), oom_step=2).fit()
     m = e.value
     assert (m.device.type, m.where, m.shape) == ("cpu", "epoch 0, step 2 (global step 2)", (4, 3, 64, 64))
     assert m.savings[:2] == ["train.batch_size=2 train.accumulate_steps=2", "model.checkpoint_activations=true"]
-    args = tiny_run_args(sample_h5_64, tmp_path, *run)
+    args = tiny_run_args(synthetic_h5_64, tmp_path, *run)
     r = subprocess.run([sys.executable, "-m", "tests.harness.faulty_trainer", "--oom-step", "2", "--", *args],
                        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr

@@ -1,4 +1,4 @@
-"""The Python API (evaluate.PoseEstimator): the README's example on a real image, the documented result format, batches
+"""The Python API (evaluate.PoseEstimator): the README's example on a picture, the documented result format, batches
 of mixed sizes, eval overrides checked as the config checks them, bad images, COCO results JSON identical to
 coco_eval's. The demo built on it: tests/test_eval_demo.py; from_onnx: tests/test_eval_onnx.py."""
 
@@ -13,11 +13,11 @@ from config.loader import ConfigError
 from engine.checkpoint import CheckpointError
 from evaluate import Person, PoseEstimator, coco_eval, coco_results_json
 from evaluate.coco_eval import load_coco
-from tests.helpers import UNSCORED_IMAGES, image_folder
+from tests.helpers import LANDSCAPE, PORTRAIT, SMALL, UNSCORED_IMAGES, image_folder, image_id
 from utils.errors import UserError
 from utils.paths import REPO_ROOT
 
-IMAGE = "000000129648.jpg"  # a real sample image on which the briefly trained model finds people of many keypoints
+IMAGE = LANDSCAPE  # a synthetic picture on which the briefly trained model finds people of many keypoints
 
 
 def readme_python_example() -> str:
@@ -50,13 +50,13 @@ def check_person_format(person: Person, estimator: PoseEstimator, image_hw: tupl
     return int(found.sum())
 
 
-def test_readme_python_example_runs_on_a_real_image(
-    trained_tiny_ckpt, coco_sample_images, tmp_path, one_thread, capsys
+def test_readme_python_example_runs_on_a_picture(
+    trained_tiny_ckpt, synthetic_sample_images, tmp_path, one_thread, capsys
 ):
     code = readme_python_example()
     assert '"runs/quickstart/best.pt"' in code and '"photo.jpg"' in code  # what the test swaps for real files
     code = code.replace('"runs/quickstart/best.pt"', repr(str(trained_tiny_ckpt)))
-    code = code.replace('"photo.jpg"', repr(str(coco_sample_images / IMAGE)))
+    code = code.replace('"photo.jpg"', repr(str(synthetic_sample_images / IMAGE)))
     script = tmp_path / "readme_example.py"  # run as a user runs it: saved as a script
     script.write_text(code)
     namespace = runpy.run_path(str(script))
@@ -64,7 +64,7 @@ def test_readme_python_example_runs_on_a_real_image(
 
     estimator = namespace["estimator"]
     assert isinstance(estimator, PoseEstimator) and estimator.keypoint_names[0] == "nose"
-    image = cv2.imread(str(coco_sample_images / IMAGE))
+    image = cv2.imread(str(synthetic_sample_images / IMAGE))
     people = estimator(image)
     assert isinstance(people, list) and len(people) >= 2
     assert str(people[0].score) in printed and str(people[-1].score) in printed  # the example printed them all
@@ -72,8 +72,8 @@ def test_readme_python_example_runs_on_a_real_image(
     assert max(counts) >= 10 and min(counts) < len(estimator.keypoint_names)  # full and partial people were checked
 
 
-def test_batches_of_mixed_sizes_equal_one_image_at_a_time(trained_tiny_ckpt, coco_sample_images, one_thread):
-    images = [read(coco_sample_images / name) for name in (IMAGE, "000000145311.jpg", IMAGE, "000000489520.jpg")]
+def test_batches_of_mixed_sizes_equal_one_image_at_a_time(trained_tiny_ckpt, synthetic_sample_images, one_thread):
+    images = [read(synthetic_sample_images / name) for name in (IMAGE, PORTRAIT, IMAGE, SMALL)]
     assert len({im.shape for im in images}) == 3
     one = PoseEstimator.from_checkpoint(trained_tiny_ckpt, device="cpu")
     alone = [one(im) for im in images]
@@ -125,17 +125,17 @@ def test_images_that_are_not_bgr_uint8_are_refused(tiny_ckpt):
 
 
 def test_coco_results_json_is_the_file_coco_eval_writes(
-    trained_tiny_ckpt, coco_sample_images, coco_sample_annotations, tmp_path, one_thread
+    trained_tiny_ckpt, synthetic_sample_images, synthetic_sample_annotations, tmp_path, one_thread
 ):
-    folder, written = image_folder(coco_sample_images, tmp_path / "images"), tmp_path / "results.json"
+    folder, written = image_folder(synthetic_sample_images, tmp_path / "images"), tmp_path / "results.json"
     argv = ["--ckpt", str(trained_tiny_ckpt), "--images", str(folder), "--out", str(written), "--scales", "1"]
     assert coco_eval.main([*argv, "--no-flip", "eval.boxsize=128"]) == 0
     estimator = PoseEstimator.from_checkpoint(trained_tiny_ckpt, device="cpu", scales=[1.0], flip=False, boxsize=128)
     results = estimator([read(folder / name) for name in UNSCORED_IMAGES])
-    ids = [int(name.split(".")[0]) for name in UNSCORED_IMAGES]
+    ids = [image_id(name) for name in UNSCORED_IMAGES]
     text = coco_results_json(ids, results)
     assert text == written.read_text() and text.count('"image_id"') == sum(map(len, results)) > 0
-    assert len(load_coco(coco_sample_annotations).loadRes(str(written)).getAnnIds()) == sum(map(len, results))
+    assert len(load_coco(synthetic_sample_annotations).loadRes(str(written)).getAnnIds()) == sum(map(len, results))
     assert coco_results_json([1], [[]]) == "[]\n"
     with pytest.raises(ValueError, match="2 image ids for 1 images"):
         coco_results_json([1, 2], [[]])

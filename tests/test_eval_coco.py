@@ -1,4 +1,5 @@
-"""COCO evaluation: oracle AP on the real sample, results JSON, empty detections, distributed sharding."""
+"""COCO evaluation: oracle AP on the synthetic and the real sample, results JSON, empty detections, distributed
+sharding, batching."""
 
 import json
 import subprocess
@@ -25,16 +26,16 @@ def single_scale_config(**eval_overrides) -> Config:
     return cfg
 
 
-def test_oracle_ap_on_the_real_sample(coco_sample_images, coco_sample_annotations, tmp_path):
+def test_oracle_ap(sample_images, sample_annotations, tmp_path):
     stats, summary = evaluate_oracle(
-        coco_sample_images, coco_sample_annotations, single_scale_config(), tmp_path / "oracle.json", progress=False
+        sample_images, sample_annotations, single_scale_config(), tmp_path / "oracle.json", progress=False
     )
     print("oracle (single scale + flip):", {k: round(stats[k], 3) for k in ("AP", "AP50", "AP75", "AR")})
     assert "Average Precision" in summary
     assert stats["AP"] >= 0.90
     assert stats["AP50"] >= stats["AP"] and stats["AR"] >= 0.90
     results = json.loads((tmp_path / "oracle.json").read_text())
-    assert {r["image_id"] for r in results} <= {int(p.stem) for p in coco_sample_images.iterdir()}
+    assert {r["image_id"] for r in results} <= {int(p.stem) for p in sample_images.iterdir()}
 
 
 def test_results_json_format():
@@ -70,20 +71,24 @@ class ConstantModel(nn.Module):
 
 
 @pytest.mark.parametrize("value", [0.0, 1.0])
-def test_no_detections_give_an_empty_file_and_zero_ap(coco_sample_images, coco_sample_annotations, tmp_path, value):
+def test_no_detections_give_an_empty_file_and_zero_ap(
+    synthetic_sample_images, synthetic_sample_annotations, tmp_path, value
+):
     # 0: no peak at all; 1: every pixel is a plateau peak but nothing forms a person worth keeping
     model = ConstantModel(value).train()
     cfg = single_scale_config(max_images=3, min_parts=2, min_mean_score=1e9)
     out = tmp_path / "res.json"
-    stats = evaluate_coco(model, coco_sample_images, coco_sample_annotations, cfg, torch.device("cpu"), out, False)
+    stats = evaluate_coco(model, synthetic_sample_images, synthetic_sample_annotations, cfg, torch.device("cpu"), out,
+                          False)  # fmt: skip
     assert stats == {k: 0.0 for k in STAT_NAMES}
     assert out.read_text() == "[]\n"
     assert model.training  # mode restored
 
 
 @pytest.mark.slow
-def test_distributed_results_are_byte_identical(coco_sample_images, coco_sample_annotations, tmp_path):
-    args = ["--from-ground-truth", "--images", str(coco_sample_images), "--annotations", str(coco_sample_annotations)]
+def test_distributed_results_are_byte_identical(synthetic_sample_images, synthetic_sample_annotations, tmp_path):
+    images, annotations = str(synthetic_sample_images), str(synthetic_sample_annotations)
+    args = ["--from-ground-truth", "--images", images, "--annotations", annotations]
     overrides = ["eval.scales=[1.0]", "eval.max_images=9"]
     env = subprocess_env(OMP_NUM_THREADS="1")
     single = subprocess.run(
@@ -115,12 +120,12 @@ class BrightnessModel(nn.Module):
         return [[maps * torch.linspace(0.9, 1.0, 50).view(1, 50, 1, 1)]]
 
 
-def test_batched_evaluation_gives_the_same_results(coco_sample_images, coco_sample_annotations, tmp_path):
+def test_batched_evaluation_gives_the_same_results(synthetic_sample_images, synthetic_sample_annotations, tmp_path):
     files = []
     for batch_size in (1, 3):
         cfg = single_scale_config(max_images=8, batch_size=batch_size, boxsize=128, max_peaks=15)
         files.append(tmp_path / f"b{batch_size}.json")
-        evaluate_coco(BrightnessModel(), coco_sample_images, coco_sample_annotations, cfg, torch.device("cpu"),
-                      files[-1], False)  # fmt: skip
+        evaluate_coco(BrightnessModel(), synthetic_sample_images, synthetic_sample_annotations, cfg,
+                      torch.device("cpu"), files[-1], False)  # fmt: skip
     assert len(json.loads(files[0].read_text())) > 0
     assert files[0].read_bytes() == files[1].read_bytes()

@@ -10,17 +10,22 @@ import pytest
 
 from evaluate import PoseEstimator, coco_eval, coco_results_json, demo
 from evaluate.coco_eval import load_coco
+from tests.helpers import LANDSCAPE
 
 FRAME_HW = (96, 128)
 
 
-def frames_of(coco_sample_images, count: int) -> list[np.ndarray]:
-    """``count`` frames of FRAME_HW cut from a real sample image, sliding right (people move between frames)."""
-    image = cv2.imread(str(coco_sample_images / "000000129648.jpg"))
-    image = cv2.resize(image, (image.shape[1] * FRAME_HW[0] // image.shape[0], FRAME_HW[0]))
-    step = (image.shape[1] - FRAME_HW[1]) // count
-    assert step > 0
-    return [np.ascontiguousarray(image[:, step * i : step * i + FRAME_HW[1]]) for i in range(count)]
+def frames_of(images, count: int, step: int = 8) -> list[np.ndarray]:
+    """``count`` frames of FRAME_HW cut from a synthetic picture scaled to ``step`` columns a frame more than
+    FRAME_HW, sliding right by ``step`` (people move between frames)."""
+    image = cv2.imread(str(images / LANDSCAPE))
+    width = FRAME_HW[1] + step * count
+    height = round(image.shape[0] * width / image.shape[1])
+    assert height >= FRAME_HW[0]
+    image = cv2.resize(image, (width, height))
+    top = (height - FRAME_HW[0]) // 2
+    rows = slice(top, top + FRAME_HW[0])
+    return [np.ascontiguousarray(image[rows, step * i : step * i + FRAME_HW[1]]) for i in range(count)]
 
 
 def write_video(path, frames, fps: float = 5.0) -> None:
@@ -44,18 +49,18 @@ def read_video(path) -> list[np.ndarray]:
 
 
 def test_demo_json_of_an_image_folder_loads_against_the_annotations(
-    trained_tiny_ckpt, coco_sample_images, coco_sample_annotations, tmp_path, capsys, one_thread
+    trained_tiny_ckpt, synthetic_sample_images, synthetic_sample_annotations, tmp_path, capsys, one_thread
 ):
     out_json, out_dir = tmp_path / "out.json", tmp_path / "drawn"
-    argv = ["--ckpt", str(trained_tiny_ckpt), "--input", str(coco_sample_images)]
+    argv = ["--ckpt", str(trained_tiny_ckpt), "--input", str(synthetic_sample_images)]
     assert demo.main([*argv, "--json", str(out_json), "--out", str(out_dir)]) == 0
     printed = capsys.readouterr().out
-    names = sorted(p.name for p in coco_sample_images.glob("*.jpg"))
+    names = sorted(p.name for p in synthetic_sample_images.glob("*.jpg"))
     assert sorted(p.name for p in out_dir.iterdir()) == sorted(n.replace(".jpg", "_pose.jpg") for n in names)
     assert f"images: {len(names)} images, " in printed and "ms per image)" in printed and "images/s" in printed
 
     results = json.loads(out_json.read_text())
-    coco = load_coco(coco_sample_annotations)
+    coco = load_coco(synthetic_sample_annotations)
     loaded = coco.loadRes(str(out_json))  # pycocotools asserts that every image id is one of the annotations'
     assert len(loaded.getAnnIds()) == len(results) > 0
     assert {r["image_id"] for r in results} <= set(coco.getImgIds())
@@ -63,14 +68,14 @@ def test_demo_json_of_an_image_folder_loads_against_the_annotations(
 
     # the same file as the evaluation writes for this folder: one "image in, people out" path
     reference = tmp_path / "coco_eval.json"
-    assert coco_eval.main(["--ckpt", str(trained_tiny_ckpt), "--images", str(coco_sample_images),
+    assert coco_eval.main(["--ckpt", str(trained_tiny_ckpt), "--images", str(synthetic_sample_images),
                            "--out", str(reference)]) == 0  # fmt: skip
     assert out_json.read_bytes() == reference.read_bytes()
 
 
-def test_demo_video_round_trip(trained_tiny_ckpt, coco_sample_images, tmp_path, capsys, one_thread):
+def test_demo_video_round_trip(trained_tiny_ckpt, synthetic_sample_images, tmp_path, capsys, one_thread):
     video, out_dir, out_json = tmp_path / "clip.mp4", tmp_path / "out", tmp_path / "clip.json"
-    write_video(video, frames_of(coco_sample_images, 4))
+    write_video(video, frames_of(synthetic_sample_images, 4))
     argv = ["--ckpt", str(trained_tiny_ckpt), "--input", str(video), "--json", str(out_json)]
     assert demo.main([*argv, "--out", str(out_dir)]) == 0
     out = capsys.readouterr()
@@ -117,13 +122,13 @@ class InterruptedCamera:
 
 
 def test_demo_camera_reads_until_ctrl_c_then_writes_what_it_has(
-    trained_tiny_ckpt, coco_sample_images, tmp_path, monkeypatch, capsys, one_thread
+    trained_tiny_ckpt, synthetic_sample_images, tmp_path, monkeypatch, capsys, one_thread
 ):
     cameras = []
 
     def open_camera(source):
         assert source == 0  # --input 0 is camera index 0
-        cameras.append(InterruptedCamera(frames_of(coco_sample_images, 3)))
+        cameras.append(InterruptedCamera(frames_of(synthetic_sample_images, 3)))
         return cameras[-1]
 
     monkeypatch.setattr(demo.cv2, "VideoCapture", open_camera)

@@ -16,12 +16,12 @@ from evaluate.decode import decode_people
 from evaluate.inference import model_predictor, multiscale_maps
 from evaluate.model_loader import load_model
 from models.posenet import InputShapeError
-from tests.helpers import COCO, tiny_model
+from tests.helpers import COCO, LANDSCAPE, PORTRAIT, SMALL, tiny_model
 from utils.errors import UserError
 
 CPU = torch.device("cpu")
-# Real sample images: landscape, portrait and a smaller one (three padded input shapes per scale).
-IMAGES = ("000000129648.jpg", "000000145311.jpg", "000000489520.jpg")
+# Synthetic sample pictures: landscape, portrait and a smaller one (three padded input shapes per scale).
+IMAGES = (LANDSCAPE, PORTRAIT, SMALL)
 # Two scales with flip at a small box keep it fast (decoder thresholds: the defaults).
 AGREEMENT_EVAL = ["eval.scales=[1.0,1.5]", "eval.flip=true", "eval.boxsize=128"]
 
@@ -79,7 +79,7 @@ def test_the_onnx_file_alone_rebuilds_the_config(trained_tiny_ckpt, tiny_onnx, t
     assert predict.metadata.skeleton is None and predict.skeleton == COCO
 
 
-def test_onnx_and_pytorch_find_the_same_people_on_real_images(trained_tiny_ckpt, tiny_onnx, coco_sample_images):
+def test_onnx_and_pytorch_find_the_same_people(trained_tiny_ckpt, tiny_onnx, synthetic_sample_images):
     """Multi-scale + flip through ``multiscale_maps`` and ``decode_people`` with each predictor: the same people,
     keypoints within 1 px."""
     onnx_predict, cfg = onnx_runner.load_onnx(tiny_onnx)
@@ -87,7 +87,7 @@ def test_onnx_and_pytorch_find_the_same_people_on_real_images(trained_tiny_ckpt,
     torch_predict = model_predictor(model)
     total = 0
     for name in IMAGES:
-        image = cv2.imread(str(coco_sample_images / name), cv2.IMREAD_COLOR | cv2.IMREAD_IGNORE_ORIENTATION)
+        image = cv2.imread(str(synthetic_sample_images / name), cv2.IMREAD_COLOR | cv2.IMREAD_IGNORE_ORIENTATION)
         skeleton = onnx_predict.skeleton
         onnx_maps, scale = multiscale_maps(image, cfg.eval, onnx_predict, CPU, skeleton=skeleton)
         torch_maps, _ = multiscale_maps(image, cfg.eval, torch_predict, CPU, skeleton=model.skeleton)
@@ -144,13 +144,15 @@ def test_missing_onnxruntime_and_unknown_devices_give_clean_errors(monkeypatch):
     assert e.value.key == "onnxruntime"
 
 
-def test_from_onnx_finds_the_people_of_from_checkpoint(trained_tiny_ckpt, tiny_onnx, coco_sample_images, one_thread):
+def test_from_onnx_finds_the_people_of_from_checkpoint(
+    trained_tiny_ckpt, tiny_onnx, synthetic_sample_images, one_thread
+):
     """The Python API on both: the ONNX file alone brings the same eval settings, skeleton and people."""
     onnx_estimator = PoseEstimator.from_onnx(tiny_onnx, "cpu")
     overrides = dict(scales=[1.0, 1.5], flip=True, boxsize=128)  # AGREEMENT_EVAL
     torch_estimator = PoseEstimator.from_checkpoint(trained_tiny_ckpt, device="cpu", **overrides)
     assert onnx_estimator.cfg == torch_estimator.cfg and onnx_estimator.skeleton == torch_estimator.skeleton
-    images = [cv2.imread(str(coco_sample_images / name)) for name in IMAGES]
+    images = [cv2.imread(str(synthetic_sample_images / name)) for name in IMAGES]
     found = 0
     for got, want in zip(onnx_estimator(images), torch_estimator(images)):
         assert len(got) == len(want)
@@ -165,8 +167,8 @@ def test_from_onnx_finds_the_people_of_from_checkpoint(trained_tiny_ckpt, tiny_o
     assert e.value.key == "eval.flipp" and "eval.flip" in e.value.suggestions
 
 
-def test_demo_runs_an_onnx_model_on_an_image(trained_tiny_ckpt, tiny_onnx, coco_sample_images, tmp_path, capsys):
-    image = coco_sample_images / IMAGES[0]
+def test_demo_runs_an_onnx_model_on_an_image(trained_tiny_ckpt, tiny_onnx, synthetic_sample_images, tmp_path, capsys):
+    image = synthetic_sample_images / IMAGES[0]
     out_json, out_dir = tmp_path / "onnx.json", tmp_path / "drawn"
     argv = ["--onnx", str(tiny_onnx), "--input", str(image), "--json", str(out_json), "--out", str(out_dir)]
     assert demo.main([*argv, "--device", "cpu", "eval.flip=false"]) == 0

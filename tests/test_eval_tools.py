@@ -10,15 +10,17 @@ import pytest
 
 from evaluate import coco_eval, demo
 from evaluate.coco_eval import load_coco
-from tests.helpers import UNSCORED_IMAGES, image_folder
+from tests.helpers import LANDSCAPE, UNSCORED_IMAGES, image_folder, image_id
 
 # Single scale at a small box, for the briefly trained model (people in both UNSCORED_IMAGES).
 UNSCORED_EVAL = ["--scales", "1", "--no-flip", "eval.boxsize=128"]
 
 
-def test_coco_eval_cli_with_a_checkpoint(tiny_ckpt, coco_sample_images, coco_sample_annotations, tmp_path, capsys):
+def test_coco_eval_cli_with_a_checkpoint(
+    tiny_ckpt, synthetic_sample_images, synthetic_sample_annotations, tmp_path, capsys
+):
     out = tmp_path / "res.json"
-    data = ["--images", str(coco_sample_images), "--annotations", str(coco_sample_annotations)]
+    data = ["--images", str(synthetic_sample_images), "--annotations", str(synthetic_sample_annotations)]
     args = ["--ckpt", str(tiny_ckpt), *data]
     small = ["eval.boxsize=64", "eval.max_images=2"]
     rc = coco_eval.main([*args, "--scales", "1", "--no-flip", "--out", str(out), *small])
@@ -29,37 +31,37 @@ def test_coco_eval_cli_with_a_checkpoint(tiny_ckpt, coco_sample_images, coco_sam
     bad.write_bytes(b"not a checkpoint")
     assert coco_eval.main(["--ckpt", str(bad), *data]) == 2
     assert "bad.pt" in capsys.readouterr().err
-    assert coco_eval.main(["--images", str(coco_sample_images), "--annotations", str(tmp_path / "none.json")]) == 2
+    assert coco_eval.main(["--images", str(synthetic_sample_images), "--annotations", str(tmp_path / "none.json")]) == 2
 
 
 def test_coco_eval_without_annotations_writes_results_of_a_folder(
-    trained_tiny_ckpt, coco_sample_images, coco_sample_annotations, tmp_path, capsys
+    trained_tiny_ckpt, synthetic_sample_images, synthetic_sample_annotations, tmp_path, capsys
 ):
-    images, out = image_folder(coco_sample_images, tmp_path / "images"), tmp_path / "results.json"
+    images, out = image_folder(synthetic_sample_images, tmp_path / "images"), tmp_path / "results.json"
     rc = coco_eval.main(["--ckpt", str(trained_tiny_ckpt), "--images", str(images), "--out", str(out), *UNSCORED_EVAL])
     assert rc == 0
     printed = capsys.readouterr().out
     assert "nothing was scored" in printed and "AP " not in printed
     assert "the number each file name ends with" in printed
     results = json.loads(out.read_text())
-    assert {r["image_id"] for r in results} == {129648, 145311}  # the ids of COCO's file names
+    assert {r["image_id"] for r in results} == set(map(image_id, UNSCORED_IMAGES))  # the numbers of the file names
     assert results == coco_eval.sort_results(results) and all(len(r["keypoints"]) == 51 for r in results)
-    assert len(load_coco(coco_sample_annotations).loadRes(str(out)).getAnnIds()) == len(results)  # server-ready
+    assert len(load_coco(synthetic_sample_annotations).loadRes(str(out)).getAnnIds()) == len(results)  # server-ready
 
     # file names without numbers: ids 1..N in sorted order
-    plain = image_folder(coco_sample_images, tmp_path / "plain", renamed=("b.jpg", "a.jpg"))
+    plain = image_folder(synthetic_sample_images, tmp_path / "plain", renamed=("b.jpg", "a.jpg"))
     rc = coco_eval.main(["--ckpt", str(trained_tiny_ckpt), "--images", str(plain), "--out", str(out), *UNSCORED_EVAL])
     assert rc == 0 and "1..N in sorted file-name order" in capsys.readouterr().out
     by_id = {i: [r for r in json.loads(out.read_text()) if r["image_id"] == i] for i in (1, 2)}
-    assert by_id[1] == [dict(r, image_id=1) for r in results if r["image_id"] == 145311]  # a.jpg
-    assert by_id[2] == [dict(r, image_id=2) for r in results if r["image_id"] == 129648]  # b.jpg
+    assert by_id[1] == [dict(r, image_id=1) for r in results if r["image_id"] == image_id(UNSCORED_IMAGES[1])]  # a.jpg
+    assert by_id[2] == [dict(r, image_id=2) for r in results if r["image_id"] == image_id(UNSCORED_IMAGES[0])]  # b.jpg
 
 
 def test_coco_eval_with_an_image_info_file_uses_its_ids(
-    trained_tiny_ckpt, coco_sample_images, coco_sample_annotations, tmp_path
+    trained_tiny_ckpt, synthetic_sample_images, synthetic_sample_annotations, tmp_path
 ):
-    images = image_folder(coco_sample_images, tmp_path / "test2017")
-    sample = json.loads(coco_sample_annotations.read_text())
+    images = image_folder(synthetic_sample_images, tmp_path / "test2017")
+    sample = json.loads(synthetic_sample_annotations.read_text())
     kept = [img for img in sample["images"] if img["file_name"] in UNSCORED_IMAGES]
     listed = [dict(img, id=k + 7) for k, img in enumerate(kept)]  # ids unlike the file names' numbers
     info = tmp_path / "image_info_test.json"
@@ -77,21 +79,21 @@ def test_coco_eval_with_an_image_info_file_uses_its_ids(
         ("both", "not both"),
         ("ground_truth", "--from-ground-truth draws the maps of the annotations"),
         ("empty_folder", "holds no images"),
-        ("missing_image", "000000000001.jpg not found"),
+        ("missing_image", "000000999999.jpg not found"),
         ("missing_info", "image-info file"),
     ],
 )
-def test_coco_eval_without_annotations_bad_input(case, expected, tiny_ckpt, coco_sample_images, tmp_path, capsys):
+def test_coco_eval_without_annotations_bad_input(case, expected, tiny_ckpt, synthetic_sample_images, tmp_path, capsys):
     empty = tmp_path / "empty"
     empty.mkdir()
     info = tmp_path / "info.json"
-    info.write_text(json.dumps({"images": [{"id": 1, "file_name": "000000000001.jpg", "width": 64, "height": 64}]}))
+    info.write_text(json.dumps({"images": [{"id": 1, "file_name": "000000999999.jpg", "width": 64, "height": 64}]}))
     out = ["--out", str(tmp_path / "r.json")]
-    source = ["--ckpt", str(tiny_ckpt), "--images", str(coco_sample_images)]
+    source = ["--ckpt", str(tiny_ckpt), "--images", str(synthetic_sample_images)]
     argv = {
         "no_out": source,
         "both": [*source, "--annotations", str(info), "--image-info", str(info), *out],
-        "ground_truth": ["--from-ground-truth", "--images", str(coco_sample_images), *out],
+        "ground_truth": ["--from-ground-truth", "--images", str(synthetic_sample_images), *out],
         "empty_folder": ["--ckpt", str(tiny_ckpt), "--images", str(empty), *out],
         "missing_image": [*source, "--image-info", str(info), *out],
         "missing_info": [*source, "--image-info", str(tmp_path / "none.json"), *out],
@@ -101,14 +103,14 @@ def test_coco_eval_without_annotations_bad_input(case, expected, tiny_ckpt, coco
     assert not (tmp_path / "r.json").exists()
 
 
-def test_demo_draws_skeletons_on_a_real_image(coco_sample_images, coco_sample_annotations, tmp_path, capsys):
-    src = coco_sample_images / "000000129648.jpg"
+def test_demo_draws_skeletons_on_a_picture(synthetic_sample_images, synthetic_sample_annotations, tmp_path, capsys):
+    src = synthetic_sample_images / LANDSCAPE
     rc = demo.main([
-        "--from-ground-truth", "--annotations", str(coco_sample_annotations), "--input", str(src),
+        "--from-ground-truth", "--annotations", str(synthetic_sample_annotations), "--input", str(src),
         "--out", str(tmp_path), "eval.scales=[1.0]",
     ])  # fmt: skip
     assert rc == 0
-    drawn = cv2.imread(str(tmp_path / "000000129648_pose.jpg"))
+    drawn = cv2.imread(str(tmp_path / LANDSCAPE.replace(".jpg", "_pose.jpg")))
     original = cv2.imread(str(src))
     assert drawn.shape == original.shape
     assert np.abs(drawn.astype(int) - original).mean() > 1.0

@@ -1,4 +1,4 @@
-"""Quick fault-injection cases on the real COCO sample with a tiny model (`python -m tests.harness.fault_table` runs
+"""Quick fault-injection cases on the synthetic sample with a tiny model (`python -m tests.harness.fault_table` runs
 the long ones):
 kill -9 mid-run then resume, a full disk and a read-only folder at the checkpoint write, a corrupt sample inside
 a DataLoader worker, a DataLoader worker stuck without dying."""
@@ -34,8 +34,8 @@ def digest(path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def test_kill_9_mid_run_then_resume_auto_completes(sample_h5_64, tmp_path):
-    run = tiny_run_args(sample_h5_64, tmp_path, *SHORT, "train.epochs=4", "train.checkpoint_every_steps=1")
+def test_kill_9_mid_run_then_resume_auto_completes(synthetic_h5_64, tmp_path):
+    run = tiny_run_args(synthetic_h5_64, tmp_path, *SHORT, "train.epochs=4", "train.checkpoint_every_steps=1")
     args = [sys.executable, "train.py", *run]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     p = subprocess.Popen(args, cwd=REPO_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -58,32 +58,32 @@ def test_kill_9_mid_run_then_resume_auto_completes(sample_h5_64, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def one_epoch_run(sample_h5_64, tmp_path_factory):
+def one_epoch_run(synthetic_h5_64, tmp_path_factory):
     out = tmp_path_factory.mktemp("one_epoch")
-    Trainer(tiny_cfg(sample_h5_64, out, *SHORT, "train.epochs=1")).fit()
+    Trainer(tiny_cfg(synthetic_h5_64, out, *SHORT, "train.epochs=1")).fit()
     return out
 
 
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EROFS])
-def test_full_disk_or_read_only_folder_at_checkpoint_save(one_epoch_run, sample_h5_64, tmp_path, capsys, code):
+def test_full_disk_or_read_only_folder_at_checkpoint_save(one_epoch_run, synthetic_h5_64, tmp_path, capsys, code):
     run = tmp_path / "run"
     shutil.copytree(one_epoch_run, run)
     before = digest(run / "last.pt")
     with write_fault(code, "last.pt"), pytest.raises(WriteError) as e:
-        Trainer(tiny_cfg(sample_h5_64, run, *SHORT, "train.epochs=2", "train.resume=auto")).fit()
+        Trainer(tiny_cfg(synthetic_h5_64, run, *SHORT, "train.epochs=2", "train.resume=auto")).fit()
     assert (e.value.file, e.value.errno) == (str(run / "last.pt"), code)
     # the command: one error line, no traceback
     with write_fault(code, "last.pt"):
-        rc = train.main(tiny_run_args(sample_h5_64, run, *SHORT, "train.epochs=2", "train.resume=auto"))
+        rc = train.main(tiny_run_args(synthetic_h5_64, run, *SHORT, "train.epochs=2", "train.resume=auto"))
     err = capsys.readouterr().err
     assert rc == 2 and "Traceback" not in err and err.count("error: ") == 1
     assert digest(run / "last.pt") == before and Checkpoint.load(run / "last.pt").progress.epoch == 1
     assert temporaries(run) == []
 
 
-def test_corrupt_sample_in_a_dataloader_worker_is_named(sample_h5_64, tmp_path):
+def test_corrupt_sample_in_a_dataloader_worker_is_named(synthetic_h5_64, tmp_path):
     bad = tmp_path / "corrupt.h5"
-    shutil.copyfile(sample_h5_64, bad)
+    shutil.copyfile(synthetic_h5_64, bad)
     with h5py.File(bad, "r+") as f:
         start, image_id = int(f["images/jpeg_offsets"][0]), int(f["images/id"][0])
         f["images/jpeg"][start : start + 64] = 0  # the JPEG header of the first image
@@ -113,13 +113,13 @@ class HangingDataset(Dataset):
         raise RuntimeError(f"sample {index} took {self.seconds} s")
 
 
-def test_a_worker_stuck_without_dying_stops_training_with_the_batch_named(sample_h5_64, tmp_path):
-    trainer = Trainer(tiny_cfg(sample_h5_64, tmp_path, "data.num_workers=1", "data.loader_timeout=2"))
+def test_a_worker_stuck_without_dying_stops_training_with_the_batch_named(synthetic_h5_64, tmp_path):
+    trainer = Trainer(tiny_cfg(synthetic_h5_64, tmp_path, "data.num_workers=1", "data.loader_timeout=2"))
     trainer.batches.dataset = HangingDataset(trainer.train_set, seconds=120)
     trainer.batches.sampler.shuffle = False
     with pytest.raises(LoaderError) as e:
         trainer.fit()
-    assert (e.value.file, e.value.key) == (str(sample_h5_64), "data.loader_timeout")
+    assert (e.value.file, e.value.key) == (str(synthetic_h5_64), "data.loader_timeout")
     assert e.value.where == "epoch 0, step 0 (global step 0), next batch: samples [0, 1]"
     assert "Traceback" not in str(e.value)
 

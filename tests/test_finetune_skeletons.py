@@ -23,10 +23,10 @@ TWO_STACKS = ("model.stacks=2", "loss.stack_weights=[1,1]")  # so that there are
 
 
 @pytest.fixture(scope="module")
-def coco_checkpoint(sample_h5_64, tmp_path_factory):
-    """A checkpoint of a 2-stack tiny COCO run (one step on the real COCO sample), as the trainer writes it."""
+def coco_checkpoint(synthetic_h5_64, tmp_path_factory):
+    """A checkpoint of a 2-stack tiny COCO run (one step on the synthetic sample), as the trainer writes it."""
     run = tmp_path_factory.mktemp("coco_run")
-    Trainer(tiny_cfg(sample_h5_64, run, *TWO_STACKS, "train.max_steps_per_epoch=1")).fit()
+    Trainer(tiny_cfg(synthetic_h5_64, run, *TWO_STACKS, "train.max_steps_per_epoch=1")).fit()
     return run / "last.pt"
 
 
@@ -71,9 +71,10 @@ def test_from_coco_to_crowdpose_the_heads_start_afresh_the_rest_loads_and_it_tra
 
 
 def test_a_checkpoint_of_the_same_skeleton_loads_whole_and_another_network_size_is_still_refused(
-    coco_checkpoint, sample_h5_64, crowdpose_h5, tmp_path
+    coco_checkpoint, synthetic_h5_64, crowdpose_h5, tmp_path
 ):
-    trainer = Trainer(tiny_cfg(sample_h5_64, tmp_path / "same", *TWO_STACKS, f"train.init_weights={coco_checkpoint}"))
+    same = tiny_cfg(synthetic_h5_64, tmp_path / "same", *TWO_STACKS, f"train.init_weights={coco_checkpoint}")
+    trainer = Trainer(same)
     assert trainer.initial_weights.ok and trainer.initial_weights.reinitialised == []
     saved = Checkpoint.load(coco_checkpoint).model
     assert all(torch.equal(v, saved[k]) for k, v in unwrap(trainer.model).state_dict().items())

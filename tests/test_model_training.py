@@ -1,4 +1,5 @@
-"""A tiny model fits two real COCO samples that come through the data pipeline (HDF5 -> dataset -> loss)."""
+"""A tiny model fits two samples that come through the data pipeline (HDF5 -> dataset -> loss), of the synthetic
+sample and of the real one."""
 
 import subprocess
 import sys
@@ -11,13 +12,11 @@ from models import build_loss, build_model
 from utils.paths import REPO_ROOT
 
 
-def test_tiny_model_lowers_the_loss_tenfold_on_two_real_samples(
-    tmp_path, coco_sample_images, coco_sample_annotations, one_thread
-):
+def test_tiny_model_lowers_the_loss_tenfold_on_two_samples(tmp_path, sample_images, sample_annotations, one_thread):
     h5 = tmp_path / "sample128.h5"
     subprocess.run(
-        [sys.executable, "-m", "data.coco_to_hdf5", "--images", str(coco_sample_images), "--annotations",
-         str(coco_sample_annotations), "--out", str(h5), "--input-size", "128", "--no-progress"],
+        [sys.executable, "-m", "data.coco_to_hdf5", "--images", str(sample_images), "--annotations",
+         str(sample_annotations), "--out", str(h5), "--input-size", "128", "--no-progress"],
         check=True, cwd=REPO_ROOT, capture_output=True,
     )  # fmt: skip
     cfg = load_config(None, ["data.input_size=128", "model.stacks=2", "model.inp_dim=32", "model.increase=16",
@@ -25,7 +24,7 @@ def test_tiny_model_lowers_the_loss_tenfold_on_two_real_samples(
     dataset = SimplePoseDataset(h5, cfg, train=False)
     batch = collate([dataset[0], dataset[1]])
     assert batch["image"].shape == (2, 3, 128, 128) and batch["targets"][0].shape == (2, 50, 32, 32)
-    assert batch["targets"][0][:, 30:48].amax() > 0.5  # real people with keypoints
+    assert batch["targets"][0][:, 30:48].amax() > 0.5  # people with keypoints
 
     torch.manual_seed(0)
     model, loss_fn = build_model(cfg).train(), build_loss(cfg)

@@ -55,17 +55,17 @@ def test_the_probe_answers_on_this_machine():
 
 
 def test_a_run_on_a_cpu_without_native_bf16_says_it_chose_float32(
-    sample_h5_64, tmp_path, monkeypatch, caplog
+    synthetic_h5_64, tmp_path, monkeypatch, caplog
 ):
     monkeypatch.setattr(up, "probe_capabilities", lambda device: AVX2_CPU)
-    cfg = load_config(TINY_PRESET, [f"data.train={sample_h5_64}", f"train.out_dir={tmp_path}", "train.amp=auto"])
+    cfg = load_config(TINY_PRESET, [f"data.train={synthetic_h5_64}", f"train.out_dir={tmp_path}", "train.amp=auto"])
     with caplog.at_level(logging.INFO, logger="engine"):
         t = Trainer(cfg)
     assert t.precision.dtype is None and not t.scaler.is_enabled()
     assert "precision: float32 (train.amp=auto: float32 on the CPU without AVX512-BF16 or AMX" in caplog.text
 
 
-def test_the_fp16_and_loss_scaling_path_of_gpus_runs_on_the_cpu(sample_h5_64, tmp_path, monkeypatch):
+def test_the_fp16_and_loss_scaling_path_of_gpus_runs_on_the_cpu(synthetic_h5_64, tmp_path, monkeypatch):
     """What train.amp=auto picks on GPUs without bf16 (fp16 autocast + GradScaler), forced on the CPU: overflowing
     gradients while the scale settles are the scaler's business (skipped silently, scale lowered), a non-finite
     loss is skipped and counted, steps apply once the scale fits, and the scaler's state is checkpointed."""
@@ -76,7 +76,7 @@ def test_the_fp16_and_loss_scaling_path_of_gpus_runs_on_the_cpu(sample_h5_64, tm
     fp16 = up.Precision(torch.float16, True, "forced for the test")
     monkeypatch.setattr(et, "precision_for", lambda setting, device, key: fp16)
     extra = ["train.epochs=1", "train.max_steps_per_epoch=8", "train.optimizer=adam", "train.lr=1e-3"]
-    cfg = load_config(TINY_PRESET, [f"data.train={sample_h5_64}", f"train.out_dir={tmp_path}", *extra])
+    cfg = load_config(TINY_PRESET, [f"data.train={synthetic_h5_64}", f"train.out_dir={tmp_path}", *extra])
     t = with_faults(et.Trainer(cfg), nan_steps={6})
     assert t.scaler.is_enabled()
     scale = t.scaler.get_scale()
@@ -90,6 +90,6 @@ def test_the_fp16_and_loss_scaling_path_of_gpus_runs_on_the_cpu(sample_h5_64, tm
     assert '"loss_scale"' in rows[-1]
     saved = Checkpoint.load(tmp_path / "last.pt").train_state.scaler
     assert saved and saved["scale"] == t.scaler.get_scale()
-    resumed = et.Trainer(load_config(TINY_PRESET, [f"data.train={sample_h5_64}", f"train.out_dir={tmp_path}",
+    resumed = et.Trainer(load_config(TINY_PRESET, [f"data.train={synthetic_h5_64}", f"train.out_dir={tmp_path}",
                                                    *extra, "train.resume=auto"]))  # fmt: skip
     assert resumed.scaler.get_scale() == t.scaler.get_scale()

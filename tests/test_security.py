@@ -68,9 +68,9 @@ def test_no_file_in_the_repo_loads_unsafely():
 
 
 @pytest.fixture(scope="module")
-def security_corpus(coco_sample, tmp_path_factory):
+def security_corpus(synthetic_sample, tmp_path_factory):
     """{name: (case, result)} for the untrusted-file cases of tests.harness.bad_inputs, each run through its command."""
-    return run_named(coco_sample, tmp_path_factory.mktemp("security"), SECURITY_CASES)
+    return run_named(synthetic_sample, tmp_path_factory.mktemp("security"), SECURITY_CASES)
 
 
 @pytest.mark.parametrize("name", SECURITY_CASES)
@@ -96,10 +96,10 @@ def test_convert_original_refuses_pickled_code(tmp_path, capsys, payload):
     assert not marker.exists() and not out.exists()
 
 
-def test_hdf5_settings_are_parsed_as_json_never_evaluated(coco_sample_h5, tmp_path):
+def test_hdf5_settings_are_parsed_as_json_never_evaluated(synthetic_sample_h5, tmp_path):
     marker = tmp_path / PAYLOAD_MARKER
     path = tmp_path / "edited.h5"
-    shutil.copyfile(coco_sample_h5, path)
+    shutil.copyfile(synthetic_sample_h5, path)
     with h5py.File(path, "r") as f:
         assert check_layout(f, path)["input_size"] == 256  # the untouched file passes
     for settings in (settings_payload(marker), "{'input_size': 256}", json.dumps({"input_size": 256})):
@@ -115,20 +115,21 @@ def test_hdf5_settings_are_parsed_as_json_never_evaluated(coco_sample_h5, tmp_pa
 
 
 @pytest.fixture
-def one_image(tmp_path, coco_sample_annotations, coco_sample_images) -> tuple[dict, Path]:
-    """One real image with its annotations, and a folder holding it."""
-    data = json.loads(coco_sample_annotations.read_text())
-    data["images"] = [img for img in data["images"] if img["file_name"] == "000000000790.jpg"]
+def one_image(tmp_path, synthetic_sample_annotations, synthetic_sample_images) -> tuple[dict, Path]:
+    """One image of the synthetic sample with its annotations, and a folder holding it."""
+    data = json.loads(synthetic_sample_annotations.read_text())
+    data["images"] = data["images"][:1]
     data["annotations"] = [a for a in data["annotations"] if a["image_id"] == data["images"][0]["id"]]
+    name = data["images"][0]["file_name"]
     folder = tmp_path / "store" / "images"
     folder.mkdir(parents=True)
-    shutil.copyfile(coco_sample_images / "000000000790.jpg", folder / "000000000790.jpg")
+    shutil.copyfile(synthetic_sample_images / name, folder / name)
     return data, folder
 
 
 def test_escaping_file_names_are_refused_even_with_skip_bad(tmp_path, one_image):
     data, folder = one_image
-    shutil.copyfile(folder / "000000000790.jpg", tmp_path / "secret.jpg")
+    shutil.copyfile(folder / data["images"][0]["file_name"], tmp_path / "secret.jpg")
     ann = tmp_path / "ann.json"
     for name in ("../../secret.jpg", str(tmp_path / "secret.jpg")):
         data["images"][0]["file_name"] = name

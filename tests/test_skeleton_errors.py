@@ -98,21 +98,21 @@ def test_missing_or_broken_skeleton_files_are_clean_errors(tmp_path):
 
 
 def test_an_annotation_of_another_keypoint_count_names_the_file_and_the_annotation(
-    tmp_path, coco_sample_annotations, coco_sample_images
+    tmp_path, synthetic_sample_annotations, synthetic_sample_images
 ):
-    """The real COCO sample (17 keypoints each) converted for the 6-keypoint chain: refused, the file not written;
+    """The synthetic sample (17 keypoints each) converted for the 6-keypoint chain: refused, the file not written;
     through the command, one error line."""
     skeleton = write(tmp_path, CHAIN)
-    first = json.loads(coco_sample_annotations.read_text())["annotations"][0]["id"]
+    annotations, images = synthetic_sample_annotations, synthetic_sample_images
+    first = json.loads(annotations.read_text())["annotations"][0]["id"]
     with pytest.raises(SkeletonMismatch) as e:
-        convert([Source(coco_sample_images, coco_sample_annotations)], tmp_path / "out.h5", 64, progress=False,
-                skeleton=str(skeleton))  # fmt: skip
+        convert([Source(images, annotations)], tmp_path / "out.h5", 64, progress=False, skeleton=str(skeleton))
     m = e.value
     assert (m.file, m.key, m.differs, m.found.num_dataset_keypoints, m.expected.name) == (
-        str(coco_sample_annotations), "keypoints", "keypoint count", 17, "chain")  # fmt: skip
+        str(annotations), "keypoints", "keypoint count", 17, "chain")  # fmt: skip
     assert f"(id {first})" in m.where and "--skeleton" in m.fix
-    cmd = [sys.executable, "-m", "data.coco_to_hdf5", "--images", str(coco_sample_images), "--annotations",
-           str(coco_sample_annotations), "--out", str(tmp_path / "out.h5"), "--skeleton", str(skeleton)]  # fmt: skip
+    cmd = [sys.executable, "-m", "data.coco_to_hdf5", "--images", str(images), "--annotations", str(annotations),
+           "--out", str(tmp_path / "out.h5"), "--skeleton", str(skeleton)]  # fmt: skip
     proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and proc.stderr.count("error: ") == 1, proc.stderr
     assert not (tmp_path / "out.h5").exists()

@@ -1,4 +1,4 @@
-"""A skeleton other than COCO's through every stage: the real COCO sample reduced to 6 keypoints (shoulders, hips,
+"""A skeleton other than COCO's through every stage: the synthetic sample reduced to 6 keypoints (shoulders, hips,
 knees) plus a derived neck, converted, loaded, decoded from its ground truth, trained, saved with its skeleton and
 evaluated from the checkpoint alone."""
 
@@ -43,12 +43,12 @@ TORSO = {
 
 
 @pytest.fixture(scope="module")
-def torso(tmp_path_factory, coco_sample_annotations):
-    """(skeleton file, annotation file): the real COCO sample's people with only the 6 kept keypoints."""
+def torso(tmp_path_factory, synthetic_sample_annotations):
+    """(skeleton file, annotation file): the synthetic sample's people with only the 6 kept keypoints."""
     root = tmp_path_factory.mktemp("torso")
     skeleton = root / "torso.yaml"
     skeleton.write_text(yaml.safe_dump(TORSO, sort_keys=False))
-    data = json.loads(coco_sample_annotations.read_text())
+    data = json.loads(synthetic_sample_annotations.read_text())
     columns = [COCO.dataset_keypoints.index(n) for n in KEPT]
     for ann in data["annotations"]:
         kp = np.asarray(ann["keypoints"], np.float64).reshape(-1, 3)[columns]
@@ -61,9 +61,9 @@ def torso(tmp_path_factory, coco_sample_annotations):
 
 
 @pytest.fixture(scope="module")
-def torso_h5(torso, coco_sample_images, tmp_path_factory):
+def torso_h5(torso, synthetic_sample_images, tmp_path_factory):
     out = tmp_path_factory.mktemp("torso_h5") / "torso64.h5"
-    convert([Source(coco_sample_images, torso[1])], out, input_size=64, progress=False, skeleton=str(torso[0]))
+    convert([Source(synthetic_sample_images, torso[1])], out, input_size=64, progress=False, skeleton=str(torso[0]))
     return out
 
 
@@ -84,7 +84,7 @@ def test_the_file_stores_the_skeleton_and_the_dataset_draws_its_channels(torso, 
     assert targets[0][skeleton.keypoint_channels].amax() > 0.5 and targets[0][skeleton.limb_channels].amax() > 0.5
 
 
-def test_a_file_of_another_skeleton_is_refused(torso, torso_h5, sample_h5_64):
+def test_a_file_of_another_skeleton_is_refused(torso, torso_h5, synthetic_h5_64):
     with pytest.raises(SkeletonMismatch) as e:
         SimplePoseDataset(torso_h5, tiny_cfg(torso_h5, "unused"), train=True)
     m = e.value
@@ -93,23 +93,23 @@ def test_a_file_of_another_skeleton_is_refused(torso, torso_h5, sample_h5_64):
     # what to do: the file's own skeleton, or the converter's command for this run's
     assert f"data.skeleton={torso[0]}" in m.fix and "python -m data.coco_to_hdf5" in m.fix
     with pytest.raises(SkeletonMismatch) as e:
-        SimplePoseDataset(sample_h5_64, tiny_cfg(sample_h5_64, "unused", f"data.skeleton={torso[0]}"), train=True)
+        SimplePoseDataset(synthetic_h5_64, tiny_cfg(synthetic_h5_64, "unused", f"data.skeleton={torso[0]}"), train=True)
     m = e.value
-    assert (m.file, m.found.name, len(m.found.dataset_keypoints), m.expected.name) == (str(sample_h5_64), "coco", 17,
+    assert (m.file, m.found.name, len(m.found.dataset_keypoints), m.expected.name) == (str(synthetic_h5_64), "coco", 17,
                                                                                       "torso")  # fmt: skip
     assert f"--skeleton {torso[0].resolve()}" in m.fix or f"--skeleton {torso[0]}" in m.fix
 
 
-def test_oracle_decodes_the_ground_truth_of_the_other_skeleton(torso, coco_sample_images, tmp_path):
+def test_oracle_decodes_the_ground_truth_of_the_other_skeleton(torso, synthetic_sample_images, tmp_path):
     cfg = load_config(None, [f"data.skeleton={torso[0]}", "eval.scales=[1.0]"])
-    stats, _ = evaluate_oracle(coco_sample_images, torso[1], cfg, tmp_path / "oracle.json", progress=False)
+    stats, _ = evaluate_oracle(synthetic_sample_images, torso[1], cfg, tmp_path / "oracle.json", progress=False)
     results = json.loads((tmp_path / "oracle.json").read_text())
     assert results and all(len(r["keypoints"]) == 18 for r in results)  # 6 dataset keypoints, no neck
     assert stats["AP"] >= 0.9, stats
 
 
 def test_the_checkpoint_carries_the_skeleton_and_evaluation_needs_nothing_else(
-    torso, torso_h5, coco_sample_images, tmp_path, capsys
+    torso, torso_h5, synthetic_sample_images, tmp_path, capsys
 ):
     own = tmp_path / "own_torso.yaml"  # deleted before evaluating
     own.write_text(torso[0].read_text())
@@ -121,7 +121,7 @@ def test_the_checkpoint_carries_the_skeleton_and_evaluation_needs_nothing_else(
     model, cfg = load_model(str(run / "last.pt"), None, [], torch.device("cpu"))
     assert model.skeleton == load_skeleton(torso[0]) and cfg.data.skeleton == str(own)
     out = tmp_path / "results.json"
-    args = ["--ckpt", str(run / "last.pt"), "--images", str(coco_sample_images), "--annotations", str(torso[1])]
+    args = ["--ckpt", str(run / "last.pt"), "--images", str(synthetic_sample_images), "--annotations", str(torso[1])]
     rc = coco_eval.main([*args, "--scales", "1", "--out", str(out), "eval.max_images=3", "eval.boxsize=64"])
     assert rc == 0, capsys.readouterr().err
     assert "AP " in capsys.readouterr().out
@@ -150,12 +150,12 @@ def test_evaluation_refuses_a_checkpoint_of_another_skeleton_without_it(torso, t
         str(full), "layout", "torso", "coco", "data.skeleton=coco")  # fmt: skip
 
 
-def test_resuming_with_another_skeleton_is_refused(torso, torso_h5, sample_h5_64, tmp_path):
+def test_resuming_with_another_skeleton_is_refused(torso, torso_h5, synthetic_h5_64, tmp_path):
     torso_run = [f"data.skeleton={torso[0]}", "train.max_steps_per_epoch=1"]
     Trainer(tiny_cfg(torso_h5, tmp_path / "torso", *torso_run)).fit()
     path = tmp_path / "torso" / "last.pt"
     with pytest.raises(SkeletonMismatch) as e:
-        Trainer(tiny_cfg(sample_h5_64, tmp_path / "coco", f"train.resume={path}"))
+        Trainer(tiny_cfg(synthetic_h5_64, tmp_path / "coco", f"train.resume={path}"))
     m = e.value
     assert (m.file, m.differs, m.found.name, m.expected.name) == (str(path), "layout", "torso", "coco")
     assert f"train.init_weights={path}" in m.fix  # start a new run from its weights instead

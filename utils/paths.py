@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -13,15 +14,41 @@ PAPER_PRESET = REPO_ROOT / "config" / "simplepose_coco.yaml"  # the paper's mode
 COCO_SAMPLE_ANNOTATIONS = Path("annotations") / "person_keypoints_sample.json"
 
 
+COCO_SAMPLE_FETCHED = REPO_ROOT / "tests" / "coco_sample"  # the shipped annotations; images/ once fetched (ignored)
+COCO_SAMPLE_SHARED = REPO_ROOT / ".." / "shared" / "data" / "coco_sample"  # this project's own machines
+FETCH_COMMAND = "python -m tests.fetch_coco_sample"
+
+
+def missing_sample_images(root: Path) -> list[str]:
+    """File names listed in ``root``'s sample annotations whose JPEG is not in ``root / "images"`` (every name
+    when the annotation file itself is missing or unreadable)."""
+    try:
+        images = json.loads((root / COCO_SAMPLE_ANNOTATIONS).read_text())["images"]
+    except (OSError, ValueError, KeyError):
+        return ["(annotations)"]
+    return [img["file_name"] for img in images if not (root / "images" / img["file_name"]).is_file()]
+
+
 def coco_sample_dir() -> Path:
     """The real COCO sample (27 train2017 images: ``images/`` and ``annotations/person_keypoints_sample.json``):
-    ``$SIMPLEPOSE_COCO_SAMPLE``, else ``../shared/data/coco_sample`` next to the repository. UserError when its
-    annotation file is not there."""
+    ``$SIMPLEPOSE_COCO_SAMPLE`` when set, else the first complete one of ``tests/coco_sample`` (what
+    ``python -m tests.fetch_coco_sample`` fills) and ``../shared/data/coco_sample`` next to the repository.
+    UserError (one line, saying how to get it) when none is complete."""
     env = os.environ.get("SIMPLEPOSE_COCO_SAMPLE")
-    root = Path(env) if env else (REPO_ROOT / ".." / "shared" / "data" / "coco_sample").resolve()
-    if not (root / COCO_SAMPLE_ANNOTATIONS).is_file():
-        raise UserError(
-            f"real COCO sample not found at {root}: set SIMPLEPOSE_COCO_SAMPLE to the folder holding images/ and "
-            f"{COCO_SAMPLE_ANNOTATIONS}"
-        )
-    return root
+    if env:
+        missing = missing_sample_images(Path(env))
+        if missing:
+            raise UserError(
+                f"SIMPLEPOSE_COCO_SAMPLE={env} is not a complete COCO sample ({len(missing)} of its files missing, "
+                f"e.g. {missing[0]}): run {FETCH_COMMAND} {env}, or unset it"
+            )
+        return Path(env)
+    for root in (COCO_SAMPLE_FETCHED, COCO_SAMPLE_SHARED.resolve()):
+        if not missing_sample_images(root):
+            return root
+    where = COCO_SAMPLE_FETCHED / "images"
+    shown = where.relative_to(REPO_ROOT) if where.is_relative_to(REPO_ROOT) else where
+    raise UserError(
+        f"real COCO sample not found (27 train2017 photos, 4.4 MB): run {FETCH_COMMAND} to download it into "
+        f"{shown}, or set SIMPLEPOSE_COCO_SAMPLE"
+    )

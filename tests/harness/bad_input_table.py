@@ -1,5 +1,5 @@
-"""Bad-input corpus: every kind of broken or odd input, derived from the real COCO sample, run through the real
-command that would consume it, and classified.
+"""Bad-input corpus: every kind of broken or odd input, derived from the real COCO sample (the tests' synthetic
+sample when it is not found), run through the real command that would consume it, and classified.
 
     python -m tests.harness.bad_input_table [--work-dir DIR] [--jobs 2]
 
@@ -19,10 +19,9 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from tests.harness.bad_inputs import CASE_NAMES, build_corpus
+from tests.harness.bad_inputs import CASE_NAMES, build_corpus, corpus_sample
 from tests.harness.cases import OUTCOMES, Case, CaseResult, run_cases
 from utils.errors import cli_main
-from utils.paths import coco_sample_dir
 
 
 def print_report(cases: list[Case], results: list[CaseResult]) -> int:
@@ -50,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=2, help="cases run at the same time")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        cases = build_corpus(coco_sample_dir(), (args.work_dir or Path(tmp)) / "corpus")
+        work = args.work_dir or Path(tmp)
+        cases = build_corpus(corpus_sample(work), work / "corpus")
         results = run_cases(cases, args.jobs)
     return 1 if print_report(cases, results) else 0
 

@@ -1,5 +1,6 @@
-"""The bad-input corpus: every kind of broken or odd input, derived from the real COCO sample, each with the real
-command that would consume it and the outcome it must end in (tests.harness.cases runs and classifies them).
+"""The bad-input corpus: every kind of broken or odd input, derived from a COCO-format sample (the synthetic one
+of the tests, or the real COCO sample), each with the real command that would consume it and the outcome it must
+end in (tests.harness.cases runs and classifies them).
 
 Each case edits a copy of the sample's annotation JSON, images, a converted HDF5 file or a checkpoint, then runs
 ``python -m data.coco_to_hdf5``, ``python train.py`` (tiny config) or ``python -m evaluate.coco_eval --ckpt``.
@@ -24,18 +25,16 @@ import torch
 
 from config.loader import load_config, to_dict
 from config.skeleton import load_skeleton
+from data.coco_annotations import main_person_indices
 from data.coco_to_hdf5 import Source, convert
 from engine.checkpoint import Checkpoint, TrainState, rng_state
 from engine.optim import build_optimizer
 from engine.progress import Progress
 from models import build_model
 from tests.harness.cases import Case, CaseResult, Outcome, run_cases
+from utils.errors import UserError
 from utils.paths import COCO_SAMPLE_ANNOTATIONS, TINY_PRESET, coco_sample_dir
 
-# Three real images that all have main persons, and two without any (one has no annotation at all, one only
-# people without enough keypoints).
-BASE_IMAGES = ("000000000790.jpg", "000000030752.jpg", "000000183872.jpg")
-NO_MAIN_PERSON_IMAGES = ("000000070133.jpg", "000000145311.jpg")
 PAYLOAD_MARKER = "payload_ran"  # a file a pickled payload would create if a checkpoint were unpickled unsafely
 
 # on top of config/tiny.yaml: one training step, and an evaluation of one image without flip
@@ -49,17 +48,37 @@ class _Corpus:
         self.sample_dir, self.out = sample_dir, out_dir
         out_dir.mkdir(parents=True, exist_ok=True)
         full = json.loads((sample_dir / COCO_SAMPLE_ANNOTATIONS).read_text())
+        # the first three images with a main person, and the next two, edited to have none (no_main_person_images)
+        by_image = {img["id"]: [a for a in full["annotations"] if a["image_id"] == img["id"]] for img in full["images"]}
+        names = [img["file_name"] for img in full["images"] if main_person_indices(by_image[img["id"]])]
+        if len(names) < 5:
+            raise ValueError(f"{sample_dir}: the corpus needs 5 images with a main person, it has {len(names)}")
+        self.base_images, self.other_images = tuple(names[:3]), tuple(names[3:5])
         self.full = full
-        self.base = _subset(full, BASE_IMAGES)
-        self.images = self.image_folder(out_dir / "images", BASE_IMAGES + NO_MAIN_PERSON_IMAGES)
+        self.base = _subset(full, self.base_images)
+        self.images = self.image_folder(out_dir / "images", self.base_images + self.other_images)
         self._h5: dict[int, Path] = {}
         self._ckpt: dict[int, Path] = {}
 
-    def image_folder(self, folder: Path, names=BASE_IMAGES) -> Path:
+    def image_folder(self, folder: Path, names=None) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
-        for name in names:
+        for name in names or self.base_images:
             shutil.copyfile(self.sample_dir / "images" / name, folder / name)
         return folder
+
+    def no_main_person_images(self) -> dict:
+        """The base images and two more without a main person: one without any annotation, one whose people keep
+        4 labelled keypoints each (a main person needs 5)."""
+        data = _subset(self.full, self.base_images + self.other_images)
+        bare, few = (next(img["id"] for img in data["images"] if img["file_name"] == n) for n in self.other_images)
+        data["annotations"] = [a for a in data["annotations"] if a["image_id"] != bare]
+        for a in data["annotations"]:
+            if a["image_id"] == few and a["num_keypoints"] > 4:
+                labelled = [j for j in range(0, len(a["keypoints"]), 3) if a["keypoints"][j + 2] > 0]
+                for j in labelled[4:]:
+                    a["keypoints"][j : j + 3] = [0, 0, 0]
+                a["num_keypoints"] = 4
+        return data
 
     def case_dir(self, name: str) -> Path:
         d = self.out / name
@@ -244,8 +263,7 @@ def _bbox_negative(c: _Corpus, name: str) -> Case:
 
 @_case
 def _images_without_people(c: _Corpus, name: str) -> Case:
-    data = _subset(c.full, BASE_IMAGES + NO_MAIN_PERSON_IMAGES)
-    return c.convert_case(name, "images without any (main) person", "counted_skip", data)
+    return c.convert_case(name, "images without any (main) person", "counted_skip", c.no_main_person_images())
 
 
 @_case
@@ -269,8 +287,8 @@ def _annotation_of_missing_image(c: _Corpus, name: str) -> Case:
 
 def _image_case(c: _Corpus, name: str, what: str, expected: Outcome, damage, extra=()) -> Case:
     images = c.image_folder(c.out / f"{name}_images")
-    damage(images / BASE_IMAGES[1])
-    return c.convert_case(name, what, expected, c.base, images=images, extra=extra, names=(BASE_IMAGES[1],))
+    damage(images / c.base_images[1])
+    return c.convert_case(name, what, expected, c.base, images=images, extra=extra, names=(c.base_images[1],))
 
 
 @_case
@@ -315,7 +333,7 @@ def _file_name_case(c: _Corpus, name: str, what: str, file_name: Callable[[Path]
     case = c.convert_case(name, what, "clean_error", data, images=images, names=(repr(bad), why))
     c.image_folder(images)
     outside = images.parent / "outside.jpg"
-    shutil.copyfile(c.sample_dir / "images" / BASE_IMAGES[1], outside)
+    shutil.copyfile(c.sample_dir / "images" / c.base_images[1], outside)
     if "symlink" in name:
         (images / bad).symlink_to(outside)
     return case
@@ -485,8 +503,8 @@ SECURITY_CASES = ("file_name_parent", "file_name_absolute", "file_name_symlink_o
 
 
 def build_corpus(sample_dir: Path, out_dir: Path, only: Iterable[str] | None = None) -> list[Case]:
-    """Derive every bad input (or those named in ``only``) from the real sample at ``sample_dir`` (images/,
-    annotations/) under ``out_dir``."""
+    """Derive every bad input (or those named in ``only``) from the COCO-format sample at ``sample_dir`` (images/,
+    annotations/person_keypoints_sample.json: the real COCO sample's layout) under ``out_dir``."""
     corpus = _Corpus(Path(sample_dir), Path(out_dir))
     names = list(_BUILDERS) if only is None else list(only)
     return [_BUILDERS[name](corpus, name) for name in names]
@@ -501,6 +519,18 @@ def run_named(sample_dir: Path, out_dir: Path, names: Iterable[str], jobs: int =
     return {c.name: (c, r) for c, r in zip(cases, run_cases(cases, jobs))}
 
 
+def corpus_sample(work_dir: Path, say: Callable[[str], object] = print) -> Path:
+    """The sample the corpus commands derive their cases from: the real COCO sample when it is found, else the
+    tests' synthetic sample, generated under ``work_dir`` (``say`` tells which)."""
+    from tests.helpers import make_synthetic_sample
+
+    try:
+        return coco_sample_dir()
+    except UserError as e:
+        say(f"note: {e}; the cases are derived from the synthetic sample instead")
+        return make_synthetic_sample(Path(work_dir) / "synthetic_sample")
+
+
 def run_corpus(work_dir: Path, jobs: int = 2) -> list[CaseResult]:
-    """Build the corpus from the real sample under ``work_dir`` and run every case (``jobs`` at a time)."""
-    return run_cases(build_corpus(coco_sample_dir(), Path(work_dir) / "corpus"), jobs)
+    """Build the corpus under ``work_dir`` (from ``corpus_sample``) and run every case (``jobs`` at a time)."""
+    return run_cases(build_corpus(corpus_sample(work_dir), Path(work_dir) / "corpus"), jobs)
