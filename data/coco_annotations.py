@@ -100,12 +100,13 @@ def load_coco_keypoints(path: str | Path, skeleton: Skeleton, skip_bad: bool = F
     category = keypoint_category(data, skeleton, path)
     listed = next((c.get("keypoints") for c in data.get("categories") or []
                    if isinstance(c, dict) and c.get("id") == category), None)  # fmt: skip
+    by_image, bad, filled = _person_annotations_by_image(data["annotations"], image_ids, path, skip_bad, skeleton,
+                                                         category, purpose)  # fmt: skip
+    # after the annotations: a file of another keypoint count is told as such, naming an annotation
     mismatch = file_keypoint_names(skeleton, listed, where=f"annotation file {path}", match=names,
                                    expected_by=purpose, fix=_names_fix(purpose), file=path)  # fmt: skip
     if mismatch is not None:
         raise mismatch
-    by_image, bad, filled = _person_annotations_by_image(data["annotations"], image_ids, path, skip_bad, skeleton,
-                                                         category, purpose)  # fmt: skip
     for b in bad:
         log.warning("skipping image id %s: annotation id %s %s", b["image_id"], b["annotation_id"], b["reason"])
     for key, n in filled.items():
@@ -119,10 +120,12 @@ def load_coco_keypoints(path: str | Path, skeleton: Skeleton, skip_bad: bool = F
 
 
 def _names_fix(purpose: str) -> str:
-    option = "--keypoint-names" if "--skeleton" in purpose else "data.keypoint_names="
+    def option(value: str) -> str:
+        return f"--keypoint-names {value}" + ("" if "--skeleton" in purpose else f" (eval.keypoint_names={value})")
+
     return (f"give the skeleton of this dataset's keypoints (a file in config/skeletons/ or your own); if the names "
-            f"differ only in spelling (Right-ankle for right_ankle) pass {option}spelling, if they are other names for "
-            f"the same keypoints in the same order, {option}position")  # fmt: skip
+            f"differ only in spelling (Right-ankle for right_ankle) pass {option('spelling')}, if they are other names "
+            f"for the same keypoints in the same order, {option('position')}")  # fmt: skip
 
 
 def keypoint_category(data: dict, skeleton: Skeleton, path: Path | str) -> int:
