@@ -146,3 +146,11 @@ def test_exif_orientation_is_ignored_everywhere_the_same(synthetic_coco, trained
     assert demo.main(["--ckpt", str(trained_tiny_ckpt), "--input", str(tagged), "--out", str(tmp_path / "demo"),
                       "--json", str(shown), *overrides]) == 0  # fmt: skip
     assert len(json.loads(shown.read_text())) == len(reference)
+
+
+def test_the_format_bench_prints_sizes_and_rates(capsys):
+    from bench import image_formats
+
+    assert image_formats.main(["--images", "4", "--input-size", "64", "--rounds", "1", "--items", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "PNG / JPEG: HDF5 size x" in out and out.count("samples/s (best of 1") == 2, out
