@@ -41,7 +41,7 @@ from tqdm import tqdm
 from config.loader import add_config_arguments, config_from_args, load_config, parse_overrides
 from config.schema import OUTPUT_STRIDE, TrackConfig
 from config.skeleton import skeleton_of
-from data.image_files import read_image
+from data.image_files import ImageFileError, read_image
 from evaluate.coco_eval import load_coco
 from evaluate.draw import Trails, draw_people, draw_tracked
 from evaluate.image_list import file_image_ids, image_files
@@ -111,12 +111,19 @@ def run_images(
     fps: float = 30.0,
 ) -> tuple[list[int], list[list[Person]]]:
     """Predict (and draw into ``out_dir``) each image, tracked as frames ``1 / fps`` apart when ``tracker``; (image
-    ids, people of each image)."""
-    ids, rule = file_image_ids(paths)
-    results = []
+    ids, people of each image). A file that cannot be read or decoded is skipped with a line and counted (the others
+    go on); UserError when none could be read."""
+    all_ids, rule = file_image_ids(paths)
+    ids, results, skipped = [], [], []
     drawing = Drawing(estimator, tracker is not None)
-    for i, path in enumerate(paths):
-        image = read_image(path)
+    for i, (path, image_id) in enumerate(zip(paths, all_ids)):
+        try:
+            image = read_image(path)
+        except ImageFileError as e:
+            skipped.append(path)
+            print(f"{path.name}: skipped, {e.reason} ({e})")
+            continue
+        ids.append(image_id)
         people = estimator.predict_batch([image], network_for(path) if network_for else None)[0]
         if tracker is not None:
             people = tracker.update(people, i / fps)
@@ -130,6 +137,12 @@ def run_images(
         print(f"{path.name}: {len(people)} people, network {t.network_s * 1000:.1f} ms, "
               f"decoding {t.decoding_s * 1000:.1f} ms")  # fmt: skip
     print(f"image ids: {rule}")
+    if skipped:
+        print(f"{len(skipped)} of {len(paths)} files skipped as unreadable: {', '.join(p.name for p in skipped[:5])}"
+              f"{' ...' if len(skipped) > 5 else ''}")  # fmt: skip
+        if not results:
+            raise UserError(f"none of the {len(paths)} image files could be read (first: {skipped[0]}); check --input",
+                            file=skipped[0])  # fmt: skip
     return ids, results
 
 

@@ -92,3 +92,34 @@ def test_skip_bad_with_the_wrong_folder_stops_naming_it(command, synthetic_coco,
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert f"--images ({wrong})" in proc.stderr and "of 9 images were skipped" in proc.stderr, proc.stderr
     assert not (tmp_path / "out.h5").exists()
+
+
+def test_the_demo_counts_and_skips_an_unreadable_file(tiny_ckpt, synthetic_coco, tmp_path, capsys):
+    from evaluate import demo
+
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    for path in sorted((synthetic_coco / "images").glob("*.jpg"))[:2]:
+        shutil.copy(path, folder / path.name)
+    (folder / "broken.jpg").write_bytes(b"\xff\xd8 not really a JPEG")
+    out = tmp_path / "demo.json"
+    assert demo.main(["--ckpt", str(tiny_ckpt), "--input", str(folder), "--json", str(out), *ORACLE]) == 0
+    printed = capsys.readouterr().out
+    assert "broken.jpg: skipped, not an image" in printed and "1 of 3 files skipped as unreadable" in printed
+    assert isinstance(json.loads(out.read_text()), list)
+    (folder / "broken.jpg").rename(folder / "only.jpg")
+    for path in folder.glob("0*.jpg"):
+        path.unlink()
+    assert demo.main(["--ckpt", str(tiny_ckpt), "--input", str(folder), "--json", str(out), *ORACLE]) == 2  # none read
+    assert "none of the 1 image files could be read" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("given, named", [(None, "None, not an image (cv2.imread returns None"),
+                                          ("photo.jpg", "is a str"), (b"\x00" * 3, "is a bytes")])  # fmt: skip
+def test_the_api_names_what_it_was_given(given, named, tiny_ckpt):
+    from evaluate.predictor import PoseEstimator
+
+    estimator = PoseEstimator.from_checkpoint(tiny_ckpt, "cpu", scales=[1.0], flip=False)
+    with pytest.raises(UserError) as e:
+        estimator(given)
+    assert named in str(e.value) and e.value.key == "image"
