@@ -297,8 +297,8 @@ def evaluate_oracle(
 
 
 def format_stats(stats: dict[str, float]) -> str:
-    """``AP 0.512  AP50 0.800 ...``; a figure without ground truth (pycocotools' -1) reads ``none``."""
-    return "  ".join(f"{k} {v:.3f}" if v >= 0 else f"{k} none" for k, v in stats.items())
+    """``AP 0.512  AP50 0.800 ...``; a figure whose group has no ground truth is -1.000, as pycocotools prints it."""
+    return "  ".join(f"{k} {v:.3f}" for k, v in stats.items())
 
 
 def build_parser() -> argparse.ArgumentParser:
