@@ -233,7 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="skip, with a warning, missing or corrupt images and the images of corrupt annotations (wrong "
         "keypoint count, NaN, negative box size, unknown image id); all are listed in the settings' 'skipped'. "
-        f"More than {MAX_SKIPPED_SHARE:.0%} of the images skipped stops the conversion all the same (a wrong "
+        f"More than {MAX_SKIPPED_SHARE:.0%}% of the images skipped stops the conversion all the same (a wrong "
         "--images folder). Always left out and counted, with or without it: images without a main person; people "
         "with a zero-area box are never main persons. Always refused: invalid JSON, duplicate ids, file names "
         "outside --images",

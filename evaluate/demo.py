@@ -115,11 +115,13 @@ def run_images(
     go on); UserError when none could be read."""
     all_ids, rule = file_image_ids(paths)
     ids, results, skipped = [], [], []
+    first_error: ImageFileError | None = None
     drawing = Drawing(estimator, tracker is not None)
     for i, (path, image_id) in enumerate(zip(paths, all_ids)):
         try:
             image = read_image(path)
         except ImageFileError as e:
+            first_error = first_error or e
             skipped.append(path)
             print(f"{path.name}: skipped, {e.reason} ({e})")
             continue
@@ -141,7 +143,7 @@ def run_images(
         print(f"{len(skipped)} of {len(paths)} files skipped as unreadable: {', '.join(p.name for p in skipped[:5])}"
               f"{' ...' if len(skipped) > 5 else ''}")  # fmt: skip
         if not results:
-            raise UserError(f"none of the {len(paths)} image files could be read (first: {skipped[0]}); check --input",
+            raise UserError(f"none of the {len(paths)} image files could be read; the first: {first_error}",
                             file=skipped[0])  # fmt: skip
     return ids, results
 
