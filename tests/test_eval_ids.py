@@ -14,28 +14,9 @@ import pytest
 
 from config.skeleton import load_skeleton
 from evaluate import coco_eval
+from tests.helpers import imperfect_results
 
 COCO_SKELETON, CROWDPOSE = load_skeleton("coco"), load_skeleton("crowdpose")
-
-
-def imperfect_results(data: dict, seed: int = 0) -> list[dict]:
-    """Detections of the labelled people with keypoint noise (a few % of the person's size), random scores, some
-    people missed and some false detections: figures well inside (0, 1), sensitive to any matching error."""
-    rng = np.random.default_rng(seed)
-    out = []
-    for ann in data["annotations"]:
-        if ann.get("iscrowd") or ann.get("num_keypoints", 0) == 0 or rng.random() < 0.15:
-            continue
-        kp = np.array(ann["keypoints"], np.float64).reshape(-1, 3)
-        size = max(ann["bbox"][2], ann["bbox"][3])
-        kp[:, :2] += rng.normal(0, rng.uniform(0.002, 0.03) * size, (len(kp), 2))
-        kp[:, 2] = 1
-        out.append({"image_id": ann["image_id"], "category_id": ann["category_id"], "score": float(rng.random()),
-                    "keypoints": kp.reshape(-1).round(2).tolist()})  # fmt: skip
-        if rng.random() < 0.2:  # a false detection beside it
-            kp[:, :2] += size * 0.6
-            out.append({**out[-1], "score": float(rng.random()), "keypoints": kp.reshape(-1).round(2).tolist()})
-    return out
 
 
 def renumbered_file(data: dict, results: list[dict], how: str, seed: int = 1) -> tuple[dict, list[dict]]:
