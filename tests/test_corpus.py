@@ -9,9 +9,7 @@ figures for the values, since their terms do not clearly allow redistributing th
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import io
 import json
 from pathlib import Path
 
@@ -25,7 +23,7 @@ from config.skeleton_check import SkeletonMismatch
 from data.coco_to_hdf5 import Source, convert
 from data.synthetic import generate
 from evaluate import coco_eval
-from tests.helpers import imperfect_results
+from tests.helpers import imperfect_results, pycocotools_stats
 
 CORPUS = Path(__file__).resolve().parent / "data" / "corpus"
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -161,12 +159,9 @@ def real_coco(tmp_path) -> tuple[Path, Path, list[dict]]:
         (CORPUS / "coco_val2017_4images_results.json").read_text())
 
 
-def pycocotools_stats(data: dict, results: list[dict], sigmas) -> list[float]:
-    """pycocotools' own keypoint figures of ``results`` on the file ``data`` (its ids made positive and its
-    optional fields filled as the file's project documents them: iscrowd 0, area 0.53 x the box)."""
-    from pycocotools.coco import COCO
-    from pycocotools.cocoeval import COCOeval
-
+def pycocotools_filled(data: dict, results: list[dict], sigmas) -> list[float]:
+    """pycocotools' own keypoint figures of ``results`` on the file ``data``, its ids made positive and its optional
+    fields filled as the file's project documents them (iscrowd 0, area 0.53 x the box)."""
     data = copy.deepcopy(data)
     shift = 1 if min(a["id"] for a in data["annotations"]) <= 0 else 0
     for ann in data["annotations"]:
@@ -174,16 +169,7 @@ def pycocotools_stats(data: dict, results: list[dict], sigmas) -> list[float]:
         ann.setdefault("iscrowd", 0)
         ann.setdefault("area", ann["bbox"][2] * ann["bbox"][3] * 0.53)
         ann.setdefault("num_keypoints", sum(v > 0 for v in ann["keypoints"][2::3]))
-    with contextlib.redirect_stdout(io.StringIO()):
-        gt = COCO()
-        gt.dataset = data
-        gt.createIndex()
-        ev = COCOeval(gt, gt.loadRes(results), "keypoints")
-        ev.params.kpt_oks_sigmas = np.array(sigmas)
-        ev.evaluate()
-        ev.accumulate()
-        ev.summarize()
-    return [float(v) for v in ev.stats]
+    return pycocotools_stats(data, results, sigmas)
 
 
 def through_the_pipeline(annotations: Path, images: Path, skeleton_name: str, names: str, tmp_path) -> dict:
@@ -205,7 +191,7 @@ def through_the_pipeline(annotations: Path, images: Path, skeleton_name: str, na
     # the oracle's results and imperfect ones (figures inside (0, 1), sensitive to any matching difference)
     for kind, results in (("oracle", oracle_results), ("imperfect", imperfect_results(data))):
         ours, _ = coco_eval.coco_keypoint_stats(coco, results, sorted(coco.imgs), skeleton.sigmas)
-        theirs = pycocotools_stats(data, results, skeleton.sigmas)
+        theirs = pycocotools_filled(data, results, skeleton.sigmas)
         np.testing.assert_allclose(list(ours.values()), theirs, atol=1e-12, err_msg=kind)
         figures[f"{kind} results AP (ours = pycocotools')"] = round(ours["AP"], 4)
     return figures
@@ -234,7 +220,7 @@ def test_the_real_coco_file_and_results(tmp_path):
     coco = coco_eval.load_coco(annotations, load_skeleton("coco"))
     ours, _ = coco_eval.coco_keypoint_stats(coco, results, sorted(coco.imgs), load_skeleton("coco").sigmas)
     data = json.loads(annotations.read_text())
-    theirs = pycocotools_stats(data, results, load_skeleton("coco").sigmas)
+    theirs = pycocotools_filled(data, results, load_skeleton("coco").sigmas)
     print("real COCO file:", figures, "real results AP", round(ours["AP"], 4))
     np.testing.assert_allclose(list(ours.values()), theirs, atol=1e-12)
     assert 0.5 < ours["AP"] < 1 and figures["oracle AP"] > 0.9

@@ -14,7 +14,7 @@ import pytest
 
 from config.skeleton import load_skeleton
 from evaluate import coco_eval
-from tests.helpers import imperfect_results
+from tests.helpers import imperfect_results, pycocotools_stats
 
 COCO_SKELETON, CROWDPOSE = load_skeleton("coco"), load_skeleton("crowdpose")
 
@@ -49,19 +49,7 @@ def our_stats(tmp_path, data: dict, results: list[dict], skeleton, name: str) ->
 
 def pycocotools_ap(data: dict, results: list[dict], sigmas) -> float:
     """pycocotools on the file as it is, its own ids (the evaluation as it was)."""
-    from pycocotools.coco import COCO
-    from pycocotools.cocoeval import COCOeval
-
-    with contextlib.redirect_stdout(io.StringIO()):
-        gt = COCO()
-        gt.dataset = data
-        gt.createIndex()
-        ev = COCOeval(gt, gt.loadRes(results), "keypoints")
-        ev.params.kpt_oks_sigmas = np.array(sigmas)
-        ev.evaluate()
-        ev.accumulate()
-        ev.summarize()
-    return float(ev.stats[0])
+    return pycocotools_stats(data, results, sigmas)[0]
 
 
 @pytest.mark.parametrize("kind", ["coco", "crowdpose"])
