@@ -254,7 +254,7 @@ def _person_annotations_by_image(
         if not isinstance(ann, dict):
             raise AnnotationError(f"{where} is not an object; {_fix_hint(path)}", file=path, key="annotations")
         ann_id = ann.get("id")
-        where += f" (id {ann_id if ann_id is not None else '?'})"
+        where += f" (annotation id {ann_id if ann_id is not None else '?'})"
         if isinstance(ann_id, int) and ann_id in ann_ids:
             raise AnnotationError(
                 f"{where}: annotation id {ann_id} appears twice (also annotations[{ann_ids[ann_id]}]); the file "

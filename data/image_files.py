@@ -185,8 +185,11 @@ class BadImages:
                 hint = f"check that --images ({self.images_dir}) is the folder of the annotation file's images"
             else:
                 hint = "replace the file (a complete copy of the image)"
-            raise ImageFileError(f"image {path} (image id {image_id}): {reason}; {hint}, or pass {self.option} to "
-                                 "skip such images", file=path, reason=reason, image_id=image_id)  # fmt: skip
+            what = f"{path} (image id {image_id}): {reason}"
+            if reason == "missing":
+                what = f"{path} not found (image id {image_id})"
+            raise ImageFileError(f"image {what}; {hint}, or pass {self.option} to skip such images", file=path,
+                                 reason=reason, image_id=image_id)  # fmt: skip
         self.skipped.append({"file": str(path), "image_id": image_id, "reason": reason})
         log.warning("skipping image %s (image id %s): %s", path, image_id, reason)
 
