@@ -50,6 +50,26 @@ FILLED_WITH = {
 }
 
 
+# COCO-WholeBody's layout: COCO's 17 body keypoints in "keypoints", the other 116 in these fields, in this order
+# (the order of its 133-keypoint evaluation and of config/skeletons/coco_wholebody.yaml)
+WHOLEBODY_PARTS = ("foot_kpts", "face_kpts", "lefthand_kpts", "righthand_kpts")
+
+
+def with_parts_joined(ann: dict, num_keypoints: int) -> tuple[dict, bool]:
+    """(the annotation, whether it was changed): an annotation of COCO-WholeBody's layout whose "keypoints" and
+    parts (``WHOLEBODY_PARTS``) together hold ``num_keypoints`` keypoints gets them as one "keypoints" list, and
+    ``num_keypoints`` counted over all of them (the file's counts the body's only); anything else is left as it is."""
+    kp = ann.get("keypoints")
+    if not isinstance(kp, list) or len(kp) == 3 * num_keypoints or not all(
+            isinstance(ann.get(part), list) for part in WHOLEBODY_PARTS):  # fmt: skip
+        return ann, False
+    joined = kp + [v for part in WHOLEBODY_PARTS for v in ann[part]]
+    if len(joined) != 3 * num_keypoints:
+        return ann, False
+    count = sum(1 for v in joined[2::3] if isinstance(v, (int, float)) and v > 0)
+    return {**ann, "keypoints": joined, "num_keypoints": count}, True
+
+
 @dataclass
 class CocoKeypoints:
     """A validated annotation file: images in file order, and the person annotations of each image (defaults
@@ -102,6 +122,12 @@ def load_coco_keypoints(path: str | Path, skeleton: Skeleton, skip_bad: bool = F
                    if isinstance(c, dict) and c.get("id") == category), None)  # fmt: skip
     by_image, bad, filled = _person_annotations_by_image(data["annotations"], image_ids, path, skip_bad, skeleton,
                                                          category, purpose)  # fmt: skip
+    joined = filled.pop("parts_joined")
+    if joined:
+        log.info("annotation file %s: %d annotations in COCO-WholeBody's layout, their %s joined after 'keypoints'",
+                 path, joined, ", ".join(WHOLEBODY_PARTS))  # fmt: skip
+        if isinstance(listed, list) and tuple(listed) == skeleton.dataset_keypoints[: len(listed)]:
+            listed = list(skeleton.dataset_keypoints)  # the category names the body's keypoints only
     # after the annotations: a file of another keypoint count is told as such, naming an annotation
     mismatch = file_keypoint_names(skeleton, listed, where=f"annotation file {path}", match=names,
                                    expected_by=purpose, fix=_names_fix(purpose), file=path)  # fmt: skip
@@ -246,7 +272,7 @@ def _person_annotations_by_image(
     by_image: dict[int, list[dict]] = {}
     bad: list[dict] = []
     ann_ids: dict[int, int] = {}
-    filled = dict.fromkeys((*FILLED_WITH, "stand_ins"), 0)
+    filled = dict.fromkeys((*FILLED_WITH, "stand_ins", "parts_joined"), 0)
     for i, ann in enumerate(entries):
         if isinstance(ann, dict) and ann.get("category_id", category) != category:
             continue
@@ -263,6 +289,8 @@ def _person_annotations_by_image(
             )
         if isinstance(ann_id, int):
             ann_ids[ann_id] = i
+        ann, was_joined = with_parts_joined(ann, skeleton.num_dataset_keypoints)
+        filled["parts_joined"] += was_joined
         problem = _annotation_problem(ann, image_ids, skeleton, where, path, purpose)
         if problem is None:
             ann, missing = with_defaults(ann, skeleton.num_dataset_keypoints)

@@ -135,7 +135,26 @@ def mhp_layout(data: dict) -> dict:
     return data
 
 
+def wholebody_layout(data: dict) -> dict:
+    """COCO-WholeBody: COCO's 17 body keypoints in 'keypoints' (the category names those 17), the feet, face and
+    hands in their own fields with a box and a validity flag each, num_keypoints counting the body's."""
+    data["categories"][0]["keypoints"] = data["categories"][0]["keypoints"][:17]
+    for ann in data["annotations"]:
+        kp = ann["keypoints"]
+        ann["keypoints"] = kp[: 3 * 17]
+        ann["num_keypoints"] = sum(v > 0 for v in ann["keypoints"][2::3])
+        start = 3 * 17
+        for part, n in (("foot", 6), ("face", 68), ("lefthand", 21), ("righthand", 21)):
+            ann[f"{part}_kpts"] = [float(v) for v in kp[start : start + 3 * n]]
+            ann[f"{part}_valid"] = any(v > 0 for v in kp[start + 2 : start + 3 * n : 3])
+            if part != "foot":
+                ann[f"{part}_box"] = [0, 0, 0, 0]
+            start += 3 * n
+    return data
+
+
 LAYOUTS = {  # name: (skeleton, layout, converter's keypoint_names)
+    "coco_wholebody": ("coco_wholebody", wholebody_layout, "exact"),
     "crowdpose": ("crowdpose", crowdpose_layout, "exact"),
     "exlpose": ("crowdpose", exlpose_layout, "exact"),
     "aic": ("aic", aic_layout, "spelling"),
@@ -172,9 +191,11 @@ def pycocotools_filled(data: dict, results: list[dict], sigmas) -> list[float]:
     return pycocotools_stats(data, results, sigmas)
 
 
-def through_the_pipeline(annotations: Path, images: Path, skeleton_name: str, names: str, tmp_path) -> dict:
+def through_the_pipeline(annotations: Path, images: Path, skeleton_name: str, names: str, tmp_path,
+                         reference: dict | None = None) -> dict:  # fmt: skip
     """Convert (train HDF5 of input size 64), then the oracle (written results), then the cross-check of those
-    results between this project's evaluator and pycocotools; returns the figures."""
+    results between this project's evaluator and pycocotools (on ``reference``, the same file in COCO's one-list
+    layout, when the file's is another); returns the figures."""
     skeleton = load_skeleton(skeleton_name)
     settings = convert([Source(images, annotations)], tmp_path / "train.h5", 64, progress=False,
                        skeleton=skeleton_name, keypoint_names=names)  # fmt: skip
@@ -189,9 +210,9 @@ def through_the_pipeline(annotations: Path, images: Path, skeleton_name: str, na
     coco = coco_eval.load_coco(annotations, skeleton, keypoint_names=names)
     figures = {"oracle AP": oracle["AP"]}
     # the oracle's results and imperfect ones (figures inside (0, 1), sensitive to any matching difference)
-    for kind, results in (("oracle", oracle_results), ("imperfect", imperfect_results(data))):
+    for kind, results in (("oracle", oracle_results), ("imperfect", imperfect_results(reference or data))):
         ours, _ = coco_eval.coco_keypoint_stats(coco, results, sorted(coco.imgs), skeleton.sigmas)
-        theirs = pycocotools_filled(data, results, skeleton.sigmas)
+        theirs = pycocotools_filled(reference or data, results, skeleton.sigmas)
         np.testing.assert_allclose(list(ours.values()), theirs, atol=1e-12, err_msg=kind)
         figures[f"{kind} results AP (ours = pycocotools')"] = round(ours["AP"], 4)
     return figures
@@ -203,13 +224,14 @@ def test_a_layout_converts_scores_and_agrees_with_pycocotools(layout, generated,
     root = generated(skeleton_name)
     annotations = tmp_path / f"{layout}.json"
     annotations.write_text(json.dumps(make(synthetic(root))))
+    reference = synthetic(root) if layout == "coco_wholebody" else None  # the same people, one keypoint list
     images = root / "images"
     if layout == "exlpose":  # low light: the same pictures at a tenth of their brightness
         images = tmp_path / "dark"
         images.mkdir()
         for path in (root / "images").glob("*.jpg"):
             cv2.imwrite(str(images / path.name), (cv2.imread(str(path)) * 0.1).astype(np.uint8))
-    figures = through_the_pipeline(annotations, images, skeleton_name, names, tmp_path)
+    figures = through_the_pipeline(annotations, images, skeleton_name, names, tmp_path, reference)
     print(layout, figures)
     assert figures["oracle AP"] > 0.8
 
