@@ -49,7 +49,8 @@ from bench.grouping import inputs_or_sample
 from config.loader import add_config_arguments, config_from_args
 from config.schema import OUTPUT_STRIDE, Config, EvalConfig
 from config.skeleton import Skeleton, skeleton_of
-from evaluate.coco_eval import coco_keypoint_stats, image_path, load_coco, read_image
+from data.image_files import read_image
+from evaluate.coco_eval import coco_keypoint_stats, image_path, load_coco
 from evaluate.coco_results import coco_results
 from evaluate.decode import People, decode_people
 from evaluate.inference import Predictor, multiscale_maps

@@ -45,8 +45,8 @@ from config.loader import load_config
 from config.skeleton import skeleton_of
 from data.coco_to_hdf5 import Source, convert
 from data.dataset import SimplePoseDataset
+from data.image_files import read_image
 from data.synthetic import generate
-from evaluate.coco_eval import read_image
 from evaluate.predictor import PoseEstimator, Timing
 from models import build_model
 from models.summary import macs_and_shapes

@@ -23,7 +23,8 @@ import torch
 from config.loader import add_config_arguments, config_from_args
 from config.schema import OUTPUT_STRIDE
 from config.skeleton import Skeleton, skeleton_of
-from evaluate.coco_eval import load_coco, read_image
+from data.image_files import read_image
+from evaluate.coco_eval import load_coco
 from evaluate.decode import DecodeParams, decode_people
 from evaluate.inference import decode_grid, fuse_flip, make_batch, prepare_input, resize_to_grid, scale_factors
 from evaluate.oracle import oracle_for

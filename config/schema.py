@@ -179,6 +179,7 @@ class DistConfig:
 ResizeBackend = Literal["auto", "opencv", "torch"]  # eval.resize_backend
 PeakScore = Literal["window_mean", "peak", "input_window"]  # eval.peak_score
 RefineMode = Literal["centroid", "quadratic"]  # eval.refine_mode
+NameMatch = Literal["exact", "spelling", "position"]  # eval.keypoint_names (config/skeleton_check.py)
 
 
 @dataclass
@@ -232,6 +233,14 @@ class EvalConfig:
     # every pixel is a peak); 0: no limit, as the original
     max_peaks: int = 100
     max_images: int = 0  # 0: all images
+    # Bad images and annotations of an evaluation's annotation file (missing, truncated or other-size images, bad
+    # values, annotations of unlisted images) stop it naming the file (false), or are left out with a warning and
+    # counted (true; more than half of the images left out stops it all the same): the converter's --skip-bad.
+    skip_bad: bool = False
+    # How the keypoint names of the annotation file's category are compared with the skeleton's (same order always):
+    # exact; spelling (case, spaces, hyphens, underscores, dots ignored); position (not compared, on your word). The
+    # converter's --keypoint-names (config/skeleton_check.py).
+    keypoint_names: NameMatch = "exact"
     # autocast of the network's forward at test time; auto decides as train.amp does (utils/precision.py)
     amp: Literal["auto", "off", "fp16", "bf16"] = "off"
     batch_size: int = 1  # images of one size per forward (their mirrors join the same batch when flipping)

@@ -16,17 +16,30 @@ everything it tells is compared, in that order, and the first difference is repo
 agree: ``"layout"`` for networks (every channel means the same: keypoints, derived keypoints, limbs and flips;
 names, OKS sigmas and drawing may differ), ``"keypoints"`` for data (the same dataset keypoints in the same order;
 the limbs are drawn at load time, so they may differ).
+
+Names: a definition, an HDF5 file and an annotation file's category (``file_keypoint_names``) tell them, and they are
+compared as ``match`` says (``NameMatch``): ``exact`` (the default), ``spelling`` (equal once case, spaces, hyphens,
+underscores and dots are ignored: ``Right-ankle`` is ``right_ankle``) or ``position`` (not compared: the file's are
+other names of the same keypoints in the same order, on the user's word). A refusal names both lists and the first
+difference. A file whose category lists no names is accepted with one log line: its order is taken on trust.
 """
 
 from __future__ import annotations
 
+import logging
+import re
+import typing
 from dataclasses import dataclass
 from typing import Literal
 
+from config.schema import NameMatch
 from config.skeleton import Skeleton
 from utils.errors import UserError
 
+log = logging.getLogger(__name__)
+
 Need = Literal["layout", "keypoints"]
+NAME_MATCHES: tuple[str, ...] = typing.get_args(NameMatch)
 Difference = Literal["layout", "keypoints", "keypoint count", "channels"]
 
 _DIFFERENCES: dict[str, str] = {
@@ -62,7 +75,8 @@ class KeypointSet:
             text = f"skeleton {self.skeleton.describe()}"
         elif self.dataset_keypoints is not None:
             names = self.dataset_keypoints
-            text = f"the keypoints of skeleton '{self.name or '?'}' ({len(names)}: {', '.join(names)})"
+            owner = f" of skeleton '{self.name}'" if self.name else ""
+            text = f"the keypoints{owner} ({len(names)}: {', '.join(names)})"
         elif self.num_dataset_keypoints is not None:
             text = f"{self.num_dataset_keypoints} keypoints"
         elif self.num_channels is not None:
@@ -81,11 +95,30 @@ class SkeletonMismatch(UserError):
                  expected_by: str = "this run", **fields) -> None:  # fmt: skip
         self.expected, self.found, self.where = expected, found, where
         self.differs, self.expected_by, self.fix = differs, expected_by, fix
+        self.first_difference = None  # (position, found's name, expected's name) when names differ
+        detail = ""
+        if differs == "keypoints" and found.dataset_keypoints is not None:
+            self.first_difference = first_difference(expected.dataset_keypoints, found.dataset_keypoints)
+            i, theirs, ours = self.first_difference
+            detail = (f" (the skeleton's: {', '.join(expected.dataset_keypoints)}; first difference: keypoint {i} is "
+                      f"{theirs!r} there, {ours!r} in the skeleton)")  # fmt: skip
         super().__init__(
             f"{where} holds {found.describe()}, but {expected_by} uses skeleton {expected.describe()}: "
-            f"{_DIFFERENCES[differs]}; {fix}",
+            f"{_DIFFERENCES[differs]}{detail}; {fix}",
             **fields,
         )
+
+
+def first_difference(expected: tuple[str, ...], found: tuple[str, ...]) -> tuple[int, str | None, str | None]:
+    """(position, the found name, the expected name) of the first place two name lists differ (None past an end)."""
+    i = next((i for i, (a, b) in enumerate(zip(found, expected)) if a != b), min(len(found), len(expected)))
+    return i, found[i] if i < len(found) else None, expected[i] if i < len(expected) else None
+
+
+def spelling(name: str) -> str:
+    """A keypoint name without case, spaces, hyphens, underscores and dots: ``Right-ankle``, ``right ankle`` and
+    ``right_ankle`` are one spelling."""
+    return re.sub(r"[\s_.\-]+", "", name).lower()
 
 
 def difference(expected: Skeleton, found: Skeleton | KeypointSet, need: Need) -> Difference | None:
@@ -134,3 +167,33 @@ def annotation_keypoints(keypoints: list, skeleton: Skeleton, *, where: str, fix
     found = KeypointSet(num_dataset_keypoints=len(keypoints) // 3)
     return mismatch(skeleton, found, where=where, need="keypoints", fix=fix, expected_by=expected_by,
                     key="keypoints", **fields)  # fmt: skip
+
+
+def file_keypoint_names(skeleton: Skeleton, names: object, *, where: str, match: NameMatch, fix: str,
+                        expected_by: str, **fields) -> SkeletonMismatch | None:  # fmt: skip
+    """The mismatch of the keypoint names an annotation file's category lists (``names``: its 'keypoints' entry, or
+    None) with ``skeleton``'s dataset keypoints, compared as ``match`` says (module docstring), or None when they fit.
+
+    No names (None, an empty list): accepted, with one log line saying the order is taken on trust. More names than the
+    skeleton's keypoints (Human-Art lists 21 for annotations of 17): the first ones are compared, the rest are logged
+    as unused (each annotation's keypoint count is checked on its own, ``annotation_keypoints``)."""
+    expected = skeleton.dataset_keypoints
+    if not isinstance(names, list) or not names:
+        log.info("%s lists no keypoint names: its keypoints are taken to be skeleton '%s''s %d in order (%s), on trust",
+                 where, skeleton.name, len(expected), ", ".join(expected))
+        return None
+    listed = tuple(str(n) for n in names)
+    found = listed[: len(expected)] if len(listed) > len(expected) else listed
+    same = {"exact": lambda a, b: a == b, "spelling": lambda a, b: spelling(a) == spelling(b),
+            "position": lambda a, b: True}[match]  # fmt: skip
+    if len(found) != len(expected) or not all(same(a, b) for a, b in zip(found, expected)):
+        return SkeletonMismatch(skeleton, KeypointSet(dataset_keypoints=listed), where, "keypoints", fix, expected_by,
+                                key="categories", **fields)  # fmt: skip
+    if len(listed) > len(expected):
+        log.info("%s lists %d keypoint names, its annotations are read as the first %d (skeleton '%s'); not read: %s",
+                 where, len(listed), len(expected), skeleton.name, ", ".join(listed[len(expected):]))
+    renamed = [f"{a} = {b}" for a, b in zip(found, expected) if a != b]
+    if renamed:
+        log.info("%s names %d keypoints otherwise than skeleton '%s' (keypoint_names=%s): %s", where, len(renamed),
+                 skeleton.name, match, "; ".join(renamed))
+    return None

@@ -1,24 +1,28 @@
 """COCO person-keypoint annotations: loading with clear errors, per-image grouping, masks and main persons.
 
-JSON is parsed as data (``json.load``), never evaluated. Every problem with the file is a ``UserError`` naming
-the file, the image or annotation and the field.
+One reader for the converter and the evaluator (``load_coco_keypoints``), so that both accept, fill and refuse the
+same files. JSON is parsed as data (``json.load``), never evaluated. Every problem with the file is a
+``UserError`` naming the file, the image or annotation and the field.
 
 What is legal COCO and kept: images without people, keypoints outside their image (negative or past the
 border; augmentation can bring them into the crop), zero-area boxes (the person is kept for the masks and as
-an "other person", but cannot be a main person: its box gives no scale). Also read: files without ``area`` and
-``segmentation`` (CrowdPose publishes neither): the box then stands for the person's region and 0.53 x its area for
-the area, the stand-in CrowdPose's evaluation uses (``with_region_stand_ins``); and a keypoint category whose id
-is not COCO's 1 (``keypoint_category``). What is corrupt and refused: invalid
-JSON, duplicate image or annotation ids, a keypoint list that is not D x [x, y, v] finite numbers with v in
-{0, 1, 2} (D: the skeleton's dataset keypoints, COCO's 17), a box with a negative or non-finite size, an
-annotation of an image that is not listed. With
-``skip_bad`` the images of corrupt annotations are skipped and listed instead (annotations of unlisted images
-are dropped and listed); the file-level problems stay errors.
+an "other person", but cannot be a main person: its box gives no scale), a keypoint category whose id is not COCO's
+1 (``keypoint_category``). Optional, and filled the same way wherever a file is read (``with_defaults``;
+docs/design.md#optional-fields): ``iscrowd`` (0), ``num_keypoints`` (the keypoints with v > 0), ``keypoints`` (none
+labelled), ``area`` (0.53 x the box area, CrowdPose's stand-in) and ``segmentation`` (the box as a polygon), and an
+image's ``width`` / ``height`` (None here; the image file gives them when it is read). The category's keypoint names,
+where it lists them, must be the skeleton's (``config.skeleton_check.file_keypoint_names``). What is corrupt and
+refused: invalid JSON, duplicate image or annotation ids, an annotation without ``image_id`` or ``bbox``, a keypoint
+list that is not D x [x, y, v] finite numbers with v in {0, 1, 2} (D: the skeleton's dataset keypoints, COCO's 17),
+a box with a negative or non-finite size, an annotation of an image that is not listed. With ``skip_bad`` the images
+of corrupt annotations are skipped and listed instead (annotations of unlisted images are dropped and listed); the
+file-level problems stay errors.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,23 +31,60 @@ import numpy as np
 from pycocotools import mask as mask_utils
 
 from config.skeleton import Skeleton
-from config.skeleton_check import SkeletonMismatch, annotation_keypoints
+from config.skeleton_check import NameMatch, SkeletonMismatch, annotation_keypoints, file_keypoint_names
 from utils.errors import AnnotationError
 
+log = logging.getLogger(__name__)
+
 PERSON_CATEGORY = 1  # COCO's person; files with one keypoint category may give it any id (keypoint_category)
-_ANNOTATION_FIELDS = ("image_id", "bbox", "keypoints", "num_keypoints", "iscrowd")
+REQUIRED_FIELDS = ("image_id", "bbox")  # of a person annotation; everything else has a default (with_defaults)
 BOX_AREA_FACTOR = 0.53  # a person's area as a fraction of its box's, where the file gives none (CrowdPose's value)
+_IMAGE_FIELDS = ("id", "file_name", "width", "height", "crowdIndex")  # kept of each image entry
+# What with_defaults puts where an annotation has no such field, for the messages.
+FILLED_WITH = {
+    "iscrowd": "0 (not a crowd)",
+    "num_keypoints": "the number of keypoints with v > 0",
+    "keypoints": "none labelled",
+    "area": f"{BOX_AREA_FACTOR} x the box area",
+    "segmentation": "the box as a polygon",
+}
+
+
+# COCO-WholeBody's layout: COCO's 17 body keypoints in "keypoints", the other 116 in these fields, in this order
+# (the order of its 133-keypoint evaluation and of config/skeletons/coco_wholebody.yaml)
+WHOLEBODY_PARTS = ("foot_kpts", "face_kpts", "lefthand_kpts", "righthand_kpts")
+
+
+def with_parts_joined(ann: dict, num_keypoints: int) -> tuple[dict, bool]:
+    """(the annotation, whether it was changed): an annotation of COCO-WholeBody's layout whose "keypoints" and
+    parts (``WHOLEBODY_PARTS``) together hold ``num_keypoints`` keypoints gets them as one "keypoints" list, and
+    ``num_keypoints`` counted over all of them (the file's counts the body's only); anything else is left as it is."""
+    kp = ann.get("keypoints")
+    if not isinstance(kp, list) or len(kp) == 3 * num_keypoints or not all(
+            isinstance(ann.get(part), list) for part in WHOLEBODY_PARTS):  # fmt: skip
+        return ann, False
+    joined = kp + [v for part in WHOLEBODY_PARTS for v in ann[part]]
+    if len(joined) != 3 * num_keypoints:
+        return ann, False
+    count = sum(1 for v in joined[2::3] if isinstance(v, (int, float)) and v > 0)
+    return {**ann, "keypoints": joined, "num_keypoints": count}, True
 
 
 @dataclass
 class CocoKeypoints:
-    """A validated annotation file: images in file order, and the person annotations of each image."""
+    """A validated annotation file: images in file order, and the person annotations of each image (defaults
+    filled). ``filled``: how many annotations lacked each optional field (``FILLED_WITH``), ``images_without_size``
+    how many images lacked width or height; ``category``: the keypoint category's id."""
 
     path: Path
     images: list[dict]
     annotations_by_image: dict[int, list[dict]]
     bad: list[dict] = field(default_factory=list)  # with skip_bad: {"annotation_id", "image_id", "reason"}
-    stand_ins: int = 0  # annotations without 'area' or 'segmentation', given the box's (with_region_stand_ins)
+    stand_ins: int = 0  # annotations without 'area' or 'segmentation', given the box's (with_defaults)
+    filled: dict[str, int] = field(default_factory=dict)
+    images_without_size: int = 0
+    category: int = PERSON_CATEGORY
+    keypoint_names: tuple[str, ...] | None = None  # as the file's category lists them, when it does
 
     @property
     def bad_image_ids(self) -> set[int]:
@@ -55,26 +96,62 @@ def _fix_hint(path: Path) -> str:
 
 
 _SKIP_HINT = "; or pass --skip-bad to skip the images of such annotations (listed in the output file's settings)"
+_EVAL_SKIP_HINT = "; or pass --skip-bad (eval.skip_bad=true) to leave the images of such annotations out, counted"
 
 
-def load_coco_keypoints(path: str | Path, skeleton: Skeleton, skip_bad: bool = False) -> CocoKeypoints:
+def _skip_hint(purpose: str) -> str:
+    return _SKIP_HINT if "--skeleton" in purpose else _EVAL_SKIP_HINT
+
+
+def load_coco_keypoints(path: str | Path, skeleton: Skeleton, skip_bad: bool = False, names: NameMatch = "exact",
+                        purpose: str = "this conversion (--skeleton)") -> CocoKeypoints:  # fmt: skip
     """Load and validate a COCO-format person keypoints JSON file whose annotations hold ``skeleton``'s dataset
-    keypoints.
+    keypoints, with every optional field filled (``with_defaults``).
 
-    ``skip_bad``: an annotation with bad values does not stop the load; it is listed in ``bad`` and its image
-    should be skipped (``bad_image_ids``), since a person missing from an image would teach wrong negatives.
+    ``skip_bad``: an annotation with bad values does not stop the load; it is listed in ``bad`` (with a warning) and
+    its image should be skipped (``bad_image_ids``), since a person missing from an image would teach wrong
+    negatives. ``names``: how the category's keypoint names are compared with the skeleton's
+    (``config.skeleton_check.NameMatch``). ``purpose``: who reads the file, for the messages.
     """
     path = Path(path)
     data = _read_annotation_json(path)
     images = _validated_images(data["images"], path)
     image_ids = {img["id"] for img in images}
     category = keypoint_category(data, skeleton, path)
-    by_image, bad = _person_annotations_by_image(data["annotations"], image_ids, path, skip_bad, skeleton, category)
-    stand_ins = 0
-    for anns in by_image.values():
-        stand_ins += sum("area" not in a or "segmentation" not in a for a in anns)
-        anns[:] = [with_region_stand_ins(a) for a in anns]
-    return CocoKeypoints(path, images, by_image, bad, stand_ins)
+    listed = next((c.get("keypoints") for c in data.get("categories") or []
+                   if isinstance(c, dict) and c.get("id") == category), None)  # fmt: skip
+    by_image, bad, filled = _person_annotations_by_image(data["annotations"], image_ids, path, skip_bad, skeleton,
+                                                         category, purpose)  # fmt: skip
+    joined = filled.pop("parts_joined")
+    if joined:
+        log.info("annotation file %s: %d annotations in COCO-WholeBody's layout, their %s joined after 'keypoints'",
+                 path, joined, ", ".join(WHOLEBODY_PARTS))  # fmt: skip
+        if isinstance(listed, list) and tuple(listed) == skeleton.dataset_keypoints[: len(listed)]:
+            listed = list(skeleton.dataset_keypoints)  # the category names the body's keypoints only
+    # after the annotations: a file of another keypoint count is told as such, naming an annotation
+    mismatch = file_keypoint_names(skeleton, listed, where=f"annotation file {path}", match=names,
+                                   expected_by=purpose, fix=_names_fix(purpose), file=path)  # fmt: skip
+    if mismatch is not None:
+        raise mismatch
+    for b in bad:
+        log.warning("skipping image id %s: annotation id %s %s", b["image_id"], b["annotation_id"], b["reason"])
+    for key, n in filled.items():
+        if n and key != "stand_ins":
+            log.info("annotation file %s: %d annotations without '%s': taken as %s", path, n, key, FILLED_WITH[key])
+    unsized = sum(img["width"] is None for img in images)
+    if unsized:
+        log.info("annotation file %s: %d images without 'width' or 'height': read from the image files", path, unsized)
+    return CocoKeypoints(path, images, by_image, bad, filled.pop("stand_ins"), filled, unsized, category,
+                         tuple(listed) if isinstance(listed, list) and listed else None)  # fmt: skip
+
+
+def _names_fix(purpose: str) -> str:
+    def option(value: str) -> str:
+        return f"--keypoint-names {value}" + ("" if "--skeleton" in purpose else f" (eval.keypoint_names={value})")
+
+    return (f"give the skeleton of this dataset's keypoints (a file in config/skeletons/ or your own); if the names "
+            f"differ only in spelling (Right-ankle for right_ankle) pass {option('spelling')}, if they are other names "
+            f"for the same keypoints in the same order, {option('position')}")  # fmt: skip
 
 
 def keypoint_category(data: dict, skeleton: Skeleton, path: Path | str) -> int:
@@ -97,17 +174,25 @@ def keypoint_category(data: dict, skeleton: Skeleton, path: Path | str) -> int:
     )
 
 
-def with_region_stand_ins(ann: dict) -> dict:
-    """The annotation with an 'area' and a 'segmentation' where it has none: 0.53 x the box area (CrowdPose's
-    evaluation uses the same), and the box as a polygon (its region in the masks; an RLE for a crowd would need
-    the image size, so a crowd gets the polygon too)."""
-    if "area" in ann and "segmentation" in ann:
-        return ann
+def with_defaults(ann: dict, num_keypoints: int) -> tuple[dict, list[str]]:
+    """(the annotation with every optional field it lacks filled, the fields filled): ``iscrowd`` 0,
+    ``keypoints`` none labelled (``num_keypoints`` x [0, 0, 0]), ``num_keypoints`` the keypoints with v > 0,
+    ``area`` 0.53 x the box area (CrowdPose's evaluation uses the same stand-in for the OKS scale) and
+    ``segmentation`` the box as a polygon (its region in the masks; an RLE for a crowd would need the image size, so
+    a crowd gets the polygon too). ``ann`` must have a valid 'bbox'; it is not changed."""
+    missing = [k for k in FILLED_WITH if k not in ann]
+    if not missing:
+        return ann, missing
     x, y, w, h = ann["bbox"]
     filled = dict(ann)
+    filled.setdefault("iscrowd", 0)
+    filled.setdefault("keypoints", [0] * (3 * num_keypoints))
+    if "num_keypoints" not in filled:
+        kp = filled["keypoints"]
+        filled["num_keypoints"] = sum(1 for v in kp[2::3] if v > 0) if isinstance(kp, list) else 0
     filled.setdefault("area", h * w * BOX_AREA_FACTOR)
     filled.setdefault("segmentation", [[x, y, x + w, y, x + w, y + h, x, y + h]])
-    return filled
+    return filled, missing
 
 
 def load_image_info(path: str | Path) -> list[dict]:
@@ -143,35 +228,43 @@ def _read_annotation_json(path: Path, need_annotations: bool = True) -> dict:
 
 
 def _validated_images(entries: list, path: Path) -> list[dict]:
-    """The 'images' entries in file order, reduced to id, file_name, width, height; any bad entry is an error."""
+    """The 'images' entries in file order, reduced to id, file_name, width, height (None when not given) and
+    crowdIndex (when given); any bad entry is an error."""
     images = []
     seen: set[int] = set()
     for i, img in enumerate(entries):
         where = f"annotation file {path}, images[{i}]"
         if not isinstance(img, dict):
             raise AnnotationError(f"{where} is not an object; {_fix_hint(path)}", file=path, key="images")
-        for key in ("id", "file_name", "width", "height"):
+        for key in ("id", "file_name"):
             if key not in img:
-                raise AnnotationError(f"{where} has no '{key}' field; {_fix_hint(path)}", file=path, key=key)
-        if not isinstance(img["id"], int) or not isinstance(img["file_name"], str):
+                raise AnnotationError(f"{where} has no '{key}' field, which every image needs; add it to the file",
+                                      file=path, key=key)  # fmt: skip
+        if not isinstance(img["id"], int) or isinstance(img["id"], bool) or not isinstance(img["file_name"], str):
             raise AnnotationError(f"{where}: 'id' must be an integer and 'file_name' a string; {_fix_hint(path)}",
                                   file=path, key="id")  # fmt: skip
-        if not all(isinstance(img[k], int) and img[k] > 0 for k in ("width", "height")):
+        sized = "width" in img and "height" in img
+        if sized and not all(isinstance(img[k], int) and not isinstance(img[k], bool) and img[k] > 0
+                             for k in ("width", "height")):  # fmt: skip
             raise AnnotationError(f"{where}: 'width' and 'height' must be positive integers; {_fix_hint(path)}",
                                   file=path, key="width", image_id=img["id"])  # fmt: skip
         if img["id"] in seen:
             raise AnnotationError(f"{where}: image id {img['id']} appears twice; {_fix_hint(path)}", file=path,
                                   key="id", image_id=img["id"])  # fmt: skip
         seen.add(img["id"])
-        images.append({k: img[k] for k in ("id", "file_name", "width", "height")})
+        kept = {k: img[k] for k in _IMAGE_FIELDS if k in img}
+        if not sized:
+            kept["width"] = kept["height"] = None
+        images.append(kept)
     return images
 
 
 def _person_annotations_by_image(
-    entries: list, image_ids: set[int], path: Path, skip_bad: bool, skeleton: Skeleton, category: int
-) -> tuple[dict[int, list[dict]], list[dict]]:
-    """The person annotations (of the keypoint category ``category``) grouped by image id, in file order, and (with
-    ``skip_bad``) the bad ones.
+    entries: list, image_ids: set[int], path: Path, skip_bad: bool, skeleton: Skeleton, category: int, purpose: str
+) -> tuple[dict[int, list[dict]], list[dict], dict[str, int]]:
+    """The person annotations (of the keypoint category ``category``, defaults filled) grouped by image id, in file
+    order, (with ``skip_bad``) the bad ones, and how many lacked each optional field ("stand_ins": area or
+    segmentation).
 
     Annotations of other categories are ignored. A duplicate annotation id is always an error; an annotation
     with bad values is an error unless ``skip_bad``, then it is listed as {"annotation_id", "image_id", "reason"}.
@@ -179,6 +272,7 @@ def _person_annotations_by_image(
     by_image: dict[int, list[dict]] = {}
     bad: list[dict] = []
     ann_ids: dict[int, int] = {}
+    filled = dict.fromkeys((*FILLED_WITH, "stand_ins", "parts_joined"), 0)
     for i, ann in enumerate(entries):
         if isinstance(ann, dict) and ann.get("category_id", category) != category:
             continue
@@ -186,7 +280,7 @@ def _person_annotations_by_image(
         if not isinstance(ann, dict):
             raise AnnotationError(f"{where} is not an object; {_fix_hint(path)}", file=path, key="annotations")
         ann_id = ann.get("id")
-        where += f" (id {ann_id if ann_id is not None else '?'})"
+        where += f" (annotation id {ann_id if ann_id is not None else '?'})"
         if isinstance(ann_id, int) and ann_id in ann_ids:
             raise AnnotationError(
                 f"{where}: annotation id {ann_id} appears twice (also annotations[{ann_ids[ann_id]}]); the file "
@@ -195,8 +289,14 @@ def _person_annotations_by_image(
             )
         if isinstance(ann_id, int):
             ann_ids[ann_id] = i
-        problem = _annotation_problem(ann, image_ids, skeleton, where, path)
+        ann, was_joined = with_parts_joined(ann, skeleton.num_dataset_keypoints)
+        filled["parts_joined"] += was_joined
+        problem = _annotation_problem(ann, image_ids, skeleton, where, path, purpose)
         if problem is None:
+            ann, missing = with_defaults(ann, skeleton.num_dataset_keypoints)
+            for key in missing:
+                filled[key] += 1
+            filled["stand_ins"] += "area" in missing or "segmentation" in missing
             by_image.setdefault(ann["image_id"], []).append(ann)
         elif skip_bad:
             reason = str(problem) if isinstance(problem, SkeletonMismatch) else problem[1]
@@ -204,28 +304,60 @@ def _person_annotations_by_image(
         elif isinstance(problem, SkeletonMismatch):
             raise problem
         else:
-            raise AnnotationError(f"{where}: {problem[1]}; {_fix_hint(path)}{_SKIP_HINT}", file=path, key=problem[0],
+            hint = _fix_hint(path) if problem[0] not in REQUIRED_FIELDS or "has no" not in problem[1] else (
+                f"every person annotation needs {' and '.join(REQUIRED_FIELDS)} (the other fields may be missing: "
+                "docs/design.md#optional-fields); add it to the file")  # fmt: skip
+            raise AnnotationError(f"{where}: {problem[1]}; {hint}{_skip_hint(purpose)}", file=path, key=problem[0],
                                   annotation_id=ann_id, image_id=ann.get("image_id"))  # fmt: skip
-    return by_image, bad
+    return by_image, bad, filled
 
 
-def _annotation_problem(ann: dict, image_ids: set[int], skeleton: Skeleton, where: str,
-                        path: Path) -> tuple[str, str] | SkeletonMismatch | None:  # fmt: skip
+def _annotation_problem(ann: dict, image_ids: set[int], skeleton: Skeleton, where: str, path: Path,
+                        purpose: str) -> tuple[str, str] | SkeletonMismatch | None:  # fmt: skip
     """What is wrong with one person annotation: (the field, what), a ``SkeletonMismatch`` when its keypoints are
-    another skeleton's (``where`` names it in ``path``), or None."""
-    for key in _ANNOTATION_FIELDS:
+    another skeleton's (``where`` names it in ``path``), or None. Missing optional fields are not wrong."""
+    for key in REQUIRED_FIELDS:
         if key not in ann:
             return key, f"has no '{key}' field"
     if ann["image_id"] not in image_ids:
         return "image_id", f"refers to image_id {ann['image_id']}, which is not in 'images'"
-    kp = ann["keypoints"]
-    d = skeleton.num_dataset_keypoints
+    bbox = ann["bbox"]
+    if not isinstance(bbox, list) or len(bbox) != 4 or not all(_is_number(v) for v in bbox):
+        return "bbox", f"'bbox' must be 4 finite numbers [x, y, w, h], got {bbox!r}"
+    if bbox[2] < 0 or bbox[3] < 0:
+        return "bbox", f"'bbox' {bbox} has a negative width or height"
+    if "keypoints" in ann:
+        problem = _keypoints_problem(ann["keypoints"], skeleton, where, path, purpose)
+        if problem is not None:
+            return problem
+    if "area" in ann and not _is_number(ann["area"]):
+        return "area", f"'area' must be a number, got {ann['area']!r}"
+    if "num_keypoints" in ann and (not isinstance(ann["num_keypoints"], int) or isinstance(ann["num_keypoints"], bool)):
+        return "num_keypoints", f"'num_keypoints' must be an integer, got {ann['num_keypoints']!r}"
+    if ann.get("iscrowd", 0) not in (0, 1):
+        return "iscrowd", f"'iscrowd' must be 0 or 1, got {ann['iscrowd']!r}"
+    if "segmentation" not in ann:
+        return None
+    seg = ann["segmentation"]
+    if ann.get("iscrowd", 0):
+        ok = isinstance(seg, dict) and "counts" in seg and "size" in seg
+    else:
+        ok = isinstance(seg, list) and all(isinstance(p, list) and all(_is_number(v) for v in p) for p in seg)
+        ok = ok or (isinstance(seg, dict) and "counts" in seg and "size" in seg)
+    return None if ok else ("segmentation", "'segmentation' must be polygons, or an RLE for a crowd")
+
+
+def _keypoints_problem(kp, skeleton: Skeleton, where: str, path: Path,
+                       purpose: str) -> tuple[str, str] | SkeletonMismatch | None:  # fmt: skip
+    """What is wrong with an annotation's 'keypoints' (as ``_annotation_problem``), or None."""
     if isinstance(kp, list):
-        other = annotation_keypoints(kp, skeleton, where=where, expected_by="this conversion (--skeleton)",
-                                     fix="if the dataset has another keypoint set, convert it with its skeleton "
-                                     f"(--skeleton NAME or FILE){_SKIP_HINT}", file=path)  # fmt: skip
+        fix = ("if the dataset has another keypoint set, convert it with its skeleton (--skeleton NAME or FILE)"
+               if "--skeleton" in purpose else "evaluate with the skeleton of this dataset (data.skeleton=NAME or "
+               "FILE; a checkpoint carries its own)") + _skip_hint(purpose)  # fmt: skip
+        other = annotation_keypoints(kp, skeleton, where=where, expected_by=purpose, fix=fix, file=path)
         if other is not None:
             return other
+    d = skeleton.num_dataset_keypoints
     if not isinstance(kp, list) or len(kp) != 3 * d:
         n = len(kp) if isinstance(kp, list) else type(kp).__name__
         what = f"{3 * d} numbers ({d} x [x, y, v], skeleton '{skeleton.name}')"
@@ -235,22 +367,7 @@ def _annotation_problem(ann: dict, image_ids: set[int], skeleton: Skeleton, wher
         return "keypoints", f"'keypoints'[{j}] (keypoint {j // 3}, {'xyv'[j % 3]}) is {kp[j]!r}, not a finite number"
     if any(v not in (0, 1, 2) for v in kp[2::3]):
         return "keypoints", f"'keypoints' visibility flags must be 0, 1 or 2, got {sorted(set(kp[2::3]) - {0, 1, 2})}"
-    bbox = ann["bbox"]
-    if not isinstance(bbox, list) or len(bbox) != 4 or not all(_is_number(v) for v in bbox):
-        return "bbox", f"'bbox' must be 4 finite numbers [x, y, w, h], got {bbox!r}"
-    if bbox[2] < 0 or bbox[3] < 0:
-        return "bbox", f"'bbox' {bbox} has a negative width or height"
-    if not _is_number(ann.get("area", 0)) or not isinstance(ann["num_keypoints"], int) or ann["iscrowd"] not in (0, 1):
-        return "area", "'area' must be a number, 'num_keypoints' an integer, 'iscrowd' 0 or 1"
-    if "segmentation" not in ann:
-        return None
-    seg = ann["segmentation"]
-    if ann["iscrowd"]:
-        ok = isinstance(seg, dict) and "counts" in seg and "size" in seg
-    else:
-        ok = isinstance(seg, list) and all(isinstance(p, list) and all(_is_number(v) for v in p) for p in seg)
-        ok = ok or (isinstance(seg, dict) and "counts" in seg and "size" in seg)
-    return None if ok else ("segmentation", "'segmentation' must be polygons, or an RLE for a crowd")
+    return None
 
 
 def _is_number(v) -> bool:

@@ -1,4 +1,4 @@
-"""Convert COCO person keypoints (JSON + JPEG folder) into one HDF5 training file, streaming.
+"""Convert COCO person keypoints (JSON + image folder) into one HDF5 training file, streaming.
 
     python -m data.coco_to_hdf5 --images coco/train2017 \\
         --annotations coco/annotations/person_keypoints_train2017.json --out coco_train512.h5 [--input-size 512] \\
@@ -9,7 +9,8 @@ adds val2017 from its 101st image on (the paper's training set; evaluating on va
 ``--skip-bad`` skips, with a warning, missing or corrupt images and the images of corrupt annotations (listed in
 the settings' ``skipped``); ``--main-person-bbox-bug`` reproduces the original's main-person spacing bug (the
 spacing between main persons used the image's last annotation's box); ``--skeleton NAME|FILE`` (default coco: a
-name in config/skeletons/ or a skeleton YAML file) says which keypoints every annotation holds, in which order.
+name in config/skeletons/ or a skeleton YAML file) says which keypoints every annotation holds, in which order;
+``--keypoint-names exact|spelling|position`` how the file's own keypoint names are compared with the skeleton's.
 
 Only images with at least one main person (``data.coco_annotations.main_person_indices``) are stored; each main
 person is one sample. Left out and counted (``counts``, and the summary line): images without a main person
@@ -17,7 +18,8 @@ person is one sample. Left out and counted (``counts``, and the summary line): i
 refused, even with ``--skip-bad``: invalid JSON, duplicate image or annotation ids, an image ``file_name`` that
 leads outside ``--images`` (``..``, an absolute path, a symlink to elsewhere). All image paths are checked, and
 all missing files listed, before anything is converted.
-Images are kept as their ORIGINAL JPEG bytes (no re-encoding), checked to decode at the size the JSON states.
+Images (any format OpenCV reads, data/image_files.py) are kept as their ORIGINAL bytes (no re-encoding), checked to
+decode completely at the size the JSON states (or, when it states none, at the size their pixels have).
 Bounding boxes are stored raw, so nothing depends on the input size; the size given with ``--input-size`` is
 recorded, and the dataset refuses the file for another size so that a preset and its data file cannot be mixed
 up silently; the same holds for the skeleton (its definition is stored). The file's layout (datasets, mask
@@ -27,19 +29,17 @@ coding, settings) is described and written by ``data.h5_format``.
 from __future__ import annotations
 
 import argparse
-import io
 import logging
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import cv2
 import h5py
 import numpy as np
-from PIL import Image
 from tqdm import tqdm
 
 from config.skeleton import Skeleton, load_skeleton
+from config.skeleton_check import NAME_MATCHES, NameMatch
 from data.coco_annotations import (
     CocoKeypoints,
     has_empty_box,
@@ -48,58 +48,14 @@ from data.coco_annotations import (
     main_person_indices,
 )
 from data.h5_format import H5_FORMAT_VERSION, H5Writer, RowBuffer, encode_mask_runs, mask_code
-from utils.errors import AnnotationError, UserError, cli_main
+from data.image_files import MAX_SKIPPED_SHARE, BadImages, image_path, missing_files, read_checked
+from utils.errors import UserError, cli_main
 from utils.io import atomic_path
-from utils.safe_paths import safe_image_path
 
 log = logging.getLogger(__name__)
 
 VAL_HOLDOUT = 100  # paper split: the first 100 val2017 images stay out of training (the original validated on them)
 _FLUSH_EVERY = 64  # images buffered before appending to the file
-
-
-def _truncated(data: bytes) -> bool:
-    """Full decode with Pillow, which (unlike OpenCV) fails on a truncated JPEG; only for files whose tail has
-    no end-of-image marker (OpenCV fills the missing part silently)."""
-    try:
-        with Image.open(io.BytesIO(data)) as im:
-            im.load()
-    except (OSError, SyntaxError):
-        return True
-    return False
-
-
-def check_jpeg(data: bytes, width: int, height: int, path: Path) -> str | None:
-    """Return None if ``data`` is a complete JPEG that decodes at width x height, else the reason."""
-    if len(data) < 4 or data[:2] != b"\xff\xd8":
-        return "not a JPEG file"
-    if b"\xff\xd9" not in data[-4096:] and _truncated(data):
-        return "truncated or corrupt JPEG (it does not decode to its end)"
-    img = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_REDUCED_GRAYSCALE_8 | cv2.IMREAD_IGNORE_ORIENTATION)
-    if img is None:
-        return "the JPEG does not decode"
-    expected = (-(-height // 8), -(-width // 8))
-    if img.shape[:2] != expected:
-        return f"decoded size does not match the annotation's {width}x{height}"
-    return None
-
-
-def _image_path(images_dir: Path, img: dict, annotations: Path) -> Path:
-    if "\x00" in img["file_name"]:
-        raise AnnotationError(
-            f"annotation file {annotations}: image file_name {img['file_name']!r} (image id {img['id']}) contains "
-            "a NUL byte; fix the file_name",
-            file=annotations, key="file_name", image_id=img["id"],
-        )
-    path = safe_image_path(images_dir, img["file_name"])
-    if path is None:
-        raise AnnotationError(
-            f"annotation file {annotations}: image file_name {img['file_name']!r} (image id {img['id']}) leads "
-            f"outside the image folder {images_dir} (through '..', an absolute path or a symlink); such files are "
-            "never read: fix the file_name, or copy the image into the folder",
-            file=annotations, key="file_name", image_id=img["id"],
-        )
-    return path
 
 
 @dataclass
@@ -119,21 +75,22 @@ class _Planned:
     anns: list[dict]
     mains: list[int]
     path: Path
+    source: int  # index into the sources
 
 
-def _plan(
-    sources: list[tuple[Source, CocoKeypoints]], skip_bad: bool, bbox_bug: bool, counts: dict, skipped: list[dict]
-) -> list[_Planned]:
-    """Choose the images to convert and check their paths, so that bad paths fail before any work is done."""
-    planned, missing = [], []
-    for source, coco in sources:
-        for b in coco.bad:
-            skipped.append({"file": str(coco.path), "reason": f"annotation id {b['annotation_id']} of image id "
-                            f"{b['image_id']}: {b['reason']}"})  # fmt: skip
-            _warn(f"skipping image id {b['image_id']}: annotation id {b['annotation_id']} {b['reason']}")
+def _plan(sources: list[tuple[Source, CocoKeypoints]], bad_images: list[BadImages], bbox_bug: bool, counts: dict,
+          skipped: list[dict]) -> list[_Planned]:  # fmt: skip
+    """Choose the images to convert and check their paths, so that bad paths fail before any work is done: every
+    missing file is listed (without --skip-bad), or (with it) too many missing files stop the conversion at once."""
+    planned: list[_Planned] = []
+    for k, ((source, coco), bad) in enumerate(zip(sources, bad_images)):
+        for b in coco.bad:  # already logged by load_coco_keypoints
+            skipped.append({"file": str(coco.path), "image_id": b["image_id"], "reason": f"annotation id "
+                            f"{b['annotation_id']} of image id {b['image_id']}: {b['reason']}"})  # fmt: skip
         todo = coco.images[source.start :]
         counts["images_in_annotations"] += len(todo)
         bad_ids = coco.bad_image_ids
+        mine = []
         for img in todo:
             anns = coco.annotations_by_image.get(img["id"], [])
             labelled = [a for a in anns if not a["iscrowd"] and a["num_keypoints"] > 0]
@@ -144,17 +101,20 @@ def _plan(
             if not mains:
                 counts["images_without_main_person"] += 1
                 continue
-            path = _image_path(source.images, img, coco.path)
-            if not skip_bad and not path.is_file():
-                missing.append(path)
-            planned.append(_Planned(img, anns, mains, path))
-    if missing:
-        listed = "\n  ".join(map(str, missing[:10])) + ("\n  ..." if len(missing) > 10 else "")
-        raise UserError(
-            f"{len(missing)} of {len(planned)} images are missing:\n  {listed}\ncheck that --images points at the "
-            "right folder, or pass --skip-bad to skip missing images",
-            file=missing[0],
-        )
+            mine.append(_Planned(img, anns, mains, image_path(source.images, img, coco.path), k))
+        missing = missing_files([p.path for p in mine])
+        if missing and not bad.skip_bad:
+            listed = "\n  ".join(map(str, missing[:10])) + ("\n  ..." if len(missing) > 10 else "")
+            raise UserError(
+                f"{len(missing)} of {len(mine)} images are missing:\n  {listed}\ncheck that --images "
+                f"({source.images}) is the folder of {coco.path}'s images, or pass --skip-bad to skip missing images",
+                file=missing[0],
+            )
+        if len(missing) > MAX_SKIPPED_SHARE * len(mine):
+            for path in missing:
+                bad.skipped.append({"file": str(path), "image_id": None, "reason": "missing"})
+            bad.check_share(len(mine))
+        planned += mine
     return planned
 
 
@@ -167,35 +127,43 @@ def convert(
     main_person_bbox_bug: bool = False,
     progress: bool = True,
     skeleton: str | Skeleton = "coco",
+    keypoint_names: NameMatch = "exact",
 ) -> dict:
     """Build the HDF5 file at ``out`` (atomically) and return its settings dict. ``skeleton``: the keypoint set of
-    the annotations (a ``Skeleton``, or a name in config/skeletons/ or a YAML path)."""
+    the annotations (a ``Skeleton``, or a name in config/skeletons/ or a YAML path); ``keypoint_names``: how the
+    file's keypoint names are compared with the skeleton's (``config.skeleton_check.NameMatch``)."""
     out = Path(out)
     skeleton_file = skeleton.reference() if isinstance(skeleton, Skeleton) else str(skeleton)
     skeleton = skeleton if isinstance(skeleton, Skeleton) else load_skeleton(skeleton)
     for s in sources:
         if not s.images.is_dir():
-            raise UserError(f"image folder {s.images} not found; pass the folder holding the JPEG files (--images)",
+            raise UserError(f"image folder {s.images} not found; pass the folder holding the image files (--images)",
                             file=s.images)  # fmt: skip
-    loaded = [(s, load_coco_keypoints(s.annotations, skeleton, skip_bad)) for s in sources]
+    loaded = [(s, load_coco_keypoints(s.annotations, skeleton, skip_bad, keypoint_names)) for s in sources]
     skipped: list[dict] = []
     counts = {"images_in_annotations": 0, "images": 0, "people": 0, "samples": 0, "images_without_main_person": 0,
-              "people_with_empty_box": 0, "people_with_box_as_region": sum(c.stand_ins for _, c in loaded)}  # fmt: skip
-    planned = _plan(loaded, skip_bad, main_person_bbox_bug, counts, skipped)
+              "people_with_empty_box": 0, "people_with_box_as_region": sum(c.stand_ins for _, c in loaded),
+              "images_without_size": sum(c.images_without_size for _, c in loaded)}  # fmt: skip
+    bad_images = [BadImages(s.images, skip_bad) for s in sources]
+    planned = _plan(loaded, bad_images, main_person_bbox_bug, counts, skipped)
     with atomic_path(out) as tmp, h5py.File(tmp, "w") as f:
         writer = H5Writer(f, skeleton.num_dataset_keypoints)
         cols = RowBuffer()
         for p in tqdm(planned, desc=f"converting to {out.name}", unit="img", disable=not progress):
-            data = _read_image(p.path, p.img, skip_bad, skipped)
-            if data is None:
+            data, size, problem = read_checked(p.path, p.img)
+            if problem is not None:
+                bad_images[p.source].report(p.path, p.img["id"], problem)
                 continue
-            _add_image(cols, p.img, p.anns, p.mains, data, skeleton.num_dataset_keypoints)
+            _add_image(cols, {**p.img, "width": size[0], "height": size[1]}, p.anns, p.mains, data,
+                       skeleton.num_dataset_keypoints)  # fmt: skip
             counts["images"] += 1
             counts["people"] += len(p.anns)
             counts["samples"] += len(p.mains)
             if len(cols) >= _FLUSH_EVERY:
                 writer.flush(cols)
                 cols = RowBuffer()
+        for k, bad in enumerate(bad_images):
+            bad.check_share(sum(p.source == k for p in planned))
         writer.flush(cols)
         settings = {
             "format_version": H5_FORMAT_VERSION,
@@ -205,38 +173,15 @@ def convert(
             "images": [str(s.images) for s in sources],
             "first_image": [s.start for s in sources],
             "counts": counts,
-            "skipped": skipped,
+            "skipped": skipped + [s for bad in bad_images for s in bad.skipped],
+            "filled": {k: sum(c.filled.get(k, 0) for _, c in loaded) for k in loaded[0][1].filled},
+            "keypoint_names": {"match": keypoint_names, "files": [list(c.keypoint_names or []) for _, c in loaded]},
             "main_person_bbox_bug": main_person_bbox_bug,
             "skeleton": skeleton.to_dict(),
             "skeleton_file": skeleton_file,
         }
         writer.finish(settings)
     return settings
-
-
-def _warn(text: str) -> None:
-    log.warning(text)
-
-
-def _read_image(path: Path, img: dict, skip_bad: bool, skipped: list[dict]) -> bytes | None:
-    try:
-        data = path.read_bytes()
-        reason = check_jpeg(data, img["width"], img["height"], path)
-    except FileNotFoundError:
-        reason = "missing"
-    except OSError as e:
-        reason = f"unreadable ({e.strerror})"
-    if reason is None:
-        return data
-    hint = "replace the file (re-download it) or pass --skip-bad to skip such images"
-    if reason == "missing":
-        hint = "check that --images points at the right folder, or pass --skip-bad to skip missing images"
-    if not skip_bad:
-        raise AnnotationError(f"image {path} (image id {img['id']}): {reason}; {hint}", file=path,
-                              image_id=img["id"])  # fmt: skip
-    skipped.append({"file": str(path), "reason": reason})
-    _warn(f"skipping image {path}: {reason}")
-    return None
 
 
 def _add_image(
@@ -268,7 +213,9 @@ def _add_image(
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m data.coco_to_hdf5", description=__doc__.split("\n\n")[0])
-    p.add_argument("--images", required=True, type=Path, help="folder of the JPEG files (e.g. coco/train2017)")
+    p.add_argument("--images", required=True, type=Path,
+                   help="folder of the image files (e.g. coco/train2017; JPEG, PNG, BMP, WebP: any format OpenCV "
+                   "reads)")  # fmt: skip
     p.add_argument("--annotations", required=True, type=Path, help="COCO person_keypoints_*.json")
     p.add_argument("--out", required=True, type=Path, help="HDF5 file to write")
     p.add_argument("--input-size", type=int, default=512, help="network input size the file is meant for")
@@ -286,8 +233,10 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="skip, with a warning, missing or corrupt images and the images of corrupt annotations (wrong "
         "keypoint count, NaN, negative box size, unknown image id); all are listed in the settings' 'skipped'. "
-        "Always left out and counted, with or without it: images without a main person; people with a zero-area "
-        "box are never main persons. Always refused: invalid JSON, duplicate ids, file names outside --images",
+        f"More than {MAX_SKIPPED_SHARE:.0%}% of the images skipped stops the conversion all the same (a wrong "
+        "--images folder). Always left out and counted, with or without it: images without a main person; people "
+        "with a zero-area box are never main persons. Always refused: invalid JSON, duplicate ids, file names "
+        "outside --images",
     )
     p.add_argument(
         "--main-person-bbox-bug",
@@ -299,6 +248,15 @@ def build_parser() -> argparse.ArgumentParser:
         default="coco",
         help="the keypoint set of the annotations: a name in config/skeletons/ (coco) or a skeleton YAML file; "
         "train with the same data.skeleton",
+    )
+    p.add_argument(
+        "--keypoint-names",
+        choices=NAME_MATCHES,
+        default="exact",
+        help="how the keypoint names the file's category lists are compared with the skeleton's (same order "
+        "always): exact; spelling (case, spaces, hyphens, underscores and dots ignored: Right-ankle = right_ankle); "
+        "position (not compared: other names for the same keypoints, on your word). A file listing no names is "
+        "read in the skeleton's order, with a note",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
@@ -333,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         sources.append(Source(args.val_images, args.val_annotations, start=VAL_HOLDOUT))
     settings = convert(
         sources, args.out, args.input_size, args.split, args.skip_bad, args.main_person_bbox_bug, not args.no_progress,
-        args.skeleton,
+        args.skeleton, args.keypoint_names,
     )
     c = settings["counts"]
     print(

@@ -290,7 +290,7 @@ class SimplePoseDataset(torch.utils.data.Dataset):
         return decode_mask_runs(_LUT_BOTH[values], lengths, h, w, rows).view(np.uint8).reshape(n, w, 2)
 
     def decode_image(self, image: int, matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Decode the JPEG (BGRA, see ``data.jpeg``), at a reduced size when the affine shrinks it enough;
+        """Decode the stored image (BGRA, see ``data.jpeg``), at a reduced size when the affine shrinks it enough;
         returns it and the matrix adjusted to the decoded pixels (reduced pixel u covers original pixels
         r*u .. r*u + r - 1)."""
         data = self.read_jpeg(image)
@@ -301,7 +301,7 @@ class SimplePoseDataset(torch.utils.data.Dataset):
                 factor *= 2
         img = decode_bgra(data, factor)
         if img is None:
-            raise DataFileError(f"{self.path}: the JPEG bytes of image {self.image_id[image]} do not decode (corrupt "
+            raise DataFileError(f"{self.path}: the stored bytes of image {self.image_id[image]} do not decode (corrupt "
                                 "file)", file=self.path, key="images/jpeg")  # fmt: skip
         if factor == 1:
             return img, matrix

@@ -8,7 +8,7 @@ Layout (``H5_FORMAT_VERSION`` 1). ``N`` images, ``P`` person annotations (crowds
                                skeleton_file (the --skeleton name or path)
     images/id                  (N,)   int64    COCO image id
     images/height, width       (N,)   int32    pixels
-    images/jpeg                (sum,) uint8    concatenated original JPEG files
+    images/jpeg                (sum,) uint8    concatenated original image files (any format OpenCV reads, as given)
     images/jpeg_offsets        (N+1,) int64    image i is jpeg[jpeg_offsets[i]:jpeg_offsets[i+1]]
     images/mask_values         (R,)   uint8    run-length encoded mask code, row-major, all images concatenated:
     images/mask_lengths        (R,)   uint32   run values and lengths (decode: np.repeat(values, lengths));

@@ -24,16 +24,17 @@ import io
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-import cv2
 import numpy as np
 import torch
 from tqdm import tqdm
 
 from config.loader import add_config_arguments, load_config
-from config.schema import OUTPUT_STRIDE, Config
+from config.schema import OUTPUT_STRIDE, Config, EvalConfig, NameMatch
 from config.skeleton import Skeleton, skeleton_of
-from config.skeleton_check import annotation_keypoints
-from data.coco_annotations import PERSON_CATEGORY, keypoint_category
+from config.skeleton_check import NAME_MATCHES
+from data.coco_annotations import PERSON_CATEGORY, keypoint_category, load_coco_keypoints
+from data.image_files import BadImages, decode_image, read_checked
+from data.image_files import image_path as checked_image_path
 from evaluate.coco_results import coco_results, results_text, sort_results
 from evaluate.crowdpose_eval import crowdpose_keypoint_stats, with_box_areas
 from evaluate.decode import People
@@ -41,22 +42,32 @@ from evaluate.image_list import folder_image_list, image_info_list
 from evaluate.inference import Predictor
 from evaluate.model_loader import load_model
 from evaluate.oracle import oracle_for
+from evaluate.own_ids import empty_results, ground_truth, renumbered
 from evaluate.predictor import PoseEstimator
 from utils import distributed as dist
 from utils.errors import AnnotationError, UserError, cli_main
 from utils.io import atomic_write_text, check_writable
-from utils.safe_paths import safe_image_path
 from utils.watchdog import beat
 
 STAT_NAMES = ("AP", "AP50", "AP75", "APm", "APl", "AR", "AR50", "AR75", "ARm", "ARl")
 
 
-def load_coco(annotations: str | Path, skeleton: Skeleton | None = None):
-    """pycocotools COCO object of a person_keypoints JSON, quietly; UserError when missing or malformed, or (with
-    ``skeleton``) when a person annotation does not hold the skeleton's dataset keypoints."""
+def load_coco(annotations: str | Path, skeleton: Skeleton | None = None, skip_bad: bool = False,
+              keypoint_names: NameMatch = "exact"):  # fmt: skip
+    """pycocotools COCO of a person_keypoints JSON. With ``skeleton``: read and checked by the converter's own reader
+    (``data.coco_annotations.load_coco_keypoints``: the same errors, the same defaults for missing fields, the keypoint
+    names compared as ``keypoint_names`` says), its annotations with the evaluator's own ids (``evaluate.own_ids``);
+    ``skip_bad``: images with bad annotations are listed in ``coco.bad_image_ids`` (and left out of the evaluation)
+    instead of stopping it. Without ``skeleton``: the file as pycocotools reads it (for loading results against it);
+    UserError when missing or malformed."""
     from pycocotools.coco import COCO
 
     path = Path(annotations)
+    if skeleton is not None:
+        checked = load_coco_keypoints(path, skeleton, skip_bad, keypoint_names, purpose="this evaluation")
+        coco = ground_truth(checked)
+        coco.bad_image_ids = checked.bad_image_ids
+        return coco
     if not path.is_file():
         raise AnnotationError(f"annotation file {path} not found (expected a COCO person_keypoints_*.json)", file=path)
     try:
@@ -64,50 +75,13 @@ def load_coco(annotations: str | Path, skeleton: Skeleton | None = None):
             coco = COCO(str(path))
     except (ValueError, KeyError, TypeError, AssertionError) as e:
         raise AnnotationError(f"annotation file {path} is not a valid COCO annotation file: {e}", file=path) from None
-    if skeleton is not None:
-        check_keypoint_counts(coco, path, skeleton)
+    coco.bad_image_ids = set()
     return coco
-
-
-def check_keypoint_counts(coco, path: Path, skeleton: Skeleton) -> None:
-    """SkeletonMismatch naming the file and the first person annotation whose keypoints are another skeleton's
-    (``config.skeleton_check``); AnnotationError for a keypoint list that is no keypoints at all."""
-    category = keypoint_category(coco.dataset, skeleton, path)
-    fix = "evaluate with the skeleton of this dataset (data.skeleton=NAME or FILE; a checkpoint carries its own)"
-    for ann in coco.dataset.get("annotations", []):
-        kp = ann.get("keypoints")
-        if ann.get("category_id", category) != category or kp is None:
-            continue
-        where = f"annotation file {path}, annotation id {ann.get('id', '?')}"
-        if not isinstance(kp, list) or len(kp) % 3:
-            raise AnnotationError(f"{where}: 'keypoints' must be a list of [x, y, v] triples; fix the file", file=path,
-                                  key="keypoints", annotation_id=ann.get("id"))  # fmt: skip
-        other = annotation_keypoints(kp, skeleton, where=where, fix=fix, expected_by="this evaluation", file=path)
-        if other is not None:
-            raise other
 
 
 def image_path(images_dir: Path, file_name: str) -> Path:
     """``images_dir / file_name``, refused when the annotation's file name leads outside the folder."""
-    path = safe_image_path(Path(images_dir), file_name)
-    if path is None:
-        raise AnnotationError(f"image file_name {file_name!r} leads outside {images_dir}; fix the annotation file",
-                              key="file_name")  # fmt: skip
-    return path
-
-
-def read_image(path: Path) -> np.ndarray:
-    """BGR uint8 image in its stored pixel layout; UserError when missing or unreadable.
-
-    EXIF orientation is ignored, as in training (data/jpeg.py): COCO's keypoints refer to the stored pixels, so a
-    rotated read would put every prediction of such an image in the wrong place.
-    """
-    if not path.is_file():
-        raise UserError(f"image {path} not found (check --images / data.val_images)", file=path)
-    image = cv2.imread(str(path), cv2.IMREAD_COLOR | cv2.IMREAD_IGNORE_ORIENTATION)
-    if image is None:
-        raise UserError(f"image {path} could not be decoded (corrupt or not an image)", file=path)
-    return image
+    return checked_image_path(Path(images_dir), {"file_name": file_name}, "the annotation file")
 
 
 def coco_keypoint_stats(
@@ -116,18 +90,18 @@ def coco_keypoint_stats(
     """pycocotools keypoint evaluation restricted to ``image_ids``; (stats, printed summary).
 
     ``sigmas``: the OKS sigma of each dataset keypoint (``Skeleton.sigmas``); None: pycocotools' own, COCO's.
-    No detections at all gives zeros (pycocotools cannot load an empty result list). Annotations without an
-    'area' are scored with 0.53 x their box area (CrowdPose's stand-in).
+    Scored on a renumbered copy (``evaluate.own_ids.renumbered``), so the file's ids cannot change the figures. A
+    figure whose group has no ground truth (no medium people, say) is -1, as pycocotools gives it; no detections
+    give 0 where there is ground truth. Annotations without an 'area' are scored with 0.53 x their box area
+    (CrowdPose's stand-in; ``load_coco`` has already filled it).
     """
-    if not results:
-        return {k: 0.0 for k in STAT_NAMES}, "no detections: every AP and AR is 0\n"
     from pycocotools.cocoeval import COCOeval
 
-    coco = with_box_areas(coco)
+    gt, results, image_ids = renumbered(with_box_areas(coco), results, image_ids)
     text = io.StringIO()
     with contextlib.redirect_stdout(text):
-        detections = coco.loadRes(results)
-        ev = COCOeval(coco, detections, "keypoints")
+        detections = gt.loadRes(results) if results else empty_results(gt)
+        ev = COCOeval(gt, detections, "keypoints")
         ev.params.imgIds = list(image_ids)
         if sigmas is not None:
             ev.params.kpt_oks_sigmas = np.array(sigmas, np.float64)
@@ -136,15 +110,16 @@ def coco_keypoint_stats(
     summary = io.StringIO()
     with contextlib.redirect_stdout(summary):
         ev.summarize()
-    stats = {k: float(max(v, 0.0)) for k, v in zip(STAT_NAMES, ev.stats)}  # -1 means "no ground truth"
-    return stats, summary.getvalue()
+    stats = {k: float(v) for k, v in zip(STAT_NAMES, ev.stats)}  # -1: no ground truth in that group
+    return stats, ("no detections: every AP and AR is 0 (-1: no ground truth)\n" if not results else "") + \
+        summary.getvalue()
 
 
 def keypoint_stats(coco, results: list[dict], image_ids: list[int], skeleton: Skeleton) -> tuple[dict[str, float], str]:
     """(stats, printed table) of ``results`` as ``skeleton.evaluation`` says: COCO's keypoint figures or
-    CrowdPose's, OKS with the skeleton's sigmas."""
+    CrowdPose's, OKS with the skeleton's sigmas, on the evaluator's own ids (``evaluate.own_ids``)."""
     if skeleton.evaluation == "crowdpose":
-        return crowdpose_keypoint_stats(coco, results, image_ids, skeleton.sigmas)
+        return crowdpose_keypoint_stats(*renumbered(coco, results, image_ids), skeleton.sigmas)
     return coco_keypoint_stats(coco, results, image_ids, skeleton.sigmas)
 
 
@@ -158,17 +133,21 @@ def predict_people(
     estimator: PoseEstimator,
     progress: bool = True,
     network_for: NetworkFor | None = None,
-) -> dict[int, People]:
+) -> tuple[dict[int, People], list[dict]]:
     """Run ``estimator`` on this rank's images, up to ``eval.batch_size`` images of one size per forward.
 
     ``image_list``: {image id: {"file_name"[, "height", "width"]}} (pycocotools' ``coco.imgs`` or
     evaluate/image_list.py). ``network_for(image_ids)``: a network per image (one per batch), used instead of the
     estimator's own (the oracle's maps). Images are visited grouped by size (when the list gives sizes) so that
-    batches fill up; returns {image id: people}.
+    batches fill up. Each file is checked as the converter checks it (``data.image_files.read_checked``: missing,
+    truncated, not an image, another size than the list says; an image without a size gets its file's); a bad one
+    stops the evaluation, or with ``eval.skip_bad`` is skipped with a warning. Returns ({image id: people}, the
+    skipped images: {"file", "image_id", "reason"}).
     """
-    size = lambda i: (image_list[i].get("height", 0), image_list[i].get("width", 0))  # noqa: E731
+    size = lambda i: (image_list[i].get("height") or 0, image_list[i].get("width") or 0)  # noqa: E731
     order = sorted(image_ids, key=size)
     batch_size = 1 if network_for is not None else estimator.cfg.batch_size
+    bad = BadImages(Path(images_dir), estimator.cfg.skip_bad, option=SKIP_OPTION)
     out: dict[int, People] = {}
     pending: list[tuple[int, np.ndarray]] = []
 
@@ -182,14 +161,26 @@ def predict_people(
 
     bar = tqdm(total=len(order), desc="eval", unit="img", disable=not (progress and dist.is_main_process()))
     for image_id in order:
-        image = read_image(image_path(images_dir, image_list[image_id]["file_name"]))
+        info = image_list[image_id]
+        path = checked_image_path(images_dir, info, "the annotation file")
+        data, stored, problem = read_checked(path, info)
+        image = decode_image(data) if problem is None else None
+        if image is None:
+            bad.report(path, image_id, problem or "not an image OpenCV decodes")
+            bar.update(1)
+            continue
+        if info.get("width") is None:  # as the converter: the file gives the size the annotations do not
+            info["width"], info["height"] = stored
         if pending and (image.shape != pending[0][1].shape or len(pending) >= batch_size):
             flush()
         pending.append((image_id, image))
     if pending:
         flush()
     bar.close()
-    return out
+    return out, bad.skipped
+
+
+SKIP_OPTION = "--skip-bad (eval.skip_bad=true)"
 
 
 def evaluate_images(
@@ -199,23 +190,38 @@ def evaluate_images(
     out_json: str | Path | None = None,
     progress: bool = True,
     network_for: NetworkFor | None = None,
+    coco=None,
 ) -> tuple[dict[str, float], str]:
     """Shard, predict, gather, evaluate (OKS with the estimator's skeleton's sigmas). Returns (stats, summary text)
-    on every rank."""
+    on every rank. ``coco``: the annotations already loaded by ``load_coco`` (else read from ``annotations``). Images
+    skipped as bad (``eval.skip_bad``) are left out of the evaluation, and the summary says how many."""
     check_images_dir(images_dir)
     skeleton = estimator.skeleton
-    coco = load_coco(annotations, skeleton)
+    cfg = estimator.cfg
+    coco = coco if coco is not None else load_coco(annotations, skeleton, cfg.skip_bad, cfg.keypoint_names)
+    image_list = {i: img for i, img in coco.imgs.items() if i not in coco.bad_image_ids}
     category = keypoint_category(coco.dataset, skeleton, annotations)
-    ids, results = predict_results(images_dir, coco.imgs, estimator, out_json, progress, network_for, category)
+    ids, results = predict_results(images_dir, image_list, estimator, out_json, progress, network_for, category)
     stats, summary = None, None
     if dist.is_main_process():
         stats, summary = keypoint_stats(coco, results, ids, skeleton)
+        bad_annotations = len(coco.imgs) - len(image_list)
+        bad_files = len(_shard_ids(image_list, cfg)) - len(ids)
+        if bad_annotations or bad_files:
+            summary += (f"{bad_annotations + bad_files} images left out of the evaluation as bad ({bad_annotations} "
+                        f"for their annotations, {bad_files} for their files; eval.skip_bad, warnings above)\n")
     return dist.broadcast_object((stats, summary))
 
 
 def check_images_dir(images_dir: str | Path) -> None:
     if not Path(images_dir).is_dir():
         raise UserError(f"image folder {images_dir} not found (check --images / data.val_images)", file=images_dir)
+
+
+def _shard_ids(image_list: Mapping[int, dict], cfg: EvalConfig) -> list[int]:
+    """The images an evaluation predicts: the sorted ids, the first ``eval.max_images`` when set."""
+    ids = sorted(image_list)
+    return ids[: cfg.max_images] if cfg.max_images > 0 else ids
 
 
 def predict_results(
@@ -228,18 +234,22 @@ def predict_results(
     category_id: int = PERSON_CATEGORY,
 ) -> tuple[list[int], list[dict] | None]:
     """Predict the images of ``image_list`` (sorted ids, the first ``eval.max_images`` when set), sharded over
-    the ranks, and gather the results. Returns (the ids, the sorted results on rank 0 and None elsewhere); rank 0
-    writes them to ``out_json`` when given. ``category_id``: the annotations' keypoint category, written in each
-    result."""
-    ids = sorted(image_list)
-    if estimator.cfg.max_images > 0:
-        ids = ids[: estimator.cfg.max_images]
+    the ranks, and gather the results. Returns (the ids predicted, bad images skipped left out; the sorted results on
+    rank 0 and None elsewhere); rank 0 writes them to ``out_json`` when given. ``category_id``: the annotations'
+    keypoint category, written in each result. More than half of the images skipped as bad stops every rank."""
+    ids = _shard_ids(image_list, estimator.cfg)
     mine = [ids[i] for i in dist.shard(len(ids))]
-    people = predict_people(image_list, mine, Path(images_dir), estimator, progress, network_for)
-    gathered = dist.all_gather_object(coco_results(mine, [people[i] for i in mine], category_id))
+    people, skipped = predict_people(image_list, mine, Path(images_dir), estimator, progress, network_for)
+    done = [i for i in mine if i in people]
+    gathered = dist.all_gather_object((coco_results(done, [people[i] for i in done], category_id), skipped))
+    skipped = [s for _, part in gathered for s in part]
+    bad = BadImages(Path(images_dir), estimator.cfg.skip_bad, SKIP_OPTION, skipped)
+    bad.check_share(len(ids))
+    left = {s["image_id"] for s in skipped}
+    ids = [i for i in ids if i not in left]
     if not dist.is_main_process():
         return ids, None
-    results = sort_results(r for part in gathered for r in part)
+    results = sort_results(r for part, _ in gathered for r in part)
     if out_json:
         atomic_write_text(out_json, results_text(results))
     return ids, results
@@ -277,16 +287,17 @@ def evaluate_oracle(
     """AP of decoding the ground-truth target maps (the decoder's upper bound), for the skeleton
     ``cfg.data.skeleton`` names: the oracle of each image plugs in as the network."""
     skeleton = skeleton_of(cfg)
-    coco = load_coco(annotations, skeleton)
+    coco = load_coco(annotations, skeleton, cfg.eval.skip_bad, cfg.eval.keypoint_names)
 
     def network_for(image_ids: list[int]) -> Predictor:
         return oracle_for(coco, image_ids, cfg.targets, skeleton, OUTPUT_STRIDE)
 
     estimator = PoseEstimator(None, cfg.eval, skeleton, torch.device("cpu"))
-    return evaluate_images(images_dir, annotations, estimator, out_json, progress, network_for)
+    return evaluate_images(images_dir, annotations, estimator, out_json, progress, network_for, coco)
 
 
 def format_stats(stats: dict[str, float]) -> str:
+    """``AP 0.512  AP50 0.800 ...``; a figure whose group has no ground truth is -1.000, as pycocotools prints it."""
     return "  ".join(f"{k} {v:.3f}" for k, v in stats.items())
 
 
@@ -302,6 +313,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scales", type=float, nargs="+", help="test scales (default: eval.scales)")
     p.add_argument("--flip", action=argparse.BooleanOptionalAction, default=None, help="flip test (eval.flip)")
     p.add_argument("--out", help="results JSON to write")
+    p.add_argument("--skip-bad", action="store_true",
+                   help="leave bad images and the images of bad annotations out, with a warning each, as the "
+                   "converter's --skip-bad (eval.skip_bad=true)")  # fmt: skip
+    p.add_argument("--keypoint-names", choices=NAME_MATCHES,
+                   help="how the annotation file's keypoint names are compared with the skeleton's: exact, spelling, "
+                   "position (eval.keypoint_names; the converter's --keypoint-names)")  # fmt: skip
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ...")
     add_config_arguments(p)
     return p
@@ -314,6 +331,10 @@ def eval_option_overrides(args: argparse.Namespace) -> list[str]:
         out.append(f"eval.scales=[{','.join(map(str, args.scales))}]")
     if args.flip is not None:
         out.append(f"eval.flip={str(args.flip).lower()}")
+    if args.skip_bad:
+        out.append("eval.skip_bad=true")
+    if args.keypoint_names:
+        out.append(f"eval.keypoint_names={args.keypoint_names}")
     return out
 
 

@@ -8,7 +8,8 @@ to how the evaluation is called here (docs/design.md#crowdpose-evaluation):
 * the groups are made of the images evaluated (``eval.max_images``, a rank's share), from the ground truth in
   memory; the library reads every image of the annotation file from disk;
 * detections whose keypoints are all unfound (every v = 0) are dropped first, as xtcocotools does;
-* no detections, a group without images and files without ``crowdIndex`` give 0 and a note, not -1 or an error.
+* no detections give 0 and files without ``crowdIndex`` leave the groups out, with a note; a group without ground
+  truth is -1, as the tools give it (and as pycocotools prints COCO's), shown as '-' in the table.
 """
 
 from __future__ import annotations
@@ -62,8 +63,8 @@ def crowdpose_keypoint_stats(
 ) -> tuple[dict[str, float], str]:
     """CrowdPose's figures of ``results`` on the images ``image_ids`` of the ground truth ``coco`` (a pycocotools
     COCO); (stats, printed table). AP easy / medium / hard need every image's ``crowdIndex``; without it they are
-    left out of the stats and the table says so. A group without images or ground truth scores 0 (the tools give
-    -1), as does everything when there are no detections."""
+    left out of the stats and the table says so. A group without images or ground truth is -1, as the tools give
+    it; no detections at all score 0."""
     from faster_coco_eval import COCO
 
     results = [r for r in results if any(v > 0 for v in r["keypoints"][2::3])]  # the tools drop the others
@@ -79,7 +80,7 @@ def crowdpose_keypoint_stats(
     ev.accumulate()
     ev.summarize()
     names = STAT_NAMES if ev.groups is not None else STAT_NAMES[:6]
-    stats = {k: max(float(v), 0.0) for k, v in zip(names, ev.all_stats)}
+    stats = {k: float(v) for k, v in zip(names, ev.all_stats)}  # -1: no ground truth in that group
     return stats, _table([line for line in lines if line.startswith(" Average")], ev.groups)
 
 

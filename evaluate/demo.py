@@ -41,7 +41,8 @@ from tqdm import tqdm
 from config.loader import add_config_arguments, config_from_args, load_config, parse_overrides
 from config.schema import OUTPUT_STRIDE, TrackConfig
 from config.skeleton import skeleton_of
-from evaluate.coco_eval import load_coco, read_image
+from data.image_files import ImageFileError, read_image
+from evaluate.coco_eval import load_coco
 from evaluate.draw import Trails, draw_people, draw_tracked
 from evaluate.image_list import file_image_ids, image_files
 from evaluate.inference import Predictor
@@ -110,12 +111,21 @@ def run_images(
     fps: float = 30.0,
 ) -> tuple[list[int], list[list[Person]]]:
     """Predict (and draw into ``out_dir``) each image, tracked as frames ``1 / fps`` apart when ``tracker``; (image
-    ids, people of each image)."""
-    ids, rule = file_image_ids(paths)
-    results = []
+    ids, people of each image). A file that cannot be read or decoded is skipped with a line and counted (the others
+    go on); UserError when none could be read."""
+    all_ids, rule = file_image_ids(paths)
+    ids, results, skipped = [], [], []
+    first_error: ImageFileError | None = None
     drawing = Drawing(estimator, tracker is not None)
-    for i, path in enumerate(paths):
-        image = read_image(path)
+    for i, (path, image_id) in enumerate(zip(paths, all_ids)):
+        try:
+            image = read_image(path)
+        except ImageFileError as e:
+            first_error = first_error or e
+            skipped.append(path)
+            print(f"{path.name}: skipped, {e.reason} ({e})")
+            continue
+        ids.append(image_id)
         people = estimator.predict_batch([image], network_for(path) if network_for else None)[0]
         if tracker is not None:
             people = tracker.update(people, i / fps)
@@ -129,6 +139,12 @@ def run_images(
         print(f"{path.name}: {len(people)} people, network {t.network_s * 1000:.1f} ms, "
               f"decoding {t.decoding_s * 1000:.1f} ms")  # fmt: skip
     print(f"image ids: {rule}")
+    if skipped:
+        print(f"{len(skipped)} of {len(paths)} files skipped as unreadable: {', '.join(p.name for p in skipped[:5])}"
+              f"{' ...' if len(skipped) > 5 else ''}")  # fmt: skip
+        if not results:
+            raise UserError(f"none of the {len(paths)} image files could be read; the first: {first_error}",
+                            file=skipped[0])  # fmt: skip
     return ids, results
 
 
@@ -183,7 +199,8 @@ def open_writer(path: Path, fps: float, size_hw: tuple[int, int], target: Path) 
 def ground_truth_networks(annotations: str, estimator: PoseEstimator, targets) -> NetworkFor:
     """The oracle of an image file (by its name in the annotations) or of a video's frame (the image whose id is the
     frame index)."""
-    coco = load_coco(annotations, estimator.skeleton)
+    cfg = estimator.cfg
+    coco = load_coco(annotations, estimator.skeleton, cfg.skip_bad, cfg.keypoint_names)
     by_name = {info["file_name"]: image_id for image_id, info in coco.imgs.items()}
 
     def network_for(key: Path | int) -> Predictor:

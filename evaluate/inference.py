@@ -180,8 +180,7 @@ def resize_to_grid(
         hwc = np.ascontiguousarray(hwc)
         if (fy, fx) != (1.0, 1.0):
             if (round(hc * fy), round(wc * fx)) != (hc, wc):
-                resized = cv2.resize(hwc, None, fx=fx, fy=fy, interpolation=cv2.INTER_CUBIC)
-                hwc = resized.reshape(*resized.shape[:2], hwc.shape[2])  # OpenCV drops the axis of one channel
+                hwc = cubic_resize_channels(hwc, fx, fy)
             else:  # OpenCV ignores the factors and copies when the rounded size is unchanged
                 hwc = _cubic_resample(_cubic_resample(hwc, 0, fy, gh), 1, fx, gw)
         out.append(hwc[:gh, :gw])
@@ -209,6 +208,22 @@ def cubic_weights(t: np.ndarray, a: float = -0.75) -> list[np.ndarray]:
     """Bicubic convolution weights (OpenCV's a = -0.75) of the 4 taps at offsets -1, 0, 1, 2 from floor."""
     d = [1 + t, t, 1 - t, 2 - t]
     return [np.where(x <= 1, ((a + 2) * x - (a + 3)) * x * x + 1, ((a * x - 5 * a) * x + 8 * a) * x - 4 * a) for x in d]
+
+
+CV_MAX_RESIZE_CHANNELS = 128  # cv2.resize refuses arrays of more channels
+
+
+def cubic_resize_channels(hwc: np.ndarray, fx: float, fy: float) -> np.ndarray:
+    """``cv2.resize`` (bicubic, by the factors) of an (h, w, C) array of any number of channels: OpenCV takes at
+    most 128 at once, so wider maps (whole-body skeletons: ~280) are resized in slices of 128 channels, each
+    with the same kernel (channels are independent); the cost stays linear in C."""
+    c = hwc.shape[2]
+    if c <= CV_MAX_RESIZE_CHANNELS:
+        resized = cv2.resize(hwc, None, fx=fx, fy=fy, interpolation=cv2.INTER_CUBIC)
+        return resized.reshape(*resized.shape[:2], c)  # OpenCV drops the axis of one channel
+    parts = [cubic_resize_channels(np.ascontiguousarray(hwc[:, :, i : i + CV_MAX_RESIZE_CHANNELS]), fx, fy)
+             for i in range(0, c, CV_MAX_RESIZE_CHANNELS)]  # fmt: skip
+    return np.concatenate(parts, axis=2)
 
 
 def _cubic_resample(a: np.ndarray, axis: int, factor: float, size: int) -> np.ndarray:

@@ -12,8 +12,9 @@ import numpy as np
 import torch
 
 from config.schema import Config
+from data.image_files import read_image
 from engine.checkpoint import Checkpoint
-from evaluate.coco_eval import image_path, load_coco, read_image
+from evaluate.coco_eval import image_path, load_coco
 from evaluate.draw import draw_people
 from evaluate.predictor import PoseEstimator
 from models import build_model

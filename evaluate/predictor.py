@@ -158,6 +158,8 @@ class PoseEstimator:
         """The people of one image (an array), or of each image of a list (``predict_batch``)."""
         if isinstance(images, np.ndarray):
             return self.predict_batch([images])[0]
+        if not isinstance(images, (list, tuple)):
+            check_image(images, 0)  # None (cv2.imread of a missing file), a path, a PIL image...: named
         return self.predict_batch(images)
 
     def video(
@@ -224,9 +226,15 @@ def check_image(image: Any, index: int) -> None:
     """UserError unless ``image`` is a BGR uint8 array (H, W, 3) of at least one pixel."""
     ok = isinstance(image, np.ndarray) and image.dtype == np.uint8 and image.ndim == 3 and image.shape[2] == 3
     if not ok or min(image.shape[:2]) < 1:
-        what = f"{image.dtype} array of shape {image.shape}" if isinstance(image, np.ndarray) else type(image).__name__
+        if image is None:
+            what = ("None, not an image (cv2.imread returns None for a file it cannot read: check the path, or read "
+                    "files with data.image_files.read_image, which names the problem)")  # fmt: skip
+        elif isinstance(image, np.ndarray):
+            what = f"a {image.dtype} array of shape {image.shape}"
+        else:
+            what = f"a {type(image).__name__}"
         raise UserError(
-            f"image {index} is a {what}; give BGR uint8 arrays (H, W, 3), as cv2.imread returns "
+            f"image {index} is {what}; give BGR uint8 arrays (H, W, 3), as cv2.imread returns "
             "(several images: a list of them)",
             key="image", sample=index,
         )

@@ -182,3 +182,43 @@ def assert_the_loss_fell(records: list[dict]) -> None:
     first = next(r["loss"] for r in records if r["kind"] == "train")
     last_epoch = [r["train_loss"] for r in records if r["kind"] == "epoch"][-1]
     assert last_epoch < 0.75 * first, f"loss went from {first:.3f} (first step) to {last_epoch:.3f} (last epoch)"
+
+
+def imperfect_results(data: dict, seed: int = 0) -> list[dict]:
+    """Detections of the labelled people with keypoint noise (a few % of the person's size), random scores, some
+    people missed and some false detections: figures well inside (0, 1), sensitive to any matching error."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for ann in data["annotations"]:
+        if ann.get("iscrowd") or ann.get("num_keypoints", 0) == 0 or rng.random() < 0.15:
+            continue
+        kp = np.array(ann["keypoints"], np.float64).reshape(-1, 3)
+        size = max(ann["bbox"][2], ann["bbox"][3])
+        kp[:, :2] += rng.normal(0, rng.uniform(0.002, 0.03) * size, (len(kp), 2))
+        kp[:, 2] = 1
+        out.append({"image_id": ann["image_id"], "category_id": ann["category_id"], "score": float(rng.random()),
+                    "keypoints": kp.reshape(-1).round(2).tolist()})  # fmt: skip
+        if rng.random() < 0.2:  # a false detection beside it
+            kp[:, :2] += size * 0.6
+            out.append({**out[-1], "score": float(rng.random()), "keypoints": kp.reshape(-1).round(2).tolist()})
+    return out
+
+
+def pycocotools_stats(data: dict, results: list[dict], sigmas) -> list[float]:
+    """pycocotools' own ten keypoint figures of ``results`` on the annotation file ``data`` as it is (its ids too)."""
+    import contextlib
+    import io
+
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        gt = COCO()
+        gt.dataset = data
+        gt.createIndex()
+        ev = COCOeval(gt, gt.loadRes(results), "keypoints")
+        ev.params.kpt_oks_sigmas = np.array(sigmas)
+        ev.evaluate()
+        ev.accumulate()
+        ev.summarize()
+    return [float(v) for v in ev.stats]

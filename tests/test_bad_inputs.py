@@ -31,6 +31,23 @@ TESTED_ELSEWHERE = {
     "jpeg_truncated": "test_data_convert.py::test_missing_and_corrupt_images",
     "h5_other_input_size": "test_engine.py::test_bad_inputs_give_clear_errors",
     "ckpt_truncated": "test_engine.py::test_bad_inputs_give_clear_errors, test_model_weights.py",
+    "annotation_ids_from_zero": "test_eval_ids.py (the figures themselves, COCO and CrowdPose)",
+    "keypoint_names_other": "test_keypoint_names.py::test_other_names_are_refused_naming_both_lists_and_the_first_"
+    "difference",
+    "keypoint_names_spelling": "test_keypoint_names.py::test_names_differing_only_in_spelling_need_the_switch",
+    "keypoint_names_absent": "test_keypoint_names.py::test_a_file_without_names_is_taken_on_trust_with_one_line",
+    "oracle_133_keypoints": "test_wholebody.py::test_oracle_ap_of_a_133_keypoint_skeleton_on_the_cpu",
+    "png_images": "test_image_formats.py::test_a_png_dataset_trains",
+    "other_image_formats": "test_image_formats.py::test_every_format_opencv_reads_converts_keeping_the_original_bytes",
+    "jpeg_exif_rotated": "test_image_formats.py::test_exif_orientation_is_ignored_everywhere_the_same",
+    "jpeg_exif_rotated_eval": "test_image_formats.py::test_exif_orientation_is_ignored_everywhere_the_same",
+    "optional_fields_missing": "test_optional_fields.py",
+    "optional_fields_missing_eval": "test_optional_fields.py",
+    "skip_bad_wrong_folder": "test_bad_input_agreement.py::test_skip_bad_with_the_wrong_folder_stops_naming_it",
+    "skip_bad_wrong_folder_eval": "test_bad_input_agreement.py::test_skip_bad_with_the_wrong_folder_stops_naming_it",
+    "jpeg_truncated_eval": "test_bad_input_agreement.py::test_the_same_checks_give_the_same_counted_warnings",
+    "jpeg_missing_skip_bad_eval": "test_bad_input_agreement.py::test_the_same_checks_give_the_same_counted_warnings",
+    "demo_unreadable_file": "test_bad_input_agreement.py::test_the_demo_counts_and_skips_an_unreadable_file",
 }
 # evaluate --ckpt refuses these before any work, so calling its main() in this process is cheap.
 IN_PROCESS = ("ckpt_nan_weights", "ckpt_invalid_config")

@@ -116,10 +116,11 @@ def test_a_detection_without_any_found_keypoint_is_dropped_as_the_tools_do():
 
 def test_the_groups_are_made_of_the_images_evaluated():
     """Evaluating images 1 and 2 only (eval.max_images, a rank's share): easy is image 1, medium image 2 alone (its
-    detection matches at the 5 thresholds up to its OKS 0.72: half the precision array), hard has no image."""
+    detection matches at the 5 thresholds up to its OKS 0.72: half the precision array), hard has no image (-1, as
+    the tools give it)."""
     coco, results = _hand_made_case()
     stats, table = crowdpose_keypoint_stats(coco, results, [1, 2], CROWDPOSE.sigmas)
-    assert (stats["AP_easy"], stats["AP_medium"], stats["AP_hard"]) == (1.0, 0.5, 0.0)
+    assert (stats["AP_easy"], stats["AP_medium"], stats["AP_hard"]) == (1.0, 0.5, -1.0)
     assert "type=medium | maxDets= 20 ] = 0.500  (1 images)" in table and "(0 images)" in table
 
 

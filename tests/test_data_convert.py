@@ -15,6 +15,7 @@ from pycocotools.coco import COCO
 
 from data.coco_to_hdf5 import Source, convert
 from data.h5_format import MASK_IGNORE_BIT, MASK_PERSON_BIT, decode_mask_runs
+from data.image_files import ImageFileError
 from utils.errors import AnnotationError, UserError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -136,9 +137,9 @@ def assert_clean_failure(proc):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and proc.stderr.count("error: ") == 1, proc.stderr
 
 
-def refused(annotations, images, out):
-    """The AnnotationError of converting ``annotations``; ``out`` not written."""
-    with pytest.raises(AnnotationError) as e:
+def refused(annotations, images, out, error=AnnotationError):
+    """The error (``error``) of converting ``annotations``; ``out`` not written."""
+    with pytest.raises(error) as e:
         convert([Source(images, annotations)], out, progress=False)
     assert not out.exists() and not list(out.parent.glob(f".{out.name}.*"))
     return e.value
@@ -180,18 +181,31 @@ def test_missing_and_corrupt_images(tmp_path, small_set):
     jpeg = images / truncated
     jpeg.write_bytes(jpeg.read_bytes()[: jpeg.stat().st_size // 3])  # truncated download
     shutil.copy(images / kept, images / missing)  # present again, wrong size
-    e = refused(path, images, out)
+    e = refused(path, images, out, ImageFileError)
     missing_id = next(img["id"] for img in data["images"] if img["file_name"] == missing)
     assert (e.file, e.image_id) == (str(images / missing), missing_id)
+    assert "not the annotation's" in e.reason
     (images / missing).unlink()
 
+    # --skip-bad skipping 2 of 3 images: more than half, so the conversion stops all the same, naming the folder
+    proc, out = run_convert(tmp_path, path, images, "--skip-bad")
+    assert_clean_failure(proc)
+    assert "2 of 3 images were skipped" in proc.stderr and f"--images ({images})" in proc.stderr, proc.stderr
+    assert not out.exists()
+    kept_image = next(img for img in data["images"] if img["file_name"] == kept)
+    copy_id = max(img["id"] for img in data["images"]) + 1
+    data["images"].append({**kept_image, "id": copy_id, "file_name": "copy.jpg"})  # a 4th image: 2 of 4 skipped
+    data["annotations"] += [{**a, "id": 10**9 + i, "image_id": copy_id} for i, a in enumerate(data["annotations"])
+                            if a["image_id"] == kept_image["id"]]  # fmt: skip
+    shutil.copy(images / kept, images / "copy.jpg")
+    write_json(path, data)
     proc, out = run_convert(tmp_path, path, images, "--skip-bad")
     assert proc.returncode == 0, proc.stderr
     assert missing in proc.stderr and truncated in proc.stderr and "truncated" in proc.stderr
     assert "2 images skipped" in proc.stdout
     with h5py.File(out) as f:
         settings = json.loads(f.attrs["settings"])
-        assert list(f["images/id"][:]) == [data["images"][0]["id"]]
+        assert sorted(f["images/id"][:]) == [kept_image["id"], copy_id]
     assert len(settings["skipped"]) == 2
 
 

@@ -46,7 +46,7 @@ def test_exif_orientation_is_ignored(sample_jpegs):
 
 
 def test_exif_orientation_is_ignored_in_evaluation(sample_jpegs, tmp_path):
-    from evaluate.coco_eval import read_image
+    from data.image_files import read_image
 
     path = tmp_path / "tagged.jpg"
     path.write_bytes(with_exif_orientation(sample_jpegs[0], 6))

@@ -110,7 +110,7 @@ def test_an_annotation_of_another_keypoint_count_names_the_file_and_the_annotati
     m = e.value
     assert (m.file, m.key, m.differs, m.found.num_dataset_keypoints, m.expected.name) == (
         str(annotations), "keypoints", "keypoint count", 17, "chain")  # fmt: skip
-    assert f"(id {first})" in m.where and "--skeleton" in m.fix
+    assert f"(annotation id {first})" in m.where and "--skeleton" in m.fix
     cmd = [sys.executable, "-m", "data.coco_to_hdf5", "--images", str(images), "--annotations", str(annotations),
            "--out", str(tmp_path / "out.h5"), "--skeleton", str(skeleton)]  # fmt: skip
     proc = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)

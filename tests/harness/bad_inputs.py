@@ -132,6 +132,29 @@ class _Corpus:
             Checkpoint(model.state_dict(), to_dict(cfg), load_skeleton("coco"), state).save(self._ckpt[stacks])
         return self._ckpt[stacks]
 
+    def oracle_case(self, name, what, expected, data, images=None, extra=(), names=()) -> Case:
+        """``python -m evaluate.coco_eval --from-ground-truth`` (the oracle: no network) of ``data``."""
+        d = self.case_dir(name)
+        ann = d / "annotations.json"
+        ann.write_text(json.dumps(data))
+        out = d / "results.json"
+        argv = [sys.executable, "-m", "evaluate.coco_eval", "--from-ground-truth"]
+        argv += ["--images", str(images or self.images), "--annotations", str(ann), "--out", str(out)]
+        argv += ["eval.scales=[1.0]", "eval.flip=false", *extra]
+        return Case(name, what, argv, expected, [out], names, d)
+
+    def reencoded(self, name: str, encode: Callable[[Path], tuple[str, bytes]]) -> tuple[dict, Path]:
+        """(the base annotations, a folder) with every base image re-written by ``encode`` (path -> (suffix, bytes))
+        and its file_name changed to match."""
+        folder = self.out / f"{name}_images"
+        folder.mkdir(parents=True, exist_ok=True)
+        data = copy.deepcopy(self.base)
+        for img in data["images"]:
+            suffix, encoded = encode(self.images / img["file_name"])
+            img["file_name"] = Path(img["file_name"]).stem + suffix
+            (folder / img["file_name"]).write_bytes(encoded)
+        return data, folder
+
     def eval_case(self, name, what, expected, ckpt: Path, names=()) -> Case:
         d = self.case_dir(name)
         ann = d / "annotations.json"
@@ -492,6 +515,224 @@ def _ckpt_invalid_config(c: _Corpus, name: str) -> Case:
     ckpt = _edited_checkpoint(c, name, lambda ckpt: ckpt.config["eval"].update(scales="large"))
     names = (ckpt.name, "eval.scales")
     return c.eval_case(name, "a checkpoint whose saved config is invalid", "clean_error", ckpt, names=names)
+
+
+# ---- issue 21: files of other projects (ids, names, formats, optional fields), converter and evaluator alike
+
+
+def _renumbered_from_zero(data: dict) -> dict:
+    for i, ann in enumerate(data["annotations"]):
+        ann["id"] = i
+    return data
+
+
+@_case
+def _annotation_ids_from_zero(c: _Corpus, name: str) -> Case:
+    data = c.edited(_renumbered_from_zero)
+    return c.oracle_case(name, "annotation ids from 0 (pycocotools' 'unmatched'), evaluated", "accepted", data)
+
+
+def _named(names: list[str]) -> Callable[[dict], object]:
+    def edit(data):
+        data["categories"][0]["keypoints"] = names
+
+    return edit
+
+
+_COCO_NAMES = list(load_skeleton("coco").dataset_keypoints)
+_POSETRACK_NAMES = ["nose", "head_bottom", "head_top", *_COCO_NAMES[3:]]
+
+
+@_case
+def _keypoint_names_other(c: _Corpus, name: str) -> Case:
+    data = c.edited(_named(_POSETRACK_NAMES))
+    return c.convert_case(name, "17 keypoints of other names (head top, bottom)", "clean_error", data,
+                          names=("head_bottom", "left_eye", "first difference"))  # fmt: skip
+
+
+@_case
+def _keypoint_names_other_eval(c: _Corpus, name: str) -> Case:
+    data = c.edited(_named(_POSETRACK_NAMES))
+    return c.oracle_case(name, "17 keypoints of other names, evaluated", "clean_error", data,
+                         names=("head_bottom", "left_eye"))  # fmt: skip
+
+
+@_case
+def _keypoint_names_spelling(c: _Corpus, name: str) -> Case:
+    data = c.edited(_named([n.replace("_", "-").title() for n in _COCO_NAMES]))
+    return c.convert_case(name, "names differing in spelling, --keypoint-names spelling", "accepted", data,
+                          extra=["--keypoint-names", "spelling"])  # fmt: skip
+
+
+@_case
+def _keypoint_names_absent(c: _Corpus, name: str) -> Case:
+    data = c.edited(lambda d: d["categories"][0].pop("keypoints", None))
+    return c.convert_case(name, "a category without keypoint names (order on trust)", "accepted", data)
+
+
+@_case
+def _oracle_133_keypoints(c: _Corpus, name: str) -> Case:
+    from data.synthetic import generate
+
+    d = c.out / f"{name}_set"
+    generate(d, num_images=2, seed=3, val_fraction=0, skeleton=load_skeleton("coco_wholebody"))
+    data = json.loads((d / "annotations" / "person_keypoints_train.json").read_text())
+    return c.oracle_case(name, "a 133-keypoint skeleton (291 channels) evaluated on the CPU", "accepted", data,
+                         images=d / "images", extra=["data.skeleton=coco_wholebody"])  # fmt: skip
+
+
+def _png(path: Path) -> tuple[str, bytes]:
+    import cv2
+
+    return ".png", cv2.imencode(".png", cv2.imread(str(path)))[1].tobytes()
+
+
+def _other_formats(path: Path) -> tuple[str, bytes]:
+    """Each image in another format, by its name: 16-bit PNG, progressive JPEG, CMYK JPEG, WebP, BMP."""
+    import io
+
+    import cv2
+    import numpy as np
+    from PIL import Image
+
+    picture = cv2.imread(str(path))
+    kind = sum(path.name.encode()) % 5
+    if kind == 0:
+        return ".png", cv2.imencode(".png", picture.astype(np.uint16) * 257)[1].tobytes()
+    if kind == 1:
+        return ".jpg", cv2.imencode(".jpg", picture, [cv2.IMWRITE_JPEG_PROGRESSIVE, 1])[1].tobytes()
+    if kind == 2:
+        buffer = io.BytesIO()
+        Image.fromarray(picture[:, :, ::-1]).convert("CMYK").save(buffer, "JPEG")
+        return ".jpg", buffer.getvalue()
+    return (".webp", ".bmp")[kind - 3], cv2.imencode((".webp", ".bmp")[kind - 3], picture)[1].tobytes()
+
+
+@_case
+def _png_images(c: _Corpus, name: str) -> Case:
+    data, images = c.reencoded(name, _png)
+    return c.convert_case(name, "PNG images", "accepted", data, images=images)
+
+
+@_case
+def _other_image_formats(c: _Corpus, name: str) -> Case:
+    data, images = c.reencoded(name, _other_formats)
+    return c.convert_case(name, "16-bit PNG, progressive or CMYK JPEG, WebP, BMP", "accepted", data, images=images)
+
+
+def _with_exif_rotation(path: Path) -> tuple[str, bytes]:
+    import struct
+
+    jpeg = path.read_bytes()
+    ifd = struct.pack(">H", 1) + struct.pack(">HHIHH", 0x0112, 3, 1, 6, 0) + struct.pack(">I", 0)
+    payload = b"Exif\0\0" + b"MM\0\x2a" + struct.pack(">I", 8) + ifd
+    return ".jpg", jpeg[:2] + b"\xff\xe1" + struct.pack(">H", len(payload) + 2) + payload + jpeg[2:]
+
+
+@_case
+def _jpeg_exif_rotated(c: _Corpus, name: str) -> Case:
+    data, images = c.reencoded(name, _with_exif_rotation)
+    return c.convert_case(name, "JPEGs tagged EXIF orientation 6 (stored pixels kept)", "accepted", data,
+                          images=images)  # fmt: skip
+
+
+@_case
+def _jpeg_exif_rotated_eval(c: _Corpus, name: str) -> Case:
+    data, images = c.reencoded(name, _with_exif_rotation)
+    return c.oracle_case(name, "JPEGs tagged EXIF orientation 6, evaluated", "accepted", data, images=images)
+
+
+def _without_optional_fields(data: dict) -> dict:
+    for img in data["images"]:
+        img.pop("width"), img.pop("height")
+    for ann in data["annotations"]:
+        for key in ("area", "segmentation", "num_keypoints"):
+            ann.pop(key, None)
+        if not ann["iscrowd"]:
+            del ann["iscrowd"]
+    return data
+
+
+@_case
+def _no_iscrowd(c: _Corpus, name: str) -> Case:
+    data = c.edited(lambda d: [a.pop("iscrowd") for a in d["annotations"] if not a["iscrowd"]])
+    return c.oracle_case(name, "annotations without iscrowd, evaluated", "accepted", data)
+
+
+@_case
+def _optional_fields_missing(c: _Corpus, name: str) -> Case:
+    data = c.edited(_without_optional_fields)
+    return c.convert_case(name, "no iscrowd, area, segmentation, num_keypoints, image sizes", "accepted", data)
+
+
+@_case
+def _optional_fields_missing_eval(c: _Corpus, name: str) -> Case:
+    data = c.edited(_without_optional_fields)
+    return c.oracle_case(name, "no iscrowd, area, segmentation, num_keypoints, image sizes, evaluated", "accepted",
+                         data)  # fmt: skip
+
+
+def _empty_folder(c: _Corpus, name: str) -> Path:
+    folder = c.out / f"{name}_images"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@_case
+def _skip_bad_wrong_folder(c: _Corpus, name: str) -> Case:
+    folder = _empty_folder(c, name)
+    return c.convert_case(name, "--skip-bad with a wrong --images folder", "clean_error", c.base, images=folder,
+                          extra=["--skip-bad"], names=(f"--images ({folder})",))  # fmt: skip
+
+
+@_case
+def _skip_bad_wrong_folder_eval(c: _Corpus, name: str) -> Case:
+    folder = _empty_folder(c, name)
+    return c.oracle_case(name, "--skip-bad with a wrong --images folder, evaluated", "clean_error", c.base,
+                         images=folder, extra=["--skip-bad"], names=(f"--images ({folder})",))  # fmt: skip
+
+
+@_case
+def _annotation_of_missing_image_eval(c: _Corpus, name: str) -> Case:
+    data = c.edited(lambda d: d["annotations"][0].update(image_id=999999999))
+    return c.oracle_case(name, "an annotation of an unlisted image, evaluated", "clean_error", data,
+                         names=("999999999",))  # fmt: skip
+
+
+def _damaged_images(c: _Corpus, name: str, damage) -> Path:
+    images = c.image_folder(c.out / f"{name}_images")
+    damage(images / c.base_images[1])
+    return images
+
+
+def _cut(p: Path) -> None:
+    p.write_bytes(p.read_bytes()[: p.stat().st_size // 3])
+
+
+@_case
+def _jpeg_truncated_eval(c: _Corpus, name: str) -> Case:
+    images = _damaged_images(c, name, _cut)
+    return c.oracle_case(name, "a JPEG cut short, evaluated", "clean_error", c.base, images=images,
+                         names=(c.base_images[1], "truncated"))  # fmt: skip
+
+
+@_case
+def _jpeg_missing_skip_bad_eval(c: _Corpus, name: str) -> Case:
+    images = _damaged_images(c, name, Path.unlink)
+    return c.oracle_case(name, "a missing JPEG, --skip-bad, evaluated", "counted_skip", c.base, images=images,
+                         extra=["--skip-bad"])  # fmt: skip
+
+
+@_case
+def _demo_unreadable_file(c: _Corpus, name: str) -> Case:
+    d = c.case_dir(name)
+    images = c.image_folder(d / "images")
+    (images / "broken.jpg").write_bytes(b"\xff\xd8 not a JPEG")
+    out = d / "demo.json"
+    argv = [sys.executable, "-m", "evaluate.demo", "--ckpt", str(c.checkpoint()), "--input", str(images), "--json",
+            str(out), "--device", "cpu", "eval.scales=[1.0]", "eval.flip=false"]  # fmt: skip
+    return Case(name, "an undecodable file in a demo folder (skipped, the rest goes on)", argv, "counted_skip", [out],
+                ("broken.jpg",), d)  # fmt: skip
 
 
 CASE_NAMES: tuple[str, ...] = tuple(_BUILDERS)

@@ -1,0 +1,213 @@
+"""Image files as every part of the project reads them: the converter, the dataset, the evaluator, the demo and the
+Python API follow one rule (docs/design.md#image-files-formats-and-orientation).
+
+* **Formats**: anything OpenCV decodes (JPEG, progressive or CMYK included, PNG of 8 or 16 bits, BMP, WebP, TIFF,
+  ...). Every image becomes 8-bit BGR as OpenCV's ``IMREAD_COLOR`` makes it: greyscale is repeated over the three
+  channels, alpha is dropped, 16 bits are scaled to 8.
+* **Orientation**: the pixels as stored; an EXIF orientation tag is ignored (``cv2.IMREAD_IGNORE_ORIENTATION``).
+  COCO-format annotations give coordinates in the stored pixels, so a reader that turned the picture upright would
+  move every person away from its keypoints (``cv2.imread`` does turn it: read images with ``read_image``).
+
+    image = read_image("photo.jpg")       # (H, W, 3) uint8 BGR as stored; ImageFileError naming the file otherwise
+
+The checks of an image file against its annotation (``inspect_image``: missing, not an image, truncated, another
+size) are the converter's and the evaluator's alike, and so is what they do with a bad one (``BadImages``): stop
+with the file named, or, with ``--skip-bad``, skip it with a warning and count it, and stop all the same when more
+than ``MAX_SKIPPED_SHARE`` of the images were skipped (a wrong ``--images`` folder, not bad files).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import cv2
+import numpy as np
+from PIL import Image
+
+from utils.errors import AnnotationError, UserError
+from utils.safe_paths import safe_image_path
+
+log = logging.getLogger(__name__)
+
+IMREAD_FLAGS = cv2.IMREAD_COLOR | cv2.IMREAD_IGNORE_ORIENTATION  # the rule: 8-bit BGR, as stored
+MAX_SKIPPED_SHARE = 0.5  # with --skip-bad: more images than this share skipped stops the command
+_JPEG_START, _JPEG_END = b"\xff\xd8", b"\xff\xd9"
+
+
+class ImageFileError(UserError):
+    """An image file that cannot be used: ``file`` the path, ``reason`` what is wrong with it (``missing``, ``not an
+    image``, ...); ``image_id`` the annotation file's image, when known."""
+
+    def __init__(self, message: str, *, file: str | Path, reason: str, image_id: int | None = None) -> None:
+        super().__init__(message, file=file, key="file_name")
+        self.reason = reason
+        self.image_id = image_id
+
+
+def decode_image(data: bytes | np.ndarray) -> np.ndarray | None:
+    """The (H, W, 3) uint8 BGR pixels of an encoded image by the rule above, or None when OpenCV cannot decode it."""
+    buffer = np.frombuffer(data, np.uint8) if isinstance(data, bytes) else data
+    with _quiet_opencv():
+        return cv2.imdecode(buffer, IMREAD_FLAGS) if buffer.size else None
+
+
+def read_image(path: str | Path) -> np.ndarray:
+    """The (H, W, 3) uint8 BGR pixels of an image file, as stored (EXIF orientation ignored: the pixels the
+    annotations refer to). ``ImageFileError`` naming the file when it is missing or not a decodable image."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ImageFileError(f"image {path} not found", file=path, reason="missing") from None
+    except OSError as e:
+        raise ImageFileError(f"image {path} cannot be read ({e.strerror})", file=path, reason="unreadable") from None
+    image = decode_image(data)
+    if image is None:
+        raise ImageFileError(f"image {path} could not be decoded (corrupt, or not an image OpenCV reads)", file=path,
+                             reason="not an image")  # fmt: skip
+    return image
+
+
+def is_jpeg(data: bytes | np.ndarray) -> bool:
+    return bytes(data[:2]) == _JPEG_START
+
+
+def stored_size(data: bytes | np.ndarray) -> tuple[int, int] | None:
+    """(width, height) of the stored pixels of encoded image bytes (EXIF orientation ignored), or None when they do not
+    decode. A JPEG is decoded at 1/8 of its size (its DCT scaling), anything else in full."""
+    buffer = np.frombuffer(data, np.uint8)
+    with _quiet_opencv():
+        if is_jpeg(data):
+            small = cv2.imdecode(buffer, cv2.IMREAD_REDUCED_GRAYSCALE_8 | cv2.IMREAD_IGNORE_ORIENTATION)
+            if small is None:
+                return None
+            # the reduced size rounds up: read the exact size from the header
+            with Image.open(io.BytesIO(data)) as im:
+                return im.size
+        full = cv2.imdecode(buffer, cv2.IMREAD_GRAYSCALE | cv2.IMREAD_IGNORE_ORIENTATION)
+    return None if full is None else (full.shape[1], full.shape[0])
+
+
+def inspect_image(data: bytes, width: int | None, height: int | None) -> tuple[tuple[int, int] | None, str | None]:
+    """((width, height) of the stored pixels, what is wrong) of the bytes of an image file whose annotation says
+    ``width`` x ``height`` (None: not given): ((w, h), None) for a complete image of that size."""
+    if len(data) < 8:
+        return None, "not an image (the file is empty or a few bytes)"
+    if is_jpeg(data) and _JPEG_END not in data[-4096:] and _truncated(data):
+        return None, "truncated or corrupt JPEG (it does not decode to its end)"
+    try:
+        size = stored_size(data)
+    except (OSError, SyntaxError, ValueError):  # Pillow on a JPEG whose header is damaged
+        size = None
+    if size is None:
+        return None, "not an image OpenCV decodes (corrupt, truncated, or another kind of file)"
+    if (width, height) != (None, None) and size != (width, height):
+        return size, f"its pixels are {size[0]}x{size[1]}, not the annotation's {width}x{height}"
+    return size, None
+
+
+def _truncated(data: bytes) -> bool:
+    """Full decode with Pillow, which (unlike OpenCV) fails on a truncated JPEG; only for files whose tail has no
+    end-of-image marker (OpenCV fills the missing part silently)."""
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            im.load()
+    except (OSError, SyntaxError, ValueError):
+        return True
+    return False
+
+
+@contextlib.contextmanager
+def _quiet_opencv() -> Iterator[None]:
+    """OpenCV's decoders print their own error lines for a corrupt file; the caller reports it instead."""
+    level = cv2.utils.logging.getLogLevel()
+    cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_SILENT)
+    try:
+        yield
+    finally:
+        cv2.utils.logging.setLogLevel(level)
+
+
+def image_path(images_dir: Path, img: dict, annotations: Path | str) -> Path:
+    """``images_dir / img["file_name"]``; AnnotationError when the name leads outside the folder (``..``, an absolute
+    path, a symlink to elsewhere) or holds a NUL byte: such files are never read."""
+    name, image_id = img["file_name"], img.get("id")
+    if "\x00" in name:
+        raise AnnotationError(f"annotation file {annotations}: image file_name {name!r} (image id {image_id}) "
+                              "contains a NUL byte; fix the file_name",
+                              file=annotations, key="file_name", image_id=image_id)  # fmt: skip
+    path = safe_image_path(Path(images_dir), name)
+    if path is None:
+        raise AnnotationError(
+            f"annotation file {annotations}: image file_name {name!r} (image id {image_id}) leads outside the image "
+            f"folder {images_dir} (through '..', an absolute path or a symlink); such files are never read: fix the "
+            "file_name, or copy the image into the folder",
+            file=annotations, key="file_name", image_id=image_id,
+        )
+    return path
+
+
+def read_checked(path: Path, img: dict) -> tuple[bytes | None, tuple[int, int] | None, str | None]:
+    """(the file's bytes, (width, height), None) when it is a complete image of the size ``img`` (an annotation file's
+    image entry) gives, if it gives one; else (None, None, what is wrong: ``missing``, ``unreadable (...)`` or
+    ``inspect_image``'s reason)."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None, None, "missing"
+    except OSError as e:
+        return None, None, f"unreadable ({e.strerror})"
+    size, problem = inspect_image(data, img.get("width"), img.get("height"))
+    return (None, None, problem) if problem else (data, size, None)
+
+
+@dataclass
+class BadImages:
+    """What a command does with bad image files (``inspect_image``), the same in the converter and the evaluator:
+    without ``skip_bad`` the first stops it (``ImageFileError``); with it each is skipped with a warning and listed
+    in ``skipped``, and ``check_share`` stops the command when more than ``MAX_SKIPPED_SHARE`` of the images were
+    skipped. ``images_dir``, ``option``: for the messages (the folder given, the option that skips)."""
+
+    images_dir: Path
+    skip_bad: bool = False
+    option: str = "--skip-bad"
+    skipped: list[dict] = field(default_factory=list)  # {"file", "image_id", "reason"}
+
+    def report(self, path: Path, image_id: int | None, reason: str) -> None:
+        """One bad image: stop, or skip it with a warning (``skip_bad``)."""
+        if not self.skip_bad:
+            if reason == "missing":
+                hint = f"check that --images ({self.images_dir}) is the folder of the annotation file's images"
+            else:
+                hint = "replace the file (a complete copy of the image)"
+            what = f"{path} (image id {image_id}): {reason}"
+            if reason == "missing":
+                what = f"{path} not found (image id {image_id})"
+            raise ImageFileError(f"image {what}; {hint}, or pass {self.option} to skip such images", file=path,
+                                 reason=reason, image_id=image_id)  # fmt: skip
+        self.skipped.append({"file": str(path), "image_id": image_id, "reason": reason})
+        log.warning("skipping image %s (image id %s): %s", path, image_id, reason)
+
+    def check_share(self, total: int) -> None:
+        """UserError when more than ``MAX_SKIPPED_SHARE`` of ``total`` images were skipped, naming the likely cause."""
+        n = len(self.skipped)
+        if total and n > MAX_SKIPPED_SHARE * total:
+            missing = sum(s["reason"] == "missing" for s in self.skipped)
+            cause = (f"{missing} of them are missing: --images ({self.images_dir}) is most likely not the folder of "
+                     "the annotation file's images" if missing else "check that the files are complete copies and "
+                     "that --annotations belongs to these images")  # fmt: skip
+            raise UserError(
+                f"{n} of {total} images were skipped as bad (more than {MAX_SKIPPED_SHARE:.0%}, the most "
+                f"{self.option} accepts): {cause}; first: {self.skipped[0]['file']}: {self.skipped[0]['reason']}",
+                file=self.images_dir, key="images",
+            )
+
+
+def missing_files(paths: list[Path]) -> list[Path]:
+    """The paths that are not files (checked before any work, so that a wrong folder fails at once)."""
+    return [p for p in paths if not p.is_file()]

@@ -1,0 +1,156 @@
+"""Images as users have them (data/image_files.py): every format OpenCV reads converts, the HDF5 keeps each file's
+original bytes, the dataset decodes them to the pixels OpenCV gives, and a PNG dataset trains; one EXIF-orientation
+rule (the stored pixels, COCO's annotations refer to them) in the converter, the dataset, the evaluator, the demo and
+the API."""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+
+import cv2
+import h5py
+import numpy as np
+import pytest
+from PIL import Image
+
+from data.coco_to_hdf5 import Source, convert
+from data.dataset import SimplePoseDataset
+from data.image_files import IMREAD_FLAGS, read_image
+from tests.helpers import SHORT_RUN, tiny_cfg
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def encode(picture: np.ndarray, kind: str) -> tuple[str, bytes]:
+    """(file suffix, bytes) of a BGR uint8 picture as ``kind``."""
+    if kind == "png8":
+        return ".png", cv2.imencode(".png", picture)[1].tobytes()
+    if kind == "png16":
+        return ".png", cv2.imencode(".png", picture.astype(np.uint16) * 257)[1].tobytes()
+    if kind == "progressive":
+        return ".jpg", cv2.imencode(".jpg", picture, [cv2.IMWRITE_JPEG_PROGRESSIVE, 1])[1].tobytes()
+    if kind == "cmyk":
+        buffer = io.BytesIO()
+        Image.fromarray(picture[:, :, ::-1]).convert("CMYK").save(buffer, "JPEG", quality=95)
+        return ".jpg", buffer.getvalue()
+    if kind == "grey_png":
+        return ".png", cv2.imencode(".png", cv2.cvtColor(picture, cv2.COLOR_BGR2GRAY))[1].tobytes()
+    return f".{kind}", cv2.imencode(f".{kind}", picture)[1].tobytes()  # bmp, webp
+
+
+KINDS = ("png8", "png16", "progressive", "cmyk", "bmp", "webp", "grey_png")
+
+
+def reencoded(root, tmp_path, kinds, split="train") -> tuple:
+    """The synthetic set's ``split`` with its images re-encoded, image i as ``kinds[i % len(kinds)]``: (annotations,
+    images folder, {file name: kind})."""
+    data = json.loads((root / "annotations" / f"person_keypoints_{split}.json").read_text())
+    folder = tmp_path / "images"
+    folder.mkdir(exist_ok=True)
+    kinds_of = {}
+    for i, img in enumerate(data["images"]):
+        kind = kinds[i % len(kinds)]
+        suffix, data_bytes = encode(cv2.imread(str(root / "images" / img["file_name"])), kind)
+        img["file_name"] = f"{img['id']}_{kind}{suffix}"
+        (folder / img["file_name"]).write_bytes(data_bytes)
+        kinds_of[img["file_name"]] = kind
+    path = tmp_path / f"{split}.json"
+    path.write_text(json.dumps(data))
+    return path, folder, kinds_of
+
+
+def test_every_format_opencv_reads_converts_keeping_the_original_bytes(synthetic_coco, tmp_path):
+    annotations, images, kinds = reencoded(synthetic_coco, tmp_path, KINDS)
+    h5 = tmp_path / "mixed.h5"
+    settings = convert([Source(images, annotations)], h5, 64, progress=False)
+    data = json.loads(annotations.read_text())
+    names = {img["id"]: img["file_name"] for img in data["images"]}
+    converted = set()
+    with h5py.File(h5) as f:
+        offsets, blob = f["images/jpeg_offsets"][:], f["images/jpeg"]
+        for i, image_id in enumerate(f["images/id"][:]):
+            stored = blob[offsets[i] : offsets[i + 1]].tobytes()
+            assert stored == (images / names[image_id]).read_bytes()  # kept as the file is, not re-encoded
+            converted.add(kinds[names[image_id]])
+    assert converted == set(KINDS) and settings["counts"]["images"] == len(names) - settings["counts"][
+        "images_without_main_person"]
+    cfg = tiny_cfg(h5, tmp_path / "run")
+    dataset = SimplePoseDataset(h5, cfg, train=False)
+    for i in range(len(dataset.image_id)):
+        file = images / names[int(dataset.image_id[i])]
+        expected = cv2.imread(str(file), IMREAD_FLAGS)
+        decoded, _ = dataset.decode_image(i, np.eye(3)[:2] * 1.0)
+        np.testing.assert_array_equal(decoded[..., :3], expected, err_msg=str(file))
+
+
+def test_a_png_dataset_trains(synthetic_coco, tmp_path):
+    from engine.trainer import Trainer
+
+    annotations, images, _ = reencoded(synthetic_coco, tmp_path, ("png8",))
+    h5 = tmp_path / "png.h5"
+    convert([Source(images, annotations)], h5, 64, progress=False)
+    trainer = Trainer(tiny_cfg(h5, tmp_path / "run", *SHORT_RUN[2:], "train.epochs=1", "train.max_steps_per_epoch=1",
+                               "train.val_every=0"))  # fmt: skip
+    trainer.fit()
+    records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    losses = [r["loss"] for r in records if r.get("kind") == "train"]
+    assert losses and all(np.isfinite(losses))
+
+
+def with_exif_orientation(jpeg: bytes, orientation: int) -> bytes:
+    """The same JPEG with an APP1 Exif segment holding only an Orientation tag (no re-encoding)."""
+    ifd = struct.pack(">H", 1) + struct.pack(">HHIHH", 0x0112, 3, 1, orientation, 0) + struct.pack(">I", 0)
+    payload = b"Exif\0\0" + b"MM\0\x2a" + struct.pack(">I", 8) + ifd
+    return jpeg[:2] + b"\xff\xe1" + struct.pack(">H", len(payload) + 2) + payload + jpeg[2:]
+
+
+def test_exif_orientation_is_ignored_everywhere_the_same(synthetic_coco, trained_tiny_ckpt, tmp_path):
+    """A photo tagged "rotate 90" (orientation 6): cv2.imread turns it, the project reads the stored pixels, and the
+    API, the demo and the evaluation find the same people in it as in the untagged file."""
+    from evaluate import coco_eval, demo
+    from evaluate.predictor import PoseEstimator
+
+    data = json.loads((synthetic_coco / "annotations" / "person_keypoints_val.json").read_text())
+    img = data["images"][0]
+    data["images"], data["annotations"] = [img], [a for a in data["annotations"] if a["image_id"] == img["id"]]
+    folder = tmp_path / "images"
+    folder.mkdir()
+    plain = (synthetic_coco / "images" / img["file_name"]).read_bytes()
+    (folder / img["file_name"]).write_bytes(with_exif_orientation(plain, 6))
+    annotations = tmp_path / "val.json"
+    annotations.write_text(json.dumps(data))
+    tagged = folder / img["file_name"]
+    assert cv2.imread(str(tagged)).shape[:2] == (img["width"], img["height"])  # OpenCV's default turns it
+    assert read_image(tagged).shape[:2] == (img["height"], img["width"])
+    convert([Source(folder, annotations)], tmp_path / "tagged.h5", 64, progress=False)  # the converter: same size
+
+    overrides = ["eval.scales=[1.0]", "eval.flip=false", "eval.peak_threshold=0.02", "eval.limb_threshold=0.02",
+                 "eval.min_mean_score=0"]  # fmt: skip
+    estimator = PoseEstimator.from_checkpoint(trained_tiny_ckpt, "cpu", scales=[1.0], flip=False, peak_threshold=0.02,
+                                              limb_threshold=0.02, min_mean_score=0)  # fmt: skip
+    reference = estimator(cv2.imdecode(np.frombuffer(plain, np.uint8), cv2.IMREAD_COLOR))
+    api = estimator(read_image(tagged))
+    assert len(reference) > 0 and len(api) == len(reference)
+    np.testing.assert_array_equal([p.keypoints for p in api], [p.keypoints for p in reference])
+
+    out = tmp_path / "results.json"
+    assert coco_eval.main(["--ckpt", str(trained_tiny_ckpt), "--images", str(folder), "--annotations",
+                           str(annotations), "--out", str(out), *overrides]) == 0  # fmt: skip
+    evaluated = json.loads(out.read_text())
+    assert len(evaluated) == len(reference)
+    np.testing.assert_allclose(sorted(r["score"] for r in evaluated), sorted(p.score for p in reference), atol=1e-3)
+
+    shown = tmp_path / "demo.json"
+    assert demo.main(["--ckpt", str(trained_tiny_ckpt), "--input", str(tagged), "--out", str(tmp_path / "demo"),
+                      "--json", str(shown), *overrides]) == 0  # fmt: skip
+    assert len(json.loads(shown.read_text())) == len(reference)
+
+
+def test_the_format_bench_prints_sizes_and_rates(capsys):
+    from bench import image_formats
+
+    assert image_formats.main(["--images", "4", "--input-size", "64", "--rounds", "1", "--items", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "PNG / JPEG: HDF5 size x" in out and out.count("samples/s (best of 1") == 2, out
