@@ -7,13 +7,15 @@
 Sections; one that fails prints its error and the others still run (the exit status is then 1):
   tests  python -m pytest -m cuda (tests/test_cuda.py): training in fp16/bf16/channels_last, exact resume, COCO
          evaluation GPU vs CPU, torchrun + SyncBN, loader workers with pinned memory;
-  train  samples/s of a training step of the paper preset at 512 (forward, backward, optimizer step), in bf16
-         and in fp16 with GradScaler, channels_last, at the largest batch up to 16 that fits; peak memory; model
-         FLOPs utilisation. Its inputs are random tensors of the right shapes: the data pipeline is timed apart;
+  train  samples/s of the trainer's own step (Trainer.train_step) of the paper preset at 512 in bf16,
+         channels_last, eager and compiled (train.compile), at batch 4 and 16 (halved until it fits); peak memory;
+         model FLOPs utilisation; host syncs per step between logs (utils.host_syncs); the compile time; a profiler
+         table of the top kernels of a compiled step. One batch of the sample, reused: the data is timed apart;
   data   samples/s of the training DataLoader with 1, 2, 4, 8 ... workers on the real COCO sample at 512, set
          beside the training rate: how many workers keep one GPU fed;
-  eval   images/s of multi-scale + flip evaluation of the paper preset on the real sample images, network and
-         decoding time apart (random weights).
+  eval   images/s of 5 scales + flip and of 1 scale + flip evaluation of the paper preset on the real sample
+         images in float32 and bf16, preprocessing, network and decoding time apart (random weights); a profiler
+         table of an evaluation image; COCO AP and people of the device path against the CPU path.
 Without a CUDA GPU it says so and exits 0.
 """
 
@@ -38,7 +40,7 @@ from pathlib import Path
 import torch
 
 from bench.data_pipeline import loader_rate
-from bench.model import median_ms, training_step
+from bench.model import median_ms
 from config.loader import load_config
 from config.skeleton import skeleton_of
 from data.coco_to_hdf5 import Source, convert
@@ -50,14 +52,15 @@ from models import build_model
 from models.summary import macs_and_shapes
 from utils.errors import UserError, cli_main
 from utils.paths import COCO_SAMPLE_ANNOTATIONS, PAPER_PRESET, REPO_ROOT, coco_sample_dir
-from utils.precision import Precision
 
 SECTIONS = ("tests", "train", "data", "eval")
 # Dense (no sparsity) bf16/fp16 tensor-core peak at boost clock, TFLOP/s, from NVIDIA's datasheets; the first
 # name contained in the GPU's name wins.
 PEAK_TFLOPS = (("H200 NVL", 835.5), ("H200", 989.4), ("H100 NVL", 835.5), ("H100 PCIe", 756.5), ("H100", 989.4),
                ("A100", 312.0))  # fmt: skip
-AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
+# the CPU dry run's network: the tiny preset's (the paper's takes minutes per step there)
+DRY_RUN_MODEL = ["model.stacks=1", "loss.stack_weights=[1]", "model.inp_dim=16", "model.increase=8",
+                 "model.head_channels=16", "model.se_reduction=4"]  # fmt: skip
 GIB = 2**30
 
 
@@ -67,26 +70,28 @@ class Rig:
 
     device: torch.device
     input_size: int
-    max_batch: int  # the largest training batch tried
+    max_batch: int  # the DataLoader's batch
+    train_batches: list[int]  # the training batches timed (each halved until it fits)
     warmup: int  # training steps not timed (cuDNN autotuning)
-    # GradScaler skips about the first 13 steps of a fresh paper model in fp16 (their scaled gradients overflow;
-    # no optimizer step): fp16 warms up this many steps more, so that the timed steps are real ones
-    fp16_extra_warmup: int
     iters: int  # training steps timed
     workers: list[int]  # DataLoader worker counts
     eval_images: int  # 0: all sample images
     tier_timeout_s: float  # the CUDA tier is killed after this
     eval_overrides: list[str] = field(default_factory=list)
+    model_overrides: list[str] = field(default_factory=list)  # the dry run's small network
+    compile_backend: str = "inductor"
+    cpu_reference_images: int = 3  # images also evaluated on the CPU's path, for the AP and keypoints compared
 
     @staticmethod
     def of(device: torch.device) -> Rig:
         if device.type == "cuda":
             cores = os.cpu_count() or 1
             workers = [n for n in (1, 2, 4, 8, 16, 32, 64) if n <= cores]
-            return Rig(device, 512, 16, warmup=3, fp16_extra_warmup=30, iters=10, workers=workers, eval_images=0,
-                       tier_timeout_s=360)  # fmt: skip
-        return Rig(device, 64, 2, warmup=1, fp16_extra_warmup=1, iters=2, workers=[1, 2], eval_images=3,
-                   tier_timeout_s=3600, eval_overrides=["eval.boxsize=64", "eval.scales=[0.5,1.0]"])  # fmt: skip
+            return Rig(device, 512, 16, [4, 16], warmup=3, iters=10, workers=workers, eval_images=0,
+                       tier_timeout_s=300)  # fmt: skip
+        return Rig(device, 64, 2, [2], warmup=1, iters=2, workers=[1], eval_images=2, tier_timeout_s=3600,
+                   eval_overrides=["eval.boxsize=64", "eval.scales=[0.5,1.0]"], model_overrides=DRY_RUN_MODEL,
+                   compile_backend="eager", cpu_reference_images=1)  # fmt: skip
 
     def sync(self) -> None:
         if self.device.type == "cuda":
@@ -184,62 +189,101 @@ def section_tests(rig: Rig, report: Report) -> None:
         raise RuntimeError(f"pytest exited {rc}: {summary}")
 
 
-def train_step_rate(rig: Rig, cfg, amp: str, batch: int) -> dict:
-    """Samples/s of the training step of bench.model (forward, backward, unscale, clip, optimizer step) of a fresh
-    model at ``batch``, and the peak GPU memory it took."""
-    device = rig.device
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-    step = training_step(cfg, device, Precision(AUTOCAST[amp], amp == "fp16", amp), batch)
-    for _ in range(rig.warmup + (rig.fp16_extra_warmup if step.scaler.is_enabled() else 0)):
-        step()
-    scale = step.scaler.get_scale() if step.scaler.is_enabled() else None
-    ms = median_ms(step, 0, rig.iters, rig.sync)
-    peak = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else 0
-    overflowed = step.scaler.is_enabled() and step.scaler.get_scale() < scale  # a timed step was skipped
-    return {"samples/s": batch * 1000 / ms, "ms": ms, "peak": peak, "overflowed": overflowed}
+def training_file(rig: Rig, tmp: Path) -> Path:
+    """The sample (real, else synthetic) converted at the rig's input size, for the trainer's own batches."""
+    images, annotations, what = sample_source(tmp)
+    h5 = tmp / f"train{rig.input_size}.h5"
+    convert([Source(images, annotations)], h5, input_size=rig.input_size, progress=False)
+    say(f"training samples: {what} at {rig.input_size}, the trainer's own augmentation and targets")
+    return h5
+
+
+def trainer_step_rate(rig: Rig, h5: Path, batch: int, compiled: bool, out: Path) -> dict:
+    """Samples/s of ``Trainer.train_step`` (engine/trainer.py: the real step, with its fused optimiser, device-side
+    skip and, when ``compiled``, the compiled model + loss) of the paper preset in bf16 at ``batch``; the host
+    syncs of a step between logs (utils.host_syncs) and the compile time."""
+    import engine.compile as ec
+    from engine.trainer import Trainer
+    from utils.host_syncs import HostSyncCounter
+
+    ec.BACKEND = rig.compile_backend
+    cfg = load_config(PAPER_PRESET, [f"data.input_size={rig.input_size}", f"train.batch_size={batch}",
+                                     "train.amp=bf16", "train.channels_last=true", f"train.out_dir={out}",
+                                     f"data.train={h5}", f"train.compile={'on' if compiled else 'off'}",
+                                     "train.val_every=0", "data.num_workers=0", *rig.model_overrides])  # fmt: skip
+    t = Trainer(cfg)
+    micro = next(iter(t.batches.epoch(0, 0)))  # one batch, reused: the data pipeline is timed apart
+    t.model.train()
+    start = time.perf_counter()
+    t.train_step(micro, cfg.train.lr)  # compiles when asked
+    rig.sync()
+    first_s = time.perf_counter() - start
+    for _ in range(rig.warmup):
+        t.train_step(micro, cfg.train.lr)
+    with HostSyncCounter() as syncs:
+        t.train_step(micro, cfg.train.lr)
+    ms = median_ms(lambda: t.train_step(micro, cfg.train.lr), 0, rig.iters, rig.sync)
+    peak = torch.cuda.max_memory_allocated(rig.device) if rig.device.type == "cuda" else 0
+    return {"samples/s": batch * 1000 / ms, "ms": ms, "peak": peak, "syncs": syncs.count,
+            "sync_ops": sorted(set(syncs.ops + syncs.methods)), "first_s": first_s, "trainer": t, "micro": micro}
 
 
 def section_train(rig: Rig, report: Report) -> None:
-    cfg = load_config(PAPER_PRESET, [f"data.input_size={rig.input_size}", "train.channels_last=true"])
+    cfg = load_config(PAPER_PRESET, [f"data.input_size={rig.input_size}", *rig.model_overrides])
     macs = macs_and_shapes(cfg.model, rig.input_size, rig.input_size, skeleton_of(cfg))[0]
     flops = 3 * 2 * macs  # per sample: forward 2 FLOPs per multiply-accumulate; backward twice the forward
     name = torch.cuda.get_device_name(rig.device) if rig.device.type == "cuda" else "cpu"
     peak, peak_text = peak_tflops(name)
     say(f"paper preset at {rig.input_size}: {macs / 1e9:.2f} G multiply-accumulates per forward (models.summary), "
         f"{flops / 1e12:.3f} TFLOP per training sample; peak: {peak_text}")  # fmt: skip
-    say(f"random uint8 images and random targets of the right shapes, on the device; optimizer: {cfg.train.optimizer}; "
-        f"median of {rig.iters} steps after {rig.warmup} warm-up steps ({rig.warmup + rig.fp16_extra_warmup} in "
-        "fp16), each timed between CUDA synchronisations")  # fmt: skip
-    benchmark = torch.backends.cudnn.benchmark
-    torch.backends.cudnn.benchmark = True  # as training (engine.trainer.seed_everything, train.deterministic=false)
+    say(f"Trainer.train_step in bf16, channels_last, optimizer {cfg.train.optimizer}; median of {rig.iters} steps "
+        f"after {rig.warmup} warm-up steps, each timed between CUDA synchronisations; compiled with "
+        f"{rig.compile_backend}")  # fmt: skip
     failed = []
-    try:
-        for amp, label in (("bf16", "bf16"), ("fp16", "fp16 + GradScaler")):
-            start = report.train_batch or rig.max_batch
-            try:
-                batch, res = largest_batch(lambda b, amp=amp: train_step_rate(rig, cfg, amp, b), start)
-            except Exception:  # the other precision still runs
-                traceback.print_exc(file=sys.stdout)
-                failed.append(label)
-                continue
-            finally:
+    with tempfile.TemporaryDirectory() as tmp:
+        h5 = training_file(rig, Path(tmp))
+        for batch in rig.train_batches:
+            for compiled in (False, True):
+                label = f"bf16 {'compiled' if compiled else 'eager'}"
+                try:
+                    used, res = largest_batch(lambda b, c=compiled: trainer_step_rate(rig, h5, b, c, Path(tmp) / "run"),
+                                              batch)  # fmt: skip
+                except Exception:  # the other settings still run
+                    traceback.print_exc(file=sys.stdout)
+                    failed.append(f"{label} batch {batch}")
+                    continue
+                rate = report.train_rates[f"{label} batch {used}"] = res["samples/s"]
+                report.train_batch = max(report.train_batch, used)
+                mfu = f"MFU {100 * flops * rate / (peak * 1e12):.1f} % of {peak:g} TFLOP/s" if peak else "MFU: -"
+                memory = f"peak memory {res['peak'] / GIB:.1f} GiB" if rig.device.type == "cuda" else "peak memory -"
+                syncs = f"{res['syncs']} host syncs per step between logs" + (
+                    f" ({', '.join(res['sync_ops'])})" if res["sync_ops"] else "")
+                say(f"  {label:<14} batch {used:>2}: {rate:8.1f} samples/s ({res['ms']:.1f} ms per step), {memory}, "
+                    f"{mfu}; {syncs}; first step {res['first_s']:.1f} s")  # fmt: skip
+                report.row(f"training, {label}, batch {used}", f"{rate:.1f} samples/s",
+                           f"{mfu}, {memory}, {syncs}, first step {res['first_s']:.0f} s")  # fmt: skip
+                if compiled and batch == rig.train_batches[-1]:
+                    profile_table("training step", lambda r=res: r["trainer"].train_step(r["micro"], 1e-4), rig)
+                del res
                 gc.collect()
                 if rig.device.type == "cuda":
                     torch.cuda.empty_cache()
-            report.train_batch = batch
-            rate = report.train_rates[label] = res["samples/s"]
-            mfu = f"MFU {100 * flops * rate / (peak * 1e12):.1f} % of {peak:g} TFLOP/s" if peak else "MFU: unknown peak"
-            if res["overflowed"]:
-                mfu += " (GradScaler skipped some timed steps for overflow: those skip only the optimizer update)"
-            memory = f"peak memory {res['peak'] / GIB:.1f} GiB" if rig.device.type == "cuda" else "peak memory -"
-            say(f"  {label:<18} channels_last, batch {batch:>2}: {rate:8.1f} samples/s ({res['ms']:.1f} ms per step), "
-                f"{memory}, {mfu}")  # fmt: skip
-            report.row(f"training, {label}, channels_last", f"{rate:.1f} samples/s", f"batch {batch}, {memory}, {mfu}")
-    finally:
-        torch.backends.cudnn.benchmark = benchmark  # evaluation runs without: each image size would be autotuned
     if failed:
-        raise RuntimeError(f"training step failed in {' and '.join(failed)} (traceback above)")
+        raise RuntimeError(f"training step failed: {', '.join(failed)} (traceback above)")
+
+
+def profile_table(what: str, fn: Callable[[], object], rig: Rig, rows: int = 12) -> None:
+    """torch.profiler's table of the top kernels (device time on CUDA, CPU time otherwise) of two calls of fn."""
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if rig.device.type == "cuda" else [])
+    with profile(activities=activities) as prof:
+        for _ in range(2):
+            fn()
+        rig.sync()
+    key = "self_cuda_time_total" if rig.device.type == "cuda" else "self_cpu_time_total"
+    say(f"  top kernels of {what} (2 calls, by {key}):")
+    say(prof.key_averages().table(sort_by=key, row_limit=rows, max_name_column_width=60))
 
 
 def sample_source(tmp: Path) -> tuple[Path, Path, str]:
@@ -283,37 +327,78 @@ def section_data(rig: Rig, report: Report) -> None:
                ", ".join(f"{n}: {r:.0f}" for n, r in rates.items()) + f" samples/s by workers; {verdict}")  # fmt: skip
 
 
+def preprocess_ms(estimator: PoseEstimator, images: list, rig: Rig) -> float:
+    """Milliseconds per image of the input preparation alone (upload, every scale's resize, pad, mirror, scale),
+    as ``multiscale_maps_batch`` does it, timed between synchronisations."""
+    from evaluate.inference import scale_inputs
+
+    rig.sync()
+    start = time.perf_counter()
+    for im in images:
+        for _ in scale_inputs([im], estimator.cfg, estimator.device):
+            pass
+    rig.sync()
+    return (time.perf_counter() - start) * 1000 / len(images)
+
+
 def section_eval(rig: Rig, report: Report) -> None:
-    cfg = load_config(PAPER_PRESET, [f"data.input_size={rig.input_size}", *rig.eval_overrides])
+    cfg = load_config(PAPER_PRESET, [f"data.input_size={rig.input_size}", *rig.model_overrides, *rig.eval_overrides])
     model = build_model(cfg).to(rig.device).eval()
     with tempfile.TemporaryDirectory() as tmp:
-        images_dir, _, what = sample_source(Path(tmp))
+        images_dir, annotations, what = sample_source(Path(tmp))
         paths = sorted(images_dir.glob("*.jpg"))[: rig.eval_images or None]
         images = [read_image(p) for p in paths]
-    sizes = [f"{h}x{w}" for h, w in sorted({im.shape[:2] for im in images})]
-    say(f"{what}: {len(images)} images ({len(sizes)} sizes, {sizes[0]} to {sizes[-1]} rows x cols); paper preset "
-        f"with random weights; scales {cfg.eval.scales}, flip {cfg.eval.flip}, boxsize {cfg.eval.boxsize}; cuDNN "
-        "benchmark off, as in python -m evaluate.coco_eval; the first image is a warm-up, not timed")  # fmt: skip
-    say(
-        "  random weights give flat maps with few peaks: decoding is faster here than with a trained model "
-        "(python -m bench.grouping times it on ground-truth maps)"
-    )
-    for amp in ("off", "bf16"):
-        estimator = PoseEstimator.from_model(model, dataclasses.replace(cfg.eval, amp=amp), rig.device)
-        estimator(images[0])
-        estimator.total_timing = times = Timing()  # the warm-up left out
-        for im in images[1:] or images:  # one image per call, as a user's loop would run
-            estimator(im)
-        net, dec = times.network_s / times.images * 1000, times.decoding_s / times.images * 1000
-        rate = times.images_per_s
-        label = "float32" if amp == "off" else amp
-        say(f"  eval.amp={amp:<4} ({label}): {rate:6.2f} images/s; per image: network {net:7.1f} ms (resize, forward, "
-            f"flip fusion, scale averaging), decoding {dec:6.1f} ms (peaks, limbs, assembly)")  # fmt: skip
-        report.row(
-            f"evaluation, {len(cfg.eval.scales)} scales + flip, {label}",
-            f"{rate:.2f} images/s",
-            f"network {net:.0f} ms + decoding {dec:.0f} ms per image, {times.images} images, random weights",
-        )
+        sizes = [f"{h}x{w}" for h, w in sorted({im.shape[:2] for im in images})]
+        say(f"{what}: {len(images)} images ({len(sizes)} sizes, {sizes[0]} to {sizes[-1]} rows x cols); paper preset "
+            f"with random weights, BatchNorm folded; boxsize {cfg.eval.boxsize}; device-side preprocessing and shape "
+            "buckets (eval.preprocess=auto, eval.shape_buckets=auto); the first image is a warm-up, not timed")
+        say("  random weights give flat maps with few peaks: decoding is faster here than with a trained model "
+            "(python -m bench.grouping times it on ground-truth maps)")  # fmt: skip
+        for scales in (cfg.eval.scales, [1.0]):
+            for amp in ("off", "bf16"):
+                eval_cfg = dataclasses.replace(cfg.eval, amp=amp, scales=list(scales), flip=True)
+                estimator = PoseEstimator.from_model(model, eval_cfg, rig.device)
+                estimator(images[0])
+                estimator.total_timing = times = Timing()  # the warm-up left out
+                for im in images[1:] or images:  # one image per call, as a user's loop would run
+                    estimator(im)
+                prep = preprocess_ms(estimator, images[1:] or images, rig)
+                net, dec = times.network_s / times.images * 1000, times.decoding_s / times.images * 1000
+                rate = times.images_per_s
+                dtype = "float32" if amp == "off" else amp
+                label = f"{len(scales)} scale{'s' if len(scales) > 1 else ''} + flip, {dtype}"
+                say(f"  {label:<26}: {rate:6.2f} images/s; per image: preprocessing {prep:6.1f} ms, network "
+                    f"{net - prep:7.1f} ms (forward, flip fusion, averaging), decoding {dec:6.1f} ms")  # fmt: skip
+                report.row(f"evaluation, {label}", f"{rate:.2f} images/s",
+                           f"preprocessing {prep:.0f} + network {net - prep:.0f} + decoding {dec:.0f} ms per image, "
+                           f"{times.images} images, random weights")  # fmt: skip
+                if amp == "off" and len(scales) > 1:
+                    profile_table("an evaluation image", lambda e=estimator: e(images[-1]), rig)
+        compare_with_cpu(model, cfg, images_dir, annotations, rig, report)
+
+
+def compare_with_cpu(model, cfg, images_dir: Path, annotations: Path, rig: Rig, report: Report) -> None:
+    """COCO AP and keypoints of the device's path (device preprocessing, buckets) against the CPU's (OpenCV, no
+    buckets) on the first images, 1 scale + flip, the same random weights."""
+    import json
+
+    from evaluate.coco_eval import evaluate_coco
+
+    subset = dataclasses.replace(cfg.eval, scales=[1.0], flip=True, max_images=rig.cpu_reference_images)
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, device in (("device", rig.device), ("cpu", torch.device("cpu"))):
+            c = dataclasses.replace(cfg, eval=subset)
+            out = Path(tmp) / f"{label}.json"
+            net = model.to(device)
+            stats = evaluate_coco(net, images_dir, annotations, c, device, out, progress=False)
+            results[label] = (stats, json.loads(out.read_text()))
+        model.to(rig.device)
+    (a, ra), (b, rb) = results["device"], results["cpu"]
+    say(f"  AP on {rig.cpu_reference_images} images, 1 scale + flip: {rig.device.type} path {a['AP']:.4f}, CPU path "
+        f"{b['AP']:.4f}; {len(ra)} and {len(rb)} people (random weights: AP near 0, the people are what compares)")
+    report.row("evaluation AP vs the CPU path", f"{a['AP']:.3f} vs {b['AP']:.3f}",
+               f"{len(ra)} vs {len(rb)} people on {rig.cpu_reference_images} images, 1 scale + flip")  # fmt: skip
 
 
 def print_table(report: Report) -> None:

@@ -144,6 +144,9 @@ class TrainConfig:
     # loss scaling on older GPUs, else float32 (utils/precision.py has the table); the run log says which
     amp: Literal["auto", "off", "fp16", "bf16"] = "auto"
     channels_last: bool = False
+    # torch.compile of the model and the loss as one function (engine/compile.py). auto: on for CUDA, off on the
+    # CPU, where it measured no gain (docs/benchmarks.md#compiled-training); the run's first lines say which and why
+    compile: Literal["auto", "on", "off"] = "auto"
     seed: int = 0
     deterministic: bool = False
     out_dir: str = "runs/simplepose"
@@ -245,6 +248,16 @@ class EvalConfig:
     # or torch (on the network's device); auto: OpenCV when the network runs on the CPU, torch otherwise.
     # Both give the same maps (bicubic, same pixel-centre alignment) to float32 rounding.
     resize_backend: ResizeBackend = "auto"
+    # where each scale's input is resized, padded, mirrored and scaled to [0, 1]: OpenCV/NumPy on the host, or
+    # torch on the network's device (the uint8 image uploaded once, pinned on CUDA); auto: the device unless it is
+    # the CPU, where OpenCV is faster. The inputs agree to one grey level (OpenCV's fixed-point bicubic).
+    preprocess: Literal["auto", "host", "device"] = "auto"
+    # pad each input further, to 8 sizes per octave (multiples of max_downsample up to 16 of them, then of 2,
+    # 4, ... max_downsample: at most 1/8 more rows or columns), so cuDNN's plans are reused across image sizes; the maps
+    # of the padding are dropped as always. auto: on for CUDA; on the CPU the extra pixels only cost time.
+    shape_buckets: Literal["auto", "on", "off"] = "auto"
+    # the network's BatchNorms folded into its convolutions for inference (models/fold.py)
+    fold_batchnorm: bool = True
 
 
 @dataclass

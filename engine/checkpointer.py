@@ -56,6 +56,7 @@ class Checkpointer:
         whether it could, so a full disk stops every process with the same message instead of leaving the others
         waiting."""
         beat("checkpoint", f"{name} at {progress.where()}")
+        progress.settle()
         rngs = du.all_gather_object(rng_state())
         in_sync = ranks_in_sync(unwrap(self.model))
         error: tuple[str, int | None] = ("", None)

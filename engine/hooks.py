@@ -146,7 +146,10 @@ class LoggingHook(Hook):
         self.logger.truncate_after(progress.global_step)
 
     def before_epoch(self, progress: Progress) -> None:
-        self.loss, self.data_time, self.compute_time = Meter(), Meter(), Meter()
+        self.data_time, self.compute_time = Meter(), Meter()
+        # the epoch's loss, summed over the samples of applied steps, on the device: read at log steps only
+        self.loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
+        self.loss_samples = torch.zeros((), dtype=torch.float64, device=self.device)
         self.bar = tqdm(total=self.steps_per_epoch, initial=progress.step, desc=f"epoch {progress.epoch}",
                         disable=not self.is_main, dynamic_ncols=True, leave=False)  # fmt: skip
         self.tic = time.perf_counter()
@@ -158,14 +161,25 @@ class LoggingHook(Hook):
     def after_step(self, progress: Progress, result: StepResult) -> None:
         self.tic = time.perf_counter()
         self.compute_time.update(self.tic - self.batch_ready)
-        if result.applied:
-            self.loss.update(float(result.loss.item()), result.samples)
+        applied = result.applied
+        self.loss_sum += torch.where(applied, result.loss.detach().double() * result.samples, 0.0)
+        self.loss_samples += applied.double() * result.samples
         self.bar.update(1)
         if progress.step % self.log_every == 0 or progress.step == self.steps_per_epoch:
             self.log_step(progress, result)
-            self.bar.set_postfix(loss=f"{self.loss.mean:.4g}", lr=f"{result.lr:.3g}")
+            self.bar.set_postfix(loss=f"{self.epoch_loss():.4g}", lr=f"{result.lr:.3g}")
+
+    def epoch_loss(self) -> float:
+        """This process's mean loss per sample over the epoch's applied steps so far (a host read)."""
+        count = float(self.loss_samples.item())
+        return float(self.loss_sum.item()) / count if count else float("nan")
 
     def log_step(self, progress: Progress, result: StepResult) -> None:
+        skipped = progress.settle()
+        if skipped and self.is_main:
+            log.info("%s: non-finite loss or gradient, %d step%s skipped since the last log (%d so far)",
+                     progress.where(), skipped, "" if skipped == 1 else "s",
+                     progress.counters["skipped_nonfinite"])  # fmt: skip
         total = du.all_reduce_mean(result.loss)
         breakdown = {k: du.all_reduce_mean(v.detach()) for k, v in result.breakdown.items()}
         if not self.is_main:
@@ -182,7 +196,7 @@ class LoggingHook(Hook):
     def after_epoch(self, progress: Progress, summary: dict[str, float]) -> None:
         if self.bar is not None:
             self.bar.close()
-        mean_loss = du.all_reduce_mean(torch.tensor(self.loss.mean, device=self.device)).item()
+        mean_loss = du.all_reduce_mean(torch.tensor(self.epoch_loss(), device=self.device)).item()
         samples_per_s = self.samples_per_step / max(self.data_time.mean + self.compute_time.mean, 1e-9)
         stats = {"train_loss": mean_loss, "skipped_nonfinite": progress.counters["skipped_nonfinite"],
                  "samples_per_s": samples_per_s}  # fmt: skip
@@ -232,6 +246,7 @@ class CheckpointHook(Hook):
             self.checkpointer.save("last.pt", progress)
 
     def after_epoch(self, progress: Progress, summary: dict[str, float]) -> None:
+        progress.settle()  # before the copy below, which starts without the device-side count
         metric = validation_metric(summary)
         improved = metric is not None and metric > progress.best_metric
         if improved:

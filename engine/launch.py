@@ -80,6 +80,9 @@ class Distributed(Launcher):
 
     sync_bn: bool = True
     find_unused_parameters: bool = False
+    # the same parameters get gradients in the same order every step (no unused parameters, no accumulation's
+    # no_sync steps): DDP may then plan its buckets once
+    static_graph: bool = False
     name: str = "distributed"
 
     def wrap(self, model: nn.Module, loss: nn.Module) -> nn.Module:
@@ -91,8 +94,10 @@ class Distributed(Launcher):
             elif self.rank == 0:
                 log.info("note: SyncBatchNorm needs CUDA; on the CPU each process keeps plain BatchNorm")
         ids = [self.device.index] if self.device.type == "cuda" else None
+        # gradients live in DDP's buckets (no copy into and out of them at each all-reduce)
         return nn.parallel.DistributedDataParallel(
-            model, device_ids=ids, find_unused_parameters=self.find_unused_parameters
+            model, device_ids=ids, find_unused_parameters=self.find_unused_parameters, gradient_as_bucket_view=True,
+            static_graph=self.static_graph and not self.find_unused_parameters,
         )
 
     def no_sync(self, wrapped: nn.Module) -> AbstractContextManager:

@@ -37,7 +37,30 @@ def batchnorm_eval(model: nn.Module) -> None:
             m.eval()
 
 
-def build_optimizer(params: list[nn.Parameter], cfg: TrainConfig) -> torch.optim.Optimizer:
+def build_optimizer(params: list[nn.Parameter], cfg: TrainConfig, fused: bool = False) -> torch.optim.Optimizer:
+    """SGD or Adam; ``fused``: one kernel per parameter group and dtype (ask ``fused_supported`` first)."""
+    extra = {"fused": True} if fused else {}
     if cfg.optimizer == "adam":
-        return torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay)
+        return torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay, **extra)
+    opt = torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay, **extra)
+    if fused and cfg.momentum:
+        # fused SGD fills the momentum buffers with empty_like on its first step: a first step skipped on the
+        # device (found_inf) would leave them uninitialised. Zeros give the same first update (buf = grad).
+        for p in params:
+            opt.state[p]["momentum_buffer"] = torch.zeros_like(p, memory_format=torch.preserve_format)
+    return opt
+
+
+def fused_supported(optimizer: str, device: torch.device, dtype: torch.dtype = torch.float32) -> bool:
+    """Whether this torch has a fused ``optimizer`` step for parameters of ``dtype`` on ``device`` that honours
+    ``found_inf`` (a step skipped on the device), found by running one on a 2-element tensor there."""
+    try:
+        p = torch.zeros(2, device=device, dtype=dtype, requires_grad=True)
+        p.grad = torch.ones_like(p)
+        opt = (torch.optim.Adam([p], lr=1.0, fused=True) if optimizer == "adam"
+               else torch.optim.SGD([p], lr=1.0, momentum=0.9, fused=True))  # fmt: skip
+        opt.found_inf = torch.ones((), device=device)
+        opt.step()
+        return bool((p.detach() == 0).all())  # skipped, as asked
+    except (RuntimeError, TypeError, ValueError, NotImplementedError):
+        return False

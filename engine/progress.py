@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import torch
+
 
 @dataclass
 class Progress:
@@ -20,6 +22,21 @@ class Progress:
     global_step: int = 0
     best_metric: float = -math.inf
     counters: dict[str, int] = field(default_factory=lambda: {"skipped_nonfinite": 0})
+    # steps skipped since the last ``settle``, counted on the device so that a step needs no host read
+    pending_skips: torch.Tensor | None = field(default=None, init=False, compare=False, repr=False)
+
+    def count_skip(self, skipped: torch.Tensor) -> None:
+        """Add a step's 0-d skip flag (or count) without reading it."""
+        self.pending_skips = skipped if self.pending_skips is None else self.pending_skips + skipped
+
+    def settle(self) -> int:
+        """Fold the device-side skip count into ``counters`` (one host read); returns how many it added."""
+        if self.pending_skips is None:
+            return 0
+        n = int(self.pending_skips.item())
+        self.pending_skips = None
+        self.counters["skipped_nonfinite"] = self.counters.get("skipped_nonfinite", 0) + n
+        return n
 
     def where(self) -> str:
         """``epoch E, step S (global step G)``, for messages."""

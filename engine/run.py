@@ -69,7 +69,8 @@ def make_launcher(kind: str, cfg: Config) -> Launcher:
     if kind == "distributed":
         d = cfg.dist
         return Distributed(du.select_device(cfg.train.device), du.get_rank(), du.get_world_size(), sync_bn=d.sync_bn,
-                           find_unused_parameters=d.find_unused_parameters)  # fmt: skip
+                           find_unused_parameters=d.find_unused_parameters,
+                           static_graph=cfg.train.accumulate_steps == 1 and not d.find_unused_parameters)  # fmt: skip
     raise ValueError(kind)
 
 

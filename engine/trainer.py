@@ -11,9 +11,9 @@ docs/design.md#training-engine-loop-hooks-checkpoint.
 from __future__ import annotations
 
 import logging
-import math
 from contextlib import nullcontext
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -24,12 +24,13 @@ from config.skeleton import skeleton_of
 from data.dataset import SimplePoseDataset, images_to_float
 from engine.checkpoint import Checkpoint, remove_stale_temporaries
 from engine.checkpointer import Checkpointer
+from engine.compile import choose_compile, compile_forward_loss
 from engine.hooks import CheckpointHook, Hook, HookList, LoggingHook, ValidationHook, WatchdogHook
 from engine.launch import Launcher, SingleDevice
 from engine.loader import TrainBatches
 from engine.loader_errors import loader_errors, out_of_memory
 from engine.logger import MetricsLogger
-from engine.optim import apply_freeze, batchnorm_eval, build_optimizer
+from engine.optim import apply_freeze, batchnorm_eval, build_optimizer, fused_supported
 from engine.progress import Progress
 from engine.runtime import configure_cpu_threads, seed_everything
 from engine.schedule import LRSchedule
@@ -51,7 +52,7 @@ class StepResult:
     loss: torch.Tensor  # scalar, this process's batch
     breakdown: dict[str, torch.Tensor]
     grad_norm: torch.Tensor  # before clipping
-    applied: bool  # False when skipped for a non-finite loss or gradient (on every rank)
+    applied: torch.Tensor  # 0-d bool, False when skipped for a non-finite loss or gradient (on every rank)
     samples: int
     lr: float
     loss_scale: float | None  # the fp16 GradScaler's scale, None without loss scaling
@@ -67,6 +68,9 @@ class Trainer:
         self.device, self.rank, self.world_size = self.launcher.device, self.launcher.rank, self.launcher.world_size
         self.is_main = self.rank == 0
         self.out_dir = Path(t.out_dir)
+        self.compile = choose_compile(t.compile, self.device, self.launcher.name)
+        if self.is_main:
+            log.info("compile: %s (%s)", "on" if self.compile.enabled else "off", self.compile.reason)
         seed_everything(t.seed, t.deterministic)
         configure_cpu_threads(self.device, cfg.data.num_workers)
         self.precision = precision_for(t.amp, self.device, "train.amp")
@@ -90,9 +94,16 @@ class Trainer:
         self.loss_fn = MultiTaskLoss(cfg, self.skeleton).to(self.device)
         self.model = self.launcher.wrap(model, self.loss_fn)
         self.params = [p for p in model.parameters() if p.requires_grad]
-        self.optimizer = build_optimizer(self.params, t)
+        fused = fused_supported(t.optimizer, self.device)
+        self.optimizer = build_optimizer(self.params, t, fused=fused)
+        self.step_forward = partial(self.launcher.forward_loss, self.model, self.loss_fn)
+        if self.compile.enabled:
+            self.step_forward = compile_forward_loss(self.step_forward, say=self.is_main)
         self.schedule = LRSchedule.from_config(t, self.steps_per_epoch, self.world_size)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision.grad_scaler)
+        # a fused step takes the skip as a device flag; without one (or with fp16 loss scaling) it is read back
+        self.device_skip = fused and not self.scaler.is_enabled()
+        self.grad_norm = torch.zeros((), device=self.device)
 
         self.progress = Progress()
         self.checkpointer = Checkpointer(cfg, self.skeleton, self.model, self.optimizer, self.scaler, self.rank,
@@ -183,7 +194,7 @@ class Trainer:
                 with nullcontext() if last else self.launcher.no_sync(self.model):
                     beat("forward pass", where)
                     with self.precision.autocast(self.device):
-                        total, breakdown = self.launcher.forward_loss(self.model, self.loss_fn, images, targets, masks)
+                        total, breakdown = self.step_forward(images, targets, masks)
                     beat("backward pass", where)
                     # backward runs even for a non-finite loss so that every DDP rank joins the same all-reduce
                     self.scaler.scale(total / len(micro_batches)).backward()
@@ -195,26 +206,50 @@ class Trainer:
         beat("optimizer step", where)
         total = torch.stack(losses).mean()
         breakdown = {k: torch.stack([b[k].detach() for b in breakdowns]).mean(0) for k in breakdowns[0]}
+        applied, skipped = self.scaled_update(total) if self.scaler.is_enabled() else self.update(total)
+        self.progress.count_skip(skipped)
+        scale = self.scaler.get_scale() if self.scaler.is_enabled() else None
+        return StepResult(total, breakdown, self.grad_norm, applied, samples, lr, scale)
+
+    def gradient_norm(self) -> torch.Tensor:
+        """The gradients' total 2-norm, clipped to ``train.clip_grad_norm`` when set. Without clipping only the
+        norm is computed (it decides the non-finite skip and is logged), no gradient is rescaled."""
+        clip = self.cfg.train.clip_grad_norm
+        if clip:
+            return torch.nn.utils.clip_grad_norm_(self.params, clip)
+        grads = [p.grad for p in self.params if p.grad is not None]
+        return torch.nn.utils.get_total_norm(grads)
+
+    def update(self, total: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The optimiser step without loss scaling, unless the loss (on any rank) or the gradient is non-finite;
+        returns 0-d tensors (applied, skipped). With a fused optimiser the decision stays on the device (the step's
+        ``found_inf``), so the step reads nothing back to the host; otherwise it is read once here."""
+        self.grad_norm = self.gradient_norm()
+        # gradients are the same on every rank (all-reduced), losses are not: agree on the flag
+        applied = du.all_ranks(torch.isfinite(total) & torch.isfinite(self.grad_norm))
+        if self.device_skip:
+            self.optimizer.found_inf = (~applied).to(torch.float32)
+            self.optimizer.step()
+        elif bool(applied):
+            self.optimizer.step()
+        return applied, (~applied).to(torch.int32)
+
+    def scaled_update(self, total: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The fp16 step through the GradScaler: its overflow skips are its own; a non-finite loss on any rank is
+        skipped and counted (decided on the host: this path reads the flags back)."""
         self.scaler.unscale_(self.optimizer)
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.cfg.train.clip_grad_norm or math.inf)
-        # gradients are the same on every rank (all-reduced), losses are not: agree on the loss
-        loss_finite = not du.any_rank(not bool(torch.isfinite(total).item()), self.device)
-        grads_finite = bool(torch.isfinite(grad_norm).item())
-        applied = loss_finite and grads_finite
-        if loss_finite and (grads_finite or self.scaler.is_enabled()):
-            # with fp16 loss scaling, overflowing gradients are normal while the scale settles: the scaler skips
-            # that step itself and lowers the scale
+        self.grad_norm = self.gradient_norm()
+        loss_finite = bool(du.all_ranks(torch.isfinite(total)))
+        if loss_finite:
+            # overflowing gradients are normal while the scale settles: the scaler skips that step itself and
+            # lowers the scale
             self.scaler.step(self.optimizer)
             self.scaler.update()
         else:
-            skipped = self.progress.counters["skipped_nonfinite"] = self.progress.counters["skipped_nonfinite"] + 1
             self.optimizer.zero_grad(set_to_none=True)
-            if self.scaler.is_enabled():
-                self.scaler.update(self.scaler.get_scale() / 2)
-            if self.is_main:
-                log.info("%s: non-finite loss or gradient, step skipped (%d so far)", where, skipped)
-        scale = self.scaler.get_scale() if self.scaler.is_enabled() else None
-        return StepResult(total, breakdown, grad_norm, applied, samples, lr, scale)
+            self.scaler.update(self.scaler.get_scale() / 2)
+        applied = loss_finite and bool(torch.isfinite(self.grad_norm))
+        return torch.tensor(applied, device=self.device), torch.tensor(int(not loss_finite), device=self.device)
 
 
 def training_file(cfg: Config, key: str, train: bool) -> SimplePoseDataset:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import cv2
 import numpy as np
@@ -58,12 +58,17 @@ def input_sizes(height: int, width: int, m: float, cfg: EvalConfig) -> tuple[tup
     return (hr, wr), (math.ceil(hr / step) * step, math.ceil(wr / step) * step)
 
 
-def prepare_input(image: np.ndarray, m: float, cfg: EvalConfig) -> tuple[np.ndarray, tuple[int, int]]:
-    """Resize a BGR uint8 image by m (bicubic), pad bottom/right to a multiple of max_downsample.
+def prepare_input(
+    image: np.ndarray, m: float, cfg: EvalConfig, padded_hw: tuple[int, int] | None = None
+) -> tuple[np.ndarray, tuple[int, int]]:
+    """Resize a BGR uint8 image by m (bicubic), pad bottom/right to a multiple of max_downsample (or to
+    ``padded_hw``, a shape bucket).
 
     Returns the padded (Hp, Wp, 3) float32 BGR/255 array and the resized (rows, cols) before padding.
     """
     (hr, wr), (hp, wp) = input_sizes(*image.shape[:2], m, cfg)
+    if padded_hw is not None:
+        hp, wp = padded_hw
     resized = cv2.resize(image, (wr, hr), interpolation=cv2.INTER_CUBIC)
     padded = np.full((hp, wp, 3), cfg.pad_value, np.uint8)
     padded[:hr, :wr] = resized
@@ -75,7 +80,56 @@ def make_batch(padded: list[np.ndarray], flip: bool, device: torch.device) -> to
     x = torch.from_numpy(np.stack(padded)).permute(0, 3, 1, 2)
     if flip:
         x = torch.cat([x, x.flip(-1)])
+    if device.type == "cuda":
+        return x.pin_memory().to(device, non_blocking=True)
     return x.to(device)
+
+
+def bucket_size(n: int, step: int) -> int:
+    """``n`` (a multiple of ``step``) rounded up to the shape ladder of ``eval.shape_buckets``: multiples of
+    ``step`` up to 16 steps, of 2 steps up to 32, of 4 steps up to 64, ... (8 sizes per octave, at most 1/8
+    more)."""
+    unit = step
+    while n > 16 * unit:
+        unit *= 2
+    return math.ceil(n / unit) * unit
+
+
+def uses_buckets(setting: str, device: torch.device) -> bool:
+    """Whether ``eval.shape_buckets=setting`` pads inputs to the ladder on ``device``."""
+    return setting == "on" or (setting == "auto" and device.type == "cuda")
+
+
+def uses_device_preprocess(setting: str, device: torch.device) -> bool:
+    """Whether ``eval.preprocess=setting`` prepares the inputs with torch on ``device`` (else OpenCV on the host)."""
+    return setting == "device" or (setting == "auto" and device.type != "cpu")
+
+
+def upload_images(images: list[np.ndarray], device: torch.device) -> torch.Tensor:
+    """n BGR uint8 (H, W, 3) images of one size -> (n, 3, H, W) uint8 on ``device``, copied once (from pinned
+    memory on CUDA, so that the copy does not hold the host)."""
+    x = torch.from_numpy(np.stack(images)).permute(0, 3, 1, 2)
+    if device.type == "cuda":
+        x = x.pin_memory()
+    return x.to(device, non_blocking=True)
+
+
+def prepare_on_device(
+    images: torch.Tensor, resized_hw: tuple[int, int], padded_hw: tuple[int, int], cfg: EvalConfig
+) -> torch.Tensor:
+    """``prepare_input`` + ``make_batch`` with torch on the images' device: (n, 3, H, W) uint8 -> (n or 2n, 3, Hp,
+    Wp) float32 BGR/255, the images resized (bicubic, OpenCV's pixel centres, rounded and saturated to 0..255 as
+    OpenCV's uint8 resize), padded bottom/right with ``pad_value``, then their mirrors when flipping."""
+    (hr, wr), (hp, wp) = resized_hw, padded_hw
+    n, _, h, w = images.shape
+    x = images.float()
+    if (hr, wr) != (h, w):
+        x = bicubic_resize(x, (hr, wr), (hr / h, wr / w)).round_().clamp_(0, 255)
+    batch = x.new_full((n, 3, hp, wp), float(cfg.pad_value))
+    batch[:, :, :hr, :wr] = x
+    if cfg.flip:
+        batch = torch.cat([batch, batch.flip(-1)])
+    return batch.mul_(1 / 255)
 
 
 def fuse_flip(out: torch.Tensor, skeleton: Skeleton, flip: bool = True) -> torch.Tensor:
@@ -188,6 +242,28 @@ def _cubic_resample(a: np.ndarray, axis: int, factor: float, size: int) -> np.nd
     return out
 
 
+def scale_inputs(
+    images: list[np.ndarray], cfg: EvalConfig, device: torch.device
+) -> Iterator[tuple[torch.Tensor, tuple[int, int]]]:
+    """For each test scale of BGR uint8 images of one size: (the network's input batch on ``device``, (n or 2n,
+    3, Hp, Wp) float32 BGR/255, the images then their mirrors when flipping; the resized (rows, cols) before
+    padding). Prepared on the host (OpenCV) or on the device (``eval.preprocess``), padded to a multiple of
+    ``max_downsample`` or to a shape bucket (``eval.shape_buckets``)."""
+    h, w = images[0].shape[:2]
+    on_device = uses_device_preprocess(cfg.preprocess, device)
+    buckets = uses_buckets(cfg.shape_buckets, device)
+    uploaded = upload_images(images, device) if on_device else None
+    for m in scale_factors(h, w, cfg):
+        (hr, wr), padded = input_sizes(h, w, m, cfg)
+        if buckets:
+            padded = (bucket_size(padded[0], cfg.max_downsample), bucket_size(padded[1], cfg.max_downsample))
+        if on_device:
+            yield prepare_on_device(uploaded, (hr, wr), padded, cfg), (hr, wr)
+        else:
+            prepared = [prepare_input(im, m, cfg, padded) for im in images]
+            yield make_batch([p for p, _ in prepared], cfg.flip, device), (hr, wr)
+
+
 def multiscale_maps_batch(
     images: list[np.ndarray],
     cfg: EvalConfig,
@@ -207,10 +283,7 @@ def multiscale_maps_batch(
         raise ValueError("multiscale_maps_batch needs images of one size")
     grid = decode_grid(h, w, cfg)
     acc = None
-    for m in scale_factors(h, w, cfg):
-        prepared = [prepare_input(im, m, cfg) for im in images]
-        hr, wr = prepared[0][1]
-        batch = make_batch([p for p, _ in prepared], cfg.flip, device)
+    for batch, (hr, wr) in scale_inputs(images, cfg, device):
         with torch.no_grad():
             out = predict(batch, (wr / w, hr / h))
         check_compatible(skeleton, KeypointSet(num_channels=out.shape[1]), where="the network's output",
@@ -243,10 +316,13 @@ def model_predictor(model: torch.nn.Module, precision: Precision | None = None) 
     in half precision would lose the small values the thresholds compare against).
     """
 
+    finest = getattr(model, "finest_prediction", None)  # a PoseNet skips the heads evaluation never reads
+    forward = finest if finest is not None else (lambda batch: model(batch)[-1][0])
+
     def predict(batch: torch.Tensor, resize_xy: tuple[float, float]) -> torch.Tensor:
         if precision is None:
-            return model(batch)[-1][0]
+            return forward(batch)
         with precision.autocast(batch.device):
-            return model(batch)[-1][0].float()
+            return forward(batch).float()
 
     return predict

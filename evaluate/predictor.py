@@ -32,6 +32,7 @@ from evaluate.inference import Predictor, model_predictor, multiscale_maps_batch
 from evaluate.model_loader import load_model
 from evaluate.onnx_runner import Providers, load_onnx, providers_for
 from evaluate.video import VideoReader
+from models.fold import fold_batchnorm
 from models.weights import unwrap
 from utils.distributed import select_device
 from utils.errors import UserError
@@ -134,9 +135,14 @@ class PoseEstimator:
 
     @classmethod
     def from_model(cls, model: torch.nn.Module, cfg: EvalConfig, device: torch.device) -> PoseEstimator:
-        """A PyTorch network (in eval mode, on ``device``, carrying ``model.skeleton``) under ``cfg.amp``."""
-        predict = model_predictor(model, precision_for(cfg.amp, device, "eval.amp"))
-        return cls(predict, cfg, unwrap(model).skeleton, device)
+        """A PyTorch network (in eval mode, on ``device``, carrying ``model.skeleton``) under ``cfg.amp``; with
+        ``eval.fold_batchnorm`` a copy with its BatchNorms folded into the convolutions runs (``model`` is left
+        as it is, and later changes to it do not reach this estimator)."""
+        network = unwrap(model)
+        if cfg.fold_batchnorm:
+            network = fold_batchnorm(network)
+        predict = model_predictor(network, precision_for(cfg.amp, device, "eval.amp"))
+        return cls(predict, cfg, network.skeleton, device)
 
     @property
     def keypoint_names(self) -> tuple[str, ...]:

@@ -23,7 +23,8 @@ Deliberate differences from the original:
 from __future__ import annotations
 
 from collections.abc import Callable
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
+from functools import partial
 from typing import TypeVar
 
 import torch
@@ -186,6 +187,20 @@ class PoseNet(nn.Module):
             outputs.append(ys)
         return outputs
 
+    def finest_prediction(self, image: torch.Tensor) -> torch.Tensor:
+        """``forward(image)[-1][0]``, the last stack's finest output (B, C, H/4, W/4), which is all that evaluation
+        reads: the last stack's other heads are not computed."""
+        check_input_shape(image.shape)
+        x = self.stem(image)
+        cache: list[torch.Tensor] = []
+        last = len(self.hourglasses) - 1
+        for t in range(last):
+            _, x, cache = self.stack_outputs(t, x, self.stack_features(t, x), cache)
+        finest = self.hourglasses[last](x)[0]
+        if cache:
+            finest = finest + cache[0]
+        return self.heads[last][0](finest)[1]
+
     def recomputes_activations(self) -> bool:
         """Whether this forward keeps only the inputs of its units and recomputes their activations in the
         backward pass (``model.checkpoint_activations``, when training with grad enabled; evaluation and
@@ -238,11 +253,21 @@ def recomputed(modules: list[nn.Module], fn: Callable[..., T], *args) -> T:
 
     The rerun leaves the BatchNorm running statistics of ``modules`` alone (the first run updated them; a
     second update would apply the momentum twice) and skips saving the RNG state (the network draws no random
-    numbers). Autocast is re-entered as it was; the gradients are those of the plain path."""
-    return checkpoint(
-        fn, *args, use_reentrant=False, preserve_rng_state=False,
-        context_fn=lambda: (nullcontext(), batchnorm_statistics_frozen(modules)),
-    )  # fmt: skip
+    numbers). Autocast is re-entered as it was; the gradients are those of the plain path.
+
+    Under ``torch.compile`` the region is traced instead (dynamo takes no Python ``context_fn``): AOT autograd
+    then recomputes from the functional graph, where the running-statistics update is applied once, after the
+    forward, so the rerun cannot apply it twice (tests/test_compile.py checks the statistics)."""
+    if torch.compiler.is_compiling():
+        return checkpoint(fn, *args, use_reentrant=False)
+    return checkpoint(fn, *args, use_reentrant=False, preserve_rng_state=False,
+                      context_fn=partial(recompute_contexts, tuple(modules)))  # fmt: skip
+
+
+def recompute_contexts(modules: tuple[nn.Module, ...]) -> tuple[AbstractContextManager, AbstractContextManager]:
+    """``checkpoint``'s (forward, recomputation) contexts: the recomputation leaves the BatchNorm statistics of
+    ``modules`` alone."""
+    return nullcontext(), batchnorm_statistics_frozen(modules)
 
 
 def check_model_config(cfg: ModelConfig) -> None:

@@ -197,6 +197,19 @@ def test_gpu_check_without_a_gpu_says_so_and_exits_0(monkeypatch, capsys):
     assert "--device cpu" in out
 
 
+def test_gpu_check_dry_run_on_the_cpu_trains_compiled_and_evaluates(capsys, one_thread):
+    """The training and evaluation sections at toy sizes on the CPU (the tiny network, dynamo's eager backend):
+    every line they print on a GPU is printed, so the script is known to run before a GPU is lent."""
+    assert gpu_check.main(["--device", "cpu", "--sections", "train", "eval"]) == 0
+    out = capsys.readouterr().out
+    for line in ("| training, bf16 eager, batch 2 |", "| training, bf16 compiled, batch 2 |",
+                 "0 host syncs per step between logs", "top kernels of training step", "top kernels of an evaluation",
+                 "| evaluation, 2 scales + flip, float32 |", "| evaluation, 1 scale + flip, bf16 |",
+                 "| evaluation AP vs the CPU path |", "preprocessing"):  # fmt: skip
+        assert line in out, line
+    assert "FAILED" not in out
+
+
 def test_gpu_check_halves_the_batch_until_it_fits(capsys):
     tried = []
 

@@ -157,6 +157,15 @@ def any_rank(flag: bool, device: torch.device) -> bool:
     return bool(t.item() > 0)
 
 
+def all_ranks(flag: torch.Tensor) -> torch.Tensor:
+    """A 0-d bool tensor, True where ``flag`` is True on every rank; decided on the device (no host read)."""
+    if not is_distributed():
+        return flag
+    t = flag.to(torch.int32)
+    dist.all_reduce(t, op=dist.ReduceOp.MIN)
+    return t.bool()
+
+
 def shard(n: int, rank: int | None = None, world: int | None = None) -> range:
     """Indices of ``n`` items this rank handles: a strided split with no padding and no duplicates."""
     rank = get_rank() if rank is None else rank

@@ -1,0 +1,118 @@
+"""train.compile: the compiled model + loss against eager in float64 (outputs, gradients, BatchNorm statistics), with
+activation checkpointing; the trainer's choice, its log lines, accumulation and checkpoints of a compiled run.
+
+Traced with the ``aot_eager`` backend (dynamo + AOT autograd, the graphs inductor receives, run by eager kernels):
+inductor's C++ builds take 2-3 minutes for one forward of the quick-start model on this 2-core CPU, too slow for
+the suite; its float64 match (outputs 5e-15, gradients 3e-10) was measured by hand (docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import logging
+
+import pytest
+import torch
+
+import engine.compile as ec
+from config.loader import load_config
+from config.skeleton import skeleton_of
+from engine.checkpoint import Checkpoint
+from engine.trainer import Trainer
+from models import MultiTaskLoss, build_model
+from tests.helpers import tiny_cfg
+from utils.paths import REPO_ROOT
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+CASES = {
+    # the quick-start model, compiled with activation checkpointing, against the plain eager network
+    "quickstart-checkpointed": ("quickstart.yaml", ["model.checkpoint_activations=true"]),
+    # the paper's widths (256 channels, +128 per scale, SE heads) with 2 of its 4 stacks: a merge between stacks
+    "paper-2-stacks": ("simplepose_coco.yaml", ["model.stacks=2", "loss.stack_weights=[1,1]"]),
+}
+
+
+def as_float64_batch(cfg, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    size = cfg.data.input_size
+    images = torch.rand(2, 3, size, size, generator=g, dtype=torch.float64)
+    shapes = [(2, skeleton_of(cfg).num_channels, size // 4 >> k, size // 4 >> k) for k in range(cfg.model.num_scales)]
+    targets = [torch.rand(s, generator=g, dtype=torch.float64) for s in shapes]
+    masks = [(torch.rand((s[0], 1, *s[2:]), generator=g) > 0.2).double() for s in shapes]
+    return images, targets, masks
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_compiled_model_and_loss_match_eager_in_float64(case):
+    preset, extra = CASES[case]
+    cfg = load_config(REPO_ROOT / "config" / preset, ["data.input_size=64", *extra])
+    torch.manual_seed(0)
+    compiled_model = build_model(cfg).double().train()
+    eager_model = copy.deepcopy(compiled_model)
+    eager_model.cfg = dataclasses.replace(cfg.model, checkpoint_activations=False)
+    loss = MultiTaskLoss(cfg, skeleton_of(cfg)).double()
+
+    def step(model):
+        def forward_loss(images, targets, masks):
+            outputs = model(images)
+            return outputs, *loss(outputs, targets, masks)
+
+        return forward_loss
+
+    images, targets, masks = as_float64_batch(cfg)
+    eager_out, eager_total, eager_parts = step(eager_model)(images, targets, masks)
+    eager_total.backward()
+    fn = ec.compile_forward_loss(step(compiled_model), backend="aot_eager")
+    out, total, parts = fn(images, targets, masks)
+    total.backward()
+    assert fn.compile_s is not None and fn.compile_s > 0
+    assert compiled_model.recomputes_activations() == (case == "quickstart-checkpointed")
+
+    for stack_a, stack_b in zip(eager_out, out, strict=True):
+        for a, b in zip(stack_a, stack_b, strict=True):
+            torch.testing.assert_close(b, a, rtol=0, atol=1e-8)
+    torch.testing.assert_close(total, eager_total, rtol=0, atol=1e-8)
+    for k in eager_parts:
+        torch.testing.assert_close(parts[k], eager_parts[k], rtol=0, atol=1e-8)
+    for (name, p), q in zip(eager_model.named_parameters(), compiled_model.parameters(), strict=True):
+        assert q.grad is not None, name
+        torch.testing.assert_close(q.grad, p.grad, rtol=0, atol=1e-8, msg=name)
+    batchnorm = {n: b for n, b in eager_model.named_buffers() if "running" in n or "num_batches" in n}
+    assert batchnorm
+    compiled_buffers = dict(compiled_model.named_buffers())
+    for name, b in batchnorm.items():
+        assert not torch.equal(b, torch.zeros_like(b)) or "num_batches" in name
+        torch.testing.assert_close(compiled_buffers[name], b, rtol=0, atol=1e-8, msg=name)  # updated exactly once
+
+
+def test_compile_auto_is_on_for_cuda_and_off_on_the_cpu():
+    assert ec.choose_compile("auto", torch.device("cuda", 0)).enabled
+    off = ec.choose_compile("auto", torch.device("cpu"))
+    assert not off.enabled and "measured no gain" in off.reason
+    assert ec.choose_compile("on", torch.device("cpu")).enabled
+    assert not ec.choose_compile("off", torch.device("cuda")).enabled
+    assert not ec.choose_compile("auto", torch.device("cuda", 0), "data_parallel").enabled
+    assert ec.choose_compile("auto", torch.device("cuda", 0), "distributed").enabled
+
+
+def test_a_compiled_run_accumulates_like_eager_and_its_checkpoint_loads_plainly(synthetic_h5_64, tmp_path, caplog,
+                                                                                monkeypatch):  # fmt: skip
+    monkeypatch.setattr(ec, "BACKEND", "aot_eager")
+    extra = ["train.max_steps_per_epoch=2", "train.accumulate_steps=2", "train.optimizer=adam", "train.lr=1e-3"]
+    weights = {}
+    for setting in ("off", "on"):
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="engine"):
+            t = Trainer(tiny_cfg(synthetic_h5_64, tmp_path / setting, f"train.compile={setting}", *extra))
+            t.fit()
+        messages = [r.getMessage() for r in caplog.records]
+        assert messages[0].startswith(f"compile: {setting} (train.compile={setting}")  # the run's first line
+        assert any("compiled model + loss: first call" in m for m in messages) == (setting == "on")
+        weights[setting] = Checkpoint.load(tmp_path / setting / "last.pt").model
+    assert weights["on"].keys() == weights["off"].keys()  # no _orig_mod. prefixes: the module is not wrapped
+    for name, w in weights["off"].items():
+        torch.testing.assert_close(weights["on"][name], w, rtol=1e-5, atol=1e-6, msg=name)
+    plain = build_model(load_config(REPO_ROOT / "config" / "tiny.yaml"))
+    plain.load_state_dict(weights["on"])  # strict
