@@ -46,23 +46,39 @@ def choose_compile(setting: str, device: torch.device, launcher: str = "single")
 
 
 class TimedFirstCall:
-    """``fn`` whose first call (where ``torch.compile`` traces and compiles) is timed and logged once."""
+    """``fn`` whose first call (where ``torch.compile`` traces and compiles) is timed and logged once.
 
-    def __init__(self, fn: Callable, what: str, say: bool = True) -> None:
-        self.fn, self.what, self.say = fn, what, say
+    With ``fallback`` (``train.compile=auto``), a compiler that cannot build the graph (``BackendCompilerFailed``: no
+    C compiler or Triton in a slim container, an unsupported GPU) is said in a warning and ``fallback`` (the eager
+    function) is used from then on; nothing ran before the failure (dynamo traces on fake tensors). Other errors
+    (shapes, out of memory) are raised as they are. ``train.compile=on`` gives no fallback: the error is raised."""
+
+    def __init__(self, fn: Callable, what: str, say: bool = True, fallback: Callable | None = None) -> None:
+        self.fn, self.what, self.say, self.fallback = fn, what, say, fallback
         self.compile_s: float | None = None
 
     def __call__(self, *args, **kwargs):
         if self.compile_s is not None:
             return self.fn(*args, **kwargs)
         start = time.perf_counter()
-        out = self.fn(*args, **kwargs)
+        try:
+            out = self.fn(*args, **kwargs)
+        except torch._dynamo.exc.BackendCompilerFailed as err:
+            if self.fallback is None:
+                raise
+            log.warning("%s: the compiler failed (%s: %s); training eagerly instead (train.compile=off silences "
+                        "this, train.compile=on raises it)", self.what, type(err.inner_exception).__name__,
+                        str(err.inner_exception).splitlines()[0] if str(err.inner_exception) else "")  # fmt: skip
+            self.fn, self.compile_s = self.fallback, 0.0
+            return self.fn(*args, **kwargs)
         self.compile_s = time.perf_counter() - start
         if self.say:
             log.info("%s: first call (trace + compile + run) took %.1f s", self.what, self.compile_s)
         return out
 
 
-def compile_forward_loss(fn: Callable, backend: str | None = None, say: bool = True) -> TimedFirstCall:
-    """``fn(images, targets, masks) -> (total, breakdown)`` compiled as one graph (model and loss)."""
-    return TimedFirstCall(torch.compile(fn, backend=backend or BACKEND, dynamic=False), "compiled model + loss", say)
+def compile_forward_loss(fn: Callable, backend=None, say: bool = True, fall_back: bool = False) -> TimedFirstCall:
+    """``fn(images, targets, masks) -> (total, breakdown)`` compiled as one graph (model and loss); with
+    ``fall_back``, ``fn`` itself where the compiler fails (``TimedFirstCall``)."""
+    compiled = torch.compile(fn, backend=backend or BACKEND, dynamic=False)
+    return TimedFirstCall(compiled, "compiled model + loss", say, fallback=fn if fall_back else None)

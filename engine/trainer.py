@@ -98,7 +98,8 @@ class Trainer:
         self.optimizer = build_optimizer(self.params, t, fused=fused)
         self.step_forward = partial(self.launcher.forward_loss, self.model, self.loss_fn)
         if self.compile.enabled:
-            self.step_forward = compile_forward_loss(self.step_forward, say=self.is_main)
+            self.step_forward = compile_forward_loss(self.step_forward, say=self.is_main,
+                                                     fall_back=t.compile == "auto")
         self.schedule = LRSchedule.from_config(t, self.steps_per_epoch, self.world_size)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision.grad_scaler)
         # a fused step takes the skip as a device flag; without one (or with fp16 loss scaling) it is read back

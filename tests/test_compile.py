@@ -116,3 +116,24 @@ def test_a_compiled_run_accumulates_like_eager_and_its_checkpoint_loads_plainly(
         torch.testing.assert_close(weights["on"][name], w, rtol=1e-5, atol=1e-6, msg=name)
     plain = build_model(load_config(REPO_ROOT / "config" / "tiny.yaml"))
     plain.load_state_dict(weights["on"])  # strict
+
+
+def _failing_backend(graph_module, example_inputs):
+    raise RuntimeError("Failed to find C compiler. Please specify via CC environment variable.")
+
+
+def test_auto_falls_back_to_eager_when_the_compiler_fails_and_on_raises(caplog):
+    def forward_loss(x):
+        return (x * 2).sum(), {"x": x}
+
+    x = torch.arange(4.0)
+    auto = ec.compile_forward_loss(forward_loss, backend=_failing_backend, fall_back=True)
+    with caplog.at_level(logging.WARNING, logger="engine.compile"):
+        total, _ = auto(x)
+    assert total.item() == 12.0 and auto.fn is forward_loss  # eager from now on
+    assert "C compiler" in caplog.text and "training eagerly" in caplog.text
+    assert auto(x)[0].item() == 12.0
+
+    on = ec.compile_forward_loss(forward_loss, backend=_failing_backend, fall_back=False)
+    with pytest.raises(torch._dynamo.exc.BackendCompilerFailed):
+        on(x)
