@@ -79,6 +79,9 @@ class Watchdog:
             if time.monotonic() - self.last > self.timeout_s:
                 log.critical(self.report())
                 sys.stderr.flush()
+                # the first process to exit makes torchrun end the others: wait (briefly) until every rank that
+                # answered has written its own line, so that no rank's report is lost
+                self.wait_for_reports()
                 os._exit(EXIT_STALLED)
 
     def _state(self) -> str:
@@ -102,6 +105,19 @@ class Watchdog:
         except Exception:  # noqa: BLE001  a store gone with a dead rank: report what this rank knows
             pass
         return seen
+
+    def wait_for_reports(self, wait_s: float = 3.0) -> None:
+        """Mark this rank's report as written, then wait up to ``wait_s`` for the other ranks' marks."""
+        if self.store is None:
+            return
+        try:
+            self.store.set(f"reported/{self.rank}", "1")
+            others = [f"reported/{r}" for r in range(self.world_size) if r != self.rank]
+            deadline = time.monotonic() + wait_s
+            while others and time.monotonic() < deadline and not self.store.check(others):
+                time.sleep(0.1)
+        except Exception:  # noqa: BLE001  a store gone with a dead rank: nothing more to wait for
+            pass
 
     def report(self) -> str:
         """One line: this rank, where it stopped, and which rank(s) are stuck outside a collective."""
