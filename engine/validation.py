@@ -48,6 +48,10 @@ class Validator:
         model = unwrap(self.model)
         was_training = model.training
         model.eval()
+        # training autotunes cuDNN (one batch shape); validation images come in many padded shapes, each of which
+        # would be autotuned once more: heuristics there, the training's setting back after
+        autotune = torch.backends.cudnn.benchmark
+        torch.backends.cudnn.benchmark = False
         try:
             if self.val_set is not None:
                 out["val_loss"] = self.val_loss(model)
@@ -58,6 +62,7 @@ class Validator:
                 out.update({k: float(v) for k, v in stats.items()})
         finally:
             model.train(was_training)
+            torch.backends.cudnn.benchmark = autotune
         return out
 
     def val_loss(self, model: nn.Module) -> float:

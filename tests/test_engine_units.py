@@ -169,3 +169,30 @@ def test_metrics_log_truncates_records_past_a_resume(tmp_path):
     records = read_metrics(tmp_path)
     assert [r["global_step"] for r in records] == [1, 2, 3]
     assert records[0]["bad"] == "nan"
+
+
+def test_validation_does_not_autotune_cudnn_per_shape_and_gives_training_its_setting_back(monkeypatch, tmp_path):
+    """In-training validation sees many padded shapes: cuDNN's autotuning (on for training) is off while it runs,
+    and back afterwards, even when evaluation fails. The flag is read on the CPU too; only CUDA acts on it."""
+    import engine.validation as validation
+    from models import build_model
+
+    cfg = load_config(REPO_ROOT / "config" / "tiny.yaml",
+                      [f"train.out_dir={tmp_path}", "data.val_images=IMAGES", "data.val_annotations=ANN.json"])
+    seen = []
+
+    def evaluate(model, images, annotations, cfg, device, out_json=None):
+        seen.append((torch.backends.cudnn.benchmark, model.training))
+        if len(seen) == 2:
+            raise RuntimeError("evaluation failed")
+        return {"AP": 0.5}
+
+    monkeypatch.setattr(validation, "evaluate_coco", evaluate)
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", True)
+    model = build_model(cfg).train()
+    validator = validation.Validator(cfg, model, None, None, torch.device("cpu"), None, 0, 1)
+    assert validator.validate(0) == {"AP": 0.5}
+    assert seen == [(False, False)] and torch.backends.cudnn.benchmark is True and model.training
+    with pytest.raises(RuntimeError, match="evaluation failed"):
+        validator.validate(1)
+    assert seen[1] == (False, False) and torch.backends.cudnn.benchmark is True and model.training
