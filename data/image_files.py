@@ -93,17 +93,24 @@ def stored_size(data: bytes | np.ndarray) -> tuple[int, int] | None:
     return None if full is None else (full.shape[1], full.shape[0])
 
 
-def inspect_image(data: bytes, width: int | None, height: int | None) -> tuple[tuple[int, int] | None, str | None]:
+def inspect_image(
+    data: bytes, width: int | None, height: int | None, decoded: np.ndarray | None = None
+) -> tuple[tuple[int, int] | None, str | None]:
     """((width, height) of the stored pixels, what is wrong) of the bytes of an image file whose annotation says
-    ``width`` x ``height`` (None: not given): ((w, h), None) for a complete image of that size."""
+    ``width`` x ``height`` (None: not given): ((w, h), None) for a complete image of that size. ``decoded``: the
+    bytes already decoded (``decode_image``; None where that failed), whose size is then used instead of decoding
+    them once more."""
     if len(data) < 8:
         return None, "not an image (the file is empty or a few bytes)"
     if is_jpeg(data) and _JPEG_END not in data[-4096:] and _truncated(data):
         return None, "truncated or corrupt JPEG (it does not decode to its end)"
-    try:
-        size = stored_size(data)
-    except (OSError, SyntaxError, ValueError):  # Pillow on a JPEG whose header is damaged
-        size = None
+    if decoded is not None:
+        size = (decoded.shape[1], decoded.shape[0])
+    else:
+        try:
+            size = stored_size(data)
+        except (OSError, SyntaxError, ValueError):  # Pillow on a JPEG whose header is damaged
+            size = None
     if size is None:
         return None, "not an image OpenCV decodes (corrupt, truncated, or another kind of file)"
     if (width, height) != (None, None) and size != (width, height):
@@ -155,7 +162,7 @@ def image_path(images_dir: Path, img: dict, annotations: Path | str) -> Path:
 def read_checked(path: Path, img: dict) -> tuple[bytes | None, tuple[int, int] | None, str | None]:
     """(the file's bytes, (width, height), None) when it is a complete image of the size ``img`` (an annotation file's
     image entry) gives, if it gives one; else (None, None, what is wrong: ``missing``, ``unreadable (...)`` or
-    ``inspect_image``'s reason)."""
+    ``inspect_image``'s reason). For a reader that keeps the bytes (the converter): JPEGs are checked at 1/8 size."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -164,6 +171,22 @@ def read_checked(path: Path, img: dict) -> tuple[bytes | None, tuple[int, int] |
         return None, None, f"unreadable ({e.strerror})"
     size, problem = inspect_image(data, img.get("width"), img.get("height"))
     return (None, None, problem) if problem else (data, size, None)
+
+
+def read_decoded_checked(path: Path, img: dict) -> tuple[np.ndarray | None, str | None]:
+    """(the (H, W, 3) uint8 pixels, None), or (None, what is wrong) as ``read_checked`` says it, for a reader that
+    needs the pixels (the evaluator): the file is decoded once, and its checks use that decode."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None, "missing"
+    except OSError as e:
+        return None, f"unreadable ({e.strerror})"
+    image = decode_image(data) if len(data) >= 8 else None
+    if image is None:
+        return None, inspect_image(data, img.get("width"), img.get("height"))[1] or "not an image OpenCV decodes"
+    _, problem = inspect_image(data, img.get("width"), img.get("height"), decoded=image)
+    return (None, problem) if problem else (image, None)
 
 
 @dataclass

@@ -33,7 +33,7 @@ from config.schema import OUTPUT_STRIDE, Config, EvalConfig, NameMatch
 from config.skeleton import Skeleton, skeleton_of
 from config.skeleton_check import NAME_MATCHES
 from data.coco_annotations import PERSON_CATEGORY, keypoint_category, load_coco_keypoints
-from data.image_files import BadImages, decode_image, read_checked
+from data.image_files import BadImages, read_decoded_checked
 from data.image_files import image_path as checked_image_path
 from evaluate.coco_results import coco_results, results_text, sort_results
 from evaluate.crowdpose_eval import crowdpose_keypoint_stats, with_box_areas
@@ -139,7 +139,7 @@ def predict_people(
     ``image_list``: {image id: {"file_name"[, "height", "width"]}} (pycocotools' ``coco.imgs`` or
     evaluate/image_list.py). ``network_for(image_ids)``: a network per image (one per batch), used instead of the
     estimator's own (the oracle's maps). Images are visited grouped by size (when the list gives sizes) so that
-    batches fill up. Each file is checked as the converter checks it (``data.image_files.read_checked``: missing,
+    batches fill up. Each file is checked as the converter checks it (``data.image_files.read_decoded_checked``: missing,
     truncated, not an image, another size than the list says; an image without a size gets its file's); a bad one
     stops the evaluation, or with ``eval.skip_bad`` is skipped with a warning. Returns ({image id: people}, the
     skipped images: {"file", "image_id", "reason"}).
@@ -163,14 +163,13 @@ def predict_people(
     for image_id in order:
         info = image_list[image_id]
         path = checked_image_path(images_dir, info, "the annotation file")
-        data, stored, problem = read_checked(path, info)
-        image = decode_image(data) if problem is None else None
+        image, problem = read_decoded_checked(path, info)
         if image is None:
-            bad.report(path, image_id, problem or "not an image OpenCV decodes")
+            bad.report(path, image_id, problem)
             bar.update(1)
             continue
         if info.get("width") is None:  # as the converter: the file gives the size the annotations do not
-            info["width"], info["height"] = stored
+            info["width"], info["height"] = image.shape[1], image.shape[0]
         if pending and (image.shape != pending[0][1].shape or len(pending) >= batch_size):
             flush()
         pending.append((image_id, image))
