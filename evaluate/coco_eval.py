@@ -139,9 +139,9 @@ def predict_people(
     ``image_list``: {image id: {"file_name"[, "height", "width"]}} (pycocotools' ``coco.imgs`` or
     evaluate/image_list.py). ``network_for(image_ids)``: a network per image (one per batch), used instead of the
     estimator's own (the oracle's maps). Images are visited grouped by size (when the list gives sizes) so that
-    batches fill up. Each file is checked as the converter checks it (``data.image_files.read_decoded_checked``: missing,
-    truncated, not an image, another size than the list says; an image without a size gets its file's); a bad one
-    stops the evaluation, or with ``eval.skip_bad`` is skipped with a warning. Returns ({image id: people}, the
+    batches fill up. Each file is checked as the converter checks it (``data.image_files.read_decoded_checked``:
+    missing, truncated, not an image, another size than the list says; an image without a size gets its file's); a
+    bad one stops the evaluation, or with ``eval.skip_bad`` is skipped with a warning. Returns ({image id: people}, the
     skipped images: {"file", "image_id", "reason"}).
     """
     size = lambda i: (image_list[i].get("height") or 0, image_list[i].get("width") or 0)  # noqa: E731
