@@ -222,3 +222,25 @@ def pycocotools_stats(data: dict, results: list[dict], sigmas) -> list[float]:
         ev.accumulate()
         ev.summarize()
     return [float(v) for v in ev.stats]
+
+
+class InterruptedCamera:
+    """Stand-in for cv2.VideoCapture(index): gives ``frames`` then raises KeyboardInterrupt, as Ctrl-C would."""
+
+    def __init__(self, frames):
+        self.frames = list(frames)
+        self.released = False
+
+    def isOpened(self):  # noqa: N802 (OpenCV's name)
+        return True
+
+    def get(self, prop):
+        return 0.0  # cameras often report no fps and no frame count
+
+    def read(self):
+        if not self.frames:
+            raise KeyboardInterrupt
+        return True, self.frames.pop(0)
+
+    def release(self):
+        self.released = True

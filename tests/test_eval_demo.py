@@ -10,7 +10,7 @@ import pytest
 
 from evaluate import PoseEstimator, coco_eval, coco_results_json, demo
 from evaluate.coco_eval import load_coco
-from tests.helpers import LANDSCAPE
+from tests.helpers import LANDSCAPE, InterruptedCamera
 
 FRAME_HW = (96, 128)
 
@@ -97,28 +97,6 @@ def test_demo_video_round_trip(trained_tiny_ckpt, synthetic_sample_images, tmp_p
     only_json = tmp_path / "only.json"
     assert demo.main(["--ckpt", str(trained_tiny_ckpt), "--input", str(video), "--json", str(only_json)]) == 0
     assert only_json.read_text() == out_json.read_text() and [p.name for p in out_dir.iterdir()] == ["clip_pose.mp4"]
-
-
-class InterruptedCamera:
-    """Stand-in for cv2.VideoCapture(index): gives ``frames`` then raises KeyboardInterrupt, as Ctrl-C would."""
-
-    def __init__(self, frames):
-        self.frames = list(frames)
-        self.released = False
-
-    def isOpened(self):  # noqa: N802 (OpenCV's name)
-        return True
-
-    def get(self, prop):
-        return 0.0  # cameras often report no fps and no frame count
-
-    def read(self):
-        if not self.frames:
-            raise KeyboardInterrupt
-        return True, self.frames.pop(0)
-
-    def release(self):
-        self.released = True
 
 
 def test_demo_camera_reads_until_ctrl_c_then_writes_what_it_has(

@@ -19,7 +19,9 @@ from config.skeleton import load_skeleton
 from data import synthetic_video
 from data.synthetic_video import coco_annotations, crossing_video, write_video
 from evaluate import PoseEstimator, PoseTracker, demo
+from evaluate import video as video_reader
 from evaluate.draw import track_color
+from tests.helpers import InterruptedCamera
 from utils.paths import REPO_ROOT
 
 COCO = load_skeleton("coco")
@@ -184,3 +186,45 @@ def test_readme_video_example_runs(crossing_clip, trained_tiny_ckpt, tmp_path, o
     cap = cv2.VideoCapture(str(out / "video.mp4"))
     assert int(cap.get(cv2.CAP_PROP_FRAME_COUNT)) == 12
     cap.release()
+
+
+def test_camera_tracks_as_the_video_file(crossing_clip, trained_tiny_ckpt, tmp_path, monkeypatch, capsys, one_thread):
+    """--input 0 --track, the camera giving the clip's frames then Ctrl-C, read by a clock that ticks at the clip's
+    frame rate: the video file's people, ids and keypoints (a camera's frames are timed by the clock as read, and the
+    tracker predicts motion by time), and what was read is written."""
+    video_file, _, video = crossing_clip
+    base = ["--ckpt", str(trained_tiny_ckpt), "--track", "track.min_hits=1", *FAST]
+    from_file = tmp_path / "file.json"
+    assert demo.main([*base, "--input", str(video_file), "--json", str(from_file)]) == 0
+    cap, frames = cv2.VideoCapture(str(video_file)), []
+    while (read := cap.read())[0]:
+        frames.append(read[1])
+    cap.release()
+    assert len(frames) == video.num_frames
+    cameras = []
+
+    def open_camera(source):
+        assert source == 0
+        cameras.append(InterruptedCamera(frames))
+        return cameras[-1]
+
+    class FrameClock:  # time.monotonic for evaluate.video: one frame of the clip a call
+        calls = 0
+
+        @classmethod
+        def monotonic(cls):
+            cls.calls += 1
+            return (cls.calls - 1) / video.fps
+
+    monkeypatch.setattr(demo.cv2, "VideoCapture", open_camera)
+    monkeypatch.setattr(video_reader, "time", FrameClock)
+    from_camera, out_dir = tmp_path / "camera.json", tmp_path / "drawn"
+    assert demo.main([*base, "--input", "0", "--json", str(from_camera), "--out", str(out_dir)]) == 0
+    monkeypatch.undo()
+    assert "interrupted: writing what was read" in capsys.readouterr().out and cameras[0].released
+    results = json.loads(from_camera.read_text())
+    assert len(results) >= video.num_frames and all(isinstance(r["track_id"], int) for r in results)
+    assert FrameClock.calls == video.num_frames and results == json.loads(from_file.read_text())
+    drawn = cv2.VideoCapture(str(out_dir / "camera0_pose.mp4"))
+    assert int(drawn.get(cv2.CAP_PROP_FRAME_COUNT)) == video.num_frames
+    drawn.release()

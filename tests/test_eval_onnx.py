@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from config.loader import ConfigError, to_dict
+from data.synthetic_video import crossing_video, write_video
 from evaluate import PoseEstimator, demo, export_onnx, onnx_runner
 from evaluate.decode import decode_people
 from evaluate.inference import model_predictor, multiscale_maps
@@ -179,3 +180,23 @@ def test_demo_runs_an_onnx_model_on_an_image(trained_tiny_ckpt, tiny_onnx, synth
         cv2.imread(str(image), cv2.IMREAD_COLOR | cv2.IMREAD_IGNORE_ORIENTATION)
     )
     assert len(results) == len(people) > 0  # the ONNX network through the same decoder as PyTorch's
+
+
+def test_demo_tracks_an_onnx_models_people_as_the_checkpoints(trained_tiny_ckpt, tiny_onnx, tmp_path, one_thread):
+    """--onnx --track on a video: the same people, ids and smoothed keypoints (within 1 px) as --ckpt --track."""
+    clip = tmp_path / "clip.mp4"
+    write_video(crossing_video(hidden_frames=3, size=(128, 176), fps=15.0, height=72.0, num_frames=16), clip)
+    fast = ["eval.scales=[1.0]", "eval.flip=false", "eval.boxsize=128", "track.min_hits=1"]
+    results = {}
+    for model in (["--onnx", str(tiny_onnx)], ["--ckpt", str(trained_tiny_ckpt)]):
+        out_json = tmp_path / f"{model[0][2:]}.json"
+        argv = [*model, "--input", str(clip), "--track", "--smooth", "--json", str(out_json), "--device", "cpu"]
+        assert demo.main([*argv, *fast]) == 0
+        results[model[0]] = sorted(json.loads(out_json.read_text()), key=lambda r: (r["image_id"], r["track_id"]))
+    got, want = results["--onnx"], results["--ckpt"]
+    assert len(want) >= 8 and all(isinstance(r["track_id"], int) for r in got)
+    assert [(r["image_id"], r["track_id"]) for r in got] == [(r["image_id"], r["track_id"]) for r in want]
+    for g, w in zip(got, want):
+        g_kp, w_kp = np.asarray(g["keypoints"]).reshape(-1, 3), np.asarray(w["keypoints"]).reshape(-1, 3)
+        assert np.array_equal(g_kp[:, 2] > 0, w_kp[:, 2] > 0)
+        np.testing.assert_allclose(g_kp[:, :2], w_kp[:, :2], atol=1.0)
