@@ -265,8 +265,8 @@ def validate(cfg: Config) -> None:
         raise ConfigError("eval.scales must hold at least one scale, e.g. eval.scales=[1.0]", key="eval.scales")
     if not cfg.eval.min_mean_score >= 0:
         raise ConfigError(
-            f"eval.min_mean_score must be >= 0, got {cfg.eval.min_mean_score} (a person's mean keypoint evidence; "
-            "person scores 1 - 1 / total need totals >= 0); 0 keeps every person",
+            f"eval.min_mean_score must be >= 0, got {cfg.eval.min_mean_score} (a person's mean keypoint evidence, "
+            "keypoint and link scores per keypoint); 0 keeps every person",
             key="eval.min_mean_score",
         )
     check_track(cfg.track)
@@ -275,7 +275,7 @@ def validate(cfg: Config) -> None:
 def check_track(track: TrackConfig) -> None:
     """ConfigError naming the first ``track.*`` setting out of its range."""
     limits = [
-        ("min_score", not math.isnan(track.min_score), "a number (-inf: every person is tracked)"),
+        ("min_score", not math.isnan(track.min_score), "a number (0: every person is tracked)"),
         ("min_oks", 0 < track.min_oks <= 1, "in (0, 1]"),
         ("min_iou", 0 < track.min_iou <= 1, "in (0, 1]"),
         ("min_shared_keypoints", track.min_shared_keypoints >= 1, ">= 1"),

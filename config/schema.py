@@ -266,8 +266,9 @@ class TrackConfig:
     ``python -m evaluate.demo --track [--smooth]`` and ``evaluate.PoseTracker``."""
 
     # People scored below this are not tracked (nor reported): the decoder's fragments of a person (a few keypoints,
-    # ranked last for AP) would each start a track. 0.8: a total keypoint score of 5; -inf: everyone.
-    min_score: float = 0.8
+    # ranked last for AP) would each start a track. 0.9167 = 0.5 + 0.5 * 5 / 6: a total keypoint and link score of
+    # 5 (evaluate/assemble.py person_scores); 0: everyone.
+    min_score: float = 0.9167
     # A person may continue a track when their OKS with the track's last pose moved on by the track's velocity (the
     # skeleton's sigmas, over the keypoints found in both, scale: the larger box area of the two) is at least
     # min_oks; when fewer than min_shared_keypoints are found in both, when the IoU of their boxes is at least min_iou.

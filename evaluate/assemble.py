@@ -156,25 +156,18 @@ def assemble_people(
     return np.array(rows, np.int64).reshape(-1, num_parts), np.array(totals, np.float64)
 
 
-def person_scores(totals: np.ndarray, counts: np.ndarray, min_mean_score: float) -> np.ndarray:
-    """(P,) person scores of one image's people from (P,) totals and keypoint counts
-    (docs/design.md#from-people-to-coco-results).
+def person_scores(totals: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """(P,) person scores in [0, 1) of one image's people from their (P,) totals (>= 0: keypoint scores plus link
+    scores) and keypoint counts (docs/design.md#from-people-to-coco-results).
 
-    People of two or more keypoints score ``1 - 1 / total``, as in the original. With ``min_mean_score > 0`` their
-    totals passed ``total >= count * min_mean_score``, so none scores below ``floor = 1 - 1 / (2 * min_mean_score)``
-    in any image; with 0 the floor is the lowest of this image's such people (and at most 0). A one-keypoint person
-    scores ``floor - 1 / (1 + total)``: strictly after all of them, still ordered by its own evidence.
+    A person of two or more keypoints scores ``0.5 + 0.5 * total / (1 + total)``, in [0.5, 1): it grows with the
+    evidence gathered, in the order of the original's ``1 - 1 / total``, so the ranking, and with it the AP, is the
+    original's. A one-keypoint person scores ``0.5 * total / (1 + total)``, in [0, 0.5): strictly after every person
+    of two or more keypoints in any image, still ordered by its own evidence.
     """
-    totals = np.asarray(totals, np.float64)
-    single = np.asarray(counts) <= 1
-    with np.errstate(divide="ignore"):  # a total of 0 (min_mean_score=0) scores -inf, as in the original
-        scores = 1.0 - 1.0 / totals
-    if min_mean_score > 0:
-        floor = 1.0 - 1.0 / (2.0 * min_mean_score)
-    else:
-        floor = min(scores[~single].min(initial=0.0), 0.0)
-    scores[single] = floor - 1.0 / (1.0 + totals[single])
-    return scores
+    totals = np.maximum(np.asarray(totals, np.float64), 0.0)
+    several = np.asarray(counts) >= 2
+    return np.where(several, 0.5, 0.0) + 0.5 * totals / (1.0 + totals)
 
 
 def _extend(people: _PartialPeople, p, a, pa, b, pb, s, length, scores, len_rate) -> None:

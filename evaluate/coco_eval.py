@@ -6,6 +6,8 @@
     python -m evaluate.coco_eval --from-ground-truth --images ... --annotations ...   # decoder upper bound
     python -m evaluate.coco_eval --ckpt ... --images coco/test2017 \
         --image-info coco/annotations/image_info_test-dev2017.json --out results.json   # test-dev: not scored
+    python -m evaluate.coco_eval --results their_results.json --annotations ann.json [--skeleton crowdpose]
+        # a results file made by any tool, scored as this project scores its own
 
 Ranks take a strided shard of the (sorted) image ids, predictions are all-gathered, rank 0 writes the results
 JSON and runs pycocotools, every rank receives the numbers. The JSON is sorted and its floats rounded, so it
@@ -44,6 +46,7 @@ from evaluate.model_loader import load_model
 from evaluate.oracle import oracle_for
 from evaluate.own_ids import empty_results, ground_truth, renumbered
 from evaluate.predictor import PoseEstimator
+from evaluate.results_file import read_results
 from utils import distributed as dist
 from utils.errors import AnnotationError, UserError, cli_main
 from utils.io import atomic_write_text, check_writable
@@ -295,6 +298,32 @@ def evaluate_oracle(
     return evaluate_images(images_dir, annotations, estimator, out_json, progress, network_for, coco)
 
 
+def score_results(results_file: str | Path, annotations: str | Path, cfg: Config) -> tuple[dict[str, float], str]:
+    """(stats, summary) of a results file made by any tool (``evaluate.results_file``: checked entry by entry) on
+    ``annotations``, read and scored exactly as an evaluation here scores its own results: the skeleton
+    ``cfg.data.skeleton`` names (its sigmas, its figures: COCO's or CrowdPose's), the evaluator's own ids, the
+    annotation file's images (the first ``eval.max_images`` when set; images with bad annotations left out with
+    ``eval.skip_bad``). Images without any result count as images where no one was found, and the summary says how
+    many there are."""
+    skeleton = skeleton_of(cfg)
+    coco = load_coco(annotations, skeleton, cfg.eval.skip_bad, cfg.eval.keypoint_names)
+    image_list = {i: img for i, img in coco.imgs.items() if i not in coco.bad_image_ids}
+    category = keypoint_category(coco.dataset, skeleton, annotations)
+    ids = _shard_ids(image_list, cfg.eval)
+    results = read_results(results_file, coco, skeleton, category)
+    scored = set(ids)
+    left_out = sum(r["image_id"] not in scored for r in results)
+    results = sort_results(r for r in results if r["image_id"] in scored)
+    stats, summary = keypoint_stats(coco, results, ids, skeleton)
+    without = len(scored - {r["image_id"] for r in results})
+    notes = [f"scored {len(results)} results of {len(ids) - without} images on {len(ids)} images of {annotations}"]
+    if without:
+        notes.append(f"{without} of the {len(ids)} images have no result: scored as images where no one was found")
+    if left_out:
+        notes.append(f"{left_out} results of images outside the evaluated ones left out (eval.max_images, skip_bad)")
+    return stats, summary + "".join(f"{n}\n" for n in notes)
+
+
 def format_stats(stats: dict[str, float]) -> str:
     """``AP 0.512  AP50 0.800 ...``; a figure whose group has no ground truth is -1.000, as pycocotools prints it."""
     return "  ".join(f"{k} {v:.3f}" for k, v in stats.items())
@@ -304,7 +333,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m evaluate.coco_eval", description=__doc__.split("\n\n")[0])
     p.add_argument("--ckpt", help="checkpoint (ours, the original's, or a bare state dict)")
     p.add_argument("--from-ground-truth", action="store_true", help="decode the annotations' own target maps")
-    p.add_argument("--images", required=True, help="image folder, e.g. coco/val2017")
+    p.add_argument("--results", help="score this COCO keypoint results file (made by any tool) on --annotations")
+    p.add_argument("--skeleton", help="with --results or --from-ground-truth: the keypoint set, a name or a YAML file "
+                   "(data.skeleton; default coco)")  # fmt: skip
+    p.add_argument("--images", help="image folder, e.g. coco/val2017 (not with --results)")
     p.add_argument("--annotations", help="COCO person_keypoints JSON (without it: results written, not scored)")
     p.add_argument(
         "--image-info", help="without annotations: COCO image-info JSON naming the images and their ids (test-dev)"
@@ -334,13 +366,25 @@ def eval_option_overrides(args: argparse.Namespace) -> list[str]:
         out.append("eval.skip_bad=true")
     if args.keypoint_names:
         out.append(f"eval.keypoint_names={args.keypoint_names}")
+    if args.skeleton:
+        out.append(f"data.skeleton={args.skeleton}")
     return out
 
 
 def check_arguments(args: argparse.Namespace) -> None:
     """UserError for a combination of options that cannot run, before any work."""
-    if bool(args.ckpt) == bool(args.from_ground_truth):
-        raise UserError("give exactly one of --ckpt CKPT or --from-ground-truth")
+    if sum(map(bool, (args.ckpt, args.from_ground_truth, args.results))) != 1:
+        raise UserError("give exactly one of --ckpt CKPT, --from-ground-truth or --results FILE")
+    if args.results:
+        if not args.annotations:
+            raise UserError("--results FILE is scored on annotations: give --annotations FILE")
+        if args.images or args.out or args.image_info:
+            raise UserError("--results scores a file as it is: --images, --image-info and --out do not apply")
+        return
+    if args.skeleton and args.ckpt:
+        raise UserError("--skeleton applies to --results and --from-ground-truth; a checkpoint carries its own")
+    if not args.images:
+        raise UserError("give --images DIR, the folder of the images to evaluate")
     if args.annotations and args.image_info:
         raise UserError("give --annotations FILE (scored) or --image-info FILE (results only, not scored), not both")
     if not args.annotations:
@@ -373,6 +417,12 @@ def run_unscored(args: argparse.Namespace, image_list: dict[int, dict], ids_from
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     check_arguments(args)
+    if args.results:  # no model, no images, no processes: the file alone
+        cfg = load_config(args.config, eval_option_overrides(args))
+        stats, summary = score_results(args.results, args.annotations, cfg)
+        print(summary, end="")
+        print(format_stats(stats))
+        return 0
     unscored = None
     if not args.annotations:  # bad input fails before the model loads and the images run
         check_writable(Path(args.out).parent)

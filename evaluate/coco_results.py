@@ -25,19 +25,21 @@ def coco_results(
     category), sorted by image id then descending score; with ``track_ids`` (per image, per person), each entry's
     ``track_id`` too (pycocotools keeps extra fields; PoseTrack's files name it so).
 
-    Keypoint v is 1 where a keypoint was found and 0 otherwise (with x = y = 0). Floats are rounded
-    (coordinates to 0.01 px, scores to 1e-6) so that the file is reproducible byte for byte.
+    Keypoint v is the keypoint's score, in (0, 1], where it was found, and 0 otherwise (with x = y = 0), as mmpose
+    and openpifpaf write it; COCO's evaluator reads no v of a result, so the AP does not depend on it. Floats are
+    rounded (coordinates to 0.01 px, keypoint scores to 1e-4, person scores to 1e-6) so that the file is
+    reproducible byte for byte.
     """
     out = []
     for n, (image_id, p) in enumerate(zip(image_ids, people)):
         for j, (kp, score) in enumerate(zip(p.keypoints, p.scores)):
             found = kp[:, 2] > 0
             xy = np.where(found[:, None], kp[:, :2], 0.0)  # whatever a not-found keypoint holds (0 or NaN)
-            flat = np.column_stack([xy, found.astype(np.float64)]).ravel()
+            triples = zip(xy[:, 0].tolist(), xy[:, 1].tolist(), np.where(found, kp[:, 2], 0.0).tolist())
             entry = {
                 "image_id": int(image_id),
                 "category_id": category_id,
-                "keypoints": [round(float(v), 2) for v in flat],
+                "keypoints": [v for x, y, c in triples for v in (round(x, 2), round(y, 2), round(c, 4))],
                 "score": round(float(score), 6),
             }
             if track_ids is not None and track_ids[n][j] is not None:

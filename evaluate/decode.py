@@ -3,7 +3,7 @@
 params = DecodeParams.from_config(cfg.eval)   # built once; its parts: PeakParams, LimbParams, AssemblyParams
 people = decode_people(maps, params, scale=(sx, sy), skeleton=skeleton)
 people.keypoints  # (P, D, 3) the skeleton's dataset order (COCO: 17): x, y in image pixels, score (0 = not found)
-people.scores     # (P,) person score: 1 - 1 / total as in the original; one-keypoint people rank last
+people.scores     # (P,) person score in [0, 1): 2+ keypoints in [0.5, 1) in the original's order, lone keypoints below
 """
 
 from __future__ import annotations
@@ -18,13 +18,15 @@ from evaluate.assemble import AssemblyParams, assemble_people, person_scores
 from evaluate.limbs import LimbParams, match_limb, score_pairs
 from evaluate.peaks import PeakParams, find_peaks
 
+MIN_KEYPOINT_SCORE = 1e-4  # the lowest score of a found keypoint (0 means not found); the results JSON keeps 4 decimals
+
 
 @dataclass
 class People:
     """The people found in one image: the decoder's result (``decode_people``), in the dataset's keypoint order."""
 
-    keypoints: np.ndarray  # (P, D, 3) float64: x, y (image pixels), keypoint score; all 0 when not found
-    scores: np.ndarray  # (P,) float64
+    keypoints: np.ndarray  # (P, D, 3) float64: x, y (image pixels), keypoint score in (0, 1]; all 0 when not found
+    scores: np.ndarray  # (P,) float64 person scores in [0, 1) (``evaluate.assemble.person_scores``)
 
     def __len__(self) -> int:
         return len(self.scores)
@@ -112,7 +114,7 @@ def decode_people(
     slots, totals = assemble_people(
         connections, skeleton.limbs, peaks[:, 2], part, skeleton.num_keypoints, params.assembly
     )
-    return people_from_slots(slots, totals, peaks, (sx, sy), params.assembly.min_mean_score, skeleton)
+    return people_from_slots(slots, totals, peaks, (sx, sy), skeleton)
 
 
 def people_from_slots(
@@ -120,11 +122,14 @@ def people_from_slots(
     totals: np.ndarray,
     peaks: np.ndarray,
     scale_xy: tuple[float, float],
-    min_mean_score: float,
     skeleton: Skeleton,
 ) -> People:
     """(P, K) peak ids -> dataset-order keypoints in image pixels (derived keypoints such as COCO's neck dropped)
-    and person scores (``evaluate.assemble.person_scores``)."""
+    and person scores (``evaluate.assemble.person_scores``).
+
+    A keypoint's score is its peak's, clipped to [``MIN_KEYPOINT_SCORE``, 1]: a network's peaks overshoot its
+    targets' 1 and a window-mean score can fall to 0 or below, where a found keypoint would read as not found. The
+    person scores come from the unclipped totals (the original's ranking)."""
     if len(slots) == 0:
         return People.empty(skeleton.num_dataset_keypoints)
     found = slots >= 0
@@ -132,7 +137,7 @@ def people_from_slots(
     internal = np.zeros(rows.shape)
     internal[..., 0] = (rows[..., 0] + 0.5) * scale_xy[0] - 0.5
     internal[..., 1] = (rows[..., 1] + 0.5) * scale_xy[1] - 0.5
-    internal[..., 2] = rows[..., 2]
+    internal[..., 2] = np.clip(rows[..., 2], MIN_KEYPOINT_SCORE, 1.0)
     internal[~found] = 0.0
-    scores = person_scores(totals, found.sum(1), min_mean_score)
+    scores = person_scores(totals, found.sum(1))
     return People(internal[:, list(skeleton.dataset_to_internal)], scores)

@@ -45,7 +45,7 @@ class Person:
 
     keypoints: np.ndarray  # (K, 3) float64, the skeleton's dataset order: x, y (image pixels), score in (0, 1];
     # a keypoint that was not found has x = y = NaN and score 0
-    score: float  # the person's score (higher: more evidence), for ranking
+    score: float  # the person's score in [0, 1) (higher: more evidence): 2+ keypoints in [0.5, 1), lone keypoints below
     box: tuple[float, float, float, float]  # x, y, width, height (image pixels) around the found keypoints
     track_id: int | None = None  # the person's identity across a video's frames (evaluate.PoseTracker), from 1
 

@@ -50,7 +50,7 @@ def test_results_json_format():
     first = results[1]
     assert set(first) == {"image_id", "category_id", "keypoints", "score"}
     assert first["image_id"] == 42 and first["category_id"] == 1 and len(first["keypoints"]) == 51
-    assert first["keypoints"][:3] == [0.12, 1.12, 1.0]
+    assert first["keypoints"][:3] == [0.12, 1.12, 0.9]  # v: the keypoint's score
     assert first["keypoints"][15:18] == [0.0, 0.0, 0.0]
     assert json.loads(results_text(results)) == results
     assert results_text([]) == "[]\n"

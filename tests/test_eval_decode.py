@@ -144,15 +144,18 @@ def test_partial_people_merge_and_filters():
     assert len(slots) == 0
 
 
-def test_person_scores_rank_one_keypoint_people_below_any_person_of_two():
-    m = 0.45
-    totals, counts = np.array([2 * m, 30.0, 1e6, 2 * m, 0.5]), np.array([2, 17, 1, 1, 1])
-    scores = person_scores(totals, counts, m)
-    assert scores[:2] == pytest.approx([1 - 1 / (2 * m), 1 - 1 / 30])  # the original's 1 - 1 / total
-    assert scores[0] > scores[2] > scores[3] > scores[4]  # the weakest possible pair beats the strongest single
-    # min_mean_score=0 bounds no pair's score: singles rank after this image's weakest pair
-    scores = person_scores(np.array([0.05, 3.0, 1e6, 0.0]), np.array([2, 5, 1, 1]), 0.0)
-    assert scores[1] > scores[0] > scores[2] > scores[3]
+def test_person_scores_lie_in_0_1_in_the_original_order_with_one_keypoint_people_last():
+    totals = np.array([0.0, 0.3, 0.9, 2.0, 30.0, 1e6, 0.0, 0.45, 2.0, 1e6])
+    counts = np.array([2, 2, 2, 3, 17, 17, 1, 1, 1, 1])
+    scores = person_scores(totals, counts)
+    assert np.all((scores >= 0) & (scores < 1))
+    several = counts >= 2
+    assert scores[several].min() >= 0.5 > scores[~several].max()  # the weakest pair beats the strongest single
+    for group in (several, ~several):  # within each group, the order of the original's 1 - 1 / total
+        with np.errstate(divide="ignore"):
+            original = 1 - 1 / totals[group]
+        assert np.array_equal(np.argsort(scores[group], kind="stable"), np.argsort(original, kind="stable"))
+    assert scores[4] == pytest.approx(0.5 + 0.5 * 30 / 31)
 
 
 # ----------------------------------------------------------------------------------------------- decoding
@@ -168,10 +171,12 @@ def test_a_strong_lone_keypoint_ranks_after_a_weak_two_keypoint_person():
     people = decode_people(maps, EvalConfig(peak_score="peak", min_parts=1), scale=STRIDE, skeleton=COCO)
     found = [int(n) for n in (people.keypoints[:, :, 2] > 0).sum(1)]
     assert sorted(found) == [1, 2]
-    pair_score = people.scores[found.index(2)]
-    lone_peak = people.keypoints[found.index(1), :, 2].max()
-    assert lone_peak > 1.4 and 1 - 1 / lone_peak > pair_score  # the original's 1 - 1 / total would rank the nose first
-    assert [sum(r["keypoints"][2::3]) for r in coco_results([1], [people])] == [2, 1]
+    pair, lone = found.index(2), found.index(1)
+    assert people.keypoints[lone, :, 2].max() == 1.0  # the 1.5 peak's score, clipped to the documented (0, 1]
+    assert people.scores[pair] >= 0.5 > people.scores[lone]
+    pair_total = people.keypoints[pair, :, 2].sum() + 0.35  # two keypoint scores and the limb's
+    assert pair_total < 1.5  # the original ranks by total (1 - 1 / total): the lone 1.5 nose would come first
+    assert [sum(v > 0 for v in r["keypoints"][2::3]) for r in coco_results([1], [people])] == [2, 1]
 
 
 def test_decodes_two_people_whose_limbs_cross():
