@@ -244,3 +244,48 @@ class InterruptedCamera:
 
     def release(self):
         self.released = True
+
+
+def people_agreement(got: np.ndarray, want: np.ndarray, sigmas, min_oks: float = 0.5) -> dict[str, float]:
+    """How far two decodings of one image agree: ``got`` and ``want`` (P, K, 3) keypoints (x, y, score; score 0 or
+    x NaN where not found) matched one to one by OKS (COCO's formula, ``sigmas`` per keypoint, scale: the area of the
+    ``want`` person's keypoint box), pairs below ``min_oks`` left unmatched. Returns the people of each side, the
+    matched pairs, their keypoints found on both sides and those within 1 px, and the keypoints found on one side
+    only."""
+    from scipy.optimize import linear_sum_assignment
+
+    got, want = (np.asarray(p, np.float64).reshape(len(p), -1, 3) for p in (got, want))
+    found_g, found_w = ((p[..., 2] > 0) & ~np.isnan(p[..., 0]) for p in (got, want))
+    out = {"got": len(got), "want": len(want), "matched": 0, "shared": 0, "within_1px": 0, "one_side": 0}
+    if not len(got) or not len(want):
+        return out
+    oks = np.zeros((len(got), len(want)))
+    k2 = (2 * np.asarray(sigmas, np.float64)) ** 2
+    for j, (w, fw) in enumerate(zip(want, found_w)):
+        lo, hi = w[fw, :2].min(0), w[fw, :2].max(0)
+        area = max(float(np.prod(hi - lo)), 1.0)
+        d2 = ((got[..., :2] - w[:, :2]) ** 2).sum(-1)
+        e = np.where(found_g & fw, np.exp(-np.nan_to_num(d2, nan=np.inf) / (2 * area * k2)), 0.0)
+        oks[:, j] = e.sum(1) / fw.sum()
+    rows, cols = linear_sum_assignment(-oks)
+    for g, w in zip(rows, cols):
+        if oks[g, w] < min_oks:
+            continue
+        both = found_g[g] & found_w[w]
+        distance = np.hypot(*(got[g, both, :2] - want[w, both, :2]).T)
+        out["matched"] += 1
+        out["shared"] += int(both.sum())
+        out["within_1px"] += int((distance <= 1.0).sum())
+        out["one_side"] += int((found_g[g] ^ found_w[w]).sum())
+    return out
+
+
+def assert_people_agree(agreements: list[dict[str, float]], min_people: int = 20) -> None:
+    """What two decodings of maps equal within float tolerance guarantee, over several images (``people_agreement``
+    of each): nearly every person matched by OKS on both sides, nearly every shared keypoint within 1 px. Not exact
+    equality: the decoder's greedy choices (a peak, a limb, a merge) can flip on a near tie, as the maps of two
+    kernel libraries, or two CPUs, differ in their last bits; a flipped choice moves one keypoint or splits a person."""
+    total = {k: sum(a[k] for a in agreements) for k in agreements[0]}
+    assert total["want"] >= min_people, total  # people were compared, not empty lists
+    assert total["matched"] >= 0.9 * max(total["got"], total["want"]), total
+    assert total["within_1px"] >= 0.95 * total["shared"] and total["one_side"] <= 0.05 * total["shared"], total

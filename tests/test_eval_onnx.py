@@ -17,7 +17,7 @@ from evaluate.decode import decode_people
 from evaluate.inference import model_predictor, multiscale_maps
 from evaluate.model_loader import load_model
 from models.posenet import InputShapeError
-from tests.helpers import COCO, LANDSCAPE, PORTRAIT, SMALL, tiny_model
+from tests.helpers import COCO, LANDSCAPE, PORTRAIT, SMALL, assert_people_agree, people_agreement, tiny_model
 from utils.errors import UserError
 
 CPU = torch.device("cpu")
@@ -80,28 +80,30 @@ def test_the_onnx_file_alone_rebuilds_the_config(trained_tiny_ckpt, tiny_onnx, t
     assert predict.metadata.skeleton is None and predict.skeleton == COCO
 
 
-def test_onnx_and_pytorch_find_the_same_people(trained_tiny_ckpt, tiny_onnx, synthetic_sample_images):
-    """Multi-scale + flip through ``multiscale_maps`` and ``decode_people`` with each predictor: the same people,
-    keypoints within 1 px."""
+@pytest.mark.parametrize("noise", [0.0, 1e-5])
+def test_onnx_and_pytorch_find_the_same_people(trained_tiny_ckpt, tiny_onnx, synthetic_sample_images, noise):
+    """Multi-scale + flip through ``multiscale_maps`` and ``decode_people`` with each predictor: maps within 1e-4
+    (measured here: at most 1.3e-6, 1e-7 on average), the same people matched by OKS, keypoints within 1 px
+    (``assert_people_agree``). ``noise``: the PyTorch maps moved by uniform noise of +-1e-5 at every pixel, ten times
+    the largest difference measured, as another CPU's kernels could move them: the comparison still holds. (This
+    briefly trained model's maps hold several times more candidate people than the images, with near ties: at
+    +-1e-4 everywhere, a fifth of its people change; docs/design.md#tests-and-their-data.)"""
     onnx_predict, cfg = onnx_runner.load_onnx(tiny_onnx)
     model, _ = load_model(str(trained_tiny_ckpt), None, AGREEMENT_EVAL, CPU)
     torch_predict = model_predictor(model)
-    total = 0
+    rng = np.random.default_rng(0)
+    agreements = []
     for name in IMAGES:
         image = cv2.imread(str(synthetic_sample_images / name), cv2.IMREAD_COLOR | cv2.IMREAD_IGNORE_ORIENTATION)
         skeleton = onnx_predict.skeleton
         onnx_maps, scale = multiscale_maps(image, cfg.eval, onnx_predict, CPU, skeleton=skeleton)
         torch_maps, _ = multiscale_maps(image, cfg.eval, torch_predict, CPU, skeleton=model.skeleton)
         assert np.abs(onnx_maps - torch_maps).max() < 1e-4
+        torch_maps = torch_maps + rng.uniform(-noise, noise, torch_maps.shape).astype(np.float32)
         got = decode_people(onnx_maps, cfg.eval, scale, skeleton=skeleton)
         want = decode_people(torch_maps, cfg.eval, scale, skeleton=model.skeleton)
-        assert len(got) == len(want), name
-        found = want.keypoints[..., 2] > 0
-        assert np.array_equal(got.keypoints[..., 2] > 0, found), name
-        assert np.abs(got.keypoints[..., :2] - want.keypoints[..., :2])[found].max(initial=0.0) <= 1.0, name
-        np.testing.assert_allclose(got.scores, want.scores, atol=1e-4)
-        total += int(found.sum())
-    assert total >= 20  # people with keypoints were compared, not empty lists
+        agreements.append(people_agreement(got.keypoints, want.keypoints, skeleton.sigmas))
+    assert_people_agree(agreements)
 
 
 def test_onnx_predictor_refuses_sizes_the_network_cannot_take(tiny_onnx):
@@ -154,14 +156,11 @@ def test_from_onnx_finds_the_people_of_from_checkpoint(
     torch_estimator = PoseEstimator.from_checkpoint(trained_tiny_ckpt, device="cpu", **overrides)
     assert onnx_estimator.cfg == torch_estimator.cfg and onnx_estimator.skeleton == torch_estimator.skeleton
     images = [cv2.imread(str(synthetic_sample_images / name)) for name in IMAGES]
-    found = 0
-    for got, want in zip(onnx_estimator(images), torch_estimator(images)):
-        assert len(got) == len(want)
-        for g, w in zip(got, want):
-            assert np.array_equal(np.isnan(g.keypoints), np.isnan(w.keypoints))
-            np.testing.assert_allclose(g.keypoints[:, :2], w.keypoints[:, :2], atol=1.0)  # within 1 px
-            found += int((w.keypoints[:, 2] > 0).sum())
-    assert found >= 20
+    agreements = [
+        people_agreement([p.keypoints for p in got], [p.keypoints for p in want], COCO.sigmas)
+        for got, want in zip(onnx_estimator(images), torch_estimator(images))
+    ]
+    assert_people_agree(agreements)
     assert PoseEstimator.from_onnx(tiny_onnx, flip=False).cfg.flip is False
     with pytest.raises(ConfigError) as e:
         PoseEstimator.from_onnx(tiny_onnx, flipp=False)
