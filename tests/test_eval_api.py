@@ -2,21 +2,36 @@
 of mixed sizes, eval overrides checked as the config checks them, bad images, COCO results JSON identical to
 coco_eval's. The demo built on it: tests/test_eval_demo.py; from_onnx: tests/test_eval_onnx.py."""
 
+import json
 import math
 import runpy
 
 import cv2
 import numpy as np
 import pytest
+import torch
 
 from config.loader import ConfigError
 from engine.checkpoint import CheckpointError
 from evaluate import Person, PoseEstimator, coco_eval, coco_results_json
 from evaluate.coco_eval import load_coco
+from evaluate.inference import multiscale_maps
 from evaluate.predictor import Timing
-from tests.helpers import LANDSCAPE, PORTRAIT, SMALL, UNSCORED_IMAGES, image_folder, image_id
+from tests.helpers import (
+    COCO,
+    LANDSCAPE,
+    PORTRAIT,
+    SMALL,
+    UNSCORED_IMAGES,
+    assert_people_agree,
+    image_folder,
+    image_id,
+    people_agreement,
+)
 from utils.errors import UserError
 from utils.paths import REPO_ROOT
+
+CPU = torch.device("cpu")
 
 IMAGE = LANDSCAPE  # a synthetic picture on which the briefly trained model finds people of many keypoints
 
@@ -33,14 +48,14 @@ def read(path) -> np.ndarray:
 
 def check_person_format(person: Person, estimator: PoseEstimator, image_hw: tuple[int, int]) -> int:
     """Assert the documented format of one person; returns its number of found keypoints."""
-    assert isinstance(person, Person) and isinstance(person.score, float) and math.isfinite(person.score)
+    assert isinstance(person, Person) and isinstance(person.score, float) and 0 <= person.score < 1
     kp = person.keypoints
     assert isinstance(kp, np.ndarray) and kp.dtype == np.float64
     assert kp.shape == (len(estimator.keypoint_names), 3) == (estimator.skeleton.num_dataset_keypoints, 3)
     found = kp[:, 2] > 0
     assert found.any()
     assert np.isnan(kp[~found, :2]).all() and (kp[~found, 2] == 0).all()  # not found: nan, nan, 0
-    assert np.isfinite(kp[found]).all() and (kp[found, 2] <= 1.0 + 1e-6).all()
+    assert np.isfinite(kp[found]).all() and (kp[found, 2] <= 1.0).all()
     h, w = image_hw
     x_in, y_in = (kp[found, 0] > -1) & (kp[found, 0] < w), (kp[found, 1] > -1) & (kp[found, 1] < h)
     assert x_in.all() and y_in.all()  # image pixels
@@ -73,6 +88,26 @@ def test_readme_python_example_runs_on_a_picture(
     assert max(counts) >= 10 and min(counts) < len(estimator.keypoint_names)  # full and partial people were checked
 
 
+def test_scores_stay_in_their_documented_ranges_where_the_maps_overshoot(trained_tiny_ckpt, synthetic_sample_images):
+    """Keypoint scores in (0, 1] and person scores in [0, 1) (Person), though this model's keypoint maps peak above
+    1 as trained networks' do; the results JSON keeps each keypoint's score as its v."""
+    estimator = PoseEstimator.from_checkpoint(trained_tiny_ckpt, device="cpu", scales=[1.0], flip=False)
+    images = [read(p) for p in sorted(synthetic_sample_images.iterdir())[:8]]
+    maps = [multiscale_maps(im, estimator.cfg, estimator.network, CPU, skeleton=COCO)[0] for im in images]
+    peaks = [m[COCO.keypoint_channels].max() for m in maps]
+    assert max(peaks) > 1.0  # the clip is exercised
+    results = estimator(images)
+    people = [p for found in results for p in found]
+    assert len(people) > 20 and all(0 <= p.score < 1 for p in people)
+    for found, image in zip(results, images):
+        for person in found:
+            check_person_format(person, estimator, image.shape[:2])
+    assert min(p.score for p in people) < 0.5 <= max(p.score for p in people)  # lone keypoints and whole people
+    written = json.loads(coco_results_json(list(range(len(images))), results))
+    v = np.concatenate([np.reshape(r["keypoints"], (-1, 3))[:, 2] for r in written])
+    assert v.min() >= 0 and v.max() <= 1 and 0 < np.isin(v, [0.0, 1.0]).mean() < 1  # confidences, not 1/0 flags
+
+
 def test_batches_of_mixed_sizes_equal_one_image_at_a_time(trained_tiny_ckpt, synthetic_sample_images, one_thread):
     images = [read(synthetic_sample_images / name) for name in (IMAGE, PORTRAIT, IMAGE, SMALL)]
     assert len({im.shape for im in images}) == 3
@@ -81,12 +116,11 @@ def test_batches_of_mixed_sizes_equal_one_image_at_a_time(trained_tiny_ckpt, syn
     batched = PoseEstimator.from_checkpoint(trained_tiny_ckpt, device="cpu", batch_size=2)
     together = batched(images)  # the two copies of IMAGE share one forward pass
     assert isinstance(together, list) and len(together) == len(images)
-    assert sum(map(len, alone)) > 5
-    for a, b in zip(alone, together):
-        assert len(a) == len(b)
-        for pa, pb in zip(a, b):
-            np.testing.assert_allclose(pa.keypoints, pb.keypoints, atol=1e-3)  # NaN where NaN
-            assert pa.score == pytest.approx(pb.score, abs=1e-5)
+    # a batch of two may run other kernels than one image: the same people, as maps equal to float rounding give
+    # (docs/design.md#tests-and-their-data)
+    keypoints = lambda people: [p.keypoints for p in people]  # noqa: E731
+    agreements = [people_agreement(keypoints(b), keypoints(a), COCO.sigmas) for a, b in zip(alone, together)]
+    assert_people_agree(agreements, min_people=5)
     assert batched.timing.images == 4  # the seconds themselves: bench/ scripts print them
     assert one.timing.images == 1 and one.total_timing.images == 4
     assert "4 images" in batched.timing.describe() and "ms per image" in batched.timing.describe()
