@@ -54,6 +54,20 @@ def test_the_probe_answers_on_this_machine():
     assert isinstance(caps.native_bf16, bool) and caps.description.startswith("CPU")
 
 
+def test_bf16_held_back_by_onednns_isa_limit_is_not_native(monkeypatch):
+    """ONEDNN_MAX_CPU_ISA=AVX2 (as users narrow it, and as the suite is run to stand in for AVX2-only CPUs) makes
+    the convolutions emulate bf16 on a CPU that has it: auto must then choose float32."""
+    monkeypatch.setattr(up, "_cpu_flag", lambda name: name == "_is_avx512_bf16_supported")
+    for value, held in (("AVX2", True), ("avx512_core", True), ("AVX512_CORE_BF16", False), ("AVX512_CORE_AMX", False),
+                        ("", False), ("SOMETHING_NEW", False)):  # fmt: skip
+        monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", value)
+        caps = up.probe_capabilities(CPU)
+        assert caps.native_bf16 is not held, value
+        assert ("held back by ONEDNN_MAX_CPU_ISA" in caps.description) is held
+        chosen = up.choose_precision("auto", CPU, caps)
+        assert chosen.dtype is (None if held else torch.bfloat16)
+
+
 def test_a_run_on_a_cpu_without_native_bf16_says_it_chose_float32(
     synthetic_h5_64, tmp_path, monkeypatch, caplog
 ):

@@ -7,6 +7,7 @@ computes natively, never by the device type alone:
 |--------|-------------------------------------|------------------------------|
 | CPU    | AVX512-BF16 or AMX (native bf16)    | bf16 autocast                |
 | CPU    | neither (e.g. AVX2 only)            | float32 (emulated bf16 is far slower) |
+| CPU    | either, held back (``cpu_isa_limit``) | float32                    |
 | CUDA   | bf16 tensor cores (compute >= 8.0)  | bf16 autocast, no loss scaling needed |
 | CUDA   | older GPUs                          | fp16 autocast + GradScaler   |
 
@@ -16,6 +17,7 @@ slower emulated bf16 ran: docs/benchmarks.md#cpu-threads.
 
 from __future__ import annotations
 
+import os
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 
@@ -43,9 +45,47 @@ def probe_capabilities(device: torch.device) -> Capabilities:
         avx512_bf16 = _cpu_flag("_is_avx512_bf16_supported")
         amx = _cpu_flag("_is_amx_tile_supported")
         found = [n for n, ok in (("AVX512-BF16", avx512_bf16), ("AMX", amx)) if ok]
-        what = f"CPU with {' and '.join(found)}" if found else "CPU without AVX512-BF16 or AMX"
-        return Capabilities(bool(found), what)
+        if not found:
+            return Capabilities(False, "CPU without AVX512-BF16 or AMX")
+        held_back = cpu_isa_limit()
+        what = f"CPU with {' and '.join(found)}"
+        if held_back:
+            return Capabilities(False, f"{what}, held back by {held_back} (bf16 emulated)")
+        return Capabilities(True, what)
     return Capabilities(False, f"{device.type} device")
+
+
+# oneDNN's ISA bit sets (dnnl_cpu_isa_t): a level holds every bit of the levels below it
+_ONEDNN_ISA = {
+    "SSE41": 0x1,
+    "AVX": 0x3,
+    "AVX2": 0x7,
+    "AVX2_VNNI": 0xF,
+    "AVX2_VNNI_2": 0x1F,
+    "AVX512_CORE": 0x27,
+    "AVX512_CORE_VNNI": 0x67,
+    "AVX512_CORE_BF16": 0xE7,
+    "AVX10_1_512": 0x1EF,
+    "AVX512_CORE_FP16": 0x1EF,
+    "AVX10_1_512_AMX": 0xFEF,
+    "AVX512_CORE_AMX": 0xFEF,
+    "AVX10_1_512_AMX_FP16": 0x1FEF,
+    "AVX512_CORE_AMX_FP16": 0x1FEF,
+}
+
+
+def cpu_isa_limit() -> str | None:
+    """What keeps oneDNN, which runs the convolutions, from the CPU's bf16 instructions though the CPU has them:
+    ``ONEDNN_MAX_CPU_ISA`` (or its old name) below AVX512_CORE_BF16; None when nothing does. Then bf16 is emulated:
+    4.8x slower than float32 for a quick-start training step on an AVX512-BF16 EPYC held back to AVX2, where it is
+    0.7x unheld (ATen's own ``ATEN_CPU_CAPABILITY=avx2`` changed that 0.7x by nothing; docs/benchmarks.md#cpu-threads).
+    """
+    for name in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"):
+        value = os.environ.get(name, "").strip().upper()
+        bits = _ONEDNN_ISA.get(value)
+        if bits is not None and bits & _ONEDNN_ISA["AVX512_CORE_BF16"] != _ONEDNN_ISA["AVX512_CORE_BF16"]:
+            return f"{name}={value}"
+    return None
 
 
 def _cpu_flag(name: str) -> bool:
