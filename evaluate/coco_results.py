@@ -27,8 +27,9 @@ def coco_results(
 
     Keypoint v is the keypoint's score, in (0, 1], where it was found, and 0 otherwise (with x = y = 0), as mmpose
     and openpifpaf write it; COCO's evaluator reads no v of a result, so the AP does not depend on it. Floats are
-    rounded (coordinates to 0.01 px, keypoint scores to 1e-4, person scores to 1e-6) so that the file is
-    reproducible byte for byte.
+    rounded so that the file is reproducible byte for byte: coordinates to 0.01 px, keypoint scores to 1e-4, person
+    scores to 1e-8 (their mapping into [0, 1) packs the original's scores 2 to 8 times closer, and at 1e-6 two
+    people of the quick-start model tied that the original ranked apart).
     """
     out = []
     for n, (image_id, p) in enumerate(zip(image_ids, people)):
@@ -40,7 +41,7 @@ def coco_results(
                 "image_id": int(image_id),
                 "category_id": category_id,
                 "keypoints": [v for x, y, c in triples for v in (round(x, 2), round(y, 2), round(c, 4))],
-                "score": round(float(score), 6),
+                "score": round(float(score), 8),
             }
             if track_ids is not None and track_ids[n][j] is not None:
                 entry["track_id"] = int(track_ids[n][j])
