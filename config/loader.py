@@ -228,6 +228,28 @@ def parse_overrides(overrides: list[str] | None) -> dict[str, Any]:
     return dict(parse_override(text) for text in overrides or [])
 
 
+INPUT_SIZE_MULTIPLE = OUTPUT_STRIDE * 2**4  # the stem divides by 4, the hourglass's four poolings by 16
+
+
+def check_input_size(size: int, key: str = "data.input_size") -> None:
+    """ConfigError unless ``size`` is a network input size training accepts: a positive multiple of
+    ``INPUT_SIZE_MULTIPLE`` (64: 64, 128, 192, 256, ...). The one rule for ``data.input_size`` and the converter's
+    ``--input-size`` (``key``: the setting named in the message)."""
+    m = INPUT_SIZE_MULTIPLE
+    if isinstance(size, int) and not isinstance(size, bool) and size > 0 and size % m == 0:
+        return
+    valid = ", ".join(str(m * k) for k in range(1, 9))
+    closest = ""
+    if isinstance(size, int) and not isinstance(size, bool) and size > 0:
+        lower = max(m, size // m * m)
+        closest = f"; the closest: {lower}" + (f" or {lower + m}" if lower < size else "")
+    raise ConfigError(
+        f"{key} must be a positive multiple of {m} (the network's output stride {OUTPUT_STRIDE} x 16 for its four "
+        f"poolings), got {size!r} (valid sizes: {valid}, ...{closest})",
+        key=key,
+    )
+
+
 def validate(cfg: Config) -> None:
     """Cross-field checks that the types alone cannot express."""
     m, d, loss = cfg.model, cfg.data, cfg.loss
@@ -246,13 +268,7 @@ def validate(cfg: Config) -> None:
     if not 1 <= m.num_scales <= 5:
         raise ConfigError(f"model.num_scales must be between 1 and 5 (the hourglass has 5 levels), got {m.num_scales}",
                           key="model.num_scales")  # fmt: skip
-    divisor = OUTPUT_STRIDE * 2**4  # stem /4, four poolings /16
-    if d.input_size <= 0 or d.input_size % divisor:
-        raise ConfigError(
-            f"data.input_size must be a positive multiple of {divisor}, got {d.input_size} "
-            f"(valid sizes: 256, 320, 384, 448, 512, ...)",
-            key="data.input_size",
-        )
+    check_input_size(d.input_size)
     if cfg.train.accumulate_steps < 1:
         raise ConfigError(f"train.accumulate_steps must be >= 1 (1: no accumulation), got {cfg.train.accumulate_steps}",
                           key="train.accumulate_steps")  # fmt: skip

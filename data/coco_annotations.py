@@ -16,7 +16,9 @@ refused: invalid JSON, duplicate image or annotation ids, an annotation without 
 list that is not D x [x, y, v] finite numbers with v in {0, 1, 2} (D: the skeleton's dataset keypoints, COCO's 17),
 a box with a negative or non-finite size, an annotation of an image that is not listed. With ``skip_bad`` the images
 of corrupt annotations are skipped and listed instead (annotations of unlisted images are dropped and listed); the
-file-level problems stay errors.
+file-level problems stay errors: an image id that is not an integer, an annotation id that is neither an integer nor
+a string (ids of any size are kept as given: ``is_file_id``), a category whose ``keypoints`` is not a list of names,
+and a file without any labelled person (no annotation with num_keypoints > 0: nothing to train on or to score).
 """
 
 from __future__ import annotations
@@ -117,6 +119,7 @@ def load_coco_keypoints(path: str | Path, skeleton: Skeleton, skip_bad: bool = F
     data = _read_annotation_json(path)
     images = _validated_images(data["images"], path)
     image_ids = {img["id"] for img in images}
+    _check_categories(data, path)
     category = keypoint_category(data, skeleton, path)
     listed = next((c.get("keypoints") for c in data.get("categories") or []
                    if isinstance(c, dict) and c.get("id") == category), None)  # fmt: skip
@@ -135,6 +138,7 @@ def load_coco_keypoints(path: str | Path, skeleton: Skeleton, skip_bad: bool = F
         raise mismatch
     for b in bad:
         log.warning("skipping image id %s: annotation id %s %s", b["image_id"], b["annotation_id"], b["reason"])
+    _check_labelled(data["annotations"], by_image, len(bad), path, category, purpose)
     for key, n in filled.items():
         if n and key != "stand_ins":
             log.info("annotation file %s: %d annotations without '%s': taken as %s", path, n, key, FILLED_WITH[key])
@@ -152,6 +156,55 @@ def _names_fix(purpose: str) -> str:
     return (f"give the skeleton of this dataset's keypoints (a file in config/skeletons/ or your own); if the names "
             f"differ only in spelling (Right-ankle for right_ankle) pass {option('spelling')}, if they are other names "
             f"for the same keypoints in the same order, {option('position')}")  # fmt: skip
+
+
+def _check_categories(data: dict, path: Path) -> None:
+    """AnnotationError naming the entry when 'categories' is not a list of objects, or a category's 'keypoints' (the
+    names of its keypoints, when given) is not a list of strings: a comma-separated string is not taken on trust."""
+    categories = data.get("categories")
+    if categories is None:
+        return
+    if not isinstance(categories, list):
+        raise AnnotationError(f"annotation file {path}: 'categories' must be a list of objects, got "
+                              f"{type(categories).__name__}; {_fix_hint(path)}", file=path,
+                              key="categories")  # fmt: skip
+    for i, c in enumerate(categories):
+        if not isinstance(c, dict):
+            raise AnnotationError(f"annotation file {path}: categories[{i}] is not an object; {_fix_hint(path)}",
+                                  file=path, key="categories")  # fmt: skip
+        names = c.get("keypoints")
+        if names is None or (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+            continue
+        got = f"a string {names[:60]!r}" if isinstance(names, str) else f"{type(names).__name__} {str(names)[:60]}"
+        fix = ("write it as a JSON list of names, e.g. [\"nose\", \"left_eye\", ...]" if isinstance(names, str) else
+               "give a list of keypoint names (strings), in the order of each annotation's keypoints")  # fmt: skip
+        raise AnnotationError(
+            f"annotation file {path}: categories[{i}].keypoints (category id {c.get('id')!r}) must be a list of "
+            f"keypoint names (strings), got {got}; {fix}, or remove it (the skeleton's order is then assumed)",
+            file=path, key="categories.keypoints",
+        )
+
+
+def _check_labelled(entries: list, by_image: dict[int, list[dict]], skipped: int, path: Path, category: int,
+                    purpose: str) -> None:  # fmt: skip
+    """AnnotationError naming the file when none of its person annotations has a labelled keypoint: nothing to train
+    on, and nothing to score (pycocotools ignores people without keypoints: every figure would be -1)."""
+    people = [a for anns in by_image.values() for a in anns]
+    if any(a["num_keypoints"] > 0 and not a["iscrowd"] for a in people):
+        return
+    others = sum(isinstance(a, dict) and a.get("category_id", category) != category for a in entries)
+    found = f"0 of {len(people)} person annotations (category id {category}) have labelled keypoints (num_keypoints > 0"
+    found += ", not a crowd)" + (f", {skipped} more skipped as bad" if skipped else "")
+    found += f"; {others} annotations of other categories are not read" if others else ""
+    if "--skeleton" in purpose:
+        hint = ("a training file is made of people with keypoints (an instances_*.json file has boxes only): pass "
+                "the COCO person_keypoints_*.json file")
+    else:
+        hint = ("keypoint AP needs ground-truth people with keypoints (pycocotools ignores the others: every figure "
+                "would be -1, not a score): pass the person_keypoints_*.json file, or --image-info FILE instead of "
+                "--annotations to write the results without scoring them")  # fmt: skip
+    raise AnnotationError(f"annotation file {path} has no labelled person: {found}; {hint}", file=path,
+                          key="keypoints")  # fmt: skip
 
 
 def keypoint_category(data: dict, skeleton: Skeleton, path: Path | str) -> int:
@@ -240,9 +293,15 @@ def _validated_images(entries: list, path: Path) -> list[dict]:
             if key not in img:
                 raise AnnotationError(f"{where} has no '{key}' field, which every image needs; add it to the file",
                                       file=path, key=key)  # fmt: skip
-        if not isinstance(img["id"], int) or isinstance(img["id"], bool) or not isinstance(img["file_name"], str):
-            raise AnnotationError(f"{where}: 'id' must be an integer and 'file_name' a string; {_fix_hint(path)}",
-                                  file=path, key="id")  # fmt: skip
+        if not isinstance(img["id"], int) or isinstance(img["id"], bool):
+            raise AnnotationError(
+                f"{where}: image 'id' must be an integer (of any size), got {img['id']!r}: COCO's results name images "
+                f"by integer ids; renumber the images (and their annotations' image_id), or {_fix_hint(path)}",
+                file=path, key="id")  # fmt: skip
+        if not isinstance(img["file_name"], str):
+            raise AnnotationError(f"{where} (image id {img['id']}): 'file_name' must be a string, got "
+                                  f"{img['file_name']!r}; {_fix_hint(path)}", file=path, key="file_name",
+                                  image_id=img["id"])  # fmt: skip
         sized = "width" in img and "height" in img
         if sized and not all(isinstance(img[k], int) and not isinstance(img[k], bool) and img[k] > 0
                              for k in ("width", "height")):  # fmt: skip
@@ -280,14 +339,20 @@ def _person_annotations_by_image(
         if not isinstance(ann, dict):
             raise AnnotationError(f"{where} is not an object; {_fix_hint(path)}", file=path, key="annotations")
         ann_id = ann.get("id")
-        where += f" (annotation id {ann_id if ann_id is not None else '?'})"
-        if isinstance(ann_id, int) and ann_id in ann_ids:
+        where += f" (annotation id {ann_id!r})" if ann_id is not None else " (no annotation id)"
+        if ann_id is not None and not is_file_id(ann_id):
             raise AnnotationError(
-                f"{where}: annotation id {ann_id} appears twice (also annotations[{ann_ids[ann_id]}]); the file "
+                f"{where}: annotation 'id' must be an integer or a string, got {type(ann_id).__name__} {ann_id!r} "
+                f"(1, 1.0 and true would be one id); {_fix_hint(path)}",
+                file=path, key="id", annotation_id=None, image_id=ann.get("image_id"),
+            )
+        if ann_id is not None and ann_id in ann_ids:
+            raise AnnotationError(
+                f"{where}: annotation id {ann_id!r} appears twice (also annotations[{ann_ids[ann_id]}]); the file "
                 f"was probably merged from overlapping parts: remove the duplicates, or {_fix_hint(path)}",
                 file=path, key="id", annotation_id=ann_id,
             )
-        if isinstance(ann_id, int):
+        if ann_id is not None:
             ann_ids[ann_id] = i
         ann, was_joined = with_parts_joined(ann, skeleton.num_dataset_keypoints)
         filled["parts_joined"] += was_joined
@@ -368,6 +433,12 @@ def _keypoints_problem(kp, skeleton: Skeleton, where: str, path: Path,
     if any(v not in (0, 1, 2) for v in kp[2::3]):
         return "keypoints", f"'keypoints' visibility flags must be 0, 1 or 2, got {sorted(set(kp[2::3]) - {0, 1, 2})}"
     return None
+
+
+def is_file_id(value) -> bool:
+    """An annotation id this project keeps as the file gives it: an integer of any size or a string (not a float or a
+    boolean, which Python would take for an integer: 1.0 == 1 == True)."""
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
 def _is_number(v) -> bool:

@@ -15,9 +15,12 @@ name in config/skeletons/ or a skeleton YAML file) says which keypoints every an
 Only images with at least one main person (``data.coco_annotations.main_person_indices``) are stored; each main
 person is one sample. Left out and counted (``counts``, and the summary line): images without a main person
 (legal, e.g. no people), people with a zero-area box as main persons (they stay as other persons). Always
-refused, even with ``--skip-bad``: invalid JSON, duplicate image or annotation ids, an image ``file_name`` that
-leads outside ``--images`` (``..``, an absolute path, a symlink to elsewhere). All image paths are checked, and
-all missing files listed, before anything is converted.
+refused, even with ``--skip-bad``: invalid JSON, duplicate image or annotation ids, ids of another type than the
+evaluator takes (image ids: integers, annotation ids: integers or strings; any size, kept as given:
+``data.h5_format.file_ids``), a file without any labelled person, and one whose images give no training sample at
+all, an image ``file_name`` that leads outside ``--images`` (``..``, an absolute path, a symlink to elsewhere), an
+``--input-size`` training would refuse (``config.loader.check_input_size``). All image paths are checked, and all
+missing files listed, before anything is converted.
 Images (any format OpenCV reads, data/image_files.py) are kept as their ORIGINAL bytes (no re-encoding), checked to
 decode completely at the size the JSON states (or, when it states none, at the size their pixels have).
 Bounding boxes are stored raw, so nothing depends on the input size; the size given with ``--input-size`` is
@@ -38,6 +41,7 @@ import h5py
 import numpy as np
 from tqdm import tqdm
 
+from config.loader import check_input_size
 from config.skeleton import Skeleton, load_skeleton
 from config.skeleton_check import NAME_MATCHES, NameMatch
 from data.coco_annotations import (
@@ -47,7 +51,7 @@ from data.coco_annotations import (
     load_coco_keypoints,
     main_person_indices,
 )
-from data.h5_format import H5_FORMAT_VERSION, H5Writer, RowBuffer, encode_mask_runs, mask_code
+from data.h5_format import H5_FORMAT_VERSION, H5Writer, RowBuffer, encode_mask_runs, fits_id_column, mask_code
 from data.image_files import MAX_SKIPPED_SHARE, BadImages, image_path, missing_files, read_checked
 from utils.errors import UserError, cli_main
 from utils.io import atomic_path
@@ -115,7 +119,29 @@ def _plan(sources: list[tuple[Source, CocoKeypoints]], bad_images: list[BadImage
                 bad.skipped.append({"file": str(path), "image_id": None, "reason": "missing"})
             bad.check_share(len(mine))
         planned += mine
+    if not planned:
+        raise UserError(_no_sample_message(sources, counts, bbox_bug), file=sources[0][1].path, key="annotations")
     return planned
+
+
+def _no_sample_message(sources: list[tuple[Source, CocoKeypoints]], counts: dict, bbox_bug: bool) -> str:
+    """Why no image of the annotation files can make a training sample, with what they hold."""
+    people = [a for source, coco in sources for img in coco.images[source.start :]
+              for a in coco.annotations_by_image.get(img["id"], []) if not a["iscrowd"]]  # fmt: skip
+    labelled = [a for a in people if a["num_keypoints"] > 0]
+    enough = [a for a in labelled if a["num_keypoints"] >= 5]
+    large = [a for a in enough if a["area"] >= 32 * 32 and not has_empty_box(a)]
+    bad = sum(len(coco.bad_image_ids) for _, coco in sources)
+    files = " and ".join(str(coco.path) for _, coco in sources)
+    return (
+        f"no image of {files} has a main person, so the HDF5 file would hold no training sample: of its "
+        f"{counts['images_in_annotations']} images' {len(people)} people, {len(labelled)} have labelled keypoints, "
+        f"{len(enough)} at least 5, {len(large)} of those an area of at least 32x32 pixels and a box of non-zero size"
+        + (f"; {bad} images skipped for bad annotations" if bad else "")
+        + (" (--main-person-bbox-bug)" if bbox_bug else "")
+        + "; a main person needs all three (docs/design.md#main-persons-and-samples): check that --annotations is "
+        "the person_keypoints file of these images"
+    )
 
 
 def convert(
@@ -133,6 +159,7 @@ def convert(
     the annotations (a ``Skeleton``, or a name in config/skeletons/ or a YAML path); ``keypoint_names``: how the
     file's keypoint names are compared with the skeleton's (``config.skeleton_check.NameMatch``)."""
     out = Path(out)
+    check_input_size(input_size, "--input-size")
     skeleton_file = skeleton.reference() if isinstance(skeleton, Skeleton) else str(skeleton)
     skeleton = skeleton if isinstance(skeleton, Skeleton) else load_skeleton(skeleton)
     for s in sources:
@@ -147,7 +174,7 @@ def convert(
     bad_images = [BadImages(s.images, skip_bad) for s in sources]
     planned = _plan(loaded, bad_images, main_person_bbox_bug, counts, skipped)
     with atomic_path(out) as tmp, h5py.File(tmp, "w") as f:
-        writer = H5Writer(f, skeleton.num_dataset_keypoints)
+        writer = H5Writer(f, skeleton.num_dataset_keypoints, _columns_needing_file_ids(planned))
         cols = RowBuffer()
         for p in tqdm(planned, desc=f"converting to {out.name}", unit="img", disable=not progress):
             data, size, problem = read_checked(p.path, p.img)
@@ -184,6 +211,14 @@ def convert(
     return settings
 
 
+def _columns_needing_file_ids(planned: list[_Planned]) -> tuple[str, ...]:
+    """The id columns (``data.h5_format.FILE_ID_DATASETS``) of which some planned id does not fit int64 (a string
+    annotation id, an integer past +-2**63): their ids are then also stored as the file gives them."""
+    ids = {"images/id": [p.img["id"] for p in planned],
+           "people/annotation_id": [a.get("id") for p in planned for a in p.anns]}  # fmt: skip
+    return tuple(c for c, values in ids.items() if any(v is not None and not fits_id_column(v) for v in values))
+
+
 def _add_image(
     cols: RowBuffer, img: dict, anns: list[dict], mains: list[int], data: bytes, num_keypoints: int
 ) -> None:
@@ -205,7 +240,7 @@ def _add_image(
         cols.people["area"].append(ann["area"])
         cols.people["num_keypoints"].append(ann["num_keypoints"])
         cols.people["iscrowd"].append(bool(ann["iscrowd"]))
-        cols.people["annotation_id"].append(ann.get("id", -1))
+        cols.people["annotation_id"].append(ann.get("id"))  # as given (None: none); data.h5_format stores it
     for m in mains:
         cols.samples["image"].append(image_row)
         cols.samples["person"].append(first_person + m)
@@ -218,7 +253,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "reads)")  # fmt: skip
     p.add_argument("--annotations", required=True, type=Path, help="COCO person_keypoints_*.json")
     p.add_argument("--out", required=True, type=Path, help="HDF5 file to write")
-    p.add_argument("--input-size", type=int, default=512, help="network input size the file is meant for")
+    p.add_argument("--input-size", type=int, default=512,
+                   help="network input size the file is meant for: a multiple of 64 (64, 128, 192, 256, ..., 512), "
+                   "as data.input_size; train with the same")  # fmt: skip
     p.add_argument(
         "--split",
         choices=["train2017", "train2017+val2017"],

@@ -40,7 +40,15 @@ from config.skeleton_check import KeypointSet, check_compatible
 from data import augment
 from data.blob_reader import BlobReader, map_file
 from data.coco_to_hdf5 import rebuild_command
-from data.h5_format import H5_FORMAT_VERSION, MASK_IGNORE_BIT, MASK_PERSON_BIT, check_layout, decode_mask_runs
+from data.h5_format import (
+    FILE_ID_DATASETS,
+    H5_FORMAT_VERSION,
+    MASK_IGNORE_BIT,
+    MASK_PERSON_BIT,
+    check_layout,
+    decode_mask_runs,
+    file_ids,
+)
 from data.jpeg import decode_bgra
 from data.targets import downscale_targets, draw_targets
 from utils.errors import DataFileError, UserError
@@ -162,7 +170,8 @@ class SimplePoseDataset(torch.utils.data.Dataset):
 
     Item: ``{"image": (3, H, W) uint8 BGR (a view of (H, W, 3) pixels), "targets": [(C, h/2^k, w/2^k)],
     "masks": [(1, h/2^k, w/2^k)], "meta": {"image_id", "index", "epoch", "flip"}}`` with ``h = H / stride``
-    and k < ``cfg.model.num_scales``.
+    and k < ``cfg.model.num_scales``; ``image_id`` is the int64 id column's (-1 for an id past +-2**63, which
+    ``file_image_id`` holds).
     Masks are the ignore masks (1 = supervise), resized and thresholded per scale (docs/design.md#five-scales).
     Batch with ``collate`` and convert images with ``images_to_float`` (see the module docstring for why).
     ``train=False`` applies the identity augmentation (the main person is still centred and scaled).
@@ -207,7 +216,9 @@ class SimplePoseDataset(torch.utils.data.Dataset):
         with _open(self.path) as f:
             self.sample_image = f["samples/image"][:]
             self.sample_person = f["samples/person"][:]
-            self.image_id = f["images/id"][:]
+            self.image_id = f["images/id"][:]  # int64; MISSING_ID where only images/file_id holds the file's id
+            # the ids as the annotation file gives them, for messages (a list only where some do not fit int64)
+            self.file_image_id = file_ids(f, "images/id") if FILE_ID_DATASETS["images/id"] in f else self.image_id
             self.height = f["images/height"][:]
             self.width = f["images/width"][:]
             self.jpeg_offsets = f["images/jpeg_offsets"][:]
@@ -301,8 +312,8 @@ class SimplePoseDataset(torch.utils.data.Dataset):
                 factor *= 2
         img = decode_bgra(data, factor)
         if img is None:
-            raise DataFileError(f"{self.path}: the stored bytes of image {self.image_id[image]} do not decode (corrupt "
-                                "file)", file=self.path, key="images/jpeg")  # fmt: skip
+            raise DataFileError(f"{self.path}: the stored bytes of image {self.file_image_id[image]} do not decode "
+                                "(corrupt file)", file=self.path, key="images/jpeg")  # fmt: skip
         if factor == 1:
             return img, matrix
         up = np.array([[factor, 0, (factor - 1) / 2], [0, factor, (factor - 1) / 2], [0, 0, 1]])
@@ -344,7 +355,7 @@ class SimplePoseDataset(torch.utils.data.Dataset):
         try:
             return self.build(int(index))
         except Exception as e:  # named here: in a DataLoader worker only the message reaches the user
-            image_id = self.image_id[self.sample_image[index]] if 0 <= index < len(self) else "?"
+            image_id = self.file_image_id[self.sample_image[index]] if 0 <= index < len(self) else "?"
             where = f"sample {index} (image id {image_id}) of {self.path}"
             rebuild = rebuild_command(self.settings, self.path, self.cfg.data.input_size)
             if isinstance(e, UserError):  # the file's content is at fault

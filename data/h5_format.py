@@ -26,13 +26,19 @@ Layout (``H5_FORMAT_VERSION`` 1). ``N`` images, ``P`` person annotations (crowds
     people/annotation_id       (P,)   int64
     samples/image              (S,)   int32    index into images/
     samples/person             (S,)   int64    index into people/ of the main person
+    images/file_id             (N,)   str      optional: each image id as the annotation file gives it, as JSON text,
+    people/file_id             (P,)   str      and each annotation id ("null": none); written only when some id
+                                               does not fit the int64 column (a string annotation id such as
+                                               "ann-0", an integer past +-2**63), which then holds MISSING_ID (-1)
+                                               there. ``file_ids`` reads the ids back either way.
 
 Masks (made by ``data.coco_annotations.image_masks``): ``mask_miss`` 255 = supervise / 0 = ignore, covering
 people without keypoints and all crowd regions; ``mask_all`` = every person pixel, crowds included.
 The other people of a sample are the image's non-crowd persons with keypoints, in annotation order.
 
 Writing: fill a ``RowBuffer``, ``H5Writer.flush`` it every few images, and ``H5Writer.finish(settings)`` at the
-end. Reading: ``check_layout`` returns the settings of a file after checking its layout.
+end. Reading: ``check_layout`` returns the settings of a file after checking its layout; ``file_ids`` the ids as the
+annotation file gave them.
 """
 
 from __future__ import annotations
@@ -71,6 +77,10 @@ ROW_DATASETS = {
     "samples/image": ((), np.int32),
     "samples/person": ((), np.int64),
 }
+# The optional string datasets that keep ids the int64 columns cannot hold (``file_ids``), by the column they complete.
+FILE_ID_DATASETS = {"images/id": "images/file_id", "people/annotation_id": "people/file_id"}
+MISSING_ID = -1  # an id column's value for an annotation without an id, or for an id only its file_id holds
+_INT64 = np.iinfo(np.int64)
 # The (N+1,) int64 offsets written once at the end: blob or person range of each image.
 OFFSET_DATASETS = {"jpeg": "images/jpeg_offsets", "mask": "images/mask_offsets", "person": "images/person_offsets"}
 _REQUIRED_SETTINGS = {"format_version": int, "input_size": int, "counts": dict, "images": list, "annotations": list}
@@ -79,6 +89,25 @@ _REQUIRED_SETTINGS = {"format_version": int, "input_size": int, "counts": dict, 
 def row_datasets(num_keypoints: int) -> dict[str, tuple[tuple[int, ...], type]]:
     """``ROW_DATASETS`` for a skeleton of ``num_keypoints`` dataset keypoints."""
     return {**ROW_DATASETS, "people/keypoints": ((num_keypoints, 3), np.float32)}
+
+
+def fits_id_column(file_id) -> bool:
+    """The annotation file's id (an int of any size, a string, or None: none given) is an int64 the id columns hold."""
+    return isinstance(file_id, int) and not isinstance(file_id, bool) and _INT64.min <= file_id <= _INT64.max
+
+
+def id_column_value(file_id) -> int:
+    """What an id column stores for ``file_id``: itself when it fits, else ``MISSING_ID`` (its file_id keeps it)."""
+    return file_id if fits_id_column(file_id) else MISSING_ID
+
+
+def file_ids(f: h5py.File, column: str) -> list:
+    """The ids of ``column`` (a key of ``FILE_ID_DATASETS``) as the annotation files give them: ints of any size,
+    strings, None where an annotation has none (or, in a file without the optional file_id dataset, MISSING_ID)."""
+    side = FILE_ID_DATASETS[column]
+    if side in f:
+        return [json.loads(text) for text in f[side].asstr()[:]]
+    return f[column][:].tolist()
 
 
 def mask_code(mask_miss: np.ndarray, mask_all: np.ndarray) -> np.ndarray:
@@ -137,9 +166,11 @@ class RowBuffer:
 
 class H5Writer:
     """Appends ``RowBuffer``s to the resizable datasets of an open, empty file; ``finish`` completes the file.
-    ``num_keypoints``: dataset keypoints per person (the skeleton's)."""
+    ``num_keypoints``: dataset keypoints per person (the skeleton's). ``keep_file_ids``: the id columns (keys of
+    ``FILE_ID_DATASETS``) whose ids are also written as JSON text, because some do not fit int64 (the caller knows
+    every id before writing: ``fits_id_column``). The buffers hold the ids as the file gives them."""
 
-    def __init__(self, f: h5py.File, num_keypoints: int):
+    def __init__(self, f: h5py.File, num_keypoints: int, keep_file_ids: tuple[str, ...] = ()):
         self.f = f
         self.rows = row_datasets(num_keypoints)
         for name, (shape, dtype) in self.rows.items():
@@ -147,11 +178,21 @@ class H5Writer:
             chunk_bytes = 1 << 18 if name.startswith(("images/jpeg", "images/mask")) else 1 << 14
             chunk = (max(1, chunk_bytes // row_bytes), *shape)
             f.create_dataset(name, (0, *shape), dtype=dtype, maxshape=(None, *shape), chunks=chunk)
+        self.keep_file_ids = tuple(keep_file_ids)
+        for column in self.keep_file_ids:
+            f.create_dataset(FILE_ID_DATASETS[column], (0,), dtype=h5py.string_dtype(), maxshape=(None,),
+                             chunks=(4096,))  # fmt: skip
         self.offsets = {k: [0] for k in OFFSET_DATASETS}
         self.n_images = self.n_people = 0
 
     def _append(self, name: str, rows) -> None:
-        rows = np.asarray(rows, dtype=self.rows[name][1])
+        if name in FILE_ID_DATASETS:
+            if name in self.keep_file_ids:
+                self._append_rows(FILE_ID_DATASETS[name], np.array([json.dumps(i) for i in rows], dtype=object))
+            rows = [id_column_value(i) for i in rows]
+        self._append_rows(name, np.asarray(rows, dtype=self.rows[name][1]))
+
+    def _append_rows(self, name: str, rows: np.ndarray) -> None:
         if not len(rows):
             return
         d = self.f[name]
@@ -173,7 +214,8 @@ class H5Writer:
         for n in c.person_counts:
             self.offsets["person"].append(self.offsets["person"][-1] + n)
         for k, v in c.people.items():
-            self._append(f"people/{k}", np.asarray(v).reshape(-1, *self.rows[f"people/{k}"][0]))
+            name = f"people/{k}"
+            self._append(name, v if name in FILE_ID_DATASETS else np.asarray(v).reshape(-1, *self.rows[name][0]))
         self._append("samples/image", [i + self.n_images for i in c.samples["image"]])
         self._append("samples/person", [p + self.n_people for p in c.samples["person"]])
         self.n_images += len(c.image["id"])

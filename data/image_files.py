@@ -6,7 +6,10 @@ Python API follow one rule (docs/design.md#image-files-formats-and-orientation).
   channels, alpha is dropped, 16 bits are scaled to 8.
 * **Orientation**: the pixels as stored; an EXIF orientation tag is ignored (``cv2.IMREAD_IGNORE_ORIENTATION``).
   COCO-format annotations give coordinates in the stored pixels, so a reader that turned the picture upright would
-  move every person away from its keypoints (``cv2.imread`` does turn it: read images with ``read_image``).
+  move every person away from its keypoints (``cv2.imread`` does turn it: read images with ``read_image``). OpenCV
+  5.0 follows the flag for JPEG, PNG (eXIf) and WebP, never turns AVIF (irot/imir), but turns a TIFF by its
+  Orientation tag whatever the flag: that turn is undone here, exactly (flips and transposes), so a TIFF is read as
+  stored too (``_imdecode``; whether this OpenCV turns TIFFs is probed once, ``_opencv_turns_tiff``).
 
     image = read_image("photo.jpg")       # (H, W, 3) uint8 BGR as stored; ImageFileError naming the file otherwise
 
@@ -19,6 +22,7 @@ than ``MAX_SKIPPED_SHARE`` of the images were skipped (a wrong ``--images`` fold
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import logging
 from collections.abc import Iterator
@@ -37,6 +41,19 @@ log = logging.getLogger(__name__)
 IMREAD_FLAGS = cv2.IMREAD_COLOR | cv2.IMREAD_IGNORE_ORIENTATION  # the rule: 8-bit BGR, as stored
 MAX_SKIPPED_SHARE = 0.5  # with --skip-bad: more images than this share skipped stops the command
 _JPEG_START, _JPEG_END = b"\xff\xd8", b"\xff\xd9"
+_TIFF_STARTS = (b"II*\0", b"MM\0*", b"II+\0", b"MM\0+")  # little / big endian, classic / BigTIFF
+_ORIENTATION_TAG = 0x0112  # TIFF and EXIF: 1 as stored; 2-8 flips and turns
+# What undoes the turn OpenCV applies for each orientation value (each is its own inverse but 6 and 8).
+_UNDO_ORIENTATION = {
+    2: lambda a: cv2.flip(a, 1),
+    3: lambda a: cv2.rotate(a, cv2.ROTATE_180),
+    4: lambda a: cv2.flip(a, 0),
+    5: cv2.transpose,
+    6: lambda a: cv2.rotate(a, cv2.ROTATE_90_COUNTERCLOCKWISE),
+    7: lambda a: cv2.rotate(cv2.transpose(a), cv2.ROTATE_180),
+    8: lambda a: cv2.rotate(a, cv2.ROTATE_90_CLOCKWISE),
+}
+SIZE_MISMATCH = "its pixels are"  # how inspect_image's reason for a size other than the annotation's begins
 
 
 class ImageFileError(UserError):
@@ -52,8 +69,46 @@ class ImageFileError(UserError):
 def decode_image(data: bytes | np.ndarray) -> np.ndarray | None:
     """The (H, W, 3) uint8 BGR pixels of an encoded image by the rule above, or None when OpenCV cannot decode it."""
     buffer = np.frombuffer(data, np.uint8) if isinstance(data, bytes) else data
+    return _imdecode(buffer, IMREAD_FLAGS) if buffer.size else None
+
+
+def _imdecode(buffer: np.ndarray, flags: int) -> np.ndarray | None:
+    """``cv2.imdecode`` of a full-size read (``flags`` with IMREAD_IGNORE_ORIENTATION) giving the stored pixels, for
+    every format: a TIFF that OpenCV turned by its Orientation tag is turned back."""
     with _quiet_opencv():
-        return cv2.imdecode(buffer, IMREAD_FLAGS) if buffer.size else None
+        pixels = cv2.imdecode(buffer, flags)
+    if pixels is None or not is_tiff(buffer) or not _opencv_turns_tiff(flags):
+        return pixels
+    undo = _UNDO_ORIENTATION.get(tiff_orientation(buffer))
+    return pixels if undo is None else np.ascontiguousarray(undo(pixels))
+
+
+def is_tiff(data: bytes | np.ndarray) -> bool:
+    return bytes(data[:4]) in _TIFF_STARTS
+
+
+def tiff_orientation(data: bytes | np.ndarray) -> int:
+    """The Orientation tag of a TIFF's first image (1: as stored, also when it has none), read by Pillow from the
+    tags without decoding the pixels."""
+    try:
+        with Image.open(io.BytesIO(bytes(data))) as im:
+            value = im.getexif().get(_ORIENTATION_TAG, 1)
+    except (OSError, SyntaxError, ValueError):  # tags Pillow cannot parse: OpenCV's decode decides
+        return 1
+    return value if isinstance(value, int) else 1
+
+
+@functools.cache
+def _opencv_turns_tiff(flags: int) -> bool:
+    """Whether this OpenCV turns a TIFF by its Orientation tag when decoding with ``flags`` (5.0.0 does, though the
+    flags ask it not to): probed on a 1 x 2 TIFF tagged 6 ("turn 90 degrees clockwise"), once per flags."""
+    exif = Image.Exif()
+    exif[_ORIENTATION_TAG] = 6
+    probe = io.BytesIO()
+    Image.new("RGB", (2, 1)).save(probe, "TIFF", exif=exif)
+    with _quiet_opencv():
+        pixels = cv2.imdecode(np.frombuffer(probe.getvalue(), np.uint8), flags)
+    return pixels is not None and pixels.shape[:2] == (2, 1)
 
 
 def read_image(path: str | Path) -> np.ndarray:
@@ -81,15 +136,15 @@ def stored_size(data: bytes | np.ndarray) -> tuple[int, int] | None:
     """(width, height) of the stored pixels of encoded image bytes (EXIF orientation ignored), or None when they do not
     decode. A JPEG is decoded at 1/8 of its size (its DCT scaling), anything else in full."""
     buffer = np.frombuffer(data, np.uint8)
-    with _quiet_opencv():
-        if is_jpeg(data):
+    if is_jpeg(data):
+        with _quiet_opencv():
             small = cv2.imdecode(buffer, cv2.IMREAD_REDUCED_GRAYSCALE_8 | cv2.IMREAD_IGNORE_ORIENTATION)
-            if small is None:
-                return None
-            # the reduced size rounds up: read the exact size from the header
-            with Image.open(io.BytesIO(data)) as im:
-                return im.size
-        full = cv2.imdecode(buffer, cv2.IMREAD_GRAYSCALE | cv2.IMREAD_IGNORE_ORIENTATION)
+        if small is None:
+            return None
+        # the reduced size rounds up: read the exact size from the header
+        with Image.open(io.BytesIO(data)) as im:
+            return im.size
+    full = _imdecode(buffer, cv2.IMREAD_GRAYSCALE | cv2.IMREAD_IGNORE_ORIENTATION)
     return None if full is None else (full.shape[1], full.shape[0])
 
 
@@ -114,7 +169,7 @@ def inspect_image(
     if size is None:
         return None, "not an image OpenCV decodes (corrupt, truncated, or another kind of file)"
     if (width, height) != (None, None) and size != (width, height):
-        return size, f"its pixels are {size[0]}x{size[1]}, not the annotation's {width}x{height}"
+        return size, f"{SIZE_MISMATCH} {size[0]}x{size[1]}, not the annotation's {width}x{height}"
     return size, None
 
 
@@ -206,6 +261,10 @@ class BadImages:
         if not self.skip_bad:
             if reason == "missing":
                 hint = f"check that --images ({self.images_dir}) is the folder of the annotation file's images"
+            elif reason.startswith(SIZE_MISMATCH):
+                hint = ("the file decodes, but not to the size the annotation gives its image: check that the "
+                        "annotation file belongs to these images (not to resized copies), or correct its width and "
+                        "height")  # fmt: skip
             else:
                 hint = "replace the file (a complete copy of the image)"
             what = f"{path} (image id {image_id}): {reason}"

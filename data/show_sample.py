@@ -83,7 +83,7 @@ def render(ds: SimplePoseDataset, index: int) -> np.ndarray:
     for m, tint_bgr in ((person, (0, 128, 0)), (ignore, (0, 0, 150))):
         sel = _upscale(m, image.shape[:2]) > 0.5
         masks[sel] = (masks[sel] * 0.5 + tint_bgr).astype(np.uint8)
-    title = f"image {item['meta']['image_id']} flip={params.flip} rot={params.degree:.0f}"
+    title = f"image {ds.file_image_id[ds.sample_image[index]]} flip={params.flip} rot={params.degree:.0f}"
     top = [
         _label(_draw_people(image, keypoints, sk), title),
         _label(_overlay(image, targets[sk.max_keypoint_channel]), f"keypoint maps (channel {sk.max_keypoint_channel})"),

@@ -1,24 +1,31 @@
 """The converter and the evaluator agree on what is bad (data/image_files.py, data/coco_annotations.py): an
 annotation of an unlisted image, a truncated image and a missing file give the same counted warnings in both with
 --skip-bad, and the same refusal without it; --skip-bad that skips most images stops both, naming the images
-folder."""
+folder. On the real COCO sample's annotations (and the synthetic sample's): ids of any size and string annotation
+ids are kept by both, other ids, a file without labelled people and keypoint names that are not a list are refused
+by both with the same message, and the converter takes the input sizes training takes."""
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import shutil
 import subprocess
 import sys
 
+import h5py
 import pytest
 
-from config.loader import load_config
+from config.loader import ConfigError, load_config
+from config.skeleton import load_skeleton
+from data.coco_annotations import main_person_indices
 from data.coco_to_hdf5 import Source, convert
 from data.image_files import ImageFileError
 from evaluate import coco_eval
+from tests.harness.bad_inputs import ids_past_int64, string_annotation_ids, without_labelled_people, without_main_people
 from utils.errors import AnnotationError, UserError
-from utils.paths import REPO_ROOT
+from utils.paths import COCO_SAMPLE_ANNOTATIONS, REPO_ROOT, TINY_PRESET
 
 
 @pytest.fixture
@@ -123,3 +130,163 @@ def test_the_api_names_what_it_was_given(given, named, tiny_ckpt):
     with pytest.raises(UserError) as e:
         estimator(given)
     assert named in str(e.value) and e.value.key == "image"
+
+
+# ---- issue 27: the same decision on ids, files without labelled people, keypoint names and input sizes
+
+COCO = load_skeleton("coco")
+
+
+@pytest.fixture(scope="module")
+def three(sample, tmp_path_factory):
+    """(annotations dict, images folder) of the sample's first three images with a main person (real COCO photos and
+    their real annotations, and the synthetic sample's)."""
+    data = json.loads((sample / COCO_SAMPLE_ANNOTATIONS).read_text())
+    by_image = {img["id"]: [a for a in data["annotations"] if a["image_id"] == img["id"]] for img in data["images"]}
+    keep = [img for img in data["images"] if main_person_indices(by_image[img["id"]])][:3]
+    data["images"] = keep
+    data["annotations"] = [a for img in keep for a in by_image[img["id"]]]
+    return data, sample / "images"
+
+
+def convert_decision(data: dict, images, tmp_path, input_size: int = 64) -> tuple[UserError | None, object]:
+    """(the converter's refusal or None, the written file's path or None)."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    path = tmp_path / "annotations.json"
+    path.write_text(json.dumps(data))
+    out = tmp_path / "out.h5"
+    try:
+        convert([Source(images, path)], out, input_size, progress=False)
+    except UserError as e:
+        assert not out.exists()
+        return e, None
+    return None, out
+
+
+def evaluate_decision(data: dict, images, tmp_path) -> tuple[UserError | None, tuple | None]:
+    """(the evaluator's refusal or None, (its oracle stats, its results JSON) when it accepts)."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    path = tmp_path / "annotations_eval.json"
+    path.write_text(json.dumps(data))
+    out = tmp_path / "results.json"
+    try:
+        stats, _ = coco_eval.evaluate_oracle(images, path, load_config(None, ORACLE), out, progress=False)
+    except UserError as e:
+        return e, None
+    return None, (stats, json.loads(out.read_text()))
+
+
+def _set(data: dict, where: str, **values) -> dict:
+    (data["images"] if where == "image" else data["annotations"])[0].update(values)
+    return data
+
+
+def _string_image_id(data: dict) -> dict:
+    old = data["images"][0]["id"]
+    data["images"][0]["id"] = "img-0"
+    for ann in data["annotations"]:
+        ann["image_id"] = "img-0" if ann["image_id"] == old else ann["image_id"]
+    return data
+
+
+def _twice(data: dict) -> dict:
+    data["annotations"][0]["id"] = data["annotations"][1]["id"] = "ann-a"
+    return data
+
+
+REFUSED = {  # edit -> (the field the refusal names, what the message says)
+    "an annotation id 1.5": (lambda d: _set(d, "ann", id=1.5), "id", "'id' must be an integer or a string"),
+    "an annotation id true": (lambda d: _set(d, "ann", id=True), "id", "got bool True"),
+    "an annotation id that is a list": (lambda d: _set(d, "ann", id=[1]), "id", "got list [1]"),
+    "a string image id": (_string_image_id, "id", "image 'id' must be an integer (of any size), got 'img-0'"),
+    "one string annotation id twice": (_twice, "id", "annotation id 'ann-a' appears twice"),
+    "no labelled person": (without_labelled_people, "keypoints", "has no labelled person: 0 of"),
+    "keypoint names as one comma-separated string": (
+        lambda d: d["categories"][0].update(keypoints=",".join(COCO.dataset_keypoints)) or d, "categories.keypoints",
+        "categories[0].keypoints (category id 1) must be a list of keypoint names (strings), got a string 'nose,"),
+    "keypoint names that are numbers": (
+        lambda d: d["categories"][0].update(keypoints=list(range(17))) or d, "categories.keypoints",
+        "categories[0].keypoints (category id 1) must be a list of keypoint names (strings), got list [0, 1"),
+    "'categories' that is an object": (lambda d: d.update(categories={"id": 1}) or d, "categories",
+                                       "'categories' must be a list of objects, got dict"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("edit", REFUSED)
+def test_both_refuse_the_same_files_with_the_same_message(edit, three, tmp_path):
+    change, key, said = REFUSED[edit]
+    data = change(copy.deepcopy(three[0]))
+    converter, _ = convert_decision(data, three[1], tmp_path)
+    evaluator, _ = evaluate_decision(data, three[1], tmp_path)
+    assert isinstance(converter, AnnotationError) and isinstance(evaluator, AnnotationError), (converter, evaluator)
+    assert (converter.key, converter.annotation_id, converter.image_id) == (
+        evaluator.key, evaluator.annotation_id, evaluator.image_id) and converter.key == key  # fmt: skip
+    # the same words up to the advice, which names each command's own way out
+    what = [str(e).split(": ", 1)[1].split("; ")[0] for e in (converter, evaluator)]
+    assert what[0] == what[1] and said in str(converter), what
+    assert "annotations.json" in str(converter) and "annotations_eval.json" in str(evaluator)
+
+
+def test_a_file_without_labelled_people_says_what_it_holds_and_each_way_out(three, tmp_path):
+    data = without_labelled_people(copy.deepcopy(three[0]))
+    converter, _ = convert_decision(data, three[1], tmp_path)
+    evaluator, _ = evaluate_decision(data, three[1], tmp_path)
+    n = len(data["annotations"])
+    for e in (converter, evaluator):
+        assert f"0 of {n} person annotations (category id 1) have labelled keypoints" in str(e), str(e)
+    assert "person_keypoints_*.json" in str(converter)
+    # scoring it would give -1 everywhere (pycocotools ignores people without keypoints): the evaluator says so
+    assert "every figure would be -1" in str(evaluator) and "--image-info" in str(evaluator)
+
+
+ACCEPTED = {"string annotation ids": string_annotation_ids, "ids past +-2**63": ids_past_int64}
+
+
+@pytest.mark.parametrize("edit", ACCEPTED)
+def test_both_keep_ids_the_file_gives_and_score_them_alike(edit, three, tmp_path):
+    """String annotation ids and integers past int64 are accepted by both, kept as given in the HDF5 file (its
+    file_id datasets), in the results JSON (image ids), and scored as the unedited file is."""
+    from data.h5_format import file_ids
+
+    data = ACCEPTED[edit](copy.deepcopy(three[0]))
+    converter, h5 = convert_decision(data, three[1], tmp_path / "edited")
+    evaluator, (stats, results) = evaluate_decision(data, three[1], tmp_path / "edited")
+    assert converter is None and evaluator is None
+    with h5py.File(h5) as f:
+        stored_images, stored_people = file_ids(f, "images/id"), file_ids(f, "people/annotation_id")
+    assert stored_images == [img["id"] for img in data["images"]]
+    assert stored_people == [a["id"] for a in data["annotations"]]  # images and their annotations in file order
+    assert {r["image_id"] for r in results} == {img["id"] for img in data["images"]}
+    _, (plain, _) = evaluate_decision(three[0], three[1], tmp_path / "plain")
+    assert stats == pytest.approx(plain, abs=1e-9) and stats["AP"] > 0.5
+
+
+def test_labelled_people_that_make_no_sample_stop_the_converter_but_are_scored(three, tmp_path):
+    """People with 1-4 labelled keypoints: no training sample (a main person needs 5), but real ground truth for the
+    evaluation, which scores them (not -1)."""
+    data = without_main_people(copy.deepcopy(three[0]))
+    converter, _ = convert_decision(data, three[1], tmp_path)
+    evaluator, (stats, _) = evaluate_decision(data, three[1], tmp_path)
+    labelled = sum(a["num_keypoints"] > 0 and not a["iscrowd"] for a in data["annotations"])
+    assert isinstance(converter, UserError) and "would hold no training sample" in str(converter)
+    assert f"{labelled} have labelled keypoints, 0 at least 5" in str(converter), str(converter)
+    assert evaluator is None and stats["AP"] > 0.5
+
+
+@pytest.mark.parametrize("size", [100, 0, 32, 200])
+def test_the_converter_takes_the_input_sizes_training_takes(size, three, tmp_path):
+    converter, _ = convert_decision(three[0], three[1], tmp_path, input_size=size)
+    with pytest.raises(ConfigError) as trained:
+        load_config(TINY_PRESET, [f"data.input_size={size}"])
+    assert isinstance(converter, ConfigError) and converter.key == "--input-size"
+    assert str(converter).replace("--input-size", "data.input_size") == str(trained.value)
+    assert "valid sizes: 64, 128, 192, 256, 320, 384, 448, 512" in str(converter)
+
+
+def test_an_input_size_of_192_converts_and_trains(three, tmp_path):
+    from data.dataset import SimplePoseDataset
+
+    converter, h5 = convert_decision(three[0], three[1], tmp_path, input_size=192)
+    assert converter is None
+    item = SimplePoseDataset(h5, load_config(TINY_PRESET, ["data.input_size=192"]), train=True)[0]
+    assert item["image"].shape == (3, 192, 192)

@@ -48,7 +48,19 @@ TESTED_ELSEWHERE = {
     "jpeg_truncated_eval": "test_bad_input_agreement.py::test_the_same_checks_give_the_same_counted_warnings",
     "jpeg_missing_skip_bad_eval": "test_bad_input_agreement.py::test_the_same_checks_give_the_same_counted_warnings",
     "demo_unreadable_file": "test_bad_input_agreement.py::test_the_demo_counts_and_skips_an_unreadable_file",
-}
+    # issue 27 (a few run here too, through the commands: no_labelled_person, keypoint_names_string_eval,
+    # ids_past_int64, input_size_100, input_size_100_train, tiff_orientation_eval)
+    **dict.fromkeys(("annotation_ids_string", "annotation_ids_string_eval", "ids_past_int64_eval"),
+                    "test_bad_input_agreement.py::test_both_keep_ids_the_file_gives_and_score_them_alike"),
+    **dict.fromkeys(("annotation_id_float", "annotation_id_float_eval", "image_id_string", "image_id_string_eval",
+                     "keypoint_names_string", "no_labelled_person_eval"),
+                    "test_bad_input_agreement.py::test_both_refuse_the_same_files_with_the_same_message"),
+    **dict.fromkeys(("no_main_person_anywhere", "no_main_person_anywhere_eval"),
+                    "test_bad_input_agreement.py::test_labelled_people_that_make_no_sample_stop_the_converter_but_"
+                    "are_scored"),
+    **dict.fromkeys(("tiff_orientation", "tiff_orientation_no_size"),
+                    "test_image_formats.py::test_a_rotated_tag_tiff_converts_and_evaluates_as_stored"),
+}  # fmt: skip
 # evaluate --ckpt refuses these before any work, so calling its main() in this process is cheap.
 IN_PROCESS = ("ckpt_nan_weights", "ckpt_invalid_config")
 NAMES = [n for n in CASE_NAMES if n not in {*SECURITY_CASES, *TESTED_ELSEWHERE, *IN_PROCESS}]

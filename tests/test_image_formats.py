@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import struct
 
 import cv2
@@ -154,3 +155,107 @@ def test_the_format_bench_prints_sizes_and_rates(capsys):
     assert image_formats.main(["--images", "4", "--input-size", "64", "--rounds", "1", "--items", "2"]) == 0
     out = capsys.readouterr().out
     assert "PNG / JPEG: HDF5 size x" in out and out.count("samples/s (best of 1") == 2, out
+
+
+def with_orientation_tag(picture: np.ndarray, kind: str, orientation: int, **options) -> bytes:
+    """A BGR uint8 picture written by Pillow as ``kind`` (TIFF, PNG, WEBP, JPEG, AVIF) whose EXIF / TIFF Orientation
+    tag is ``orientation`` (PNG: an eXIf chunk; AVIF: Pillow writes it as an irot / imir transform)."""
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    buffer = io.BytesIO()
+    Image.fromarray(picture[:, :, ::-1]).save(buffer, kind, exif=exif, **options)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("compression", [None, "tiff_lzw", "tiff_deflate"])
+@pytest.mark.parametrize("orientation", range(1, 9))
+def test_a_tiff_is_read_as_stored_whatever_its_orientation_tag(orientation, compression):
+    """OpenCV 5.0 turns a TIFF by its Orientation tag even with IMREAD_IGNORE_ORIENTATION: every reader of the
+    project gets the stored pixels all the same, and the size check agrees with the stored size."""
+    from data.image_files import decode_image, inspect_image, stored_size
+    from data.jpeg import decode_bgra
+
+    picture = np.random.default_rng(orientation).integers(0, 256, (5, 7, 3), dtype=np.uint8)  # 7 wide, 5 high
+    data = with_orientation_tag(picture, "TIFF", orientation, compression=compression)
+    with Image.open(io.BytesIO(data)) as im:
+        assert im.getexif()[0x0112] == orientation  # the tag is there
+    np.testing.assert_array_equal(decode_image(data), picture)
+    np.testing.assert_array_equal(decode_bgra(np.frombuffer(data, np.uint8)), picture)  # the dataset's decode
+    assert stored_size(data) == (7, 5) and inspect_image(data, 7, 5) == ((7, 5), None)
+    assert inspect_image(data, 5, 7)[1] == "its pixels are 7x5, not the annotation's 5x7"
+
+
+@pytest.mark.parametrize("kind", ["PNG", "WEBP", "JPEG", "AVIF"])
+def test_orientation_tags_of_other_formats_are_ignored(kind, tmp_path):
+    """PNG (eXIf), WebP and JPEG (EXIF) tagged 6 are read as stored by the flag; AVIF (irot) is never turned by
+    OpenCV: the stored grid, as Pillow reports its size."""
+    from PIL import features
+
+    if kind == "AVIF" and not features.check("avif"):
+        pytest.skip("Pillow was built without AVIF")
+    picture = np.zeros((40, 64, 3), np.uint8)
+    picture[:10, :20], picture[30:, 40:] = (255, 0, 0), (0, 0, 255)
+    options = {"WEBP": {"lossless": True}, "JPEG": {"quality": 95}, "AVIF": {"quality": 100}}.get(kind, {})
+    path = tmp_path / f"tagged.{kind.lower()}"
+    path.write_bytes(with_orientation_tag(picture, kind, 6, **options))
+    if cv2.imdecode(np.frombuffer(path.read_bytes(), np.uint8), IMREAD_FLAGS) is None:
+        pytest.skip(f"this OpenCV does not read {kind}")
+    with Image.open(path) as im:
+        assert im.size == (64, 40)  # Pillow's stored size
+    pixels = read_image(path)
+    assert pixels.shape == (40, 64, 3)
+    if kind in ("PNG", "WEBP"):
+        np.testing.assert_array_equal(pixels, picture)
+    else:  # lossy: the same picture, not turned
+        assert np.abs(pixels.astype(int) - picture).mean() < 8
+
+
+def test_a_rotated_tag_tiff_converts_and_evaluates_as_stored(sample, tmp_path):
+    """The sample's first image as a TIFF tagged orientation 6, on its real annotations: with width/height it
+    converts (the size check agrees), without them the stored size is recorded; the HDF5 keeps the bytes, the
+    dataset and the evaluator read the stored pixels, and the oracle scores it as the JPEG."""
+    from config.loader import load_config
+    from data.image_files import read_decoded_checked
+    from evaluate import coco_eval
+    from tests.harness.bad_inputs import rotated_tiff
+
+    data = json.loads((sample / "annotations" / "person_keypoints_sample.json").read_text())
+    data["images"] = data["images"][:1]
+    img = data["images"][0]
+    data["annotations"] = [a for a in data["annotations"] if a["image_id"] == img["id"]]
+    folder = tmp_path / "images"
+    folder.mkdir()
+    original = img["file_name"]
+    shutil.copyfile(sample / "images" / original, folder / original)
+    stored = cv2.imread(str(folder / original), IMREAD_FLAGS)
+    suffix, tiff = rotated_tiff(folder / original)
+    img["file_name"] = f"{img['id']}{suffix}"
+    (folder / img["file_name"]).write_bytes(tiff)
+    turned = cv2.imdecode(np.frombuffer(tiff, np.uint8), IMREAD_FLAGS)  # what OpenCV alone gives
+    assert turned.shape[:2] == (img["width"], img["height"])
+    np.testing.assert_array_equal(read_image(folder / img["file_name"]), stored)
+    pixels, problem = read_decoded_checked(folder / img["file_name"], img)  # the evaluator's read
+    assert problem is None
+    np.testing.assert_array_equal(pixels, stored)
+
+    unsized = json.loads(json.dumps(data))
+    unsized["images"][0].pop("width"), unsized["images"][0].pop("height")
+    figures = {}
+    for name, given in (("sized", data), ("unsized", unsized)):
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(given))
+        h5 = tmp_path / f"{name}.h5"
+        convert([Source(folder, path)], h5, 64, progress=False)
+        with h5py.File(h5) as f:
+            assert (f["images/width"][0], f["images/height"][0]) == (img["width"], img["height"])
+            assert f["images/jpeg"][:].tobytes() == tiff
+        dataset = SimplePoseDataset(h5, tiny_cfg(h5, tmp_path / "run"), train=False)
+        np.testing.assert_array_equal(dataset.decode_image(0, np.eye(3)[:2])[0][..., :3], stored)
+        cfg = load_config(None, ["eval.scales=[1.0]", "eval.flip=false"])
+        figures[name] = coco_eval.evaluate_oracle(folder, path, cfg, progress=False)[0]
+    jpeg = tmp_path / "jpeg.json"
+    data["images"][0]["file_name"] = original
+    jpeg.write_text(json.dumps(data))
+    reference = coco_eval.evaluate_oracle(folder, jpeg, load_config(None, ["eval.scales=[1.0]", "eval.flip=false"]),
+                                          progress=False)[0]  # fmt: skip
+    assert figures["sized"] == figures["unsized"] == reference and reference["AP"] > 0.5

@@ -41,11 +41,12 @@ class DataFileError(UserError):
 
 
 class AnnotationError(UserError):
-    """A COCO-format annotation file that cannot be read as it is; ``annotation_id`` / ``image_id`` name the entry
-    (None when the file itself is at fault), ``key`` its field."""
+    """A COCO-format annotation file that cannot be read as it is; ``annotation_id`` / ``image_id`` name the entry as
+    the file gives them (an annotation id may be a string; None when the file itself is at fault), ``key`` its
+    field."""
 
     def __init__(self, message: str = "", *, file: str | Path | None = None, key: str | None = None,
-                 annotation_id: int | None = None, image_id: int | None = None) -> None:  # fmt: skip
+                 annotation_id: int | str | None = None, image_id: int | None = None) -> None:  # fmt: skip
         super().__init__(message, file=file, key=key)
         self.annotation_id = annotation_id
         self.image_id = image_id

@@ -735,6 +735,170 @@ def _demo_unreadable_file(c: _Corpus, name: str) -> Case:
                 ("broken.jpg",), d)  # fmt: skip
 
 
+# ---- issue 27: the converter and the evaluator accept and refuse the same files; images read as stored
+
+
+def string_annotation_ids(data: dict) -> dict:
+    """Every annotation id written as a string, "ann-<id>" (home-made files do this)."""
+    for ann in data["annotations"]:
+        ann["id"] = f"ann-{ann['id']}"
+    return data
+
+
+def ids_past_int64(data: dict) -> dict:
+    """Image ids from 2**64 on and annotation ids from 2**63 on (one below -2**63): JSON integers of any size."""
+    new = {img["id"]: 2**64 + k for k, img in enumerate(data["images"])}
+    for img in data["images"]:
+        img["id"] = new[img["id"]]
+    for k, ann in enumerate(data["annotations"]):
+        ann["image_id"] = new[ann["image_id"]]
+        ann["id"] = -(2**63) - 7 if k == 0 else 2**63 + ann["id"]
+    return data
+
+
+def without_labelled_people(data: dict) -> dict:
+    """No annotation with a labelled keypoint (an instances file's people, in a person_keypoints file's layout)."""
+    for ann in data["annotations"]:
+        ann["keypoints"] = [0] * len(ann["keypoints"])
+        ann["num_keypoints"] = 0
+    return data
+
+
+def without_main_people(data: dict) -> dict:
+    """Every person keeps at most 4 labelled keypoints (a main person needs 5): labelled, but no training sample."""
+    for ann in data["annotations"]:
+        for j in [j for j in range(0, len(ann["keypoints"]), 3) if ann["keypoints"][j + 2] > 0][4:]:
+            ann["keypoints"][j : j + 3] = [0, 0, 0]
+        ann["num_keypoints"] = min(ann["num_keypoints"], 4)
+    return data
+
+
+def _both(c: _Corpus, name: str, what: str, expected: Outcome, data: dict, names=(), eval_names=None) -> Case:
+    """The converter's case, or (a name ending in _eval) the evaluator's (the oracle) of the same file."""
+    if name.endswith("_eval"):
+        return c.oracle_case(name, f"{what}, evaluated", expected, data,
+                             names=names if eval_names is None else eval_names)  # fmt: skip
+    return c.convert_case(name, what, expected, data, names=names)
+
+
+def _both_cases(fn: Callable[[_Corpus, str], Case]) -> Callable[[_Corpus, str], Case]:
+    """Register ``fn`` (a ``_both`` case) twice: for the converter and, with "_eval", for the evaluator."""
+    name = fn.__name__.removeprefix("_")
+    _BUILDERS[name] = _BUILDERS[f"{name}_eval"] = fn
+    return fn
+
+
+@_both_cases
+def _annotation_ids_string(c: _Corpus, name: str) -> Case:
+    return _both(c, name, 'annotation ids that are strings ("ann-0"; kept as given)', "accepted",
+                 c.edited(string_annotation_ids))  # fmt: skip
+
+
+@_both_cases
+def _ids_past_int64(c: _Corpus, name: str) -> Case:
+    return _both(c, name, "image and annotation ids past +-2**63 (kept as given)", "accepted",
+                 c.edited(ids_past_int64))  # fmt: skip
+
+
+@_both_cases
+def _annotation_id_float(c: _Corpus, name: str) -> Case:
+    data = c.edited(lambda d: d["annotations"][0].update(id=1.5))
+    return _both(c, name, "an annotation id 1.5 (neither an integer nor a string)", "clean_error", data,
+                 names=("annotation id 1.5", "'id' must be an integer or a string"))  # fmt: skip
+
+
+@_both_cases
+def _image_id_string(c: _Corpus, name: str) -> Case:
+    def edit(d):
+        old = d["images"][0]["id"]
+        d["images"][0]["id"] = "img-0"
+        for ann in d["annotations"]:
+            if ann["image_id"] == old:
+                ann["image_id"] = "img-0"
+
+    return _both(c, name, 'an image id that is a string ("img-0")', "clean_error", c.edited(edit),
+                 names=("images[0]", "'img-0'", "image 'id' must be an integer"))  # fmt: skip
+
+
+@_both_cases
+def _no_labelled_person(c: _Corpus, name: str) -> Case:
+    data = c.edited(without_labelled_people)
+    n = len(data["annotations"])
+    return _both(c, name, "no annotation with a labelled keypoint", "clean_error", data,
+                 names=("annotations.json", "no labelled person", f"0 of {n} person annotations"))  # fmt: skip
+
+
+@_both_cases
+def _keypoint_names_string(c: _Corpus, name: str) -> Case:
+    data = c.edited(lambda d: d["categories"][0].update(keypoints=",".join(_COCO_NAMES)))
+    return _both(c, name, "category keypoint names as one comma-separated string", "clean_error", data,
+                 names=("annotations.json", "categories[0].keypoints", "a string 'nose,left_eye"))  # fmt: skip
+
+
+@_case
+def _no_main_person_anywhere(c: _Corpus, name: str) -> Case:
+    return c.convert_case(name, "labelled people, none a main person (<= 4 keypoints each)", "clean_error",
+                          c.edited(without_main_people), names=("annotations.json", "no training sample",
+                                                                 "at least 5"))  # fmt: skip
+
+
+@_case
+def _no_main_person_anywhere_eval(c: _Corpus, name: str) -> Case:
+    return c.oracle_case(name, "labelled people, none a main person, evaluated (scored: they are ground truth)",
+                         "accepted", c.edited(without_main_people))  # fmt: skip
+
+
+@_case
+def _input_size_100(c: _Corpus, name: str) -> Case:
+    case = c.convert_case(name, "--input-size 100 (training takes multiples of 64)", "clean_error", c.base,
+                          names=("--input-size", "got 100", "64, 128, 192, 256"))  # fmt: skip
+    case.argv[case.argv.index("--input-size") + 1] = "100"
+    return case
+
+
+@_case
+def _input_size_100_train(c: _Corpus, name: str) -> Case:
+    return c.train_case(name, "data.input_size=100, trained", "clean_error", c.h5(), extra=["data.input_size=100"],
+                        names=("data.input_size", "got 100", "64, 128, 192, 256"))  # fmt: skip
+
+
+def rotated_tiff(path: Path, orientation: int = 6) -> tuple[str, bytes]:
+    """The image as an LZW TIFF whose Orientation tag says ``orientation`` (6: "turn 90 degrees clockwise"), the
+    stored pixels those of the file (Pillow writes the tag; OpenCV 5.0 turns such a TIFF whatever its flags)."""
+    import io
+
+    import cv2
+    from PIL import Image
+
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    buffer = io.BytesIO()
+    Image.fromarray(cv2.imread(str(path))[:, :, ::-1]).save(buffer, "TIFF", exif=exif, compression="tiff_lzw")
+    return ".tif", buffer.getvalue()
+
+
+@_case
+def _tiff_orientation(c: _Corpus, name: str) -> Case:
+    data, images = c.reencoded(name, rotated_tiff)
+    return c.convert_case(name, "TIFFs tagged orientation 6, sizes given (stored pixels kept)", "accepted", data,
+                          images=images)  # fmt: skip
+
+
+@_case
+def _tiff_orientation_no_size(c: _Corpus, name: str) -> Case:
+    data, images = c.reencoded(name, rotated_tiff)
+    for img in data["images"]:
+        img.pop("width"), img.pop("height")
+    return c.convert_case(name, "TIFFs tagged orientation 6, no sizes (the stored size is used)", "accepted", data,
+                          images=images)  # fmt: skip
+
+
+@_case
+def _tiff_orientation_eval(c: _Corpus, name: str) -> Case:
+    data, images = c.reencoded(name, rotated_tiff)
+    return c.oracle_case(name, "TIFFs tagged orientation 6, evaluated", "accepted", data, images=images)
+
+
 CASE_NAMES: tuple[str, ...] = tuple(_BUILDERS)
 
 
