@@ -48,6 +48,8 @@ TESTED_ELSEWHERE = {
     "jpeg_truncated_eval": "test_bad_input_agreement.py::test_the_same_checks_give_the_same_counted_warnings",
     "jpeg_missing_skip_bad_eval": "test_bad_input_agreement.py::test_the_same_checks_give_the_same_counted_warnings",
     "demo_unreadable_file": "test_bad_input_agreement.py::test_the_demo_counts_and_skips_an_unreadable_file",
+    "demo_output_exists": "test_eval_demo.py::test_demo_never_replaces_an_earlier_result_without_overwrite",
+    "demo_pattern_no_images": "test_eval_demo.py::test_demo_bad_input_gives_one_clean_error",
 }
 # evaluate --ckpt refuses these before any work, so calling its main() in this process is cheap.
 IN_PROCESS = ("ckpt_nan_weights", "ckpt_invalid_config")
