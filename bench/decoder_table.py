@@ -308,7 +308,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     cfg = config_from_args(args)
-    device = select_device(args.device)
+    device = select_device(args.device, cpu_hint="--device cpu")
     candidates = candidate_grid(args)
     sources = oracle_sources(args, cfg, torch.device("cpu"))
     if args.ckpt:

@@ -427,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.annotations:  # bad input fails before the model loads and the images run
         check_writable(Path(args.out).parent)
         unscored = unscored_image_list(args)
-    device = dist.select_device(args.device)
+    device = dist.select_device(args.device, cpu_hint="--device cpu")
     dist.init_distributed(device)
     try:
         if unscored is not None:

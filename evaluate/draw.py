@@ -1,5 +1,8 @@
-"""Drawing decoded people on an image (dataset-order keypoints, the skeleton's result edges and colours), and
-tracked people: each id in its own colour, with its number and a short trail of where it was."""
+"""Drawing decoded people on an image (dataset-order keypoints, the skeleton's result edges and colours), with
+each person's box and score (``draw_detections``), and tracked people: each id in its own colour, with its number,
+score and a short trail of where it was (``draw_tracked``). Lines, dots and text grow with the image (set for
+640 px; the text never smaller than OpenCV's 0.4 scale, about 9 px high), so that a label stays readable on a
+thumbnail and on a 4K frame."""
 
 from __future__ import annotations
 
@@ -54,6 +57,63 @@ def draw_people(
 
 
 TRAIL_FRAMES = 15  # frames of a tracked person's trail
+FONT = cv2.FONT_HERSHEY_SIMPLEX
+MIN_FONT_SCALE = 0.4  # OpenCV's font scale: about 9 px high, the smallest that reads well
+
+
+def draw_detections(image: np.ndarray, people: Sequence, skeleton: Skeleton, thickness: int = 3) -> np.ndarray:
+    """A copy of a BGR image with people (``Person``: keypoints, score, box) drawn: skeletons in the edges'
+    colours, and each person's box in a colour of its own (``track_color`` of its place in the list, from 1) with
+    its score (2 decimals) on a tag at the box's top-left corner."""
+    keypoints = np.array([p.keypoints for p in people]).reshape(len(people), skeleton.num_dataset_keypoints, 3)
+    canvas = draw_people(image, keypoints, skeleton, thickness=thickness)
+    colors = [track_color(i + 1) for i in range(len(people))]
+    return draw_boxes(canvas, [p.box for p in people], [f"{p.score:.2f}" for p in people], colors, thickness)
+
+
+def draw_boxes(
+    image: np.ndarray,
+    boxes: Sequence[tuple[float, float, float, float]],
+    labels: Sequence[str],
+    colors: Sequence[tuple[int, int, int]],
+    thickness: int = 3,
+) -> np.ndarray:
+    """A copy of a BGR image with each box (x, y, w, h in pixels, around the keypoints: drawn a few pixels wider so
+    that it does not cover the outer ones) outlined in its colour, and its label written on a tag of that colour at
+    the top-left corner, above the box where there is room, else inside it; the tag is kept inside the image.
+    Boxes that are not finite (a person without keypoints) are skipped."""
+    canvas = image.copy()
+    h, w = image.shape[:2]
+    t, _ = _sizes(image, thickness, 4)
+    line = max(1, t // 2)
+    font_scale, text_thickness = _text_size(image)
+    pad = 2 * line + 1
+    for box, label, color in zip(boxes, labels, colors):
+        if not np.isfinite(box).all():
+            continue
+        x0, y0 = int(round(box[0])) - pad, int(round(box[1])) - pad
+        x1, y1 = int(round(box[0] + box[2])) + pad, int(round(box[1] + box[3])) + pad
+        cv2.rectangle(canvas, (x0, y0), (x1, y1), color, line, cv2.LINE_AA)
+        if not label:
+            continue
+        (tw, th), base = cv2.getTextSize(label, FONT, font_scale, text_thickness)
+        margin = max(1, round(th * 0.25))
+        tag_w, tag_h = tw + 2 * margin, th + base + 2 * margin
+        left = min(max(x0, 0), max(0, w - tag_w))
+        top = y0 - tag_h if y0 - tag_h >= 0 else max(0, y0)  # above the box, else inside its top
+        top = min(top, max(0, h - tag_h))
+        cv2.rectangle(canvas, (left, top), (left + tag_w, top + tag_h), color, -1)
+        ink = (0, 0, 0) if sum(c * k for c, k in zip(color, (0.114, 0.587, 0.299))) > 140 else (255, 255, 255)
+        cv2.putText(canvas, label, (left + margin, top + margin + th), FONT, font_scale, ink, text_thickness,
+                    cv2.LINE_AA)  # fmt: skip
+    return canvas
+
+
+def _text_size(image: np.ndarray) -> tuple[float, int]:
+    """OpenCV font scale and stroke for labels on this image: 0.5 at 640 px, in proportion above, MIN_FONT_SCALE
+    at least."""
+    scale = max(MIN_FONT_SCALE, 0.5 * max(image.shape[:2]) / 640)
+    return scale, max(1, round(scale * 2))
 
 
 def _sizes(image: np.ndarray, thickness: int, radius: int) -> tuple[int, int]:
@@ -97,7 +157,8 @@ def draw_tracked(
     image: np.ndarray, people: Sequence, skeleton: Skeleton, trails: Trails | None = None, thickness: int = 3
 ) -> np.ndarray:
     """A copy of a BGR image with tracked people (``Person`` with ``track_id``) drawn, each id in its own colour
-    (``track_color``) and numbered, with its trail (``trails``: the last frames, older points fainter)."""
+    (``track_color``): skeleton, box and a tag ``#<id> <score>``, with its trail (``trails``: the last frames, older
+    points fainter)."""
     colors = [track_color(p.track_id or 0) for p in people]
     keypoints = np.array([p.keypoints for p in people]).reshape(len(people), skeleton.num_dataset_keypoints, 3)
     canvas = draw_people(image, keypoints, skeleton, thickness=thickness, person_colors=colors)
@@ -110,10 +171,5 @@ def draw_tracked(
                 color = tuple(int(c * fade) for c in track_color(track_id))
                 a, b = (tuple(int(round(v)) for v in points[j]) for j in (k - 1, k))
                 cv2.line(canvas, a, b, color, max(1, round(t * fade)), cv2.LINE_AA)
-    for person, color in zip(people, colors):
-        x, y = person.box[:2]
-        if person.track_id is not None and np.isfinite([x, y]).all():
-            origin = (int(round(x)), max(12, int(round(y)) - 6))
-            cv2.putText(canvas, str(person.track_id), origin, cv2.FONT_HERSHEY_SIMPLEX, 0.5 * t / 2 + 0.2,
-                        color, max(1, t // 2), cv2.LINE_AA)  # fmt: skip
-    return canvas
+    labels = [f"#{p.track_id} {p.score:.2f}" if p.track_id is not None else f"{p.score:.2f}" for p in people]
+    return draw_boxes(canvas, [p.box for p in people], labels, colors, thickness)

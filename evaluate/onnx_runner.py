@@ -47,9 +47,10 @@ def import_onnxruntime() -> ModuleType:
     return onnxruntime
 
 
-def providers_for(device: str = "cpu") -> Providers:
+def providers_for(device: str = "cpu", cpu_hint: str = 'providers="cpu"') -> Providers:
     """ONNX Runtime execution providers for ``device``: "cpu", "cuda", "cuda:N", or "auto" (CUDA when this
-    onnxruntime build has it, else the CPU). CUDA always comes with the CPU provider as fallback."""
+    onnxruntime build has it, else the CPU). CUDA always comes with the CPU provider as fallback. ``cpu_hint``: how
+    the caller's user asks for the CPU, for the message when CUDA is missing (the demo's ``--device cpu``)."""
     available = import_onnxruntime().get_available_providers()
     if device == "auto":
         device = "cuda" if CUDA_PROVIDER in available else "cpu"
@@ -61,7 +62,7 @@ def providers_for(device: str = "cpu") -> Providers:
     if CUDA_PROVIDER not in available:
         raise UserError(
             f"device {device!r}: this onnxruntime has no CUDA provider (it has {', '.join(available)}); "
-            f"install onnxruntime-gpu, or run on the CPU",
+            f"install onnxruntime-gpu, or run on the CPU: {cpu_hint}",
             key="device",
         )
     return [(CUDA_PROVIDER, {"device_id": int(index or 0)}), CPU_PROVIDER]

@@ -1,8 +1,9 @@
-"""The Python API: people out of BGR images, from a checkpoint, an ONNX file or any predictor.
+"""The Python API: people out of images, from a checkpoint, an ONNX file or any predictor.
 
     estimator = PoseEstimator.from_checkpoint("runs/quickstart/best.pt", scales=[1.0], flip=False)
-    people = estimator(cv2.imread("photo.jpg"))  # list[Person]: keypoints (K, 3), score, box
-    many = estimator.predict_batch([image_a, image_b])  # list[list[Person]], one list per image
+    people = estimator("photo.jpg")  # list[Person]: keypoints (K, 3), score, box
+    people = estimator(frame)  # or a BGR uint8 array (H, W, 3), a PIL image, greyscale (H, W), BGRA (H, W, 4)
+    many = estimator.predict_batch([image_a, "b.png"])  # list[list[Person]], one list per image
     for frame in estimator.video("clip.mp4", PoseTracker(estimator.skeleton)):  # or video(0): camera 0
         frame.index, frame.timestamp, frame.people  # people with .track_id (evaluate/track.py)
 
@@ -28,6 +29,7 @@ from config.schema import OUTPUT_STRIDE, Config, EvalConfig
 from config.skeleton import Skeleton
 from evaluate.coco_results import coco_results, results_text
 from evaluate.decode import DecodeParams, People, decode_people
+from evaluate.image_input import ImageLike, as_bgr_list
 from evaluate.inference import Predictor, model_predictor, multiscale_maps_batch
 from evaluate.model_loader import load_model
 from evaluate.onnx_runner import Providers, load_onnx, providers_for
@@ -35,7 +37,6 @@ from evaluate.video import VideoReader
 from models.fold import fold_batchnorm
 from models.weights import unwrap
 from utils.distributed import select_device
-from utils.errors import UserError
 from utils.precision import precision_for
 
 
@@ -96,7 +97,8 @@ class Timing:
 
 
 class PoseEstimator:
-    """Multi-person pose estimation on BGR uint8 images (H, W, 3), with a network's ``eval`` settings.
+    """Multi-person pose estimation on images (BGR uint8 arrays (H, W, 3) and the other kinds of
+    evaluate/image_input.py: paths, PIL images, greyscale, BGRA), with a network's ``eval`` settings.
 
     ``network``: a predictor (``evaluate.inference.Predictor``: padded batch -> maps in ``skeleton``'s layout) run
     on ``device``; None when every call gives its own (``people(images, network=...)``, as the oracle does).
@@ -118,7 +120,7 @@ class PoseEstimator:
         its run's ``eval`` settings changed by ``eval_overrides`` (``EvalConfig`` fields: ``scales=[1.0]``,
         ``flip=False``, ``batch_size=8``...). ``device``: "auto" (CUDA when present), "cpu", "cuda:1"...; the
         forward's precision follows ``eval.amp``."""
-        device = select_device(str(device))
+        device = select_device(str(device), cpu_hint='device="cpu"')
         model, cfg = load_model(str(path), None, None, device)
         return cls.from_model(model, eval_settings(cfg, eval_overrides, "PoseEstimator.from_checkpoint"), device)
 
@@ -150,17 +152,17 @@ class PoseEstimator:
         return self.skeleton.dataset_keypoints
 
     @overload
-    def __call__(self, images: np.ndarray) -> list[Person]: ...
+    def __call__(self, images: ImageLike) -> list[Person]: ...
     @overload
-    def __call__(self, images: Sequence[np.ndarray]) -> list[list[Person]]: ...
+    def __call__(self, images: Sequence[ImageLike]) -> list[list[Person]]: ...
 
     def __call__(self, images):
-        """The people of one image (an array), or of each image of a list (``predict_batch``)."""
-        if isinstance(images, np.ndarray):
-            return self.predict_batch([images])[0]
-        if not isinstance(images, (list, tuple)):
-            check_image(images, 0)  # None (cv2.imread of a missing file), a path, a PIL image...: named
-        return self.predict_batch(images)
+        """The people of one image, or of each image of a list or tuple (``predict_batch``). An image: a BGR uint8
+        array (H, W, 3), a greyscale (H, W) or BGRA (H, W, 4) uint8 array, a PIL image, or a file path
+        (evaluate/image_input.py)."""
+        if isinstance(images, (list, tuple)):
+            return self.predict_batch(images)
+        return self.predict_batch([images])[0]
 
     def video(
         self,
@@ -182,19 +184,19 @@ class PoseEstimator:
                     people = tracker.update(people, timestamp)
                 yield VideoFrame(index, timestamp, image, people)
 
-    def predict_batch(self, images: Sequence[np.ndarray], network: Predictor | None = None) -> list[list[Person]]:
-        """The people of each image (any sizes), in the order given; up to ``eval.batch_size`` images of one size
-        share each forward pass. ``network``: as in ``people``."""
+    def predict_batch(self, images: Sequence[ImageLike], network: Predictor | None = None) -> list[list[Person]]:
+        """The people of each image (any sizes, any kinds ``__call__`` takes), in the order given; up to
+        ``eval.batch_size`` images of one size share each forward pass. ``network``: as in ``people``."""
         return [persons(p) for p in self.people(images, network)]
 
-    def people(self, images: Sequence[np.ndarray], network: Predictor | None = None) -> list[People]:
+    def people(self, images: Sequence[ImageLike], network: Predictor | None = None) -> list[People]:
         """The decoder's arrays for each image: ``People.keypoints`` (P, K, 3), all 0 where not found, and
-        ``People.scores`` (P,). ``network``: a predictor to use instead of the estimator's own for this call."""
+        ``People.scores`` (P,). ``network``: a predictor to use instead of the estimator's own for this call.
+        Images as ``__call__`` takes them; every one is checked (and read, for paths) before any runs."""
         network = self.network if network is None else network
         if network is None:
             raise ValueError("this PoseEstimator has no network: pass one to people(images, network=...)")
-        for i, image in enumerate(images):
-            check_image(image, i)
+        images = as_bgr_list(images)
         by_size: dict[tuple[int, int], list[int]] = {}
         for i, image in enumerate(images):
             by_size.setdefault(image.shape[:2], []).append(i)
@@ -220,24 +222,6 @@ def eval_settings(cfg: Config, overrides: dict[str, Any], where: str) -> EvalCon
     """``cfg.eval`` with ``overrides`` (EvalConfig field -> value) set, checked as the config checks a ``key=value``."""
     values = {f"eval.{key}": value for key, value in overrides.items()}
     return with_overrides(cfg, values, f"keyword argument of {where}").eval
-
-
-def check_image(image: Any, index: int) -> None:
-    """UserError unless ``image`` is a BGR uint8 array (H, W, 3) of at least one pixel."""
-    ok = isinstance(image, np.ndarray) and image.dtype == np.uint8 and image.ndim == 3 and image.shape[2] == 3
-    if not ok or min(image.shape[:2]) < 1:
-        if image is None:
-            what = ("None, not an image (cv2.imread returns None for a file it cannot read: check the path, or read "
-                    "files with data.image_files.read_image, which names the problem)")  # fmt: skip
-        elif isinstance(image, np.ndarray):
-            what = f"a {image.dtype} array of shape {image.shape}"
-        else:
-            what = f"a {type(image).__name__}"
-        raise UserError(
-            f"image {index} is {what}; give BGR uint8 arrays (H, W, 3), as cv2.imread returns "
-            "(several images: a list of them)",
-            key="image", sample=index,
-        )
 
 
 def persons(people: People) -> list[Person]:

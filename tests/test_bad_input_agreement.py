@@ -117,12 +117,13 @@ def test_the_demo_counts_and_skips_an_unreadable_file(tiny_ckpt, synthetic_coco,
     (folder / "broken.jpg").rename(folder / "only.jpg")
     for path in folder.glob("0*.jpg"):
         path.unlink()
-    assert demo.main(["--ckpt", str(tiny_ckpt), "--input", str(folder), "--json", str(out), *ORACLE]) == 2  # none read
+    again = tmp_path / "again.json"  # a new name: the demo replaces no earlier result
+    assert demo.main(["--ckpt", str(tiny_ckpt), "--input", str(folder), "--json", str(again), *ORACLE]) == 2
     assert "none of the 1 image files could be read" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("given, named", [(None, "None, not an image (cv2.imread returns None"),
-                                          ("photo.jpg", "is a str"), (b"\x00" * 3, "is a bytes")])  # fmt: skip
+                                          (3.5, "is a float"), (b"\x00" * 3, "is a bytes")])  # fmt: skip
 def test_the_api_names_what_it_was_given(given, named, tiny_ckpt):
     from evaluate.predictor import PoseEstimator
 

@@ -60,6 +60,8 @@ TESTED_ELSEWHERE = {
                     "are_scored"),
     **dict.fromkeys(("tiff_orientation", "tiff_orientation_no_size"),
                     "test_image_formats.py::test_a_rotated_tag_tiff_converts_and_evaluates_as_stored"),
+    "demo_output_exists": "test_eval_demo.py::test_demo_never_replaces_an_earlier_result_without_overwrite",
+    "demo_pattern_no_images": "test_eval_demo.py::test_demo_bad_input_gives_one_clean_error",
 }  # fmt: skip
 # evaluate --ckpt refuses these before any work, so calling its main() in this process is cheap.
 IN_PROCESS = ("ckpt_nan_weights", "ckpt_invalid_config")

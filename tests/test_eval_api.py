@@ -1,6 +1,7 @@
 """The Python API (evaluate.PoseEstimator): the README's example on a picture, the documented result format, batches
-of mixed sizes, eval overrides checked as the config checks them, bad images, COCO results JSON identical to
-coco_eval's. The demo built on it: tests/test_eval_demo.py; from_onnx: tests/test_eval_onnx.py."""
+of mixed sizes, eval overrides checked as the config checks them, every kind of image it takes (paths, PIL images,
+greyscale, BGRA, mixed lists) and what it refuses, COCO results JSON identical to coco_eval's. The demo built on
+it: tests/test_eval_demo.py; from_onnx: tests/test_eval_onnx.py."""
 
 import json
 import math
@@ -10,11 +11,14 @@ import cv2
 import numpy as np
 import pytest
 import torch
+from PIL import Image
 
 from config.loader import ConfigError
+from data.image_files import ImageFileError, read_image
 from engine.checkpoint import CheckpointError
 from evaluate import Person, PoseEstimator, coco_eval, coco_results_json
 from evaluate.coco_eval import load_coco
+from evaluate.image_input import as_bgr
 from evaluate.inference import multiscale_maps
 from evaluate.predictor import Timing
 from tests.helpers import (
@@ -153,18 +157,96 @@ def test_keyword_overrides_are_checked_as_the_config_checks_them(trained_tiny_ck
     assert e.value.file == str(trained_tiny_ckpt.parent / "none.pt")
 
 
-def test_images_that_are_not_bgr_uint8_are_refused(tiny_ckpt):
+def test_every_kind_of_image_gives_the_pixels_of_its_bgr_array(synthetic_sample_images, tmp_path):
+    """A path, a PIL image of each common mode, greyscale and BGRA arrays: the BGR array that the network reads."""
+    path = synthetic_sample_images / IMAGE
+    bgr = read_image(path)
+    grey = cv2.cvtColor(bgr, cv2.COLOR_BGR2GRAY)
+    grey_bgr = cv2.cvtColor(grey, cv2.COLOR_GRAY2BGR)
+    alpha = np.random.default_rng(0).integers(0, 256, bgr.shape[:2], dtype=np.uint8)
+    rgb = Image.fromarray(bgr[:, :, ::-1])
+    deep = (grey.astype(np.uint16) << 8) | 0x7F  # 16 bits whose top byte is the grey image
+    cv2.imwrite(str(tmp_path / "deep.png"), deep)
+    palette = rgb.quantize(64)
+    same = {
+        "str path": (str(path), bgr),
+        "Path": (path, bgr),
+        "BGR array": (bgr, bgr),
+        "PIL RGB": (rgb, bgr),
+        "PIL RGBA": (Image.fromarray(np.dstack([bgr[:, :, ::-1], alpha])), bgr),  # alpha dropped, not blended
+        "PIL L": (Image.fromarray(grey), grey_bgr),
+        "PIL P": (palette, np.asarray(palette.convert("RGB"))[:, :, ::-1]),
+        "PIL I;16": (Image.open(tmp_path / "deep.png"), read_image(tmp_path / "deep.png")),  # as the file reads
+        "grey (H, W)": (grey, grey_bgr),
+        "grey (H, W, 1)": (grey[:, :, None], grey_bgr),
+        "BGRA (H, W, 4)": (np.dstack([bgr, alpha]), bgr),
+        "BGR view": (np.dstack([bgr, alpha])[:, :, :3], bgr),  # not contiguous
+    }
+    assert Image.open(tmp_path / "deep.png").mode.startswith("I")
+    for name, (given, want) in same.items():
+        got = as_bgr(given, 0)
+        assert got.dtype == np.uint8 and got.shape == bgr.shape, name
+        assert np.abs(got.astype(int) - want).max() <= (1 if name == "PIL I;16" else 0), name
+    assert np.array_equal(as_bgr(Image.open(tmp_path / "deep.png"), 0), grey_bgr)  # 16 bits scaled as OpenCV does
+    assert np.array_equal(as_bgr(Image.fromarray(deep.astype(np.int32), "I"), 0), grey_bgr)  # older Pillows' mode
+
+
+def test_the_estimator_takes_paths_pil_images_greyscale_and_mixed_lists(trained_tiny_ckpt, synthetic_sample_images,
+                                                                        one_thread):  # fmt: skip
+    estimator = PoseEstimator.from_checkpoint(trained_tiny_ckpt, device="cpu", scales=[1.0], flip=False, boxsize=128)
+    path = synthetic_sample_images / IMAGE
+    bgr = read(path)
+    want = estimator(bgr)
+    assert len(want) >= 2
+    grey = cv2.cvtColor(bgr, cv2.COLOR_BGR2GRAY)
+    given = [str(path), Image.open(path), grey, np.dstack([bgr, np.full(bgr.shape[:2], 9, np.uint8)]), path]
+    results = estimator(given)  # one list per image, in the order given
+    assert len(results) == len(given) and estimator.timing.images == len(given)
+    grey_people = estimator(cv2.cvtColor(grey, cv2.COLOR_GRAY2BGR))
+    for got, expected in zip(results, [want, want, grey_people, want, want]):
+        assert [p.score for p in got] == pytest.approx([p.score for p in expected], abs=1e-6)
+        np.testing.assert_allclose([p.keypoints for p in got], [p.keypoints for p in expected], atol=1e-6)
+    single = estimator(str(path))  # one image (not in a list): its people
+    assert [p.score for p in single] == pytest.approx([p.score for p in want], abs=1e-6)
+
+
+@pytest.mark.parametrize(
+    "given, named",
+    [
+        (np.zeros((64, 64, 3), np.float32), "a float32 array of shape (64, 64, 3) (values in 0..1? give (image * 255)"),
+        (np.zeros((64, 64), np.uint16), "a uint16 array of shape (64, 64) (16 bits? give (image / 256)"),
+        (np.zeros((64, 64, 2), np.uint8), "a uint8 array of shape (64, 64, 2)"),
+        (np.zeros((2, 64, 64, 3), np.uint8), "a uint8 array of shape (2, 64, 64, 3)"),
+        (np.zeros((0, 64, 3), np.uint8), "a uint8 array of shape (0, 64, 3)"),
+        (None, "None, not an image"),
+        (b"\xff\xd8", "a bytes object (an encoded file's bytes? decode them with data.image_files.decode_image)"),
+        (Image.new("F", (8, 8)), "a PIL image of mode F (32-bit float)"),
+        (3.5, "a float"),
+    ],
+)
+def test_what_is_not_an_image_is_refused_naming_it_and_what_to_give(given, named, tiny_ckpt):
     estimator = PoseEstimator.from_checkpoint(tiny_ckpt, device="cpu")
     good = np.zeros((64, 64, 3), np.uint8)
-    for bad in (np.zeros((64, 64), np.uint8), np.zeros((64, 64, 3), np.float32), np.zeros((0, 64, 3), np.uint8)):
-        with pytest.raises(UserError) as e:
-            estimator(bad)
-        assert (e.value.key, e.value.sample) == ("image", 0)
     with pytest.raises(UserError) as e:
-        estimator([good, "photo.jpg"])
+        estimator([good, given])
     assert (e.value.key, e.value.sample) == ("image", 1)
+    message = str(e.value)
+    assert message.startswith(f"image 1 is {named}") and "give BGR uint8 arrays (H, W, 3)" in message, message
+    assert "PIL images or image file paths" in message
+
+
+def test_a_missing_file_and_a_single_image_for_a_batch_are_named(tiny_ckpt, tmp_path):
+    estimator = PoseEstimator.from_checkpoint(tiny_ckpt, device="cpu")
+    with pytest.raises(ImageFileError) as e:
+        estimator(tmp_path / "none.jpg")
+    assert e.value.file == str(tmp_path / "none.jpg") and "not found" in str(e.value)
+    (tmp_path / "text.jpg").write_text("not an image")
+    with pytest.raises(ImageFileError, match="could not be decoded"):
+        estimator([np.zeros((64, 64, 3), np.uint8), str(tmp_path / "text.jpg")])
+    with pytest.raises(UserError, match=r"images: a str, not a list of images; give a list \(one image: estimator"):
+        estimator.predict_batch("photo.jpg")
     with pytest.raises(ValueError, match="no network"):
-        PoseEstimator(None, estimator.cfg, estimator.skeleton, estimator.device)(good)
+        PoseEstimator(None, estimator.cfg, estimator.skeleton, estimator.device)(np.zeros((64, 64, 3), np.uint8))
 
 
 def test_coco_results_json_is_the_file_coco_eval_writes(

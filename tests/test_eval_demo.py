@@ -1,18 +1,22 @@
 """python -m evaluate.demo on the Python API: COCO results JSON of an image folder (pycocotools loads it against the
-sample's annotations; the same file as coco_eval's), a video round trip, a camera stopped by Ctrl-C, bad input.
---onnx: tests/test_eval_onnx.py."""
+sample's annotations; the same file as coco_eval's), a quoted pattern (recursive, sub-folders kept), a video round
+trip, a camera stopped by Ctrl-C, the default numbered output folder, no earlier result replaced without
+--overwrite, --min-score in the pictures and the JSON, bad input. --onnx: tests/test_eval_onnx.py."""
 
 import json
+import shutil
 
 import cv2
 import numpy as np
 import pytest
 
+from data.image_files import read_image
 from evaluate import PoseEstimator, coco_eval, coco_results_json, demo
 from evaluate.coco_eval import load_coco
-from tests.helpers import LANDSCAPE, InterruptedCamera
+from tests.helpers import LANDSCAPE, UNSCORED_IMAGES, InterruptedCamera
 
 FRAME_HW = (96, 128)
+FAST = ["eval.scales=[1.0]", "eval.flip=false", "eval.boxsize=128"]  # seconds for the briefly trained model
 
 
 def frames_of(images, count: int, step: int = 8) -> list[np.ndarray]:
@@ -119,6 +123,16 @@ def test_demo_camera_reads_until_ctrl_c_then_writes_what_it_has(
     assert len(read_video(out_dir / "camera0_pose.mp4")) == 3
     assert {r["image_id"] for r in json.loads(out_json.read_text())} <= {0, 1, 2}
 
+    # without --out and --json: both in a new runs/demo/<n>, the same results
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(demo.cv2, "VideoCapture", open_camera)
+    assert demo.main(["--ckpt", str(trained_tiny_ckpt), "--input", "0"]) == 0
+    monkeypatch.undo()
+    folder = tmp_path / "runs" / "demo" / "1"
+    assert sorted(p.name for p in folder.iterdir()) == ["camera0_pose.mp4", "results.json"]
+    assert (folder / "results.json").read_text() == out_json.read_text()
+    assert "writing to runs/demo/1" in capsys.readouterr().out
+
 
 @pytest.mark.parametrize(
     "case, expected",
@@ -127,7 +141,10 @@ def test_demo_camera_reads_until_ctrl_c_then_writes_what_it_has(
         ("bad_image", "could not be decoded"),
         ("bad_video", "video {tmp}/bad.mp4 could not be opened"),
         ("no_camera", "camera 9 could not be opened"),
-        ("no_output", "give --out DIR"),
+        ("pattern_matches_no_image", "input pattern '{tmp}/*.png' matches no image files"),
+        ("unquoted_pattern", "'{tmp}/b.jpg' is not a key=value override; for several images give a folder"),
+        ("min_score_nan", "--min-score must be a number, got nan"),
+        ("json_exists", "{tmp}/r.json exists; give --overwrite to replace it, or another --out / --json"),
         ("two_models", "give one of --ckpt CKPT, --onnx FILE"),
         ("onnx_model_override", "--onnx takes only eval.* and track.* overrides"),
     ],
@@ -142,13 +159,143 @@ def test_demo_bad_input_gives_one_clean_error(case, expected, tiny_ckpt, tmp_pat
         "bad_image": [*ckpt, "--input", str(tmp_path / "bad.jpg"), *out],
         "bad_video": [*ckpt, "--input", str(tmp_path / "bad.mp4"), *out],
         "no_camera": [*ckpt, "--input", "9", *out],
-        "no_output": [*ckpt, "--input", str(tmp_path / "bad.jpg")],
+        "pattern_matches_no_image": [*ckpt, "--input", str(tmp_path / "*.png"), *out],
+        "unquoted_pattern": [*ckpt, "--input", str(tmp_path / "bad.jpg"), str(tmp_path / "b.jpg"), *out],
+        "min_score_nan": [*ckpt, "--input", str(tmp_path / "bad.jpg"), "--min-score", "nan", *out],
+        "json_exists": [*ckpt, "--input", str(tmp_path / "bad.jpg"), *out],
         "two_models": [*ckpt, "--onnx", str(tmp_path / "m.onnx"), "--input", str(tmp_path / "bad.jpg"), *out],
         "onnx_model_override": ["--onnx", str(tmp_path / "m.onnx"), "--input", str(tmp_path / "bad.jpg"), *out,
                                 "data.skeleton=coco"],  # fmt: skip
     }[case]
+    if case == "json_exists":
+        (tmp_path / "r.json").write_text("[]\n")  # an earlier run's results
     assert demo.main([*argv, "eval.boxsize=64"] if case != "onnx_model_override" else argv) == 2
     err = capsys.readouterr().err
     assert expected.format(tmp=tmp_path) in err and "Traceback" not in err
-    assert not (tmp_path / "r.json").exists()
+    assert not (tmp_path / "r.json").exists() or (tmp_path / "r.json").read_text() == "[]\n"
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_demo_expands_a_quoted_pattern_recursively_keeping_sub_folders(trained_tiny_ckpt, synthetic_sample_images,
+                                                                      tmp_path, capsys, one_thread):  # fmt: skip
+    """``--input 'photos/**/*'``: the images at any depth (not the other files), in name order; each picture below
+    its sub-folder, two images of one stem in one folder told apart by their suffix; ``'photos/b/*.jpg'``: flat."""
+    photos = tmp_path / "photos"
+    (photos / "a").mkdir(parents=True)
+    (photos / "b").mkdir()
+    first, second = UNSCORED_IMAGES
+    shutil.copy(synthetic_sample_images / first, photos / "a" / first)
+    shutil.copy(synthetic_sample_images / second, photos / "b" / second)
+    cv2.imwrite(str(photos / "b" / second.replace(".jpg", ".png")), read_image(synthetic_sample_images / first))
+    (photos / "b" / "notes.txt").write_text("not an image")
+    out, out_json = tmp_path / "out", tmp_path / "r.json"
+    argv = ["--ckpt", str(trained_tiny_ckpt), "--input", str(photos / "**" / "*"), "--out", str(out)]
+    assert demo.main([*argv, "--json", str(out_json), *FAST]) == 0
+    pictures = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    stem = second.removesuffix(".jpg")
+    assert pictures == [f"a/{first.replace('.jpg', '_pose.jpg')}", f"b/{stem}_jpg_pose.jpg", f"b/{stem}_png_pose.jpg"]
+    inputs = [photos / "a" / first, photos / "b" / second, photos / "b" / f"{stem}.png"]
+    estimator = PoseEstimator.from_checkpoint(trained_tiny_ckpt, device="cpu", scales=[1.0], flip=False, boxsize=128)
+    want = [estimator(path) for path in inputs]
+    assert sum(map(len, want)) > 0
+    assert out_json.read_text() == coco_results_json([1, 2, 3], want)  # two files end in one number: ids 1..N
+    assert "image ids: 1..N" in capsys.readouterr().out
+
+    flat, flat_json = tmp_path / "flat", tmp_path / "flat.json"
+    argv = ["--ckpt", str(trained_tiny_ckpt), "--input", str(photos / "b" / "*.jpg"), "--out", str(flat)]
+    assert demo.main([*argv, "--json", str(flat_json), *FAST]) == 0
+    assert [p.name for p in flat.iterdir()] == [second.replace(".jpg", "_pose.jpg")]
+    assert flat_json.read_text() == coco_results_json([int(stem)], want[1:2])
+
+
+def test_demo_without_out_or_json_writes_to_a_new_numbered_folder(
+    trained_tiny_ckpt, synthetic_sample_images, tmp_path, monkeypatch, capsys, one_thread
+):
+    monkeypatch.chdir(tmp_path)  # runs/demo is relative to the working directory, as a user runs the demo
+    image = synthetic_sample_images / LANDSCAPE
+    base = ["--ckpt", str(trained_tiny_ckpt), *FAST]
+    for n in (1, 2):
+        assert demo.main([*base, "--input", str(image)]) == 0
+        printed = capsys.readouterr().out
+        assert f"writing to runs/demo/{n} (pictures and results.json" in printed
+        assert f"wrote runs/demo/{n}/results.json" in printed
+        folder = tmp_path / "runs" / "demo" / str(n)
+        assert sorted(p.name for p in folder.iterdir()) == [LANDSCAPE.replace(".jpg", "_pose.jpg"), "results.json"]
+    first, again = (tmp_path / "runs" / "demo" / str(n) / "results.json" for n in (1, 2))
+    assert first.read_text() == again.read_text() and json.loads(first.read_text())
+
+    (tmp_path / "runs" / "demo" / "5").mkdir()  # the next number is one more than the highest, gaps left alone
+    video = tmp_path / "clip.mp4"
+    write_video(video, frames_of(synthetic_sample_images, 3))
+    assert demo.main([*base, "--input", str(video)]) == 0
+    assert "writing to runs/demo/6" in capsys.readouterr().out
+    assert sorted(p.name for p in (tmp_path / "runs" / "demo" / "6").iterdir()) == ["clip_pose.mp4", "results.json"]
+    assert len(read_video(tmp_path / "runs" / "demo" / "6" / "clip_pose.mp4")) == 3
+
+    (tmp_path / "bad.jpg").write_bytes(b"not an image")  # a run that fails leaves no empty folder behind
+    assert demo.main([*base, "--input", str(tmp_path / "bad.jpg")]) == 2
+    assert sorted(p.name for p in (tmp_path / "runs" / "demo").iterdir()) == ["1", "2", "5", "6"]
+
+
+def test_demo_never_replaces_an_earlier_result_without_overwrite(trained_tiny_ckpt, synthetic_sample_images,
+                                                                tmp_path, monkeypatch, capsys, one_thread):  # fmt: skip
+    out, out_json = tmp_path / "out", tmp_path / "r.json"
+    picture = out / LANDSCAPE.replace(".jpg", "_pose.jpg")
+    argv = ["--ckpt", str(trained_tiny_ckpt), "--input", str(synthetic_sample_images / LANDSCAPE), *FAST]
+    assert demo.main([*argv, "--out", str(out), "--json", str(out_json)]) == 0
+    before = picture.read_bytes(), out_json.read_bytes()
+    picture.write_bytes(b"an earlier picture")
+    out_json.write_text("[]\n")
+    for given, named in (([*argv, "--out", str(out), "--json", str(out_json)], f"{picture} exists (and 1 more of "),
+                         ([*argv, "--out", str(tmp_path / "new"), "--json", str(out_json)], f"{out_json} exists;"),
+                         ([*argv, "--out", str(out)], f"{picture} exists;")):  # fmt: skip
+        assert demo.main(given) == 2
+        err = capsys.readouterr().err
+        assert named in err and "give --overwrite to replace it, or another --out / --json" in err, err
+        assert picture.read_bytes() == b"an earlier picture" and out_json.read_text() == "[]\n"
+    assert not (tmp_path / "new").exists() or not any((tmp_path / "new").iterdir())
+    assert demo.main([*argv, "--out", str(out), "--json", str(out_json), "--overwrite"]) == 0
+    assert (picture.read_bytes(), out_json.read_bytes()) == before
+
+    def no_camera(source):
+        raise AssertionError("the camera was opened before the outputs were checked")
+
+    monkeypatch.setattr(demo.cv2, "VideoCapture", no_camera)
+    (out / "camera0_pose.mp4").write_bytes(b"an earlier recording")
+    assert demo.main(["--ckpt", str(trained_tiny_ckpt), "--input", "0", "--out", str(out)]) == 2
+    assert f"{out / 'camera0_pose.mp4'} exists" in capsys.readouterr().err
+
+
+def test_demo_min_score_leaves_people_out_of_the_pictures_and_the_json(
+    trained_tiny_ckpt, synthetic_sample_images, tmp_path, monkeypatch, capsys, one_thread
+):
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    for name in UNSCORED_IMAGES:
+        shutil.copy(synthetic_sample_images / name, folder / name)
+    base = ["--ckpt", str(trained_tiny_ckpt), "--input", str(folder), *FAST]
+    everyone = tmp_path / "all.json"
+    assert demo.main([*base, "--json", str(everyone)]) == 0  # the default keeps everyone
+    assert "--min-score" not in capsys.readouterr().out
+    scores = sorted(r["score"] for r in json.loads(everyone.read_text()))
+    threshold = round(float(np.median(scores)), 3)
+    kept = [r for r in json.loads(everyone.read_text()) if r["score"] >= threshold]
+    assert 0 < len(kept) < len(scores)
+
+    drawn = []
+    real_draw = demo.draw_detections
+
+    def recording_draw(image, people, skeleton):
+        drawn.append([p.score for p in people])
+        return real_draw(image, people, skeleton)
+
+    monkeypatch.setattr(demo, "draw_detections", recording_draw)
+    some = tmp_path / "some.json"
+    args = [*base, "--json", str(some), "--out", str(tmp_path / "drawn"), "--min-score", str(threshold)]
+    assert demo.main(args) == 0
+    printed = capsys.readouterr().out
+    assert f"--min-score {threshold:g}: {len(scores) - len(kept)} of {len(scores)} people scored below it" in printed
+    assert "below --min-score)" in printed
+    assert json.loads(some.read_text()) == kept  # the same people, in the same order
+    assert len(drawn) == len(UNSCORED_IMAGES) and sum(map(len, drawn)) == len(kept)
+    assert all(score >= threshold for scores_drawn in drawn for score in scores_drawn)

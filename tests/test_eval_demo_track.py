@@ -145,6 +145,35 @@ def test_demo_tracks_a_networks_people(crossing_clip, trained_tiny_ckpt, tmp_pat
         assert len(ids) == len(set(ids))
 
 
+def test_min_score_drops_people_before_tracking(crossing_clip, trained_tiny_ckpt, tmp_path, one_thread, capsys):
+    """--min-score on a video with --track: the JSON holds only people scored at least S, each with its track id,
+    and the people below S start no track (the tracker sees the video as if they were not found)."""
+    video_file, _, video = crossing_clip
+    base = ["--ckpt", str(trained_tiny_ckpt), "--input", str(video_file), "track.min_hits=1", *FAST]
+    everyone = tmp_path / "all.json"
+    assert demo.main([*base, "--json", str(everyone)]) == 0
+    scores = sorted(r["score"] for r in json.loads(everyone.read_text()))
+    threshold = round(float(np.median(scores)), 3)
+    expected = len([s for s in scores if s >= threshold])
+    assert 0 < expected < len(scores)
+    capsys.readouterr()
+    some = tmp_path / "some.json"
+    assert demo.main([*base, "--track", "--min-score", str(threshold), "--json", str(some)]) == 0
+    assert f"{len(scores) - expected} of {len(scores)} people scored below it" in capsys.readouterr().out
+    results = json.loads(some.read_text())
+    assert results and all(r["score"] >= threshold and isinstance(r["track_id"], int) for r in results)
+    assert len(results) == expected  # min_hits=1: every kept person is reported with a track
+
+    cfg = load_config(None, ["track.min_hits=1", *FAST])
+    estimator = PoseEstimator.from_checkpoint(trained_tiny_ckpt, device="cpu", scales=[1.0], flip=False, boxsize=128)
+    tracker = PoseTracker(estimator.skeleton, cfg.track)
+    by_hand = [tracker.update([p for p in f.people if p.score >= threshold], f.timestamp)
+               for f in estimator.video(video_file)]  # fmt: skip
+    assert sorted((r["image_id"], r["track_id"]) for r in results) == sorted(
+        (i, p.track_id) for i, people in enumerate(by_hand) for p in people
+    )
+
+
 @pytest.mark.parametrize(
     "extra, expected",
     [

@@ -161,3 +161,45 @@ def matched_offsets(a: list[dict], b: list[dict]) -> np.ndarray:
         if best is not None:
             offsets.extend(best)
     return np.array(offsets)
+
+
+def test_asking_for_cuda_without_it_gives_each_commands_own_hint(tiny_ckpt, synthetic_sample_images, tmp_path,
+                                                                monkeypatch, capsys):  # fmt: skip
+    """``--device cuda`` (``device="cuda"``) where CUDA is missing: one error naming how this command asks for the
+    CPU, before any work; training keeps ``train.device=cpu``."""
+    from evaluate import PoseEstimator, coco_eval, demo
+    from utils.distributed import select_device
+    from utils.errors import UserError
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert select_device("auto") == torch.device("cpu")
+    with pytest.raises(UserError, match="CUDA is not available; use train.device=cpu") as e:
+        select_device("cuda")
+    assert e.value.key == "device"
+    with pytest.raises(UserError, match='CUDA is not available; use device="cpu"'):
+        PoseEstimator.from_checkpoint(tiny_ckpt, device="cuda")
+    out = tmp_path / "r.json"
+    image = synthetic_sample_images / sorted(p.name for p in synthetic_sample_images.glob("*.jpg"))[0]
+    assert demo.main(["--ckpt", str(tiny_ckpt), "--input", str(image), "--json", str(out), "--device", "cuda"]) == 2
+    assert "CUDA is not available; use --device cpu" in capsys.readouterr().err
+    argv = ["--ckpt", str(tiny_ckpt), "--images", str(synthetic_sample_images), "--out", str(out), "--device", "cuda:0"]
+    assert coco_eval.main(argv) == 2
+    assert "device 'cuda:0' requested but CUDA is not available; use --device cpu" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_a_name_that_is_no_device_and_a_gpu_that_is_not_there_are_named(monkeypatch):
+    from utils.distributed import select_device
+    from utils.errors import UserError
+
+    for name, said in (("gpu", "device 'gpu' is not a device: give auto, cpu, cuda or cuda:N (e.g. --device cpu)"),
+                       ("mps", "device 'mps': this project runs on cpu or cuda")):  # fmt: skip
+        with pytest.raises(UserError) as e:
+            select_device(name, cpu_hint="--device cpu")
+        assert str(e.value).startswith(said) and e.value.key == "device"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(UserError) as e:
+        select_device("cuda:3", cpu_hint='device="cpu"')
+    said = "'cuda:3' requested but this machine has 1 GPU(s) (cuda:0 to cuda:0); give one of those, or device=\"cpu\""
+    assert said in str(e.value)

@@ -1,15 +1,25 @@
-"""Command-line tools of the test-time path: coco_eval with a checkpoint (with and without annotations), demo.
+"""Command-line tools of the test-time path: coco_eval with a checkpoint (with and without annotations), demo, the
+drawn boxes and scores, the quick start's sheet of predictions beside the ground truth.
 
 The ONNX export and runner: tests/test_eval_onnx.py."""
 
 import json
+import shutil
 
 import cv2
 import numpy as np
 import pytest
+import torch
 
-from evaluate import coco_eval, demo
+from config.loader import with_overrides
+from config.skeleton import load_skeleton
+from evaluate import Person, coco_eval, demo
+from evaluate import prediction_sheet as layout
 from evaluate.coco_eval import load_coco
+from evaluate.draw import draw_boxes, draw_detections, draw_people, draw_tracked, track_color
+from evaluate.model_loader import load_model
+from evaluate.prediction_sheet import draw_predictions, ground_truth_keypoints, pair_tile
+from evaluate.predictor import keypoint_box
 from tests.helpers import LANDSCAPE, UNSCORED_IMAGES, image_folder, image_id
 
 # Single scale at a small box, for the briefly trained model (people in both UNSCORED_IMAGES).
@@ -136,3 +146,84 @@ def test_demo_with_a_checkpoint_on_a_folder_and_a_video(tiny_ckpt, tmp_path, cap
     assert demo.main(["--input", str(video), *common]) == 0
     assert (tmp_path / "out" / "clip_pose.mp4").stat().st_size > 0
     assert "clip: 2 frames" in capsys.readouterr().out
+
+
+def figure(scale: float, score: float, top: float = 40.0, track_id=None) -> Person:
+    """A person of 6 found keypoints (COCO order: shoulders, hips, knees) in a 160 x 120 image, times ``scale``."""
+    kp = np.zeros((17, 3))
+    kp[:] = (np.nan, np.nan, 0.0)
+    for k, (x, y) in zip((5, 6, 11, 12, 13, 14), ((60, 0), (90, 0), (62, 30), (88, 30), (60, 55), (90, 55))):
+        kp[k] = (x * scale, (top + y) * scale, 0.9)
+    return Person(kp, score, keypoint_box(kp), track_id)
+
+
+def tag_rows(canvas: np.ndarray, untagged: np.ndarray) -> np.ndarray:
+    """The rows where ``canvas`` differs from the same drawing without the score tags."""
+    return np.flatnonzero((canvas != untagged).any(-1).any(1))
+
+
+@pytest.mark.parametrize("scale", [1, 16])  # 160 x 120 and 2560 x 1920
+def test_each_person_gets_a_box_and_a_readable_score_tag(scale):
+    coco = load_skeleton("coco")
+    image = np.full((120 * scale, 160 * scale, 3), 128, np.uint8)
+    person = figure(scale, 0.87)
+    color = track_color(1)  # the first person's colour
+    canvas = draw_detections(image, [person], coco)
+    skeleton_only = draw_people(image, person.keypoints[None], coco)
+    untagged = draw_boxes(skeleton_only, [person.box], [""], [color])
+    x, y, w, h = person.box
+    side = untagged[int(y + h / 2), : int(x)]  # the box's left edge, a few pixels left of the outer keypoints
+    close = np.abs(side.astype(int) - color).max(-1) < 60
+    assert close.any() and int(x) - np.flatnonzero(close).max() <= 4 * scale
+    rows = tag_rows(canvas, untagged)
+    assert len(rows) and rows.max() < y  # the tag sits above the box's top
+    height = rows.max() - rows.min() + 1
+    assert height >= 9 * (1 if scale == 1 else 4)  # about 9 px on a thumbnail, in proportion on a big image
+    tag = canvas[rows.min() : rows.max() + 1]
+    assert (tag == np.array(color, np.uint8)).all(-1).sum() > 20 * scale  # a filled tag of the person's colour
+    assert ((tag.max(-1) < 40) | (tag.min(-1) > 215)).sum() > 10 * scale  # black or white digits on it
+    other = draw_detections(image, [figure(scale, 0.25)], coco)
+    assert not np.array_equal(canvas, other)  # the tag says the score
+    assert np.array_equal(draw_detections(image, [], coco), image)
+
+    high = figure(scale, 0.5, top=0.0)  # no room above: inside the box's top, all of it in the image
+    untagged = draw_boxes(draw_people(image, high.keypoints[None], coco), [high.box], [""], [color])
+    rows = tag_rows(draw_detections(image, [high], coco), untagged)
+    assert rows.min() == 0 and 0 <= rows.max() + 1 - height <= scale // 2  # (above, the box's edge hid its foot)
+    tracked = figure(scale, 0.5, track_id=3)  # tracked: "#3 0.50" in id 3's colour
+    drawn = draw_tracked(image, [tracked], coco)
+    assert (drawn == np.array(track_color(3), np.uint8)).all(-1).sum() > 20 * scale
+    assert not (drawn == np.array(color, np.uint8)).all(-1).any()
+
+
+def test_the_quick_start_sheet_shows_each_image_beside_its_ground_truth(
+    trained_tiny_ckpt, synthetic_sample_images, synthetic_sample_annotations, tmp_path, one_thread
+):
+    _, cfg = load_model(str(trained_tiny_ckpt), None, None, torch.device("cpu"))
+    data = {"data.val_annotations": str(synthetic_sample_annotations), "data.val_images": str(synthetic_sample_images)}
+    cfg = with_overrides(cfg, {**data, "eval.scales": [1.0], "eval.boxsize": 128}, "test")
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(trained_tiny_ckpt, run / "best.pt")
+    sheet = cv2.imread(str(draw_predictions(cfg, run, num_images=4)))
+    rows = 2  # 4 images, 2 pairs a row
+    caption, tile_height, gap = layout.CAPTION_HEIGHT, layout.TILE_HEIGHT, layout.PAIR_GAP
+    assert sheet.shape[0] == caption + 8 + gap + rows * (caption + tile_height + gap)
+
+    coco = load_coco(synthetic_sample_annotations, load_skeleton("coco"))
+    image_id = sorted(coco.getImgIds())[0]
+    image = cv2.imread(str(synthetic_sample_images / coco.imgs[image_id]["file_name"]))
+    truth = ground_truth_keypoints(coco, image_id, load_skeleton("coco"))
+    anns = [a for a in coco.loadAnns(coco.getAnnIds([image_id])) if not a["iscrowd"]]
+    labelled = sum(int((np.asarray(a["keypoints"])[2::3] > 0).sum()) for a in anns)
+    assert len(truth) >= 1 and (truth[..., 2] > 0).sum() == labelled
+    tile = pair_tile(image, image_id, truth, [figure(image.shape[0] / 120 * 0.5, 0.9)], load_skeleton("coco"))
+    half = (tile.shape[1] - layout.TILE_GAP) // 2
+    left, right = tile[caption :, :half], tile[caption :, -half:]
+    assert left.shape[0] == tile_height and (tile[caption:, half : half + layout.TILE_GAP] == 255).all()
+    scale = tile_height / image.shape[0]
+    white = [np.all(left[int(round(y * scale)), int(round(x * scale))] > 200)  # each keypoint's dot: white centre
+             for x, y, v in truth.reshape(-1, 3) if v > 0]  # fmt: skip
+    assert np.mean(white) > 0.8
+    tag = np.array(track_color(1), np.uint8)
+    assert (right == tag).all(-1).sum() > 100 and not (left == tag).all(-1).any()  # the box's filled tag

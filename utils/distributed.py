@@ -39,18 +39,32 @@ def is_main_process() -> bool:
     return get_rank() == 0
 
 
-def select_device(name: str = "auto") -> torch.device:
-    """``auto``: this process's GPU (by LOCAL_RANK) when CUDA is present, else the CPU."""
+def select_device(name: str = "auto", cpu_hint: str = "train.device=cpu") -> torch.device:
+    """``auto``: this process's GPU (by LOCAL_RANK) when CUDA is present, else the CPU; ``cpu``, ``cuda``,
+    ``cuda:N``. A name that is not a device, or CUDA asked for where there is none (or too few GPUs), is a UserError
+    whose hint is ``cpu_hint``: how the caller's user asks for the CPU (training ``train.device=cpu``, a command's
+    ``--device cpu``, the Python API's ``device="cpu"``)."""
+    from utils.errors import UserError
+
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
-    device = torch.device(name)
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError):
+        raise UserError(f"device {name!r} is not a device: give auto, cpu, cuda or cuda:N (e.g. {cpu_hint})",
+                        key="device") from None  # fmt: skip
+    if device.type not in ("cpu", "cuda"):
+        raise UserError(f"device {name!r}: this project runs on cpu or cuda (auto, cpu, cuda, cuda:N); use {cpu_hint}",
+                        key="device")  # fmt: skip
     if device.type == "cuda":
         if not torch.cuda.is_available():
-            from utils.errors import UserError
-
-            raise UserError(f"device '{name}' requested but CUDA is not available; use train.device=cpu", key="device")
+            raise UserError(f"device '{name}' requested but CUDA is not available; use {cpu_hint}", key="device")
+        count = torch.cuda.device_count()
         if device.index is None:
-            device = torch.device("cuda", get_local_rank() % torch.cuda.device_count())
+            device = torch.device("cuda", get_local_rank() % count)
+        elif device.index >= count:
+            raise UserError(f"device '{name}' requested but this machine has {count} GPU(s) (cuda:0 to "
+                            f"cuda:{count - 1}); give one of those, or {cpu_hint}", key="device")  # fmt: skip
         torch.cuda.set_device(device)
     return device
 

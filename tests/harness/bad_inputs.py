@@ -897,6 +897,24 @@ def _tiff_orientation_no_size(c: _Corpus, name: str) -> Case:
 def _tiff_orientation_eval(c: _Corpus, name: str) -> Case:
     data, images = c.reencoded(name, rotated_tiff)
     return c.oracle_case(name, "TIFFs tagged orientation 6, evaluated", "accepted", data, images=images)
+@_case
+def _demo_output_exists(c: _Corpus, name: str) -> Case:
+    d = c.case_dir(name)
+    out = d / "demo.json"
+    out.write_text("[]\n")  # an earlier run's results: refused (named, with --overwrite), left as it is
+    argv = [sys.executable, "-m", "evaluate.demo", "--ckpt", str(c.checkpoint()), "--input", str(c.images), "--json",
+            str(out), "--device", "cpu", "eval.scales=[1.0]", "eval.flip=false"]  # fmt: skip
+    return Case(name, "the demo's --json file exists from an earlier run (no --overwrite)", argv, "clean_error", [],
+                ("demo.json", "--overwrite"), d)  # fmt: skip
+
+
+@_case
+def _demo_pattern_no_images(c: _Corpus, name: str) -> Case:
+    d = c.case_dir(name)
+    out = d / "demo.json"
+    argv = [sys.executable, "-m", "evaluate.demo", "--ckpt", str(c.checkpoint()), "--input", str(c.images / "*.png"),
+            "--json", str(out), "--device", "cpu"]  # fmt: skip
+    return Case(name, "a demo --input pattern that matches no image", argv, "clean_error", [out], ("*.png",), d)
 
 
 CASE_NAMES: tuple[str, ...] = tuple(_BUILDERS)
