@@ -17,6 +17,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from utils.errors import cli_main
@@ -87,8 +88,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--eval-images", type=int, default=20)
     p.add_argument("--what", nargs="+", default=["train", "eval"], choices=["train", "eval"])
-    p.add_argument("--out", default="/tmp/simplepose_ab")
+    p.add_argument("--out", default="/tmp/simplepose_ab", help="where each measurement gets a new run folder")
     a = p.parse_args(argv)
+    Path(a.out).mkdir(parents=True, exist_ok=True)
     roots = {"old": Path(a.old).resolve(), "new": Path(a.new).resolve()}
     for what in a.what:
         unit = "samples/s" if what == "train" else "images/s"
@@ -96,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         for r in range(a.rounds):
             figures = {}
             for side, root in roots.items():  # A B, A B, ...
-                args = {"what": what, "h5": a.h5, "out": f"{a.out}/{side}_{r}", "steps": a.steps, "ckpt": a.ckpt,
+                out = tempfile.mkdtemp(prefix=f"{side}_{r}_", dir=a.out)  # a training never reuses a run's folder
+                args = {"what": what, "h5": a.h5, "out": out, "steps": a.steps, "ckpt": a.ckpt,
                         "images": a.images, "images_n": a.eval_images}  # fmt: skip
                 figures[side] = measure(root, args)
             ratios.append(figures["new"] / figures["old"])

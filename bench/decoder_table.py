@@ -43,7 +43,6 @@ from pathlib import Path
 import cv2
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from bench.grouping import inputs_or_sample
 from config.loader import add_config_arguments, config_from_args
@@ -60,6 +59,7 @@ from evaluate.predictor import PoseEstimator
 from models.weights import unwrap
 from utils.distributed import select_device
 from utils.errors import UserError, cli_main
+from utils.progress_bar import progress_bar
 
 _EVAL_DEFAULTS = EvalConfig()
 _EVAL_TYPES = typing.get_type_hints(EvalConfig)
@@ -206,7 +206,7 @@ def decode_source(source: Source, candidates: list[Candidate], progress: bool = 
     """Every candidate's people on every image of ``source``, in ``source.image_ids`` order."""
     people: dict[Candidate, list[People]] = {c: [] for c in candidates}
     heights = sorted({c.decode_height for c in candidates}, reverse=True)
-    for image_id in tqdm(source.image_ids, desc=source.name, unit="img", disable=not progress):
+    for image_id in progress_bar(source.image_ids, desc=source.name, unit="img", disable=not progress):
         image = read_image(image_path(source.images_dir, source.coco.imgs[image_id]["file_name"]))
         predict = cached(source.predictor_for(image_id, image.shape[:2]))
         for height in heights:

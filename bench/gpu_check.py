@@ -246,8 +246,9 @@ def section_train(rig: Rig, report: Report) -> None:
             for compiled in (False, True):
                 label = f"bf16 {'compiled' if compiled else 'eager'}"
                 try:
-                    used, res = largest_batch(lambda b, c=compiled: trainer_step_rate(rig, h5, b, c, Path(tmp) / "run"),
-                                              batch)  # fmt: skip
+                    # each measurement trains into a new folder (a run never writes into another run's)
+                    used, res = largest_batch(lambda b, c=compiled: trainer_step_rate(
+                        rig, h5, b, c, Path(tempfile.mkdtemp(prefix="run_", dir=tmp))), batch)  # fmt: skip
                 except Exception:  # the other settings still run
                     traceback.print_exc(file=sys.stdout)
                     failed.append(f"{label} batch {batch}")

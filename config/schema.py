@@ -149,11 +149,16 @@ class TrainConfig:
     compile: Literal["auto", "on", "off"] = "auto"
     seed: int = 0
     deterministic: bool = False
+    # the run's folder; a new run refuses a folder holding another run's files (engine/run_folder.py): continue
+    # that run with resume=auto, or give a free folder
     out_dir: str = "runs/simplepose"
     resume: str = ""  # "", "auto" (out_dir/last.pt if present) or a checkpoint path
     init_weights: str = ""  # weights to start from (ours or the original's), not a resume
     val_every: int = 1  # epochs between validations; 0 turns validation off
     log_every: int = 10  # steps between log lines
+    # TensorBoard event files in out_dir/tensorboard beside metrics.jsonl (an optional package: pip install
+    # tensorboard). auto: when installed, else one line at the start says so; on: refuse to start without it; off
+    tensorboard: Literal["auto", "on", "off"] = "auto"
     checkpoint_every_steps: int = 0  # also write last.pt every N steps; 0: only at epoch ends
     max_steps_per_epoch: int = 0  # 0: the whole epoch; >0 shortens epochs (smoke runs)
     device: str = "auto"  # auto, cpu, cuda, cuda:1, ...

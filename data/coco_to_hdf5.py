@@ -39,7 +39,6 @@ from pathlib import Path
 
 import h5py
 import numpy as np
-from tqdm import tqdm
 
 from config.loader import check_input_size
 from config.skeleton import Skeleton, load_skeleton
@@ -55,6 +54,7 @@ from data.h5_format import H5_FORMAT_VERSION, H5Writer, RowBuffer, encode_mask_r
 from data.image_files import MAX_SKIPPED_SHARE, BadImages, image_path, missing_files, read_checked
 from utils.errors import UserError, cli_main
 from utils.io import atomic_path
+from utils.progress_bar import progress_bar
 
 log = logging.getLogger(__name__)
 
@@ -176,7 +176,7 @@ def convert(
     with atomic_path(out) as tmp, h5py.File(tmp, "w") as f:
         writer = H5Writer(f, skeleton.num_dataset_keypoints, _columns_needing_file_ids(planned))
         cols = RowBuffer()
-        for p in tqdm(planned, desc=f"converting to {out.name}", unit="img", disable=not progress):
+        for p in progress_bar(planned, desc=f"converting to {out.name}", unit="img", disable=not progress):
             data, size, problem = read_checked(p.path, p.img)
             if problem is not None:
                 bad_images[p.source].report(p.path, p.img["id"], problem)

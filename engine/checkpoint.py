@@ -39,7 +39,9 @@ import logging
 import math
 import pickle
 import random
+import re
 import subprocess
+import warnings
 import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -64,6 +66,7 @@ from models.weights import (
     unwrap,
 )
 from utils.errors import UserError
+from utils.file_kind import FileKind, file_kind
 from utils.io import atomic_write_bytes
 
 log = logging.getLogger(__name__)
@@ -276,23 +279,113 @@ def _entry(d: Mapping[str, Any], key: str, file: str) -> Any:
 
 
 def _read(path: Path) -> Any:
-    """``torch.load`` a file safely (CPU, weights only); CheckpointError if missing, truncated or unsafe."""
+    """``torch.load`` a file safely (CPU, weights only); CheckpointError if it is missing, is some other kind of file
+    (told by its first bytes: ``not_a_checkpoint``), is truncated or holds Python objects. PyTorch's own messages
+    are not passed on where they advise loading unsafely."""
+    if path.is_dir():
+        inside = sorted(p.name for p in path.glob("*.pt"))
+        raise CheckpointError(f"{path} is a folder, not a checkpoint file: give a checkpoint in it"
+                              + (f", e.g. {path / ('best.pt' if 'best.pt' in inside else inside[0])}" if inside
+                                 else " (a run folder holds best.pt and last.pt)"), file=path)  # fmt: skip
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} not found", file=path)
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        kind = file_kind(path)
+    except OSError as e:
+        raise CheckpointError(f"cannot read checkpoint {path}: {e.strerror or e}", file=path) from None
+    if kind.name == "unknown" and path.suffix.lower() == ".onnx":
+        kind = FileKind("onnx", "named as an ONNX model")
+    if kind.name not in ("zip", "pickle", "unknown"):
+        raise CheckpointError(not_a_checkpoint(path, kind), file=path)
+    try:
+        with warnings.catch_warnings():  # "Detected pickle protocol N ...": said by the refusal below, if any
+            warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
+            return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
-        raise CheckpointError(
-            f"{path} holds Python objects that safe loading (weights_only=True) refuses, so it is not a plain "
-            f"checkpoint of tensors and numbers ({str(e).splitlines()[0]})",
-            file=path,
-        ) from None
-    except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile) as e:
-        raise CheckpointError(
-            f"{path} is truncated or corrupt and cannot be read as a PyTorch checkpoint "
-            f"({type(e).__name__}: {str(e).splitlines()[0] if str(e) else 'no detail'}); re-download or re-save it",
-            file=path,
-        ) from None
+        raise CheckpointError(_unpickling_message(path, kind, e), file=path) from None
+    except Exception as e:  # noqa: BLE001  the unpickler of a foreign file can fail in any way (IndexError, ...)
+        raise CheckpointError(_unreadable_message(path, kind, e), file=path) from None
+
+
+# What to give instead, by the kind of file given where a checkpoint was expected (utils.file_kind).
+_INSTEAD = {
+    "hdf5": "a dataset converted by python -m data.coco_to_hdf5 is given to training as data.train=FILE (or "
+    "data.val=FILE)",
+    "onnx": "an exported network runs with python -m evaluate.demo --onnx FILE or PoseEstimator.from_onnx(FILE); "
+    "training and COCO evaluation take the .pt checkpoint it was exported from",
+    "json": "annotations are given as --annotations FILE, a config as --config FILE",
+    "text": "a config is given as --config FILE (or key=value overrides)",
+    "safetensors": "this code reads PyTorch checkpoints only: load its tensors with the safetensors package and "
+    "save them with torch.save(state_dict, 'weights.pt')",
+    "npy": "a NumPy array is no checkpoint; save the network's state dict with torch.save(model.state_dict(), PATH)",
+}
+for _image in ("png", "jpeg", "gif", "tiff", "webp", "bmp"):
+    _INSTEAD[_image] = "images are given to the demo as --input FILE and to the evaluation as --images FOLDER"
+for _video in ("mp4", "avi", "mkv"):
+    _INSTEAD[_video] = "a video is given to the demo as --input FILE"
+_EXPECTED = "give a checkpoint written by training (train.out_dir/best.pt or last.pt) or the original's .pth"
+
+
+def not_a_checkpoint(path: str | Path, kind: FileKind) -> str:
+    """The refusal of ``path``, a file of ``kind`` given where a checkpoint belongs: what it is, where such a file is
+    given, and what to give here."""
+    if kind.name == "empty":
+        return (f"{path} is empty (0 bytes), not a checkpoint: a copy or download that did not finish? Re-download "
+                f"or re-save it, or {_EXPECTED}")  # fmt: skip
+    what = f"{path} is {kind.description}, not a PyTorch checkpoint"
+    instead = _INSTEAD.get(kind.name)
+    return f"{what}: {instead}; here {_EXPECTED}" if instead else f"{what}; {_EXPECTED}"
+
+
+def _unpickling_message(path: Path, kind: FileKind, e: pickle.UnpicklingError) -> str:
+    """Safe loading refused the file: either it holds Python objects (names the first), or it is no pickle that
+    ``torch.save`` writes."""
+    found = re.search(r"GLOBAL (\S+)", str(e))
+    if found:
+        return (f"{path} holds Python objects (the first: {found.group(1).rstrip(',.')}) that safe loading "
+                f"(weights_only=True) refuses, so it is not a plain checkpoint of tensors and numbers, and loading it "
+                f"could run code; if the file is your own, re-save the weights alone from the program that made it: "
+                f"torch.save(model.state_dict(), 'weights.pt')")  # fmt: skip
+    if kind.name == "pickle":
+        return f"{path} is a Python pickle, but not one torch.save writes, so not a PyTorch checkpoint; {_EXPECTED}"
+    return _unreadable_message(path, kind, e)
+
+
+def _unreadable_message(path: Path, kind: FileKind, e: Exception) -> str:
+    if kind.name == "zip":
+        members = _zip_members(path)
+        if members is None:
+            return (f"{path} is truncated or corrupt: a ZIP archive (the form torch.save writes) that cannot be read "
+                    f"({_plain_detail(e) or type(e).__name__}); re-download or re-save it")  # fmt: skip
+        if not any(m.endswith("data.pkl") for m in members):
+            listed = ", ".join(members[:3]) + (", ..." if len(members) > 3 else "") if members else "nothing"
+            return f"{path} is a ZIP archive that is not a PyTorch checkpoint (it holds {listed}); {_EXPECTED}"
+        return (f"{path} is truncated or corrupt and cannot be read as a PyTorch checkpoint "
+                f"({_plain_detail(e) or type(e).__name__}); re-download or re-save it")  # fmt: skip
+    if kind.name == "pickle":
+        return (f"{path} is truncated or corrupt: a pickle that ends before its data does "
+                f"({_plain_detail(e) or type(e).__name__}); re-download or re-save it")  # fmt: skip
+    head = path.read_bytes()[:8].hex(" ")
+    return (f"{path} is not a PyTorch checkpoint: its first bytes ({head}) match no format it could be (torch.save "
+            f"writes a ZIP archive, older PyTorch a pickle), nor a known other kind of file; {_EXPECTED}")  # fmt: skip
+
+
+def _zip_members(path: Path) -> list[str] | None:
+    """The names in a readable ZIP archive; None when it cannot be read (cut short, damaged)."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            return z.namelist()
+    except (zipfile.BadZipFile, OSError, EOFError):
+        return None
+
+
+def _plain_detail(e: Exception) -> str:
+    """The first sentence of PyTorch's message, unless it speaks of weights_only (whose advice is to load unsafely,
+    never given here)."""
+    text = str(e).strip()
+    if not text or "weights_only" in text or "weights only" in text.lower():
+        return ""
+    return text.splitlines()[0].split(". ")[0].rstrip(".")
 
 
 # ---------------------------------------------------------------------------------------------- process state
@@ -352,7 +445,7 @@ def resolve_resume(resume: str, out_dir: str | Path) -> Path | None:
         last = Path(out_dir) / "last.pt"
         return last if last.is_file() else None
     p = Path(resume)
-    if not p.is_file():
+    if not p.exists():
         raise CheckpointError(f"train.resume={resume}: no such checkpoint (use train.resume=auto to resume if "
                               "possible)", file=p, key="train.resume")  # fmt: skip
     return p

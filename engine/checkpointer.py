@@ -85,6 +85,9 @@ class Checkpointer:
         rank's RNG states. Returns the file resumed from."""
         path = agreed_resume_path(self.cfg.train.resume, self.out_dir)
         if path is None:
+            if self.rank == 0 and self.cfg.train.resume == "auto":
+                log.info("train.resume=auto: %s holds no last.pt yet; the run starts from the beginning there",
+                         self.out_dir)  # fmt: skip
             return None
         ckpt = Checkpoint.load(path)
         check_same_model(ckpt, self.cfg)

@@ -33,7 +33,6 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import torch
-from tqdm import tqdm
 
 from config.schema import DataConfig
 from engine.checkpointer import Checkpointer
@@ -42,6 +41,7 @@ from engine.logger import Meter, MetricsLogger, step_values
 from engine.progress import Progress
 from engine.validation import Validator, validation_metric
 from utils import distributed as du
+from utils.progress_bar import progress_bar
 from utils.watchdog import Watchdog, beat
 
 if TYPE_CHECKING:
@@ -139,7 +139,7 @@ class LoggingHook(Hook):
                  device: torch.device, is_main: bool) -> None:  # fmt: skip
         self.logger, self.steps_per_epoch, self.log_every = logger, steps_per_epoch, log_every
         self.samples_per_step, self.device, self.is_main = samples_per_step, device, is_main  # all processes
-        self.bar: tqdm | None = None
+        self.bar = None  # this epoch's progress bar (utils.progress_bar)
 
     def before_train(self, progress: Progress) -> None:
         # records past the position were written by a run that died after its last checkpoint: every step once
@@ -150,8 +150,8 @@ class LoggingHook(Hook):
         # the epoch's loss, summed over the samples of applied steps, on the device: read at log steps only
         self.loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
         self.loss_samples = torch.zeros((), dtype=torch.float64, device=self.device)
-        self.bar = tqdm(total=self.steps_per_epoch, initial=progress.step, desc=f"epoch {progress.epoch}",
-                        disable=not self.is_main, dynamic_ncols=True, leave=False)  # fmt: skip
+        self.bar = progress_bar(total=self.steps_per_epoch, initial=progress.step, desc=f"epoch {progress.epoch}",
+                                unit="step", disable=not self.is_main, dynamic_ncols=True, leave=False)  # fmt: skip
         self.tic = time.perf_counter()
 
     def before_step(self, progress: Progress) -> None:
@@ -164,10 +164,10 @@ class LoggingHook(Hook):
         applied = result.applied
         self.loss_sum += torch.where(applied, result.loss.detach().double() * result.samples, 0.0)
         self.loss_samples += applied.double() * result.samples
-        self.bar.update(1)
         if progress.step % self.log_every == 0 or progress.step == self.steps_per_epoch:
             self.log_step(progress, result)
-            self.bar.set_postfix(loss=f"{self.epoch_loss():.4g}", lr=f"{result.lr:.3g}")
+            self.bar.set_postfix(loss=f"{self.epoch_loss():.4g}", lr=f"{result.lr:.3g}", refresh=False)
+        self.bar.update(1)
 
     def epoch_loss(self) -> float:
         """This process's mean loss per sample over the epoch's applied steps so far (a host read)."""

@@ -13,11 +13,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import torch
-from tqdm import tqdm
 
 from config.schema import Config, DataConfig
 from utils.errors import DataFileError, UserError
 from utils.precision import Precision
+from utils.progress_bar import close_bars
 
 
 def worker_error_message(message: str) -> str:
@@ -76,8 +76,7 @@ def loader_errors(path: str, cfg: DataConfig, where: Callable[[], str]) -> Itera
     try:
         yield
     except BaseException as e:
-        for bar in list(getattr(tqdm, "_instances", ())):
-            bar.close()  # the message then starts on a line of its own, not after a progress bar
+        close_bars()  # the message then starts on a line of its own, not after a progress bar
         if not isinstance(e, Exception):
             raise
         message = str(e)

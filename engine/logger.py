@@ -1,12 +1,16 @@
-"""Run logging: a JSON-lines metrics file, TensorBoard when installed, and timing meters.
+"""Run logging: a JSON-lines metrics file, TensorBoard's event files as ``train.tensorboard`` says, timing meters.
 
 Only the main process writes. Every record carries ``kind`` (``train``, ``epoch``, ``val``), ``epoch`` and
-``global_step``; ``engine.plot`` draws the curves from the file.
+``global_step``; ``engine.plot`` draws the curves from the file. TensorBoard (``out_dir/tensorboard``) is an optional
+package: ``train.tensorboard=auto`` mirrors the scalars there when it is installed and says once at the start when it
+is not, ``on`` refuses to start without it (``check_tensorboard``, before the run writes anything), ``off`` never
+uses it.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import time
 from pathlib import Path
@@ -15,7 +19,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from utils.errors import UserError
 from utils.io import atomic_write_text
+
+log = logging.getLogger(__name__)
+TENSORBOARD_INSTALL = "pip install tensorboard"
 
 
 def _plain(v: Any) -> Any:
@@ -26,23 +34,46 @@ def _plain(v: Any) -> Any:
     return v
 
 
-class MetricsLogger:
-    """Appends records to ``out_dir/metrics.jsonl`` and mirrors scalars to TensorBoard if available."""
+def summary_writer() -> tuple[type | None, str]:
+    """(TensorBoard's SummaryWriter, "") when it can be imported, else (None, why not)."""
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError as e:  # torch.utils.tensorboard needs the tensorboard package
+        return None, str(e) or type(e).__name__
+    return SummaryWriter, ""
 
-    def __init__(self, out_dir: str | Path, enabled: bool = True, tensorboard: bool = True) -> None:
+
+def check_tensorboard(mode: str) -> None:
+    """UserError when ``train.tensorboard=on`` and TensorBoard cannot be imported (before anything is written)."""
+    if mode == "on":
+        writer, why = summary_writer()
+        if writer is None:
+            raise UserError(f"train.tensorboard=on, but TensorBoard is not available ({why}): {TENSORBOARD_INSTALL}, "
+                            f"or train.tensorboard=auto to use it only when installed (off: never)",
+                            key="train.tensorboard")  # fmt: skip
+
+
+class MetricsLogger:
+    """Appends records to ``out_dir/metrics.jsonl`` and mirrors the scalars to TensorBoard (``tensorboard``: auto,
+    on, off: ``train.tensorboard``; True and False mean auto and off)."""
+
+    def __init__(self, out_dir: str | Path, enabled: bool = True, tensorboard: str | bool = "auto") -> None:
         self.enabled = enabled
         self.path = Path(out_dir) / "metrics.jsonl"
         self.tb = None
         if not enabled:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        if tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-
-                self.tb = SummaryWriter(log_dir=str(Path(out_dir) / "tensorboard"))
-            except ImportError:  # TensorBoard is optional
-                self.tb = None
+        mode = ("auto" if tensorboard else "off") if isinstance(tensorboard, bool) else tensorboard
+        if mode == "off":
+            return
+        check_tensorboard(mode)
+        writer, why = summary_writer()
+        if writer is None:
+            log.info("TensorBoard is not installed (%s): the scalars go to %s only; %s to have them in TensorBoard "
+                     "too (train.tensorboard=off: without this line)", why, self.path, TENSORBOARD_INSTALL)
+            return
+        self.tb = writer(log_dir=str(Path(out_dir) / "tensorboard"))
 
     def truncate_after(self, global_step: int) -> None:
         """Drop records past ``global_step`` (written by a run that died after its last checkpoint), and a last

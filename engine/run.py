@@ -28,10 +28,11 @@ from data.quickstart_data import prepare_synthetic_data
 from engine.hooks import Hook
 from engine.launch import DataParallelBalanced, Distributed, Launcher, SingleDevice
 from engine.plot import plot_run
+from engine.run_folder import launch_owns
 from engine.trainer import Trainer
 from evaluate.prediction_sheet import draw_predictions
 from utils import distributed as du
-from utils.io import OUT_OF_SPACE_OR_READ_ONLY, check_writable, disk_errors, write_error_message
+from utils.io import OUT_OF_SPACE_OR_READ_ONLY, disk_errors, write_error_message
 
 log = logging.getLogger(__name__)
 
@@ -75,10 +76,11 @@ def make_launcher(kind: str, cfg: Config) -> Launcher:
 
 
 def restart_overrides(cfg: Config) -> dict[str, str]:
-    """A torchrun restart continues from this run's last checkpoint; a train.resume=PATH given at launch only
-    applies until the run has written its own."""
-    restarted = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") != "0"
-    if restarted and (not cfg.train.resume or (Path(cfg.train.out_dir) / "last.pt").is_file()):
+    """A torchrun restart of the launch that claimed ``train.out_dir`` is the same run: it continues from the run's
+    last checkpoint (or starts it again when the first attempt died before writing one); a train.resume=PATH given
+    at launch only applies until the run has written its own. A restart of a launch whose first attempt was refused
+    the folder (another run's) adds nothing, and is refused again (engine/run_folder.py). A collective."""
+    if launch_owns(cfg.train.out_dir) and (not cfg.train.resume or (Path(cfg.train.out_dir) / "last.pt").is_file()):
         return {"train.resume": "auto"}
     return {}
 
@@ -112,8 +114,6 @@ def run(kind: str, description: str, argv: list[str] | None = None,
         cfg = resolved_config(cfg, quickstart, rank)
         launcher = make_launcher(kind, cfg)
         resume_hint = f"then continue the run with train.resume=auto train.out_dir={cfg.train.out_dir}"
-        if launcher.rank == 0:
-            check_writable(cfg.train.out_dir)  # before any writer (TensorBoard's thread) starts there
         previous_hook, threading.excepthook = threading.excepthook, _quiet_disk_errors_in_threads
         try:
             start = time.perf_counter()

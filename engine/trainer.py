@@ -1,11 +1,11 @@
 """The training loop shared by every launcher.
 
 ``Trainer`` builds a run from its config (data, model, loss, optimiser, schedule, precision, freezing; it resumes
-when ``train.resume`` says so) and runs the loop: ``fit`` over epochs, ``train_epoch`` over steps, ``train_step``
-for one optimiser step (mixed precision, accumulation, clipping, non-finite skip). Everything around the loop is a
-hook (engine/hooks.py): logging, validation, checkpoints, the stall watchdog. A launcher (engine/launch.py) only
-decides how the model is wrapped and which process sees which samples. Walk-through:
-docs/design.md#training-engine-loop-hooks-checkpoint.
+when ``train.resume`` says so, and refuses a folder holding another run: engine/run_folder.py) and runs the loop:
+``fit`` over epochs, ``train_epoch`` over steps, ``train_step`` for one optimiser step (mixed precision,
+accumulation, clipping, non-finite skip). Everything around the loop is a hook (engine/hooks.py): logging,
+validation, checkpoints, the stall watchdog. A launcher (engine/launch.py) only decides how the model is wrapped and
+which process sees which samples. Walk-through: docs/design.md#training-engine-loop-hooks-checkpoint.
 """
 
 from __future__ import annotations
@@ -29,9 +29,10 @@ from engine.hooks import CheckpointHook, Hook, HookList, LoggingHook, Validation
 from engine.launch import Launcher, SingleDevice
 from engine.loader import TrainBatches
 from engine.loader_errors import loader_errors, out_of_memory
-from engine.logger import MetricsLogger
+from engine.logger import MetricsLogger, check_tensorboard
 from engine.optim import apply_freeze, batchnorm_eval, build_optimizer, fused_supported
 from engine.progress import Progress
+from engine.run_folder import claim_run_folder
 from engine.runtime import configure_cpu_threads, seed_everything
 from engine.schedule import LRSchedule
 from engine.validation import Validator
@@ -68,6 +69,8 @@ class Trainer:
         self.device, self.rank, self.world_size = self.launcher.device, self.launcher.rank, self.launcher.world_size
         self.is_main = self.rank == 0
         self.out_dir = Path(t.out_dir)
+        check_tensorboard(t.tensorboard)
+        claim_run_folder(t, self.rank)  # before anything is written: a new run never overwrites an earlier one
         self.compile = choose_compile(t.compile, self.device, self.launcher.name)
         if self.is_main:
             log.info("compile: %s (%s)", "on" if self.compile.enabled else "off", self.compile.reason)
@@ -129,7 +132,7 @@ class Trainer:
     def default_hooks(self) -> list[Hook]:
         """The standard hooks (engine/hooks.py), each given what it uses."""
         t = self.cfg.train
-        logger = MetricsLogger(self.out_dir, enabled=self.is_main)
+        logger = MetricsLogger(self.out_dir, enabled=self.is_main, tensorboard=t.tensorboard)
         validator = Validator(self.cfg, self.model, self.loss_fn, self.val_set, self.device, self.precision,
                               self.rank, self.world_size)  # fmt: skip
         samples_per_step = self.world_size * t.batch_size * t.accumulate_steps

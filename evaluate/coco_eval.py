@@ -28,7 +28,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from config.loader import add_config_arguments, load_config
 from config.schema import OUTPUT_STRIDE, Config, EvalConfig, NameMatch
@@ -50,6 +49,7 @@ from evaluate.results_file import read_results
 from utils import distributed as dist
 from utils.errors import AnnotationError, UserError, cli_main
 from utils.io import atomic_write_text, check_writable
+from utils.progress_bar import progress_bar
 from utils.watchdog import beat
 
 STAT_NAMES = ("AP", "AP50", "AP75", "APm", "APl", "AR", "AR50", "AR75", "ARm", "ARl")
@@ -162,7 +162,7 @@ def predict_people(
         beat("validation", f"image {len(out)} of {len(order)} of this process")
         pending.clear()
 
-    bar = tqdm(total=len(order), desc="eval", unit="img", disable=not (progress and dist.is_main_process()))
+    bar = progress_bar(total=len(order), desc="eval", unit="img", disable=not (progress and dist.is_main_process()))
     for image_id in order:
         info = image_list[image_id]
         path = checked_image_path(images_dir, info, "the annotation file")

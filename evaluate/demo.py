@@ -49,7 +49,6 @@ from pathlib import Path
 import cv2
 import numpy as np
 import torch
-from tqdm import tqdm
 
 from config.loader import add_config_arguments, config_from_args, load_config, parse_overrides
 from config.schema import OUTPUT_STRIDE, TrackConfig
@@ -68,6 +67,7 @@ from evaluate.video import VideoReader
 from utils.distributed import select_device
 from utils.errors import UserError, cli_main
 from utils.io import atomic_path, atomic_write_bytes, atomic_write_text, check_writable
+from utils.progress_bar import progress_bar
 
 VIDEO_SUFFIXES = {".mp4", ".avi", ".mov", ".mkv", ".webm"}
 VIDEO_CODEC = "mp4v"
@@ -263,7 +263,8 @@ def run_video(
         stack.callback(reader.close)
         tmp = stack.enter_context(atomic_path(target, suffix=".tmp.mp4")) if target else None
         frames = estimator.video(reader, None, network_for)  # tracked here, after --min-score
-        bar = stack.enter_context(tqdm(frames, total=reader.frame_count or None, desc=source.name, unit="frame"))
+        bar = stack.enter_context(progress_bar(frames, total=reader.frame_count or None, desc=source.name,
+                                               unit="frame"))
         writer = None
         try:
             for frame in bar:

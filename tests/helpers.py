@@ -85,8 +85,11 @@ def person(x: float, y: float, **moved) -> np.ndarray:
 
 def assert_ends_as_expected(case, result) -> None:
     """A bad-input case (tests.harness.cases.Case) ended as it should: no traceback, no partial output, the expected
-    outcome, and a message naming everything in ``case.names``."""
+    outcome, a message naming everything in ``case.names``, and never PyTorch's advice to load a file unsafely."""
+    from tests.harness.not_checkpoints import UNSAFE_ADVICE
+
     assert result.outcome != "raw_traceback", result.message
+    assert not [advice for advice in UNSAFE_ADVICE if advice in result.message], result.message
     assert not result.partial_output, f"{case.outputs} or a temporary file left behind"
     assert result.outcome == case.expected, result.message
     for word in case.names:

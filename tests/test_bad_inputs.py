@@ -14,8 +14,10 @@ import numpy as np
 import pytest
 import torch
 
+import train
 from config.loader import load_config
 from evaluate import coco_eval
+from models import convert_original
 from tests.harness.bad_inputs import CASE_NAMES, SECURITY_CASES, build_corpus, run_named
 from tests.harness.cases import result_of
 from tests.helpers import assert_ends_as_expected
@@ -63,8 +65,12 @@ TESTED_ELSEWHERE = {
     "demo_output_exists": "test_eval_demo.py::test_demo_never_replaces_an_earlier_result_without_overwrite",
     "demo_pattern_no_images": "test_eval_demo.py::test_demo_bad_input_gives_one_clean_error",
 }  # fmt: skip
-# evaluate --ckpt refuses these before any work, so calling its main() in this process is cheap.
-IN_PROCESS = ("ckpt_nan_weights", "ckpt_invalid_config")
+# The commands refuse these before any work, so calling their main() in this process is cheap.
+IN_PROCESS = ("ckpt_nan_weights", "ckpt_invalid_config", "ckpt_is_hdf5", "ckpt_is_onnx", "ckpt_is_an_image",
+              "ckpt_is_yaml", "ckpt_is_json", "ckpt_random_bytes", "ckpt_empty", "ckpt_is_a_folder",
+              "second_run_same_folder", "second_run_resume_from_elsewhere")  # fmt: skip
+MAINS = {("-m", "evaluate.coco_eval"): coco_eval.main, ("-m", "models.convert_original"): convert_original.main,
+         ("train.py",): train.main}  # fmt: skip
 NAMES = [n for n in CASE_NAMES if n not in {*SECURITY_CASES, *TESTED_ELSEWHERE, *IN_PROCESS}]
 
 
@@ -91,8 +97,9 @@ def in_process_cases(synthetic_sample, tmp_path_factory):
 @pytest.mark.parametrize("name", IN_PROCESS)
 def test_checkpoint_case_in_process(in_process_cases, name, capsys):
     case = in_process_cases[name]
-    assert case.argv[1:3] == ["-m", "evaluate.coco_eval"]
-    rc = coco_eval.main(case.argv[3:])
+    command = next(c for c in MAINS if tuple(case.argv[1 : 1 + len(c)]) == c)
+    capsys.readouterr()
+    rc = MAINS[command](case.argv[1 + len(command) :])
     printed = capsys.readouterr()
     assert_ends_as_expected(case, result_of(case, rc, printed.out, printed.err))
 

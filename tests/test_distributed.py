@@ -5,6 +5,7 @@ worker, the DataParallel loss balancing and the SyncBN conversion."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -157,6 +158,43 @@ def test_a_killed_worker_restarts_and_resumes_from_the_last_checkpoint(synthetic
     # only the work since the checkpoint was redone, exactly: the same weights as the uninterrupted run
     reference = Checkpoint.load(two_process_run[0] / "last.pt")
     assert_close_states(reference.model, ckpt.model, rtol=0, atol=0)
+
+
+def test_a_restart_before_the_first_checkpoint_starts_the_run_again_in_its_folder(synthetic_h5_64, two_process_run,
+                                                                                   tmp_path):  # fmt: skip
+    """Rank 1 dies at global step 1, before any last.pt (every 2 steps): the restarted group is the same run, so the
+    folder its first attempt wrote (config.yaml, metrics) is its own; it starts again there and ends as the
+    uninterrupted run."""
+    r = torchrun(with_faults("--exit-step", "1", "--exit-rank", "1"), synthetic_h5_64, tmp_path, *RUN, max_restarts=1,
+                 label="2 processes, rank 1 killed at step 1 (no checkpoint yet), --max-restarts=1")  # fmt: skip
+    assert "rank 1 dies at global step 1" in r.stdout and "holds no last.pt yet" in r.stdout
+    assert "already holds a run" not in r.stderr
+    ckpt = Checkpoint.load(tmp_path / "last.pt")
+    assert ckpt.progress.global_step == 4
+    assert [rec["global_step"] for rec in train_records(tmp_path)] == [1, 2, 3, 4]
+    assert_close_states(Checkpoint.load(two_process_run[0] / "last.pt").model, ckpt.model, rtol=0, atol=0)
+
+
+def test_a_second_launch_into_a_run_folder_is_refused_by_every_rank_and_attempt(synthetic_h5_64, two_process_run,
+                                                                               tmp_path):  # fmt: skip
+    """The same torchrun command again: every rank of every attempt (torchrun restarts the refused group) stops with
+    the one refusal before writing anything; the earlier run's files stay byte-identical."""
+    run = tmp_path / "run"
+    shutil.copytree(two_process_run[0], run)
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    assert ".launch.json" in before  # the first launch recorded its agent
+    command = torchrun_command(["train_distributed.py", *tiny_run_args(synthetic_h5_64, run, *RUN)], 2, 1)
+    r = subprocess.run(command, cwd=REPO_ROOT, env=subprocess_env(OMP_NUM_THREADS="1"), capture_output=True,
+                       text=True, timeout=300)  # fmt: skip
+    assert r.returncode != 0
+    assert r.stderr.count("failed (exitcode: 2)") == 2, r.stderr[-3000:]  # torchrun's line: both attempts refused
+    refusals = [line for line in r.stderr.splitlines() if line.startswith("error: ")]
+    # each rank says it (torchrun may stop a rank that has not yet when the first exits)
+    assert len(refusals) >= 2 and len(set(refusals)) == 1, r.stderr[-3000:]
+    assert f"train.out_dir={run} already holds a run" in refusals[0] and "train.resume=auto" in refusals[0]
+    assert f"train.out_dir={run}-2" in refusals[0]
+    assert f'File "{REPO_ROOT}' not in r.stderr  # no traceback of ours (torchrun prints its own ChildFailedError)
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
 
 
 def test_a_rank_that_hangs_ends_the_run_by_name_and_the_group_resumes(synthetic_h5_64, two_process_run, tmp_path):

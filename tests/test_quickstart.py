@@ -9,6 +9,7 @@ import pytest
 from config.loader import load_config
 from engine.plot import plot_run
 from engine.run import QUICKSTART_PRESET
+from engine.run_folder import run_files
 from utils.paths import REPO_ROOT
 
 
@@ -31,6 +32,15 @@ def test_quickstart_smoke_end_to_end(tmp_path):
     kinds = [json.loads(line)["kind"] for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert kinds.count("epoch") == 2 and kinds.count("val") == 2
     assert plot_run(run, tmp_path / "again.png").stat().st_size > 10_000
+
+    # Every file of the run marks the folder as a run's: the same command again is refused, changing nothing.
+    assert {p.name for p in run_files(run)} == {p.name for p in run.iterdir()}
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    r = subprocess.run([sys.executable, "train.py", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    [refusal] = [line for line in r.stderr.splitlines() if line.startswith("error: ")]
+    assert "train.resume=auto" in refusal and f"train.out_dir={tmp_path / 'run-2'}" in refusal
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
 
     # Running again reuses the cached synthetic data and resumes the finished run (nothing left to do).
     mtime = (synthetic / f"train{size}.h5").stat().st_mtime

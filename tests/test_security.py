@@ -23,6 +23,7 @@ from tests.harness.bad_inputs import (
     run_named,
     settings_payload,
 )
+from tests.harness.not_checkpoints import UNSAFE_ADVICE
 from tests.helpers import assert_ends_as_expected
 from utils.errors import AnnotationError, DataFileError
 from utils.paths import REPO_ROOT
@@ -93,6 +94,7 @@ def test_convert_original_refuses_pickled_code(tmp_path, capsys, payload):
     assert convert_original.main(["--weights", str(tmp_path / "PoseNet_52_epoch.pth"), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "PoseNet_52_epoch.pth" in err and "weights_only=True" in err
+    assert not [advice for advice in UNSAFE_ADVICE if advice in err]
     assert not marker.exists() and not out.exists()
 
 

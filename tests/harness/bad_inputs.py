@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import math
 import os
 import random
@@ -32,6 +33,7 @@ from engine.optim import build_optimizer
 from engine.progress import Progress
 from models import build_model
 from tests.harness.cases import Case, CaseResult, Outcome, run_cases
+from tests.harness.not_checkpoints import InjectedObject, NotACheckpoint, make_not_checkpoints
 from utils.errors import UserError
 from utils.paths import COCO_SAMPLE_ANNOTATIONS, TINY_PRESET, coco_sample_dir
 
@@ -59,6 +61,7 @@ class _Corpus:
         self.images = self.image_folder(out_dir / "images", self.base_images + self.other_images)
         self._h5: dict[int, Path] = {}
         self._ckpt: dict[int, Path] = {}
+        self._not_checkpoints: dict[str, NotACheckpoint] | None = None
 
     def image_folder(self, folder: Path, names=None) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
@@ -435,13 +438,6 @@ def _h5_dataset_missing(c: _Corpus, name: str) -> Case:
     return c.train_case(name, "an HDF5 file without its people/bbox dataset", "clean_error", h5, names=("people/bbox",))
 
 
-class InjectedObject:
-    """A class instance inside a checkpoint: safe loading must refuse it (it could be any class)."""
-
-    def __init__(self):
-        self.note = "pickled class instance"
-
-
 class ReducePayload:
     """Unpickling this calls ``os.system`` (creates ``marker``): the classic malicious-checkpoint payload."""
 
@@ -515,6 +511,114 @@ def _ckpt_invalid_config(c: _Corpus, name: str) -> Case:
     ckpt = _edited_checkpoint(c, name, lambda ckpt: ckpt.config["eval"].update(scales="large"))
     names = (ckpt.name, "eval.scales")
     return c.eval_case(name, "a checkpoint whose saved config is invalid", "clean_error", ckpt, names=names)
+
+
+# ---- issue 27: files that are no checkpoint where one belongs; a second run into a run's folder
+
+
+def _not_checkpoint(c: _Corpus, kind: str) -> NotACheckpoint:
+    """One of tests.harness.not_checkpoints' files (all made once, under the corpus folder)."""
+    if c._not_checkpoints is None:
+        c._not_checkpoints = make_not_checkpoints(c.out / "not_checkpoints", c.sample_dir, c.h5(), c.checkpoint())
+    return c._not_checkpoints[kind]
+
+
+def _convert_original_case(c: _Corpus, name: str, what: str, weights: Path, names=()) -> Case:
+    d = c.case_dir(name)
+    out = d / "converted.pt"
+    argv = [sys.executable, "-m", "models.convert_original", "--weights", str(weights), "--out", str(out)]
+    return Case(name, what, argv, "clean_error", [out], names, d)
+
+
+@_case
+def _ckpt_is_hdf5(c: _Corpus, name: str) -> Case:
+    given = _not_checkpoint(c, "hdf5")
+    return c.eval_case(name, "a converted dataset (HDF5) as --ckpt", "clean_error", given.path,
+                       names=(given.path.name, *given.words))  # fmt: skip
+
+
+@_case
+def _ckpt_is_onnx(c: _Corpus, name: str) -> Case:
+    given = _not_checkpoint(c, "onnx")
+    return c.eval_case(name, "an ONNX model as --ckpt", "clean_error", given.path,
+                       names=(given.path.name, *given.words))  # fmt: skip
+
+
+@_case
+def _ckpt_is_an_image(c: _Corpus, name: str) -> Case:
+    given = _not_checkpoint(c, "jpeg")
+    return c.train_case(name, "a JPEG image as train.init_weights", "clean_error", c.h5(),
+                        extra=[f"train.init_weights={given.path}"], names=(given.path.name, *given.words))  # fmt: skip
+
+
+@_case
+def _ckpt_is_yaml(c: _Corpus, name: str) -> Case:
+    given = _not_checkpoint(c, "yaml")
+    return c.train_case(name, "a YAML config as train.resume", "clean_error", c.h5(),
+                        extra=[f"train.resume={given.path}"], names=(given.path.name, *given.words))  # fmt: skip
+
+
+@_case
+def _ckpt_is_json(c: _Corpus, name: str) -> Case:
+    given = _not_checkpoint(c, "json")
+    return _convert_original_case(c, name, "an annotation JSON as models.convert_original --weights", given.path,
+                                  names=(given.path.name, *given.words))  # fmt: skip
+
+
+@_case
+def _ckpt_random_bytes(c: _Corpus, name: str) -> Case:
+    given = _not_checkpoint(c, "random_bytes")
+    return c.eval_case(name, "4 KiB of random bytes as --ckpt", "clean_error", given.path,
+                       names=(given.path.name, *given.words))  # fmt: skip
+
+
+@_case
+def _ckpt_empty(c: _Corpus, name: str) -> Case:
+    given = _not_checkpoint(c, "empty")
+    return _convert_original_case(c, name, "an empty file as models.convert_original --weights", given.path,
+                                  names=(given.path.name, *given.words))  # fmt: skip
+
+
+@_case
+def _ckpt_is_a_folder(c: _Corpus, name: str) -> Case:
+    given = _not_checkpoint(c, "folder")
+    return c.eval_case(name, "a run folder as --ckpt", "clean_error", given.path, names=given.words)
+
+
+def _earlier_run(c: _Corpus, case: Case) -> None:
+    """Train the case's own command once (in this process), so that its folder holds a finished run; the case
+    runs it again. Nothing is to be written by that second run (``outputs``: the folder it suggests)."""
+    from engine.trainer import Trainer
+
+    overrides = [a for a in case.argv[case.argv.index(str(TINY_PRESET)) + 1 :] if not a.startswith("train.resume=")]
+    loggers = [logging.getLogger(name) for name in ("engine", "utils")]  # its lines are not the case's
+    levels = [lg.level for lg in loggers]
+    try:
+        for lg in loggers:
+            lg.setLevel(logging.WARNING)
+        Trainer(load_config(TINY_PRESET, overrides)).fit()
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+    case.outputs = [case.folder.with_name(case.folder.name + "-2")]
+
+
+@_case
+def _second_run_same_folder(c: _Corpus, name: str) -> Case:
+    case = c.train_case(name, "the same training again into the folder of a finished run", "clean_error", c.h5())
+    _earlier_run(c, case)
+    case.names = (f"train.out_dir={case.folder} already holds a run", "train.resume=auto",
+                  f"train.out_dir={case.folder}-2")  # fmt: skip
+    return case
+
+
+@_case
+def _second_run_resume_from_elsewhere(c: _Corpus, name: str) -> Case:
+    case = c.train_case(name, "train.resume=PATH of another folder into the folder of a run", "clean_error", c.h5(),
+                        extra=[f"train.resume={c.checkpoint()}"])  # fmt: skip
+    _earlier_run(c, case)
+    case.names = (f"train.out_dir={case.folder} already holds a run", f"train.out_dir={case.folder}-2")
+    return case
 
 
 # ---- issue 21: files of other projects (ids, names, formats, optional fields), converter and evaluator alike

@@ -1,0 +1,164 @@
+"""What a run's output looks like: progress as a bar on a terminal and as plain lines (no carriage returns) in a log
+file (utils/progress_bar.py), and TensorBoard as ``train.tensorboard`` says (auto, on, off)."""
+
+from __future__ import annotations
+
+import io
+import logging
+import subprocess
+import sys
+
+import pytest
+from tqdm import tqdm
+
+import engine.logger as engine_logger
+from engine.logger import MetricsLogger
+from engine.trainer import Trainer
+from tests.helpers import subprocess_env, tiny_cfg, tiny_run_args
+from utils.errors import UserError
+from utils.paths import COCO_SAMPLE_ANNOTATIONS, REPO_ROOT
+from utils.progress_bar import ProgressLines, progress_bar
+
+SHORT = ["train.epochs=1", "train.max_steps_per_epoch=3", "train.log_every=1"]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def lines_of(bar_updates, total, every_s=30.0, step_s=1.0, caplog=None) -> list[str]:
+    clock = Clock()
+    bar = ProgressLines(None, total, "eval", "img", every_s=every_s, clock=clock)
+    for n in bar_updates:
+        clock.now += step_s
+        bar.update(n)
+    bar.close()
+    return [r.getMessage() for r in caplog.records if r.name == "utils.progress_bar"]
+
+
+def test_a_log_file_gets_a_line_per_tenth_with_the_rate(caplog):
+    caplog.set_level(logging.INFO, logger="utils.progress_bar")
+    lines = lines_of([1] * 500, 500, step_s=0.25, caplog=caplog)
+    assert len(lines) == 10
+    assert lines[0] == "eval 50/500 img (10 %), 4 img/s" and lines[-1] == "eval 500/500 img (100 %), 4 img/s"
+
+
+def test_a_slow_loop_gets_a_line_at_least_every_so_many_seconds(caplog):
+    caplog.set_level(logging.INFO, logger="utils.progress_bar")
+    lines = lines_of([1] * 100, 100, every_s=4.0, step_s=1.0, caplog=caplog)
+    assert [line.split("/")[0] for line in lines[:4]] == ["eval 4", "eval 8", "eval 10", "eval 14"]
+
+
+def test_without_a_total_a_line_every_so_many_seconds_and_one_at_the_end(caplog):
+    caplog.set_level(logging.INFO, logger="utils.progress_bar")
+    lines = lines_of([1] * 95, None, every_s=30.0, step_s=1.0, caplog=caplog)
+    assert [line.split(" img")[0] for line in lines] == ["eval 30", "eval 60", "eval 90", "eval 95"]
+
+
+def test_figures_given_to_the_bar_appear_on_its_next_line(caplog):
+    caplog.set_level(logging.INFO, logger="utils.progress_bar")
+    clock = Clock()
+    bar = ProgressLines(None, 4, "epoch 3", "step", initial=2, clock=clock)
+    clock.now = 2.0
+    bar.set_postfix(loss="0.12", refresh=False)
+    bar.update(1)
+    bar.close()
+    bar.close()
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == ["epoch 3 3/4 step (75 %), 0.5 step/s, loss=0.12"]  # the rate counts from where it started
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_terminal_gets_a_tqdm_bar_and_a_log_file_does_not(monkeypatch):
+    monkeypatch.setattr(sys, "stderr", Terminal())
+    with progress_bar(range(3), desc="x") as bar:
+        assert isinstance(bar, tqdm)
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    bar = progress_bar(range(3), desc="x")
+    assert isinstance(bar, ProgressLines) and bar.total == 3 and list(bar) == [0, 1, 2]
+    assert sys.stderr.getvalue() == ""
+
+
+@pytest.mark.parametrize("command", ["train.py", "data.coco_to_hdf5"])
+def test_progress_in_a_log_file_has_no_carriage_return(command, synthetic_h5_64, synthetic_sample, tmp_path):
+    """The real commands with their output captured (not a terminal, as under CI or nohup): plain progress lines."""
+    if command == "train.py":
+        argv = ["train.py", *tiny_run_args(synthetic_h5_64, tmp_path / "run", *SHORT)]
+        expected = "epoch 0 3/3 step (100 %)"
+    else:
+        argv = ["-m", "data.coco_to_hdf5", "--images", str(synthetic_sample / "images"), "--annotations",
+                str(synthetic_sample / COCO_SAMPLE_ANNOTATIONS), "--out", str(tmp_path / "out.h5"), "--input-size",
+                "64"]  # fmt: skip
+        expected = "converting to out.h5 27/27 img (100 %)"
+    r = subprocess.run([sys.executable, *argv], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
+                       env=subprocess_env(OMP_NUM_THREADS="1"))  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "\r" not in r.stdout and "\r" not in r.stderr
+    assert expected in r.stdout
+
+
+# ---------------------------------------------------------------------------------------------- TensorBoard
+class FakeWriter:
+    made: list[FakeWriter] = []
+
+    def __init__(self, log_dir: str) -> None:
+        self.log_dir, self.scalars, self.closed = log_dir, [], False
+        FakeWriter.made.append(self)
+
+    def add_scalar(self, tag, value, step) -> None:
+        self.scalars.append((tag, value, step))
+
+    def close(self) -> None:
+        self.closed = True
+
+
+@pytest.fixture
+def installed(monkeypatch):
+    FakeWriter.made.clear()
+    monkeypatch.setattr(engine_logger, "summary_writer", lambda: (FakeWriter, ""))
+
+
+@pytest.fixture
+def not_installed(monkeypatch):
+    monkeypatch.setattr(engine_logger, "summary_writer", lambda: (None, "No module named 'tensorboard'"))
+
+
+@pytest.mark.parametrize("mode", ["auto", "on"])
+def test_tensorboard_gets_the_scalars_when_installed(installed, synthetic_h5_64, tmp_path, mode):
+    Trainer(tiny_cfg(synthetic_h5_64, tmp_path, *SHORT, f"train.tensorboard={mode}")).fit()
+    [writer] = FakeWriter.made
+    assert writer.log_dir == str(tmp_path / "tensorboard") and writer.closed
+    tags = {tag for tag, _, _ in writer.scalars}
+    assert {"train/loss", "train/lr", "epoch/train_loss"} <= tags
+
+
+def test_tensorboard_off_is_never_used(installed, tmp_path):
+    MetricsLogger(tmp_path, tensorboard="off").close()
+    assert FakeWriter.made == []
+
+
+def test_auto_without_tensorboard_says_so_once(not_installed, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="engine")
+    logger = MetricsLogger(tmp_path, tensorboard="auto")
+    logger.log("train", 0, 1, loss=1.0)
+    said = [r.getMessage() for r in caplog.records if "TensorBoard" in r.getMessage()]
+    assert len(said) == 1 and "pip install tensorboard" in said[0] and "train.tensorboard=off" in said[0]
+    assert (tmp_path / "metrics.jsonl").is_file() and not (tmp_path / "tensorboard").exists()
+    caplog.clear()
+    MetricsLogger(tmp_path / "quiet", tensorboard="off")
+    assert not [r for r in caplog.records if "TensorBoard" in r.getMessage()]
+
+
+def test_on_without_tensorboard_refuses_before_writing_anything(not_installed, synthetic_h5_64, tmp_path):
+    with pytest.raises(UserError) as e:
+        Trainer(tiny_cfg(synthetic_h5_64, tmp_path / "run", "train.tensorboard=on"))
+    assert e.value.key == "train.tensorboard" and "pip install tensorboard" in str(e.value)
+    assert not (tmp_path / "run").exists()
