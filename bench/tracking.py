@@ -87,8 +87,9 @@ def noisy_people(truth: Truth, rng: np.random.Generator, noise_px: float, size_h
     return people
 
 
-def found_person(xy: np.ndarray, found: np.ndarray, score: float = 0.9) -> Person:
-    """A ``Person`` with keypoints (K, 2) found where ``found`` (K,), as PoseEstimator gives them."""
+def found_person(xy: np.ndarray, found: np.ndarray, score: float = 0.95) -> Person:
+    """A ``Person`` with keypoints (K, 2) found where ``found`` (K,), as PoseEstimator gives them (``score`` 0.95: a
+    person of a total evidence of 9, tracked at the default ``track.min_score``)."""
     kp = np.zeros((len(xy), 3))
     kp[:, :2] = np.where(found[:, None], xy, np.nan)
     kp[:, 2] = np.where(found, score, 0.0)

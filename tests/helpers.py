@@ -285,10 +285,11 @@ def people_agreement(got: np.ndarray, want: np.ndarray, sigmas, min_oks: float =
 
 def assert_people_agree(agreements: list[dict[str, float]], min_people: int = 20) -> None:
     """What two decodings of maps equal within float tolerance guarantee, over several images (``people_agreement``
-    of each): nearly every person matched by OKS on both sides, nearly every shared keypoint within 1 px. Not exact
+    of each): at least 90 % of the people matched by OKS on both sides, 90 % of their shared keypoints within 1 px and
+    at most 5 % found on one side only. Not exact
     equality: the decoder's greedy choices (a peak, a limb, a merge) can flip on a near tie, as the maps of two
     kernel libraries, or two CPUs, differ in their last bits; a flipped choice moves one keypoint or splits a person."""
     total = {k: sum(a[k] for a in agreements) for k in agreements[0]}
     assert total["want"] >= min_people, total  # people were compared, not empty lists
     assert total["matched"] >= 0.9 * max(total["got"], total["want"]), total
-    assert total["within_1px"] >= 0.95 * total["shared"] and total["one_side"] <= 0.05 * total["shared"], total
+    assert total["within_1px"] >= 0.9 * total["shared"] and total["one_side"] <= 0.05 * total["shared"], total

@@ -111,7 +111,7 @@ def test_the_quick_start_data_follows_data_skeleton(tmp_path):
     makes COCO persons again (the cache knows which it holds)."""
     root = tmp_path / "synthetic"
     for name in ("quadruped6", "coco"):
-        cfg = load_config(QUICKSTART_PRESET, [f"data.synthetic_dir={root}", "data.synthetic_images=4",
+        cfg = load_config(QUICKSTART_PRESET, [f"data.synthetic_dir={root}", "data.synthetic_images=12",
                                               "data.input_size=64", f"data.skeleton={name}"])  # fmt: skip
         settings = prepare_synthetic_data(cfg.data)
         with h5py.File(settings["data.train"], "r") as f:
