@@ -53,7 +53,7 @@ from data.coco_annotations import (
 from data.h5_format import H5_FORMAT_VERSION, H5Writer, RowBuffer, encode_mask_runs, fits_id_column, mask_code
 from data.image_files import MAX_SKIPPED_SHARE, BadImages, image_path, missing_files, read_checked
 from utils.errors import UserError, cli_main
-from utils.io import atomic_path
+from utils.io import atomic_path, refuse_to_overwrite
 from utils.progress_bar import progress_bar
 
 log = logging.getLogger(__name__)
@@ -252,7 +252,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="folder of the image files (e.g. coco/train2017; JPEG, PNG, BMP, WebP: any format OpenCV "
                    "reads)")  # fmt: skip
     p.add_argument("--annotations", required=True, type=Path, help="COCO person_keypoints_*.json")
-    p.add_argument("--out", required=True, type=Path, help="HDF5 file to write")
+    p.add_argument("--out", required=True, type=Path, help="HDF5 file to write (an existing one: with --overwrite)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     p.add_argument("--input-size", type=int, default=512,
                    help="network input size the file is meant for: a multiple of 64 (64, 128, 192, 256, ..., 512), "
                    "as data.input_size; train with the same")  # fmt: skip
@@ -326,6 +327,8 @@ def main(argv: list[str] | None = None) -> int:
         if not (args.val_images and args.val_annotations):
             raise UserError("--split train2017+val2017 needs --val-images and --val-annotations")
         sources.append(Source(args.val_images, args.val_annotations, start=VAL_HOLDOUT))
+    if not args.overwrite:
+        refuse_to_overwrite([args.out])
     settings = convert(
         sources, args.out, args.input_size, args.split, args.skip_bad, args.main_person_bbox_bug, not args.no_progress,
         args.skeleton, args.keypoint_names,

@@ -48,7 +48,7 @@ from evaluate.predictor import PoseEstimator
 from evaluate.results_file import read_results
 from utils import distributed as dist
 from utils.errors import AnnotationError, UserError, cli_main
-from utils.io import atomic_write_text, check_writable
+from utils.io import atomic_write_text, check_writable, refuse_to_overwrite
 from utils.progress_bar import progress_bar
 from utils.watchdog import beat
 
@@ -343,7 +343,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--scales", type=float, nargs="+", help="test scales (default: eval.scales)")
     p.add_argument("--flip", action=argparse.BooleanOptionalAction, default=None, help="flip test (eval.flip)")
-    p.add_argument("--out", help="results JSON to write")
+    p.add_argument("--out", help="results JSON to write (an existing one: with --overwrite)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     p.add_argument("--skip-bad", action="store_true",
                    help="leave bad images and the images of bad annotations out, with a warning each, as the "
                    "converter's --skip-bad (eval.skip_bad=true)")  # fmt: skip
@@ -392,6 +393,8 @@ def check_arguments(args: argparse.Namespace) -> None:
             raise UserError("--from-ground-truth draws the maps of the annotations: give --annotations FILE")
         if not args.out:
             raise UserError("without --annotations nothing can be scored: give --out results.json to write the results")
+    if args.out and not args.overwrite:
+        refuse_to_overwrite([Path(args.out)])
 
 
 def unscored_image_list(args: argparse.Namespace) -> tuple[dict[int, dict], str]:

@@ -66,7 +66,7 @@ from evaluate.track import PoseTracker
 from evaluate.video import VideoReader
 from utils.distributed import select_device
 from utils.errors import UserError, cli_main
-from utils.io import atomic_path, atomic_write_bytes, atomic_write_text, check_writable
+from utils.io import atomic_path, atomic_write_bytes, atomic_write_text, check_writable, refuse_to_overwrite
 from utils.progress_bar import progress_bar
 
 VIDEO_SUFFIXES = {".mp4", ".avi", ".mov", ".mkv", ".webm"}
@@ -379,15 +379,6 @@ def planned_outputs(source: Source, out_dir: Path | None, json_file: Path | None
     return files + ([json_file] if json_file is not None else [])
 
 
-def refuse_overwriting(files: list[Path]) -> None:
-    """UserError naming the first of ``files`` that exists (no earlier result is replaced without --overwrite)."""
-    existing = [f for f in files if f.exists()]
-    if existing:
-        more = f" (and {len(existing) - 1} more of the files this run writes)" if len(existing) > 1 else ""
-        raise UserError(f"{existing[0]} exists{more}; give --overwrite to replace it, or another --out / --json",
-                        file=existing[0])  # fmt: skip
-
-
 def new_run_folder(base: Path | None = None) -> Path:
     """A new numbered folder ``base/<n>`` (``DEFAULT_OUT``, relative to the working directory: one more than the
     highest number there), made here so that two demos started together do not share it."""
@@ -431,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = Path(args.out) if args.out else None
     json_file = Path(args.json) if args.json else None
     if not (default_out or args.overwrite):
-        refuse_overwriting(planned_outputs(source, out_dir, json_file))
+        refuse_to_overwrite(planned_outputs(source, out_dir, json_file), "--out / --json")
     estimator, network_for, track_cfg = build_estimator(args)
     tracker = None
     if args.track or args.smooth:

@@ -32,7 +32,7 @@ from evaluate.model_loader import load_model
 from evaluate.onnx_runner import CONFIG_KEY, INPUT_NAME, OUTPUT_NAME, SKELETON_KEY, OnnxPredictor, open_session
 from models.posenet import SIZE_MULTIPLE, check_input_shape
 from utils.errors import UserError, cli_main
-from utils.io import atomic_write_bytes
+from utils.io import atomic_write_bytes, refuse_to_overwrite
 
 TOLERANCE = 1e-4
 DEFAULT_INPUT_SIZE = (384, 512)  # (height, width) of the traced example: non-square, as the evaluator's inputs
@@ -141,7 +141,8 @@ def input_size(text: str) -> tuple[int, int]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m evaluate.export_onnx", description=__doc__.split("\n\n")[0])
     p.add_argument("--ckpt", required=True)
-    p.add_argument("--out", required=True, help="ONNX file to write")
+    p.add_argument("--out", required=True, help="ONNX file to write (an existing one: with --overwrite)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     p.add_argument(
         "--input-size", default="x".join(map(str, DEFAULT_INPUT_SIZE)), metavar="HxW",
         help="example input HEIGHTxWIDTH, multiples of 64 (one number: square); the export takes any size",
@@ -153,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     inputs = check_inputs(height, width)
     for x in inputs:
         check_input_shape(tuple(x.shape))  # before loading anything
+    if not args.overwrite:
+        refuse_to_overwrite([Path(args.out)])
 
     model, cfg = load_model(args.ckpt, args.config, args.overrides, torch.device("cpu"))
     skeleton = model.skeleton

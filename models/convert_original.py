@@ -21,6 +21,7 @@ from engine.checkpoint import Checkpoint, CheckpointError, code_version
 from models.posenet import PoseNet
 from models.weights import infer_model_config, model_section_overrides
 from utils.errors import cli_main
+from utils.io import refuse_to_overwrite
 
 
 def convert(weights_path: str | Path) -> tuple[Checkpoint, Config]:
@@ -46,7 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m models.convert_original", description=__doc__.split("\n")[0])
     parser.add_argument("--weights", required=True, help="the original checkpoint, e.g. PoseNet_52_epoch.pth")
     parser.add_argument("--out", required=True, help="SimplePose weights file to write, e.g. simplepose_original.pt")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     args = parser.parse_args(argv)
+    if not args.overwrite:
+        refuse_to_overwrite([Path(args.out)])
     converted, cfg = convert(args.weights)
     converted.save(args.out)
     m = cfg.model

@@ -96,6 +96,19 @@ def check_writable(folder: str | Path) -> None:
         raise WriteError(write_error_message(folder, e), folder, e.errno) from None
 
 
+def refuse_to_overwrite(files: list[Path], options: str = "--out") -> None:
+    """UserError naming the first of a command's output ``files`` that exists: no earlier result is replaced unless
+    the user says so (``--overwrite``), or writes elsewhere (``options``: the command's output options)."""
+    existing = [Path(f) for f in files if Path(f).exists()]
+    if existing:
+        more = f" (and {len(existing) - 1} more of the files this command writes)" if len(existing) > 1 else ""
+        raise UserError(
+            f"{existing[0]} exists{more}: an earlier result is never replaced silently; give --overwrite to replace "
+            f"it, or another {options}",
+            file=existing[0],
+        )
+
+
 def atomic_write(path: str | Path, write: Callable[[IO[bytes]], None]) -> None:
     """Call ``write(f)`` on a temporary binary file, then rename it to ``path``."""
     with atomic_path(path) as tmp, open(tmp, "wb") as f:

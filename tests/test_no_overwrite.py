@@ -1,0 +1,51 @@
+"""No command replaces an earlier result silently: an existing ``--out`` file stops the converter, the evaluator,
+the ONNX export and the weight conversion before any work, naming the file and ``--overwrite``, and the file is
+left byte for byte; with ``--overwrite`` it is replaced. (Training: tests/test_run_folder.py; the demo:
+tests/test_eval_demo.py.)"""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+import torch
+
+from data import coco_to_hdf5
+from evaluate import coco_eval, export_onnx
+from models import convert_original
+from tests.test_model_weights import tiny_original
+from utils.paths import COCO_SAMPLE_ANNOTATIONS
+
+
+def digest(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def commands(synthetic_sample, tiny_ckpt, tmp_path):
+    """Each command's argument list writing ``--out OUT`` (placed by the test)."""
+    images, annotations = synthetic_sample / "images", synthetic_sample / COCO_SAMPLE_ANNOTATIONS
+    original = tmp_path / "PoseNet_original.pth"
+    torch.save({"weights": tiny_original()}, original)
+    return {
+        "converter": (coco_to_hdf5.main, ["--images", str(images), "--annotations", str(annotations),
+                                          "--input-size", "64", "--no-progress"]),
+        "evaluator": (coco_eval.main, ["--from-ground-truth", "--images", str(images), "--annotations",
+                                       str(annotations), "eval.scales=[1.0]", "eval.flip=false", "eval.max_images=2"]),
+        "export": (export_onnx.main, ["--ckpt", str(tiny_ckpt), "--input-size", "64"]),
+        "conversion": (convert_original.main, ["--weights", str(original)]),
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["converter", "evaluator", "export", "conversion"])
+def test_an_existing_out_file_is_kept_unless_overwrite(name, commands, tmp_path, capsys):
+    main, args = commands[name]
+    out = tmp_path / "earlier_result"
+    out.write_bytes(b"an earlier run's result")
+    before = digest(out)
+    assert main([*args, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"{out} exists" in err and "--overwrite" in err and "Traceback" not in err
+    assert digest(out) == before
+    assert main([*args, "--out", str(out), "--overwrite"]) == 0
+    assert digest(out) != before
