@@ -144,7 +144,7 @@ def test_demo_camera_reads_until_ctrl_c_then_writes_what_it_has(
         ("pattern_matches_no_image", "input pattern '{tmp}/*.png' matches no image files"),
         ("unquoted_pattern", "'{tmp}/b.jpg' is not a key=value override; for several images give a folder"),
         ("min_score_nan", "--min-score must be a number, got nan"),
-        ("json_exists", "{tmp}/r.json exists; give --overwrite to replace it, or another --out / --json"),
+        ("json_exists", "{tmp}/r.json exists: an earlier result is never replaced silently; give --overwrite"),
         ("two_models", "give one of --ckpt CKPT, --onnx FILE"),
         ("onnx_model_override", "--onnx takes only eval.* and track.* overrides"),
     ],
@@ -247,8 +247,8 @@ def test_demo_never_replaces_an_earlier_result_without_overwrite(trained_tiny_ck
     picture.write_bytes(b"an earlier picture")
     out_json.write_text("[]\n")
     for given, named in (([*argv, "--out", str(out), "--json", str(out_json)], f"{picture} exists (and 1 more of "),
-                         ([*argv, "--out", str(tmp_path / "new"), "--json", str(out_json)], f"{out_json} exists;"),
-                         ([*argv, "--out", str(out)], f"{picture} exists;")):  # fmt: skip
+                         ([*argv, "--out", str(tmp_path / "new"), "--json", str(out_json)], f"{out_json} exists:"),
+                         ([*argv, "--out", str(out)], f"{picture} exists:")):  # fmt: skip
         assert demo.main(given) == 2
         err = capsys.readouterr().err
         assert named in err and "give --overwrite to replace it, or another --out / --json" in err, err

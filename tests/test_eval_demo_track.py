@@ -150,7 +150,8 @@ def test_min_score_drops_people_before_tracking(crossing_clip, trained_tiny_ckpt
     and the people below S start no track (the tracker sees the video as if they were not found)."""
     video_file, _, video = crossing_clip
     # track.min_score=0: only --min-score leaves people out here (the tracker's own threshold is tested elsewhere)
-    base = ["--ckpt", str(trained_tiny_ckpt), "--input", str(video_file), "track.min_hits=1", "track.min_score=0", *FAST]
+    base = ["--ckpt", str(trained_tiny_ckpt), "--input", str(video_file), "track.min_hits=1", "track.min_score=0"]
+    base += FAST
     everyone = tmp_path / "all.json"
     assert demo.main([*base, "--json", str(everyone)]) == 0
     scores = sorted(r["score"] for r in json.loads(everyone.read_text()))

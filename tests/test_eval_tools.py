@@ -60,7 +60,8 @@ def test_coco_eval_without_annotations_writes_results_of_a_folder(
 
     # file names without numbers: ids 1..N in sorted order
     plain = image_folder(synthetic_sample_images, tmp_path / "plain", renamed=("b.jpg", "a.jpg"))
-    rc = coco_eval.main(["--ckpt", str(trained_tiny_ckpt), "--images", str(plain), "--out", str(out), *UNSCORED_EVAL])
+    argv = ["--ckpt", str(trained_tiny_ckpt), "--images", str(plain), "--out", str(out), *UNSCORED_EVAL]
+    rc = coco_eval.main([*argv, "--overwrite"])  # the first folder's results file replaced, as asked
     assert rc == 0 and "1..N in sorted file-name order" in capsys.readouterr().out
     by_id = {i: [r for r in json.loads(out.read_text()) if r["image_id"] == i] for i in (1, 2)}
     assert by_id[1] == [dict(r, image_id=1) for r in results if r["image_id"] == image_id(UNSCORED_IMAGES[1])]  # a.jpg
