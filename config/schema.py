@@ -263,6 +263,9 @@ class EvalConfig:
     shape_buckets: Literal["auto", "on", "off"] = "auto"
     # the network's BatchNorms folded into its convolutions for inference (models/fold.py)
     fold_batchnorm: bool = True
+    # in-training validation also diagnoses where its AP goes (keypoint errors, scoring, background:
+    # evaluate/diagnosis.py) into train.out_dir/diagnosis_epoch{N}/; python -m evaluate.coco_eval takes --diagnose DIR
+    diagnose: bool = False
 
 
 @dataclass

@@ -154,6 +154,12 @@ class Skeleton:
         return tuple(self.keypoints.index(mirror.get(n, n)) for n in self.keypoints)
 
     @cached_property
+    def dataset_keypoint_flip(self) -> tuple[int, ...]:
+        """``keypoint_flip`` in the dataset's order: dataset keypoint i's left-right counterpart (itself if none)."""
+        internal = self.dataset_to_internal
+        return tuple(internal.index(self.keypoint_flip[i]) for i in internal)
+
+    @cached_property
     def limb_flip(self) -> tuple[int, ...]:
         """Limb k of a mirrored person is limb ``limb_flip[k]`` of the original."""
         return tuple(_mirrored_limbs(self.limbs, self.keypoint_flip))

@@ -45,9 +45,9 @@ LAUNCH_FILE = ".launch.json"
 # Every file or folder a run writes into train.out_dir, and who writes it: checkpoints (engine.hooks.CheckpointHook),
 # the metrics log and TensorBoard's events (engine.logger), the resolved config (engine.trainer), the curves
 # (engine.plot), the quick start's predictions (evaluate.prediction_sheet), the validation results
-# (engine.validation: val_results_epoch{N}.json).
+# (engine.validation: val_results_epoch{N}.json, diagnosis_epoch{N}/ with eval.diagnose).
 RUN_FILES = ("last.pt", "best.pt", "metrics.jsonl", "config.yaml", "curves.png", "predictions.png", "tensorboard")
-RUN_FILE_PATTERNS = ("val_results_epoch*.json",)
+RUN_FILE_PATTERNS = ("val_results_epoch*.json", "diagnosis_epoch*")
 
 
 class RunFolderInUse(UserError):
@@ -120,11 +120,12 @@ def describe_run(out_dir: Path, found: list[Path]) -> tuple[str, int]:
                 parts.append(f"metrics.jsonl of {sum(1 for line in f if line.strip())} records")
         elif name == "tensorboard":
             parts.append("tensorboard/")
-        elif not name.startswith("val_results_epoch"):
+        elif not name.startswith(("val_results_epoch", "diagnosis_epoch")):
             parts.append(name)
-    results = [p for p in found if p.name.startswith("val_results_epoch")]
-    if results:
-        parts.append(f"{len(results)} val_results_epoch*.json")
+    for prefix, shown in (("val_results_epoch", "val_results_epoch*.json"), ("diagnosis_epoch", "diagnosis_epoch*/")):
+        per_epoch = [p for p in found if p.name.startswith(prefix)]
+        if per_epoch:
+            parts.append(f"{len(per_epoch)} {shown}")
     if not any(p.name == "last.pt" for p in found):
         parts.append("no checkpoint yet")
     return ", ".join(parts), finished

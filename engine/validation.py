@@ -43,7 +43,8 @@ class Validator:
     @torch.no_grad()
     def validate(self, epoch: int) -> dict[str, float]:
         """``val_loss`` (when there is a validation file) and the COCO figures (``AP``, ``AP50``, ... when there are
-        validation images); rank 0 writes the results to ``train.out_dir/val_results_epoch{epoch}.json``."""
+        validation images); rank 0 writes the results to ``train.out_dir/val_results_epoch{epoch}.json`` and, with
+        ``eval.diagnose``, their diagnosis to ``train.out_dir/diagnosis_epoch{epoch}/``."""
         out: dict[str, float] = {}
         model = unwrap(self.model)
         was_training = model.training
@@ -57,8 +58,11 @@ class Validator:
                 out["val_loss"] = self.val_loss(model)
             d = self.cfg.data
             if d.val_images and d.val_annotations:
-                out_json = Path(self.cfg.train.out_dir) / f"val_results_epoch{epoch}.json" if self.rank == 0 else None
-                stats = evaluate_coco(model, d.val_images, d.val_annotations, self.cfg, self.device, out_json=out_json)
+                run = Path(self.cfg.train.out_dir)
+                out_json = run / f"val_results_epoch{epoch}.json" if self.rank == 0 else None
+                diagnose_dir = run / f"diagnosis_epoch{epoch}" if self.cfg.eval.diagnose else None
+                stats = evaluate_coco(model, d.val_images, d.val_annotations, self.cfg, self.device, out_json=out_json,
+                                      diagnose_dir=diagnose_dir)  # fmt: skip
                 out.update({k: float(v) for k, v in stats.items()})
         finally:
             model.train(was_training)

@@ -39,6 +39,8 @@ from data.image_files import image_path as checked_image_path
 from evaluate.coco_results import coco_results, results_text, sort_results
 from evaluate.crowdpose_eval import crowdpose_keypoint_stats, with_box_areas
 from evaluate.decode import People
+from evaluate.diagnosis import diagnose
+from evaluate.diagnosis_report import summary_text, write_diagnosis
 from evaluate.image_list import folder_image_list, image_info_list
 from evaluate.inference import Predictor
 from evaluate.model_loader import load_model
@@ -193,10 +195,12 @@ def evaluate_images(
     progress: bool = True,
     network_for: NetworkFor | None = None,
     coco=None,
+    diagnose_dir: str | Path | None = None,
 ) -> tuple[dict[str, float], str]:
     """Shard, predict, gather, evaluate (OKS with the estimator's skeleton's sigmas). Returns (stats, summary text)
     on every rank. ``coco``: the annotations already loaded by ``load_coco`` (else read from ``annotations``). Images
-    skipped as bad (``eval.skip_bad``) are left out of the evaluation, and the summary says how many."""
+    skipped as bad (``eval.skip_bad``) are left out of the evaluation, and the summary says how many.
+    ``diagnose_dir``: also diagnose the results there (``diagnose_into``; rank 0)."""
     check_images_dir(images_dir)
     skeleton = estimator.skeleton
     cfg = estimator.cfg
@@ -207,6 +211,8 @@ def evaluate_images(
     stats, summary = None, None
     if dist.is_main_process():
         stats, summary = keypoint_stats(coco, results, ids, skeleton)
+        if diagnose_dir is not None:
+            summary += diagnose_into(diagnose_dir, coco, results, ids, skeleton, images_dir)
         bad_annotations = len(coco.imgs) - len(image_list)
         bad_files = len(_shard_ids(image_list, cfg)) - len(ids)
         if bad_annotations or bad_files:
@@ -266,6 +272,7 @@ def evaluate_coco(
     out_json: str | Path | None = None,
     progress: bool = True,
     with_summary: bool = False,
+    diagnose_dir: str | Path | None = None,
 ) -> dict[str, float] | tuple[dict[str, float], str]:
     """COCO keypoint AP/AR of ``model`` (any rank count; its skeleton: ``model.skeleton``); with ``with_summary``
     also pycocotools' printed table. The model is put in eval mode and restored after."""
@@ -273,7 +280,8 @@ def evaluate_coco(
     model.eval()
     try:
         estimator = PoseEstimator.from_model(model, cfg.eval, device)
-        stats, summary = evaluate_images(images_dir, annotations, estimator, out_json, progress)
+        stats, summary = evaluate_images(images_dir, annotations, estimator, out_json, progress,
+                                         diagnose_dir=diagnose_dir)  # fmt: skip
     finally:
         model.train(was_training)
     return (stats, summary) if with_summary else stats
@@ -285,6 +293,7 @@ def evaluate_oracle(
     cfg: Config,
     out_json: str | Path | None = None,
     progress: bool = True,
+    diagnose_dir: str | Path | None = None,
 ) -> tuple[dict[str, float], str]:
     """AP of decoding the ground-truth target maps (the decoder's upper bound), for the skeleton
     ``cfg.data.skeleton`` names: the oracle of each image plugs in as the network."""
@@ -295,16 +304,23 @@ def evaluate_oracle(
         return oracle_for(coco, image_ids, cfg.targets, skeleton, OUTPUT_STRIDE)
 
     estimator = PoseEstimator(None, cfg.eval, skeleton, torch.device("cpu"))
-    return evaluate_images(images_dir, annotations, estimator, out_json, progress, network_for, coco)
+    return evaluate_images(images_dir, annotations, estimator, out_json, progress, network_for, coco, diagnose_dir)
 
 
-def score_results(results_file: str | Path, annotations: str | Path, cfg: Config) -> tuple[dict[str, float], str]:
+def score_results(
+    results_file: str | Path,
+    annotations: str | Path,
+    cfg: Config,
+    diagnose_dir: str | Path | None = None,
+    images_dir: str | Path | None = None,
+) -> tuple[dict[str, float], str]:
     """(stats, summary) of a results file made by any tool (``evaluate.results_file``: checked entry by entry) on
     ``annotations``, read and scored exactly as an evaluation here scores its own results: the skeleton
     ``cfg.data.skeleton`` names (its sigmas, its figures: COCO's or CrowdPose's), the evaluator's own ids, the
     annotation file's images (the first ``eval.max_images`` when set; images with bad annotations left out with
     ``eval.skip_bad``). Images without any result count as images where no one was found, and the summary says how
-    many there are."""
+    many there are. ``diagnose_dir``: also diagnose the results there (``diagnose_into``; its worst examples drawn
+    on the images of ``images_dir`` when given)."""
     skeleton = skeleton_of(cfg)
     coco = load_coco(annotations, skeleton, cfg.eval.skip_bad, cfg.eval.keypoint_names)
     image_list = {i: img for i, img in coco.imgs.items() if i not in coco.bad_image_ids}
@@ -321,7 +337,18 @@ def score_results(results_file: str | Path, annotations: str | Path, cfg: Config
         notes.append(f"{without} of the {len(ids)} images have no result: scored as images where no one was found")
     if left_out:
         notes.append(f"{left_out} results of images outside the evaluated ones left out (eval.max_images, skip_bad)")
-    return stats, summary + "".join(f"{n}\n" for n in notes)
+    summary += "".join(f"{n}\n" for n in notes)
+    if diagnose_dir is not None:
+        summary += diagnose_into(diagnose_dir, coco, results, ids, skeleton, images_dir)
+    return stats, summary
+
+
+def diagnose_into(out_dir, coco, results: list[dict], image_ids: list[int], skeleton: Skeleton, images_dir=None) -> str:
+    """Diagnose ``results`` (evaluate/diagnosis.py) and write ``out_dir/diagnosis.json`` and its plots (the worst
+    examples drawn when ``images_dir`` is given); returns the summary lines to print."""
+    found = diagnose(coco, results, skeleton, image_ids)
+    write_diagnosis(found, out_dir, coco, images_dir)
+    return summary_text(found) + f"diagnosis written to {out_dir} (diagnosis.json and plots)\n"
 
 
 def format_stats(stats: dict[str, float]) -> str:
@@ -344,7 +371,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scales", type=float, nargs="+", help="test scales (default: eval.scales)")
     p.add_argument("--flip", action=argparse.BooleanOptionalAction, default=None, help="flip test (eval.flip)")
     p.add_argument("--out", help="results JSON to write (an existing one: with --overwrite)")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
+    p.add_argument("--diagnose", metavar="DIR",
+                   help="also diagnose where the AP goes (keypoint errors, scoring, background): DIR/diagnosis.json "
+                   "and plots")  # fmt: skip
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --out file or --diagnose folder")
     p.add_argument("--skip-bad", action="store_true",
                    help="leave bad images and the images of bad annotations out, with a warning each, as the "
                    "converter's --skip-bad (eval.skip_bad=true)")  # fmt: skip
@@ -376,11 +406,17 @@ def check_arguments(args: argparse.Namespace) -> None:
     """UserError for a combination of options that cannot run, before any work."""
     if sum(map(bool, (args.ckpt, args.from_ground_truth, args.results))) != 1:
         raise UserError("give exactly one of --ckpt CKPT, --from-ground-truth or --results FILE")
+    if args.diagnose:
+        if not args.annotations:
+            raise UserError("--diagnose compares results with the ground truth: give --annotations FILE")
+        if not args.overwrite:
+            refuse_to_overwrite([Path(args.diagnose) / "diagnosis.json"], "--diagnose DIR")
     if args.results:
         if not args.annotations:
             raise UserError("--results FILE is scored on annotations: give --annotations FILE")
-        if args.images or args.out or args.image_info:
-            raise UserError("--results scores a file as it is: --images, --image-info and --out do not apply")
+        if args.out or args.image_info or (args.images and not args.diagnose):
+            raise UserError("--results scores a file as it is: --image-info and --out do not apply (--images: only "
+                            "with --diagnose, for its pictures)")  # fmt: skip
         return
     if args.skeleton and args.ckpt:
         raise UserError("--skeleton applies to --results and --from-ground-truth; a checkpoint carries its own")
@@ -422,7 +458,7 @@ def main(argv: list[str] | None = None) -> int:
     check_arguments(args)
     if args.results:  # no model, no images, no processes: the file alone
         cfg = load_config(args.config, eval_option_overrides(args))
-        stats, summary = score_results(args.results, args.annotations, cfg)
+        stats, summary = score_results(args.results, args.annotations, cfg, args.diagnose, args.images)
         print(summary, end="")
         print(format_stats(stats))
         return 0
@@ -439,12 +475,11 @@ def main(argv: list[str] | None = None) -> int:
         overrides = eval_option_overrides(args)
         if args.from_ground_truth:
             cfg = load_config(args.config, overrides)
-            stats, summary = evaluate_oracle(args.images, args.annotations, cfg, args.out)
+            stats, summary = evaluate_oracle(args.images, args.annotations, cfg, args.out, diagnose_dir=args.diagnose)
         else:
             model, cfg = load_model(args.ckpt, args.config, overrides, device)
-            stats, summary = evaluate_coco(
-                model, args.images, args.annotations, cfg, device, args.out, with_summary=True
-            )
+            stats, summary = evaluate_coco(model, args.images, args.annotations, cfg, device, args.out,
+                                           with_summary=True, diagnose_dir=args.diagnose)  # fmt: skip
         if dist.is_main_process():
             print(summary, end="")
             print(format_stats(stats))
