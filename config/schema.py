@@ -278,8 +278,9 @@ class TrackConfig:
     # 5 (evaluate/assemble.py person_scores); 0: everyone.
     min_score: float = 0.9167
     # A person may continue a track when their OKS with the track's last pose moved on by the track's velocity (the
-    # skeleton's sigmas, over the keypoints found in both, scale: the larger box area of the two) is at least
-    # min_oks; when fewer than min_shared_keypoints are found in both, when the IoU of their boxes is at least min_iou.
+    # skeleton's sigmas, over the keypoints found in both, scale: the larger of the two poses' whole-body sizes,
+    # evaluate/oks.py:person_area) is at least min_oks; when fewer than min_shared_keypoints are found in both, when
+    # the IoU of their boxes is at least min_iou.
     min_oks: float = 0.3
     min_iou: float = 0.3
     min_shared_keypoints: int = 2

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
+from torch._functorch import config as functorch_config
 
 log = logging.getLogger(__name__)
 
@@ -48,37 +50,93 @@ def choose_compile(setting: str, device: torch.device, launcher: str = "single")
 class TimedFirstCall:
     """``fn`` whose first call (where ``torch.compile`` traces and compiles) is timed and logged once.
 
-    With ``fallback`` (``train.compile=auto``), a compiler that cannot build the graph (``BackendCompilerFailed``: no
-    C compiler or Triton in a slim container, an unsupported GPU) is said in a warning and ``fallback`` (the eager
-    function) is used from then on; nothing ran before the failure (dynamo traces on fake tensors). Other errors
-    (shapes, out of memory) are raised as they are. ``train.compile=on`` gives no fallback: the error is raised."""
+    With ``fallback`` (``train.compile=auto``), the first call builds the backward graph with the forward one
+    (``force_non_lazy_backward_lowering``: by default AOT autograd compiles it at the first backward pass, outside this
+    call), so that a compiler that cannot build either graph fails here, as ``BackendCompilerFailed``: no C compiler
+    or Triton in a slim container, an unsupported GPU, a lowering it lacks. That is said in a warning, the buffers of
+    ``state`` (the modules the step runs: BatchNorm running statistics) are put back as they were before the call
+    (a graph before a graph break may have run and updated them), and ``fallback`` (the eager function) runs the
+    step, and every step from then on. No backward pass and no optimiser step has run by then. Raised as they are,
+    also under ``auto``: out of memory (``torch.OutOfMemoryError``, ``MemoryError``) and internal assertions
+    (``AssertionError``, "INTERNAL ASSERT FAILED") inside the compiler, and every error that is not the compiler's
+    (shapes, the model's own). ``train.compile=on`` gives no fallback: the compiler's error is raised."""
 
-    def __init__(self, fn: Callable, what: str, say: bool = True, fallback: Callable | None = None) -> None:
+    def __init__(self, fn: Callable, what: str, say: bool = True, fallback: Callable | None = None,
+                 state: Sequence[torch.nn.Module] = ()) -> None:  # fmt: skip
         self.fn, self.what, self.say, self.fallback = fn, what, say, fallback
+        self.state = tuple(state)
         self.compile_s: float | None = None
 
     def __call__(self, *args, **kwargs):
         if self.compile_s is not None:
             return self.fn(*args, **kwargs)
         start = time.perf_counter()
-        try:
+        if self.fallback is None:
             out = self.fn(*args, **kwargs)
-        except torch._dynamo.exc.BackendCompilerFailed as err:
-            if self.fallback is None:
-                raise
-            log.warning("%s: the compiler failed (%s: %s); training eagerly instead (train.compile=off silences "
-                        "this, train.compile=on raises it)", self.what, type(err.inner_exception).__name__,
-                        str(err.inner_exception).splitlines()[0] if str(err.inner_exception) else "")  # fmt: skip
-            self.fn, self.compile_s = self.fallback, 0.0
-            return self.fn(*args, **kwargs)
+        else:
+            saved = _buffers(self.state)
+            try:
+                with _backward_compiled_with_forward():
+                    out = self.fn(*args, **kwargs)
+            except torch._dynamo.exc.BackendCompilerFailed as err:
+                cause = compiler_cause(err)
+                if raised_as_is(cause):
+                    raise cause from None
+                log.warning("%s: the compiler failed (%s: %s); training eagerly instead (train.compile=off silences "
+                            "this, train.compile=on raises it)", self.what, type(cause).__name__,
+                            str(cause).splitlines()[0] if str(cause) else "")  # fmt: skip
+                _restore(saved)
+                self.fn, self.compile_s = self.fallback, 0.0
+                return self.fn(*args, **kwargs)
         self.compile_s = time.perf_counter() - start
         if self.say:
             log.info("%s: first call (trace + compile + run) took %.1f s", self.what, self.compile_s)
         return out
 
 
-def compile_forward_loss(fn: Callable, backend=None, say: bool = True, fall_back: bool = False) -> TimedFirstCall:
+def compiler_cause(err: BaseException) -> BaseException:
+    """The error inside a compiler's wrappers (``BackendCompilerFailed``, inductor's ``InductorError``)."""
+    seen = set()
+    while isinstance(getattr(err, "inner_exception", None), BaseException) and id(err) not in seen:
+        seen.add(id(err))
+        err = err.inner_exception
+    return err
+
+
+def raised_as_is(cause: BaseException) -> bool:
+    """Whether a compiler's error is raised even under ``train.compile=auto``: out of memory, an internal assertion."""
+    return isinstance(cause, (torch.OutOfMemoryError, MemoryError, AssertionError)) or (
+        "INTERNAL ASSERT FAILED" in str(cause)
+    )
+
+
+def _backward_compiled_with_forward():
+    if hasattr(functorch_config, "force_non_lazy_backward_lowering"):
+        return functorch_config.patch(force_non_lazy_backward_lowering=True)
+    return nullcontext()  # an older torch: a backward graph the compiler cannot build fails in the backward pass
+
+
+def _buffers(modules: Sequence[torch.nn.Module]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(buffer, its copy) of every buffer of ``modules``, each once."""
+    seen, saved = set(), []
+    for module in modules:
+        for b in module.buffers():
+            if id(b) not in seen:
+                seen.add(id(b))
+                saved.append((b, b.detach().clone()))
+    return saved
+
+
+def _restore(saved: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+    with torch.no_grad():
+        for b, copy in saved:
+            b.copy_(copy)
+
+
+def compile_forward_loss(fn: Callable, backend=None, say: bool = True, fall_back: bool = False,
+                         state: Sequence[torch.nn.Module] = ()) -> TimedFirstCall:  # fmt: skip
     """``fn(images, targets, masks) -> (total, breakdown)`` compiled as one graph (model and loss); with
-    ``fall_back``, ``fn`` itself where the compiler fails (``TimedFirstCall``)."""
+    ``fall_back``, ``fn`` itself where the compiler fails, the buffers of ``state`` (the model, the loss) as before
+    the failed call (``TimedFirstCall``)."""
     compiled = torch.compile(fn, backend=backend or BACKEND, dynamic=False)
-    return TimedFirstCall(compiled, "compiled model + loss", say, fallback=fn if fall_back else None)
+    return TimedFirstCall(compiled, "compiled model + loss", say, fallback=fn if fall_back else None, state=state)

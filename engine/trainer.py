@@ -102,7 +102,7 @@ class Trainer:
         self.step_forward = partial(self.launcher.forward_loss, self.model, self.loss_fn)
         if self.compile.enabled:
             self.step_forward = compile_forward_loss(self.step_forward, say=self.is_main,
-                                                     fall_back=t.compile == "auto")
+                                                     fall_back=t.compile == "auto", state=(model, self.loss_fn))
         self.schedule = LRSchedule.from_config(t, self.steps_per_epoch, self.world_size)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision.grad_scaler)
         # a fused step takes the skip as a device flag; without one (or with fp16 loss scaling) it is read back

@@ -8,12 +8,16 @@ Any skeleton: the OKS uses its sigmas. ``update`` (docs/design.md#tracking):
 
 1. leaves out people scored below ``min_score`` (the decoder's fragments) and moves each track's last pose on by the
    track's velocity to the frame's time;
-2. scores every (person, track) pair: the OKS over the keypoints found in both (scale: the larger area of the two
-   keypoint boxes, so that a person half in view is not judged at half size), or the IoU of their boxes where
-   fewer than ``min_shared_keypoints`` are found in both; a pair under ``min_oks`` / ``min_iou`` may not match;
+2. scores every (person, track) pair: the OKS over the keypoints found in both (evaluate/oks.py; scale: the larger
+   of the two poses' ``person_area``, a whole body's box at the size the keypoints found show, so that a person
+   seen by the face, the upper body or one side is judged at their size, not at their few keypoints' box), or the
+   IoU of their keypoint boxes where fewer than ``min_shared_keypoints`` are found in both; a pair under
+   ``min_oks`` / ``min_iou`` may not match;
 3. matches the people to the confirmed tracks (those with an id, seen or lost) first, then the rest to the new
-   tracks, each as an assignment problem (``scipy.optimize.linear_sum_assignment``: as many allowed pairs as
-   possible, then the highest total similarity), so that a track takes one person and a person one track;
+   tracks, each similarity first (``_assign``): a person and a track that are each other's most similar allowed
+   pair are matched together (a track that matches its person well never yields it to a newcomer for the sake of
+   one more pair), the others by ``scipy.optimize.linear_sum_assignment`` on 1 - similarity, the highest total
+   similarity; a track takes one person and a person one track;
 4. starts a new track for each person left over; a new track gets an id (1, 2, ... never reused) once matched in
    ``min_hits`` frames in a row, and ends at its first miss before that; a confirmed track unmatched for more than
    ``max_lost_frames`` frames ends;
@@ -33,11 +37,11 @@ from scipy.optimize import linear_sum_assignment
 from config.loader import check_track
 from config.schema import TrackConfig
 from config.skeleton import Skeleton
+from evaluate.oks import BodyTemplate, oks_matrix, person_area
 from evaluate.predictor import Person
 
 LOG = logging.getLogger(__name__)
 
-_NOT_ALLOWED = 1e6  # the cost of a pair that may not match: above any sum of allowed costs (each at most 1)
 _VELOCITY_MEMORY = 0.5  # weight of the old velocity when a new match measures one
 
 
@@ -79,17 +83,36 @@ def _weight(cutoff_hz, dt_s):
 
 class OneEuroFilter:
     """``one_euro`` on one series of K points: ``smoothed = f(points (K, 2), found (K,), t)``, NaN where not found
-    (the filter the tracker runs on each track's keypoints, for use on its own; ``cfg``'s One-Euro settings)."""
+    (the filter the tracker runs on each track's keypoints, for use on its own; ``cfg``'s One-Euro settings).
+
+    A point that is not a number (NaN, inf) is taken as not found: it leaves its state as it was and comes back NaN.
+    Refused with a ValueError, the state unchanged: arrays of other shapes than (K, 2) and (K,) (nothing is
+    broadcast), ``found`` that is not booleans (or 0 / 1), a time that is not finite, or not after the last sample of
+    a point found now."""
 
     def __init__(self, num_points: int, cfg: TrackConfig | None = None):
+        if int(num_points) != num_points or num_points < 1:
+            raise ValueError(f"OneEuroFilter: num_points must be a whole number >= 1, got {num_points!r}")
+        k = int(num_points)
         self.cfg = cfg if cfg is not None else TrackConfig()
-        self.state = (np.zeros((num_points, 2)), np.zeros((num_points, 2)), np.full(num_points, np.nan))
+        self.state = (np.zeros((k, 2)), np.zeros((k, 2)), np.full(k, np.nan))
 
     def __call__(self, points: np.ndarray, found: np.ndarray, t: float) -> np.ndarray:
-        found = np.asarray(found, bool)
+        k = len(self.state[2])
+        points, found = np.asarray(points, np.float64), np.asarray(found)
+        if points.shape != (k, 2) or found.shape != (k,):
+            raise ValueError(f"OneEuroFilter of {k} points: points must be ({k}, 2) and found ({k},), got "
+                             f"{points.shape} and {found.shape}")  # fmt: skip
+        if found.dtype != bool and not np.isin(found, (0, 1)).all():
+            raise ValueError(f"OneEuroFilter: found must be booleans (or 0 / 1), got {found.tolist()}")
+        t = float(t)
+        if not math.isfinite(t):
+            raise ValueError(f"OneEuroFilter: time {t} s is not a finite number")
+        found = found.astype(bool) & np.isfinite(points).all(1)
         if np.any(found & (t <= self.state[2])):
-            raise ValueError(f"OneEuroFilter: time {t} s is not after a point's last sample {np.nanmax(self.state[2])}")
-        self.state = one_euro(self.state, np.asarray(points, np.float64), found, t, self.cfg)
+            last = float(np.nanmax(np.where(found, self.state[2], np.nan)))
+            raise ValueError(f"OneEuroFilter: time {t} s is not after a point's last sample {last} s")
+        self.state = one_euro(self.state, points, found, t, self.cfg)
         return np.where(found[:, None], self.state[0], np.nan)
 
 
@@ -104,7 +127,8 @@ class PoseTracker:
         self.cfg = cfg if cfg is not None else TrackConfig()
         check_track(self.cfg)
         self.skeleton = skeleton
-        self._k2 = (2 * np.asarray(skeleton.sigmas, np.float64)) ** 2  # COCO's OKS constant per keypoint
+        self._sigmas = np.asarray(skeleton.sigmas, np.float64)
+        self._template = BodyTemplate.of(skeleton)  # None: not a human body; people are judged at their keypoint box
         self.reset()
 
     def reset(self) -> None:
@@ -112,6 +136,7 @@ class PoseTracker:
         k = self.skeleton.num_dataset_keypoints
         self._xy = np.zeros((0, k, 2))  # the last matched person's keypoints (the detector's), NaN: not found
         self._found = np.zeros((0, k), bool)
+        self._area = np.zeros(0)  # px^2: the scale of the last matched pose (evaluate.oks.person_area)
         self._time = np.zeros(0)  # of the last match, s
         self._velocity = np.zeros((0, 2))  # px/s: of the keypoints found in two successive matches
         self._moving = np.zeros(0, bool)  # the velocity was measured
@@ -142,9 +167,11 @@ class PoseTracker:
         self._last = t
         scores = np.array([p.score for p in people], np.float64)
         present = np.flatnonzero(found.any(1) & (scores >= self.cfg.min_score))
-        det, trk = self._match(xy[present], found[present], t)
+        area = np.zeros(len(people))
+        area[present] = person_area(xy[present], found[present], self._template)
+        det, trk = self._match(xy[present], found[present], area[present], t)
         det = present[det]
-        smoothed = self._move_matched(det, trk, xy, found, t)
+        smoothed = self._move_matched(det, trk, xy, found, area, t)
         unmatched = np.ones(len(self._ids), bool)
         unmatched[trk] = False
         self._lost[unmatched] += 1
@@ -158,7 +185,7 @@ class PoseTracker:
         taken[det] = True
         new = present[~taken[present]]
         owner[new] = len(self._ids) + np.arange(len(new))
-        self._start(xy[new], found[new], t)
+        self._start(xy[new], found[new], area[new], t)
         confirmed = (self._ids == 0) & (self._hits >= self.cfg.min_hits)
         self._ids[confirmed] = self._next_id + np.arange(int(confirmed.sum()))
         self._next_id += int(confirmed.sum())
@@ -185,13 +212,14 @@ class PoseTracker:
         found = (kp[:, :, 2] > 0) & np.isfinite(kp[:, :, 0]) & np.isfinite(kp[:, :, 1])
         return kp, np.where(found[..., None], kp[:, :, :2], np.nan), found
 
-    def _match(self, xy: np.ndarray, found: np.ndarray, t: float) -> tuple[np.ndarray, np.ndarray]:
+    def _match(self, xy: np.ndarray, found: np.ndarray, area: np.ndarray, t: float) -> tuple[np.ndarray, np.ndarray]:
         """(person indices, track indices) of the matched pairs: confirmed tracks first, then new ones."""
         none = np.zeros(0, np.intp)
         if not len(xy) or not len(self._ids):
             return none, none
         predicted = self._xy + self._velocity[:, None] * (t - self._time)[:, None, None]
-        similarity, allowed = pair_similarity(xy, found, predicted, self._found, self._k2, self.cfg)
+        similarity, allowed = pair_similarity(xy, found, area, predicted, self._found, self._area, self._sigmas,
+                                              self.cfg)  # fmt: skip
         confirmed = self._ids > 0
         d1, k1 = _assign(similarity, allowed, np.arange(len(xy)), np.flatnonzero(confirmed))
         rest = np.ones(len(xy), bool)
@@ -199,7 +227,7 @@ class PoseTracker:
         d2, k2 = _assign(similarity, allowed, np.flatnonzero(rest), np.flatnonzero(~confirmed))
         return np.concatenate([d1, d2]), np.concatenate([k1, k2])
 
-    def _move_matched(self, det, trk, xy, found, t) -> np.ndarray | None:
+    def _move_matched(self, det, trk, xy, found, area, t) -> np.ndarray | None:
         """Move the matched tracks ``trk`` on to their people ``det``; their smoothed keypoints (M, K, 2) (NaN where
         not found) when smoothing."""
         new_xy, new_found = xy[det], found[det]
@@ -211,7 +239,7 @@ class PoseTracker:
         old = self._velocity[trk]
         self._velocity[trk] = np.where((count > 0)[:, None], memory * old + (1 - memory) * velocity, old)
         self._moving[trk] |= count > 0
-        self._xy[trk], self._found[trk], self._time[trk] = new_xy, new_found, t
+        self._xy[trk], self._found[trk], self._area[trk], self._time[trk] = new_xy, new_found, area[det], t
         self._hits[trk] += 1
         self._lost[trk] = 0
         if not self.cfg.smooth:
@@ -224,16 +252,16 @@ class PoseTracker:
     def _keep(self, keep: np.ndarray) -> None:
         if keep.all():
             return
-        for name in ("_xy", "_found", "_time", "_velocity", "_moving", "_hits", "_lost", "_ids"):
+        for name in ("_xy", "_found", "_area", "_time", "_velocity", "_moving", "_hits", "_lost", "_ids"):
             setattr(self, name, getattr(self, name)[keep])
         self._smooth = tuple(a[keep] for a in self._smooth)
 
-    def _start(self, xy: np.ndarray, found: np.ndarray, t: float) -> None:
-        """New tracks, matched in one frame, for the people (n, K, 2) / (n, K) no track took."""
+    def _start(self, xy: np.ndarray, found: np.ndarray, area: np.ndarray, t: float) -> None:
+        """New tracks, matched in one frame, for the people (n, K, 2) / (n, K) / (n,) no track took."""
         n = len(xy)
         if not n:
             return
-        added = {"_xy": xy, "_found": found, "_time": np.full(n, t), "_velocity": np.zeros((n, 2)),
+        added = {"_xy": xy, "_found": found, "_area": area, "_time": np.full(n, t), "_velocity": np.zeros((n, 2)),
                  "_moving": np.zeros(n, bool), "_hits": np.ones(n, np.int64), "_lost": np.zeros(n, np.int64),
                  "_ids": np.zeros(n, np.int64)}  # fmt: skip
         for name, value in added.items():
@@ -252,42 +280,55 @@ class PoseTracker:
 
 
 def _assign(similarity, allowed, rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(rows, cols) matched by the assignment of ``rows`` to ``cols`` over the allowed pairs: as many pairs as
-    possible, then the highest total similarity."""
+    """(rows, cols) matched among ``rows`` x ``cols`` of the (P, T) ``similarity``, only where ``allowed``,
+    similarity first: a row and a column that are each other's most similar allowed pair are matched; the others by
+    the assignment of the highest total similarity (``linear_sum_assignment`` on 1 - similarity, a pair that may not
+    match costing 1, as much as leaving both unmatched, and dropped after), never more pairs for worse ones."""
     none = np.zeros(0, np.intp)
     if not len(rows) or not len(cols):
         return none, none
-    ok = allowed[rows][:, cols]
+    ok = allowed[np.ix_(rows, cols)]
     if not ok.any():
         return none, none
-    r, c = linear_sum_assignment(np.where(ok, 1.0 - similarity[rows][:, cols], _NOT_ALLOWED))
-    good = ok[r, c]
-    return rows[r[good]], cols[c[good]]
+    cost = np.where(ok, 1.0 - similarity[np.ix_(rows, cols)], 1.0)
+    best_col, best_row = cost.argmin(1), cost.argmin(0)
+    every = np.arange(len(rows))
+    r = np.flatnonzero((best_row[best_col] == every) & ok[every, best_col])
+    c = best_col[r]
+    free_r, free_c = np.ones(len(rows), bool), np.ones(len(cols), bool)
+    free_r[r], free_c[c] = False, False
+    if free_r.any() and free_c.any() and (rest := ok[free_r][:, free_c]).any():
+        rest_r, rest_c = np.flatnonzero(free_r), np.flatnonzero(free_c)
+        more_r, more_c = linear_sum_assignment(cost[free_r][:, free_c])
+        take = rest[more_r, more_c]
+        r, c = np.concatenate([r, rest_r[more_r[take]]]), np.concatenate([c, rest_c[more_c[take]]])
+    return rows[r], cols[c]
 
 
 def pair_similarity(
-    a_xy: np.ndarray, a_found: np.ndarray, b_xy: np.ndarray, b_found: np.ndarray, k2: np.ndarray, cfg: TrackConfig
+    a_xy: np.ndarray,
+    a_found: np.ndarray,
+    a_area: np.ndarray,
+    b_xy: np.ndarray,
+    b_found: np.ndarray,
+    b_area: np.ndarray,
+    sigmas: np.ndarray,
+    cfg: TrackConfig,
 ) -> tuple[np.ndarray, np.ndarray]:
     """((P, T) similarity, (P, T) may-match) of P poses ``a`` and T poses ``b`` ((n, K, 2) px, NaN where not found;
-    (n, K) found): the OKS over the keypoints found in both (``k2``: (K,) (2 sigma)^2, scale: the larger of the two
-    keypoint boxes' areas) where at least ``cfg.min_shared_keypoints`` are, else the IoU of the boxes."""
-    shared = a_found[:, None, :] & b_found[None, :, :]  # (P, T, K)
-    count = shared.sum(-1)
-    diff = a_xy[:, None] - b_xy[None]  # NaN where either is not found: left out by `shared`
-    d2 = diff[..., 0] ** 2 + diff[..., 1] ** 2  # (a sum over a last axis of 2 is several times slower)
-    a_box, b_box = _boxes(a_xy), _boxes(b_xy)
-    a_area, b_area = _area(a_box), _area(b_box)
-    scale2 = np.maximum(np.maximum.outer(a_area, b_area), 1.0)  # px^2
-    e = np.exp(d2 / (-2 * scale2[..., None] * k2))
-    oks = np.where(shared, e, 0.0).sum(-1) / np.maximum(count, 1)
+    (n, K) found; (n,) their ``person_area``, px^2): the OKS over the keypoints found in both (evaluate.oks,
+    ``sigmas`` (K,), scale: the larger of the two areas) where at least ``cfg.min_shared_keypoints`` are, else the
+    IoU of the keypoint boxes."""
+    oks, count = oks_matrix(a_xy, a_found, b_xy, b_found, sigmas, np.maximum.outer(a_area, b_area))
     by_oks = count >= cfg.min_shared_keypoints
     if by_oks.all():
         return oks, oks >= cfg.min_oks
+    a_box, b_box = _boxes(a_xy), _boxes(b_xy)
     lo = np.maximum(a_box[:, None, :2], b_box[None, :, :2])
     hi = np.minimum(a_box[:, None, 2:], b_box[None, :, 2:])
     side = np.clip(hi - lo, 0, None)
     inter = side[..., 0] * side[..., 1]
-    union = a_area[:, None] + b_area[None, :] - inter
+    union = _area(a_box)[:, None] + _area(b_box)[None, :] - inter
     iou = np.where(union > 0, inter / np.where(union > 0, union, 1.0), 0.0)
     return np.where(by_oks, oks, iou), np.where(by_oks, oks >= cfg.min_oks, iou >= cfg.min_iou)
 

@@ -251,28 +251,24 @@ class InterruptedCamera:
 
 def people_agreement(got: np.ndarray, want: np.ndarray, sigmas, min_oks: float = 0.5) -> dict[str, float]:
     """How far two decodings of one image agree: ``got`` and ``want`` (P, K, 3) keypoints (x, y, score; score 0 or
-    x NaN where not found) matched one to one by OKS (COCO's formula, ``sigmas`` per keypoint, scale: the area of the
-    ``want`` person's keypoint box), pairs below ``min_oks`` left unmatched. Returns the people of each side, the
-    matched pairs, their keypoints found on both sides and those within 1 px, and the keypoints found on one side
-    only."""
+    x NaN where not found) matched one to one by OKS (``evaluate.oks.oks_matrix`` over the ``want`` person's
+    keypoints, scale: the area of its keypoint box), pairs below ``min_oks`` left unmatched. Returns the people of
+    each side, the matched pairs, their keypoints found on both sides and those within 1 px, and the keypoints
+    found on one side only."""
     from scipy.optimize import linear_sum_assignment
+
+    from evaluate.oks import oks_matrix
 
     got, want = (np.asarray(p, np.float64).reshape(len(p), -1, 3) for p in (got, want))
     found_g, found_w = ((p[..., 2] > 0) & ~np.isnan(p[..., 0]) for p in (got, want))
     out = {"got": len(got), "want": len(want), "matched": 0, "shared": 0, "within_1px": 0, "one_side": 0}
     if not len(got) or not len(want):
         return out
-    oks = np.zeros((len(got), len(want)))
-    k2 = (2 * np.asarray(sigmas, np.float64)) ** 2
-    for j, (w, fw) in enumerate(zip(want, found_w)):
-        lo, hi = w[fw, :2].min(0), w[fw, :2].max(0)
-        area = max(float(np.prod(hi - lo)), 1.0)
-        d2 = ((got[..., :2] - w[:, :2]) ** 2).sum(-1)
-        e = np.where(found_g & fw, np.exp(-np.nan_to_num(d2, nan=np.inf) / (2 * area * k2)), 0.0)
-        oks[:, j] = e.sum(1) / fw.sum()
+    span = np.array([np.ptp(w[f, :2], axis=0) if f.any() else np.zeros(2) for w, f in zip(want, found_w)])
+    oks, _ = oks_matrix(want[..., :2], found_w, got[..., :2], found_g, sigmas, span.prod(1)[:, None], over="a")
     rows, cols = linear_sum_assignment(-oks)
-    for g, w in zip(rows, cols):
-        if oks[g, w] < min_oks:
+    for w, g in zip(rows, cols):
+        if oks[w, g] < min_oks:
             continue
         both = found_g[g] & found_w[w]
         distance = np.hypot(*(got[g, both, :2] - want[w, both, :2]).T)

@@ -14,8 +14,11 @@ import logging
 
 import pytest
 import torch
+from functorch.compile import make_boxed_func
+from torch._dynamo.backends.common import aot_autograd
 
 import engine.compile as ec
+import engine.trainer as trainer_module
 from config.loader import load_config
 from config.skeleton import skeleton_of
 from engine.checkpoint import Checkpoint
@@ -138,3 +141,113 @@ def test_auto_falls_back_to_eager_when_the_compiler_fails_and_on_raises(caplog):
     on = ec.compile_forward_loss(forward_loss, backend=_failing_backend, fall_back=False)
     with pytest.raises(torch._dynamo.exc.BackendCompilerFailed):
         on(x)
+
+
+def _backend(fail_backward_graph: int | None = None, error: BaseException | None = None):
+    """AOT autograd with eager kernels (``aot_eager``'s graphs) whose backward compiler fails with ``error`` at its
+    ``fail_backward_graph``-th graph (1: the first)."""
+    graphs = {"backward": 0}
+
+    def forward_compiler(gm, example_inputs):
+        return make_boxed_func(gm.forward)
+
+    def backward_compiler(gm, example_inputs):
+        graphs["backward"] += 1
+        if graphs["backward"] == fail_backward_graph:
+            raise error or RuntimeError("Failed to find C compiler. Please specify via CC environment variable.")
+        return make_boxed_func(gm.forward)
+
+    return aot_autograd(fw_compiler=forward_compiler, bw_compiler=backward_compiler)
+
+
+class TwoBlocks(torch.nn.Module):
+    """conv -> BN, a graph break, conv -> BN: two graphs, the first of which runs before the second is compiled."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.bn1 = torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4)
+        self.conv2, self.bn2 = torch.nn.Conv2d(4, 4, 3), torch.nn.BatchNorm2d(4)
+
+    def forward(self, x):
+        x = self.bn1(self.conv1(x))
+        torch._dynamo.graph_break()
+        return self.bn2(self.conv2(x))
+
+
+@pytest.mark.parametrize("failing_graph", [1, 2])
+def test_auto_falls_back_when_the_backward_graph_cannot_be_built_with_batchnorm_updated_once(failing_graph, caplog):
+    """The backward compiler fails for the first graph (nothing has run) or for the second (the first graph has
+    run and updated bn1): the step runs eagerly, every BatchNorm statistic updated once, gradients and the optimiser
+    step as eager training's."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = TwoBlocks().train()
+    eager = copy.deepcopy(model)
+    x = torch.rand(2, 3, 8, 8, generator=torch.Generator().manual_seed(1))
+
+    def step(m):
+        def forward_loss(images):
+            return m(images).square().mean(), {}
+
+        return forward_loss
+
+    eager_step = step(model)
+    auto = ec.compile_forward_loss(eager_step, backend=_backend(failing_graph), fall_back=True, state=[model])
+    optimisers = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (model, eager)]
+    for _ in range(2):
+        with caplog.at_level(logging.WARNING, logger="engine.compile"):
+            total, _ = auto(x)
+        total.backward()
+        want, _ = step(eager)(x)
+        want.backward()
+        torch.testing.assert_close(total, want, rtol=0, atol=0)
+        for (name, p), q in zip(model.named_parameters(), eager.parameters(), strict=True):
+            torch.testing.assert_close(p.grad, q.grad, rtol=0, atol=0, msg=name)
+        for o in optimisers:
+            o.step()
+            o.zero_grad()
+        for (name, b), c in zip(model.named_buffers(), eager.buffers(), strict=True):
+            torch.testing.assert_close(b, c, rtol=0, atol=0, msg=name)  # updated once per step, as eager
+    assert model.bn1.num_batches_tracked.item() == model.bn2.num_batches_tracked.item() == 2
+    assert caplog.text.count("training eagerly") == 1 and "C compiler" in caplog.text
+    assert auto.fn is eager_step  # the eager function from the first step on
+
+
+@pytest.mark.parametrize("error", [torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB"),
+                                   AssertionError("inductor: a bug"),
+                                   RuntimeError("t.dim() == 4 INTERNAL ASSERT FAILED at aten/src/...")],
+                         ids=["out-of-memory", "assertion", "internal-assert"])  # fmt: skip
+def test_auto_raises_out_of_memory_and_internal_assertions_of_the_compiler_as_they_are(error, caplog):
+    torch._dynamo.reset()
+    model = TwoBlocks().train()
+
+    def forward_loss(images):
+        return model(images).square().mean(), {}
+
+    auto = ec.compile_forward_loss(forward_loss, backend=_backend(1, error), fall_back=True, state=[model])
+    with caplog.at_level(logging.WARNING, logger="engine.compile"), pytest.raises(type(error)) as raised:
+        auto(torch.rand(2, 3, 8, 8))
+    assert raised.value is error and "training eagerly" not in caplog.text
+    assert auto.compile_s is None and auto.fn is not forward_loss  # not switched to eager
+
+
+def test_a_backward_compile_failure_under_auto_trains_as_eager_training_does(synthetic_h5_64, tmp_path, caplog,
+                                                                             monkeypatch):  # fmt: skip
+    """The trainer with train.compile=auto where it compiles (CUDA; here forced), a compiler whose backward fails:
+    the weights and BatchNorm statistics after two steps are eager training's (train.compile=off) exactly."""
+    extra = ["train.max_steps_per_epoch=2", "train.optimizer=adam", "train.lr=1e-3"]
+    states = {}
+    for setting in ("off", "auto"):
+        torch._dynamo.reset()
+        if setting == "auto":
+            monkeypatch.setattr(ec, "BACKEND", _backend(1))
+            monkeypatch.setattr(trainer_module, "choose_compile",
+                                lambda *a: ec.CompileChoice(True, "train.compile=auto: on (the test's)"))  # fmt: skip
+        with caplog.at_level(logging.WARNING, logger="engine.compile"):
+            Trainer(tiny_cfg(synthetic_h5_64, tmp_path / setting, f"train.compile={setting}", *extra)).fit()
+        states[setting] = Checkpoint.load(tmp_path / setting / "last.pt").model
+    assert "the compiler failed (RuntimeError: Failed to find C compiler" in caplog.text
+    batchnorm = [n for n in states["off"] if "num_batches_tracked" in n]
+    assert batchnorm and all(states["auto"][n].item() == 2 for n in batchnorm)  # two steps, updated once each
+    for name, w in states["off"].items():
+        torch.testing.assert_close(states["auto"][name], w, rtol=0, atol=0, msg=name)

@@ -25,7 +25,7 @@ from evaluate.inference import (
 )
 from evaluate.model_loader import load_model
 from models import build_model
-from models.fold import fold_batchnorm
+from models.fold import FoldError, fold_batchnorm
 from tests.helpers import tiny_model_cfg
 from utils.paths import PAPER_PRESET
 
@@ -68,7 +68,7 @@ def test_the_folded_inference_model_equals_the_training_model(preset):
     model = with_batchnorm_statistics(build_model(cfg).double(), x.flip(-1))
     folded = fold_batchnorm(model)
     batchnorms = sum(isinstance(m, torch.nn.BatchNorm2d) for m in model.modules())
-    assert folded.folded_batchnorms == batchnorms > 0  # every BatchNorm of the network, none left
+    assert folded.folded_batchnorms == batchnorms > 0 and folded.left_batchnorms == ()  # every one, none left
     assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in folded.modules())
     with torch.no_grad():
         want = model(x)
@@ -79,6 +79,66 @@ def test_the_folded_inference_model_equals_the_training_model(preset):
     assert_outputs_close(want, got, 1e-9, relative=True)
     assert_outputs_close([[want[-1][0]]], [[finest]], 1e-9, relative=True)
     assert any(isinstance(m, torch.nn.BatchNorm2d) for m in model.modules())  # the training model untouched
+
+
+class ReluBetween(torch.nn.Module):
+    """conv -> ReLU -> BN under the names a folding by name would pair."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.bn = torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4)
+
+    def forward(self, x):
+        return self.bn(torch.relu(self.conv(x)))
+
+
+class OutputUsedTwice(torch.nn.Module):
+    """conv -> BN, plus the conv's own output added to the result: folding would change that second use."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.bn1 = torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4)
+
+    def forward(self, x):
+        y = self.conv1(x)
+        return self.bn1(y) + y
+
+
+class Untraceable(torch.nn.Module):
+    """conv -> BN behind a branch on the data, which torch.fx cannot trace."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.bn = torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4)
+
+    def forward(self, x):
+        return self.bn(self.conv(x)) if x.sum() > 0 else x
+
+
+@pytest.mark.parametrize("module, folded_count", [
+    (ReluBetween, 0), (OutputUsedTwice, 0), (Untraceable, 0),
+    (lambda: torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU()), 1),
+], ids=["conv-relu-bn", "conv-output-used-twice", "untraceable", "sequential-conv-bn"])  # fmt: skip
+def test_folding_follows_the_graph_not_the_names(module, folded_count):
+    """Only a BatchNorm that takes a convolution's output directly, and alone, is folded (whatever the attributes
+    are called); the others are left, and the copy computes what the model computes."""
+    torch.manual_seed(0)
+    x = torch.rand(2, 3, 12, 12, dtype=torch.float64)
+    model = with_batchnorm_statistics(module().double(), x.flip(-1))
+    folded = fold_batchnorm(model)
+    batchnorms = sum(isinstance(m, torch.nn.BatchNorm2d) for m in folded.modules())
+    assert folded.folded_batchnorms == folded_count and batchnorms == 1 - folded_count
+    assert len(folded.left_batchnorms) == 1 - folded_count
+    with torch.no_grad():
+        want = model(x)
+        torch.testing.assert_close(folded(x), want, rtol=0, atol=1e-9 * want.abs().max().item())
+
+
+def test_a_batchnorm_without_running_statistics_is_refused_clearly():
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4, track_running_stats=False))
+    with pytest.raises(FoldError, match=r"BatchNorm '1' has no running statistics .* eval.fold_batchnorm=false") as e:
+        fold_batchnorm(model)
+    assert e.value.key == "eval.fold_batchnorm"
 
 
 def test_the_folded_trained_model_equals_it_in_float32(trained_tiny_ckpt):

@@ -25,7 +25,8 @@ from config.schema import TrackConfig
 from config.skeleton import load_skeleton
 from data.synthetic import COCO_PERSON
 from data.synthetic_video import SyntheticVideo, Walker, crossing_video, random_video, walker_poses
-from evaluate.track import OneEuroFilter, PoseTracker
+from evaluate.oks import BodyTemplate, oks_matrix, person_area
+from evaluate.track import OneEuroFilter, PoseTracker, pair_similarity
 from tests.helpers import COCO
 
 
@@ -123,6 +124,113 @@ def test_any_skeleton_keeps_ids_through_a_crossing():
     assert_no_id_twice(tracked)
     metrics, ids = metrics_and_ids(truths, tracked, quadruped)
     assert len(ids[1]) == len(ids[2]) == 1 and ids[1] != ids[2] and metrics["switches"] == 0
+
+
+def test_a_person_who_matches_their_track_never_yields_it_to_a_newcomer():
+    """A and B stand close (their OKS over 0.3: each could continue the other's track); B is missed for one frame
+    while a newcomer C appears as close on A's other side. Matching as many pairs as possible would move A onto B's
+    track and give A's to C; similarity first, A keeps its id, B gets its own back, C gets a new one."""
+    pose = walker_poses(np.random.default_rng(0), COCO_PERSON)[0] * 120 + (200.0, 150.0)
+    offset = 17.0  # px: an OKS of about 0.4 between A and B (and between A and C)
+    a, b, c = (found_person(pose + (dx, 0.0), np.ones(17, bool)) for dx in (0.0, offset, -offset))
+    xy = np.stack([pose, pose + (offset, 0.0)])
+    found = np.ones((2, 17), bool)
+    area = person_area(xy, found, BodyTemplate.of(COCO))
+    similarity, allowed = pair_similarity(xy, found, area, xy, found, area, np.asarray(COCO.sigmas), TrackConfig())
+    assert allowed[0, 1] and similarity[0, 1] < 0.5  # A may continue B's track: the case is a real one
+    frames = [[a, b]] * 5 + [[a, c]] + [[a, b, c]] * 4
+    for cfg in (TrackConfig(), TrackConfig(smooth=True), TrackConfig(min_hits=1)):
+        tracker = PoseTracker(COCO, cfg)
+        ids = [[p.track_id for p in tracker.update(people, i / 30)] for i, people in enumerate(frames)]
+        first = cfg.min_hits - 1
+        assert all(frame[:2] == [1, 2] for frame in ids[first:5]), ids
+        assert ids[5][0] == 1 and all(frame[:2] == [1, 2] for frame in ids[6:]), ids  # A and B as before
+        newcomer = {frame[2] for frame in ids[6:] if len(frame) == 3} | ({ids[5][1]} if len(ids[5]) == 2 else set())
+        assert newcomer == {3}, ids  # C: one new id
+
+
+@pytest.mark.parametrize("part", ["face", "upper body", "left side", "whole body"])
+def test_people_seen_in_part_keep_one_id_as_whole_bodies_do(part):
+    """A person 200 px tall walking at 100 px/s, 60 frames at 30 fps, seen only by a part of the body (the face: 5
+    keypoints whose box is about 25 x 5 px), keypoints moved by 1 px of noise: one id over the 60 frames, reported
+    from the third (min_hits)."""
+    shown = np.isin(COCO.dataset_keypoints, tracking.PARTS[part]) if part != "whole body" else np.ones(17, bool)
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        walker = Walker(1, walker_poses(rng, COCO_PERSON), 200.0, (150.0, 200.0), (100.0, 0.0), gait_hz=1.0)
+        tracker = PoseTracker(COCO, TrackConfig())
+        ids = []
+        for i in range(60):
+            xy = walker.keypoints(i / 30) + rng.normal(0, 1.0, (17, 2))
+            ids += [p.track_id for p in tracker.update([found_person(xy, shown)], i / 30)]
+        assert ids == [1] * 58, (part, seed, ids)
+
+
+def test_person_area_is_a_whole_bodys_for_people_seen_in_part():
+    """A person's area from their face, upper body or one side is within a factor of 2 of their whole pose's box area
+    (the face's own box is 200 times smaller); a skeleton that is not a human body keeps the keypoint box."""
+    pose = walker_poses(np.random.default_rng(1), COCO_PERSON)[0] * 200 + (300.0, 300.0)
+    template = BodyTemplate.of(COCO)
+    whole = person_area(pose[None], np.ones((1, 17), bool), None)[0]
+    for part, names in tracking.PARTS.items():
+        shown = np.isin(COCO.dataset_keypoints, names)[None]
+        assert whole / 2 < person_area(pose[None], shown, template)[0] < 2 * whole, part
+    face = np.isin(COCO.dataset_keypoints, tracking.PARTS["face"])[None]
+    assert person_area(pose[None], face, None)[0] < whole / 50
+    assert BodyTemplate.of(load_skeleton("quadruped6")) is None
+    for name in ("crowdpose", "mpii", "aic", "halpe", "coco_wholebody"):
+        assert BodyTemplate.of(load_skeleton(name)) is not None, name
+    one = np.zeros((1, 17), bool)
+    one[0, 0] = True
+    assert person_area(pose[None], one, template)[0] == 0.0  # one keypoint: no size
+
+
+def test_oks_matrix_on_a_case_computed_by_hand():
+    """Two 3-keypoint poses: b is a with its second keypoint moved 3 px and its third not found."""
+    sigmas = np.array([0.1, 0.2, 0.05])
+    a = np.array([[[0.0, 0.0], [10.0, 0.0], [0.0, 10.0]]])
+    b = a.copy()
+    b[0, 1, 0] += 3.0
+    b[0, 2] = np.nan
+    a_found, b_found = np.ones((1, 3), bool), np.array([[True, True, False]])
+    e = math.exp(-9.0 / (2 * 100.0 * 0.4**2))  # area 100 px^2, (2 sigma)^2 = 0.16
+    oks, shared = oks_matrix(a, a_found, b, b_found, sigmas, np.array([[100.0]]))
+    assert shared.tolist() == [[2]] and oks[0, 0] == pytest.approx((1 + e) / 2)
+    oks, _ = oks_matrix(a, a_found, b, b_found, sigmas, 100.0, over="a")  # COCO's: the missing keypoint counts 0
+    assert oks[0, 0] == pytest.approx((1 + e) / 3)
+    truth = Truth(np.array([7]), a[0][None], a_found)
+    assert tracking.truth_oks(truth, [found_person(b[0], b_found[0])], sigmas)[0, 0] == pytest.approx((1 + e) / 3)
+    with pytest.raises(ValueError, match="over must be"):
+        oks_matrix(a, a_found, b, b_found, sigmas, 100.0, over="b")
+
+
+def test_one_euro_filter_takes_nan_points_as_not_found_and_refuses_bad_calls():
+    f = OneEuroFilter(3)
+    f(np.array([[0.0, 0.0], [5.0, 5.0], [9.0, 9.0]]), [True, True, True], 0.0)
+    before = [a.copy() for a in f.state]
+    out = f(np.array([[np.nan, 1.0], [6.0, 5.0], [np.inf, 9.0]]), [True, True, True], 1 / 30)
+    assert np.isnan(out[[0, 2]]).all() and np.isfinite(out[1]).all()  # not a number: not found, reported NaN
+    for now, then in zip(f.state, before):
+        np.testing.assert_array_equal(now[[0, 2]], then[[0, 2]])  # their state as it was
+    for i in range(2, 6):  # and nothing poisoned after
+        out = f(np.array([[1.0, 1.0], [6.0, 5.0], [9.0, 9.0]]), [True, True, True], i / 30)
+    assert np.isfinite(out).all()
+    state = [a.copy() for a in f.state]
+    points = np.zeros((3, 2))
+    for bad, message in [
+        (lambda: f(points, [True, True, True], math.nan), r"time nan s is not a finite number"),
+        (lambda: f(points, [True, True, True], math.inf), r"time inf s is not a finite number"),
+        (lambda: f(points, [True, True], 1.0), r"found \(3,\), got \(3, 2\) and \(2,\)"),
+        (lambda: f(points, [True], 1.0), r"found \(3,\), got \(3, 2\) and \(1,\)"),  # not broadcast
+        (lambda: f(points[:2], [True, True, True], 1.0), r"points must be \(3, 2\)"),
+        (lambda: f(points, [1.0, math.nan, 0.0], 1.0), r"found must be booleans"),
+        (lambda: f(points, [True, True, True], 5 / 30), r"time 0.1666.* s is not after a point's last sample"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            bad()
+        assert all(np.array_equal(a, b) for a, b in zip(f.state, state))  # a refused call changes nothing
+    with pytest.raises(ValueError, match="num_points must be a whole number >= 1"):
+        OneEuroFilter(0)
 
 
 def walking_figure(num_frames: int = 150, fps: float = 30.0) -> SyntheticVideo:
@@ -240,13 +348,16 @@ def test_identity_metrics_on_a_case_counted_by_hand():
     assert matched[0][3] == {0: 1, 1: 2}  # the false person matched nobody
 
 
-def test_tracking_bench_prints_its_three_tables(capsys):
-    assert tracking.main(["--videos", "1", "--frames", "30", "--timing-frames", "12", "track.min_hits=2"]) == 0
+def test_tracking_bench_prints_its_four_tables(capsys):
+    assert tracking.main(["--videos", "1", "--frames", "30", "--timing-frames", "12", "--crowd", "1",
+                          "--crowd-frames", "20", "track.min_hits=2"]) == 0  # fmt: skip
     out = capsys.readouterr().out
     assert "2 synthetic videos" in out and "min_hits=2" in out
     rows = re.findall(r"^ground truth \+ noise 2 px \| smoothing (off|on) \| (\d+) \| ([0-9.]+) \| ([0-9.]+) \|", out,
                       re.M)  # fmt: skip
     assert "people per frame" in out
     assert [r[0] for r in rows] == ["off", "on"] and all(0 < float(r[3]) <= 1 for r in rows)
-    timed = re.findall(r"^(\d+) \| ([0-9.]+) \(([0-9.]+)\) \| ([0-9.]+) \(([0-9.]+)\)$", out, re.M)
+    crowd = re.findall(r"^this \| (\d+|all) \| (\d+) \| (-?[0-9.]+) \| ([0-9.]+) \|", out, re.M)
+    assert [c[0] for c in crowd] == ["10", "20", "30", "all"] and all(0 < float(c[3]) <= 1 for c in crowd)
+    timed = re.findall(r"^this \| (\d+) \| ([0-9.]+) \(([0-9.]+)\) \| ([0-9.]+) \(([0-9.]+)\)$", out, re.M)
     assert [int(t[0]) for t in timed] == [1, 10, 50]
