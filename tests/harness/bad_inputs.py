@@ -1021,6 +1021,59 @@ def _demo_pattern_no_images(c: _Corpus, name: str) -> Case:
     return Case(name, "a demo --input pattern that matches no image", argv, "clean_error", [out], ("*.png",), d)
 
 
+# ---- results files of other tools (python -m evaluate.coco_eval --results FILE): checked before pycocotools
+
+
+def _results_case(c: _Corpus, name: str, what: str, expected: Outcome, edit: Callable[[list[dict]], object],
+                  names=()) -> Case:  # fmt: skip
+    """``--results`` of the sample's own people as results (the oracle's perfect file), edited by ``edit`` (which
+    returns the JSON value to write)."""
+    d = c.case_dir(name)
+    ann = d / "annotations.json"
+    ann.write_text(json.dumps(c.base))
+    results = [{"image_id": a["image_id"], "category_id": a["category_id"], "keypoints": a["keypoints"], "score": 1.0}
+               for a in c.base["annotations"] if a.get("num_keypoints", 0) > 0]  # fmt: skip
+    path = d / "their_results.json"
+    value = edit(results)
+    path.write_text(value if isinstance(value, str) else json.dumps(value))
+    argv = [sys.executable, "-m", "evaluate.coco_eval", "--results", str(path), "--annotations", str(ann)]
+    return Case(name, what, argv, expected, [], names, d)
+
+
+@_case
+def _results_control(c: _Corpus, name: str) -> Case:
+    return _results_case(c, name, "a results file of another tool (control)", "accepted", lambda r: r)
+
+
+@_case
+def _results_not_json(c: _Corpus, name: str) -> Case:
+    return _results_case(c, name, "a results file that is not JSON", "clean_error", lambda r: json.dumps(r)[:-40],
+                         names=("their_results.json", "not JSON"))  # fmt: skip
+
+
+@_case
+def _results_other_skeleton(c: _Corpus, name: str) -> Case:
+    def crowdpose_like(results):  # 14 keypoints per person, as CrowdPose's tools write them
+        return [{**r, "keypoints": r["keypoints"][: 3 * 14]} for r in results]
+
+    return _results_case(c, name, "results of another skeleton (14 keypoints against COCO's 17)", "clean_error",
+                         crowdpose_like, names=("entry 0", "'keypoints'", "--skeleton"))  # fmt: skip
+
+
+@_case
+def _results_unknown_images(c: _Corpus, name: str) -> Case:
+    return _results_case(c, name, "results of images the annotation file does not list", "clean_error",
+                         lambda r: [{**x, "image_id": x["image_id"] + 10**6} for x in r],
+                         names=("image ids", "annotation file"))  # fmt: skip
+
+
+@_case
+def _results_nan_score(c: _Corpus, name: str) -> Case:
+    return _results_case(c, name, "a result whose score is NaN", "clean_error",
+                         lambda r: json.dumps([{**r[0], "score": float("nan")}, *r[1:]]),
+                         names=("entry 0", "'score'"))  # fmt: skip
+
+
 CASE_NAMES: tuple[str, ...] = tuple(_BUILDERS)
 
 
