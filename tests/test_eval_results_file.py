@@ -134,3 +134,33 @@ def test_results_options_that_do_not_apply_are_refused(synthetic_sample_annotati
     # an empty list is a file of a tool that found no one: every AP 0
     stats, _ = coco_eval.score_results(path, synthetic_sample_annotations, load_config(None, []))
     assert stats["AP"] == 0.0
+
+
+def test_crowdpose_results_equal_xtcocotools(synthetic_crowdpose, tmp_path):
+    """xtcocotools (mmpose's CrowdPose evaluation; its wheels need NumPy 1, so this runs only where it imports):
+    the nine figures of a results file of imperfect people equal --results' own."""
+    try:
+        from xtcocotools.coco import COCO as XtCOCO
+        from xtcocotools.cocoeval import COCOeval
+    except (ImportError, ValueError) as e:
+        pytest.skip(f"xtcocotools cannot be imported: {e}")
+    import contextlib
+    import io
+
+    import numpy as np
+
+    from config.skeleton import load_skeleton
+
+    annotations = synthetic_crowdpose / "annotations" / "person_keypoints_train.json"
+    results = imperfect_results(json.loads(annotations.read_text()), seed=1)
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(results))
+    ours, _ = coco_eval.score_results(path, annotations, load_config(None, ["data.skeleton=crowdpose"]))
+    with contextlib.redirect_stdout(io.StringIO()):
+        gt = XtCOCO(str(annotations))
+        ev = COCOeval(gt, gt.loadRes(str(path)), "keypoints_crowd", np.array(load_skeleton("crowdpose").sigmas),
+                      use_area=False)  # fmt: skip
+        ev.evaluate()
+        ev.accumulate()
+        ev.summarize()
+    assert list(ours.values()) == pytest.approx([float(v) for v in ev.stats], abs=1e-9)
