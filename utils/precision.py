@@ -50,7 +50,7 @@ def probe_capabilities(device: torch.device) -> Capabilities:
         held_back = cpu_isa_limit()
         what = f"CPU with {' and '.join(found)}"
         if held_back:
-            return Capabilities(False, f"{what}, held back by {held_back} (bf16 emulated)")
+            return Capabilities(False, f"{what} held back by {held_back}")
         return Capabilities(True, what)
     return Capabilities(False, f"{device.type} device")
 
