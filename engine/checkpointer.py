@@ -1,5 +1,5 @@
 """What a run saves and restores: the weights, the optimiser, the loss scaler, the position and every rank's RNG
-states, as ``engine.checkpoint.Checkpoint`` files in ``train.out_dir`` (rank 0 writes; every rank takes part).
+states, as ``checkpoint.format.Checkpoint`` files in ``train.out_dir`` (rank 0 writes; every rank takes part).
 
     checkpointer = Checkpointer(cfg, skeleton, model, optimizer, scaler, rank, world_size)
     checkpointer.restore(progress, steps_per_epoch)      # train.resume: the agreed file, checked, into everything
@@ -20,7 +20,7 @@ from config.loader import config_from_dict, to_dict
 from config.schema import Config
 from config.skeleton import Skeleton
 from config.skeleton_check import check_compatible
-from engine.checkpoint import (
+from checkpoint.format import (
     Checkpoint,
     CheckpointError,
     TrainState,

@@ -34,7 +34,7 @@ import socket
 from pathlib import Path
 
 from config.schema import TrainConfig
-from engine.checkpoint import Checkpoint
+from checkpoint.format import Checkpoint
 from utils import distributed as du
 from utils.errors import UserError
 from utils.io import atomic_write_text, check_writable

@@ -22,7 +22,7 @@ from config.loader import save_config
 from config.schema import Config
 from config.skeleton import skeleton_of
 from data.dataset import SimplePoseDataset, images_to_float
-from engine.checkpoint import Checkpoint, remove_stale_temporaries
+from checkpoint.format import Checkpoint, remove_stale_temporaries
 from engine.checkpointer import Checkpointer
 from engine.compile import choose_compile, compile_forward_loss
 from engine.hooks import CheckpointHook, Hook, HookList, LoggingHook, ValidationHook, WatchdogHook

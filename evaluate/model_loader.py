@@ -17,7 +17,7 @@ from config.loader import ConfigError, config_from_dict, load_config, parse_over
 from config.schema import Config
 from config.skeleton import Skeleton, skeleton_of
 from config.skeleton_check import check_compatible
-from engine.checkpoint import Checkpoint, CheckpointError
+from checkpoint.format import Checkpoint, CheckpointError
 from models import build_model
 from models.weights import infer_model_config, model_section_overrides
 

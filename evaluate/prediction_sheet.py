@@ -20,7 +20,7 @@ import torch
 from config.schema import Config
 from config.skeleton import Skeleton
 from data.image_files import read_image
-from engine.checkpoint import Checkpoint
+from checkpoint.format import Checkpoint
 from evaluate.coco_eval import image_path, load_coco
 from evaluate.draw import FONT, MIN_FONT_SCALE, draw_detections, draw_people
 from evaluate.predictor import Person, PoseEstimator

@@ -4,7 +4,7 @@ from models import build_model, build_loss
 model = build_model(cfg)              # cfg: config.schema.Config; the skeleton: cfg.data.skeleton's, or pass one
 outputs = model(images)               # outputs[stack][scale]: (B, C, H/4/2^k, W/4/2^k), C = skeleton.num_channels
 total, breakdown = build_loss(cfg)(outputs, targets, masks)
-Checkpoint.load(path).load_into(model)  # weights: engine.checkpoint (any checkpoint form, the original's too)
+Checkpoint.load(path).load_into(model)  # weights: checkpoint.format (any checkpoint form, the original's too)
 """
 
 from models.loss import MultiTaskLoss, build_loss

@@ -10,7 +10,7 @@ explicit key mapping (docs/design.md#weights-of-the-original), e.g.
     posenet.outs.3.0.conv.bias                             -> heads.3.0.predict.bias
     posenet.merge_preds.1.4.conv.bn.weight                 -> merges.1.4.from_predictions.bn.weight
 
-Files are read by ``engine.checkpoint.Checkpoint`` (which recognises the original's form and renames it here);
+Files are read by ``checkpoint.format.Checkpoint`` (which recognises the original's form and renames it here);
 ``Checkpoint.load_into`` checks the skeleton, then calls ``load_state``. Fine-tuning across skeletons
 (``train.init_weights``) loads every tensor but the skeleton-dependent ones (``SKELETON_DEPENDENT``: the heads'
 last convolutions and the merges' first ones), which keep their fresh initialisation
@@ -120,7 +120,7 @@ def load_state(
     source: str = "simplepose",
     saved_model_config: Mapping[str, Any] | None = None,
 ) -> LoadReport:
-    """Load a state dict in our naming (``engine.checkpoint.Checkpoint.model``) into ``model`` (a PoseNet, possibly
+    """Load a state dict in our naming (``checkpoint.format.Checkpoint.model``) into ``model`` (a PoseNet, possibly
     wrapped by DDP or torch.compile). Checkpoints call this through ``Checkpoint.load_into``, after the skeleton check.
 
     With ``strict`` any missing, unexpected or shape-mismatched key raises UserError (naming ``where``) listing them

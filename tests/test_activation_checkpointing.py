@@ -10,7 +10,7 @@ import models.posenet as posenet
 from config.loader import load_config, to_dict
 from config.schema import Config
 from data.dataset import SimplePoseDataset, collate, images_to_float
-from engine.checkpoint import Checkpoint, CheckpointError
+from checkpoint.format import Checkpoint, CheckpointError
 from engine.checkpointer import check_same_model
 from engine.trainer import Trainer
 from evaluate.model_loader import load_model

@@ -21,7 +21,7 @@ import engine.compile as ec
 import engine.trainer as trainer_module
 from config.loader import load_config
 from config.skeleton import skeleton_of
-from engine.checkpoint import Checkpoint
+from checkpoint.format import Checkpoint
 from engine.trainer import Trainer
 from models import MultiTaskLoss, build_model
 from tests.helpers import tiny_cfg

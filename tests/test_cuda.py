@@ -36,7 +36,7 @@ import engine.trainer
 from config.loader import config_from_args
 from data.coco_to_hdf5 import Source, convert
 from data.synthetic import generate
-from engine.checkpoint import Checkpoint
+from checkpoint.format import Checkpoint
 from engine.logger import read_metrics
 from engine.run import QUICKSTART_PRESET, parse_args
 from engine.trainer import Trainer

@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch import nn
 
-from engine.checkpoint import Checkpoint
+from checkpoint.format import Checkpoint
 from engine.launch import DataParallelBalanced, ModelWithLoss, sync_batchnorm
 from tests.helpers import COCO, subprocess_env, tiny_cfg, tiny_run_args, torchrun_command
 from utils.paths import REPO_ROOT

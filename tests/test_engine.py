@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from engine.checkpoint import Checkpoint, CheckpointError
+from checkpoint.format import Checkpoint, CheckpointError
 from engine.trainer import Trainer
 from models.weights import WeightsMismatch, unwrap
 from tests.harness.faulty_trainer import with_faults

@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from engine.checkpoint import Checkpoint
+from checkpoint.format import Checkpoint
 from engine.loader_errors import OutOfMemory
 from engine.trainer import Trainer
 from models.weights import unwrap

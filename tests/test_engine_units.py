@@ -10,7 +10,7 @@ import torch
 
 from config.loader import load_config
 from config.skeleton import load_skeleton
-from engine.checkpoint import Checkpoint, CheckpointError, TrainState, rng_state, set_rng_state
+from checkpoint.format import Checkpoint, CheckpointError, TrainState, rng_state, set_rng_state
 from engine.logger import MetricsLogger, read_metrics
 from engine.progress import Progress
 from engine.sampler import EpochSampler
@@ -150,7 +150,7 @@ real_replace = os.replace
 def die(src, dst):
     os._exit(9)  # the process dies right before the rename
 uio.os.replace = die
-from engine.checkpoint import Checkpoint
+from checkpoint.format import Checkpoint
 Checkpoint({{"w": torch.ones(4)}}, config={{"run": 2}}).save({str(tmp_path / "last.pt")!r})
 """
     r = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True)

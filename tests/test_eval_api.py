@@ -15,7 +15,7 @@ from PIL import Image
 
 from config.loader import ConfigError
 from data.image_files import ImageFileError, read_image
-from engine.checkpoint import CheckpointError
+from checkpoint.format import CheckpointError
 from evaluate import Person, PoseEstimator, coco_eval, coco_results_json
 from evaluate.coco_eval import load_coco
 from evaluate.image_input import as_bgr

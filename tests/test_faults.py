@@ -19,7 +19,7 @@ import pytest
 from torch.utils.data import Dataset
 
 import train
-from engine.checkpoint import Checkpoint
+from checkpoint.format import Checkpoint
 from engine.loader_errors import LoaderError, worker_error_message
 from engine.trainer import Trainer
 from tests.harness.faults import temporaries, write_fault

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from data.coco_to_hdf5 import Source, convert
-from engine.checkpoint import Checkpoint
+from checkpoint.format import Checkpoint
 from engine.logger import read_metrics
 from engine.trainer import Trainer
 from evaluate import coco_eval

@@ -9,9 +9,9 @@ import torch
 
 from config.loader import config_from_dict
 from config.schema import ModelConfig
-from engine.checkpoint import Checkpoint, CheckpointError
+from checkpoint.format import Checkpoint, CheckpointError
 from models import PoseNet, build_model
-from models.convert_original import main as convert_main
+from checkpoint.original import main as convert_main
 from models.summary import meta_model
 from models.weights import WeightsMismatch, original_to_ours
 from tests.helpers import COCO

@@ -12,7 +12,7 @@ import torch
 
 from data import coco_to_hdf5
 from evaluate import coco_eval, export_onnx
-from models import convert_original
+from checkpoint import original as convert_original
 from tests.test_model_weights import tiny_original
 from utils.paths import COCO_SAMPLE_ANNOTATIONS
 

@@ -84,7 +84,7 @@ def test_the_fp16_and_loss_scaling_path_of_gpus_runs_on_the_cpu(synthetic_h5_64,
     gradients while the scale settles are the scaler's business (skipped silently, scale lowered), a non-finite
     loss is skipped and counted, steps apply once the scale fits, and the scaler's state is checkpointed."""
     import engine.trainer as et
-    from engine.checkpoint import Checkpoint
+    from checkpoint.format import Checkpoint
     from tests.harness.faulty_trainer import with_faults
 
     fp16 = up.Precision(torch.float16, True, "forced for the test")

@@ -13,7 +13,7 @@ import pytest
 import train
 import train_distributed
 import train_parallel
-from engine.checkpoint import Checkpoint
+from checkpoint.format import Checkpoint
 from engine.run import restart_overrides
 from engine.run_folder import (
     LAUNCH_FILE,

@@ -14,7 +14,7 @@ import torch
 
 from data.coco_to_hdf5 import Source, convert
 from data.h5_format import check_layout
-from models import convert_original
+from checkpoint import original as convert_original
 from tests.harness.bad_inputs import (
     PAYLOAD_MARKER,
     SECURITY_CASES,

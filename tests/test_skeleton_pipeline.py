@@ -17,7 +17,7 @@ from config.skeleton import Skeleton, load_skeleton
 from config.skeleton_check import SkeletonMismatch
 from data.coco_to_hdf5 import Source, convert
 from data.dataset import SimplePoseDataset
-from engine.checkpoint import Checkpoint
+from checkpoint.format import Checkpoint
 from engine.trainer import Trainer
 from evaluate import coco_eval
 from evaluate.coco_eval import evaluate_oracle

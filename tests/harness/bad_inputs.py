@@ -28,7 +28,7 @@ from config.loader import load_config, to_dict
 from config.skeleton import load_skeleton
 from data.coco_annotations import main_person_indices
 from data.coco_to_hdf5 import Source, convert
-from engine.checkpoint import Checkpoint, TrainState, rng_state
+from checkpoint.format import Checkpoint, TrainState, rng_state
 from engine.optim import build_optimizer
 from engine.progress import Progress
 from models import build_model

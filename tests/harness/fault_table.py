@@ -12,7 +12,7 @@ data.coco_to_hdf5):
   drawn between 5% and 85% of an uninterrupted run's wall time (the shortest seen); a run that ends first on a
   loaded machine is run once more with a new moment. The run writes ``last.pt``
   every step and ``best.pt`` after each validation, so many kills land near a write. After each kill every
-  ``last.pt``/``best.pt`` must load with engine.checkpoint.Checkpoint.load, then ``train.resume=auto`` must finish
+  ``last.pt``/``best.pt`` must load with checkpoint.format.Checkpoint.load, then ``train.resume=auto`` must finish
   the run, leave no temporary file, and end with the same weights and optimizer state, bit for bit, as an
   uninterrupted reference run. Why bit-identical: a checkpoint holds every RNG state and the position in the
   epoch, the sample order depends only on (seed, epoch) and each sample's augmentation only on (seed, epoch,

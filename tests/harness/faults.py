@@ -28,7 +28,7 @@ import train
 import utils.io
 from data.coco_to_hdf5 import Source, convert
 from data.synthetic import generate
-from engine.checkpoint import Checkpoint
+from checkpoint.format import Checkpoint
 from tests.harness.cases import CaseResult
 from tests.helpers import subprocess_env, tiny_run_args, torchrun_command
 from utils.errors import UserError
