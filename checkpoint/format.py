@@ -4,9 +4,11 @@
     ckpt.load_into(model)                              # the skeleton check, then a strict load
     Checkpoint(model=state, config=to_dict(cfg), skeleton=skeleton, train_state=...).save(path)   # atomically
 
-Every reader and writer of a checkpoint goes through this type (the trainer's checkpoints and resume,
-``train.init_weights``, evaluation and ONNX export through ``evaluate.model_loader``, the converter of the original's
-weights), so the keys of the file are written and read here only. A file is a dict of tensors and plain Python
+Every reader and writer of a checkpoint goes through this type (the trainer's checkpoints and resume through
+``engine.checkpointer``, ``train.init_weights``, evaluation and ONNX export through ``evaluate.model_loader``, the
+converter of the original's weights), so the keys of the file are written and read here only. The saved config is
+parsed once, here, into a typed ``Config``; the training state is opaque to this module (a dict that
+``engine.checkpointer.TrainState`` reads and writes). A file is a dict of tensors and plain Python
 values, loaded with ``torch.load(weights_only=True)``: a checkpoint never runs code.
 
 Format 2 (written now):
@@ -27,20 +29,15 @@ config), unversioned dicts of ours ({"model", "config", "epoch"}, the converter'
 "source"}), the original's ({"weights": ...}, names converted) and bare state dicts. A checkpoint written before
 checkpoints carried their skeleton was trained for COCO's (``trained_skeleton``).
 
-This module sits in engine/ but is a leaf: it imports nothing from the training loop, so the evaluator and the
-converter use it as they use a config type.
+It stands below both training and evaluation (tests/test_import_layers.py): it imports config and models only.
 """
 
 from __future__ import annotations
 
-import functools
 import io
 import logging
-import math
 import pickle
-import random
 import re
-import subprocess
 import warnings
 import zipfile
 from collections.abc import Mapping
@@ -48,13 +45,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from torch import nn
 
+from config.loader import ConfigError, config_from_dict, to_dict
+from config.schema import Config
 from config.skeleton import Skeleton, load_skeleton
 from config.skeleton_check import KeypointSet, check_compatible, difference
-from engine.progress import Progress
 from models.weights import (
     ORIGINAL_PREFIX,
     SKELETON_DEPENDENT,
@@ -80,78 +77,56 @@ class CheckpointError(UserError):
     without what the caller needs. ``file``: the file; ``key``: the entry at fault, if one is."""
 
 
-@dataclass
-class TrainState:
-    """What a run needs beyond the weights to continue exactly where it stopped."""
-
-    optimizer: dict[str, Any]
-    progress: Progress
-    world_size: int = 1
-    rng: list[dict[str, Any]] = field(default_factory=list)  # rng_state() of every rank, by rank
-    scaler: dict[str, Any] = field(default_factory=dict)  # GradScaler state; {} without loss scaling
-    ranks_in_sync: bool = True
-
-    def to_dict(self) -> dict[str, Any]:
-        p = self.progress
-        return {"optimizer": self.optimizer, "scaler": self.scaler, "epoch": p.epoch, "step": p.step,
-                "global_step": p.global_step, "best_metric": p.best_metric, "counters": dict(p.counters),
-                "world_size": self.world_size, "rng": list(self.rng), "ranks_in_sync": self.ranks_in_sync}  # fmt: skip
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any], file: str) -> TrainState:
-        """The training state of a format-2 ``train_state`` entry or of a format-1 (flat) checkpoint."""
-        rng = d.get("rng", [])
-        progress = Progress(
-            epoch=int(_entry(d, "epoch", file)),
-            step=int(_entry(d, "step", file)),
-            global_step=int(_entry(d, "global_step", file)),
-            best_metric=float(d.get("best_metric", -math.inf)),
-            counters={"skipped_nonfinite": 0, **dict(d.get("counters") or {})},
-        )
-        return cls(
-            optimizer=dict(_entry(d, "optimizer", file)),
-            progress=progress,
-            world_size=int(d.get("world_size", 1)),
-            rng=list(rng) if isinstance(rng, (list, tuple)) else [rng],
-            scaler=dict(d.get("scaler") or {}),
-            ranks_in_sync=bool(d.get("ranks_in_sync", True)),
-        )
+# The entries of a format-1 (flat) file that are not its training state.
+_FLAT_ENTRIES = ("format_version", "model", "config", "skeleton", "version", "source")
+LOAD_FIX = ("build the model for the checkpoint's skeleton (data.skeleton=NAME or FILE), or rebuild it from the "
+            "checkpoint alone with evaluate.model_loader.load_model")  # fmt: skip
 
 
 @dataclass
 class Checkpoint:
     """Weights in our naming, what they were trained with, and (to resume) the training state.
 
+    ``config``: the run's whole config, typed (None when the file holds none, or only part of one as early files
+    did); ``model_settings``: the model section as saved (it tells how to rebuild the network even where the whole
+    config is partial or no longer valid); ``config_problem``: why a saved whole config could not be read ("" if it
+    could), raised by the callers that need it. ``train_state``: opaque here (``engine.checkpointer.TrainState``).
     ``file`` and ``stored_as`` say where and in which form a loaded checkpoint was found ("simplepose", "original",
     "state_dict"); they are not saved."""
 
     model: dict[str, torch.Tensor]
-    config: dict[str, Any] | None = None
+    config: Config | None = None
     skeleton: Skeleton | None = None
-    train_state: TrainState | None = None
+    train_state: dict[str, Any] | None = None
     code_version: str = ""
     origin: str = ""
+    model_settings: dict[str, Any] | None = None
+    config_problem: str = field(default="", compare=False)
     file: str = field(default="", compare=False)
     stored_as: str = field(default="simplepose", compare=False)
+
+    def __post_init__(self) -> None:
+        if self.model_settings is None and self.config is not None:
+            self.model_settings = to_dict(self.config.model)
 
     # ------------------------------------------------------------------ the file form
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"format_version": CHECKPOINT_FORMAT_VERSION, "model": self.model,
                                "code_version": self.code_version}  # fmt: skip
         if self.config is not None:
-            out["config"] = self.config
+            out["config"] = to_dict(self.config)
         if self.skeleton is not None:
             out["skeleton"] = self.skeleton.to_dict()
         if self.origin:
             out["origin"] = self.origin
         if self.train_state is not None:
-            out["train_state"] = self.train_state.to_dict()
+            out["train_state"] = self.train_state
         return out
 
     @classmethod
     def from_dict(cls, obj: Any, file: str = "the given checkpoint") -> Checkpoint:
         """Recognise every form this code reads (see the module docstring); CheckpointError naming ``file`` when
-        ``obj`` is none of them. The weights are renamed to ours once, here."""
+        ``obj`` is none of them. The weights are renamed to ours once, here; the saved config is parsed once, here."""
         if not isinstance(obj, Mapping):
             raise CheckpointError(f"{file} holds a {type(obj).__name__}, not a checkpoint dict or a state dict",
                                   file=file)  # fmt: skip
@@ -186,15 +161,20 @@ class Checkpoint:
             train = obj.get("train_state")
             code, origin = obj.get("code_version", ""), obj.get("origin", "")
         else:  # format 1 and unversioned: flat; 'version' was the code's commit (an int in the converter's files)
-            train = obj if "optimizer" in obj else None
+            train = {k: v for k, v in obj.items() if k not in _FLAT_ENTRIES} if "optimizer" in obj else None
             code, origin = obj.get("version", ""), obj.get("source", "")
+        saved = obj.get("config") if isinstance(obj.get("config"), Mapping) else None
+        config, problem = _saved_config(saved)
+        section = saved.get("model") if saved is not None else None
         return cls(
             model=state,
-            config=dict(obj["config"]) if isinstance(obj.get("config"), Mapping) else None,
+            config=config,
             skeleton=Skeleton.from_dict(skeleton, f"saved in {file}") if isinstance(skeleton, Mapping) else None,
-            train_state=TrainState.from_dict(train, file) if isinstance(train, Mapping) else None,
+            train_state=dict(train) if isinstance(train, Mapping) else None,
             code_version=code if isinstance(code, str) else "",
             origin=origin if isinstance(origin, str) else "",
+            model_settings=dict(section) if isinstance(section, Mapping) else None,
+            config_problem=problem,
             file=file,
         )
 
@@ -211,34 +191,30 @@ class Checkpoint:
         return cls.from_dict(_read(Path(path)), str(path))
 
     # ------------------------------------------------------------------ what it holds
-    @property
-    def progress(self) -> Progress | None:
-        """The position it resumes at (None for weights only)."""
-        return self.train_state.progress if self.train_state is not None else None
+    def run_config(self) -> Config | None:
+        """The run's whole config (None when the file holds none or only part of one); CheckpointError naming the
+        file when the saved config is invalid (e.g. written by a newer version with keys this code lacks)."""
+        if self.config_problem:
+            raise CheckpointError(f"the config saved in {self.file} is invalid ({self.config_problem}); give one "
+                                  f"with --config FILE", file=self.file, key="config")  # fmt: skip
+        return self.config
 
-    @property
-    def output_channels(self) -> int | None:
-        """Channels the network's heads predict (the skeleton's limbs + keypoints + 2), if the weights tell."""
-        return predicted_channels(self.model)
-
-    def trained_skeleton(self) -> KeypointSet:
-        """The skeleton it was trained for: the one it carries, else COCO's (every checkpoint written before
-        checkpoints carried one, the original's weights)."""
+    def keypoints(self) -> KeypointSet:
+        """The keypoints the weights were trained for: the skeleton the file carries; else COCO's for our files
+        written before checkpoints carried one and for the original's weights; else (a bare state dict, which tells
+        nothing more) the heads' channel count (limbs + keypoints + 2)."""
         if self.skeleton is not None:
             return KeypointSet.of(self.skeleton)
+        if self.stored_as == "state_dict":
+            return KeypointSet(num_channels=predicted_channels(self.model))
         return KeypointSet.of(load_skeleton("coco"), assumed=NO_SKELETON)
 
-    def keypoint_set(self) -> KeypointSet:
-        """What the checkpoint itself tells about its keypoints: its skeleton, else its heads' channel count."""
-        return KeypointSet.of(self.skeleton) if self.skeleton is not None else KeypointSet(
-            num_channels=self.output_channels)  # fmt: skip
-
     def describe(self) -> str:
-        """For log lines: the file, its form, the position (when it has one), the code version or origin."""
+        """For log lines: the file, its form, whether it holds a training state, the code version or origin."""
         parts = [self.file or "checkpoint", {"original": "the original's weights", "state_dict": "a bare state dict"}
                  .get(self.stored_as, "SimplePose weights")]  # fmt: skip
         if self.train_state is not None:
-            parts.append(self.train_state.progress.where())
+            parts.append("with a training state")
         if self.origin:
             parts.append(f"from {self.origin}")
         if self.code_version:
@@ -246,36 +222,38 @@ class Checkpoint:
         return ", ".join(parts)
 
     # ------------------------------------------------------------------ into a network
-    def load_into(self, model: nn.Module, strict: bool = True, other_skeleton: bool = False) -> LoadReport:
-        """Load the weights into ``model`` (a PoseNet, possibly wrapped by DDP or torch.compile).
+    def load_into(self, model: nn.Module, strict: bool = True, other_skeleton: bool = False, *,
+                  expected_by: str = "the model", fix: str = LOAD_FIX) -> LoadReport:  # fmt: skip
+        """Load the weights into ``model`` (a PoseNet, possibly wrapped by DDP or torch.compile): the one skeleton
+        check of a load, then the weights.
 
-        The checkpoint's skeleton must fit the model's (``config.skeleton_check``) unless ``other_skeleton``: then a
-        checkpoint of another skeleton (COCO's when it carries none) loads every tensor but the skeleton-dependent
-        ones (``models.weights.SKELETON_DEPENDENT``), which keep the model's initialisation
-        (``report.reinitialised``). ``strict``: any other missing, unexpected or mismatched key is an error naming
-        them and the config that fits (``models.weights.load_state``)."""
+        The checkpoint's keypoints (``keypoints``) must fit the model's skeleton (``config.skeleton_check``; a
+        refusal says ``expected_by`` and ``fix``) unless ``other_skeleton``: then a checkpoint of another skeleton
+        loads every tensor but the skeleton-dependent ones (``models.weights.SKELETON_DEPENDENT``), which keep the
+        model's initialisation (``report.reinitialised``). ``strict``: any other missing, unexpected or mismatched
+        key is an error naming them and the config that fits (``models.weights.load_state``)."""
         skeleton = getattr(unwrap(model), "skeleton", None)
         where = self.file or "the given checkpoint"
         reinitialise = None
         if skeleton is not None and other_skeleton:
-            if difference(skeleton, self.trained_skeleton(), "layout") is not None:
+            if difference(skeleton, self.keypoints(), "layout") is not None:
                 reinitialise = SKELETON_DEPENDENT
         elif skeleton is not None:
-            check_compatible(
-                skeleton, self.keypoint_set(), where=f"checkpoint {where}", need="layout", expected_by="the model",
-                fix="build the model for the checkpoint's skeleton (data.skeleton=NAME or FILE), or rebuild it from "
-                "the checkpoint alone with evaluate.model_loader.load_model", file=self.file or None,
-            )  # fmt: skip
-        saved_model = self.config.get("model") if self.config else None
+            check_compatible(skeleton, self.keypoints(), where=f"checkpoint {where}", need="layout",
+                             expected_by=expected_by, fix=fix, file=self.file or None)  # fmt: skip
         return load_state(model, self.model, where, strict=strict, reinitialise=reinitialise, source=self.stored_as,
-                          saved_model_config=saved_model if isinstance(saved_model, Mapping) else None)  # fmt: skip
+                          saved_model_config=self.model_settings)  # fmt: skip
 
 
-def _entry(d: Mapping[str, Any], key: str, file: str) -> Any:
-    if key not in d:
-        raise CheckpointError(f"{file} lacks the training entry {key!r}: it is damaged, or weights only (start from "
-                              f"it with train.init_weights={file})", file=file, key=key)  # fmt: skip
-    return d[key]
+def _saved_config(saved: Mapping[str, Any] | None) -> tuple[Config | None, str]:
+    """(the typed config, "") of a saved whole config; (None, why) when it does not parse; (None, "") without one or
+    for the partial configs of early files (a model section alone, no ``eval``), which only tell the model."""
+    if saved is None or "eval" not in saved:
+        return None, ""
+    try:
+        return config_from_dict(dict(saved)), ""
+    except ConfigError as e:
+        return None, str(e)
 
 
 def _read(path: Path) -> Any:
@@ -386,66 +364,3 @@ def _plain_detail(e: Exception) -> str:
     if not text or "weights_only" in text or "weights only" in text.lower():
         return ""
     return text.splitlines()[0].split(". ")[0].rstrip(".")
-
-
-# ---------------------------------------------------------------------------------------------- process state
-@functools.cache
-def code_version() -> str:
-    """The git commit of the code (with ``-dirty`` when modified), or ``unknown``; asked once per process (two
-    git commands at every checkpoint cost more than the write of a small model)."""
-    root = Path(__file__).resolve().parents[1]
-    try:
-        sha = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5
-        ).stdout.strip()
-        status = ["git", "status", "--porcelain", "--untracked-files=no"]
-        dirty = subprocess.run(status, cwd=root, capture_output=True, text=True, timeout=5).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return (sha + ("-dirty" if dirty else "")) if sha else "unknown"
-
-
-def rng_state() -> dict[str, Any]:
-    """Every global RNG state, as tensors and plain values (loadable with weights_only=True)."""
-    np_state = np.random.get_state()
-    state: dict[str, Any] = {
-        "torch": torch.get_rng_state(),
-        "numpy": (np_state[0], torch.from_numpy(np_state[1].astype(np.int64)), *np_state[2:]),
-        "python": random.getstate(),
-    }
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
-    return state
-
-
-def set_rng_state(state: dict[str, Any]) -> None:
-    torch.set_rng_state(state["torch"])
-    kind, key, *rest = state["numpy"]
-    np.random.set_state((kind, key.numpy().astype(np.uint32), *rest))
-    py = state["python"]
-    random.setstate((py[0], tuple(py[1]), py[2]))
-    if "cuda" in state and torch.cuda.is_available() and len(state["cuda"]) == torch.cuda.device_count():
-        torch.cuda.set_rng_state_all(state["cuda"])
-
-
-def remove_stale_temporaries(out_dir: str | Path) -> list[Path]:
-    """Delete the temporary files of checkpoint writes that never finished (their process was killed before the
-    rename; the checkpoint itself is then the previous, complete file). Returns the removed paths."""
-    stale = list(Path(out_dir).glob(".*.pt.*.tmp")) if Path(out_dir).is_dir() else []
-    for p in stale:
-        p.unlink(missing_ok=True)
-    return stale
-
-
-def resolve_resume(resume: str, out_dir: str | Path) -> Path | None:
-    """``""`` -> None; ``auto`` -> out_dir/last.pt if it exists; otherwise the given path (must exist)."""
-    if not resume:
-        return None
-    if resume == "auto":
-        last = Path(out_dir) / "last.pt"
-        return last if last.is_file() else None
-    p = Path(resume)
-    if not p.exists():
-        raise CheckpointError(f"train.resume={resume}: no such checkpoint (use train.resume=auto to resume if "
-                              "possible)", file=p, key="train.resume")  # fmt: skip
-    return p

@@ -14,12 +14,13 @@ from pathlib import Path
 
 import torch
 
-from config.loader import to_dict, with_overrides
+from checkpoint.format import Checkpoint, CheckpointError
+from config.loader import with_overrides
 from config.schema import Config
 from config.skeleton import load_skeleton
-from checkpoint.format import Checkpoint, CheckpointError, code_version
 from models.posenet import PoseNet
 from models.weights import infer_model_config, model_section_overrides
+from utils.code_version import code_version
 from utils.errors import cli_main
 from utils.io import refuse_to_overwrite
 
@@ -34,7 +35,7 @@ def convert(weights_path: str | Path) -> tuple[Checkpoint, Config]:
     cfg = with_overrides(cfg, model_section_overrides(cfg, infer_model_config(original.model)), str(weights_path))
     state = {k: v.float() if v.is_floating_point() else v for k, v in original.model.items()}
     skeleton = load_skeleton("coco")  # the original was trained on COCO's keypoints, in this channel order
-    converted = Checkpoint(state, config=to_dict(cfg), skeleton=skeleton, code_version=code_version(),
+    converted = Checkpoint(state, config=cfg, skeleton=skeleton, code_version=code_version(),
                            origin=f"original:{Path(weights_path).name}")  # fmt: skip
     with torch.device("meta"):
         model = PoseNet(cfg.model, skeleton)

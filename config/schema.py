@@ -309,8 +309,3 @@ class Config:
     dist: DistConfig = field(default_factory=DistConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     track: TrackConfig = field(default_factory=TrackConfig)
-
-    @property
-    def output_size(self) -> int:
-        """Side of the finest output grid, cells."""
-        return self.data.input_size // OUTPUT_STRIDE

@@ -117,12 +117,6 @@ class Skeleton:
         """Internal index of keypoint ``name``."""
         return self.keypoints.index(name)
 
-    def channel_names(self) -> list[str]:
-        """Human-readable name of each channel, e.g. ``limb:neck-nose``, ``keypoint:nose``."""
-        names = [f"limb:{self.keypoints[a]}-{self.keypoints[b]}" for a, b in self.limbs]
-        names += [f"keypoint:{n}" for n in self.keypoints]
-        return names + ["person_mask", "max_keypoint"]
-
     def reference(self) -> str:
         """The ``data.skeleton`` / ``--skeleton`` value that loads this skeleton: its name for
         config/skeletons/NAME.yaml, else the file it was read from (its name when it came from elsewhere)."""
@@ -141,11 +135,6 @@ class Skeleton:
     def dataset_to_internal(self) -> tuple[int, ...]:
         """Internal index of each dataset keypoint."""
         return tuple(self.keypoints.index(n) for n in self.dataset_keypoints)
-
-    @cached_property
-    def internal_to_dataset(self) -> tuple[int, ...]:
-        """Dataset index of each internal keypoint, -1 for a derived one."""
-        return tuple(self.dataset_keypoints.index(n) if n in self.dataset_keypoints else -1 for n in self.keypoints)
 
     @cached_property
     def keypoint_flip(self) -> tuple[int, ...]:
@@ -171,11 +160,6 @@ class Skeleton:
         start = self.keypoint_start
         return (*self.limb_flip, *(start + j for j in self.keypoint_flip),
                 self.person_mask_channel, self.max_keypoint_channel)  # fmt: skip
-
-    @cached_property
-    def left_right_pairs(self) -> tuple[tuple[int, int], ...]:
-        """The flip pairs as internal (first, second) indices."""
-        return tuple((self.keypoints.index(a), self.keypoints.index(b)) for a, b in self.flip_pairs)
 
     @cached_property
     def limb_ends(self) -> tuple[np.ndarray, np.ndarray]:

@@ -4,40 +4,92 @@ states, as ``checkpoint.format.Checkpoint`` files in ``train.out_dir`` (rank 0 w
     checkpointer = Checkpointer(cfg, skeleton, model, optimizer, scaler, rank, world_size)
     checkpointer.restore(progress, steps_per_epoch)      # train.resume: the agreed file, checked, into everything
     checkpointer.save("last.pt", progress)               # a collective
+
+The file format is ``checkpoint.format``'s, which holds the training state as an opaque dict; this module owns what
+only a training process needs: that state's schema (``TrainState``), the RNG states, the code version written with
+it, which file ``train.resume`` means, and the temporary files of interrupted writes.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import math
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
-from config.loader import config_from_dict, to_dict
+from checkpoint.format import Checkpoint, CheckpointError
+from config.loader import to_dict
 from config.schema import Config
 from config.skeleton import Skeleton
-from config.skeleton_check import check_compatible
-from checkpoint.format import (
-    Checkpoint,
-    CheckpointError,
-    TrainState,
-    code_version,
-    resolve_resume,
-    rng_state,
-    set_rng_state,
-)
 from engine.progress import Progress
 from models.posenet import WEIGHT_NEUTRAL_SETTINGS
 from models.weights import unwrap
 from utils import distributed as du
+from utils.code_version import code_version
 from utils.errors import UserError
 from utils.io import WriteError
 from utils.watchdog import beat
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainState:
+    """What a run needs beyond the weights to continue exactly where it stopped: the ``train_state`` entry of a
+    checkpoint (``checkpoint.format`` keeps it as a dict; its keys are written and read here only)."""
+
+    optimizer: dict[str, Any]
+    progress: Progress
+    world_size: int = 1
+    rng: list[dict[str, Any]] = field(default_factory=list)  # rng_state() of every rank, by rank
+    scaler: dict[str, Any] = field(default_factory=dict)  # GradScaler state; {} without loss scaling
+    ranks_in_sync: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        p = self.progress
+        return {"optimizer": self.optimizer, "scaler": self.scaler, "epoch": p.epoch, "step": p.step,
+                "global_step": p.global_step, "best_metric": p.best_metric, "counters": dict(p.counters),
+                "world_size": self.world_size, "rng": list(self.rng), "ranks_in_sync": self.ranks_in_sync}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any], file: str) -> TrainState:
+        """The training state of a format-2 ``train_state`` entry or of a format-1 (flat) checkpoint."""
+        rng = d.get("rng", [])
+        progress = Progress(
+            epoch=int(_entry(d, "epoch", file)),
+            step=int(_entry(d, "step", file)),
+            global_step=int(_entry(d, "global_step", file)),
+            best_metric=float(d.get("best_metric", -math.inf)),
+            counters={"skipped_nonfinite": 0, **dict(d.get("counters") or {})},
+        )
+        return cls(
+            optimizer=dict(_entry(d, "optimizer", file)),
+            progress=progress,
+            world_size=int(d.get("world_size", 1)),
+            rng=list(rng) if isinstance(rng, (list, tuple)) else [rng],
+            scaler=dict(d.get("scaler") or {}),
+            ranks_in_sync=bool(d.get("ranks_in_sync", True)),
+        )
+
+    @classmethod
+    def of(cls, ckpt: Checkpoint) -> TrainState | None:
+        """The training state ``ckpt`` holds (None: weights only); CheckpointError when an entry is missing."""
+        return cls.from_dict(ckpt.train_state, ckpt.file) if ckpt.train_state is not None else None
+
+
+def _entry(d: Mapping[str, Any], key: str, file: str) -> Any:
+    if key not in d:
+        raise CheckpointError(f"{file} lacks the training entry {key!r}: it is damaged, or weights only (start from "
+                              f"it with train.init_weights={file})", file=file, key=key)  # fmt: skip
+    return d[key]
 
 
 class Checkpointer:
@@ -66,7 +118,7 @@ class Checkpointer:
                             self.world_size, progress.global_step)  # fmt: skip
             state = TrainState(self.optimizer.state_dict(), dataclasses.replace(progress), self.world_size, rngs,
                                self.scaler.state_dict() if self.scaler.is_enabled() else {}, in_sync)  # fmt: skip
-            ckpt = Checkpoint(unwrap(self.model).state_dict(), to_dict(self.cfg), self.skeleton, state, code_version())
+            ckpt = Checkpoint(unwrap(self.model).state_dict(), self.cfg, self.skeleton, state.to_dict(), code_version())
             try:
                 ckpt.save(self.out_dir / name)
             except WriteError as e:
@@ -91,14 +143,12 @@ class Checkpointer:
             return None
         ckpt = Checkpoint.load(path)
         check_same_model(ckpt, self.cfg)
-        check_compatible(self.skeleton, ckpt.trained_skeleton(), where=f"checkpoint {path}", need="layout",
-                         fix=f"resume with the same data.skeleton, or start a new run (train.out_dir) with "
-                         f"train.init_weights={path}", file=str(path))  # fmt: skip
-        state = ckpt.train_state
+        state = TrainState.of(ckpt)
         if state is None:
             raise CheckpointError(f"{path} holds weights only, no training state to resume; to start from its weights "
                                   f"use train.init_weights={path}", file=path, key="train_state")  # fmt: skip
-        ckpt.load_into(self.model)
+        ckpt.load_into(self.model, expected_by="this run", fix=f"resume with the same data.skeleton, or start a new "
+                       f"run (train.out_dir) with train.init_weights={path}")  # fmt: skip
         try:
             self.optimizer.load_state_dict(state.optimizer)
         except (ValueError, KeyError) as e:
@@ -148,9 +198,10 @@ def agreed_resume_path(resume: str, out_dir: Path) -> Path | None:
 def check_same_model(ckpt: Checkpoint, cfg: Config) -> None:
     """CheckpointError unless the checkpoint was trained with this run's ``model.*`` settings (those that only change
     how the network runs, such as ``model.checkpoint_activations``, may differ)."""
-    if ckpt.config is None:
+    saved_cfg = ckpt.run_config()
+    if saved_cfg is None:
         return
-    saved, current = (architecture(c) for c in (config_from_dict(ckpt.config), cfg))
+    saved, current = architecture(saved_cfg), architecture(cfg)
     if saved != current:
         raise CheckpointError(
             f"checkpoint {ckpt.file} was trained with model settings {saved}, this run has {current}; resume with the "
@@ -178,3 +229,49 @@ def ranks_in_sync(model: nn.Module) -> bool:
     """True when every rank holds the same parameters (a collective)."""
     fingerprints = du.all_gather_object(parameter_fingerprint(model))
     return all(f == fingerprints[0] for f in fingerprints)
+
+
+def rng_state() -> dict[str, Any]:
+    """Every global RNG state, as tensors and plain values (loadable with weights_only=True)."""
+    np_state = np.random.get_state()
+    state: dict[str, Any] = {
+        "torch": torch.get_rng_state(),
+        "numpy": (np_state[0], torch.from_numpy(np_state[1].astype(np.int64)), *np_state[2:]),
+        "python": random.getstate(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    kind, key, *rest = state["numpy"]
+    np.random.set_state((kind, key.numpy().astype(np.uint32), *rest))
+    py = state["python"]
+    random.setstate((py[0], tuple(py[1]), py[2]))
+    if "cuda" in state and torch.cuda.is_available() and len(state["cuda"]) == torch.cuda.device_count():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def remove_stale_temporaries(out_dir: str | Path) -> list[Path]:
+    """Delete the temporary files of checkpoint writes that never finished (their process was killed before the
+    rename; the checkpoint itself is then the previous, complete file). Returns the removed paths."""
+    stale = list(Path(out_dir).glob(".*.pt.*.tmp")) if Path(out_dir).is_dir() else []
+    for p in stale:
+        p.unlink(missing_ok=True)
+    return stale
+
+
+def resolve_resume(resume: str, out_dir: str | Path) -> Path | None:
+    """``""`` -> None; ``auto`` -> out_dir/last.pt if it exists; otherwise the given path (must exist)."""
+    if not resume:
+        return None
+    if resume == "auto":
+        last = Path(out_dir) / "last.pt"
+        return last if last.is_file() else None
+    p = Path(resume)
+    if not p.exists():
+        raise CheckpointError(f"train.resume={resume}: no such checkpoint (use train.resume=auto to resume if "
+                              "possible)", file=p, key="train.resume")  # fmt: skip
+    return p

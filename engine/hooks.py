@@ -11,7 +11,9 @@ The loop calls, in the order of the hook list:
     after_train(progress)                      once, at the end, also when training stops with an error
 
 ``progress`` (engine.progress.Progress) is the run's position; hooks read it (the checkpoint hook alone records the
-best metric in it). ``Trainer.default_hooks`` builds the standard list, in this order:
+best metric in it). The base types (``Hook``, ``HookList``, ``StepResult``) are in engine/hook_base.py, beside the
+loop. A hook that reads what another writes into the epoch's summary names it in ``runs_after``, and ``HookList``
+refuses an order that breaks it. ``Trainer.default_hooks`` builds the standard list, in this order:
 
     WatchdogHook     the stall watchdog of multi-process runs (utils/watchdog.py)
     LoggingHook      progress bar, metrics.jsonl / TensorBoard records, the epoch's summary line
@@ -29,13 +31,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 import torch
 
 from config.schema import DataConfig
 from engine.checkpointer import Checkpointer
+from engine.hook_base import Hook, StepResult
 from engine.loader_errors import loader_errors
 from engine.logger import Meter, MetricsLogger, step_values
 from engine.progress import Progress
@@ -44,66 +45,7 @@ from utils import distributed as du
 from utils.progress_bar import progress_bar
 from utils.watchdog import Watchdog, beat
 
-if TYPE_CHECKING:
-    from engine.trainer import StepResult
-
 log = logging.getLogger(__name__)
-
-
-class Hook:
-    """Base of the hooks: every method does nothing."""
-
-    def before_train(self, progress: Progress) -> None:
-        pass
-
-    def before_epoch(self, progress: Progress) -> None:
-        pass
-
-    def before_step(self, progress: Progress) -> None:
-        pass
-
-    def after_step(self, progress: Progress, result: StepResult) -> None:
-        pass
-
-    def after_epoch(self, progress: Progress, summary: dict[str, float]) -> None:
-        pass
-
-    def after_train(self, progress: Progress) -> None:
-        pass
-
-
-class HookList(Hook):
-    """Hooks called in order."""
-
-    def __init__(self, hooks: Iterable[Hook] = ()) -> None:
-        self.hooks = list(hooks)
-
-    def extend(self, hooks: Iterable[Hook]) -> None:
-        self.hooks.extend(hooks)
-
-    def before_train(self, progress: Progress) -> None:
-        for h in self.hooks:
-            h.before_train(progress)
-
-    def before_epoch(self, progress: Progress) -> None:
-        for h in self.hooks:
-            h.before_epoch(progress)
-
-    def before_step(self, progress: Progress) -> None:
-        for h in self.hooks:
-            h.before_step(progress)
-
-    def after_step(self, progress: Progress, result: StepResult) -> None:
-        for h in self.hooks:
-            h.after_step(progress, result)
-
-    def after_epoch(self, progress: Progress, summary: dict[str, float]) -> None:
-        for h in self.hooks:
-            h.after_epoch(progress, summary)
-
-    def after_train(self, progress: Progress) -> None:
-        for h in self.hooks:
-            h.after_train(progress)
 
 
 class WatchdogHook(Hook):
@@ -236,7 +178,10 @@ class ValidationHook(Hook):
 
 class CheckpointHook(Hook):
     """``last.pt`` every ``every_steps`` optimiser steps (0: never mid-epoch) and at each epoch end; ``best.pt`` when
-    the epoch's validation metric (``engine.validation.validation_metric``) beats ``progress.best_metric``."""
+    the epoch's validation metric (``engine.validation.validation_metric``, which ``ValidationHook`` writes into the
+    summary: hence ``runs_after``) beats ``progress.best_metric``."""
+
+    runs_after = (ValidationHook,)
 
     def __init__(self, checkpointer: Checkpointer, every_steps: int) -> None:
         self.checkpointer, self.every_steps = checkpointer, every_steps

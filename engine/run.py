@@ -25,7 +25,7 @@ import torch
 from config.loader import add_config_arguments, load_config, with_overrides
 from config.schema import Config
 from data.quickstart_data import prepare_synthetic_data
-from engine.hooks import Hook
+from engine.hook_base import Hook
 from engine.launch import DataParallelBalanced, Distributed, Launcher, SingleDevice
 from engine.plot import plot_run
 from engine.run_folder import launch_owns

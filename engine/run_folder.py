@@ -33,8 +33,9 @@ import re
 import socket
 from pathlib import Path
 
-from config.schema import TrainConfig
 from checkpoint.format import Checkpoint
+from config.schema import TrainConfig
+from engine.checkpointer import TrainState
 from utils import distributed as du
 from utils.errors import UserError
 from utils.io import atomic_write_text, check_writable
@@ -137,10 +138,14 @@ def _last_checkpoint(path: Path) -> tuple[str, int]:
         ckpt = Checkpoint.load(path)
     except UserError:
         return "last.pt (unreadable)", 0
-    p = ckpt.progress
-    if p is None:
+    try:
+        state = TrainState.of(ckpt)
+    except UserError:
+        return "last.pt (unreadable)", 0
+    if state is None:
         return "last.pt (weights only)", 0
-    epochs = (ckpt.config or {}).get("train", {}).get("epochs")
+    p = state.progress
+    epochs = ckpt.config.train.epochs if ckpt.config is not None else None
     done = f"{p.epoch} of {_epochs(epochs)}" if isinstance(epochs, int) else _epochs(p.epoch)
     into = f" and {p.step} steps into the next" if p.step else ""
     finished = epochs if isinstance(epochs, int) and p.epoch >= epochs and not p.step else 0

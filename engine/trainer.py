@@ -12,20 +12,20 @@ from __future__ import annotations
 
 import logging
 from contextlib import nullcontext
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
 import torch
 
+from checkpoint.format import Checkpoint
 from config.loader import save_config
 from config.schema import Config
 from config.skeleton import skeleton_of
 from data.dataset import SimplePoseDataset, images_to_float
-from checkpoint.format import Checkpoint, remove_stale_temporaries
-from engine.checkpointer import Checkpointer
+from engine.checkpointer import Checkpointer, remove_stale_temporaries
 from engine.compile import choose_compile, compile_forward_loss
-from engine.hooks import CheckpointHook, Hook, HookList, LoggingHook, ValidationHook, WatchdogHook
+from engine.hook_base import Hook, HookList, StepResult
+from engine.hooks import CheckpointHook, LoggingHook, ValidationHook, WatchdogHook
 from engine.launch import Launcher, SingleDevice
 from engine.loader import TrainBatches
 from engine.loader_errors import loader_errors, out_of_memory
@@ -44,19 +44,6 @@ from utils.precision import precision_for
 from utils.watchdog import beat
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class StepResult:
-    """What one optimiser step leaves for the hooks."""
-
-    loss: torch.Tensor  # scalar, this process's batch
-    breakdown: dict[str, torch.Tensor]
-    grad_norm: torch.Tensor  # before clipping
-    applied: torch.Tensor  # 0-d bool, False when skipped for a non-finite loss or gradient (on every rank)
-    samples: int
-    lr: float
-    loss_scale: float | None  # the fp16 GradScaler's scale, None without loss scaling
 
 
 class Trainer:
@@ -107,7 +94,6 @@ class Trainer:
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision.grad_scaler)
         # a fused step takes the skip as a device flag; without one (or with fp16 loss scaling) it is read back
         self.device_skip = fused and not self.scaler.is_enabled()
-        self.grad_norm = torch.zeros((), device=self.device)
 
         self.progress = Progress()
         self.checkpointer = Checkpointer(cfg, self.skeleton, self.model, self.optimizer, self.scaler, self.rank,
@@ -210,10 +196,10 @@ class Trainer:
         beat("optimizer step", where)
         total = torch.stack(losses).mean()
         breakdown = {k: torch.stack([b[k].detach() for b in breakdowns]).mean(0) for k in breakdowns[0]}
-        applied, skipped = self.scaled_update(total) if self.scaler.is_enabled() else self.update(total)
+        applied, skipped, grad_norm = self.scaled_update(total) if self.scaler.is_enabled() else self.update(total)
         self.progress.count_skip(skipped)
         scale = self.scaler.get_scale() if self.scaler.is_enabled() else None
-        return StepResult(total, breakdown, self.grad_norm, applied, samples, lr, scale)
+        return StepResult(total, breakdown, grad_norm, applied, samples, lr, scale)
 
     def gradient_norm(self) -> torch.Tensor:
         """The gradients' total 2-norm, clipped to ``train.clip_grad_norm`` when set. Without clipping only the
@@ -224,25 +210,26 @@ class Trainer:
         grads = [p.grad for p in self.params if p.grad is not None]
         return torch.nn.utils.get_total_norm(grads)
 
-    def update(self, total: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def update(self, total: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The optimiser step without loss scaling, unless the loss (on any rank) or the gradient is non-finite;
-        returns 0-d tensors (applied, skipped). With a fused optimiser the decision stays on the device (the step's
-        ``found_inf``), so the step reads nothing back to the host; otherwise it is read once here."""
-        self.grad_norm = self.gradient_norm()
+        returns 0-d tensors (applied, skipped, the gradient norm before clipping). With a fused optimiser the
+        decision stays on the device (the step's ``found_inf``), so the step reads nothing back to the host; otherwise
+        it is read once here."""
+        grad_norm = self.gradient_norm()
         # gradients are the same on every rank (all-reduced), losses are not: agree on the flag
-        applied = du.all_ranks(torch.isfinite(total) & torch.isfinite(self.grad_norm))
+        applied = du.all_ranks(torch.isfinite(total) & torch.isfinite(grad_norm))
         if self.device_skip:
             self.optimizer.found_inf = (~applied).to(torch.float32)
             self.optimizer.step()
         elif bool(applied):
             self.optimizer.step()
-        return applied, (~applied).to(torch.int32)
+        return applied, (~applied).to(torch.int32), grad_norm
 
-    def scaled_update(self, total: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def scaled_update(self, total: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The fp16 step through the GradScaler: its overflow skips are its own; a non-finite loss on any rank is
-        skipped and counted (decided on the host: this path reads the flags back)."""
+        skipped and counted (decided on the host: this path reads the flags back). Returns what ``update`` does."""
         self.scaler.unscale_(self.optimizer)
-        self.grad_norm = self.gradient_norm()
+        grad_norm = self.gradient_norm()
         loss_finite = bool(du.all_ranks(torch.isfinite(total)))
         if loss_finite:
             # overflowing gradients are normal while the scale settles: the scaler skips that step itself and
@@ -252,8 +239,9 @@ class Trainer:
         else:
             self.optimizer.zero_grad(set_to_none=True)
             self.scaler.update(self.scaler.get_scale() / 2)
-        applied = loss_finite and bool(torch.isfinite(self.grad_norm))
-        return torch.tensor(applied, device=self.device), torch.tensor(int(not loss_finite), device=self.device)
+        applied = loss_finite and bool(torch.isfinite(grad_norm))
+        skipped = torch.tensor(int(not loss_finite), device=self.device)
+        return torch.tensor(applied, device=self.device), skipped, grad_norm
 
 
 def training_file(cfg: Config, key: str, train: bool) -> SimplePoseDataset:
@@ -278,7 +266,7 @@ def init_weights(model: torch.nn.Module, path: str, say: bool = True) -> LoadRep
     if report.reinitialised and say:
         loaded = len(unwrap(model).state_dict()) - len(report.reinitialised)
         log.info(
-            f"train.init_weights={path} was trained for {ckpt.trained_skeleton().describe()}, this run uses "
+            f"train.init_weights={path} was trained for {ckpt.keypoints().describe()}, this run uses "
             f"{unwrap(model).skeleton.describe()}: loaded the {loaded} tensors that do not depend on the skeleton; "
             f"re-initialised the {len(report.reinitialised)} that do:\n  " + "\n  ".join(report.reinitialised)
         )

@@ -13,11 +13,10 @@ import logging
 
 import torch
 
-from config.loader import ConfigError, config_from_dict, load_config, parse_overrides, with_overrides
+from checkpoint.format import Checkpoint
+from config.loader import load_config, parse_overrides, with_overrides
 from config.schema import Config
-from config.skeleton import Skeleton, skeleton_of
-from config.skeleton_check import check_compatible
-from checkpoint.format import Checkpoint, CheckpointError
+from config.skeleton import skeleton_of
 from models import build_model
 from models.weights import infer_model_config, model_section_overrides
 
@@ -34,44 +33,29 @@ def load_model(
     """
     checkpoint = Checkpoint.load(ckpt)
     given = parse_overrides(overrides)
-    saved_config = checkpoint.config or {}
-    if config_path is None and "eval" in saved_config:
-        try:
-            saved_cfg = config_from_dict(saved_config)
-        except ConfigError as e:
-            raise CheckpointError(f"the config saved in {ckpt} is invalid ({e}); give one with --config FILE",
-                                  file=ckpt, key="config") from None  # fmt: skip
+    saved_cfg = checkpoint.run_config() if config_path is None else None
+    if saved_cfg is not None:
         cfg = with_overrides(saved_cfg, given, "command-line override")
     else:
         cfg = load_config(config_path, overrides)
-    saved = saved_config.get("model")
-    section = saved if isinstance(saved, dict) else infer_model_config(checkpoint.model)
+    section = checkpoint.model_settings
+    if section is None:
+        section = infer_model_config(checkpoint.model)
     values = model_section_overrides(cfg, section, keep=set(given))
     cfg = with_overrides(cfg, values, f"model settings saved in {ckpt}")
     named = config_path is not None or "data.skeleton" in given
-    skeleton = checkpoint_skeleton(checkpoint, cfg, named)
+    skeleton = checkpoint.skeleton if checkpoint.skeleton is not None and not named else skeleton_of(cfg)
     model = build_model(cfg, skeleton)
-    checkpoint.load_into(model)
+    checkpoint.load_into(model, expected_by=f"data.skeleton={cfg.data.skeleton}", fix=skeleton_fix(checkpoint))
     log.info("loaded %s", checkpoint.describe())
     return model.to(device).eval(), cfg
 
 
-def checkpoint_skeleton(checkpoint: Checkpoint, cfg: Config, named: bool) -> Skeleton:
-    """The skeleton to rebuild a checkpoint's network with.
-
-    The checkpoint's own when it carries one, unless the command names one (``named``: ``--config`` or
-    ``data.skeleton=...``), which must then mean the same channels; else the one ``cfg.data.skeleton`` names, whose
-    channel count must be the heads' (a checkpoint of another skeleton is refused, saying what to give)."""
-    if checkpoint.skeleton is not None and not named:
-        return checkpoint.skeleton
-    skeleton = skeleton_of(cfg)
-    carries = checkpoint.skeleton is not None
-    check_compatible(
-        skeleton, checkpoint.keypoint_set(), where=f"checkpoint {checkpoint.file}", need="layout",
-        expected_by=f"data.skeleton={cfg.data.skeleton}",
-        fix="leave data.skeleton out (and --config, or set data.skeleton to the training skeleton): the checkpoint "
-        "carries its own" if carries else "it was trained for another skeleton and carries none: give that skeleton "
-        "with data.skeleton=NAME (config/skeletons/) or data.skeleton=FILE.yaml",
-        file=checkpoint.file,
-    )  # fmt: skip
-    return skeleton
+def skeleton_fix(checkpoint: Checkpoint) -> str:
+    """What to do when the skeleton a command names does not fit the checkpoint's (the model is rebuilt with the
+    checkpoint's own when it carries one and the command names none; else with the one ``data.skeleton`` names)."""
+    if checkpoint.skeleton is not None:
+        return ("leave data.skeleton out (and --config, or set data.skeleton to the training skeleton): the checkpoint "
+                "carries its own")  # fmt: skip
+    return ("it was trained for another skeleton and carries none: give that skeleton with data.skeleton=NAME "
+            "(config/skeletons/) or data.skeleton=FILE.yaml")  # fmt: skip

@@ -17,10 +17,10 @@ import cv2
 import numpy as np
 import torch
 
+from checkpoint.format import Checkpoint
 from config.schema import Config
 from config.skeleton import Skeleton
 from data.image_files import read_image
-from checkpoint.format import Checkpoint
 from evaluate.coco_eval import image_path, load_coco
 from evaluate.draw import FONT, MIN_FONT_SCALE, draw_detections, draw_people
 from evaluate.predictor import Person, PoseEstimator

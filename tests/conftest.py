@@ -21,8 +21,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from config.loader import to_dict
-from tests.helpers import briefly_trained_model, make_synthetic_sample, tiny_cfg, tiny_model, tiny_model_cfg
+from tests.helpers import (
+    briefly_trained_model,
+    make_synthetic_sample,
+    save_tiny_checkpoint,
+    tiny_cfg,
+    tiny_model,
+    tiny_model_cfg,
+)
 from utils.errors import UserError
 from utils.paths import COCO_SAMPLE_ANNOTATIONS, coco_sample_dir
 
@@ -176,10 +182,9 @@ def one_thread(monkeypatch):
 
 @pytest.fixture(scope="session")
 def tiny_ckpt(tmp_path_factory) -> Path:
-    """A checkpoint of ``tests.helpers.tiny_model()`` (random weights) with its config, as training saves it."""
-    path = tmp_path_factory.mktemp("ckpt") / "tiny.pt"
-    torch.save({"model": tiny_model().state_dict(), "config": to_dict(tiny_model_cfg()), "epoch": 0}, path)
-    return path
+    """A checkpoint of ``tests.helpers.tiny_model()`` (random weights) with its config and skeleton, written by the
+    checkpoint format's own writer."""
+    return save_tiny_checkpoint(tmp_path_factory.mktemp("ckpt") / "tiny.pt", tiny_model(), tiny_model_cfg())
 
 
 @pytest.fixture(scope="session")
@@ -190,6 +195,4 @@ def trained_tiny_ckpt(synthetic_h5_64, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("trained")
     cfg = tiny_cfg(synthetic_h5_64, out)
     model = briefly_trained_model(cfg, synthetic_h5_64)
-    path = out / "tiny_trained.pt"
-    torch.save({"model": model.state_dict(), "config": to_dict(cfg), "epoch": 0}, path)
-    return path
+    return save_tiny_checkpoint(out / "tiny_trained.pt", model, cfg)

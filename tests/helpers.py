@@ -11,10 +11,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from checkpoint.format import Checkpoint
 from config.loader import load_config
 from config.schema import Config, ModelConfig
-from config.skeleton import load_skeleton
+from config.skeleton import Skeleton, load_skeleton
 from data.dataset import SimplePoseDataset, collate, images_to_float
+from engine.checkpointer import TrainState
 from engine.logger import read_metrics
 from engine.trainer import Trainer
 from models import build_loss, build_model
@@ -110,6 +112,38 @@ def subprocess_env(**extra: str) -> dict[str, str]:
 
 # A 2-stack network of 16 channels: random-weight checkpoints for the test-time commands.
 TINY_MODEL = ModelConfig(stacks=2, inp_dim=16, increase=8, num_scales=5, head_channels=16, se_reduction=4)
+
+
+def channel_names(skeleton: Skeleton) -> list[str]:
+    """A readable name per output channel, e.g. ``limb:neck-nose``, ``keypoint:nose``, in channel order."""
+    names = [f"limb:{skeleton.keypoints[a]}-{skeleton.keypoints[b]}" for a, b in skeleton.limbs]
+    return names + [f"keypoint:{n}" for n in skeleton.keypoints] + ["person_mask", "max_keypoint"]
+
+
+def internal_to_dataset(skeleton: Skeleton) -> tuple[int, ...]:
+    """Dataset index of each internal keypoint, -1 for a derived one."""
+    return tuple(skeleton.dataset_keypoints.index(n) if n in skeleton.dataset_keypoints else -1
+                 for n in skeleton.keypoints)  # fmt: skip
+
+
+def left_right_pairs(skeleton: Skeleton) -> tuple[tuple[int, int], ...]:
+    """The flip pairs as internal (first, second) indices."""
+    return tuple((skeleton.keypoints.index(a), skeleton.keypoints.index(b)) for a, b in skeleton.flip_pairs)
+
+
+def saved_state(checkpoint: Checkpoint | str | Path) -> TrainState:
+    """The training state of a checkpoint (a loaded one or its file), as a resumed run reads it."""
+    ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else Checkpoint.load(checkpoint)
+    state = TrainState.of(ckpt)
+    assert state is not None, f"{ckpt.file} holds weights only"
+    return state
+
+
+def save_tiny_checkpoint(path: Path, model: torch.nn.Module, cfg: Config) -> Path:
+    """``model``'s weights with ``cfg`` and its skeleton, written by the checkpoint format's own writer (weights
+    only, as ``train.init_weights`` or evaluation read them)."""
+    Checkpoint(model.state_dict(), cfg, model.skeleton).save(path)
+    return path
 
 
 def tiny_model_cfg() -> Config:

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 import models.posenet as posenet
-from config.loader import load_config, to_dict
+from checkpoint.format import Checkpoint, CheckpointError
+from config.loader import load_config
 from config.schema import Config
 from data.dataset import SimplePoseDataset, collate, images_to_float
-from checkpoint.format import Checkpoint, CheckpointError
 from engine.checkpointer import check_same_model
 from engine.trainer import Trainer
 from evaluate.model_loader import load_model
@@ -85,7 +85,7 @@ def test_evaluation_and_no_grad_run_the_plain_path(monkeypatch):
 
 
 def test_resume_may_toggle_checkpointing_but_not_the_architecture():
-    saved = Checkpoint({}, config=to_dict(two_stack_cfg(True)), file="last.pt")
+    saved = Checkpoint({}, config=two_stack_cfg(True), file="last.pt")
     check_same_model(saved, two_stack_cfg(False))
     other = load_config(TINY_PRESET, [*TWO_STACKS, "model.inp_dim=32"])
     with pytest.raises(CheckpointError) as e:

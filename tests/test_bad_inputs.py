@@ -15,9 +15,9 @@ import pytest
 import torch
 
 import train
+from checkpoint import original as convert_original
 from config.loader import load_config
 from evaluate import coco_eval
-from checkpoint import original as convert_original
 from tests.harness.bad_inputs import CASE_NAMES, SECURITY_CASES, build_corpus, run_named
 from tests.harness.cases import result_of
 from tests.helpers import assert_ends_as_expected

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from bench import data_pipeline, decoder_table, gpu_check, grouping, model, syncbn_check
-from config.loader import load_config, to_dict
+from config.loader import load_config
 from config.schema import OUTPUT_STRIDE
 from data.dataset import SimplePoseDataset
 from evaluate.inference import fuse_flip
@@ -24,7 +24,7 @@ from tests.harness import bad_input_table
 from tests.harness.bad_inputs import build_corpus
 from tests.harness.cases import run_cases
 from tests.harness.faults import write_fault_train_code
-from tests.helpers import COCO, person
+from tests.helpers import COCO, person, save_tiny_checkpoint
 from utils.paths import REPO_ROOT, TINY_PRESET
 
 
@@ -83,7 +83,7 @@ def test_decoder_table_prints_a_row_per_candidate_for_each_kind_of_maps(
 ):
     cfg = load_config(TINY_PRESET)  # a random-weight 1-stack model evaluated at 64 px: (b) runs, its AP is ~0
     ckpt = tmp_path / "tiny.pt"
-    torch.save({"model": build_model(cfg).state_dict(), "config": to_dict(cfg), "epoch": 0}, ckpt)
+    save_tiny_checkpoint(ckpt, build_model(cfg), cfg)
     oracle = ["--images", str(synthetic_sample_images), "--annotations", str(synthetic_sample_annotations)]  # (a) (c)
     args = [*oracle, "--ckpt", str(ckpt), "--val-dir", str(synthetic_coco), "--limit", "2",
             "--decode-height", "96", "0", "--refine", "quadratic", "--min-parts", "1", "--peak-score", "input_window",

@@ -9,11 +9,11 @@ import warnings
 
 import pytest
 
+from checkpoint import original as convert_original
 from checkpoint.format import CheckpointError
 from engine.trainer import Trainer
 from evaluate import coco_eval
 from evaluate.predictor import PoseEstimator
-from checkpoint import original as convert_original
 from tests.harness.not_checkpoints import UNSAFE_ADVICE, make_not_checkpoints
 from tests.helpers import tiny_cfg
 from utils.file_kind import file_kind, kind_of

@@ -19,9 +19,9 @@ from torch._dynamo.backends.common import aot_autograd
 
 import engine.compile as ec
 import engine.trainer as trainer_module
+from checkpoint.format import Checkpoint
 from config.loader import load_config
 from config.skeleton import skeleton_of
-from checkpoint.format import Checkpoint
 from engine.trainer import Trainer
 from models import MultiTaskLoss, build_model
 from tests.helpers import tiny_cfg

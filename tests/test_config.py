@@ -24,7 +24,7 @@ def test_every_preset_loads(preset):
 
 def test_paper_preset_holds_the_original_values():
     cfg = load_config(REPO_ROOT / "config" / "simplepose_coco.yaml")
-    assert (cfg.data.input_size, OUTPUT_STRIDE, cfg.output_size) == (512, 4, 128)
+    assert (cfg.data.input_size, OUTPUT_STRIDE) == (512, 4)
     assert (cfg.model.stacks, cfg.model.inp_dim, cfg.model.increase) == (4, 256, 128)
     assert cfg.loss.scale_weights == [0.1, 0.2, 0.4, 1.6, 6.4]
     assert (cfg.targets.sigma, cfg.targets.limb_sigma, cfg.targets.limb_margin) == (9, 7, 4)

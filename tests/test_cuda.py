@@ -33,16 +33,16 @@ import torch
 from torch.utils.data import DataLoader, Sampler
 
 import engine.trainer
+from checkpoint.format import Checkpoint
 from config.loader import config_from_args
 from data.coco_to_hdf5 import Source, convert
 from data.synthetic import generate
-from checkpoint.format import Checkpoint
 from engine.logger import read_metrics
 from engine.run import QUICKSTART_PRESET, parse_args
 from engine.trainer import Trainer
 from evaluate.coco_eval import coco_keypoint_stats, load_coco
 from models.weights import unwrap
-from tests.helpers import flat_optimizer_state, run_args, subprocess_env, tiny_run_args, torchrun_command
+from tests.helpers import flat_optimizer_state, run_args, saved_state, subprocess_env, tiny_run_args, torchrun_command
 from utils.paths import PAPER_PRESET, REPO_ROOT
 
 CPU_DRY_RUN_SIZE = int(os.environ.get("SIMPLEPOSE_CUDA_TIER_ON_CPU") or 0)
@@ -254,10 +254,10 @@ def test_resume_continues_the_run_exactly(paper_h5, tmp_path):
                                                  "train.resume=auto")]))  # fmt: skip
     assert "resumed from" in runs[-1].stdout
     straight, resumed = (Checkpoint.load(tmp_path / d / "last.pt") for d in ("straight", "split"))
-    assert straight.progress.global_step == resumed.progress.global_step == 2 * half_steps
-    assert half.progress.global_step == half_steps
-    assert straight.progress.counters == resumed.progress.counters
-    assert straight.train_state.scaler == resumed.train_state.scaler  # fp16 on CUDA: scale and growth tracker
+    assert saved_state(straight).progress.global_step == saved_state(resumed).progress.global_step == 2 * half_steps
+    assert saved_state(half).progress.global_step == half_steps
+    assert saved_state(straight).progress.counters == saved_state(resumed).progress.counters
+    assert saved_state(straight).scaler == saved_state(resumed).scaler  # fp16 on CUDA: scale and growth tracker
     warnings = "".join(r.stderr for r in runs)
     nondeterministic = sorted(set(re.findall(r"(\S+) does not have a deterministic implementation", warnings)))
     if "this operation is not deterministic because it uses CuBLAS" in warnings:
@@ -265,7 +265,7 @@ def test_resume_continues_the_run_exactly(paper_h5, tmp_path):
     apart, moved = state_distance(straight.model, resumed.model), state_distance(straight.model, half.model)
     print(
         f"nondeterministic kernels reported: {nondeterministic or 'none'}; straight vs resumed weights {apart:.3g} "
-        f"apart, the last {half_steps} steps moved them {moved:.3g}; GradScaler {straight.train_state.scaler or 'off'}"
+        f"apart, the last {half_steps} steps moved them {moved:.3g}; GradScaler {saved_state(straight).scaler or 'off'}"
     )
     print(f"losses straight {train_losses(tmp_path / 'straight')}\nlosses split    {train_losses(tmp_path / 'split')}")
     assert moved > 0
@@ -275,7 +275,7 @@ def test_resume_continues_the_run_exactly(paper_h5, tmp_path):
     assert train_losses(tmp_path / "straight") == train_losses(tmp_path / "split")
     for key in straight.model:
         assert torch.equal(straight.model[key], resumed.model[key]), key
-    a, b = flat_optimizer_state(straight.train_state.optimizer), flat_optimizer_state(resumed.train_state.optimizer)
+    a, b = flat_optimizer_state(saved_state(straight).optimizer), flat_optimizer_state(saved_state(resumed).optimizer)
     assert len(a) == len(b) > 0 and all(torch.equal(x, y) for x, y in zip(a, b))
 
 
@@ -390,7 +390,7 @@ def test_torchrun_with_one_process_trains_with_sync_batchnorm(synthetic_h5_64, t
     probe = str(REPO_ROOT / "tests" / "batchnorm_probe.py")
     args = tiny_run_args(synthetic_h5_64, tmp_path, "dist.sync_bn=true", "train.max_steps_per_epoch=3")
     r = run_command(torchrun_command([probe, *args], 1))
-    assert Checkpoint.load(tmp_path / "last.pt").progress.global_step == 3
+    assert saved_state(tmp_path / "last.pt").progress.global_step == 3
     assert_finite(train_losses(tmp_path))
     found = re.search(r"^batchnorm layers: (.*)$", r.stdout, re.M)
     assert found, r.stdout[-2000:]

@@ -7,7 +7,7 @@ import pytest
 
 from config.schema import AugmentConfig
 from data import augment
-from tests.helpers import COCO
+from tests.helpers import COCO, left_right_pairs
 
 
 def test_golden_matrices():
@@ -76,7 +76,7 @@ def test_keypoints_follow_the_affine_and_flip_swaps_sides():
     assert out[0, 3, 2] == 2
     mf = augment.affine_matrix((90, 100), 150, augment.AugmentParams(degree=10, flip=True), (256, 256), 0.6)
     flipped = augment.transform_keypoints(kp, mf, True, COCO)
-    for left, right in COCO.left_right_pairs:
+    for left, right in left_right_pairs(COCO):
         # The row now labelled "left" is the original right keypoint, mirrored.
         np.testing.assert_allclose(flipped[0, left, :2], mf @ [*kp[0, right, :2], 1], rtol=1e-5)
         assert flipped[0, left, 2] == kp[0, right, 2]

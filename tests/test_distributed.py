@@ -16,7 +16,7 @@ from torch import nn
 
 from checkpoint.format import Checkpoint
 from engine.launch import DataParallelBalanced, ModelWithLoss, sync_batchnorm
-from tests.helpers import COCO, subprocess_env, tiny_cfg, tiny_run_args, torchrun_command
+from tests.helpers import COCO, saved_state, subprocess_env, tiny_cfg, tiny_run_args, torchrun_command
 from utils.paths import REPO_ROOT
 
 # per process: batch 2, 4 steps, a checkpoint every 2 steps; BatchNorm in eval mode makes N x b == 1 x N*b exact
@@ -79,9 +79,9 @@ def test_two_processes_equal_one_process_with_twice_the_batch(synthetic_h5_64, t
                      label="1 process x batch 4 (train_parallel.py)")  # fmt: skip
     assert "no GPU visible" in r1.stdout
     two, one = Checkpoint.load(out2 / "last.pt"), Checkpoint.load(tmp_path / "last.pt")
-    assert two.train_state.world_size == 2 and one.train_state.world_size == 1
-    assert two.progress.global_step == one.progress.global_step == 4
-    assert two.train_state.ranks_in_sync is True  # every rank held bit-identical weights at the checkpoint
+    assert saved_state(two).world_size == 2 and saved_state(one).world_size == 1
+    assert saved_state(two).progress.global_step == saved_state(one).progress.global_step == 4
+    assert saved_state(two).ranks_in_sync is True  # every rank held bit-identical weights at the checkpoint
 
     from engine.runtime import seed_everything
     from models import build_model
@@ -91,7 +91,7 @@ def test_two_processes_equal_one_process_with_twice_the_batch(synthetic_h5_64, t
     moved = max((two.model[k] - init[k]).abs().max().item() for k in init if init[k].is_floating_point())
     assert moved > 1e-3  # training changed the weights, so equality below is not trivial
     assert_close_states(two.model, one.model)
-    states = (two.train_state.optimizer["state"].values(), one.train_state.optimizer["state"].values())
+    states = (saved_state(two).optimizer["state"].values(), saved_state(one).optimizer["state"].values())
     momenta = [(a["momentum_buffer"], b["momentum_buffer"]) for a, b in zip(*states)]
     assert momenta and all(torch.allclose(a, b, rtol=1e-4, atol=1e-7) for a, b in momenta)
     # the logged loss is the mean over ranks: the loss of the whole global batch
@@ -115,8 +115,8 @@ def test_nan_on_one_rank_makes_every_rank_skip_the_step(nan_run):
     out, r = nan_run
     assert r.stdout.count("step skipped") == 1
     ckpt = Checkpoint.load(out / "last.pt")
-    assert ckpt.progress.counters["skipped_nonfinite"] == 1 and ckpt.progress.global_step == 3
-    assert ckpt.train_state.ranks_in_sync is True  # rank 0 skipped too (it saw a finite loss)
+    assert saved_state(ckpt).progress.counters["skipped_nonfinite"] == 1 and saved_state(ckpt).progress.global_step == 3
+    assert saved_state(ckpt).ranks_in_sync is True  # rank 0 skipped too (it saw a finite loss)
     assert all(torch.isfinite(v).all() for v in ckpt.model.values() if v.is_floating_point())
     losses = [rec["loss"] for rec in train_records(out)]
     assert losses[1] == "nan" and all(isinstance(x, float) for x in losses[::2])
@@ -137,9 +137,9 @@ def test_a_two_process_checkpoint_resumes_in_one_and_in_two(nan_run, synthetic_h
     else:
         r = torchrun("train_distributed.py", synthetic_h5_64, tmp_path, *resume, nproc=2)
     assert "resumed from" in r.stdout and "global step 3" in r.stdout
-    ckpt = Checkpoint.load(tmp_path / "last.pt")
-    assert (ckpt.progress.epoch, ckpt.progress.global_step, ckpt.train_state.world_size) == (2, 6, nproc)
-    assert ckpt.progress.counters["skipped_nonfinite"] == 1  # carried over
+    state = saved_state(tmp_path / "last.pt")
+    assert (state.progress.epoch, state.progress.global_step, state.world_size) == (2, 6, nproc)
+    assert state.progress.counters["skipped_nonfinite"] == 1  # carried over
     assert [rec["global_step"] for rec in train_records(tmp_path)] == [4, 5, 6]
 
 
@@ -152,7 +152,8 @@ def test_a_killed_worker_restarts_and_resumes_from_the_last_checkpoint(synthetic
     assert "resumed from" in r.stdout and "step 2, global step 2" in r.stdout
     assert not stale.exists()
     ckpt = Checkpoint.load(tmp_path / "last.pt")
-    assert (ckpt.progress.epoch, ckpt.progress.global_step) == (1, 4) and ckpt.train_state.ranks_in_sync is True
+    state = saved_state(ckpt)
+    assert (state.progress.epoch, state.progress.global_step) == (1, 4) and state.ranks_in_sync is True
     # the metrics lost the dead attempt's records past its checkpoint: every step is logged once
     assert [rec["global_step"] for rec in train_records(tmp_path)] == [1, 2, 3, 4]
     # only the work since the checkpoint was redone, exactly: the same weights as the uninterrupted run
@@ -170,7 +171,7 @@ def test_a_restart_before_the_first_checkpoint_starts_the_run_again_in_its_folde
     assert "rank 1 dies at global step 1" in r.stdout and "holds no last.pt yet" in r.stdout
     assert "already holds a run" not in r.stderr
     ckpt = Checkpoint.load(tmp_path / "last.pt")
-    assert ckpt.progress.global_step == 4
+    assert saved_state(ckpt).progress.global_step == 4
     assert [rec["global_step"] for rec in train_records(tmp_path)] == [1, 2, 3, 4]
     assert_close_states(Checkpoint.load(two_process_run[0] / "last.pt").model, ckpt.model, rtol=0, atol=0)
 
@@ -213,7 +214,7 @@ def test_a_rank_that_hangs_ends_the_run_by_name_and_the_group_resumes(synthetic_
     assert "Traceback" not in r.stderr.split("stuck: rank 1")[0]
     assert "resumed from" in r.stdout and "step 2, global step 2" in r.stdout
     ckpt = Checkpoint.load(tmp_path / "last.pt")
-    assert ckpt.progress.global_step == 4 and ckpt.train_state.ranks_in_sync is True
+    assert saved_state(ckpt).progress.global_step == 4 and saved_state(ckpt).ranks_in_sync is True
     reference = Checkpoint.load(two_process_run[0] / "last.pt")
     assert_close_states(reference.model, ckpt.model, rtol=0, atol=0)
 

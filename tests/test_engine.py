@@ -13,7 +13,7 @@ from checkpoint.format import Checkpoint, CheckpointError
 from engine.trainer import Trainer
 from models.weights import WeightsMismatch, unwrap
 from tests.harness.faulty_trainer import with_faults
-from tests.helpers import flat_optimizer_state, tiny_cfg
+from tests.helpers import flat_optimizer_state, saved_state, tiny_cfg
 from utils.errors import DataFileError
 from utils.paths import REPO_ROOT
 
@@ -44,8 +44,8 @@ def test_exact_resume_is_bit_identical(synthetic_h5_64, tmp_path):
                     flat_optimizer_state(resumed.optimizer.state_dict())):  # fmt: skip
         assert torch.equal(a, b)
     ckpt = Checkpoint.load(tmp_path / "split" / "last.pt")
-    assert ckpt.progress.epoch == 2 and ckpt.progress.global_step == 6 and ckpt.config["train"]["epochs"] == 2
-    state = ckpt.train_state
+    state = saved_state(ckpt)
+    assert state.progress.epoch == 2 and state.progress.global_step == 6 and ckpt.config.train.epochs == 2
     assert state.optimizer["state"] and state.rng and ckpt.code_version and ckpt.skeleton is not None
     assert state.progress.best_metric == -math.inf and state.scaler == {}  # no validation here; no loss scaling
     assert (tmp_path / "split" / "config.yaml").is_file()

@@ -8,13 +8,18 @@ import sys
 import pytest
 import torch
 
-from config.loader import load_config
+from checkpoint.format import Checkpoint, CheckpointError
+from config.loader import load_config, to_dict
+from config.schema import Config
 from config.skeleton import load_skeleton
-from checkpoint.format import Checkpoint, CheckpointError, TrainState, rng_state, set_rng_state
+from engine.checkpointer import TrainState, rng_state, set_rng_state
+from engine.hook_base import HookList
+from engine.hooks import CheckpointHook, ValidationHook
 from engine.logger import MetricsLogger, read_metrics
 from engine.progress import Progress
 from engine.sampler import EpochSampler
 from engine.schedule import LRSchedule
+from tests.helpers import saved_state
 from utils.paths import REPO_ROOT
 
 COCO = load_skeleton("coco")
@@ -69,7 +74,7 @@ def training_checkpoint(**progress) -> Checkpoint:
     weights = {"w": torch.randn(3)}
     optimizer = {"state": {0: {"momentum_buffer": torch.randn(3)}}, "param_groups": [{"lr": 0.1, "params": [0]}]}
     state = TrainState(optimizer, Progress(**progress), world_size=1, rng=[rng_state()], scaler={"scale": 8.0})
-    return Checkpoint(weights, config={"a": [1, 2]}, skeleton=COCO, train_state=state, code_version="abc123")
+    return Checkpoint(weights, config=Config(), skeleton=COCO, train_state=state.to_dict(), code_version="abc123")
 
 
 def test_checkpoint_round_trip_with_rng(tmp_path):
@@ -78,35 +83,39 @@ def test_checkpoint_round_trip_with_rng(tmp_path):
     a = torch.rand(2)
     ckpt.save(tmp_path / "c.pt")
     loaded = Checkpoint.load(tmp_path / "c.pt")
-    set_rng_state(loaded.train_state.rng[0])
+    set_rng_state(saved_state(loaded).rng[0])
     assert torch.equal(torch.rand(2), a)
-    assert torch.equal(loaded.model["w"], ckpt.model["w"]) and loaded.progress == ckpt.progress
+    assert torch.equal(loaded.model["w"], ckpt.model["w"])
+    assert saved_state(loaded).progress == saved_state(ckpt).progress
     assert (loaded.config, loaded.skeleton, loaded.code_version) == (ckpt.config, COCO, "abc123")
-    assert loaded.train_state.scaler == {"scale": 8.0} and loaded.file == str(tmp_path / "c.pt")
-    assert torch.equal(loaded.train_state.optimizer["state"][0]["momentum_buffer"],
-                       ckpt.train_state.optimizer["state"][0]["momentum_buffer"])  # fmt: skip
+    assert saved_state(loaded).scaler == {"scale": 8.0} and loaded.file == str(tmp_path / "c.pt")
+    assert torch.equal(saved_state(loaded).optimizer["state"][0]["momentum_buffer"],
+                       saved_state(ckpt).optimizer["state"][0]["momentum_buffer"])  # fmt: skip
     assert Checkpoint.from_dict(loaded.to_dict()).to_dict().keys() == ckpt.to_dict().keys()  # symmetric
 
 
-def test_older_checkpoints_load(tmp_path):
-    """Format 1 (the flat dict the trainer wrote before the Checkpoint type), the tiny {model, config, epoch} dict
-    of older tools, and a format this code does not know yet."""
+def test_legacy_format_checkpoints_load(tmp_path):
+    """The legacy forms, written by hand as older code wrote them: format 1 (the flat dict the trainer wrote before
+    the Checkpoint type), the unversioned {model, config, epoch} dict of older tools (its config partial), and a
+    format this code does not know yet."""
     torch.manual_seed(0)
     rng = rng_state()
     flat = {"model": {"module.w": torch.ones(2)}, "optimizer": {"state": {}, "param_groups": []}, "scheduler": {},
             "scaler": {}, "epoch": 2, "step": 0, "global_step": 6, "world_size": 1, "best_metric": 0.5,
-            "counters": {"skipped_nonfinite": 1}, "rng": rng, "ranks_in_sync": True, "config": {"a": 1},
+            "counters": {"skipped_nonfinite": 1}, "rng": rng, "ranks_in_sync": True, "config": to_dict(Config()),
             "skeleton": COCO.to_dict(), "version": "abc", "format_version": 1}  # fmt: skip
     torch.save(flat, tmp_path / "v1.pt")
     v1 = Checkpoint.load(tmp_path / "v1.pt")
-    assert v1.progress == Progress(2, 0, 6, 0.5, {"skipped_nonfinite": 1})
-    assert list(v1.model) == ["w"] and v1.skeleton == COCO and v1.code_version == "abc"
-    assert len(v1.train_state.rng) == 1 and torch.equal(v1.train_state.rng[0]["torch"], rng["torch"])
+    assert saved_state(v1).progress == Progress(2, 0, 6, 0.5, {"skipped_nonfinite": 1})
+    assert list(v1.model) == ["w"] and v1.skeleton == COCO and v1.code_version == "abc" and v1.config == Config()
+    assert "model" not in v1.train_state and "config" not in v1.train_state  # only the training entries
+    assert len(saved_state(v1).rng) == 1 and torch.equal(saved_state(v1).rng[0]["torch"], rng["torch"])
 
-    torch.save({"model": {"w": torch.ones(2)}, "config": {"a": 1}, "epoch": 0}, tmp_path / "tiny.pt")
+    torch.save({"model": {"w": torch.ones(2)}, "config": {"model": {"stacks": 2}}, "epoch": 0}, tmp_path / "tiny.pt")
     tiny = Checkpoint.load(tmp_path / "tiny.pt")
-    assert tiny.train_state is None and tiny.config == {"a": 1} and tiny.skeleton is None
-    assert tiny.trained_skeleton().skeleton == COCO  # saved before checkpoints carried one: COCO's
+    assert tiny.train_state is None and tiny.config is None and tiny.skeleton is None
+    assert tiny.model_settings == {"stacks": 2}  # a partial config tells the model only
+    assert tiny.keypoints().skeleton == COCO  # saved before checkpoints carried one: COCO's
 
     torch.save({**flat, "format_version": 99}, tmp_path / "future.pt")
     with pytest.raises(CheckpointError) as e:
@@ -142,7 +151,7 @@ def test_checkpoint_refuses_pickled_code(tmp_path):
 
 def test_crash_between_temp_write_and_rename_keeps_previous_checkpoint(tmp_path):
     """Kill the writer after its temporary file is written but before the rename."""
-    Checkpoint({"w": torch.zeros(4)}, config={"run": 1}).save(tmp_path / "last.pt")
+    Checkpoint({"w": torch.zeros(4)}, origin="run 1").save(tmp_path / "last.pt")
     code = f"""
 import os, torch
 import utils.io as uio
@@ -151,14 +160,14 @@ def die(src, dst):
     os._exit(9)  # the process dies right before the rename
 uio.os.replace = die
 from checkpoint.format import Checkpoint
-Checkpoint({{"w": torch.ones(4)}}, config={{"run": 2}}).save({str(tmp_path / "last.pt")!r})
+Checkpoint({{"w": torch.ones(4)}}, origin="run 2").save({str(tmp_path / "last.pt")!r})
 """
     r = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True)
     assert r.returncode == 9
     leftovers = [p.name for p in tmp_path.iterdir() if p.name != "last.pt"]
     assert leftovers, "the temporary file should have been written before the crash"
     ckpt = Checkpoint.load(tmp_path / "last.pt")
-    assert ckpt.config == {"run": 1} and torch.equal(ckpt.model["w"], torch.zeros(4))
+    assert ckpt.origin == "run 1" and torch.equal(ckpt.model["w"], torch.zeros(4))
 
 
 def test_metrics_log_truncates_records_past_a_resume(tmp_path):
@@ -196,3 +205,14 @@ def test_validation_does_not_autotune_cudnn_per_shape_and_gives_training_its_set
     with pytest.raises(RuntimeError, match="evaluation failed"):
         validator.validate(1)
     assert seen[1] == (False, False) and torch.backends.cudnn.benchmark is True and model.training
+
+
+def test_hook_list_refuses_a_hook_placed_before_one_whose_figures_it_reads():
+    validation = ValidationHook(validator=None, every=1, epochs=1, logger=None, data=None, is_main=True)
+    checkpoint = CheckpointHook(checkpointer=None, every_steps=0)
+    assert HookList([validation, checkpoint]).hooks == [validation, checkpoint]
+    with pytest.raises(ValueError, match="CheckpointHook reads what ValidationHook writes"):
+        HookList([checkpoint, validation])
+    hooks = HookList([checkpoint])
+    with pytest.raises(ValueError, match="must come after it"):
+        hooks.extend([validation])  # registered later, it would run after the hook that reads its figures

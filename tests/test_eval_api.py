@@ -13,9 +13,9 @@ import pytest
 import torch
 from PIL import Image
 
+from checkpoint.format import CheckpointError
 from config.loader import ConfigError
 from data.image_files import ImageFileError, read_image
-from checkpoint.format import CheckpointError
 from evaluate import Person, PoseEstimator, coco_eval, coco_results_json
 from evaluate.coco_eval import load_coco
 from evaluate.image_input import as_bgr

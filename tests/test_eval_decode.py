@@ -12,7 +12,7 @@ from evaluate.coco_results import coco_results
 from evaluate.decode import decode_people
 from evaluate.limbs import LimbParams, match_limb, score_pairs
 from evaluate.peaks import PeakParams, find_peaks, local_maxima
-from tests.helpers import COCO, person
+from tests.helpers import COCO, internal_to_dataset, person
 
 STRIDE = 4
 
@@ -25,7 +25,7 @@ def gaussian_map(h: int, w: int, x: float, y: float, sigma: float = 2.25) -> np.
 def to_coco(kp: np.ndarray) -> np.ndarray:
     """(18, 3) internal -> (17, 2) COCO-order x, y (NaN where not visible)."""
     out = np.full((17, 2), np.nan)
-    for i, c in enumerate(COCO.internal_to_dataset):
+    for i, c in enumerate(internal_to_dataset(COCO)):
         if c >= 0 and kp[i, 2] < 2:
             out[c] = kp[i, :2]
     return out

@@ -17,7 +17,7 @@ from evaluate.inference import (
     scale_factors,
 )
 from evaluate.oracle import oracle_predictor
-from tests.helpers import COCO, person
+from tests.helpers import COCO, internal_to_dataset, person
 from utils.precision import precision_for
 
 CPU = torch.device("cpu")
@@ -77,7 +77,7 @@ def test_multiscale_flip_oracle_pipeline_recovers_a_person(decode_height):
     people = decode_people(maps, cfg, scale, skeleton=COCO)
     assert len(people) == 1
     expected = np.zeros((17, 2))
-    for i, c in enumerate(COCO.internal_to_dataset):
+    for i, c in enumerate(internal_to_dataset(COCO)):
         if c >= 0:
             expected[c] = kp[0, i, :2]
     assert np.abs(people.keypoints[0, :, :2] - expected).max() < 1.0

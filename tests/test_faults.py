@@ -23,7 +23,7 @@ from checkpoint.format import Checkpoint
 from engine.loader_errors import LoaderError, worker_error_message
 from engine.trainer import Trainer
 from tests.harness.faults import temporaries, write_fault
-from tests.helpers import tiny_cfg, tiny_run_args
+from tests.helpers import saved_state, tiny_cfg, tiny_run_args
 from utils.io import WriteError
 from utils.paths import REPO_ROOT
 
@@ -46,14 +46,14 @@ def test_kill_9_mid_run_then_resume_auto_completes(synthetic_h5_64, tmp_path):
     p.wait()
     assert p.returncode == -signal.SIGKILL, "the run ended before it could be killed"
     killed_at = Checkpoint.load(tmp_path / "last.pt")  # the checkpoint present after the kill loads
-    assert killed_at.progress.global_step < 8
+    assert saved_state(killed_at).progress.global_step < 8
 
     r = subprocess.run([*args, "train.resume=auto"], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
                        timeout=300)  # fmt: skip
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert "resumed from" in r.stdout
     final = Checkpoint.load(tmp_path / "last.pt")
-    assert (final.progress.epoch, final.progress.global_step) == (4, 8)
+    assert (saved_state(final).progress.epoch, saved_state(final).progress.global_step) == (4, 8)
     assert temporaries(tmp_path) == []
 
 
@@ -77,7 +77,7 @@ def test_full_disk_or_read_only_folder_at_checkpoint_save(one_epoch_run, synthet
         rc = train.main(tiny_run_args(synthetic_h5_64, run, *SHORT, "train.epochs=2", "train.resume=auto"))
     err = capsys.readouterr().err
     assert rc == 2 and "Traceback" not in err and err.count("error: ") == 1
-    assert digest(run / "last.pt") == before and Checkpoint.load(run / "last.pt").progress.epoch == 1
+    assert digest(run / "last.pt") == before and saved_state(run / "last.pt").progress.epoch == 1
     assert temporaries(run) == []
 
 

@@ -10,8 +10,8 @@ import logging
 import pytest
 import torch
 
-from data.coco_to_hdf5 import Source, convert
 from checkpoint.format import Checkpoint
+from data.coco_to_hdf5 import Source, convert
 from engine.logger import read_metrics
 from engine.trainer import Trainer
 from evaluate import coco_eval

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.hooks import Hook
+from engine.hook_base import Hook
 from engine.trainer import Trainer
 from tests.harness.faulty_trainer import with_faults
 from tests.helpers import tiny_cfg

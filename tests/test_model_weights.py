@@ -7,11 +7,10 @@ The original key set is generated here from its naming rules and layer shapes
 import pytest
 import torch
 
-from config.loader import config_from_dict
-from config.schema import ModelConfig
 from checkpoint.format import Checkpoint, CheckpointError
-from models import PoseNet, build_model
 from checkpoint.original import main as convert_main
+from config.schema import ModelConfig
+from models import PoseNet, build_model
 from models.summary import meta_model
 from models.weights import WeightsMismatch, original_to_ours
 from tests.helpers import COCO
@@ -127,7 +126,7 @@ def test_original_checkpoint_loads_strict_and_values_land_in_place():
     assert loaded == sorted(v.flatten()[0].item() for v in original.values())
 
 
-def test_our_checkpoint_bare_and_wrapped_state_dicts_load(tmp_path):
+def test_legacy_checkpoint_bare_and_wrapped_state_dicts_load(tmp_path):
     torch.manual_seed(0)
     source = PoseNet(TINY, COCO)
     state = source.state_dict()
@@ -194,7 +193,7 @@ def test_converter_writes_our_format_with_its_config(tmp_path):
     torch.save({"weights": original, "optimizer_weight": {}, "train_loss": 19.0, "epoch": 52}, src)
     assert convert_main(["--weights", str(src), "--out", str(out)]) == 0
     ckpt = Checkpoint.load(out)
-    cfg = config_from_dict(ckpt.config)
+    cfg = ckpt.config
     assert cfg.model == TINY and cfg.loss.stack_weights == [1.0, 1.0]
     assert ckpt.skeleton == COCO and ckpt.origin == "original:PoseNet_52_epoch.pth" and ckpt.train_state is None
     model = build_model(cfg)

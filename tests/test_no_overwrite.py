@@ -10,9 +10,9 @@ import hashlib
 import pytest
 import torch
 
+from checkpoint import original as convert_original
 from data import coco_to_hdf5
 from evaluate import coco_eval, export_onnx
-from checkpoint import original as convert_original
 from tests.test_model_weights import tiny_original
 from utils.paths import COCO_SAMPLE_ANNOTATIONS
 

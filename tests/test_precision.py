@@ -10,6 +10,7 @@ import torch
 import utils.precision as up
 from config.loader import load_config
 from engine.trainer import Trainer
+from tests.helpers import saved_state
 from utils.errors import UserError
 from utils.paths import TINY_PRESET
 
@@ -84,7 +85,6 @@ def test_the_fp16_and_loss_scaling_path_of_gpus_runs_on_the_cpu(synthetic_h5_64,
     gradients while the scale settles are the scaler's business (skipped silently, scale lowered), a non-finite
     loss is skipped and counted, steps apply once the scale fits, and the scaler's state is checkpointed."""
     import engine.trainer as et
-    from checkpoint.format import Checkpoint
     from tests.harness.faulty_trainer import with_faults
 
     fp16 = up.Precision(torch.float16, True, "forced for the test")
@@ -102,7 +102,7 @@ def test_the_fp16_and_loss_scaling_path_of_gpus_runs_on_the_cpu(synthetic_h5_64,
     assert any(not torch.equal(a, b) for a, b in zip(before, t.params))  # some steps applied
     rows = [r for r in (tmp_path / "metrics.jsonl").read_text().splitlines() if '"kind": "train"' in r]
     assert '"loss_scale"' in rows[-1]
-    saved = Checkpoint.load(tmp_path / "last.pt").train_state.scaler
+    saved = saved_state(tmp_path / "last.pt").scaler
     assert saved and saved["scale"] == t.scaler.get_scale()
     resumed = et.Trainer(load_config(TINY_PRESET, [f"data.train={synthetic_h5_64}", f"train.out_dir={tmp_path}",
                                                    *extra, "train.resume=auto"]))  # fmt: skip

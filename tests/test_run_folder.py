@@ -13,7 +13,6 @@ import pytest
 import train
 import train_distributed
 import train_parallel
-from checkpoint.format import Checkpoint
 from engine.run import restart_overrides
 from engine.run_folder import (
     LAUNCH_FILE,
@@ -25,7 +24,7 @@ from engine.run_folder import (
     run_files,
 )
 from engine.trainer import Trainer
-from tests.helpers import tiny_cfg, tiny_run_args
+from tests.helpers import saved_state, tiny_cfg, tiny_run_args
 
 SHORT = ["train.epochs=1", "train.max_steps_per_epoch=2", "train.optimizer=sgd", "train.lr=0.01"]
 
@@ -95,7 +94,7 @@ def test_continuing_the_run_is_allowed(earlier_run, synthetic_h5_64):
     """The first way out: train.resume=auto (or a checkpoint of the folder itself) continues the run there."""
     run, _ = earlier_run
     Trainer(tiny_cfg(synthetic_h5_64, run, *SHORT, "train.epochs=2", "train.resume=auto")).fit()
-    assert Checkpoint.load(run / "last.pt").progress.epoch == 2
+    assert saved_state(run / "last.pt").progress.epoch == 2
     trainer = Trainer(tiny_cfg(synthetic_h5_64, run, *SHORT, "train.epochs=3", f"train.resume={run / 'last.pt'}"))
     assert trainer.progress.epoch == 2
 

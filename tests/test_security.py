@@ -12,9 +12,9 @@ import h5py
 import pytest
 import torch
 
+from checkpoint import original as convert_original
 from data.coco_to_hdf5 import Source, convert
 from data.h5_format import check_layout
-from checkpoint import original as convert_original
 from tests.harness.bad_inputs import (
     PAYLOAD_MARKER,
     SECURITY_CASES,

@@ -7,6 +7,7 @@ import numpy as np
 
 from config import skeleton as sk
 from config.skeleton import Skeleton, load_skeleton
+from tests.helpers import channel_names, internal_to_dataset, left_right_pairs
 
 COCO = load_skeleton("coco")
 
@@ -64,7 +65,7 @@ def test_coco_yaml_equals_the_former_constants():
     assert COCO.limbs == tuple((OLD_KEYPOINTS.index(a), OLD_KEYPOINTS.index(b)) for a, b in OLD_LIMB_NAMES)
     assert COCO.keypoint_flip == tuple(OLD_KEYPOINTS.index(old_mirror(n)) for n in OLD_KEYPOINTS)
     old_pairs = {(i, OLD_KEYPOINTS.index(old_mirror(n))) for i, n in enumerate(OLD_KEYPOINTS) if n.startswith("left_")}
-    assert set(COCO.left_right_pairs) == old_pairs
+    assert set(left_right_pairs(COCO)) == old_pairs
     assert COCO.draw_limbs == OLD_DRAW_LIMBS and COCO.draw_edges == OLD_COCO_SKELETON
     hues = [colorsys.hsv_to_rgb(i / 30, 0.9, 1.0) for i in range(30)]
     assert COCO.colors_bgr == tuple((int(255 * b), int(255 * g), int(255 * r)) for r, g, b in hues)
@@ -80,7 +81,7 @@ def test_counts_and_layout():
     assert COCO.num_keypoints == 18 and COCO.num_limbs == 30 and COCO.num_channels == 50
     assert (COCO.keypoint_start, COCO.person_mask_channel, COCO.max_keypoint_channel) == (30, 48, 49)
     assert (COCO.limb_channels, COCO.keypoint_channels) == (slice(0, 30), slice(30, 48))
-    assert len(COCO.channel_names()) == 50 and len(set(COCO.channel_names())) == 50
+    assert len(channel_names(COCO)) == 50 and len(set(channel_names(COCO))) == 50
 
 
 def test_limb_table_matches_the_original():
@@ -100,9 +101,9 @@ def test_flip_permutations_equal_original_and_are_involutions():
 
 def test_coco_mapping():
     for internal, coco in ORIGINAL_DT_GT_MAPPING.items():
-        assert COCO.internal_to_dataset[internal] == coco
+        assert internal_to_dataset(COCO)[internal] == coco
         assert COCO.dataset_to_internal[coco] == internal
-    assert COCO.internal_to_dataset[COCO.index("neck")] == -1
+    assert internal_to_dataset(COCO)[COCO.index("neck")] == -1
 
 
 def test_coco_to_internal_neck_and_visibility():
@@ -122,7 +123,7 @@ def test_coco_to_internal_neck_and_visibility():
 def test_flip_keypoints_swaps_pairs():
     kp = np.arange(18 * 3, dtype=np.float32).reshape(18, 3)
     flipped = COCO.flip_keypoints(kp)
-    for left, right in COCO.left_right_pairs:
+    for left, right in left_right_pairs(COCO):
         np.testing.assert_array_equal(flipped[left], kp[right])
     np.testing.assert_array_equal(flipped[COCO.index("neck")], kp[COCO.index("neck")])
 

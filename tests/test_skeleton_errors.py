@@ -13,6 +13,7 @@ from config.loader import load_config
 from config.skeleton import Skeleton, SkeletonFileError, load_skeleton, resolve_skeleton_path
 from config.skeleton_check import SkeletonMismatch
 from data.coco_to_hdf5 import Source, convert
+from tests.helpers import internal_to_dataset
 from utils.paths import REPO_ROOT
 
 # A small non-human chain of 6 keypoints: head - withers - hip - tail, with a left and a right paw at the withers.
@@ -45,7 +46,7 @@ def changed(**entries):
 def test_the_chain_loads_with_its_layout(tmp_path):
     chain = load_skeleton(write(tmp_path, CHAIN))
     assert (chain.num_dataset_keypoints, chain.num_keypoints, chain.num_limbs, chain.num_channels) == (6, 6, 6, 14)
-    assert chain.keypoints == chain.dataset_keypoints and chain.internal_to_dataset == tuple(range(6))
+    assert chain.keypoints == chain.dataset_keypoints and internal_to_dataset(chain) == tuple(range(6))
     assert chain.keypoint_flip == (0, 1, 3, 2, 4, 5) and chain.limb_flip == (0, 2, 1, 3, 4, 5)
     assert chain.channel_flip[6:] == (6, 7, 9, 8, 10, 11, 12, 13)
     assert chain.draw_edges == tuple(chain.limbs) and len(chain.colors_bgr) == 6  # defaults: every limb, hue circle

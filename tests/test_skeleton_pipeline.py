@@ -12,12 +12,12 @@ import pytest
 import torch
 import yaml
 
-from config.loader import load_config, to_dict
+from checkpoint.format import Checkpoint
+from config.loader import load_config
 from config.skeleton import Skeleton, load_skeleton
 from config.skeleton_check import SkeletonMismatch
 from data.coco_to_hdf5 import Source, convert
 from data.dataset import SimplePoseDataset
-from checkpoint.format import Checkpoint
 from engine.trainer import Trainer
 from evaluate import coco_eval
 from evaluate.coco_eval import evaluate_oracle
@@ -142,7 +142,7 @@ def test_evaluation_refuses_a_checkpoint_of_another_skeleton_without_it(torso, t
     rebuilt, _ = load_model(str(bare), None, [f"data.skeleton={torso[0]}"], torch.device("cpu"))
     assert rebuilt.skeleton == skeleton
     full = tmp_path / "full.pt"
-    torch.save({"model": model.state_dict(), "config": to_dict(cfg), "skeleton": skeleton.to_dict()}, full)
+    Checkpoint(model.state_dict(), cfg, skeleton).save(full)
     with pytest.raises(SkeletonMismatch) as e:
         load_model(str(full), str(TINY_PRESET), [], torch.device("cpu"))
     m = e.value

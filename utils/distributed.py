@@ -162,15 +162,6 @@ def all_reduce_mean(t: torch.Tensor) -> torch.Tensor:
     return t / get_world_size()
 
 
-def any_rank(flag: bool, device: torch.device) -> bool:
-    """True on every rank if ``flag`` is True on any rank (a collective decision: no rank diverges)."""
-    if not is_distributed():
-        return flag
-    t = torch.tensor([1.0 if flag else 0.0], device=device)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)
-    return bool(t.item() > 0)
-
-
 def all_ranks(flag: torch.Tensor) -> torch.Tensor:
     """A 0-d bool tensor, True where ``flag`` is True on every rank; decided on the device (no host read)."""
     if not is_distributed():

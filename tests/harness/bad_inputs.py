@@ -24,11 +24,12 @@ from pathlib import Path
 import h5py
 import torch
 
-from config.loader import load_config, to_dict
+from checkpoint.format import Checkpoint
+from config.loader import load_config
 from config.skeleton import load_skeleton
 from data.coco_annotations import main_person_indices
 from data.coco_to_hdf5 import Source, convert
-from checkpoint.format import Checkpoint, TrainState, rng_state
+from engine.checkpointer import TrainState, rng_state
 from engine.optim import build_optimizer
 from engine.progress import Progress
 from models import build_model
@@ -132,7 +133,7 @@ class _Corpus:
             optimizer = build_optimizer(list(model.parameters()), cfg.train).state_dict()
             state = TrainState(optimizer, Progress(epoch=1, step=0, global_step=1), rng=[rng_state()])
             self._ckpt[stacks] = self.out / f"tiny_stacks{stacks}.pt"
-            Checkpoint(model.state_dict(), to_dict(cfg), load_skeleton("coco"), state).save(self._ckpt[stacks])
+            Checkpoint(model.state_dict(), cfg, load_skeleton("coco"), state.to_dict()).save(self._ckpt[stacks])
         return self._ckpt[stacks]
 
     def oracle_case(self, name, what, expected, data, images=None, extra=(), names=()) -> Case:
@@ -508,7 +509,10 @@ def _ckpt_nan_weights(c: _Corpus, name: str) -> Case:
 
 @_case
 def _ckpt_invalid_config(c: _Corpus, name: str) -> Case:
-    ckpt = _edited_checkpoint(c, name, lambda ckpt: ckpt.config["eval"].update(scales="large"))
+    ckpt = c.out / f"{name}.pt"
+    saved = Checkpoint.load(c.checkpoint()).to_dict()
+    saved["config"]["eval"]["scales"] = "large"  # written as a newer or edited version might have
+    torch.save(saved, ckpt)
     names = (ckpt.name, "eval.scales")
     return c.eval_case(name, "a checkpoint whose saved config is invalid", "clean_error", ckpt, names=names)
 

@@ -26,11 +26,11 @@ import torch
 
 import train
 import utils.io
+from checkpoint.format import Checkpoint
 from data.coco_to_hdf5 import Source, convert
 from data.synthetic import generate
-from checkpoint.format import Checkpoint
 from tests.harness.cases import CaseResult
-from tests.helpers import subprocess_env, tiny_run_args, torchrun_command
+from tests.helpers import saved_state, subprocess_env, tiny_run_args, torchrun_command
 from utils.errors import UserError
 from utils.paths import REPO_ROOT, TINY_PRESET
 
@@ -173,11 +173,12 @@ def check_checkpoints(out_dir: Path, tally: Tally, when: str) -> dict[str, Check
 
 def same_training_state(a: Checkpoint, b: Checkpoint) -> bool:
     def tensors(ckpt: Checkpoint) -> list[torch.Tensor]:
-        opt = [v for s in ckpt.train_state.optimizer["state"].values() for v in s.values() if torch.is_tensor(v)]
+        opt = [v for s in saved_state(ckpt).optimizer["state"].values() for v in s.values() if torch.is_tensor(v)]
         return [*ckpt.model.values(), *opt]
 
     ta, tb = tensors(a), tensors(b)
-    return a.progress.global_step == b.progress.global_step and len(ta) == len(tb) and all(map(torch.equal, ta, tb))
+    same_step = saved_state(a).progress.global_step == saved_state(b).progress.global_step
+    return same_step and len(ta) == len(tb) and all(map(torch.equal, ta, tb))
 
 
 def classify_error(tally: Tally, name: str, r: subprocess.CompletedProcess, must_name: list[str]) -> None:
@@ -300,7 +301,7 @@ def torchrun_worker_death(train_h5: Path, work: Path, tally: Tally) -> None:
         tally.raw_tracebacks += 1
     final = check_checkpoints(out_dir, tally, "torchrun after the restart")
     last = final.get("last.pt")
-    if "resumed from" in r.stdout and last is not None and last.progress.global_step == RUN_STEPS:
+    if "resumed from" in r.stdout and last is not None and saved_state(last).progress.global_step == RUN_STEPS:
         tally.resumes_completed += 1
     else:
         tally.failures.append(f"torchrun: no resume to global step {RUN_STEPS}:\n{r.stdout[-1500:]}")

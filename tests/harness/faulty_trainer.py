@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from engine.hooks import Hook
+from engine.hook_base import Hook, StepResult
 from engine.progress import Progress
 from engine.run import run
-from engine.trainer import StepResult, Trainer
+from engine.trainer import Trainer
 from utils.errors import cli_main
 
 

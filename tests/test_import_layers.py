@@ -1,0 +1,190 @@
+"""Imports run one way, from the ground up (docs/design.md#layers):
+
+    utils  <  config  <  data, models  <  checkpoint  <  evaluate  <  engine  <  entry points, bench, tests
+
+A module imports only modules of the layers below its own, or of its own package; the packages of one layer do not
+import each other (data and models are independent); no modules import each other, directly or round a circle.
+Every import counts: at the top of a module, inside a function, or under ``TYPE_CHECKING``.
+
+The graph is read from the source with ``ast`` (nothing is imported), so the test is fast and sees lazy imports too.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Top-level package (or module) -> layer; higher layers may import lower ones.
+LAYERS: dict[str, int] = {
+    "utils": 0,
+    "config": 1,
+    "data": 2,
+    "models": 2,
+    "checkpoint": 3,
+    "evaluate": 4,
+    "engine": 5,
+    "train": 6,
+    "train_parallel": 6,
+    "train_distributed": 6,
+    "bench": 6,
+    "tests": 6,
+}
+ENTRY_LAYER = 6
+# Command modules kept at a documented path inside a lower package: each only forwards to the command where it lives
+# now, so it stands with the entry points (users' command lines keep working).
+COMMAND_ALIASES: dict[str, str] = {
+    "models.convert_original": "checkpoint.original",
+}
+
+
+def module_files(root: Path = ROOT) -> dict[str, Path]:
+    """Dotted module name -> file, for every module of the project's packages and top-level scripts."""
+    out = {}
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root)
+        if rel.parts[0] not in LAYERS and rel.with_suffix("").as_posix() not in LAYERS:
+            continue
+        name = ".".join(rel.with_suffix("").parts)
+        out[name.removesuffix(".__init__")] = path
+    return out
+
+
+def _resolve(name: str, modules: Mapping[str, Path]) -> str | None:
+    """The project module ``name`` is or lies in (``config.schema.Config`` -> ``config.schema``); None outside."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def imports_of(module: str, source: str, modules: Mapping[str, Path]) -> set[str]:
+    """The project modules ``module`` imports anywhere in ``source`` (``from pkg import sub`` counts ``pkg.sub``)."""
+    package = module if modules[module].name == "__init__.py" else module.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parent, base] if base else parent)
+            names = [base] + [f"{base}.{a.name}" for a in node.names]
+        else:
+            continue
+        for name in names:
+            target = _resolve(name, modules)
+            if target is not None and target != module:
+                found.add(target)
+    return found
+
+
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    modules = module_files(root)
+    return {m: imports_of(m, p.read_text(encoding="utf-8"), modules) for m, p in modules.items()}
+
+
+def layer_of(module: str) -> int:
+    if module in COMMAND_ALIASES:
+        return ENTRY_LAYER
+    return LAYERS[module.split(".")[0]]
+
+
+def upward_imports(graph: Mapping[str, Iterable[str]]) -> list[str]:
+    """``a -> b`` for every import of a module of the same or a higher layer in another package."""
+    bad = []
+    for module, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            same_package = module.split(".")[0] == target.split(".")[0]
+            if layer_of(module) == ENTRY_LAYER and target not in COMMAND_ALIASES:
+                continue  # entry points, bench and tests may import anything below them
+            if same_package and module not in COMMAND_ALIASES:
+                continue
+            if layer_of(target) >= layer_of(module):
+                bad.append(f"{module} (layer {layer_of(module)}) -> {target} (layer {layer_of(target)})")
+    return bad
+
+
+def cycles(graph: Mapping[str, Iterable[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph.get(start, ()))))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_every_package_has_a_layer():
+    top = {p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
+    top |= {p.stem for p in ROOT.glob("*.py")}
+    assert top <= set(LAYERS), f"give these a layer in LAYERS: {sorted(top - set(LAYERS))}"
+
+
+def test_no_import_points_up_a_layer():
+    bad = upward_imports(import_graph())
+    assert not bad, "imports that point up (or across) a layer:\n  " + "\n  ".join(bad)
+
+
+def test_no_modules_import_each_other_round_a_circle():
+    found = cycles(import_graph())
+    assert not found, "modules that import each other: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_command_aliases_only_forward_to_their_command():
+    graph = import_graph()
+    for alias, command in COMMAND_ALIASES.items():
+        assert graph[alias] == {command}, f"{alias} should only forward to {command}, imports {sorted(graph[alias])}"
+
+
+def test_the_checks_find_an_upward_import_and_a_circle(tmp_path):
+    """The checks themselves, on a small tree that breaks both rules."""
+    for package, body in {
+        "models": "from evaluate.decode import decode_people\n",  # up two layers
+        "evaluate": "from evaluate import decode\n",
+        "engine": "",
+    }.items():
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+        (tmp_path / package / "part.py").write_text(body)
+    (tmp_path / "evaluate" / "decode.py").write_text("def decode_people(): ...\nfrom .part import x\n")
+    (tmp_path / "engine" / "trainer.py").write_text("import engine.hooks\n")
+    (tmp_path / "engine" / "hooks.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                                   "    from engine.trainer import StepResult\n")  # fmt: skip
+    graph = import_graph(tmp_path)
+    assert upward_imports(graph) == ["models.part (layer 2) -> evaluate.decode (layer 4)"]
+    assert cycles(graph) == [["engine.hooks", "engine.trainer"], ["evaluate.decode", "evaluate.part"]]
