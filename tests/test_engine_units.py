@@ -190,7 +190,7 @@ def test_validation_does_not_autotune_cudnn_per_shape_and_gives_training_its_set
                       [f"train.out_dir={tmp_path}", "data.val_images=IMAGES", "data.val_annotations=ANN.json"])
     seen = []
 
-    def evaluate(model, images, annotations, cfg, device, out_json=None):
+    def evaluate(model, images, annotations, cfg, device, out_json=None, diagnose_dir=None):
         seen.append((torch.backends.cudnn.benchmark, model.training))
         if len(seen) == 2:
             raise RuntimeError("evaluation failed")
