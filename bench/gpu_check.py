@@ -392,7 +392,7 @@ def compare_with_cpu(model, cfg, images_dir: Path, annotations: Path, rig: Rig, 
             c = dataclasses.replace(cfg, eval=subset)
             out = Path(tmp) / f"{label}.json"
             net = model.to(device)
-            stats = evaluate_coco(net, images_dir, annotations, c, device, out, progress=False)
+            stats, _ = evaluate_coco(net, images_dir, annotations, c, device, out, progress=False)
             results[label] = (stats, json.loads(out.read_text()))
         model.to(rig.device)
     (a, ra), (b, rb) = results["device"], results["cpu"]

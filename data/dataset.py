@@ -4,7 +4,7 @@
     ds.set_epoch(epoch)          # before iterating a DataLoader over it (each epoch)
     sample = ds[i]               # {"image", "targets", "masks", "meta"}
     loader = DataLoader(ds, batch_size=B, collate_fn=collate, ...)
-    images = images_to_float(batch["image"].to(device))   # (B, 3, H, W) float32 BGR/255, on the device
+    images, targets, masks = batch_to_device(batch, device)   # images (B, 3, H, W) float32 BGR/255
 
 Image as uint8 (a deliberate departure from "image float tensor"): a sample's image is the warped uint8 picture,
 (3, H, W) as a channels-last view of its (H, W, 3) pixels. The float conversion (/255) happens once per batch, on
@@ -149,6 +149,18 @@ def images_to_float(images: torch.Tensor, channels_last: bool = False) -> torch.
         raise TypeError(f"images_to_float expects the dataset's uint8 images, got {images.dtype}")
     fmt = torch.channels_last if channels_last else torch.contiguous_format
     return images.to(dtype=torch.float32, memory_format=fmt).mul_(1 / 255)
+
+
+def batch_to_device(
+    batch: dict, device: torch.device, channels_last: bool = False
+) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
+    """A collated batch moved to ``device``: (images (B, 3, H, W) float32 BGR/255 by ``images_to_float``, the
+    targets and the masks as lists of one batched tensor per scale). The uint8 images cross before they are
+    converted; copies from pinned memory do not block."""
+    images = images_to_float(batch["image"].to(device, non_blocking=True), channels_last)
+    targets = [t.to(device, non_blocking=True) for t in batch["targets"]]
+    masks = [m.to(device, non_blocking=True) for m in batch["masks"]]
+    return images, targets, masks
 
 
 def collate(samples: list[dict]) -> dict:

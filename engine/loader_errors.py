@@ -48,24 +48,19 @@ def _user_error_names(cls: type = UserError) -> set[str]:
     return {cls.__name__}.union(*(_user_error_names(c) for c in cls.__subclasses__()))
 
 
-def _stuck_message(path: str, where: str, timeout: float) -> str:
-    return (
-        f"no batch came from a DataLoader worker within data.loader_timeout={timeout:g} s while loading {path} "
-        f"({where}): a worker is stuck without dying (a deadlock, or a read hanging on a network file system). "
-        f"Check that {path} reads at normal speed from this machine (or copy it to a local disk); if batches are "
-        f"only slow, raise data.loader_timeout (0 waits for ever); data.num_workers=0 loads in this process, "
-        f"where a stack dump (e.g. `py-spy dump --pid PID`) shows where it hangs. Then continue with "
-        f"train.resume=auto"
-    )
-
-
-def _died_message(path: str, where: str, message: str) -> str:
-    return (
-        f"a DataLoader worker died while loading {path} ({where}): {message.strip().rstrip('.')}. This is most "
-        f"often the out-of-memory killer (see `dmesg`): lower data.num_workers or train.batch_size "
-        f"(data.num_workers=0 loads in this process and reports any sample error directly), then continue with "
-        f"train.resume=auto"
-    )
+# the messages of a stuck and of a dead worker: the data file, where (the position and the batch then loading)
+STUCK_WORKER = (
+    "no batch came from a DataLoader worker within data.loader_timeout={timeout:g} s while loading {path} "
+    "({where}): a worker is stuck without dying (a deadlock, or a read hanging on a network file system). "
+    "Check that {path} reads at normal speed from this machine (or copy it to a local disk); if batches are "
+    "only slow, raise data.loader_timeout (0 waits for ever); data.num_workers=0 loads in this process, "
+    "where a stack dump (e.g. `py-spy dump --pid PID`) shows where it hangs. Then continue with train.resume=auto"
+)
+DEAD_WORKER = (
+    "a DataLoader worker died while loading {path} ({where}): {message}. This is most often the out-of-memory "
+    "killer (see `dmesg`): lower data.num_workers or train.batch_size (data.num_workers=0 loads in this process "
+    "and reports any sample error directly), then continue with train.resume=auto"
+)
 
 
 @contextmanager
@@ -82,8 +77,8 @@ def loader_errors(path: str, cfg: DataConfig, where: Callable[[], str]) -> Itera
         message = str(e)
         if isinstance(e, RuntimeError) and message.startswith("DataLoader timed out after"):
             here = where()
-            raise LoaderError(_stuck_message(path, here, cfg.loader_timeout), path, "data.loader_timeout",
-                              here) from None  # fmt: skip
+            text = STUCK_WORKER.format(timeout=cfg.loader_timeout, path=path, where=here)
+            raise LoaderError(text, path, "data.loader_timeout", here) from None
         died = isinstance(e, RuntimeError) and "DataLoader worker (pid" in message
         # a worker killed while handing over a batch breaks the connection the batch's memory comes through
         if isinstance(e, (ConnectionError, EOFError)) and cfg.num_workers > 0:
@@ -93,7 +88,8 @@ def loader_errors(path: str, cfg: DataConfig, where: Callable[[], str]) -> Itera
         if message.startswith("Caught "):
             raise LoaderError(worker_error_message(message), path, None, "") from None
         here = where()
-        raise LoaderError(_died_message(path, here, message), path, "data.num_workers", here) from None
+        text = DEAD_WORKER.format(path=path, where=here, message=message.strip().rstrip("."))
+        raise LoaderError(text, path, "data.num_workers", here) from None
 
 
 class OutOfMemory(UserError):

@@ -21,7 +21,7 @@ from checkpoint.format import Checkpoint
 from config.loader import save_config
 from config.schema import Config
 from config.skeleton import skeleton_of
-from data.dataset import SimplePoseDataset, images_to_float
+from data.dataset import SimplePoseDataset, batch_to_device
 from engine.checkpointer import Checkpointer, remove_stale_temporaries
 from engine.compile import choose_compile, compile_forward_loss
 from engine.hook_base import Hook, HookList, StepResult
@@ -175,9 +175,7 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         losses, breakdowns, samples = [], [], 0
         for i, batch in enumerate(micro_batches):
-            images = images_to_float(batch["image"].to(self.device, non_blocking=True), self.cfg.train.channels_last)
-            targets = [t.to(self.device, non_blocking=True) for t in batch["targets"]]
-            masks = [m.to(self.device, non_blocking=True) for m in batch["masks"]]
+            images, targets, masks = batch_to_device(batch, self.device, self.cfg.train.channels_last)
             last = i == len(micro_batches) - 1
             try:
                 # gradients are all-reduced once, with the last micro-batch's backward

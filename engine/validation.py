@@ -10,11 +10,12 @@ from torch import nn
 from torch.utils.data import Dataset
 
 from config.schema import Config
-from data.dataset import images_to_float
+from data.dataset import batch_to_device
 from engine.loader import make_loader
 from engine.logger import Meter
 from engine.sampler import EpochSampler
 from evaluate.coco_eval import evaluate_coco
+from models.eval_mode import eval_mode
 from models.weights import unwrap
 from utils import distributed as du
 from utils.precision import Precision
@@ -46,26 +47,23 @@ class Validator:
         validation images); rank 0 writes the results to ``train.out_dir/val_results_epoch{epoch}.json`` and, with
         ``eval.diagnose``, their diagnosis to ``train.out_dir/diagnosis_epoch{epoch}/``."""
         out: dict[str, float] = {}
-        model = unwrap(self.model)
-        was_training = model.training
-        model.eval()
         # training autotunes cuDNN (one batch shape); validation images come in many padded shapes, each of which
         # would be autotuned once more: heuristics there, the training's setting back after
         autotune = torch.backends.cudnn.benchmark
         torch.backends.cudnn.benchmark = False
         try:
-            if self.val_set is not None:
-                out["val_loss"] = self.val_loss(model)
-            d = self.cfg.data
-            if d.val_images and d.val_annotations:
-                run = Path(self.cfg.train.out_dir)
-                out_json = run / f"val_results_epoch{epoch}.json" if self.rank == 0 else None
-                diagnose_dir = run / f"diagnosis_epoch{epoch}" if self.cfg.eval.diagnose else None
-                stats = evaluate_coco(model, d.val_images, d.val_annotations, self.cfg, self.device, out_json=out_json,
-                                      diagnose_dir=diagnose_dir)  # fmt: skip
-                out.update({k: float(v) for k, v in stats.items()})
+            with eval_mode(unwrap(self.model)) as model:
+                if self.val_set is not None:
+                    out["val_loss"] = self.val_loss(model)
+                d = self.cfg.data
+                if d.val_images and d.val_annotations:
+                    run = Path(self.cfg.train.out_dir)
+                    out_json = run / f"val_results_epoch{epoch}.json" if self.rank == 0 else None
+                    diagnose_dir = run / f"diagnosis_epoch{epoch}" if self.cfg.eval.diagnose else None
+                    stats, _ = evaluate_coco(model, d.val_images, d.val_annotations, self.cfg, self.device,
+                                             out_json=out_json, diagnose_dir=diagnose_dir)  # fmt: skip
+                    out.update({k: float(v) for k, v in stats.items()})
         finally:
-            model.train(was_training)
             torch.backends.cudnn.benchmark = autotune
         return out
 
@@ -75,9 +73,7 @@ class Validator:
                                batch_size=1)  # fmt: skip
         meter = Meter()
         for batch in make_loader(self.val_set, sampler, 1, self.cfg.data, self.device):
-            images = images_to_float(batch["image"].to(self.device), self.cfg.train.channels_last)
-            targets = [t.to(self.device) for t in batch["targets"]]
-            masks = [m.to(self.device) for m in batch["masks"]]
+            images, targets, masks = batch_to_device(batch, self.device, self.cfg.train.channels_last)
             with self.precision.autocast(self.device):
                 total, _ = self.loss(model(images), targets, masks)
             meter.update(float(total.item()), images.shape[0])

@@ -25,6 +25,7 @@ import contextlib
 import io
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -48,11 +49,15 @@ from evaluate.oracle import oracle_for
 from evaluate.own_ids import empty_results, ground_truth, renumbered
 from evaluate.predictor import PoseEstimator
 from evaluate.results_file import read_results
+from models.eval_mode import eval_mode
 from utils import distributed as dist
 from utils.errors import AnnotationError, UserError, cli_main
 from utils.io import atomic_write_text, check_writable, refuse_to_overwrite
 from utils.progress_bar import progress_bar
 from utils.watchdog import beat
+
+if TYPE_CHECKING:
+    from pycocotools.coco import COCO
 
 STAT_NAMES = ("AP", "AP50", "AP75", "APm", "APl", "AR", "AR50", "AR75", "ARm", "ARl")
 
@@ -204,9 +209,7 @@ def evaluate_images(
     check_images_dir(images_dir)
     skeleton = estimator.skeleton
     cfg = estimator.cfg
-    coco = coco if coco is not None else load_coco(annotations, skeleton, cfg.skip_bad, cfg.keypoint_names)
-    image_list = {i: img for i, img in coco.imgs.items() if i not in coco.bad_image_ids}
-    category = keypoint_category(coco.dataset, skeleton, annotations)
+    coco, image_list, category = annotated_images(annotations, skeleton, cfg, coco)
     ids, results = predict_results(images_dir, image_list, estimator, out_json, progress, network_for, category)
     stats, summary = None, None
     if dist.is_main_process():
@@ -219,6 +222,15 @@ def evaluate_images(
             summary += (f"{bad_annotations + bad_files} images left out of the evaluation as bad ({bad_annotations} "
                         f"for their annotations, {bad_files} for their files; eval.skip_bad, warnings above)\n")
     return dist.broadcast_object((stats, summary))
+
+
+def annotated_images(annotations: str | Path, skeleton: Skeleton, cfg: EvalConfig,
+                     coco=None) -> tuple[COCO, dict[int, dict], int]:  # fmt: skip
+    """What an evaluation scores against: (the annotations loaded by ``load_coco``, or ``coco`` when already loaded;
+    their images but those with bad annotations, by id; the keypoint category's id)."""
+    coco = coco if coco is not None else load_coco(annotations, skeleton, cfg.skip_bad, cfg.keypoint_names)
+    image_list = {i: img for i, img in coco.imgs.items() if i not in coco.bad_image_ids}
+    return coco, image_list, keypoint_category(coco.dataset, skeleton, annotations)
 
 
 def check_images_dir(images_dir: str | Path) -> None:
@@ -271,20 +283,13 @@ def evaluate_coco(
     device: torch.device,
     out_json: str | Path | None = None,
     progress: bool = True,
-    with_summary: bool = False,
     diagnose_dir: str | Path | None = None,
-) -> dict[str, float] | tuple[dict[str, float], str]:
-    """COCO keypoint AP/AR of ``model`` (any rank count; its skeleton: ``model.skeleton``); with ``with_summary``
-    also pycocotools' printed table. The model is put in eval mode and restored after."""
-    was_training = model.training
-    model.eval()
-    try:
+) -> tuple[dict[str, float], str]:
+    """(stats, summary) of ``model``: COCO keypoint AP/AR (any rank count; its skeleton: ``model.skeleton``) and
+    pycocotools' printed table, as ``evaluate_images``. The model is put in eval mode and restored after."""
+    with eval_mode(model):
         estimator = PoseEstimator.from_model(model, cfg.eval, device)
-        stats, summary = evaluate_images(images_dir, annotations, estimator, out_json, progress,
-                                         diagnose_dir=diagnose_dir)  # fmt: skip
-    finally:
-        model.train(was_training)
-    return (stats, summary) if with_summary else stats
+        return evaluate_images(images_dir, annotations, estimator, out_json, progress, diagnose_dir=diagnose_dir)
 
 
 def evaluate_oracle(
@@ -322,9 +327,7 @@ def score_results(
     many there are. ``diagnose_dir``: also diagnose the results there (``diagnose_into``; its worst examples drawn
     on the images of ``images_dir`` when given)."""
     skeleton = skeleton_of(cfg)
-    coco = load_coco(annotations, skeleton, cfg.eval.skip_bad, cfg.eval.keypoint_names)
-    image_list = {i: img for i, img in coco.imgs.items() if i not in coco.bad_image_ids}
-    category = keypoint_category(coco.dataset, skeleton, annotations)
+    coco, image_list, category = annotated_images(annotations, skeleton, cfg.eval)
     ids = _shard_ids(image_list, cfg.eval)
     results = read_results(results_file, coco, skeleton, category)
     scored = set(ids)
@@ -479,7 +482,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             model, cfg = load_model(args.ckpt, args.config, overrides, device)
             stats, summary = evaluate_coco(model, args.images, args.annotations, cfg, device, args.out,
-                                           with_summary=True, diagnose_dir=args.diagnose)  # fmt: skip
+                                           diagnose_dir=args.diagnose)  # fmt: skip
         if dist.is_main_process():
             print(summary, end="")
             print(format_stats(stats))

@@ -194,7 +194,7 @@ def test_validation_does_not_autotune_cudnn_per_shape_and_gives_training_its_set
         seen.append((torch.backends.cudnn.benchmark, model.training))
         if len(seen) == 2:
             raise RuntimeError("evaluation failed")
-        return {"AP": 0.5}
+        return {"AP": 0.5}, "summary"
 
     monkeypatch.setattr(validation, "evaluate_coco", evaluate)
     monkeypatch.setattr(torch.backends.cudnn, "benchmark", True)

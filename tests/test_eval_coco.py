@@ -78,8 +78,8 @@ def test_no_detections_give_an_empty_file_and_zero_ap(
     model = ConstantModel(value).train()
     cfg = single_scale_config(max_images=3, min_parts=2, min_mean_score=1e9)
     out = tmp_path / "res.json"
-    stats = evaluate_coco(model, synthetic_sample_images, synthetic_sample_annotations, cfg, torch.device("cpu"), out,
-                          False)  # fmt: skip
+    images, annotations = synthetic_sample_images, synthetic_sample_annotations
+    stats, _ = evaluate_coco(model, images, annotations, cfg, torch.device("cpu"), out, False)
     assert stats == {k: 0.0 for k in STAT_NAMES}
     assert out.read_text() == "[]\n"
     assert model.training  # mode restored

@@ -176,7 +176,7 @@ def test_shape_buckets_are_few_and_waste_at_most_an_eighth():
 
 
 def results(model, cfg, images, annotations, out):
-    stats = evaluate_coco(model, images, annotations, cfg, torch.device("cpu"), out, progress=False)
+    stats, _ = evaluate_coco(model, images, annotations, cfg, torch.device("cpu"), out, progress=False)
     return stats, json.loads(out.read_text())
 
 
