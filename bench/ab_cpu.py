@@ -53,7 +53,7 @@ if a["what"] == "train":
             times.append(time.perf_counter() - start)
     out["samples_per_s"] = cfg.train.batch_size * len(times) / sum(times)
 else:
-    from evaluate.predictor import PoseEstimator
+    from evaluate.estimator import PoseEstimator
     est = PoseEstimator.from_checkpoint(a["ckpt"], device="cpu")
     files = sorted(Path(a["images"]).glob("*.jpg"))[: a["images_n"] + 1]
     images = [cv2.imread(str(f)) for f in files]

@@ -6,7 +6,7 @@
 
 Three kinds of maps (the table's column groups), each scored by pycocotools against its own annotations:
 
-(a) oracle: the ground-truth target maps (evaluate/oracle.py) of the real COCO sample (27 images), at the eval
+(a) oracle: the ground-truth target maps (evaluate/runtime/oracle.py) of the real COCO sample (27 images), at the eval
     settings of ``--config`` and ``key=value`` (default: config/schema.py, 5 scales + flip);
 (b) model: the predictions of a trained checkpoint (``--ckpt``; the quick start writes runs/quickstart/best.pt) on
     its synthetic validation split (``--val-dir``: images/ and annotations/person_keypoints_val.json; default: the
@@ -50,12 +50,12 @@ from config.schema import OUTPUT_STRIDE, Config, EvalConfig
 from config.skeleton import Skeleton, skeleton_of
 from data.image_files import read_image
 from evaluate.coco_eval import coco_keypoint_stats, image_path, load_coco
-from evaluate.coco_results import coco_results
-from evaluate.decode import People, decode_people
-from evaluate.inference import Predictor, multiscale_maps
-from evaluate.model_loader import load_model
-from evaluate.oracle import oracle_for
-from evaluate.predictor import PoseEstimator
+from evaluate.decoder.decode import People, decode_people
+from evaluate.estimator import PoseEstimator
+from evaluate.metrics.coco_results import coco_results
+from evaluate.runtime.model_loader import load_model
+from evaluate.runtime.multiscale import Predictor, multiscale_maps
+from evaluate.runtime.oracle import oracle_for
 from models.weights import unwrap
 from utils.distributed import select_device
 from utils.errors import UserError, cli_main

@@ -25,7 +25,7 @@ import numpy as np
 
 from config.loader import load_config
 from evaluate.coco_eval import score_results
-from evaluate.diagnosis import diagnose
+from evaluate.metrics.diagnosis import diagnose
 from utils.errors import cli_main
 from utils.paths import REPO_ROOT
 

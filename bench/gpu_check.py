@@ -47,7 +47,7 @@ from data.coco_to_hdf5 import Source, convert
 from data.dataset import SimplePoseDataset
 from data.image_files import read_image
 from data.synthetic import generate
-from evaluate.predictor import PoseEstimator, Timing
+from evaluate.estimator import PoseEstimator, Timing
 from models import build_model
 from models.summary import macs_and_shapes
 from utils.errors import UserError, cli_main
@@ -331,7 +331,7 @@ def section_data(rig: Rig, report: Report) -> None:
 def preprocess_ms(estimator: PoseEstimator, images: list, rig: Rig) -> float:
     """Milliseconds per image of the input preparation alone (upload, every scale's resize, pad, mirror, scale),
     as ``multiscale_maps_batch`` does it, timed between synchronisations."""
-    from evaluate.inference import scale_inputs
+    from evaluate.runtime.multiscale import scale_inputs
 
     rig.sync()
     start = time.perf_counter()

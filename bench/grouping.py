@@ -25,9 +25,9 @@ from config.schema import OUTPUT_STRIDE
 from config.skeleton import Skeleton, skeleton_of
 from data.image_files import read_image
 from evaluate.coco_eval import load_coco
-from evaluate.decode import DecodeParams, decode_people
-from evaluate.inference import decode_grid, fuse_flip, make_batch, prepare_input, resize_to_grid, scale_factors
-from evaluate.oracle import oracle_for
+from evaluate.decoder.decode import DecodeParams, decode_people
+from evaluate.runtime.multiscale import decode_grid, fuse_flip, make_batch, prepare_input, resize_to_grid, scale_factors
+from evaluate.runtime.oracle import oracle_for
 from utils.errors import cli_main
 from utils.paths import COCO_SAMPLE_ANNOTATIONS, coco_sample_dir
 

@@ -6,7 +6,7 @@ runs it) over several seeds, the runs alternated on one machine, each with its A
 Each run is ``python train.py`` (the quick start: its synthetic data, made once and shared) with ``train.amp=P
 train.seed=S train.out_dir=OUT/P_seedS``, in the order seed 0 float32, seed 0 bf16, seed 1 float32, ... so that a
 slower or busier stretch of the machine falls on both. The last validation's results are diagnosed
-(evaluate/diagnosis.py). Prints one row per run, then per precision the mean and the spread (sample standard
+(evaluate/metrics/diagnosis.py). Prints one row per run, then per precision the mean and the spread (sample standard
 deviation) of the AP, the keypoint error shares and the AP each correction gains; the difference of the means is
 worth reading only beside the seeds' own spread. An existing run folder is kept (its figures are read again), so an
 interrupted comparison continues where it stopped.
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from config.loader import load_config
 from engine.run import QUICKSTART_PRESET
-from evaluate.diagnosis import ERROR_TYPES, diagnose
+from evaluate.metrics.diagnosis import ERROR_TYPES, diagnose
 from utils.errors import UserError, cli_main
 from utils.paths import REPO_ROOT
 

@@ -12,7 +12,7 @@ each; docs/benchmarks.md#tracking):
 
 1. identities (PoseTracker, ``track.*`` settings): identity switches, MOTA and IDF1 (py-motmetrics), misses and
    false people. A ground-truth person of a frame is one with at least 3 visible keypoints; a person found
-   matches one when their OKS is at least 0.5 (evaluate/oks.py, the sigmas, over the visible ground-truth
+   matches one when their OKS is at least 0.5 (evaluate/metrics/oks.py, the sigmas, over the visible ground-truth
    keypoints, scale: the area of their box);
 2. keypoints, smoothing off and on: jitter (mean |x[t+1] - 2 x[t] + x[t-1]| over the keypoints found in three
    frames in a row of a track, px/frame^2; the walkers' own motion has some), lag (frames: the time shift of the
@@ -50,8 +50,8 @@ from config.skeleton import Skeleton
 from data.synthetic import COCO as COCO_PERSON_SKELETON
 from data.synthetic import COCO_PERSON
 from data.synthetic_video import SyntheticVideo, Walker, crossing_video, random_video, walker_poses
-from evaluate.oks import oks_matrix, person_area
-from evaluate.predictor import Person, PoseEstimator, keypoint_box
+from evaluate.estimator import Person, PoseEstimator, keypoint_box
+from evaluate.metrics.oks import oks_matrix, person_area
 from evaluate.track import PoseTracker
 from utils.errors import UserError, cli_main
 
@@ -130,7 +130,7 @@ def tracker_of(checkout: str | Path) -> type:
 
 
 def truth_oks(truth: Truth, people: Sequence[Person], sigmas: np.ndarray) -> np.ndarray:
-    """(N, P) OKS of ground-truth people and people found (evaluate.oks, COCO's: over each truth's visible
+    """(N, P) OKS of ground-truth people and people found (evaluate.metrics.oks, COCO's: over each truth's visible
     keypoints, at ``truth.area``)."""
     if not len(truth.ids) or not people:
         return np.zeros((len(truth.ids), len(people)))

@@ -5,7 +5,8 @@
     Checkpoint(model=state, config=to_dict(cfg), skeleton=skeleton, train_state=...).save(path)   # atomically
 
 Every reader and writer of a checkpoint goes through this type (the trainer's checkpoints and resume through
-``engine.checkpointer``, ``train.init_weights``, evaluation and ONNX export through ``evaluate.model_loader``, the
+``engine.checkpointer``, ``train.init_weights``, evaluation and ONNX export through ``evaluate.runtime.model_loader``,
+the
 converter of the original's weights), so the keys of the file are written and read here only. The saved config is
 parsed once, here, into a typed ``Config``; the training state is opaque to this module (a dict that
 ``engine.checkpointer.TrainState`` reads and writes). A file is a dict of tensors and plain Python
@@ -80,7 +81,7 @@ class CheckpointError(UserError):
 # The entries of a format-1 (flat) file that are not its training state.
 _FLAT_ENTRIES = ("format_version", "model", "config", "skeleton", "version", "source")
 LOAD_FIX = ("build the model for the checkpoint's skeleton (data.skeleton=NAME or FILE), or rebuild it from the "
-            "checkpoint alone with evaluate.model_loader.load_model")  # fmt: skip
+            "checkpoint alone with evaluate.runtime.model_loader.load_model")  # fmt: skip
 
 
 @dataclass

@@ -192,10 +192,11 @@ class EvalConfig:
     """Test-time inference and grouping (docs/design.md#test-time-inference, docs/design.md#decoding).
 
     One flat section, so that ``eval.<field>=...`` overrides stay short; the decoder reads its fields as small frozen
-    groups built once (``evaluate.decode.DecodeParams.from_config``): ``PeakParams`` (peak_threshold, refine_radius,
+    groups built once (``evaluate.decoder.decode.DecodeParams.from_config``): ``PeakParams`` (peak_threshold,
+    refine_radius,
     peak_score, refine_mode, refine_xy_swap_bug, max_peaks), ``LimbParams`` (limb_threshold, connect_ratio,
     limb_samples) and ``AssemblyParams`` (len_rate, connection_tolerance, remove_recon, min_parts, min_mean_score);
-    the rest is the multi-scale inference (evaluate/inference.py) and how it runs."""
+    the rest is the multi-scale inference (evaluate/runtime/multiscale.py) and how it runs."""
 
     scales: list[float] = field(default_factory=lambda: [0.5, 1.0, 1.5, 2.0, 3.0])
     flip: bool = True
@@ -264,7 +265,8 @@ class EvalConfig:
     # the network's BatchNorms folded into its convolutions for inference (models/fold.py)
     fold_batchnorm: bool = True
     # in-training validation also diagnoses where its AP goes (keypoint errors, scoring, background:
-    # evaluate/diagnosis.py) into train.out_dir/diagnosis_epoch{N}/; python -m evaluate.coco_eval takes --diagnose DIR
+    # evaluate/metrics/diagnosis.py) into train.out_dir/diagnosis_epoch{N}/; python -m evaluate.coco_eval takes
+    # --diagnose DIR
     diagnose: bool = False
 
 
@@ -275,11 +277,12 @@ class TrackConfig:
 
     # People scored below this are not tracked (nor reported): the decoder's fragments of a person (a few keypoints,
     # ranked last for AP) would each start a track. 0.9167 = 0.5 + 0.5 * 5 / 6: a total keypoint and link score of
-    # 5 (evaluate/assemble.py person_scores); 0: everyone.
+    # 5 (evaluate/decoder/assemble.py person_scores); 0: everyone.
     min_score: float = 0.9167
     # A person may continue a track when their OKS with the track's last pose moved on by the track's velocity (the
     # skeleton's sigmas, over the keypoints found in both, scale: the larger of the two poses' whole-body sizes,
-    # evaluate/oks.py:person_area) is at least min_oks; when fewer than min_shared_keypoints are found in both, when
+    # evaluate/metrics/oks.py:person_area) is at least min_oks; when fewer than min_shared_keypoints are found in both,
+    # when
     # the IoU of their boxes is at least min_iou.
     min_oks: float = 0.3
     min_iou: float = 0.3

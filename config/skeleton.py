@@ -49,7 +49,7 @@ _DRAW_KEYS = ("sample_limbs", "result_edges", "colors")
 _RULES = ("midpoint",)
 HUE_CIRCLE = "hue_circle"
 # How results are scored (evaluate/coco_eval.py keypoint_stats): coco: pycocotools' keypoint AP/AR with the
-# annotations' area; crowdpose: CrowdPose's (evaluate/crowdpose_eval.py, faster-coco-eval's keypoints_crowd: OKS
+# annotations' area; crowdpose: CrowdPose's (evaluate/metrics/crowdpose_eval.py, faster-coco-eval's keypoints_crowd: OKS
 # scale 0.53 x box area, AP/AR and AP easy/medium/hard by the images' crowdIndex).
 EVALUATIONS = ("coco", "crowdpose")
 

@@ -1,6 +1,6 @@
 """Test-time path: multi-scale + flip inference, keypoint grouping, COCO AP, demo and export.
 
-The Python API (evaluate/predictor.py)::
+The Python API (evaluate/estimator.py)::
 
     from evaluate import PoseEstimator
     people = PoseEstimator.from_checkpoint("runs/quickstart/best.pt")(cv2.imread("photo.jpg"))
@@ -12,7 +12,7 @@ and across a video's frames (evaluate/track.py)::
 """
 
 from config.schema import TrackConfig
-from evaluate.predictor import Person, PoseEstimator, Timing, VideoFrame, coco_results_json
+from evaluate.estimator import Person, PoseEstimator, Timing, VideoFrame, coco_results_json
 from evaluate.track import PoseTracker
 
 __all__ = ["Person", "PoseEstimator", "PoseTracker", "Timing", "TrackConfig", "VideoFrame", "coco_results_json"]

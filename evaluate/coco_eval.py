@@ -13,7 +13,7 @@ Ranks take a strided shard of the (sorted) image ids, predictions are all-gather
 JSON and runs pycocotools, every rank receives the numbers. The JSON is sorted and its floats rounded, so it
 is byte-identical for any number of processes. The skeleton is the model's (the checkpoint's; ``data.skeleton`` for
 ``--from-ground-truth``): results are in its dataset keypoint order, OKS uses its sigmas, and its ``evaluation``
-says which figures: COCO's, or CrowdPose's (evaluate/crowdpose_eval.py: AP, AR and AP easy/medium/hard). Without
+says which figures: COCO's, or CrowdPose's (evaluate/metrics/crowdpose_eval.py: AP, AR and AP easy/medium/hard). Without
 ``--annotations`` (a plain image folder, or an image-info JSON) the results JSON is written for an evaluation server
 and nothing is scored (evaluate/image_list.py: ids).
 """
@@ -37,18 +37,18 @@ from config.skeleton_check import NAME_MATCHES
 from data.coco_annotations import PERSON_CATEGORY, keypoint_category, load_coco_keypoints
 from data.image_files import BadImages, read_decoded_checked
 from data.image_files import image_path as checked_image_path
-from evaluate.coco_results import coco_results, results_text, sort_results
-from evaluate.crowdpose_eval import crowdpose_keypoint_stats, with_box_areas
-from evaluate.decode import People
-from evaluate.diagnosis import diagnose
-from evaluate.diagnosis_report import summary_text, write_diagnosis
+from evaluate.decoder.decode import People
+from evaluate.estimator import PoseEstimator
 from evaluate.image_list import folder_image_list, image_info_list
-from evaluate.inference import Predictor
-from evaluate.model_loader import load_model
-from evaluate.oracle import oracle_for
-from evaluate.own_ids import empty_results, ground_truth, renumbered
-from evaluate.predictor import PoseEstimator
-from evaluate.results_file import read_results
+from evaluate.metrics.coco_results import coco_results, results_text, sort_results
+from evaluate.metrics.crowdpose_eval import crowdpose_keypoint_stats, with_box_areas
+from evaluate.metrics.diagnosis import diagnose
+from evaluate.metrics.diagnosis_report import summary_text, write_diagnosis
+from evaluate.metrics.own_ids import empty_results, ground_truth, renumbered
+from evaluate.metrics.results_file import read_results
+from evaluate.runtime.model_loader import load_model
+from evaluate.runtime.multiscale import Predictor
+from evaluate.runtime.oracle import oracle_for
 from models.eval_mode import eval_mode
 from utils import distributed as dist
 from utils.errors import AnnotationError, UserError, cli_main
@@ -66,7 +66,8 @@ def load_coco(annotations: str | Path, skeleton: Skeleton | None = None, skip_ba
               keypoint_names: NameMatch = "exact"):  # fmt: skip
     """pycocotools COCO of a person_keypoints JSON. With ``skeleton``: read and checked by the converter's own reader
     (``data.coco_annotations.load_coco_keypoints``: the same errors, the same defaults for missing fields, the keypoint
-    names compared as ``keypoint_names`` says), its annotations with the evaluator's own ids (``evaluate.own_ids``);
+    names compared as ``keypoint_names`` says), its annotations with the evaluator's own ids
+    (``evaluate.metrics.own_ids``);
     ``skip_bad``: images with bad annotations are listed in ``coco.bad_image_ids`` (and left out of the evaluation)
     instead of stopping it. Without ``skeleton``: the file as pycocotools reads it (for loading results against it);
     UserError when missing or malformed."""
@@ -100,7 +101,8 @@ def coco_keypoint_stats(
     """pycocotools keypoint evaluation restricted to ``image_ids``; (stats, printed summary).
 
     ``sigmas``: the OKS sigma of each dataset keypoint (``Skeleton.sigmas``); None: pycocotools' own, COCO's.
-    Scored on a renumbered copy (``evaluate.own_ids.renumbered``), so the file's ids cannot change the figures. A
+    Scored on a renumbered copy (``evaluate.metrics.own_ids.renumbered``), so the file's ids cannot change the figures.
+    A
     figure whose group has no ground truth (no medium people, say) is -1, as pycocotools gives it; no detections
     give 0 where there is ground truth. Annotations without an 'area' are scored with 0.53 x their box area
     (CrowdPose's stand-in; ``load_coco`` has already filled it).
@@ -127,7 +129,7 @@ def coco_keypoint_stats(
 
 def keypoint_stats(coco, results: list[dict], image_ids: list[int], skeleton: Skeleton) -> tuple[dict[str, float], str]:
     """(stats, printed table) of ``results`` as ``skeleton.evaluation`` says: COCO's keypoint figures or
-    CrowdPose's, OKS with the skeleton's sigmas, on the evaluator's own ids (``evaluate.own_ids``)."""
+    CrowdPose's, OKS with the skeleton's sigmas, on the evaluator's own ids (``evaluate.metrics.own_ids``)."""
     if skeleton.evaluation == "crowdpose":
         return crowdpose_keypoint_stats(*renumbered(coco, results, image_ids), skeleton.sigmas)
     return coco_keypoint_stats(coco, results, image_ids, skeleton.sigmas)
@@ -319,7 +321,8 @@ def score_results(
     diagnose_dir: str | Path | None = None,
     images_dir: str | Path | None = None,
 ) -> tuple[dict[str, float], str]:
-    """(stats, summary) of a results file made by any tool (``evaluate.results_file``: checked entry by entry) on
+    """(stats, summary) of a results file made by any tool (``evaluate.metrics.results_file``: checked entry by entry)
+    on
     ``annotations``, read and scored exactly as an evaluation here scores its own results: the skeleton
     ``cfg.data.skeleton`` names (its sigmas, its figures: COCO's or CrowdPose's), the evaluator's own ids, the
     annotation file's images (the first ``eval.max_images`` when set; images with bad annotations left out with
@@ -347,7 +350,8 @@ def score_results(
 
 
 def diagnose_into(out_dir, coco, results: list[dict], image_ids: list[int], skeleton: Skeleton, images_dir=None) -> str:
-    """Diagnose ``results`` (evaluate/diagnosis.py) and write ``out_dir/diagnosis.json`` and its plots (the worst
+    """Diagnose ``results`` (evaluate/metrics/diagnosis.py) and write ``out_dir/diagnosis.json`` and its plots (the
+    worst
     examples drawn when ``images_dir`` is given); returns the summary lines to print."""
     found = diagnose(coco, results, skeleton, image_ids)
     write_diagnosis(found, out_dir, coco, images_dir)

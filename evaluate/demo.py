@@ -56,12 +56,12 @@ from config.skeleton import skeleton_of
 from data.image_files import ImageFileError, read_image
 from evaluate.coco_eval import load_coco
 from evaluate.draw import Trails, draw_detections, draw_tracked
+from evaluate.estimator import Person, PoseEstimator, coco_results_json
 from evaluate.image_list import IMAGE_SUFFIXES, file_image_ids, image_files
-from evaluate.inference import Predictor
-from evaluate.model_loader import load_model
-from evaluate.onnx_runner import providers_for
-from evaluate.oracle import oracle_for
-from evaluate.predictor import Person, PoseEstimator, coco_results_json
+from evaluate.runtime.model_loader import load_model
+from evaluate.runtime.multiscale import Predictor
+from evaluate.runtime.onnx_runner import providers_for
+from evaluate.runtime.oracle import oracle_for
 from evaluate.track import PoseTracker
 from evaluate.video import VideoReader
 from utils.distributed import select_device

@@ -4,7 +4,7 @@
 
 Input "image": float32 BGR/255, NCHW, height and width multiples of 64 (the evaluator pads every resized scale to
 such a size, so inputs are padded and rarely square). Output "maps": the last stack's finest output, float32, what
-the test-time path uses. Grouping stays in Python: ``evaluate.onnx_runner.load_onnx`` runs the file with ONNX
+the test-time path uses. Grouping stays in Python: ``evaluate.runtime.onnx_runner.load_onnx`` runs the file with ONNX
 Runtime through the same multi-scale + flip path and decoder. The file's metadata carries the run's config (with
 the ``key=value`` overrides given here) and, when the checkpoint has one, its skeleton definition, so the .onnx
 file alone is enough. When onnxruntime is installed the file is run at the example size and at a second
@@ -28,8 +28,8 @@ from torch import nn
 from config.loader import add_config_arguments, to_dict
 from config.schema import Config
 from config.skeleton import Skeleton
-from evaluate.model_loader import load_model
-from evaluate.onnx_runner import CONFIG_KEY, INPUT_NAME, OUTPUT_NAME, SKELETON_KEY, OnnxPredictor, open_session
+from evaluate.runtime.model_loader import load_model
+from evaluate.runtime.onnx_runner import CONFIG_KEY, INPUT_NAME, OUTPUT_NAME, SKELETON_KEY, OnnxPredictor, open_session
 from models.posenet import SIZE_MULTIPLE, check_input_shape
 from utils.errors import UserError, cli_main
 from utils.io import atomic_write_bytes, refuse_to_overwrite

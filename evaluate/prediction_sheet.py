@@ -23,7 +23,7 @@ from config.skeleton import Skeleton
 from data.image_files import read_image
 from evaluate.coco_eval import image_path, load_coco
 from evaluate.draw import FONT, MIN_FONT_SCALE, draw_detections, draw_people
-from evaluate.predictor import Person, PoseEstimator
+from evaluate.estimator import Person, PoseEstimator
 from models import build_model
 from utils.io import atomic_write_bytes
 

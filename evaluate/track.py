@@ -8,7 +8,8 @@ Any skeleton: the OKS uses its sigmas. ``update`` (docs/design.md#tracking):
 
 1. leaves out people scored below ``min_score`` (the decoder's fragments) and moves each track's last pose on by the
    track's velocity to the frame's time;
-2. scores every (person, track) pair: the OKS over the keypoints found in both (evaluate/oks.py; scale: the larger
+2. scores every (person, track) pair: the OKS over the keypoints found in both (evaluate/metrics/oks.py; scale: the
+   larger
    of the two poses' ``person_area``, a whole body's box at the size the keypoints found show, so that a person
    seen by the face, the upper body or one side is judged at their size, not at their few keypoints' box), or the
    IoU of their keypoint boxes where fewer than ``min_shared_keypoints`` are found in both; a pair under
@@ -37,8 +38,8 @@ from scipy.optimize import linear_sum_assignment
 from config.loader import check_track
 from config.schema import TrackConfig
 from config.skeleton import Skeleton
-from evaluate.oks import BodyTemplate, oks_matrix, person_area
-from evaluate.predictor import Person
+from evaluate.estimator import Person
+from evaluate.metrics.oks import BodyTemplate, oks_matrix, person_area
 
 LOG = logging.getLogger(__name__)
 
@@ -136,7 +137,7 @@ class PoseTracker:
         k = self.skeleton.num_dataset_keypoints
         self._xy = np.zeros((0, k, 2))  # the last matched person's keypoints (the detector's), NaN: not found
         self._found = np.zeros((0, k), bool)
-        self._area = np.zeros(0)  # px^2: the scale of the last matched pose (evaluate.oks.person_area)
+        self._area = np.zeros(0)  # px^2: the scale of the last matched pose (evaluate.metrics.oks.person_area)
         self._time = np.zeros(0)  # of the last match, s
         self._velocity = np.zeros((0, 2))  # px/s: of the keypoints found in two successive matches
         self._moving = np.zeros(0, bool)  # the velocity was measured
@@ -316,7 +317,7 @@ def pair_similarity(
     cfg: TrackConfig,
 ) -> tuple[np.ndarray, np.ndarray]:
     """((P, T) similarity, (P, T) may-match) of P poses ``a`` and T poses ``b`` ((n, K, 2) px, NaN where not found;
-    (n, K) found; (n,) their ``person_area``, px^2): the OKS over the keypoints found in both (evaluate.oks,
+    (n, K) found; (n,) their ``person_area``, px^2): the OKS over the keypoints found in both (evaluate.metrics.oks,
     ``sigmas`` (K,), scale: the larger of the two areas) where at least ``cfg.min_shared_keypoints`` are, else the
     IoU of the keypoint boxes."""
     oks, count = oks_matrix(a_xy, a_found, b_xy, b_found, sigmas, np.maximum.outer(a_area, b_area))

@@ -285,13 +285,13 @@ class InterruptedCamera:
 
 def people_agreement(got: np.ndarray, want: np.ndarray, sigmas, min_oks: float = 0.5) -> dict[str, float]:
     """How far two decodings of one image agree: ``got`` and ``want`` (P, K, 3) keypoints (x, y, score; score 0 or
-    x NaN where not found) matched one to one by OKS (``evaluate.oks.oks_matrix`` over the ``want`` person's
+    x NaN where not found) matched one to one by OKS (``evaluate.metrics.oks.oks_matrix`` over the ``want`` person's
     keypoints, scale: the area of its keypoint box), pairs below ``min_oks`` left unmatched. Returns the people of
     each side, the matched pairs, their keypoints found on both sides and those within 1 px, and the keypoints
     found on one side only."""
     from scipy.optimize import linear_sum_assignment
 
-    from evaluate.oks import oks_matrix
+    from evaluate.metrics.oks import oks_matrix
 
     got, want = (np.asarray(p, np.float64).reshape(len(p), -1, 3) for p in (got, want))
     found_g, found_w = ((p[..., 2] > 0) & ~np.isnan(p[..., 0]) for p in (got, want))

@@ -125,7 +125,7 @@ def test_the_demo_counts_and_skips_an_unreadable_file(tiny_ckpt, synthetic_coco,
 @pytest.mark.parametrize("given, named", [(None, "None, not an image (cv2.imread returns None"),
                                           (3.5, "is a float"), (b"\x00" * 3, "is a bytes")])  # fmt: skip
 def test_the_api_names_what_it_was_given(given, named, tiny_ckpt):
-    from evaluate.predictor import PoseEstimator
+    from evaluate.estimator import PoseEstimator
 
     estimator = PoseEstimator.from_checkpoint(tiny_ckpt, "cpu", scales=[1.0], flip=False)
     with pytest.raises(UserError) as e:

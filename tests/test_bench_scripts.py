@@ -17,8 +17,8 @@ from bench import data_pipeline, decoder_table, gpu_check, grouping, model, sync
 from config.loader import load_config
 from config.schema import OUTPUT_STRIDE
 from data.dataset import SimplePoseDataset
-from evaluate.inference import fuse_flip
-from evaluate.oracle import oracle_predictor
+from evaluate.runtime.multiscale import fuse_flip
+from evaluate.runtime.oracle import oracle_predictor
 from models import build_model
 from tests.harness import bad_input_table
 from tests.harness.bad_inputs import build_corpus

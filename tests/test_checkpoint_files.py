@@ -13,7 +13,7 @@ from checkpoint import original as convert_original
 from checkpoint.format import CheckpointError
 from engine.trainer import Trainer
 from evaluate import coco_eval
-from evaluate.predictor import PoseEstimator
+from evaluate.estimator import PoseEstimator
 from tests.harness.not_checkpoints import UNSAFE_ADVICE, make_not_checkpoints
 from tests.helpers import tiny_cfg
 from utils.file_kind import file_kind, kind_of

@@ -15,7 +15,7 @@ from config.loader import load_config, to_dict
 from config.skeleton import load_skeleton
 from data.coco_to_hdf5 import Source, convert
 from evaluate import coco_eval
-from evaluate.crowdpose_eval import crowdpose_keypoint_stats
+from evaluate.metrics.crowdpose_eval import crowdpose_keypoint_stats
 from utils.paths import PAPER_PRESET, REPO_ROOT
 
 CROWDPOSE = load_skeleton("crowdpose")

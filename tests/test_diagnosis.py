@@ -1,4 +1,5 @@
-"""Error diagnosis (evaluate/diagnosis.py): errors of each type injected into results made from real annotations are
+"""Error diagnosis (evaluate/metrics/diagnosis.py): errors of each type injected into results made from real annotations
+are
 classified as that type, the counts equal an independent check written from the definitions, correcting a type
 gives back the AP it cost, and a CrowdPose skeleton, the command and the report work."""
 
@@ -13,8 +14,8 @@ import pytest
 from config.loader import load_config
 from config.skeleton import load_skeleton
 from evaluate import coco_eval
-from evaluate.diagnosis import ERROR_TYPES, diagnose
-from evaluate.diagnosis_report import write_diagnosis
+from evaluate.metrics.diagnosis import ERROR_TYPES, diagnose
+from evaluate.metrics.diagnosis_report import write_diagnosis
 from tests.helpers import COCO, FAINT_MAPS, train_a_few_steps
 from utils.paths import COCO_SAMPLE_ANNOTATIONS
 

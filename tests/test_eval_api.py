@@ -18,9 +18,9 @@ from config.loader import ConfigError
 from data.image_files import ImageFileError, read_image
 from evaluate import Person, PoseEstimator, coco_eval, coco_results_json
 from evaluate.coco_eval import load_coco
+from evaluate.estimator import Timing
 from evaluate.image_input import as_bgr
-from evaluate.inference import multiscale_maps
-from evaluate.predictor import Timing
+from evaluate.runtime.multiscale import multiscale_maps
 from tests.helpers import (
     COCO,
     LANDSCAPE,

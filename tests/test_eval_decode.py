@@ -7,11 +7,11 @@ import pytest
 
 from config.schema import EvalConfig, TargetConfig
 from data.targets import draw_targets
-from evaluate.assemble import AssemblyParams, assemble_people, person_scores
-from evaluate.coco_results import coco_results
-from evaluate.decode import decode_people
-from evaluate.limbs import LimbParams, match_limb, score_pairs
-from evaluate.peaks import PeakParams, find_peaks, local_maxima
+from evaluate.decoder.assemble import AssemblyParams, assemble_people, person_scores
+from evaluate.decoder.decode import decode_people
+from evaluate.decoder.limbs import LimbParams, match_limb, score_pairs
+from evaluate.decoder.peaks import PeakParams, find_peaks, local_maxima
+from evaluate.metrics.coco_results import coco_results
 from tests.helpers import COCO, internal_to_dataset, person
 
 STRIDE = 4

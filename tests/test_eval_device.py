@@ -14,7 +14,8 @@ import torch
 
 from config.loader import load_config, with_overrides
 from evaluate.coco_eval import evaluate_coco
-from evaluate.inference import (
+from evaluate.runtime.model_loader import load_model
+from evaluate.runtime.multiscale import (
     bucket_size,
     input_sizes,
     make_batch,
@@ -23,7 +24,6 @@ from evaluate.inference import (
     scale_factors,
     upload_images,
 )
-from evaluate.model_loader import load_model
 from models import build_model
 from models.fold import FoldError, fold_batchnorm
 from tests.helpers import tiny_model_cfg

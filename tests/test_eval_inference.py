@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from config.schema import EvalConfig, TargetConfig
-from evaluate.decode import decode_people
-from evaluate.inference import (
+from evaluate.decoder.decode import decode_people
+from evaluate.runtime.multiscale import (
     decode_grid,
     fuse_flip,
     model_predictor,
@@ -16,7 +16,7 @@ from evaluate.inference import (
     resize_to_grid,
     scale_factors,
 )
-from evaluate.oracle import oracle_predictor
+from evaluate.runtime.oracle import oracle_predictor
 from tests.helpers import COCO, internal_to_dataset, person
 from utils.precision import precision_for
 

@@ -12,10 +12,11 @@ import torch
 
 from config.loader import ConfigError, to_dict
 from data.synthetic_video import crossing_video, write_video
-from evaluate import PoseEstimator, demo, export_onnx, onnx_runner
-from evaluate.decode import decode_people
-from evaluate.inference import model_predictor, multiscale_maps
-from evaluate.model_loader import load_model
+from evaluate import PoseEstimator, demo, export_onnx
+from evaluate.decoder.decode import decode_people
+from evaluate.runtime import onnx_runner
+from evaluate.runtime.model_loader import load_model
+from evaluate.runtime.multiscale import model_predictor, multiscale_maps
 from models.posenet import InputShapeError
 from tests.helpers import COCO, LANDSCAPE, PORTRAIT, SMALL, assert_people_agree, people_agreement, tiny_model
 from utils.errors import UserError

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from config.loader import load_config
-from evaluate import inference
-from evaluate.inference import (
+from evaluate.runtime import multiscale
+from evaluate.runtime.multiscale import (
     decode_grid,
     input_sizes,
     multiscale_maps,
@@ -51,9 +51,9 @@ def test_torch_resize_fills_the_grid_for_a_640x198_image():
 
 
 def cuda_rule_bicubic(counts):
-    """``inference.bicubic_resize`` as CUDA's kernel behaves (it copies the input when the output has its size,
+    """``multiscale.bicubic_resize`` as CUDA's kernel behaves (it copies the input when the output has its size,
     whatever the factors; the CPU kernel resamples), counting the calls and those one row off the input."""
-    real = inference.bicubic_resize
+    real = multiscale.bicubic_resize
 
     def resize(x, size, factors):
         counts["resized"] += 1
@@ -65,14 +65,14 @@ def cuda_rule_bicubic(counts):
 
 def test_torch_and_opencv_resize_agree_on_the_grid_over_image_sizes(monkeypatch):
     counts = {"resized": 0, "one_row_more": 0, "cubic_resample": 0}
-    monkeypatch.setattr(inference, "bicubic_resize", cuda_rule_bicubic(counts))
-    real_cubic_resample = inference._cubic_resample
+    monkeypatch.setattr(multiscale, "bicubic_resize", cuda_rule_bicubic(counts))
+    real_cubic_resample = multiscale._cubic_resample
 
     def cubic_resample(*args):  # OpenCV's path where cv2.resize would copy instead of resampling
         counts["cubic_resample"] += 1
         return real_cubic_resample(*args)
 
-    monkeypatch.setattr(inference, "_cubic_resample", cubic_resample)
+    monkeypatch.setattr(multiscale, "_cubic_resample", cubic_resample)
     sizes = [(h, 640) for h in range(64, 701, 4)] + [(640, w) for w in range(64, 701, 4)] + SHORT_BY_FLOOR
     rng = torch.Generator().manual_seed(0)
     stride, cases, worst = 4, 0, 0.0
@@ -102,13 +102,13 @@ def test_resize_backend_choice_by_config_and_device():
 
 def test_eval_resize_backend_reaches_the_resize_and_both_give_the_same_maps(monkeypatch):
     backends = []
-    real = inference.resize_to_grid
+    real = multiscale.resize_to_grid
 
     def spy(fused, valid_hw, grid_hw, stride, backend="auto"):
         backends.append(backend)
         return real(fused, valid_hw, grid_hw, stride, backend)
 
-    monkeypatch.setattr(inference, "resize_to_grid", spy)
+    monkeypatch.setattr(multiscale, "resize_to_grid", spy)
     image = np.random.default_rng(2).integers(0, 255, (198, 640, 3), dtype=np.uint8)
     weights = torch.linspace(0.5, 1.5, 50)
 

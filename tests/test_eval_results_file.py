@@ -10,7 +10,7 @@ import pytest
 
 from config.loader import load_config
 from evaluate import coco_eval
-from evaluate.results_file import ResultsError
+from evaluate.metrics.results_file import ResultsError
 from tests.helpers import COCO, imperfect_results, pycocotools_stats
 from utils.errors import UserError
 

@@ -17,9 +17,9 @@ from evaluate import Person, coco_eval, demo
 from evaluate import prediction_sheet as layout
 from evaluate.coco_eval import load_coco
 from evaluate.draw import draw_boxes, draw_detections, draw_people, draw_tracked, track_color
-from evaluate.model_loader import load_model
+from evaluate.estimator import keypoint_box
 from evaluate.prediction_sheet import draw_predictions, ground_truth_keypoints, pair_tile
-from evaluate.predictor import keypoint_box
+from evaluate.runtime.model_loader import load_model
 from tests.helpers import LANDSCAPE, UNSCORED_IMAGES, image_folder, image_id
 
 # Single scale at a small box, for the briefly trained model (people in both UNSCORED_IMAGES).

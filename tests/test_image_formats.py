@@ -111,7 +111,7 @@ def test_exif_orientation_is_ignored_everywhere_the_same(synthetic_coco, trained
     """A photo tagged "rotate 90" (orientation 6): cv2.imread turns it, the project reads the stored pixels, and the
     API, the demo and the evaluation find the same people in it as in the untagged file."""
     from evaluate import coco_eval, demo
-    from evaluate.predictor import PoseEstimator
+    from evaluate.estimator import PoseEstimator
 
     data = json.loads((synthetic_coco / "annotations" / "person_keypoints_val.json").read_text())
     img = data["images"][0]

@@ -4,6 +4,7 @@
 
 A module imports only modules of the layers below its own, or of its own package; the packages of one layer do not
 import each other (data and models are independent); no modules import each other, directly or round a circle.
+Inside ``evaluate`` the same rule holds for its stages: decoder < runtime, metrics < the rest (``EVALUATE_STAGES``).
 Every import counts: at the top of a module, inside a function, or under ``TYPE_CHECKING``.
 
 The graph is read from the source with ``ast`` (nothing is imported), so the test is fast and sees lazy imports too.
@@ -38,6 +39,12 @@ ENTRY_LAYER = 6
 COMMAND_ALIASES: dict[str, str] = {
     "models.convert_original": "checkpoint.original",
 }
+
+# Stages inside evaluate/, the same rule one level down: the decoder stands alone (maps -> people, numpy only); the
+# runtime (images -> maps) and the metrics (people -> figures) build on the decoder only; the rest of evaluate (the
+# estimator API, the tracker, drawing, the commands) on all three.
+EVALUATE_STAGES: dict[str, int] = {"evaluate.decoder": 0, "evaluate.runtime": 1, "evaluate.metrics": 1}
+EVALUATE_TOP = 2
 
 
 def module_files(root: Path = ROOT) -> dict[str, Path]:
@@ -107,6 +114,33 @@ def upward_imports(graph: Mapping[str, Iterable[str]]) -> list[str]:
     return bad
 
 
+def stage_of(module: str) -> int:
+    """The stage of a module of ``evaluate`` (``EVALUATE_STAGES``; ``EVALUATE_TOP`` for the others)."""
+    for package, stage in EVALUATE_STAGES.items():
+        if module == package or module.startswith(package + "."):
+            return stage
+    return EVALUATE_TOP
+
+
+def _stage_package(module: str) -> str:
+    return next((p for p in EVALUATE_STAGES if module == p or module.startswith(p + ".")), "evaluate")
+
+
+def stage_imports(graph: Mapping[str, Iterable[str]]) -> list[str]:
+    """``a -> b`` for every import inside ``evaluate`` of a module of the same or a higher stage in another of its
+    packages."""
+    bad = []
+    for module, targets in sorted(graph.items()):
+        if module.split(".")[0] != "evaluate":
+            continue
+        for target in sorted(targets):
+            if target.split(".")[0] != "evaluate" or _stage_package(target) == _stage_package(module):
+                continue
+            if stage_of(target) >= stage_of(module):
+                bad.append(f"{module} (stage {stage_of(module)}) -> {target} (stage {stage_of(target)})")
+    return bad
+
+
 def cycles(graph: Mapping[str, Iterable[str]]) -> list[list[str]]:
     """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
     index: dict[str, int] = {}
@@ -158,6 +192,23 @@ def test_every_package_has_a_layer():
 def test_no_import_points_up_a_layer():
     bad = upward_imports(import_graph())
     assert not bad, "imports that point up (or across) a layer:\n  " + "\n  ".join(bad)
+
+
+def test_evaluate_stages_import_downwards():
+    bad = stage_imports(import_graph())
+    assert not bad, "imports inside evaluate/ that point up (or across) a stage:\n  " + "\n  ".join(bad)
+
+
+def test_the_stage_check_finds_an_import_up_and_across():
+    graph = {
+        "evaluate.decoder.peaks": {"evaluate.decoder.resample", "evaluate.runtime.multiscale"},  # up
+        "evaluate.metrics.oks": {"evaluate.decoder.decode", "evaluate.runtime.oracle"},  # across
+        "evaluate.estimator": {"evaluate.runtime.multiscale", "evaluate.metrics.oks", "evaluate.demo"},
+    }
+    assert stage_imports(graph) == [
+        "evaluate.decoder.peaks (stage 0) -> evaluate.runtime.multiscale (stage 1)",
+        "evaluate.metrics.oks (stage 1) -> evaluate.runtime.oracle (stage 1)",
+    ]
 
 
 def test_no_modules_import_each_other_round_a_circle():

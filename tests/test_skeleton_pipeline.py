@@ -21,7 +21,7 @@ from data.dataset import SimplePoseDataset
 from engine.trainer import Trainer
 from evaluate import coco_eval
 from evaluate.coco_eval import evaluate_oracle
-from evaluate.model_loader import load_model
+from evaluate.runtime.model_loader import load_model
 from models import PoseNet
 from tests.helpers import tiny_cfg
 from utils.paths import TINY_PRESET

@@ -25,7 +25,7 @@ from config.schema import TrackConfig
 from config.skeleton import load_skeleton
 from data.synthetic import COCO_PERSON
 from data.synthetic_video import SyntheticVideo, Walker, crossing_video, random_video, walker_poses
-from evaluate.oks import BodyTemplate, oks_matrix, person_area
+from evaluate.metrics.oks import BodyTemplate, oks_matrix, person_area
 from evaluate.track import OneEuroFilter, PoseTracker, pair_similarity
 from tests.helpers import COCO
 

@@ -77,7 +77,7 @@ class OnnxMetadata:
 
 
 class OnnxPredictor:
-    """A predictor (``evaluate.inference.Predictor``) running an exported network with ONNX Runtime.
+    """A predictor (``evaluate.runtime.multiscale.Predictor``) running an exported network with ONNX Runtime.
 
     ``predict(batch, resize_xy)``: batch (B, 3, Hp, Wp) float32 BGR/255, Hp and Wp multiples of 64 ->
     (B, C, Hp/4, Wp/4) float32 torch tensor on the batch's device (``resize_xy`` is unused). The session's

@@ -9,8 +9,8 @@
 
 The one "image in, people out" path of the repository: ``evaluate.coco_eval``, the demo, the quick start's picture
 and the oracle (a predictor that draws ground-truth maps, given as ``network``) all run through
-``PoseEstimator.people``: multi-scale + flip inference (evaluate/inference.py), then the decoder
-(evaluate/decode.py), with the run's ``eval`` settings.
+``PoseEstimator.people``: multi-scale + flip inference (evaluate/runtime/multiscale.py), then the decoder
+(evaluate/decoder/decode.py), with the run's ``eval`` settings.
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ import torch
 from config.loader import with_overrides
 from config.schema import OUTPUT_STRIDE, Config, EvalConfig
 from config.skeleton import Skeleton
-from evaluate.coco_results import coco_results, results_text
-from evaluate.decode import DecodeParams, People, decode_people
+from evaluate.decoder.decode import DecodeParams, People, decode_people
 from evaluate.image_input import ImageLike, as_bgr_list
-from evaluate.inference import Predictor, model_predictor, multiscale_maps_batch
-from evaluate.model_loader import load_model
-from evaluate.onnx_runner import Providers, load_onnx, providers_for
+from evaluate.metrics.coco_results import coco_results, results_text
+from evaluate.runtime.model_loader import load_model
+from evaluate.runtime.multiscale import Predictor, model_predictor, multiscale_maps_batch
+from evaluate.runtime.onnx_runner import Providers, load_onnx, providers_for
 from evaluate.video import VideoReader
 from models.fold import fold_batchnorm
 from models.weights import unwrap
@@ -100,7 +100,8 @@ class PoseEstimator:
     """Multi-person pose estimation on images (BGR uint8 arrays (H, W, 3) and the other kinds of
     evaluate/image_input.py: paths, PIL images, greyscale, BGRA), with a network's ``eval`` settings.
 
-    ``network``: a predictor (``evaluate.inference.Predictor``: padded batch -> maps in ``skeleton``'s layout) run
+    ``network``: a predictor (``evaluate.runtime.multiscale.Predictor``: padded batch -> maps in ``skeleton``'s layout)
+    run
     on ``device``; None when every call gives its own (``people(images, network=...)``, as the oracle does).
     ``timing`` holds the last call's seconds, ``total_timing`` those of every call.
     """

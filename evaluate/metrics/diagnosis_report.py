@@ -1,4 +1,5 @@
-"""A diagnosis (evaluate/diagnosis.py) as files people read: ``diagnosis.json`` and plots, and a printed summary.
+"""A diagnosis (evaluate/metrics/diagnosis.py) as files people read: ``diagnosis.json`` and plots, and a printed
+summary.
 
     written = write_diagnosis(diagnosis, "diag/", coco=coco, images_dir="coco/val2017")
     print(summary_text(diagnosis))
@@ -18,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from data.image_files import image_path, read_image
-from evaluate.diagnosis import CORRECTED, ERROR_TYPES, Diagnosis
+from evaluate.metrics.diagnosis import CORRECTED, ERROR_TYPES, Diagnosis
 from utils.io import atomic_path, atomic_write_text
 
 COLORS = {  # per error type (matplotlib colours)

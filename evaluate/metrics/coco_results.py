@@ -12,7 +12,7 @@ import json
 import numpy as np
 
 from data.coco_annotations import PERSON_CATEGORY
-from evaluate.decode import People
+from evaluate.decoder.decode import People
 
 
 def coco_results(

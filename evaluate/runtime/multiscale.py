@@ -3,7 +3,7 @@
 A *predictor* turns a padded batch into maps: ``predict(batch, resize_xy) -> (B, C, Hp/4, Wp/4)``, where
 ``batch`` is (n or 2n, 3, Hp, Wp) float32 BGR/255 (n images of one size, then their mirrors when flipping)
 and ``resize_xy`` the factors the images were resized by. ``model_predictor`` wraps a network; the oracle
-(evaluate/oracle.py) draws ground-truth maps instead.
+(evaluate/runtime/oracle.py) draws ground-truth maps instead.
 
 Difference from the original (documented on purpose): the original upsampled each output x4, cropped the
 padding and resized again to the image size (two bicubic passes, full image resolution, all channels). Here
@@ -26,6 +26,7 @@ import torch
 from config.schema import EvalConfig, ResizeBackend
 from config.skeleton import Skeleton
 from config.skeleton_check import KeypointSet, check_compatible
+from evaluate.decoder.resample import cubic_weights
 from utils.precision import Precision
 
 Predictor = Callable[[torch.Tensor, tuple[float, float]], torch.Tensor]
@@ -202,12 +203,6 @@ def bicubic_resize(x: torch.Tensor, size: tuple[int, int], factors: tuple[float,
     the grid), scale_factor= outputs floor(h * fy) rows, one short when h * fy is rows less a rounding error.
     The ATen op under it takes both."""
     return torch.ops.aten.upsample_bicubic2d(x, list(size), False, *factors)
-
-
-def cubic_weights(t: np.ndarray, a: float = -0.75) -> list[np.ndarray]:
-    """Bicubic convolution weights (OpenCV's a = -0.75) of the 4 taps at offsets -1, 0, 1, 2 from floor."""
-    d = [1 + t, t, 1 - t, 2 - t]
-    return [np.where(x <= 1, ((a + 2) * x - (a + 3)) * x * x + 1, ((a * x - 5 * a) * x + 8 * a) * x - 4 * a) for x in d]
 
 
 CV_MAX_RESIZE_CHANNELS = 128  # cv2.resize refuses arrays of more channels

@@ -14,9 +14,9 @@ import numpy as np
 
 from config.schema import EvalConfig
 from config.skeleton import Skeleton
-from evaluate.assemble import AssemblyParams, assemble_people, person_scores
-from evaluate.limbs import LimbParams, match_limb, score_pairs
-from evaluate.peaks import PeakParams, find_peaks
+from evaluate.decoder.assemble import AssemblyParams, assemble_people, person_scores
+from evaluate.decoder.limbs import LimbParams, match_limb, score_pairs
+from evaluate.decoder.peaks import PeakParams, find_peaks
 
 MIN_KEYPOINT_SCORE = 1e-4  # the lowest score of a found keypoint (0 means not found); the results JSON keeps 4 decimals
 
@@ -26,7 +26,7 @@ class People:
     """The people found in one image: the decoder's result (``decode_people``), in the dataset's keypoint order."""
 
     keypoints: np.ndarray  # (P, D, 3) float64: x, y (image pixels), keypoint score in (0, 1]; all 0 when not found
-    scores: np.ndarray  # (P,) float64 person scores in [0, 1) (``evaluate.assemble.person_scores``)
+    scores: np.ndarray  # (P,) float64 person scores in [0, 1) (``evaluate.decoder.assemble.person_scores``)
 
     def __len__(self) -> int:
         return len(self.scores)
@@ -125,7 +125,7 @@ def people_from_slots(
     skeleton: Skeleton,
 ) -> People:
     """(P, K) peak ids -> dataset-order keypoints in image pixels (derived keypoints such as COCO's neck dropped)
-    and person scores (``evaluate.assemble.person_scores``).
+    and person scores (``evaluate.decoder.assemble.person_scores``).
 
     A keypoint's score is its peak's, clipped to [``MIN_KEYPOINT_SCORE``, 1]: a network's peaks overshoot its
     targets' 1 and a window-mean score can fall to 0 or below, where a found keypoint would read as not found. The

@@ -15,7 +15,7 @@ from config.schema import TargetConfig
 from config.skeleton import Skeleton
 from data.coco_annotations import keypoint_category
 from data.targets import draw_targets
-from evaluate.inference import Predictor
+from evaluate.runtime.multiscale import Predictor
 
 
 def image_keypoints(annotations: list[dict], skeleton: Skeleton) -> np.ndarray:

@@ -4,7 +4,7 @@ Error Diagnosis in Multi-Instance Pose Estimation", ICCV 2017), for any skeleton
     diagnosis = diagnose("person_keypoints_val2017.json", "results.json")   # files, or loaded: see diagnose
     diagnosis.keypoint_errors        # {"good": n, "jitter": n, "inversion": n, "swap": n, "miss": n}
     diagnosis.ap                     # AP as found, then after correcting each error type in turn, ...
-    diagnosis.to_dict()              # what diagnosis.json holds (evaluate/diagnosis_report.py writes it, with plots)
+    diagnosis.to_dict()              # what diagnosis.json holds (diagnosis_report.py writes it, with plots)
 
 The definitions (docs/design.md#error-diagnosis):
 
@@ -43,17 +43,17 @@ import numpy as np
 
 from config.skeleton import Skeleton, load_skeleton
 from data.coco_annotations import keypoint_category, load_coco_keypoints
-from evaluate.crowdpose_eval import with_box_areas
-from evaluate.own_ids import empty_results, renumbered
-from evaluate.own_ids import ground_truth as own_ground_truth
-from evaluate.results_file import read_results
+from evaluate.metrics.crowdpose_eval import with_box_areas
+from evaluate.metrics.own_ids import empty_results, renumbered
+from evaluate.metrics.own_ids import ground_truth as own_ground_truth
+from evaluate.metrics.results_file import read_results
 
 ERROR_TYPES = ("good", "jitter", "inversion", "swap", "miss")
 CLASS_NAMES = {**dict(enumerate(ERROR_TYPES)), -1: None}  # a keypoint's class index -> its name (-1: unlabelled)
 CORRECTED = ("miss", "swap", "inversion", "jitter")  # the order of the paper's cumulative corrections
 AREA_RANGES = {"all": (0.0, 1e10), "medium": (32.0**2, 96.0**2), "large": (96.0**2, 1e10)}  # pycocotools' own
 OVERLAP_GROUPS = {"0": (0, 0), "1-2": (1, 2), "3+": (3, 10**9)}
-CROWDPOSE_AREA = 0.53  # CrowdPose's OKS scale: 0.53 x the box area (evaluate/crowdpose_eval.py)
+CROWDPOSE_AREA = 0.53  # CrowdPose's OKS scale: 0.53 x the box area (evaluate/metrics/crowdpose_eval.py)
 
 
 @dataclass(frozen=True)
@@ -127,7 +127,7 @@ def diagnose(
     if crowdpose:
         given = [i for i in given if any(v > 0 for v in results[i]["keypoints"][2::3])]
         results = [results[i] for i in given]
-    # own ids (evaluate/own_ids.py): results numbered 1..R in list order, as pycocotools' loadRes numbers them
+    # own ids (evaluate/metrics/own_ids.py): results numbered 1..R in list order, as pycocotools' loadRes numbers them
     gt, dts, ids = renumbered(with_box_areas(coco), results, list(image_ids))
     file_image_id = {new: old for old, new in zip(sorted(coco.imgs), range(1, len(coco.imgs) + 1))}
     if crowdpose:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from config.schema import EvalConfig, PeakScore, RefineMode
-from evaluate.inference import cubic_weights
+from evaluate.decoder.resample import cubic_weights
 
 _NEIGHBOURS = ((-1, -1), (-1, 0), (-1, 1), (0, -1), (0, 1), (1, -1), (1, 0), (1, 1))
 
