@@ -50,7 +50,7 @@ from config.schema import OUTPUT_STRIDE, Config, EvalConfig
 from config.skeleton import Skeleton, skeleton_of
 from data.image_files import read_image
 from evaluate.coco_eval import coco_keypoint_stats, image_path, load_coco
-from evaluate.decoder.decode import People, decode_people
+from evaluate.decoder.decode import DecodeParams, People, decode_people
 from evaluate.estimator import PoseEstimator
 from evaluate.metrics.coco_results import coco_results
 from evaluate.runtime.model_loader import load_model
@@ -78,6 +78,10 @@ class Candidate:
 
     def apply(self, cfg: EvalConfig) -> EvalConfig:
         return dataclasses.replace(cfg, **dataclasses.asdict(self))
+
+    def decoder(self, cfg: EvalConfig) -> DecodeParams:
+        """The decoder's settings of ``cfg`` with this candidate's."""
+        return DecodeParams.from_config(self.apply(cfg))
 
     def note(self) -> str:
         if self == ORIGINAL:
@@ -215,7 +219,7 @@ def decode_source(source: Source, candidates: list[Candidate], progress: bool = 
                                           skeleton=source.skeleton)  # fmt: skip
             for c in candidates:
                 if c.decode_height == height:
-                    people[c].append(decode_people(maps, c.apply(source.cfg.eval), scale, skeleton=source.skeleton))
+                    people[c].append(decode_people(maps, c.decoder(source.cfg.eval), scale, skeleton=source.skeleton))
     return people
 
 

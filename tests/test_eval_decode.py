@@ -8,7 +8,7 @@ import pytest
 from config.schema import EvalConfig, TargetConfig
 from data.targets import draw_targets
 from evaluate.decoder.assemble import AssemblyParams, assemble_people, person_scores
-from evaluate.decoder.decode import decode_people
+from evaluate.decoder.decode import DecodeParams, decode_people
 from evaluate.decoder.limbs import LimbParams, match_limb, score_pairs
 from evaluate.decoder.peaks import PeakParams, find_peaks, local_maxima
 from evaluate.metrics.coco_results import coco_results
@@ -31,9 +31,14 @@ def to_coco(kp: np.ndarray) -> np.ndarray:
     return out
 
 
+def decoder(**eval_overrides) -> DecodeParams:
+    """The decoder's settings of ``eval.*`` with ``eval_overrides``."""
+    return DecodeParams.from_config(EvalConfig(**eval_overrides))
+
+
 def decode_drawn(people: list[np.ndarray], grid_hw=(64, 80), **cfg_overrides):
     maps = draw_targets(np.stack(people), None, grid_hw, STRIDE, TargetConfig(), COCO)
-    return decode_people(maps, EvalConfig(**cfg_overrides), scale=STRIDE, skeleton=COCO)
+    return decode_people(maps, decoder(**cfg_overrides), scale=STRIDE, skeleton=COCO)
 
 
 def assert_found(decoded, truth: np.ndarray, tol: float = 1.0):
@@ -53,13 +58,14 @@ def assert_found(decoded, truth: np.ndarray, tol: float = 1.0):
 # ----------------------------------------------------------------------------------------------- peaks
 def test_peak_subpixel_position_and_score():
     heat = gaussian_map(40, 50, x=20.3, y=11.7)[None]
-    peaks, part = find_peaks(heat, PeakParams(threshold=0.1, refine_radius=2, score="window_mean",
-                                              refine_mode="quadratic"))  # fmt: skip
+    params = PeakParams(peak_threshold=0.1, refine_radius=2, peak_score="window_mean", refine_mode="quadratic")
+    peaks, part = find_peaks(heat, params)
     assert len(peaks) == 1 and part[0] == 0
     assert peaks[0, 0] == pytest.approx(20.3, abs=0.01) and peaks[0, 1] == pytest.approx(11.7, abs=0.01)
     window = heat[0, 10:15, 18:23]
     assert peaks[0, 2] == pytest.approx(window.mean(), rel=1e-6)
-    peaks, _ = find_peaks(heat, PeakParams(threshold=0.1, refine_radius=2, score="peak", refine_mode="centroid"))
+    params = PeakParams(peak_threshold=0.1, refine_radius=2, peak_score="peak", refine_mode="centroid")
+    peaks, _ = find_peaks(heat, params)
     assert peaks[0, 2] == pytest.approx(heat[0, 12, 20])
     # the centroid moves the right way along each axis (less far: the window pulls towards the centre)
     assert 20.0 < peaks[0, 0] < 20.3 and 11.7 < peaks[0, 1] < 12.0
@@ -67,9 +73,9 @@ def test_peak_subpixel_position_and_score():
 
 def test_refine_xy_swap_bug_reproduces_the_original():
     heat = gaussian_map(40, 50, x=20.3, y=11.7)[None]
-    original = PeakParams(threshold=0.1, refine_radius=2, score="window_mean", refine_mode="centroid")
+    original = PeakParams(peak_threshold=0.1, refine_radius=2, peak_score="window_mean", refine_mode="centroid")
     good, _ = find_peaks(heat, original)
-    bad, _ = find_peaks(heat, dataclasses.replace(original, xy_swap_bug=True))
+    bad, _ = find_peaks(heat, dataclasses.replace(original, refine_xy_swap_bug=True))
     assert bad[0, 0] - 20 == pytest.approx(good[0, 1] - 12)
     assert bad[0, 1] - 12 == pytest.approx(good[0, 0] - 20)
 
@@ -81,8 +87,8 @@ def test_local_maxima_threshold_plateau_and_border():
     heat[1, 0, 9] = 0.5  # corner peak
     k, y, x = local_maxima(heat, 0.1)
     assert list(zip(k, y, x)) == [(0, 3, 3), (0, 3, 4), (1, 0, 9)]
-    peaks, _ = find_peaks(heat, PeakParams(threshold=0.1, refine_radius=2, score="window_mean",
-                                           refine_mode="quadratic"))  # fmt: skip
+    params = PeakParams(peak_threshold=0.1, refine_radius=2, peak_score="window_mean", refine_mode="quadratic")
+    peaks, _ = find_peaks(heat, params)
     assert tuple(peaks[2]) == (9.0, 0.0, 0.5)  # too close to the border: integer position, own value
 
 
@@ -94,7 +100,7 @@ def test_limb_scoring_accepts_the_drawn_limb_only():
     cell = lambda xy: (np.asarray(xy) + 0.5) / STRIDE - 0.5  # noqa: E731
     a = cell([kp[0, 2, :2]])
     b = cell([kp[0, 3, :2], kp[0, 7, :2]])  # the true elbow and the left wrist
-    params = LimbParams(threshold=0.1, connect_ratio=0.8, samples=20)
+    params = LimbParams(limb_threshold=0.1, connect_ratio=0.8, limb_samples=20)
     score, length, accepted = score_pairs(maps[limb], a, b, (STRIDE, STRIDE), 256, params)
     assert accepted.tolist() == [[True, False]]
     assert score[0, 0] > 0.8
@@ -106,7 +112,7 @@ def test_limb_scoring_accepts_the_drawn_limb_only():
 def test_limb_length_prior_penalises_long_limbs():
     limb_map = np.ones((10, 100), np.float32)
     a, b = np.array([[0.0, 5.0]]), np.array([[99.0, 5.0]])
-    params = LimbParams(threshold=0.1, connect_ratio=0.8, samples=20)
+    params = LimbParams(limb_threshold=0.1, connect_ratio=0.8, limb_samples=20)
     score, _, _ = score_pairs(limb_map, a, b, (1.0, 1.0), 100.0, params)
     assert score[0, 0] == pytest.approx(1 + 0.5 * 100 / 99 - 1)
 
@@ -168,7 +174,7 @@ def test_a_strong_lone_keypoint_ranks_after_a_weak_two_keypoint_person():
     maps[kp + elbow] = 0.35 * gaussian_map(h, w, 20, 35)
     maps[COCO.limbs.index((shoulder, elbow)), 18:38, 18:23] = 0.35  # the limb between them
     maps[kp + COCO.index("nose")] = 1.5 * gaussian_map(h, w, 60, 30)  # a network's peak can exceed 1
-    people = decode_people(maps, EvalConfig(peak_score="peak", min_parts=1), scale=STRIDE, skeleton=COCO)
+    people = decode_people(maps, decoder(peak_score="peak", min_parts=1), scale=STRIDE, skeleton=COCO)
     found = [int(n) for n in (people.keypoints[:, :, 2] > 0).sum(1)]
     assert sorted(found) == [1, 2]
     pair, lone = found.index(2), found.index(1)
@@ -202,10 +208,10 @@ def test_decodes_a_person_cut_by_the_image_border():
 
 
 def test_empty_and_tiny_maps_give_no_people():
-    assert len(decode_people(np.zeros((50, 30, 40), np.float32), EvalConfig(), skeleton=COCO)) == 0
-    assert len(decode_people(np.zeros((50, 1, 1), np.float32), EvalConfig(), skeleton=COCO)) == 0
+    assert len(decode_people(np.zeros((50, 30, 40), np.float32), DecodeParams(), skeleton=COCO)) == 0
+    assert len(decode_people(np.zeros((50, 1, 1), np.float32), DecodeParams(), skeleton=COCO)) == 0
     with pytest.raises(ValueError):
-        decode_people(np.zeros((20, 10, 10), np.float32), EvalConfig(), skeleton=COCO)
+        decode_people(np.zeros((20, 10, 10), np.float32), DecodeParams(), skeleton=COCO)
 
 
 def test_a_lone_keypoint_is_a_one_keypoint_person():
@@ -223,11 +229,11 @@ def test_a_lone_keypoint_is_a_one_keypoint_person():
 def test_flat_maps_are_capped_to_the_strongest_peaks():
     heat = np.ones((2, 30, 40), np.float32)
     heat[0, 5, 7] = 2.0
-    peaks, part = find_peaks(heat, PeakParams(threshold=0.1, refine_radius=2, score="peak", refine_mode="quadratic",
-                                              max_per_channel=10))  # fmt: skip
+    params = PeakParams(peak_threshold=0.1, refine_radius=2, peak_score="peak", refine_mode="quadratic", max_peaks=10)
+    peaks, part = find_peaks(heat, params)
     assert np.bincount(part).tolist() == [10, 10]
     assert [7.0, 5.0, 2.0] in peaks[part == 0].tolist()
-    assert len(decode_people(np.ones((50, 64, 64), np.float32), EvalConfig(max_peaks=20), skeleton=COCO)) <= 20
+    assert len(decode_people(np.ones((50, 64, 64), np.float32), decoder(max_peaks=20), skeleton=COCO)) <= 20
 
 
 def test_contested_keypoint_goes_to_the_stronger_link_with_remove_recon():
@@ -240,3 +246,19 @@ def test_contested_keypoint_goes_to_the_stronger_link_with_remove_recon():
     assert kept.tolist() == [[0, 1, -1], [-1, 3, 2]]
     removed, _ = assemble_people(conns, limbs, np.ones(4), part, 3, AssemblyParams(remove_recon=True, min_parts=1))
     assert removed.tolist() == [[0, 1, -1], [-1, 3, -1], [-1, -1, 2]]
+
+
+def test_each_decoder_setting_has_its_eval_name():
+    """Every setting of the decoder is the ``eval.*`` key of its name: a changed key reaches its field, and no field
+    has a name of its own."""
+    changed = {"peak_threshold": 0.3, "refine_radius": 1, "peak_score": "peak", "refine_mode": "centroid",
+               "refine_xy_swap_bug": True, "max_peaks": 7, "limb_threshold": 0.2, "connect_ratio": 0.6,
+               "limb_samples": 9, "len_rate": 4.0, "connection_tolerance": 0.5, "remove_recon": True, "min_parts": 3,
+               "min_mean_score": 0.4, "boxsize": 256}  # fmt: skip
+    defaults = EvalConfig()
+    assert all(changed[k] != getattr(defaults, k) for k in changed)
+    params = DecodeParams.from_config(EvalConfig(**changed))
+    groups = {"peaks": params.peaks, "limbs": params.limbs, "assembly": params.assembly}
+    read = {f.name: getattr(group, f.name) for group in groups.values() for f in dataclasses.fields(group)}
+    read["boxsize"] = params.boxsize
+    assert read == changed

@@ -13,7 +13,7 @@ import torch
 from config.loader import ConfigError, to_dict
 from data.synthetic_video import crossing_video, write_video
 from evaluate import PoseEstimator, demo, export_onnx
-from evaluate.decoder.decode import decode_people
+from evaluate.decoder.decode import DecodeParams, decode_people
 from evaluate.runtime import onnx_runner
 from evaluate.runtime.model_loader import load_model
 from evaluate.runtime.multiscale import model_predictor, multiscale_maps
@@ -94,6 +94,7 @@ def test_onnx_and_pytorch_find_the_same_people(trained_tiny_ckpt, tiny_onnx, syn
     torch_predict = model_predictor(model)
     rng = np.random.default_rng(0)
     agreements = []
+    decoder = DecodeParams.from_config(cfg.eval)
     for name in IMAGES:
         image = cv2.imread(str(synthetic_sample_images / name), cv2.IMREAD_COLOR | cv2.IMREAD_IGNORE_ORIENTATION)
         skeleton = onnx_predict.skeleton
@@ -101,8 +102,8 @@ def test_onnx_and_pytorch_find_the_same_people(trained_tiny_ckpt, tiny_onnx, syn
         torch_maps, _ = multiscale_maps(image, cfg.eval, torch_predict, CPU, skeleton=model.skeleton)
         assert np.abs(onnx_maps - torch_maps).max() < 1e-4
         torch_maps = torch_maps + rng.uniform(-noise, noise, torch_maps.shape).astype(np.float32)
-        got = decode_people(onnx_maps, cfg.eval, scale, skeleton=skeleton)
-        want = decode_people(torch_maps, cfg.eval, scale, skeleton=model.skeleton)
+        got = decode_people(onnx_maps, decoder, scale, skeleton=skeleton)
+        want = decode_people(torch_maps, decoder, scale, skeleton=model.skeleton)
         agreements.append(people_agreement(got.keypoints, want.keypoints, skeleton.sigmas))
     assert_people_agree(agreements)
 

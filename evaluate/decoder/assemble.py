@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from config.schema import EvalConfig
+from evaluate.decoder.settings import from_eval_config
 
 EMPTY = -1
 
@@ -33,7 +34,7 @@ class AssemblyParams:
 
     @classmethod
     def from_config(cls, cfg: EvalConfig) -> AssemblyParams:
-        return cls(cfg.len_rate, cfg.connection_tolerance, cfg.remove_recon, cfg.min_parts, cfg.min_mean_score)
+        return from_eval_config(cls, cfg)
 
 
 class _PartialPeople:

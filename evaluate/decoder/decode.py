@@ -39,7 +39,8 @@ class People:
 
 @dataclass(frozen=True)
 class DecodeParams:
-    """Every setting of the decoder, built once from ``eval.*`` (``from_config``) and passed by name.
+    """Every setting of the decoder, built once from ``eval.*`` (``from_config``) and passed by name; each setting
+    has the name of its ``eval.*`` key (``evaluate.decoder.settings``).
 
     ``boxsize``: the image height scale 1 resizes to (``eval.boxsize``): the ``input_window`` score's samples are one
     pixel of that input apart."""
@@ -51,8 +52,12 @@ class DecodeParams:
 
     @classmethod
     def from_config(cls, cfg: EvalConfig) -> DecodeParams:
-        return cls(PeakParams.from_config(cfg), LimbParams.from_config(cfg), AssemblyParams.from_config(cfg),
-                   cfg.boxsize)  # fmt: skip
+        return cls(
+            peaks=PeakParams.from_config(cfg),
+            limbs=LimbParams.from_config(cfg),
+            assembly=AssemblyParams.from_config(cfg),
+            boxsize=cfg.boxsize,
+        )
 
 
 def find_connections(
@@ -83,21 +88,18 @@ def find_connections(
 
 
 def decode_people(
-    maps: np.ndarray, params: DecodeParams | EvalConfig, scale: float | tuple[float, float] = 1.0, *,
-    skeleton: Skeleton,
-) -> People:  # fmt: skip
+    maps: np.ndarray, params: DecodeParams, scale: float | tuple[float, float] = 1.0, *, skeleton: Skeleton
+) -> People:
     """Decode the people of one image.
 
     Args:
         maps: (C' >= L + K, h, w) float averaged maps in ``skeleton``'s channel layout (the two auxiliary channels
             are not read).
-        params: the decoder's settings (``DecodeParams.from_config(cfg.eval)``; an ``EvalConfig`` is converted).
+        params: the decoder's settings (``DecodeParams.from_config(cfg.eval)``, or built by hand).
         scale: image pixels per map pixel, one number or (sx, sy); a map pixel centre x maps to the image
             coordinate (x + 0.5) * sx - 0.5.
         skeleton: what each channel is, and the dataset order of the result.
     """
-    if isinstance(params, EvalConfig):
-        params = DecodeParams.from_config(params)
     sx, sy = (scale, scale) if np.isscalar(scale) else scale
     maps = np.asarray(maps, dtype=np.float32)
     channels = skeleton.keypoint_channels

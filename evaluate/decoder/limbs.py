@@ -10,19 +10,20 @@ from dataclasses import dataclass
 import numpy as np
 
 from config.schema import EvalConfig
+from evaluate.decoder.settings import from_eval_config
 
 
 @dataclass(frozen=True)
 class LimbParams:
     """How a limb map is sampled between two candidates (``eval.*``, defaults from ``config.schema.EvalConfig``)."""
 
-    threshold: float = EvalConfig.limb_threshold  # eval.limb_threshold (the original's thre2)
+    limb_threshold: float = EvalConfig.limb_threshold  # the original's thre2
     connect_ratio: float = EvalConfig.connect_ratio  # fraction of the samples that must exceed the threshold
-    samples: int = EvalConfig.limb_samples  # at most this many samples along the limb (the original's mid_num)
+    limb_samples: int = EvalConfig.limb_samples  # at most this many samples along the limb (the original's mid_num)
 
     @classmethod
     def from_config(cls, cfg: EvalConfig) -> LimbParams:
-        return cls(cfg.limb_threshold, cfg.connect_ratio, cfg.limb_samples)
+        return from_eval_config(cls, cfg)
 
 
 def score_pairs(
@@ -44,10 +45,10 @@ def score_pairs(
         params: the threshold, the fraction of samples above it, the number of samples.
     Returns:
         (score, length, accepted), each (na, nb): mean sampled value plus the length prior, the length in
-        image pixels, and whether the pair passes the criterion (enough samples above ``params.threshold``,
+        image pixels, and whether the pair passes the criterion (enough samples above ``params.limb_threshold``,
         positive score, non-zero length).
     """
-    threshold, ratio, max_samples = params.threshold, params.connect_ratio, params.samples
+    threshold, ratio, max_samples = params.limb_threshold, params.connect_ratio, params.limb_samples
     h, w = limb_map.shape
     d = b_xy[None, :, :] - a_xy[:, None, :]  # (na, nb, 2) map pixels
     length = np.hypot(d[..., 0] * scale_xy[0], d[..., 1] * scale_xy[1])

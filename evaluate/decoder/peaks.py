@@ -12,6 +12,7 @@ import numpy as np
 
 from config.schema import EvalConfig, PeakScore, RefineMode
 from evaluate.decoder.resample import cubic_weights
+from evaluate.decoder.settings import from_eval_config
 
 _NEIGHBOURS = ((-1, -1), (-1, 0), (-1, 1), (0, -1), (0, 1), (1, -1), (1, 0), (1, 1))
 
@@ -20,17 +21,16 @@ _NEIGHBOURS = ((-1, -1), (-1, 0), (-1, 1), (0, -1), (0, 1), (1, -1), (1, 0), (1,
 class PeakParams:
     """How peaks are found and refined (``eval.*``, defaults from ``config.schema.EvalConfig``)."""
 
-    threshold: float = EvalConfig.peak_threshold  # eval.peak_threshold (the original's thre1)
+    peak_threshold: float = EvalConfig.peak_threshold  # the original's thre1
     refine_radius: int = EvalConfig.refine_radius  # half-size of the refinement / score window
-    score: PeakScore = EvalConfig.peak_score  # "window_mean", "peak" or "input_window"
+    peak_score: PeakScore = EvalConfig.peak_score  # "window_mean", "peak" or "input_window"
     refine_mode: RefineMode = EvalConfig.refine_mode  # "centroid" (the original) or "quadratic"
-    xy_swap_bug: bool = EvalConfig.refine_xy_swap_bug  # the original's swapped x/y centroid refinement
-    max_per_channel: int = EvalConfig.max_peaks  # strongest peaks kept per keypoint type; 0: all
+    refine_xy_swap_bug: bool = EvalConfig.refine_xy_swap_bug  # the original's swapped x/y centroid refinement
+    max_peaks: int = EvalConfig.max_peaks  # strongest peaks kept per keypoint type; 0: all
 
     @classmethod
     def from_config(cls, cfg: EvalConfig) -> PeakParams:
-        return cls(cfg.peak_threshold, cfg.refine_radius, cfg.peak_score, cfg.refine_mode, cfg.refine_xy_swap_bug,
-                   cfg.max_peaks)  # fmt: skip
+        return from_eval_config(cls, cfg)
 
 
 def local_maxima(heat: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -64,11 +64,11 @@ def refine_peaks(
 
     ``refine_mode="centroid"`` (the original): a peak whose (2r+1)^2 window lies inside the map moves by the
     value-weighted mean offset of the window; peaks closer to the border keep their integer position.
-    ``xy_swap_bug=True`` reproduces the original, which added the row offset to x and the column offset to y.
+    ``refine_xy_swap_bug=True`` reproduces the original, which added the row offset to x and the column offset to y.
     ``refine_mode="quadratic"``: the peak moves to the vertex of a parabola through the logarithms of the
     peak and its two neighbours, along x and along y (exact for a Gaussian peak, precise on coarse grids
     where the window centroid is pulled towards the pixel centre; needs only a 1-pixel margin).
-    Score (``params.score``, docs/design.md#peak-refinement): ``"window_mean"`` (the original) the mean of the
+    Score (``params.peak_score``, docs/design.md#peak-refinement): ``"window_mean"`` (the original) the mean of the
     (2r+1)^2 map pixels around the peak where that window fits, else the peak value; ``"peak"`` the peak value;
     ``"input_window"`` the mean of (2r+1)^2 bicubic samples around the refined position, ``window_step`` (x, y) map
     pixels apart: one pixel of the network's scale-1 input, so that the window covers the same part of a keypoint
@@ -76,7 +76,7 @@ def refine_peaks(
 
     Returns (N, 3) float64 rows (x, y, score).
     """
-    radius, score_mode, xy_swap_bug = params.refine_radius, params.score, params.xy_swap_bug
+    radius, score_mode, xy_swap_bug = params.refine_radius, params.peak_score, params.refine_xy_swap_bug
     n = k.size
     out = np.empty((n, 3), np.float64)
     out[:, 0], out[:, 1] = x, y
@@ -193,6 +193,6 @@ def find_peaks(heat: np.ndarray, params: PeakParams, window_step: tuple[float, f
     indices, consecutive over parts as in the original), and part (N,) the channel of each peak.
     ``window_step``: map pixels (x, y) between the samples of the ``"input_window"`` score.
     """
-    k, y, x = local_maxima(heat, params.threshold)
-    k, y, x = strongest_per_channel(k, y, x, heat[k, y, x], params.max_per_channel)
+    k, y, x = local_maxima(heat, params.peak_threshold)
+    k, y, x = strongest_per_channel(k, y, x, heat[k, y, x], params.max_peaks)
     return refine_peaks(heat, k, y, x, params, window_step), k
