@@ -21,7 +21,8 @@ class DataConfig:
     val_images: str = ""  # image folder for validation AP (optional)
     val_annotations: str = ""  # COCO person_keypoints JSON for validation AP (optional)
     input_size: int = 512  # square network input, pixels; the HDF5 file must be built for it
-    # The keypoint set: a name in config/skeletons/ or the path of a skeleton YAML file (docs/design.md#skeleton-files).
+    # The keypoint set: a name in config/skeletons/ or the path of a skeleton YAML file
+    # (docs/skeleton.md#skeleton-files).
     # The HDF5 files must be converted with the same --skeleton; checkpoints carry it, so evaluation needs nothing.
     skeleton: str = "coco"
     num_workers: int = 2  # DataLoader worker processes
@@ -40,7 +41,7 @@ class DataConfig:
 
 @dataclass
 class AugmentConfig:
-    """Random augmentation (docs/design.md#augmentation)."""
+    """Random augmentation (docs/data.md#augmentation)."""
 
     target_dist: float = 0.6  # main person's bbox height as a fraction of the input size
     scale_prob: float = 0.8
@@ -64,7 +65,7 @@ class AugmentConfig:
 
 @dataclass
 class TargetConfig:
-    """Training targets (docs/design.md#targets)."""
+    """Training targets (docs/data.md#targets)."""
 
     sigma: float = 9.0  # keypoint Gaussian sigma, input pixels
     keypoint_gaussian_thre: float = 0.015  # only sizes the keypoint window (half-size 7 cells at sigma 9)
@@ -80,7 +81,7 @@ class TargetConfig:
 
 @dataclass
 class ModelConfig:
-    """Identity-Mapping Hourglass Network (docs/design.md#network)."""
+    """Identity-Mapping Hourglass Network (docs/network.md#network)."""
 
     stacks: int = 4
     inp_dim: int = 256  # channels entering each hourglass; the stem makes exactly 256
@@ -99,7 +100,7 @@ class ModelConfig:
 
 @dataclass
 class LossConfig:
-    """Multi-scale focal L2 loss (docs/design.md#loss)."""
+    """Multi-scale focal L2 loss (docs/network.md#loss)."""
 
     gamma: float = 1.0  # the original code's effective value; its README credits gamma = 2
     alpha: float = 0.0
@@ -118,8 +119,8 @@ class LossConfig:
 
 @dataclass
 class TrainConfig:
-    """Optimiser, schedule and run control (docs/design.md#schedule, docs/design.md#one-optimiser-step,
-    docs/design.md#training-engine-loop-hooks-checkpoint)."""
+    """Optimiser, schedule and run control (docs/training.md#schedule, docs/training.md#one-optimiser-step,
+    docs/training.md#training-engine-loop-hooks-checkpoint)."""
 
     epochs: int = 100
     batch_size: int = 4  # per process and micro-batch
@@ -189,7 +190,7 @@ NameMatch = Literal["exact", "spelling", "position"]  # eval.keypoint_names (con
 
 @dataclass
 class EvalConfig:
-    """Test-time inference and grouping (docs/design.md#test-time-inference, docs/design.md#decoding).
+    """Test-time inference and grouping (docs/evaluation.md#test-time-inference, docs/evaluation.md#decoding).
 
     One flat section, so that ``eval.<field>=...`` overrides stay short; the decoder reads its fields as small frozen
     groups built once (``evaluate.decoder.decode.DecodeParams.from_config``): ``PeakParams`` (peak_threshold,
@@ -272,7 +273,7 @@ class EvalConfig:
 
 @dataclass
 class TrackConfig:
-    """Identities across video frames and keypoint smoothing (evaluate/track.py, docs/design.md#tracking), for
+    """Identities across video frames and keypoint smoothing (evaluate/track.py, docs/evaluation.md#tracking), for
     ``python -m evaluate.demo --track [--smooth]`` and ``evaluate.PoseTracker``."""
 
     # People scored below this are not tracked (nor reported): the decoder's fragments of a person (a few keypoints,

@@ -1,6 +1,6 @@
 """The skeleton as data: keypoints, derived keypoints, limbs, flips, OKS sigmas, drawing and the channel layout.
 
-A skeleton is a YAML file (``config/skeletons/NAME.yaml``; format: docs/design.md#skeleton-files) read into one
+A skeleton is a YAML file (``config/skeletons/NAME.yaml``; format: docs/skeleton.md#skeleton-files) read into one
 immutable ``Skeleton``; every stage receives it as a parameter or attribute: the converter (keypoints per
 annotation), the dataset (dataset -> internal order, flips), the targets and the loss (channel layout), the network
 (output channels), flip fusion, decoding, drawing and evaluation (OKS sigmas).
@@ -11,7 +11,7 @@ annotation), the dataset (dataset -> internal order, flips), the targets and the
 
 Two keypoint orders: the *dataset* order (annotations and results, e.g. COCO's 17) and the *internal* order (the
 channels), which adds the derived keypoints (COCO's neck). Channel layout, with L limbs and K internal keypoints
-(docs/design.md#channel-layout):
+(docs/skeleton.md#channel-layout):
 
     0 .. L-1      limb maps, in ``limbs`` order (scalar maps; the original calls them "paf")
     L .. L+K-1    keypoint maps, in internal order
@@ -40,7 +40,7 @@ from utils.errors import UserError
 SKELETON_DIR = Path(__file__).resolve().parent / "skeletons"
 AUX_CHANNELS = 2  # person mask, max keypoint
 
-# Visibility codes inside the project (docs/design.md#keypoints): 1 visible (dataset v=2), 0 occluded (dataset
+# Visibility codes inside the project (docs/skeleton.md#keypoints): 1 visible (dataset v=2), 0 occluded (dataset
 # v=1), 2 not annotated (dataset v=0). A keypoint takes part in the targets iff v < 2.
 VIS_OCCLUDED, VIS_VISIBLE, VIS_UNLABELLED = 0, 1, 2
 
@@ -274,7 +274,7 @@ def resolve_skeleton_path(name_or_path: str | Path) -> Path:
         known = ", ".join(sorted(p.stem for p in SKELETON_DIR.glob("*.yaml")))
         raise SkeletonFileError(
             f"skeleton {text!r}: no file {path}; give a name in config/skeletons/ ({known}) or the path of a "
-            "skeleton YAML file (format: docs/design.md#skeleton-files)",
+            "skeleton YAML file (format: docs/skeleton.md#skeleton-files)",
             file=path, key="data.skeleton",
         )
     return path
@@ -317,7 +317,7 @@ class _Parser:
         self.source = source
 
     def fail(self, what: str, fix: str, key: str | None = None) -> SkeletonFileError:
-        return SkeletonFileError(f"skeleton {self.source}: {what}; {fix} (format: docs/design.md#skeleton-files)",
+        return SkeletonFileError(f"skeleton {self.source}: {what}; {fix} (format: docs/skeleton.md#skeleton-files)",
                                  file=self.source, key=key)  # fmt: skip
 
     def names(self, value: Any, entry: str) -> tuple[str, ...]:

@@ -1,6 +1,6 @@
 """Random augmentation: the parameters, the one affine matrix, colour tint and the warps.
 
-See docs/design.md#augmentation. One affine maps the original image, both masks and every keypoint into the
+See docs/data.md#augmentation. One affine maps the original image, both masks and every keypoint into the
 network input. It centres the main person, scales its bbox height to ``target_dist`` of the input height, rotates,
 flips and shifts. Randomness comes only from the ``numpy.random.Generator`` passed in (no global random state:
 docs/differences.md#per-sample-random-generators).
@@ -41,7 +41,7 @@ IDENTITY = AugmentParams()  # the original's "unrandom": no flip, no tint, no ro
 
 
 def random_params(rng: np.random.Generator, cfg: AugmentConfig) -> AugmentParams:
-    """Draw the parameters in the original's order, the tint offsets last (docs/design.md#random-parameters)."""
+    """Draw the parameters in the original's order, the tint offsets last (docs/data.md#random-parameters)."""
     flip = rng.random() < cfg.flip_prob
     tint = rng.random() < cfg.tint_prob
     degree = (rng.random() * 2 - 1) * cfg.max_rotate_degree
@@ -59,7 +59,7 @@ def affine_matrix(
     input_hw: tuple[int, int],
     target_dist: float,
 ) -> np.ndarray:
-    """The 2x3 matrix mapping original-image pixels to input pixels (docs/design.md#the-affine-matrix).
+    """The 2x3 matrix mapping original-image pixels to input pixels (docs/data.md#the-affine-matrix).
 
     Args:
         center: (x, y) of the main person's bbox centre, original pixels.

@@ -8,9 +8,9 @@ What is legal COCO and kept: images without people, keypoints outside their imag
 border; augmentation can bring them into the crop), zero-area boxes (the person is kept for the masks and as
 an "other person", but cannot be a main person: its box gives no scale), a keypoint category whose id is not COCO's
 1 (``keypoint_category``). Optional, and filled the same way wherever a file is read (``with_defaults``;
-docs/design.md#optional-fields): ``iscrowd`` (0), ``num_keypoints`` (the keypoints with v > 0), ``keypoints`` (none
-labelled), ``area`` (0.53 x the box area, CrowdPose's stand-in) and ``segmentation`` (the box as a polygon), and an
-image's ``width`` / ``height`` (None here; the image file gives them when it is read). The category's keypoint names,
+docs/keypoint_sets.md#optional-fields): ``iscrowd`` (0), ``num_keypoints`` (the keypoints with v > 0), ``keypoints``
+(none labelled), ``area`` (0.53 x the box area, CrowdPose's stand-in) and ``segmentation`` (the box as a polygon), and
+an image's ``width`` / ``height`` (None here; the image file gives them when it is read). The category's keypoint names,
 where it lists them, must be the skeleton's (``config.skeleton_check.file_keypoint_names``). What is corrupt and
 refused: invalid JSON, duplicate image or annotation ids, an annotation without ``image_id`` or ``bbox``, a keypoint
 list that is not D x [x, y, v] finite numbers with v in {0, 1, 2} (D: the skeleton's dataset keypoints, COCO's 17),
@@ -371,7 +371,7 @@ def _person_annotations_by_image(
         else:
             hint = _fix_hint(path) if problem[0] not in REQUIRED_FIELDS or "has no" not in problem[1] else (
                 f"every person annotation needs {' and '.join(REQUIRED_FIELDS)} (the other fields may be missing: "
-                "docs/design.md#optional-fields); add it to the file")  # fmt: skip
+                "docs/keypoint_sets.md#optional-fields); add it to the file")  # fmt: skip
             raise AnnotationError(f"{where}: {problem[1]}; {hint}{_skip_hint(purpose)}", file=path, key=problem[0],
                                   annotation_id=ann_id, image_id=ann.get("image_id"))  # fmt: skip
     return by_image, bad, filled
@@ -467,7 +467,7 @@ def segmentation_mask(ann: dict, height: int, width: int) -> np.ndarray:
 
 
 def image_masks(anns: list[dict], height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """The two masks of an image (docs/design.md#masks), uint8 {0, 255}, (height, width).
+    """The two masks of an image (docs/data.md#masks), uint8 {0, 255}, (height, width).
 
     ``mask_miss``: 255 = supervise, 0 = ignore. Ignored: people without keypoints, and every crowd region
     (all crowds unioned; fixes the original's one-crowd limit) minus the pixels of people with keypoints.
@@ -494,7 +494,7 @@ def image_masks(anns: list[dict], height: int, width: int) -> tuple[np.ndarray, 
 
 
 def main_person_indices(anns: list[dict], stale_bbox_bug: bool = False) -> list[int]:
-    """Indices (into ``anns``) of the main persons, one training sample each (docs/design.md#main-persons-and-samples).
+    """Indices (into ``anns``) of the main persons, one training sample each (docs/data.md#main-persons-and-samples).
 
     A person is main iff it has >= 5 keypoints, area >= 32*32, and its bbox centre is at least 0.3 * ref away
     from every main person chosen before it, where ref = max(w, h) of that earlier main person's bbox.

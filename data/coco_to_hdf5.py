@@ -139,7 +139,7 @@ def _no_sample_message(sources: list[tuple[Source, CocoKeypoints]], counts: dict
         f"{len(enough)} at least 5, {len(large)} of those an area of at least 32x32 pixels and a box of non-zero size"
         + (f"; {bad} images skipped for bad annotations" if bad else "")
         + (" (--main-person-bbox-bug)" if bbox_bug else "")
-        + "; a main person needs all three (docs/design.md#main-persons-and-samples): check that --annotations is "
+        + "; a main person needs all three (docs/data.md#main-persons-and-samples): check that --annotations is "
         "the person_keypoints file of these images"
     )
 

@@ -111,7 +111,7 @@ def stored_keypoints(settings: dict) -> KeypointSet:
 
 
 def mask_scales(mask: np.ndarray, num_scales: int, threshold: float) -> list[np.ndarray]:
-    """The ignore mask at every scale (docs/design.md#five-scales), finest first.
+    """The ignore mask at every scale (docs/data.md#five-scales), finest first.
 
     Scale k is the bilinear resize (align_corners=False, no antialias) by 1/2^k, which for an integer factor
     f >= 2 is the mean of the 2x2 pixels at rows/cols f*i + f/2 - 1 and f*i + f/2; then values < threshold
@@ -184,7 +184,7 @@ class SimplePoseDataset(torch.utils.data.Dataset):
     "masks": [(1, h/2^k, w/2^k)], "meta": {"image_id", "index", "epoch", "flip"}}`` with ``h = H / stride``
     and k < ``cfg.model.num_scales``; ``image_id`` is the int64 id column's (-1 for an id past +-2**63, which
     ``file_image_id`` holds).
-    Masks are the ignore masks (1 = supervise), resized and thresholded per scale (docs/design.md#five-scales).
+    Masks are the ignore masks (1 = supervise), resized and thresholded per scale (docs/data.md#five-scales).
     Batch with ``collate`` and convert images with ``images_to_float`` (see the module docstring for why).
     ``train=False`` applies the identity augmentation (the main person is still centred and scaled).
     C = ``skeleton.num_channels``; ``skeleton`` defaults to the one ``cfg.data.skeleton`` names, and the file must

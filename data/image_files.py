@@ -1,5 +1,5 @@
 """Image files as every part of the project reads them: the converter, the dataset, the evaluator, the demo and the
-Python API follow one rule (docs/design.md#image-files-formats-and-orientation).
+Python API follow one rule (docs/keypoint_sets.md#image-files-formats-and-orientation).
 
 * **Formats**: anything OpenCV decodes (JPEG, progressive or CMYK included, PNG of 8 or 16 bits, BMP, WebP, TIFF,
   ...). Every image becomes 8-bit BGR as OpenCV's ``IMREAD_COLOR`` makes it: greyscale is repeated over the three

@@ -1,6 +1,6 @@
 """Articulated figures of any skeleton, for the synthetic dataset (``python -m data.synthetic --skeleton FILE``).
 
-A figure is built from the skeleton's limb graph alone (docs/design.md#synthetic-figures). A tree walk from the
+A figure is built from the skeleton's limb graph alone (docs/keypoint_sets.md#synthetic-figures). A tree walk from the
 root (the first limb's "from" keypoint: skeleton files list their spanning tree root outwards) gives every other
 keypoint a parent; each tree limb is a segment whose direction is its parent limb's turned by a rest angle plus a
 random bend, like a joint, and whose length varies by +-20 %. Rest angles make the figure mirror-symmetric: the two

@@ -1,19 +1,19 @@
 """Training targets drawn on the output grid: keypoint and limb heatmaps, person mask, max channel, scales.
 
 Grid cell ``(i_y, i_x)`` has its centre at ``(stride*i_x + stride/2 - 0.5, stride*i_y + stride/2 - 0.5)`` in
-input pixels (docs/design.md#output-grid); every distance is measured in input pixels. Channel layout: the
+input pixels (docs/data.md#output-grid); every distance is measured in input pixels. Channel layout: the
 ``config.skeleton.Skeleton`` passed in (K internal keypoints, L limbs, C = L + K + 2 channels; COCO: 18, 30, 50).
 
 Two limb modes (``TargetConfig.limb_mode``):
 
-* ``faithful`` (default) reproduces the original exactly (docs/design.md#limb-maps): distance to the *infinite
+* ``faithful`` (default) reproduces the original exactly (docs/data.md#limb-maps): distance to the *infinite
   line* through the two keypoints, evaluated only inside the segment's bounding box enlarged by ``limb_margin``;
   values ``<= limb_gaussian_thre`` are raised to ``limb_floor``; overlapping people are *averaged*.
 * ``fixed``: distance to the *segment*, the Gaussian band is not clipped by a box (the window is where the
   Gaussian reaches ``limb_gaussian_thre``; values below it are 0), overlapping people combine by *max*.
 
 ``keypoint_gaussian_thre`` only sizes the keypoint window, it does not threshold values (the original's name,
-kept; docs/design.md#keypoint-maps).
+kept; docs/data.md#keypoint-maps).
 Everything is vectorised per person and limb: each Gaussian is an outer product / outer sum of two 1-D vectors.
 """
 
@@ -51,7 +51,7 @@ def _draw_keypoints(
     ``max_map`` (h, w) if given (their max over keypoints, without reading the K maps back).
 
     Window: cells round(x/stride) - r .. + r (r = ``keypoint_window_radius``), clipped to the grid
-    (docs/design.md#keypoint-maps).
+    (docs/data.md#keypoint-maps).
     The 1-D Gaussians of all windows are computed at once, each window is their outer product, and all windows are
     max-combined into ``out`` in one unbuffered ``np.maximum.at``.
     """
@@ -97,7 +97,7 @@ def _limb_segments(keypoints: np.ndarray, pad: float, grid_hw, stride: int, limb
     """Every drawable (limb, person) segment whose padded box touches the grid, vectorised.
 
     The box is the segment's bounding box enlarged by ``pad`` px, in cells ``round((min-pad)/stride) ..
-    round((max+pad)/stride)`` inclusive, clipped to the grid (docs/design.md#limb-maps). Degenerate segments (both
+    round((max+pad)/stride)`` inclusive, clipped to the grid (docs/data.md#limb-maps). Degenerate segments (both
     ends equal) are skipped like the original. Returns limb indices (N,), end points p1, p2 (N, 2) float64 and the
     boxes (N, 4) as half-open cell ranges (y0, y1, x0, x1), sorted by limb. ``limb_ends``: the (L,) from and to
     keypoint indices (``Skeleton.limb_ends``).
@@ -182,7 +182,7 @@ def _draw_limbs(out: np.ndarray, keypoints: np.ndarray, stride: int, cfg: Target
         return
     e = np.exp(d * d * scale)
     e[e <= cfg.limb_gaussian_thre] = cfg.limb_floor
-    # Faithful: mean over the people whose box covers the cell (docs/design.md#limb-maps, the 0.505 crossing case):
+    # Faithful: mean over the people whose box covers the cell (docs/data.md#limb-maps, the 0.505 crossing case):
     # sums in person order, then divided by the count where a limb has several people.
     np.add.at(flat, cell, e)
     shared = (np.bincount(limbs, minlength=skeleton.num_limbs) > 1)[limbs][seg]
@@ -222,7 +222,7 @@ def draw_targets(
     cfg: TargetConfig,
     skeleton: Skeleton,
 ) -> np.ndarray:
-    """All C target channels in ``skeleton``'s layout (docs/design.md#targets): limbs, keypoints, person mask, max
+    """All C target channels in ``skeleton``'s layout (docs/data.md#targets): limbs, keypoints, person mask, max
     keypoint (COCO: 0-29, 30-47, 48, 49).
 
     Args:
@@ -242,7 +242,7 @@ def draw_targets(
 
 def downscale_targets(targets: np.ndarray, num_scales: int) -> list[np.ndarray]:
     """Targets at ``num_scales`` resolutions, finest first: scale k is the mean of 2^k x 2^k blocks
-    (docs/design.md#five-scales).
+    (docs/data.md#five-scales).
 
     Computed by repeated 2x2 means (equal to the direct block mean), each one OpenCV area resize of the
     channels stacked as rows (row pairs never straddle two channels since heights are even).

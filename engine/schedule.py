@@ -1,4 +1,5 @@
-"""Learning-rate schedule: linear warm-up, then a step decay (docs/design.md#schedule), as a pure function of the step.
+"""Learning-rate schedule: linear warm-up, then a step decay (docs/training.md#schedule), as a pure function of the
+step.
 
 Because the rate depends only on (epoch, step in epoch) and the config, a checkpoint stores no schedule state:
 resuming needs the position alone (a resumed run with changed train.* settings follows the new ones), and the rate

@@ -5,7 +5,7 @@ when ``train.resume`` says so, and refuses a folder holding another run: engine/
 ``fit`` over epochs, ``train_epoch`` over steps, ``train_step`` for one optimiser step (mixed precision,
 accumulation, clipping, non-finite skip). Everything around the loop is a hook (engine/hooks.py): logging,
 validation, checkpoints, the stall watchdog. A launcher (engine/launch.py) only decides how the model is wrapped and
-which process sees which samples. Walk-through: docs/design.md#training-engine-loop-hooks-checkpoint.
+which process sees which samples. Walk-through: docs/training.md#training-engine-loop-hooks-checkpoint.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
     for t, image in frames:  # t: the frame's time, seconds
         people = tracker.update(estimator(image), t)  # list[Person], each with .track_id
 
-Any skeleton: the OKS uses its sigmas. ``update`` (docs/design.md#tracking):
+Any skeleton: the OKS uses its sigmas. ``update`` (docs/evaluation.md#tracking):
 
 1. leaves out people scored below ``min_score`` (the decoder's fragments) and moves each track's last pose on by the
    track's velocity to the frame's time;

@@ -1,4 +1,4 @@
-"""Building blocks of the Identity-Mapping Hourglass Network (docs/design.md#building-blocks).
+"""Building blocks of the Identity-Mapping Hourglass Network (docs/network.md#building-blocks).
 
 Every activation is LeakyReLU(0.01), applied in place on tensors that no other op needs for its backward
 pass. Shapes are NCHW; nothing here assumes a memory format, so channels_last inputs stay channels_last.
@@ -41,7 +41,7 @@ class ConvBNAct(nn.Module):
 
 
 class Residual(nn.Module):
-    """Bottleneck residual block R(cin -> cout) (the original's ``Residual``; docs/design.md#building-blocks).
+    """Bottleneck residual block R(cin -> cout) (the original's ``Residual``; docs/network.md#building-blocks).
 
     branch: 1x1 cin->cout/2, BN, LReLU; 3x3 cout/2->cout/2, BN, LReLU; 1x1 cout/2->cout, BN.
     skip: identity if cin == cout else 1x1 conv + BN. Output LReLU(branch + skip). BN is always present.
@@ -87,7 +87,7 @@ class SqueezeExcitation(nn.Module):
 def init_original(module: nn.Module) -> None:
     """The original's initialisation: conv N(0, 0.001^2), linear N(0, 0.01^2), biases 0, BN 1/0.
 
-    See docs/design.md#initialisation.
+    See docs/network.md#initialisation.
     """
     for m in module.modules():
         if isinstance(m, (nn.Conv2d, nn.Linear)):

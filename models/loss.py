@@ -1,4 +1,4 @@
-"""Multi-scale focal L2 loss (docs/design.md#loss).
+"""Multi-scale focal L2 loss (docs/network.md#loss).
 
 Per pixel, with prediction p, target g, ignore mask M (1 = use, 0 = ignore) and channel weight w_c:
 

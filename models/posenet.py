@@ -1,4 +1,4 @@
-"""Identity-Mapping Hourglass Network (IMHN), docs/design.md#network.
+"""Identity-Mapping Hourglass Network (IMHN), docs/network.md#network.
 
     image (B, 3, H, W) BGR/255, H and W multiples of 64
       -> Stem -> (B, inp_dim, H/4, W/4)
@@ -55,7 +55,7 @@ T = TypeVar("T")
 
 
 class Stem(nn.Module):
-    """(B, 3, H, W) -> (B, C, H/4, W/4), C = inp_dim (the original's ``Backbone``; docs/design.md#stem).
+    """(B, 3, H, W) -> (B, C, H/4, W/4), C = inp_dim (the original's ``Backbone``; docs/network.md#stem).
 
     conv 7x7/2 3->C/4, BN, LReLU; R(C/4->C/2); max-pool 2; R(C/2->C/2) = u; six dilated 3x3 CBRs on u
     (dilations 3,3,4,4,5,5) = v; output concat(u, v). At C = 256: 64, 128, u 128 + v 128 (the original).
@@ -89,7 +89,7 @@ class HourglassLevel(nn.Module):
 
 
 class Hourglass(nn.Module):
-    """Depth-4 hourglass with widths c_d = inp_dim + increase * d (docs/design.md#hourglass).
+    """Depth-4 hourglass with widths c_d = inp_dim + increase * d (docs/network.md#hourglass).
 
     (B, c_0, h, w) -> [F_0 .. F_4], F_d: (B, c_d, h/2^d, w/2^d), finest first.
     """
@@ -119,7 +119,7 @@ class Hourglass(nn.Module):
 class ScaleHead(nn.Module):
     """Per-stack, per-scale head: features CBR3(c->h), CBR3(h->h), SE(h); predict 1x1 h->C (bias).
 
-    See docs/design.md#heads.
+    See docs/network.md#heads.
 
     (B, c, r, r) -> (features (B, h, r, r), predictions (B, C, r, r)); predictions are raw (no sigmoid).
     """

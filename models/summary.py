@@ -9,7 +9,8 @@ from config.schema import ModelConfig
 from config.skeleton import Skeleton
 from models.posenet import PoseNet
 
-# Parts as in docs/design.md#shapes-and-size; "features" are the heads without their final 1x1 prediction conv ("outs").
+# Parts as in docs/network.md#shapes-and-size; "features" are the heads without their final 1x1 prediction conv
+# ("outs").
 PARTS = ("stem", "hourglasses", "features", "outs", "merges")
 
 

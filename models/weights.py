@@ -2,7 +2,7 @@
 messages that name what does not fit, and what a state dict tells about the network that made it.
 
 The original (jialee93/Improved-Body-Parts) names its parameters differently; ``original_to_ours`` is the
-explicit key mapping (docs/design.md#weights-of-the-original), e.g.
+explicit key mapping (docs/network.md#weights-of-the-original), e.g.
 
     posenet.pre.res1.convBlock.3.weight                    -> stem.res1.conv2.weight
     posenet.hourglass.2.hg.3.4.skipConv.1.running_mean     -> hourglasses.2.levels.3.inner.skip.bn.running_mean
@@ -14,7 +14,7 @@ Files are read by ``checkpoint.format.Checkpoint`` (which recognises the origina
 ``Checkpoint.load_into`` checks the skeleton, then calls ``load_state``. Fine-tuning across skeletons
 (``train.init_weights``) loads every tensor but the skeleton-dependent ones (``SKELETON_DEPENDENT``: the heads'
 last convolutions and the merges' first ones), which keep their fresh initialisation
-(docs/design.md#fine-tuning-across-skeletons).
+(docs/keypoint_sets.md#fine-tuning-across-skeletons).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Augmentation: golden matrices (the original's values, docs/design.md#the-affine-matrix), parameter draws, and
+"""Augmentation: golden matrices (the original's values, docs/data.md#the-affine-matrix), parameter draws, and
 that image, masks and keypoints move together."""
 
 import cv2

@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def expected_main_persons(anns):
-    """The main-person rule with the spacing fix (docs/design.md#main-persons-and-samples): >= 5 keypoints,
+    """The main-person rule with the spacing fix (docs/data.md#main-persons-and-samples): >= 5 keypoints,
     area >= 32*32, centre >= 0.3 * max(own w, h) of earlier mains."""
     mains = []
     for a in anns:

@@ -66,7 +66,7 @@ def test_keypoints_land_on_their_peaks(train_set):
 
 
 def test_flip_mirrors_everything_and_swaps_sides(sample_h5, cfg):
-    # Fixed limb mode: the faithful limb box rounds asymmetrically (docs/design.md#limb-maps), so only fixed mode
+    # Fixed limb mode: the faithful limb box rounds asymmetrically (docs/data.md#limb-maps), so only fixed mode
     # mirrors exactly.
     fixed = dataclasses.replace(cfg, targets=dataclasses.replace(cfg.targets, limb_mode="fixed"))
     dataset = SimplePoseDataset(sample_h5, fixed, train=True)

@@ -1,4 +1,4 @@
-"""Target drawing: golden values from running the original (faithful mode, docs/design.md#targets) and the fixed
+"""Target drawing: golden values from running the original (faithful mode, docs/data.md#targets) and the fixed
 limb mode."""
 
 import dataclasses

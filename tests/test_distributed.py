@@ -74,7 +74,7 @@ def test_two_processes_equal_one_process_with_twice_the_batch(synthetic_h5_64, t
     assert "SyncBatchNorm needs CUDA" in r2.stdout
     # train_parallel.py on the CPU: one process, the balanced wrapper, train.batch_size is the global batch; the
     # LR is not scaled there, so it gets 2x the per-process LR that DDP scales by its world size
-    # (docs/design.md#schedule)
+    # (docs/training.md#schedule)
     r1 = one_process("train_parallel.py", synthetic_h5_64, tmp_path, *RUN, "train.batch_size=4", "train.lr=0.02",
                      label="1 process x batch 4 (train_parallel.py)")  # fmt: skip
     assert "no GPU visible" in r1.stdout

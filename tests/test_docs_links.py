@@ -14,7 +14,7 @@ INLINE_CODE = re.compile(r"`[^`\n]*`")
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*#*\s*$", re.M)
 EXPLICIT_ANCHOR = re.compile(r"<a\s+(?:id|name)=\"([^\"]+)\"")
-# A reference to a doc in code or presets: docs/design.md, docs/design.md#person-assembly, README.md#tests
+# A reference to a doc in code or presets: docs/design.md, docs/evaluation.md#person-assembly, README.md#tests
 CODE_REFERENCE = re.compile(r"\b((?:docs/[\w.-]+|README|CHANGELOG)\.md)(#[\w-]+)?")
 CODE_SUFFIXES = (".py", ".yaml", ".yml", ".toml", ".cfg", ".sh")
 

@@ -121,7 +121,7 @@ def test_batches_of_mixed_sizes_equal_one_image_at_a_time(trained_tiny_ckpt, syn
     together = batched(images)  # the two copies of IMAGE share one forward pass
     assert isinstance(together, list) and len(together) == len(images)
     # a batch of two may run other kernels than one image: the same people, as maps equal to float rounding give
-    # (docs/design.md#tests-and-their-data)
+    # (docs/testing.md#tests-and-their-data)
     keypoints = lambda people: [p.keypoints for p in people]  # noqa: E731
     agreements = [people_agreement(keypoints(b), keypoints(a), COCO.sigmas) for a, b in zip(alone, together)]
     assert_people_agree(agreements, min_people=5)

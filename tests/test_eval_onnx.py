@@ -88,7 +88,7 @@ def test_onnx_and_pytorch_find_the_same_people(trained_tiny_ckpt, tiny_onnx, syn
     (``assert_people_agree``). ``noise``: the PyTorch maps moved by uniform noise of +-1e-5 at every pixel, ten times
     the largest difference measured, as another CPU's kernels could move them: the comparison still holds. (This
     briefly trained model's maps hold several times more candidate people than the images, with near ties: at
-    +-1e-4 everywhere, a fifth of its people change; docs/design.md#tests-and-their-data.)"""
+    +-1e-4 everywhere, a fifth of its people change; docs/testing.md#tests-and-their-data.)"""
     onnx_predict, cfg = onnx_runner.load_onnx(tiny_onnx)
     model, _ = load_model(str(trained_tiny_ckpt), None, AGREEMENT_EVAL, CPU)
     torch_predict = model_predictor(model)

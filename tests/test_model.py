@@ -38,7 +38,7 @@ def test_without_bn_only_conv_blocks_lose_batchnorm_as_in_the_original():
 def test_paper_architecture_output_shapes_and_cost_at_512():
     macs, shapes = macs_and_shapes(ModelConfig(), 512, 512, COCO)
     assert shapes == [(1, 50, 128, 128), (1, 50, 64, 64), (1, 50, 32, 32), (1, 50, 16, 16), (1, 50, 8, 8)]
-    assert 260e9 < macs < 270e9  # docs/design.md#shapes-and-size: ~265 G with the scale-0 merges computed once
+    assert 260e9 < macs < 270e9  # docs/network.md#shapes-and-size: ~265 G with the scale-0 merges computed once
 
 
 def test_paper_architecture_runs_on_a_small_input():

@@ -1,7 +1,7 @@
-"""Loading weights, incl. the original's released checkpoint format (docs/design.md#weights-of-the-original).
+"""Loading weights, incl. the original's released checkpoint format (docs/network.md#weights-of-the-original).
 
 The original key set is generated here from its naming rules and layer shapes
-(docs/design.md#weights-of-the-original), independently of the mapping in models/weights.py.
+(docs/network.md#weights-of-the-original), independently of the mapping in models/weights.py.
 """
 
 import pytest

@@ -11,7 +11,7 @@ from tests.helpers import channel_names, internal_to_dataset, left_right_pairs
 
 COCO = load_skeleton("coco")
 
-# The original's hand-written flip tables (docs/design.md#flip-permutations); ours are derived from the flip pairs.
+# The original's hand-written flip tables (docs/skeleton.md#flip-permutations); ours are derived from the flip pairs.
 ORIGINAL_LIMB_FLIP = [0, 2, 1, 4, 3, 6, 5, 8, 7, 12, 13, 14, 9, 10, 11, 18, 19, 20, 15, 16, 17, 22, 21, 25,
                       26, 23, 24, 28, 27, 29]  # fmt: skip
 ORIGINAL_HEAT_FLIP = [0, 1, 5, 6, 7, 2, 3, 4, 11, 12, 13, 8, 9, 10, 15, 14, 17, 16, 18, 19]

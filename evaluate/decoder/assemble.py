@@ -1,6 +1,6 @@
 """Greedy person assembly from accepted limb connections, with the original's bugs fixed.
 
-See docs/design.md#person-assembly.
+See docs/evaluation.md#person-assembly.
 
 Fixes (docs/differences.md#person-assembly):
 * a person found through the "to" end whose "from" slot is empty also receives the "from" keypoint
@@ -159,7 +159,7 @@ def assemble_people(
 
 def person_scores(totals: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """(P,) person scores in [0, 1) of one image's people from their (P,) totals (>= 0: keypoint scores plus link
-    scores) and keypoint counts (docs/design.md#from-people-to-coco-results).
+    scores) and keypoint counts (docs/evaluation.md#from-people-to-coco-results).
 
     A person of two or more keypoints scores ``0.5 + 0.5 * total / (1 + total)``, in [0.5, 1): it grows with the
     evidence gathered, in the order of the original's ``1 - 1 / total``, so the ranking, and with it the AP, is the

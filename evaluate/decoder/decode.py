@@ -1,4 +1,4 @@
-"""From one image's averaged maps to people: peaks, limb scoring, greedy assembly (docs/design.md#decoding).
+"""From one image's averaged maps to people: peaks, limb scoring, greedy assembly (docs/evaluation.md#decoding).
 
 params = DecodeParams.from_config(cfg.eval)   # built once; its parts: PeakParams, LimbParams, AssemblyParams
 people = decode_people(maps, params, scale=(sx, sy), skeleton=skeleton)

@@ -1,6 +1,6 @@
 """Limb scoring: which keypoint candidates a limb map connects, all pairs of a limb at once.
 
-See docs/design.md#limb-scoring.
+See docs/evaluation.md#limb-scoring.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Keypoint peaks: 3x3 local maxima above a threshold, with sub-pixel refinement.
 
-See docs/design.md#peaks and docs/design.md#peak-refinement.
+See docs/evaluation.md#peaks and docs/evaluation.md#peak-refinement.
 Coordinates are map pixels, x to the right, y down, integer = pixel centre.
 """
 
@@ -68,7 +68,7 @@ def refine_peaks(
     ``refine_mode="quadratic"``: the peak moves to the vertex of a parabola through the logarithms of the
     peak and its two neighbours, along x and along y (exact for a Gaussian peak, precise on coarse grids
     where the window centroid is pulled towards the pixel centre; needs only a 1-pixel margin).
-    Score (``params.peak_score``, docs/design.md#peak-refinement): ``"window_mean"`` (the original) the mean of the
+    Score (``params.peak_score``, docs/evaluation.md#peak-refinement): ``"window_mean"`` (the original) the mean of the
     (2r+1)^2 map pixels around the peak where that window fits, else the peak value; ``"peak"`` the peak value;
     ``"input_window"`` the mean of (2r+1)^2 bicubic samples around the refined position, ``window_step`` (x, y) map
     pixels apart: one pixel of the network's scale-1 input, so that the window covers the same part of a keypoint

@@ -3,7 +3,7 @@
 
 The library does the evaluation (OKS scale 0.53 x the box area, AP/AR over all images, AP easy / medium / hard from a
 separate evaluation of each ``crowdIndex`` group at 0.2 and 0.8, rounded to 4 decimals). This module only fits it
-to how the evaluation is called here (docs/design.md#crowdpose-evaluation):
+to how the evaluation is called here (docs/keypoint_sets.md#crowdpose-evaluation):
 
 * the groups are made of the images evaluated (``eval.max_images``, a rank's share), from the ground truth in
   memory; the library reads every image of the annotation file from disk;

@@ -6,7 +6,7 @@ Error Diagnosis in Multi-Instance Pose Estimation", ICCV 2017), for any skeleton
     diagnosis.ap                     # AP as found, then after correcting each error type in turn, ...
     diagnosis.to_dict()              # what diagnosis.json holds (diagnosis_report.py writes it, with plots)
 
-The definitions (docs/design.md#error-diagnosis):
+The definitions (docs/evaluation.md#error-diagnosis):
 
 * each detection is matched to ground truth as COCO's evaluation matches it (score order, the 20 best per image,
   crowds and people without keypoints ignored), at an OKS of 0.1: the loosest match that still says which person a

@@ -3,7 +3,7 @@
 Why: pycocotools' matching (``COCOeval.evaluateImg``) records a match as the matched annotation's id and reads 0 as
 "unmatched", so a ground-truth annotation whose id is 0 can never be matched: a file numbered from 0 (common in
 home-made and some public converters) scores lower, silently (the corpus's real COCO file with one id set to 0: oracle
-0.832 instead of 0.990; docs/design.md#evaluation-ids). faster-coco-eval copies that rule; xtcocotools does not.
+0.832 instead of 0.990; docs/keypoint_sets.md#evaluation-ids). faster-coco-eval copies that rule; xtcocotools does not.
 Files may also lack ids, or repeat them.
 
 So the evaluation's ground truth carries ids of its own (``ground_truth``: annotations 1..M in file order, the file's
