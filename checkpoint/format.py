@@ -6,11 +6,10 @@
 
 Every reader and writer of a checkpoint goes through this type (the trainer's checkpoints and resume through
 ``engine.checkpointer``, ``train.init_weights``, evaluation and ONNX export through ``evaluate.runtime.model_loader``,
-the
-converter of the original's weights), so the keys of the file are written and read here only. The saved config is
+the converter of the original's weights), so the keys of the file are written and read here only. The saved config is
 parsed once, here, into a typed ``Config``; the training state is opaque to this module (a dict that
-``engine.checkpointer.TrainState`` reads and writes). A file is a dict of tensors and plain Python
-values, loaded with ``torch.load(weights_only=True)``: a checkpoint never runs code.
+``engine.checkpointer.TrainState`` reads and writes). A file is a dict of tensors and plain Python values, loaded with
+``torch.load(weights_only=True)``: a checkpoint never runs code.
 
 Format 2 (written now):
 

@@ -194,10 +194,9 @@ class EvalConfig:
 
     One flat section, so that ``eval.<field>=...`` overrides stay short; the decoder reads its fields as small frozen
     groups built once (``evaluate.decoder.decode.DecodeParams.from_config``): ``PeakParams`` (peak_threshold,
-    refine_radius,
-    peak_score, refine_mode, refine_xy_swap_bug, max_peaks), ``LimbParams`` (limb_threshold, connect_ratio,
-    limb_samples) and ``AssemblyParams`` (len_rate, connection_tolerance, remove_recon, min_parts, min_mean_score);
-    the rest is the multi-scale inference (evaluate/runtime/multiscale.py) and how it runs."""
+    refine_radius, peak_score, refine_mode, refine_xy_swap_bug, max_peaks), ``LimbParams`` (limb_threshold,
+    connect_ratio, limb_samples) and ``AssemblyParams`` (len_rate, connection_tolerance, remove_recon, min_parts,
+    min_mean_score); the rest is the multi-scale inference (evaluate/runtime/multiscale.py) and how it runs."""
 
     scales: list[float] = field(default_factory=lambda: [0.5, 1.0, 1.5, 2.0, 3.0])
     flip: bool = True

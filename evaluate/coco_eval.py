@@ -102,11 +102,9 @@ def coco_keypoint_stats(
 
     ``sigmas``: the OKS sigma of each dataset keypoint (``Skeleton.sigmas``); None: pycocotools' own, COCO's.
     Scored on a renumbered copy (``evaluate.metrics.own_ids.renumbered``), so the file's ids cannot change the figures.
-    A
-    figure whose group has no ground truth (no medium people, say) is -1, as pycocotools gives it; no detections
-    give 0 where there is ground truth. Annotations without an 'area' are scored with 0.53 x their box area
-    (CrowdPose's stand-in; ``load_coco`` has already filled it).
-    """
+    A figure whose group has no ground truth (no medium people, say) is -1, as pycocotools gives it; no detections give
+    0 where there is ground truth. Annotations without an 'area' are scored with 0.53 x their box area (CrowdPose's
+    stand-in; ``load_coco`` has already filled it)."""
     from pycocotools.cocoeval import COCOeval
 
     gt, results, image_ids = renumbered(with_box_areas(coco), results, image_ids)
@@ -322,13 +320,12 @@ def score_results(
     images_dir: str | Path | None = None,
 ) -> tuple[dict[str, float], str]:
     """(stats, summary) of a results file made by any tool (``evaluate.metrics.results_file``: checked entry by entry)
-    on
-    ``annotations``, read and scored exactly as an evaluation here scores its own results: the skeleton
+    on ``annotations``, read and scored exactly as an evaluation here scores its own results: the skeleton
     ``cfg.data.skeleton`` names (its sigmas, its figures: COCO's or CrowdPose's), the evaluator's own ids, the
     annotation file's images (the first ``eval.max_images`` when set; images with bad annotations left out with
-    ``eval.skip_bad``). Images without any result count as images where no one was found, and the summary says how
-    many there are. ``diagnose_dir``: also diagnose the results there (``diagnose_into``; its worst examples drawn
-    on the images of ``images_dir`` when given)."""
+    ``eval.skip_bad``). Images without any result count as images where no one was found, and the summary says how many
+    there are. ``diagnose_dir``: also diagnose the results there (``diagnose_into``; its worst examples drawn on the
+    images of ``images_dir`` when given)."""
     skeleton = skeleton_of(cfg)
     coco, image_list, category = annotated_images(annotations, skeleton, cfg.eval)
     ids = _shard_ids(image_list, cfg.eval)
@@ -351,8 +348,7 @@ def score_results(
 
 def diagnose_into(out_dir, coco, results: list[dict], image_ids: list[int], skeleton: Skeleton, images_dir=None) -> str:
     """Diagnose ``results`` (evaluate/metrics/diagnosis.py) and write ``out_dir/diagnosis.json`` and its plots (the
-    worst
-    examples drawn when ``images_dir`` is given); returns the summary lines to print."""
+    worst examples drawn when ``images_dir`` is given); returns the summary lines to print."""
     found = diagnose(coco, results, skeleton, image_ids)
     write_diagnosis(found, out_dir, coco, images_dir)
     return summary_text(found) + f"diagnosis written to {out_dir} (diagnosis.json and plots)\n"

@@ -101,10 +101,8 @@ class PoseEstimator:
     evaluate/image_input.py: paths, PIL images, greyscale, BGRA), with a network's ``eval`` settings.
 
     ``network``: a predictor (``evaluate.runtime.multiscale.Predictor``: padded batch -> maps in ``skeleton``'s layout)
-    run
-    on ``device``; None when every call gives its own (``people(images, network=...)``, as the oracle does).
-    ``timing`` holds the last call's seconds, ``total_timing`` those of every call.
-    """
+    run on ``device``; None when every call gives its own (``people(images, network=...)``, as the oracle does).
+    ``timing`` holds the last call's seconds, ``total_timing`` those of every call."""
 
     def __init__(self, network: Predictor | None, cfg: EvalConfig, skeleton: Skeleton, device: torch.device):
         self.network = network

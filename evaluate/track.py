@@ -9,11 +9,10 @@ Any skeleton: the OKS uses its sigmas. ``update`` (docs/evaluation.md#tracking):
 1. leaves out people scored below ``min_score`` (the decoder's fragments) and moves each track's last pose on by the
    track's velocity to the frame's time;
 2. scores every (person, track) pair: the OKS over the keypoints found in both (evaluate/metrics/oks.py; scale: the
-   larger
-   of the two poses' ``person_area``, a whole body's box at the size the keypoints found show, so that a person
-   seen by the face, the upper body or one side is judged at their size, not at their few keypoints' box), or the
-   IoU of their keypoint boxes where fewer than ``min_shared_keypoints`` are found in both; a pair under
-   ``min_oks`` / ``min_iou`` may not match;
+   larger of the two poses' ``person_area``, a whole body's box at the size the keypoints found show, so that a person
+   seen by the face, the upper body or one side is judged at their size, not at their few keypoints' box), or the IoU of
+   their keypoint boxes where fewer than ``min_shared_keypoints`` are found in both; a pair under ``min_oks`` /
+   ``min_iou`` may not match;
 3. matches the people to the confirmed tracks (those with an id, seen or lost) first, then the rest to the new
    tracks, each similarity first (``_assign``): a person and a track that are each other's most similar allowed
    pair are matched together (a track that matches its person well never yields it to a newcomer for the sake of

@@ -1,7 +1,6 @@
 """Error diagnosis (evaluate/metrics/diagnosis.py): errors of each type injected into results made from real annotations
-are
-classified as that type, the counts equal an independent check written from the definitions, correcting a type
-gives back the AP it cost, and a CrowdPose skeleton, the command and the report work."""
+are classified as that type, the counts equal an independent check written from the definitions, correcting a type gives
+back the AP it cost, and a CrowdPose skeleton, the command and the report work."""
 
 from __future__ import annotations
 

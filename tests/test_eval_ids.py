@@ -1,8 +1,7 @@
 """AP cannot depend on how an annotation file numbers its images and annotations (evaluate/metrics/own_ids.py):
-pycocotools
-reads annotation id 0 as "unmatched", so a file numbered from 0 used to score lower, silently. The same file numbered
-from 0, from 1 and shuffled gives identical figures, COCO's and CrowdPose's, and the written results keep the file's
-own image ids."""
+pycocotools reads annotation id 0 as "unmatched", so a file numbered from 0 used to score lower, silently. The same file
+numbered from 0, from 1 and shuffled gives identical figures, COCO's and CrowdPose's, and the written results keep the
+file's own image ids."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""A diagnosis (evaluate/metrics/diagnosis.py) as files people read: ``diagnosis.json`` and plots, and a printed
-summary.
+"""A diagnosis (``diagnosis.Diagnosis``) as files people read: ``diagnosis.json`` and plots, and a printed summary.
 
     written = write_diagnosis(diagnosis, "diag/", coco=coco, images_dir="coco/val2017")
     print(summary_text(diagnosis))
