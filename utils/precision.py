@@ -9,8 +9,10 @@ computes natively, never by the device type alone:
 | CPU    | neither (e.g. AVX2 only)            | float32 (emulated bf16 is far slower) |
 | CPU    | either, held back (``cpu_isa_limit``) | float32                    |
 | CUDA   | bf16 tensor cores (compute >= 8.0)  | bf16 autocast, no loss scaling needed |
-| CUDA   | older GPUs                          | fp16 autocast + GradScaler   |
+| CUDA   | older GPUs                          | fp16 autocast + GradScaler (training); float32 (inference) |
 
+At test time (``inference=True``: ``eval.amp``) auto never picks fp16: its accuracy at test time is unmeasured, so
+GPUs without bf16 keep float32, as before ``eval.amp`` defaulted to auto (docs/design.md#test-time-inference).
 The loss is always computed in float32 (models/loss.py casts); only the network runs in the chosen dtype. How much
 slower emulated bf16 ran: docs/benchmarks.md#cpu-threads.
 """
@@ -115,8 +117,11 @@ class Precision:
         return torch.autocast(device.type, dtype=self.dtype)
 
 
-def choose_precision(setting: str, device: torch.device, caps: Capabilities, key: str = "train.amp") -> Precision:
-    """The decision table for ``setting`` (auto, off, fp16, bf16) on ``device`` with capabilities ``caps``.
+def choose_precision(
+    setting: str, device: torch.device, caps: Capabilities, key: str = "train.amp", inference: bool = False
+) -> Precision:
+    """The decision table for ``setting`` (auto, off, fp16, bf16) on ``device`` with capabilities ``caps``;
+    ``inference``: for a forward at test time (auto gives float32 where bf16 is not native, never fp16).
 
     Raises UserError for a choice the device cannot run (fp16 on a CPU)."""
     on = f"on the {caps.description}"
@@ -126,6 +131,8 @@ def choose_precision(setting: str, device: torch.device, caps: Capabilities, key
         if device.type == "cuda":
             if caps.native_bf16:
                 return Precision(torch.bfloat16, False, f"{key}=auto: bf16 {on} (native bf16, no loss scaling)")
+            if inference:
+                return Precision(None, False, f"{key}=auto: float32 {on} (no native bf16; fp16 only when asked)")
             return Precision(torch.float16, True, f"{key}=auto: fp16 with loss scaling {on} (no native bf16)")
         if caps.native_bf16:
             return Precision(torch.bfloat16, False, f"{key}=auto: bf16 {on} (native bf16)")
@@ -140,6 +147,6 @@ def choose_precision(setting: str, device: torch.device, caps: Capabilities, key
     raise UserError(f"{key}={setting!r} is not one of auto, off, fp16, bf16", key=key)
 
 
-def precision_for(setting: str, device: torch.device, key: str = "train.amp") -> Precision:
+def precision_for(setting: str, device: torch.device, key: str = "train.amp", inference: bool = False) -> Precision:
     """``choose_precision`` with the capabilities of ``device`` probed."""
-    return choose_precision(setting, device, probe_capabilities(device), key)
+    return choose_precision(setting, device, probe_capabilities(device), key, inference)
