@@ -246,8 +246,8 @@ class EvalConfig:
     # exact; spelling (case, spaces, hyphens, underscores, dots ignored); position (not compared, on your word). The
     # converter's --keypoint-names (config/skeleton_check.py).
     keypoint_names: NameMatch = "exact"
-    # autocast of the network's forward at test time. auto: bf16 where the hardware computes it natively (CPUs with
-    # AVX512-BF16 or AMX, GPUs from compute 8.0), float32 elsewhere (utils/precision.py; never fp16 unasked)
+    # autocast of the network's forward at test time. auto: bf16 on CPUs that compute it natively (AVX512-BF16 or
+    # AMX), float32 elsewhere, GPUs included (bf16 measured no faster there); evaluate/inference_setup.py
     amp: Literal["auto", "off", "fp16", "bf16"] = "auto"
     # the network and its inputs in channels_last memory at test time. auto: on the CPU (measured faster there in
     # float32 and bf16: docs/benchmarks.md#inference-on-the-cpu), off on GPUs (not measured there yet)

@@ -12,7 +12,8 @@ and across a video's frames (evaluate/track.py)::
 """
 
 from config.schema import TrackConfig
+from evaluate.fast_setting import FAST
 from evaluate.predictor import Person, PoseEstimator, Timing, VideoFrame, coco_results_json
 from evaluate.track import PoseTracker
 
-__all__ = ["Person", "PoseEstimator", "PoseTracker", "Timing", "TrackConfig", "VideoFrame", "coco_results_json"]
+__all__ = ["FAST", "Person", "PoseEstimator", "PoseTracker", "Timing", "TrackConfig", "VideoFrame", "coco_results_json"]

@@ -4,7 +4,7 @@
 | device | ``eval.amp=auto``                                   | ``eval.channels_last=auto``            |
 |--------|-----------------------------------------------------|----------------------------------------|
 | CPU    | bf16 with AVX512-BF16 or AMX (not held back), else float32 | channels_last (measured faster)  |
-| CUDA   | bf16 from compute 8.0, else float32                 | NCHW (not measured on GPUs yet)        |
+| CUDA   | float32 (bf16 measured no faster on an H200)        | NCHW (not measured on GPUs yet)        |
 
 Capabilities are probed at run time (``utils.precision.probe_capabilities``), never read from the device type; the
 measurements behind the table: docs/benchmarks.md#inference-on-the-cpu.
