@@ -249,8 +249,8 @@ class EvalConfig:
     # autocast of the network's forward at test time. auto: bf16 on CPUs that compute it natively (AVX512-BF16 or
     # AMX), float32 elsewhere, GPUs included (bf16 measured no faster there); evaluate/inference_setup.py
     amp: Literal["auto", "off", "fp16", "bf16"] = "auto"
-    # the network and its inputs in channels_last memory at test time. auto: on the CPU (measured faster there in
-    # float32 and bf16: docs/benchmarks.md#inference-on-the-cpu), off on GPUs (not measured there yet)
+    # the network and its inputs in channels_last memory at test time. auto: on the CPU in bf16 (measured faster;
+    # in float32 it was not: docs/benchmarks.md#inference-on-the-cpu), off on GPUs (not measured there yet)
     channels_last: Literal["auto", "on", "off"] = "auto"
     batch_size: int = 1  # images of one size per forward (their mirrors join the same batch when flipping)
     # what resizes each scale's maps onto the decoding grid: OpenCV (on the CPU; the maps are copied there)
