@@ -247,8 +247,12 @@ class EvalConfig:
     # exact; spelling (case, spaces, hyphens, underscores, dots ignored); position (not compared, on your word). The
     # converter's --keypoint-names (config/skeleton_check.py).
     keypoint_names: NameMatch = "exact"
-    # autocast of the network's forward at test time; auto decides as train.amp does (utils/precision.py)
-    amp: Literal["auto", "off", "fp16", "bf16"] = "off"
+    # autocast of the network's forward at test time. auto: bf16 on CPUs that compute it natively (AVX512-BF16 or
+    # AMX), float32 elsewhere, GPUs included (bf16 measured no faster there); evaluate/runtime/inference_setup.py
+    amp: Literal["auto", "off", "fp16", "bf16"] = "auto"
+    # the network and its inputs in channels_last memory at test time. auto: on the CPU in bf16 (measured faster;
+    # in float32 it was not: docs/benchmarks.md#inference-on-the-cpu), off on GPUs (not measured there yet)
+    channels_last: Literal["auto", "on", "off"] = "auto"
     batch_size: int = 1  # images of one size per forward (their mirrors join the same batch when flipping)
     # what resizes each scale's maps onto the decoding grid: OpenCV (on the CPU; the maps are copied there)
     # or torch (on the network's device); auto: OpenCV when the network runs on the CPU, torch otherwise.

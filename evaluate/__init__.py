@@ -13,6 +13,7 @@ and across a video's frames (evaluate/track.py)::
 
 from config.schema import TrackConfig
 from evaluate.estimator import Person, PoseEstimator, Timing, VideoFrame, coco_results_json
+from evaluate.fast_setting import FAST
 from evaluate.track import PoseTracker
 
-__all__ = ["Person", "PoseEstimator", "PoseTracker", "Timing", "TrackConfig", "VideoFrame", "coco_results_json"]
+__all__ = ["FAST", "Person", "PoseEstimator", "PoseTracker", "Timing", "TrackConfig", "VideoFrame", "coco_results_json"]

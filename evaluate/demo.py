@@ -57,6 +57,7 @@ from data.image_files import ImageFileError, read_image
 from evaluate.coco_eval import load_coco
 from evaluate.draw import Trails, draw_detections, draw_tracked
 from evaluate.estimator import Person, PoseEstimator, coco_results_json
+from evaluate.fast_setting import fast_overrides
 from evaluate.image_list import IMAGE_SUFFIXES, file_image_ids, image_files
 from evaluate.runtime.model_loader import load_model
 from evaluate.runtime.multiscale import Predictor
@@ -414,8 +415,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="an id per person across frames (video, camera, or a folder of frames); track.* settings")
     p.add_argument("--smooth", action="store_true", help="One-Euro smoothing of the tracked keypoints (with --track)")
     p.add_argument("--fps", type=float, default=30.0, help="frame rate of a folder of frames with --track")
+    p.add_argument("--fast", action="store_true",
+                   help="one scale, no flip (evaluate/fast_setting.py); eval.* overrides given after it win")
     add_config_arguments(p)
     args = p.parse_intermixed_args(argv)  # a shell-expanded pattern's extra files reach check_arguments
+    if args.fast:
+        args.overrides = [*fast_overrides(), *args.overrides]
     source = input_source(args.input)
     check_arguments(args, source)
     default_out = not (args.out or args.json)

@@ -29,6 +29,7 @@ from config.schema import OUTPUT_STRIDE, Config, EvalConfig
 from config.skeleton import Skeleton
 from evaluate.decoder.decode import DecodeParams, People, decode_people
 from evaluate.image_input import ImageLike, as_bgr_list
+from evaluate.runtime.inference_setup import inference_setup
 from evaluate.metrics.coco_results import coco_results, results_text
 from evaluate.runtime.model_loader import load_model
 from evaluate.runtime.multiscale import Predictor, model_predictor, multiscale_maps_batch
@@ -37,7 +38,6 @@ from evaluate.video import VideoReader
 from models.fold import fold_batchnorm
 from models.weights import unwrap
 from utils.distributed import select_device
-from utils.precision import precision_for
 
 
 @dataclass(frozen=True)
@@ -136,13 +136,17 @@ class PoseEstimator:
 
     @classmethod
     def from_model(cls, model: torch.nn.Module, cfg: EvalConfig, device: torch.device) -> PoseEstimator:
-        """A PyTorch network (in eval mode, on ``device``, carrying ``model.skeleton``) under ``cfg.amp``; with
+        """A PyTorch network (in eval mode, on ``device``, carrying ``model.skeleton``) under ``cfg.amp`` and
+        ``cfg.channels_last`` (evaluate/runtime/inference_setup.py; the choice is logged once); with
         ``eval.fold_batchnorm`` a copy with its BatchNorms folded into the convolutions runs (``model`` is left
         as it is, and later changes to it do not reach this estimator)."""
         network = unwrap(model)
         if cfg.fold_batchnorm:
             network = fold_batchnorm(network)
-        predict = model_predictor(network, precision_for(cfg.amp, device, "eval.amp"))
+        setup = inference_setup(cfg, device)
+        if setup.channels_last:  # in place: without the fold's copy, ``model``'s weights change memory (not values)
+            network = network.to(memory_format=torch.channels_last)
+        predict = model_predictor(network, setup.precision, setup.channels_last)
         return cls(predict, cfg, network.skeleton, device)
 
     @property

@@ -19,6 +19,7 @@ from data.dataset import SimplePoseDataset, collate, images_to_float
 from engine.checkpointer import TrainState
 from engine.logger import read_metrics
 from engine.trainer import Trainer
+from evaluate.metrics.people_agreement import people_agreement  # noqa: F401  (the tests import it from here)
 from models import build_loss, build_model
 from utils.paths import COCO_SAMPLE_ANNOTATIONS, REPO_ROOT, TINY_PRESET
 
@@ -281,36 +282,6 @@ class InterruptedCamera:
 
     def release(self):
         self.released = True
-
-
-def people_agreement(got: np.ndarray, want: np.ndarray, sigmas, min_oks: float = 0.5) -> dict[str, float]:
-    """How far two decodings of one image agree: ``got`` and ``want`` (P, K, 3) keypoints (x, y, score; score 0 or
-    x NaN where not found) matched one to one by OKS (``evaluate.metrics.oks.oks_matrix`` over the ``want`` person's
-    keypoints, scale: the area of its keypoint box), pairs below ``min_oks`` left unmatched. Returns the people of
-    each side, the matched pairs, their keypoints found on both sides and those within 1 px, and the keypoints
-    found on one side only."""
-    from scipy.optimize import linear_sum_assignment
-
-    from evaluate.metrics.oks import oks_matrix
-
-    got, want = (np.asarray(p, np.float64).reshape(len(p), -1, 3) for p in (got, want))
-    found_g, found_w = ((p[..., 2] > 0) & ~np.isnan(p[..., 0]) for p in (got, want))
-    out = {"got": len(got), "want": len(want), "matched": 0, "shared": 0, "within_1px": 0, "one_side": 0}
-    if not len(got) or not len(want):
-        return out
-    span = np.array([np.ptp(w[f, :2], axis=0) if f.any() else np.zeros(2) for w, f in zip(want, found_w)])
-    oks, _ = oks_matrix(want[..., :2], found_w, got[..., :2], found_g, sigmas, span.prod(1)[:, None], over="a")
-    rows, cols = linear_sum_assignment(-oks)
-    for w, g in zip(rows, cols):
-        if oks[w, g] < min_oks:
-            continue
-        both = found_g[g] & found_w[w]
-        distance = np.hypot(*(got[g, both, :2] - want[w, both, :2]).T)
-        out["matched"] += 1
-        out["shared"] += int(both.sum())
-        out["within_1px"] += int((distance <= 1.0).sum())
-        out["one_side"] += int((found_g[g] ^ found_w[w]).sum())
-    return out
 
 
 def assert_people_agree(agreements: list[dict[str, float]], min_people: int = 20) -> None:

@@ -230,3 +230,33 @@ def test_gpu_check_knows_the_peak_of_the_h200_and_not_of_others():
     assert gpu_check.peak_tflops("NVIDIA H200 NVL")[0] == 835.5
     assert gpu_check.peak_tflops("NVIDIA H100 80GB HBM3")[0] == 989.4
     assert gpu_check.peak_tflops("NVIDIA GeForce GTX 1080") == (None, "unknown peak")
+
+
+def test_cpu_inference_bench_prints_a_row_per_variant(tiny_ckpt, synthetic_sample_images, capsys, one_thread):
+    from bench import cpu_inference
+
+    argv = ["--model", f"tiny={tiny_ckpt}:{synthetic_sample_images}", "--scales", "1", "--threads", "1", "--images",
+            "1", "--rounds", "2", "--variants", "fp32", "fp32-cl", "bf16-cl", "ort"]  # fmt: skip
+    assert cpu_inference.main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("CPU: ") and "default here: " in out
+    rows = re.findall(r"^\| tiny \| 1 \+ flip \| 1 \| 1 \| (\S+)[^|]*\| ([0-9.]+) \(", out, re.M)
+    assert [v for v, _ in rows] == ["fp32", "fp32-cl", "bf16-cl", "ort"]
+    assert re.search(r"^\| tiny .*\| fp32 \|.*\| 1\.00x \|$", out, re.M)  # the reference's ratio to itself
+
+
+def test_test_time_precision_bench_matches_people_and_scores_both_sides(
+    trained_tiny_ckpt, synthetic_sample_images, synthetic_sample_annotations, capsys, one_thread
+):
+    from bench import test_time_precision
+
+    argv = ["--ckpt", str(trained_tiny_ckpt), "--images", str(synthetic_sample_images), "--annotations",
+            str(synthetic_sample_annotations), "--max-images", "3", "eval.scales=[1.0]", "eval.boxsize=128",
+            "--candidate", "eval.channels_last=on", "eval.amp=off"]  # fmt: skip
+    assert test_time_precision.main(argv) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^reference \(eval.amp=off eval.channels_last=off\): \d+ people on 3 images, .*AP [0-9.]+", out,
+                     re.M)  # fmt: skip
+    assert re.search(r"^candidate \(eval.channels_last=on eval.amp=off\): \d+ people on 3 images", out, re.M)
+    assert re.search(r"^all people, matched by OKS >= 0.5: \d+ pairs; unmatched: \d+ of the reference's", out, re.M)
+    assert re.search(r"^shared keypoints of matched people: \d+; within 1 px [0-9.]+%, within 2 px", out, re.M)

@@ -299,3 +299,21 @@ def test_demo_min_score_leaves_people_out_of_the_pictures_and_the_json(
     assert json.loads(some.read_text()) == kept  # the same people, in the same order
     assert len(drawn) == len(UNSCORED_IMAGES) and sum(map(len, drawn)) == len(kept)
     assert all(score >= threshold for scores_drawn in drawn for score in scores_drawn)
+
+
+def test_demo_fast_is_one_scale_without_flip_as_the_apis_fast(trained_tiny_ckpt, synthetic_sample_images, tmp_path,
+                                                              capsys, one_thread):  # fmt: skip
+    from evaluate import FAST
+    from tests.helpers import image_folder
+
+    folder = image_folder(synthetic_sample_images, tmp_path / "images")
+    fast, explicit = tmp_path / "fast.json", tmp_path / "explicit.json"
+    common = ["--ckpt", str(trained_tiny_ckpt), "--input", str(folder), "eval.boxsize=128"]
+    assert demo.main([*common, "--fast", "--json", str(fast)]) == 0
+    assert demo.main([*common, "eval.scales=[1.0]", "eval.flip=false", "--json", str(explicit)]) == 0
+    assert fast.read_bytes() == explicit.read_bytes()
+    estimator = PoseEstimator.from_checkpoint(trained_tiny_ckpt, device="cpu", **FAST)
+    assert (estimator.cfg.scales, estimator.cfg.flip) == ([1.0], False)
+    later = tmp_path / "later.json"  # an override after --fast wins
+    assert demo.main([*common, "--fast", "eval.flip=true", "--json", str(later)]) == 0
+    assert later.read_bytes() != fast.read_bytes()

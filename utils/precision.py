@@ -8,9 +8,12 @@ computes natively, never by the device type alone:
 | CPU    | AVX512-BF16 or AMX (native bf16)    | bf16 autocast                |
 | CPU    | neither (e.g. AVX2 only)            | float32 (emulated bf16 is far slower) |
 | CPU    | either, held back (``cpu_isa_limit``) | float32                    |
-| CUDA   | bf16 tensor cores (compute >= 8.0)  | bf16 autocast, no loss scaling needed |
-| CUDA   | older GPUs                          | fp16 autocast + GradScaler   |
+| CUDA   | bf16 tensor cores (compute >= 8.0)  | bf16 autocast, no loss scaling needed (training); float32 (inference) |
+| CUDA   | older GPUs                          | fp16 autocast + GradScaler (training); float32 (inference) |
 
+At test time (``inference=True``: ``eval.amp``) auto gives bf16 on CPUs with native bf16 (measured faster there) and
+float32 on every GPU: bf16 evaluation measured 0.9x float32's speed on an H200, and fp16's accuracy at test time is
+unmeasured (docs/design.md#precision).
 The loss is always computed in float32 (models/loss.py casts); only the network runs in the chosen dtype. How much
 slower emulated bf16 ran: docs/benchmarks.md#cpu-threads.
 """
@@ -115,8 +118,11 @@ class Precision:
         return torch.autocast(device.type, dtype=self.dtype)
 
 
-def choose_precision(setting: str, device: torch.device, caps: Capabilities, key: str = "train.amp") -> Precision:
-    """The decision table for ``setting`` (auto, off, fp16, bf16) on ``device`` with capabilities ``caps``.
+def choose_precision(
+    setting: str, device: torch.device, caps: Capabilities, key: str = "train.amp", inference: bool = False
+) -> Precision:
+    """The decision table for ``setting`` (auto, off, fp16, bf16) on ``device`` with capabilities ``caps``;
+    ``inference``: for a forward at test time (auto: bf16 only on CPUs computing it natively, float32 elsewhere).
 
     Raises UserError for a choice the device cannot run (fp16 on a CPU)."""
     on = f"on the {caps.description}"
@@ -124,6 +130,9 @@ def choose_precision(setting: str, device: torch.device, caps: Capabilities, key
         return Precision(None, False, f"{key}=off: float32")
     if setting == "auto":
         if device.type == "cuda":
+            if inference:  # measured: docs/benchmarks.md#gpu-nvidia-h200
+                return Precision(None, False, f"{key}=auto: float32 {on} (bf16 measured no faster at test time on "
+                                              f"an H200; {key}=bf16 or fp16 when asked)")  # fmt: skip
             if caps.native_bf16:
                 return Precision(torch.bfloat16, False, f"{key}=auto: bf16 {on} (native bf16, no loss scaling)")
             return Precision(torch.float16, True, f"{key}=auto: fp16 with loss scaling {on} (no native bf16)")
@@ -140,6 +149,6 @@ def choose_precision(setting: str, device: torch.device, caps: Capabilities, key
     raise UserError(f"{key}={setting!r} is not one of auto, off, fp16, bf16", key=key)
 
 
-def precision_for(setting: str, device: torch.device, key: str = "train.amp") -> Precision:
+def precision_for(setting: str, device: torch.device, key: str = "train.amp", inference: bool = False) -> Precision:
     """``choose_precision`` with the capabilities of ``device`` probed."""
-    return choose_precision(setting, device, probe_capabilities(device), key)
+    return choose_precision(setting, device, probe_capabilities(device), key, inference)

@@ -303,18 +303,24 @@ def multiscale_maps(
     return multiscale_maps_batch([image], cfg, predict, device, stride, skeleton=skeleton)[0]
 
 
-def model_predictor(model: torch.nn.Module, precision: Precision | None = None) -> Predictor:
+def model_predictor(
+    model: torch.nn.Module, precision: Precision | None = None, channels_last: bool = False
+) -> Predictor:
     """Predictor of a network returning outputs[stack][scale]: the last stack's finest output, as float32.
 
-    ``precision``: the forward runs under its autocast (``utils.precision.precision_for(cfg.eval.amp, device,
-    "eval.amp")``); None: float32. The output is cast back to float32 before any further step (averaging scales
-    in half precision would lose the small values the thresholds compare against).
+    ``precision``: the forward runs under its autocast (``evaluate.runtime.inference_setup.inference_setup(cfg.eval,
+    device).precision``); None: float32. The output is cast back to float32 before any further step (averaging scales
+    in half precision would lose the small values the thresholds compare against). ``channels_last``: each batch is
+    given to the network in channels_last memory (the network should be converted too:
+    ``model.to(memory_format=torch.channels_last)``); the maps are the same up to rounding.
     """
 
     finest = getattr(model, "finest_prediction", None)  # a PoseNet skips the heads evaluation never reads
     forward = finest if finest is not None else (lambda batch: model(batch)[-1][0])
 
     def predict(batch: torch.Tensor, resize_xy: tuple[float, float]) -> torch.Tensor:
+        if channels_last:
+            batch = batch.contiguous(memory_format=torch.channels_last)
         if precision is None:
             return forward(batch)
         with precision.autocast(batch.device):
