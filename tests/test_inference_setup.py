@@ -17,7 +17,7 @@ from config.schema import EvalConfig, TargetConfig
 from evaluate.coco_eval import load_coco
 from evaluate.decoder.decode import DecodeParams, decode_people
 from evaluate.runtime.multiscale import multiscale_maps
-from evaluate.oracle import oracle_for
+from evaluate.runtime.oracle import oracle_for
 from evaluate.estimator import PoseEstimator
 from tests.helpers import COCO, LANDSCAPE, PORTRAIT, SMALL, assert_people_agree, people_agreement, tiny_model
 
