@@ -92,13 +92,13 @@ def summary(ref: Side, cand: Side, coco, ids: list[int]) -> list[str]:
             f"{what}, matched by OKS >= 0.5: {total['matched']} pairs; unmatched: {total['want'] - total['matched']} "
             f"of the reference's {total['want']}, {total['got'] - total['matched']} of the candidate's {total['got']}"
         )
-    d = np.asarray(distances)
-    if len(d):
-        lines.append(
-            f"shared keypoints of matched people: {len(d)}; within 1 px {np.mean(d <= 1):.1%}, within 2 px "
-            f"{np.mean(d <= 2):.1%}, median {statistics.median(d):.3f} px, 99th percentile {np.quantile(d, 0.99):.2f} "
-            f"px, max {d.max():.1f} px; found by one side only: {total['one_side']}"
-        )
+        d = np.asarray(distances)
+        if len(d):
+            lines.append(
+                f"{what}: shared keypoints of matched people: {len(d)}; within 1 px {np.mean(d <= 1):.1%}, within 2 px "
+                f"{np.mean(d <= 2):.1%}, median {statistics.median(d):.3f} px, 99th percentile "
+                f"{np.quantile(d, 0.99):.2f} px, max {d.max():.1f} px; found by one side only: {total['one_side']}"
+            )
     return lines
 
 
