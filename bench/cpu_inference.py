@@ -8,14 +8,14 @@
 ``--model NAME=CHECKPOINT:IMAGE_FOLDER`` (repeatable): each checkpoint runs with its own run's ``eval`` settings
 (input size, thresholds) on the first ``--images`` .jpg files of its folder (sorted); ``--scales 1 5`` takes one
 scale (1.0) + flip and the paper's five (0.5 1 1.5 2 3) + flip (``--images-5`` images there: a minute per image for
-the paper network). Variants (``--variants``): ``fp32`` (eval.amp=off eval.channels_last=off: the default before
-issue 31), ``fp32-cl``, ``bf16``, ``bf16-cl`` (PyTorch, BatchNorm folded as always), ``ort`` (the ONNX export run by
+the paper network). Variants (``--variants``): ``fp32`` (eval.amp=off eval.channels_last=off: the default,
+float32 NCHW), ``fp32-cl``, ``bf16``, ``bf16-cl`` (PyTorch, BatchNorm folded as always), ``ort`` (the ONNX export run by
 ONNX Runtime's CPU provider, float32; its own graph optimisations and memory layout). For every model, scale set
 and thread count the variants run in turns (A B C ... A B C ...) for ``--rounds`` rounds, each on the same images
 after an untimed pass over them (steady state: a long run meets few input sizes, as inputs are padded to multiples
 of 64); the table gives per variant the median images/s over the rounds (range), network and decoding milliseconds
 per image, and the median of the per-round ratios to the first variant (``fp32``). The variant
-``eval.amp=auto eval.channels_last=auto`` chooses on this CPU is marked "default". Figures are printed, never
+``eval.amp=auto eval.channels_last=auto`` chooses on this CPU is marked "auto". Figures are printed, never
 asserted (docs/benchmarks.md#inference-on-the-cpu).
 """
 
@@ -147,7 +147,7 @@ def table_rows(name: str, scales: str, threads: int, n: int, cases: dict[str, Ca
         speeds = [t.images_per_s for t in case.timings]
         net = statistics.median(t.network_s / t.images * 1000 for t in case.timings)
         dec = statistics.median(t.decoding_s / t.images * 1000 for t in case.timings)
-        mark = " (default)" if variant == default else ""
+        mark = " (auto)" if variant == default else ""
         out.append(f"| {name} | {scales} + flip | {threads} | {n} | {variant}{mark} | {statistics.median(speeds):.3f} "
                    f"({min(speeds):.3f}-{max(speeds):.3f}) | {net:.0f} | {dec:.0f} | "
                    f"{statistics.median(case.ratios):.2f}x |")  # fmt: skip
@@ -169,7 +169,7 @@ def main(argv: list[str] | None = None) -> int:
     caps = probe_capabilities(CPU)
     limits = {k: os.environ[k] for k in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA") if k in os.environ}
     print(f"CPU: {caps.description}; {os.cpu_count()} cores, torch {torch.__version__}, torch threads "
-          f"{torch.get_num_threads()}; {limits or 'no ISA limits'}; default here: {default_variant()}")  # fmt: skip
+          f"{torch.get_num_threads()}; {limits or 'no ISA limits'}; eval.amp=auto here: {default_variant()}")  # fmt: skip
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, ckpt, folder in args.model:

@@ -6,8 +6,8 @@ matched one to one by OKS (unmatched counted), and the distances of their shared
     python -m bench.test_time_precision --ckpt runs/paper/last.pt --images ../shared/data/coco_sample/images \\
         --max-images 8 eval.boxsize=256 eval.scales=[1.0]
 
-The reference is ``--reference`` (default ``eval.amp=off eval.channels_last=off``: float32 NCHW, the default before
-issue 31), the candidate ``--candidate`` (default ``eval.amp=auto eval.channels_last=auto``: what this machine
+The reference is ``--reference`` (default ``eval.amp=off eval.channels_last=off``: float32 NCHW, the default), the
+candidate ``--candidate`` (default ``eval.amp=auto eval.channels_last=auto``: what this machine
 chooses; ``eval.amp=bf16`` forces bf16 where it is emulated); trailing ``key=value`` overrides apply to both. People
 pair up when their OKS (the reference person's keypoint box as scale) is at least 0.5; the summary says how many of
 each side found no partner, how many shared keypoints lie within 1 and 2 pixels of the image (and the largest

@@ -247,9 +247,11 @@ class EvalConfig:
     # exact; spelling (case, spaces, hyphens, underscores, dots ignored); position (not compared, on your word). The
     # converter's --keypoint-names (config/skeleton_check.py).
     keypoint_names: NameMatch = "exact"
-    # autocast of the network's forward at test time. auto: bf16 on CPUs that compute it natively (AVX512-BF16 or
-    # AMX), float32 elsewhere, GPUs included (bf16 measured no faster there); evaluate/runtime/inference_setup.py
-    amp: Literal["auto", "off", "fp16", "bf16"] = "auto"
+    # autocast of the network's forward at test time. off (float32: the same people and AP on every CPU); auto: bf16
+    # on CPUs that compute it natively (AVX512-BF16 or AMX), float32 elsewhere, GPUs included (bf16 measured no
+    # faster there); evaluate/runtime/inference_setup.py. auto is in evaluate.FAST and the demo's --fast; not the
+    # default because bf16 changes some people found (docs/benchmarks.md#bf16-against-float32-at-test-time)
+    amp: Literal["auto", "off", "fp16", "bf16"] = "off"
     # the network and its inputs in channels_last memory at test time. auto: on the CPU in bf16 (measured faster;
     # in float32 it was not: docs/benchmarks.md#inference-on-the-cpu), off on GPUs (not measured there yet)
     channels_last: Literal["auto", "on", "off"] = "auto"

@@ -416,7 +416,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--smooth", action="store_true", help="One-Euro smoothing of the tracked keypoints (with --track)")
     p.add_argument("--fps", type=float, default=30.0, help="frame rate of a folder of frames with --track")
     p.add_argument("--fast", action="store_true",
-                   help="one scale, no flip (evaluate/fast_setting.py); eval.* overrides given after it win")
+                   help="one scale, no flip, eval.amp=auto (bf16 where native; evaluate/fast_setting.py); eval.* overrides "
+                   "given after it win")
     add_config_arguments(p)
     args = p.parse_intermixed_args(argv)  # a shell-expanded pattern's extra files reach check_arguments
     if args.fast:

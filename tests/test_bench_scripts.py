@@ -239,11 +239,11 @@ def test_cpu_inference_bench_prints_a_row_per_variant(tiny_ckpt, synthetic_sampl
             "1", "--rounds", "2", "--variants", "fp32", "fp32-cl", "bf16-cl", "ort"]  # fmt: skip
     assert cpu_inference.main(argv) == 0
     out = capsys.readouterr().out
-    assert out.startswith("CPU: ") and "default here: " in out
+    assert out.startswith("CPU: ") and "eval.amp=auto here: " in out
     rows = re.findall(r"^\| tiny \| 1 \+ flip \| 1 \| 1 \| (\S+)[^|]*\| ([0-9.]+) \(", out, re.M)
     assert [v for v, _ in rows] == ["fp32", "fp32-cl", "bf16-cl", "ort"]
-    assert re.search(r"^\| tiny .*\| fp32( \(default\))? \|.*\| 1\.00x \|$", out, re.M)  # ratio to itself
-    assert len(re.findall(r"\(default\)", out)) <= 1  # what auto chooses here, marked once (or not among these)
+    assert re.search(r"^\| tiny .*\| fp32( \(auto\))? \|.*\| 1\.00x \|$", out, re.M)  # ratio to itself
+    assert len(re.findall(r"\(auto\)", out)) <= 1  # what auto chooses here, marked once (or not among these)
 
 
 def test_test_time_precision_bench_matches_people_and_scores_both_sides(

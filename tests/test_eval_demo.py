@@ -301,7 +301,7 @@ def test_demo_min_score_leaves_people_out_of_the_pictures_and_the_json(
     assert all(score >= threshold for scores_drawn in drawn for score in scores_drawn)
 
 
-def test_demo_fast_is_one_scale_without_flip_as_the_apis_fast(trained_tiny_ckpt, synthetic_sample_images, tmp_path,
+def test_demo_fast_is_one_scale_without_flip_in_auto_precision_as_the_apis_fast(trained_tiny_ckpt, synthetic_sample_images, tmp_path,
                                                               capsys, one_thread):  # fmt: skip
     from evaluate import FAST
     from tests.helpers import image_folder
@@ -310,10 +310,10 @@ def test_demo_fast_is_one_scale_without_flip_as_the_apis_fast(trained_tiny_ckpt,
     fast, explicit = tmp_path / "fast.json", tmp_path / "explicit.json"
     common = ["--ckpt", str(trained_tiny_ckpt), "--input", str(folder), "eval.boxsize=128"]
     assert demo.main([*common, "--fast", "--json", str(fast)]) == 0
-    assert demo.main([*common, "eval.scales=[1.0]", "eval.flip=false", "--json", str(explicit)]) == 0
+    assert demo.main([*common, "eval.scales=[1.0]", "eval.flip=false", "eval.amp=auto", "--json", str(explicit)]) == 0
     assert fast.read_bytes() == explicit.read_bytes()
     estimator = PoseEstimator.from_checkpoint(trained_tiny_ckpt, device="cpu", **FAST)
-    assert (estimator.cfg.scales, estimator.cfg.flip) == ([1.0], False)
+    assert (estimator.cfg.scales, estimator.cfg.flip, estimator.cfg.amp) == ([1.0], False, "auto")
     later = tmp_path / "later.json"  # an override after --fast wins
     assert demo.main([*common, "--fast", "eval.flip=true", "--json", str(later)]) == 0
     assert later.read_bytes() != fast.read_bytes()

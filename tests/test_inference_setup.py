@@ -30,11 +30,11 @@ SMALL_EVAL = dict(scales=[1.0, 1.5], flip=True, boxsize=128)  # as the ONNX agre
 
 # (eval settings, device, capabilities) -> (autocast dtype, channels_last)
 TABLE = [
-    ({}, CPU, NATIVE_CPU, torch.bfloat16, True),
-    ({}, CPU, AVX2_CPU, None, False),  # float32: channels_last measured no faster, NCHW as before
-    ({"channels_last": "on"}, CPU, AVX2_CPU, None, True),
-    ({}, CUDA, AMPERE, None, False),  # bf16 measured no faster at test time on an H200; channels_last unmeasured
-    ({}, CUDA, VOLTA, None, False),  # never fp16 unasked at test time
+    ({"amp": "auto"}, CPU, NATIVE_CPU, torch.bfloat16, True),
+    ({"amp": "auto"}, CPU, AVX2_CPU, None, False),  # float32: channels_last measured no faster, NCHW as before
+    ({"amp": "auto", "channels_last": "on"}, CPU, AVX2_CPU, None, True),
+    ({"amp": "auto"}, CUDA, AMPERE, None, False),  # bf16 measured no faster at test time on an H200; channels_last unmeasured
+    ({"amp": "auto"}, CUDA, VOLTA, None, False),  # never fp16 unasked at test time
     ({"amp": "bf16"}, CUDA, AMPERE, torch.bfloat16, False),
     ({"amp": "off"}, CPU, NATIVE_CPU, None, False),
     ({"amp": "bf16", "channels_last": "off"}, CPU, AVX2_CPU, torch.bfloat16, False),
@@ -62,9 +62,9 @@ def test_bf16_held_back_by_onednn_is_not_chosen_at_test_time(monkeypatch):
     """The AVX2 stand-in the suite also runs under (ONEDNN_MAX_CPU_ISA=AVX2 on a CPU with AVX512-BF16): float32."""
     monkeypatch.setattr(up, "_cpu_flag", lambda name: name == "_is_avx512_bf16_supported")
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
-    assert inference_setup_module.inference_setup(EvalConfig(), CPU).precision.dtype is None
+    assert inference_setup_module.inference_setup(EvalConfig(amp="auto"), CPU).precision.dtype is None
     monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16")
-    assert inference_setup_module.inference_setup(EvalConfig(), CPU).precision.dtype is torch.bfloat16
+    assert inference_setup_module.inference_setup(EvalConfig(amp="auto"), CPU).precision.dtype is torch.bfloat16
 
 
 def test_the_choice_is_logged_once_per_process(monkeypatch, caplog):
@@ -73,8 +73,8 @@ def test_the_choice_is_logged_once_per_process(monkeypatch, caplog):
     model = tiny_model().eval()
     with caplog.at_level(logging.INFO, logger="evaluate"):
         for _ in range(2):
-            PoseEstimator.from_model(model, EvalConfig(), CPU)
-        PoseEstimator.from_model(model, EvalConfig(channels_last="on"), CPU)
+            PoseEstimator.from_model(model, EvalConfig(amp="auto"), CPU)
+        PoseEstimator.from_model(model, EvalConfig(amp="auto", channels_last="on"), CPU)
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("inference:")]
     assert lines == [
         "inference: float32, NCHW (eval.amp=auto: float32 on the CPU without AVX512-BF16 or AMX (bf16 would be "
@@ -85,11 +85,23 @@ def test_the_choice_is_logged_once_per_process(monkeypatch, caplog):
     ]
 
 
+@pytest.mark.parametrize("caps, hint", [(NATIVE_CPU, True), (AVX2_CPU, False)], ids=["native", "avx2"])
+def test_float32_by_default_with_the_faster_choice_named_where_there_is_one(monkeypatch, caplog, caps, hint):
+    monkeypatch.setattr(inference_setup_module, "_LOGGED", set())
+    monkeypatch.setattr(inference_setup_module, "probe_capabilities", lambda device: caps)
+    with caplog.at_level(logging.INFO, logger="evaluate"):
+        setup = inference_setup_module.inference_setup(EvalConfig(), CPU)
+    assert (setup.precision.dtype, setup.channels_last) == (None, False)
+    (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("inference:")]
+    assert line.startswith("inference: float32, NCHW (eval.amp=off")
+    assert ("eval.amp=auto (or --fast, evaluate.FAST) would run bf16 here, faster" in line) is hint
+
+
 @pytest.mark.parametrize("caps, dtype", [(NATIVE_CPU, torch.bfloat16), (AVX2_CPU, None)], ids=["native", "avx2"])
 def test_the_estimators_forward_runs_as_chosen(monkeypatch, caps, dtype):
     monkeypatch.setattr(inference_setup_module, "probe_capabilities", lambda device: caps)
     model = tiny_model().eval()
-    PoseEstimator.from_model(model, EvalConfig(scales=[1.0], boxsize=64), CPU)
+    PoseEstimator.from_model(model, EvalConfig(amp="auto", scales=[1.0], boxsize=64), CPU)
     first_conv = next(m for m in model.modules() if isinstance(m, torch.nn.Conv2d))
     assert first_conv.weight.is_contiguous()  # the caller's model is left as it is: the fold made a copy
 
@@ -97,7 +109,7 @@ def test_the_estimators_forward_runs_as_chosen(monkeypatch, caps, dtype):
     first_conv.register_forward_pre_hook(lambda module, inputs: seen.append(
         (inputs[0].is_contiguous(memory_format=torch.channels_last), torch.is_autocast_enabled("cpu"),
          torch.get_autocast_dtype("cpu"))))  # fmt: skip
-    estimator = PoseEstimator.from_model(model, EvalConfig(scales=[1.0], boxsize=64, fold_batchnorm=False), CPU)
+    estimator = PoseEstimator.from_model(model, EvalConfig(amp="auto", scales=[1.0], boxsize=64, fold_batchnorm=False), CPU)
     estimator(np.full((64, 96, 3), 128, np.uint8))
     channels_last = dtype is not None  # auto: channels_last in bf16, NCHW in float32
     assert first_conv.weight.is_contiguous(memory_format=torch.channels_last) is channels_last

@@ -1,6 +1,9 @@
 """How the network runs at test time on one device: its precision (``eval.amp``) and memory format
 (``eval.channels_last``), decided once per estimator and logged once per process.
 
+Float32 is the default (``eval.amp=off``: the same people on every CPU); ``auto`` is asked for (``evaluate.FAST``,
+the demo's ``--fast``):
+
 | device | ``eval.amp=auto``                                         | ``eval.channels_last=auto``          |
 |--------|-----------------------------------------------------------|--------------------------------------|
 | CPU    | bf16 with AVX512-BF16 or AMX (not held back), else float32 | channels_last in bf16, NCHW in float32 |
@@ -62,8 +65,13 @@ def choose_setup(cfg: EvalConfig, device: torch.device, caps: Capabilities) -> I
 def inference_setup(cfg: EvalConfig, device: torch.device) -> InferenceSetup:
     """``choose_setup`` with ``device``'s capabilities probed; the choice is logged (INFO) the first time this
     process makes it, so that a command prints it once however many estimators it builds."""
-    setup = choose_setup(cfg, device, probe_capabilities(device))
+    caps = probe_capabilities(device)
+    setup = choose_setup(cfg, device, caps)
     line = f"inference: {setup.describe()}"
+    if setup.precision.dtype is None and cfg.amp == "off":
+        auto = choose_precision("auto", device, caps, "eval.amp", inference=True)
+        if auto.dtype is not None:  # say what the faster choice would be, since it is not the default
+            line += f"; eval.amp=auto (or --fast, evaluate.FAST) would run {auto.name} here, faster"
     if line not in _LOGGED:
         _LOGGED.add(line)
         log.info("%s", line)
