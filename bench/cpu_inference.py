@@ -32,12 +32,12 @@ import cv2
 import torch
 
 from config.schema import EvalConfig
+from evaluate.estimator import PoseEstimator, Timing
 from evaluate.export_onnx import export_metadata, export_onnx
-from evaluate.runtime.multiscale import Predictor, model_predictor
 from evaluate.runtime.inference_setup import choose_setup
 from evaluate.runtime.model_loader import load_model
+from evaluate.runtime.multiscale import Predictor, model_predictor
 from evaluate.runtime.onnx_runner import CPU_PROVIDER, OnnxPredictor, import_onnxruntime
-from evaluate.estimator import PoseEstimator, Timing
 from models.fold import fold_batchnorm
 from utils.errors import UserError, cli_main
 from utils.precision import probe_capabilities
@@ -158,8 +158,13 @@ def table_rows(name: str, scales: str, threads: int, n: int, cases: dict[str, Ca
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.cpu_inference", description=__doc__.split("\n\n")[0])
     p.add_argument("--model", action="append", required=True, type=parse_model, help="NAME=CHECKPOINT:IMAGE_FOLDER")
-    p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS),
-                   help="the first is the reference of the ratios (default fp32, the former default)")
+    p.add_argument(
+        "--variants",
+        nargs="+",
+        default=list(VARIANTS),
+        choices=list(VARIANTS),
+        help="the first is the reference of the ratios (default fp32, the former default)",
+    )
     p.add_argument("--scales", nargs="+", default=["1", "5"], choices=list(SCALE_SETS))
     p.add_argument("--threads", nargs="+", type=int, default=[1, 0], help="torch / ONNX Runtime threads; 0: all")
     p.add_argument("--images", type=int, default=3, help="timed images per case at one scale")
@@ -168,15 +173,19 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     caps = probe_capabilities(CPU)
     limits = {k: os.environ[k] for k in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA") if k in os.environ}
-    print(f"CPU: {caps.description}; {os.cpu_count()} cores, torch {torch.__version__}, torch threads "
-          f"{torch.get_num_threads()}; {limits or 'no ISA limits'}; eval.amp=auto here: {default_variant()}")  # fmt: skip
+    print(
+        f"CPU: {caps.description}; {os.cpu_count()} cores, torch {torch.__version__}, torch threads "
+        f"{torch.get_num_threads()}; {limits or 'no ISA limits'}; eval.amp=auto here: {default_variant()}"
+    )
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, ckpt, folder in args.model:
             (Path(tmp) / name).mkdir()
             rows += run_model(name, ckpt, folder, args, Path(tmp))
-    print("| model | scales | threads | images | variant | images/s, median (range) | network ms/image | "
-          "decoding ms/image | vs " + args.variants[0] + " |")
+    print(
+        "| model | scales | threads | images | variant | images/s, median (range) | network ms/image | "
+        "decoding ms/image | vs " + args.variants[0] + " |"
+    )
     print("|---|---|---:|---:|---|---|---:|---:|---:|")
     print("\n".join(rows))
     return 0

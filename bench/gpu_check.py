@@ -224,8 +224,16 @@ def trainer_step_rate(rig: Rig, h5: Path, batch: int, compiled: bool, out: Path)
         t.train_step(micro, cfg.train.lr)
     ms = median_ms(lambda: t.train_step(micro, cfg.train.lr), 0, rig.iters, rig.sync)
     peak = torch.cuda.max_memory_allocated(rig.device) if rig.device.type == "cuda" else 0
-    return {"samples/s": batch * 1000 / ms, "ms": ms, "peak": peak, "syncs": syncs.count,
-            "sync_ops": sorted(set(syncs.ops + syncs.methods)), "first_s": first_s, "trainer": t, "micro": micro}
+    return {
+        "samples/s": batch * 1000 / ms,
+        "ms": ms,
+        "peak": peak,
+        "syncs": syncs.count,
+        "sync_ops": sorted(set(syncs.ops + syncs.methods)),
+        "first_s": first_s,
+        "trainer": t,
+        "micro": micro,
+    }
 
 
 def section_train(rig: Rig, report: Report) -> None:
@@ -258,7 +266,8 @@ def section_train(rig: Rig, report: Report) -> None:
                 mfu = f"MFU {100 * flops * rate / (peak * 1e12):.1f} % of {peak:g} TFLOP/s" if peak else "MFU: -"
                 memory = f"peak memory {res['peak'] / GIB:.1f} GiB" if rig.device.type == "cuda" else "peak memory -"
                 syncs = f"{res['syncs']} host syncs per step between logs" + (
-                    f" ({', '.join(res['sync_ops'])})" if res["sync_ops"] else "")
+                    f" ({', '.join(res['sync_ops'])})" if res["sync_ops"] else ""
+                )
                 say(f"  {label:<14} batch {used:>2}: {rate:8.1f} samples/s ({res['ms']:.1f} ms per step), {memory}, "
                     f"{mfu}; {syncs}; first step {res['first_s']:.1f} s")  # fmt: skip
                 report.row(f"training, {label}, batch {used}", f"{rate:.1f} samples/s",
@@ -350,9 +359,11 @@ def section_eval(rig: Rig, report: Report) -> None:
         paths = sorted(images_dir.glob("*.jpg"))[: rig.eval_images or None]
         images = [read_image(p) for p in paths]
         sizes = [f"{h}x{w}" for h, w in sorted({im.shape[:2] for im in images})]
-        say(f"{what}: {len(images)} images ({len(sizes)} sizes, {sizes[0]} to {sizes[-1]} rows x cols); paper preset "
+        say(
+            f"{what}: {len(images)} images ({len(sizes)} sizes, {sizes[0]} to {sizes[-1]} rows x cols); paper preset "
             f"with random weights, BatchNorm folded; boxsize {cfg.eval.boxsize}; device-side preprocessing and shape "
-            "buckets (eval.preprocess=auto, eval.shape_buckets=auto); the first image is a warm-up, not timed")
+            "buckets (eval.preprocess=auto, eval.shape_buckets=auto); the first image is a warm-up, not timed"
+        )
         say("  random weights give flat maps with few peaks: decoding is faster here than with a trained model "
             "(python -m bench.grouping times it on ground-truth maps)")  # fmt: skip
         for scales in (cfg.eval.scales, [1.0]):
@@ -396,8 +407,10 @@ def compare_with_cpu(model, cfg, images_dir: Path, annotations: Path, rig: Rig, 
             results[label] = (stats, json.loads(out.read_text()))
         model.to(rig.device)
     (a, ra), (b, rb) = results["device"], results["cpu"]
-    say(f"  AP on {rig.cpu_reference_images} images, 1 scale + flip: {rig.device.type} path {a['AP']:.4f}, CPU path "
-        f"{b['AP']:.4f}; {len(ra)} and {len(rb)} people (random weights: AP near 0, the people are what compares)")
+    say(
+        f"  AP on {rig.cpu_reference_images} images, 1 scale + flip: {rig.device.type} path {a['AP']:.4f}, CPU path "
+        f"{b['AP']:.4f}; {len(ra)} and {len(rb)} people (random weights: AP near 0, the people are what compares)"
+    )
     report.row("evaluation AP vs the CPU path", f"{a['AP']:.3f} vs {b['AP']:.3f}",
                f"{len(ra)} vs {len(rb)} people on {rig.cpu_reference_images} images, 1 scale + flip")  # fmt: skip
 

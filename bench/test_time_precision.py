@@ -28,11 +28,11 @@ import torch
 
 from config.skeleton import Skeleton
 from evaluate.coco_eval import keypoint_stats, load_coco
-from evaluate.metrics.coco_results import coco_results
 from evaluate.decoder.decode import People
-from evaluate.runtime.model_loader import load_model
-from evaluate.metrics.people_agreement import people_agreement
 from evaluate.estimator import PoseEstimator
+from evaluate.metrics.coco_results import coco_results
+from evaluate.metrics.people_agreement import people_agreement
+from evaluate.runtime.model_loader import load_model
 from utils.errors import UserError, cli_main
 
 CPU = torch.device("cpu")

@@ -157,9 +157,11 @@ def identity_metrics(
             matched[-1].append({int(c): int(truth.ids[r]) for r, c in zip(rows, cols) if allowed[r, c]})
         accumulators.append(acc)
     names = ["num_switches", "mota", "idf1", "num_misses", "num_false_positives", "num_objects"]
-    summary = motmetrics.metrics.create().compute_many(
-        accumulators, metrics=names, names=[str(i) for i in range(len(runs))], generate_overall=True
-    ).loc["OVERALL"]
+    summary = (
+        motmetrics.metrics.create()
+        .compute_many(accumulators, metrics=names, names=[str(i) for i in range(len(runs))], generate_overall=True)
+        .loc["OVERALL"]
+    )
     keys = ["switches", "mota", "idf1", "misses", "false_people", "truths"]
     return {k: float(summary[n]) for k, n in zip(keys, names)}, matched
 
@@ -426,8 +428,10 @@ def crowd_table(count: int, frames: int, noise_px: float, seed: int, skeleton: S
           f"{CROWD_SIZE[1]} x {CROWD_SIZE[0]}; {total} people, {partial} of them partial (face, upper body or one "
           f"side); keypoint noise {noise_px:g} px, runs of 1-5 missed frames; ground-truth people per frame: "
           + ", ".join(f"{n} people: {people[n] / (count * frames):.1f}" for n in runs))  # fmt: skip
-    print("tracker | people | ID switches | MOTA | IDF1 | misses | false | track ids per person, whole / partial | "
-          "frames tracked, whole / partial")
+    print(
+        "tracker | people | ID switches | MOTA | IDF1 | misses | false | track ids per person, whole / partial | "
+        "frames tracked, whole / partial"
+    )
     for label, tracker_type in trackers.items():
         pooled = []
         for n, scenes in [*runs.items(), ("all", [s for r in runs.values() for s in r])]:
@@ -480,8 +484,10 @@ def main(argv: list[str] | None = None) -> int:
         good = sum(int((truth_oks(t, people, sigmas) >= MATCH_OKS).any(0).sum())
                    for ts, frames in zip(truths, per_clip) for t, people in zip(ts, frames))  # fmt: skip
         low = sum(p.score < cfg.min_score for p in found)
-        print(f"{name}: {len(found) / num_frames:.2f} people per frame, {good / max(len(found), 1):.1%} of them "
-              f"matching a ground-truth person, {low / max(len(found), 1):.1%} scored below track.min_score")
+        print(
+            f"{name}: {len(found) / num_frames:.2f} people per frame, {good / max(len(found), 1):.1%} of them "
+            f"matching a ground-truth person, {low / max(len(found), 1):.1%} scored below track.min_score"
+        )
         runs = {f"smoothing {w}": dataclasses.replace(cfg, smooth=w == "on") for w in ("off", "on")}
         if cfg.min_score > -math.inf and low:
             runs["every person (min_score=-inf)"] = dataclasses.replace(cfg, smooth=False, min_score=-math.inf)

@@ -79,8 +79,10 @@ class CheckpointError(UserError):
 
 # The entries of a format-1 (flat) file that are not its training state.
 _FLAT_ENTRIES = ("format_version", "model", "config", "skeleton", "version", "source")
-LOAD_FIX = ("build the model for the checkpoint's skeleton (data.skeleton=NAME or FILE), or rebuild it from the "
-            "checkpoint alone with evaluate.runtime.model_loader.load_model")  # fmt: skip
+LOAD_FIX = (
+    "build the model for the checkpoint's skeleton (data.skeleton=NAME or FILE), or rebuild it from the "
+    "checkpoint alone with evaluate.runtime.model_loader.load_model"
+)
 
 
 @dataclass
@@ -111,8 +113,11 @@ class Checkpoint:
 
     # ------------------------------------------------------------------ the file form
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"format_version": CHECKPOINT_FORMAT_VERSION, "model": self.model,
-                               "code_version": self.code_version}  # fmt: skip
+        out: dict[str, Any] = {
+            "format_version": CHECKPOINT_FORMAT_VERSION,
+            "model": self.model,
+            "code_version": self.code_version,
+        }
         if self.config is not None:
             out["config"] = to_dict(self.config)
         if self.skeleton is not None:
@@ -128,15 +133,17 @@ class Checkpoint:
         """Recognise every form this code reads (see the module docstring); CheckpointError naming ``file`` when
         ``obj`` is none of them. The weights are renamed to ours once, here; the saved config is parsed once, here."""
         if not isinstance(obj, Mapping):
-            raise CheckpointError(f"{file} holds a {type(obj).__name__}, not a checkpoint dict or a state dict",
-                                  file=file)  # fmt: skip
+            raise CheckpointError(
+                f"{file} holds a {type(obj).__name__}, not a checkpoint dict or a state dict", file=file
+            )
         version = obj.get("format_version")
         if version is not None and (not isinstance(version, int) or version > CHECKPOINT_FORMAT_VERSION):
             raise CheckpointError(
                 f"{file} has checkpoint format {version!r}, newer than this code reads (up to "
                 f"{CHECKPOINT_FORMAT_VERSION}); update SimplePose to load it",
-                file=file, key="format_version",
-            )  # fmt: skip
+                file=file,
+                key="format_version",
+            )
         if isinstance(obj.get("model"), Mapping):
             state, stored_as = obj["model"], "simplepose"
         elif isinstance(obj.get("weights"), Mapping):
@@ -147,8 +154,9 @@ class Checkpoint:
             raise CheckpointError(
                 f"{file} holds no model weights: expected a dict with 'model' (SimplePose), 'weights' (the original "
                 f"Simple Pose) or a state dict of tensors; found keys {sorted(map(str, obj))[:10]}",
-                file=file, key="model",
-            )  # fmt: skip
+                file=file,
+                key="model",
+            )
         state = {strip_wrappers(k): v for k, v in state.items()}
         if not state:
             raise CheckpointError(f"{file} holds an empty set of weights", file=file, key="model")
@@ -195,8 +203,11 @@ class Checkpoint:
         """The run's whole config (None when the file holds none or only part of one); CheckpointError naming the
         file when the saved config is invalid (e.g. written by a newer version with keys this code lacks)."""
         if self.config_problem:
-            raise CheckpointError(f"the config saved in {self.file} is invalid ({self.config_problem}); give one "
-                                  f"with --config FILE", file=self.file, key="config")  # fmt: skip
+            raise CheckpointError(
+                f"the config saved in {self.file} is invalid ({self.config_problem}); give one with --config FILE",
+                file=self.file,
+                key="config",
+            )
         return self.config
 
     def keypoints(self) -> KeypointSet:
@@ -211,8 +222,12 @@ class Checkpoint:
 
     def describe(self) -> str:
         """For log lines: the file, its form, whether it holds a training state, the code version or origin."""
-        parts = [self.file or "checkpoint", {"original": "the original's weights", "state_dict": "a bare state dict"}
-                 .get(self.stored_as, "SimplePose weights")]  # fmt: skip
+        parts = [
+            self.file or "checkpoint",
+            {"original": "the original's weights", "state_dict": "a bare state dict"}.get(
+                self.stored_as, "SimplePose weights"
+            ),
+        ]
         if self.train_state is not None:
             parts.append("with a training state")
         if self.origin:
@@ -222,8 +237,15 @@ class Checkpoint:
         return ", ".join(parts)
 
     # ------------------------------------------------------------------ into a network
-    def load_into(self, model: nn.Module, strict: bool = True, other_skeleton: bool = False, *,
-                  expected_by: str = "the model", fix: str = LOAD_FIX) -> LoadReport:  # fmt: skip
+    def load_into(
+        self,
+        model: nn.Module,
+        strict: bool = True,
+        other_skeleton: bool = False,
+        *,
+        expected_by: str = "the model",
+        fix: str = LOAD_FIX,
+    ) -> LoadReport:
         """Load the weights into ``model`` (a PoseNet, possibly wrapped by DDP or torch.compile): the one skeleton
         check of a load, then the weights.
 
@@ -239,10 +261,24 @@ class Checkpoint:
             if difference(skeleton, self.keypoints(), "layout") is not None:
                 reinitialise = SKELETON_DEPENDENT
         elif skeleton is not None:
-            check_compatible(skeleton, self.keypoints(), where=f"checkpoint {where}", need="layout",
-                             expected_by=expected_by, fix=fix, file=self.file or None)  # fmt: skip
-        return load_state(model, self.model, where, strict=strict, reinitialise=reinitialise, source=self.stored_as,
-                          saved_model_config=self.model_settings)  # fmt: skip
+            check_compatible(
+                skeleton,
+                self.keypoints(),
+                where=f"checkpoint {where}",
+                need="layout",
+                expected_by=expected_by,
+                fix=fix,
+                file=self.file or None,
+            )
+        return load_state(
+            model,
+            self.model,
+            where,
+            strict=strict,
+            reinitialise=reinitialise,
+            source=self.stored_as,
+            saved_model_config=self.model_settings,
+        )
 
 
 def _saved_config(saved: Mapping[str, Any] | None) -> tuple[Config | None, str]:
@@ -262,9 +298,15 @@ def _read(path: Path) -> Any:
     are not passed on where they advise loading unsafely."""
     if path.is_dir():
         inside = sorted(p.name for p in path.glob("*.pt"))
-        raise CheckpointError(f"{path} is a folder, not a checkpoint file: give a checkpoint in it"
-                              + (f", e.g. {path / ('best.pt' if 'best.pt' in inside else inside[0])}" if inside
-                                 else " (a run folder holds best.pt and last.pt)"), file=path)  # fmt: skip
+        raise CheckpointError(
+            f"{path} is a folder, not a checkpoint file: give a checkpoint in it"
+            + (
+                f", e.g. {path / ('best.pt' if 'best.pt' in inside else inside[0])}"
+                if inside
+                else " (a run folder holds best.pt and last.pt)"
+            ),
+            file=path,
+        )
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} not found", file=path)
     try:
@@ -308,8 +350,10 @@ def not_a_checkpoint(path: str | Path, kind: FileKind) -> str:
     """The refusal of ``path``, a file of ``kind`` given where a checkpoint belongs: what it is, where such a file is
     given, and what to give here."""
     if kind.name == "empty":
-        return (f"{path} is empty (0 bytes), not a checkpoint: a copy or download that did not finish? Re-download "
-                f"or re-save it, or {_EXPECTED}")  # fmt: skip
+        return (
+            f"{path} is empty (0 bytes), not a checkpoint: a copy or download that did not finish? Re-download "
+            f"or re-save it, or {_EXPECTED}"
+        )
     what = f"{path} is {kind.description}, not a PyTorch checkpoint"
     instead = _INSTEAD.get(kind.name)
     return f"{what}: {instead}; here {_EXPECTED}" if instead else f"{what}; {_EXPECTED}"
@@ -320,10 +364,12 @@ def _unpickling_message(path: Path, kind: FileKind, e: pickle.UnpicklingError) -
     ``torch.save`` writes."""
     found = re.search(r"GLOBAL (\S+)", str(e))
     if found:
-        return (f"{path} holds Python objects (the first: {found.group(1).rstrip(',.')}) that safe loading "
-                f"(weights_only=True) refuses, so it is not a plain checkpoint of tensors and numbers, and loading it "
-                f"could run code; if the file is your own, re-save the weights alone from the program that made it: "
-                f"torch.save(model.state_dict(), 'weights.pt')")  # fmt: skip
+        return (
+            f"{path} holds Python objects (the first: {found.group(1).rstrip(',.')}) that safe loading "
+            f"(weights_only=True) refuses, so it is not a plain checkpoint of tensors and numbers, and loading it "
+            f"could run code; if the file is your own, re-save the weights alone from the program that made it: "
+            f"torch.save(model.state_dict(), 'weights.pt')"
+        )
     if kind.name == "pickle":
         return f"{path} is a Python pickle, but not one torch.save writes, so not a PyTorch checkpoint; {_EXPECTED}"
     return _unreadable_message(path, kind, e)
@@ -333,19 +379,27 @@ def _unreadable_message(path: Path, kind: FileKind, e: Exception) -> str:
     if kind.name == "zip":
         members = _zip_members(path)
         if members is None:
-            return (f"{path} is truncated or corrupt: a ZIP archive (the form torch.save writes) that cannot be read "
-                    f"({_plain_detail(e) or type(e).__name__}); re-download or re-save it")  # fmt: skip
+            return (
+                f"{path} is truncated or corrupt: a ZIP archive (the form torch.save writes) that cannot be read "
+                f"({_plain_detail(e) or type(e).__name__}); re-download or re-save it"
+            )
         if not any(m.endswith("data.pkl") for m in members):
             listed = ", ".join(members[:3]) + (", ..." if len(members) > 3 else "") if members else "nothing"
             return f"{path} is a ZIP archive that is not a PyTorch checkpoint (it holds {listed}); {_EXPECTED}"
-        return (f"{path} is truncated or corrupt and cannot be read as a PyTorch checkpoint "
-                f"({_plain_detail(e) or type(e).__name__}); re-download or re-save it")  # fmt: skip
+        return (
+            f"{path} is truncated or corrupt and cannot be read as a PyTorch checkpoint "
+            f"({_plain_detail(e) or type(e).__name__}); re-download or re-save it"
+        )
     if kind.name == "pickle":
-        return (f"{path} is truncated or corrupt: a pickle that ends before its data does "
-                f"({_plain_detail(e) or type(e).__name__}); re-download or re-save it")  # fmt: skip
+        return (
+            f"{path} is truncated or corrupt: a pickle that ends before its data does "
+            f"({_plain_detail(e) or type(e).__name__}); re-download or re-save it"
+        )
     head = path.read_bytes()[:8].hex(" ")
-    return (f"{path} is not a PyTorch checkpoint: its first bytes ({head}) match no format it could be (torch.save "
-            f"writes a ZIP archive, older PyTorch a pickle), nor a known other kind of file; {_EXPECTED}")  # fmt: skip
+    return (
+        f"{path} is not a PyTorch checkpoint: its first bytes ({head}) match no format it could be (torch.save "
+        f"writes a ZIP archive, older PyTorch a pickle), nor a known other kind of file; {_EXPECTED}"
+    )
 
 
 def _zip_members(path: Path) -> list[str] | None:

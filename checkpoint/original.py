@@ -29,14 +29,18 @@ def convert(weights_path: str | Path) -> tuple[Checkpoint, Config]:
     """Read an original checkpoint; (our checkpoint of its weights, the config they fit)."""
     original = Checkpoint.load(weights_path)
     if original.stored_as != "original":
-        raise CheckpointError(f"{weights_path} is not an original Simple Pose checkpoint (no 'posenet.' keys)",
-                              file=weights_path, key="weights")  # fmt: skip
+        raise CheckpointError(
+            f"{weights_path} is not an original Simple Pose checkpoint (no 'posenet.' keys)",
+            file=weights_path,
+            key="weights",
+        )
     cfg = Config()
     cfg = with_overrides(cfg, model_section_overrides(cfg, infer_model_config(original.model)), str(weights_path))
     state = {k: v.float() if v.is_floating_point() else v for k, v in original.model.items()}
     skeleton = load_skeleton("coco")  # the original was trained on COCO's keypoints, in this channel order
-    converted = Checkpoint(state, config=cfg, skeleton=skeleton, code_version=code_version(),
-                           origin=f"original:{Path(weights_path).name}")  # fmt: skip
+    converted = Checkpoint(
+        state, config=cfg, skeleton=skeleton, code_version=code_version(), origin=f"original:{Path(weights_path).name}"
+    )
     with torch.device("meta"):
         model = PoseNet(cfg.model, skeleton)
     converted.load_into(model.to_empty(device="cpu"), strict=True)

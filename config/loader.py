@@ -30,8 +30,9 @@ class ConfigError(UserError):
     cannot be read at all); ``file``: the config file, when the error is in one; ``suggestions``: the valid keys
     closest to an unknown one."""
 
-    def __init__(self, message: str, *, key: str | None = None, file: str | Path | None = None,
-                 suggestions: tuple[str, ...] = ()) -> None:  # fmt: skip
+    def __init__(
+        self, message: str, *, key: str | None = None, file: str | Path | None = None, suggestions: tuple[str, ...] = ()
+    ) -> None:
         super().__init__(message, key=key, file=file)
         self.suggestions = tuple(suggestions)
 
@@ -135,8 +136,9 @@ def set_key(cfg: Config, key: str, value: Any, where: str) -> None:
     """Set one dotted key, type-checked. Only for building a config: a validated one is changed through
     ``with_overrides``, which returns a new, validated copy."""
     if key in RETIRED_KEYS:
-        raise ConfigError(f"config key '{key}' ({where}) is no longer a setting: {RETIRED_KEYS[key]}; remove it",
-                          key=key)  # fmt: skip
+        raise ConfigError(
+            f"config key '{key}' ({where}) is no longer a setting: {RETIRED_KEYS[key]}; remove it", key=key
+        )
     parts = key.split(".")
     obj = cfg
     for i, part in enumerate(parts):
@@ -266,17 +268,23 @@ def validate(cfg: Config) -> None:
             key="loss.scale_weights",
         )
     if not 1 <= m.num_scales <= 5:
-        raise ConfigError(f"model.num_scales must be between 1 and 5 (the hourglass has 5 levels), got {m.num_scales}",
-                          key="model.num_scales")  # fmt: skip
+        raise ConfigError(
+            f"model.num_scales must be between 1 and 5 (the hourglass has 5 levels), got {m.num_scales}",
+            key="model.num_scales",
+        )
     check_input_size(d.input_size)
     if cfg.train.accumulate_steps < 1:
-        raise ConfigError(f"train.accumulate_steps must be >= 1 (1: no accumulation), got {cfg.train.accumulate_steps}",
-                          key="train.accumulate_steps")  # fmt: skip
+        raise ConfigError(
+            f"train.accumulate_steps must be >= 1 (1: no accumulation), got {cfg.train.accumulate_steps}",
+            key="train.accumulate_steps",
+        )
     if cfg.dist.timeout_s <= 0:
         raise ConfigError(f"dist.timeout_s must be > 0 seconds, got {cfg.dist.timeout_s}", key="dist.timeout_s")
     if d.loader_timeout < 0:
-        raise ConfigError(f"data.loader_timeout must be >= 0 seconds (0 waits for ever), got {d.loader_timeout}",
-                          key="data.loader_timeout")  # fmt: skip
+        raise ConfigError(
+            f"data.loader_timeout must be >= 0 seconds (0 waits for ever), got {d.loader_timeout}",
+            key="data.loader_timeout",
+        )
     if not cfg.eval.scales:
         raise ConfigError("eval.scales must hold at least one scale, e.g. eval.scales=[1.0]", key="eval.scales")
     if not cfg.eval.min_mean_score >= 0:

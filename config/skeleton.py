@@ -127,8 +127,10 @@ class Skeleton:
     def describe(self) -> str:
         """For messages: name, counts and where it came from."""
         where = f"; {self.source}" if self.source else ""
-        return (f"'{self.name}' ({self.num_dataset_keypoints} dataset keypoints, {self.num_keypoints} internal, "
-                f"{self.num_limbs} limbs, {self.num_channels} channels{where})")  # fmt: skip
+        return (
+            f"'{self.name}' ({self.num_dataset_keypoints} dataset keypoints, {self.num_keypoints} internal, "
+            f"{self.num_limbs} limbs, {self.num_channels} channels{where})"
+        )
 
     # ------------------------------------------------------------------ orders and flips (computed once)
     @cached_property
@@ -158,8 +160,12 @@ class Skeleton:
         """Output channel c of a prediction on a mirrored image holds what channel ``channel_flip[c]`` holds on the
         original image (a permutation and an involution)."""
         start = self.keypoint_start
-        return (*self.limb_flip, *(start + j for j in self.keypoint_flip),
-                self.person_mask_channel, self.max_keypoint_channel)  # fmt: skip
+        return (
+            *self.limb_flip,
+            *(start + j for j in self.keypoint_flip),
+            self.person_mask_channel,
+            self.max_keypoint_channel,
+        )
 
     @cached_property
     def limb_ends(self) -> tuple[np.ndarray, np.ndarray]:
@@ -248,7 +254,12 @@ class Skeleton:
         """Whether a network trained for ``other`` means the same by every channel and every result of this one
         (keypoints, derived rules, limbs and flips equal; name, sigmas and drawing may differ)."""
         return (self.dataset_keypoints, self.keypoints, self.derived, self.limbs, self.flip_pairs) == (
-            other.dataset_keypoints, other.keypoints, other.derived, other.limbs, other.flip_pairs)  # fmt: skip
+            other.dataset_keypoints,
+            other.keypoints,
+            other.derived,
+            other.limbs,
+            other.flip_pairs,
+        )
 
 
 def _frozen(a: np.ndarray) -> np.ndarray:
@@ -266,8 +277,10 @@ def resolve_skeleton_path(name_or_path: str | Path) -> Path:
     """``config/skeletons/NAME.yaml`` for a bare name, else the given path; UserError when there is no such file."""
     text = str(name_or_path)
     if not text:
-        raise SkeletonFileError("data.skeleton is empty: give a name in config/skeletons/ (e.g. coco) or a YAML file "
-                                "path", key="data.skeleton")  # fmt: skip
+        raise SkeletonFileError(
+            "data.skeleton is empty: give a name in config/skeletons/ (e.g. coco) or a YAML file path",
+            key="data.skeleton",
+        )
     is_name = "/" not in text and "\\" not in text and not text.endswith((".yaml", ".yml"))
     path = SKELETON_DIR / f"{text}.yaml" if is_name else Path(text)
     if not path.is_file():
@@ -275,7 +288,8 @@ def resolve_skeleton_path(name_or_path: str | Path) -> Path:
         raise SkeletonFileError(
             f"skeleton {text!r}: no file {path}; give a name in config/skeletons/ ({known}) or the path of a "
             "skeleton YAML file (format: docs/skeleton.md#skeleton-files)",
-            file=path, key="data.skeleton",
+            file=path,
+            key="data.skeleton",
         )
     return path
 
@@ -317,13 +331,17 @@ class _Parser:
         self.source = source
 
     def fail(self, what: str, fix: str, key: str | None = None) -> SkeletonFileError:
-        return SkeletonFileError(f"skeleton {self.source}: {what}; {fix} (format: docs/skeleton.md#skeleton-files)",
-                                 file=self.source, key=key)  # fmt: skip
+        return SkeletonFileError(
+            f"skeleton {self.source}: {what}; {fix} (format: docs/skeleton.md#skeleton-files)",
+            file=self.source,
+            key=key,
+        )
 
     def names(self, value: Any, entry: str) -> tuple[str, ...]:
         if not isinstance(value, list) or not value or not all(isinstance(n, str) and n for n in value):
-            raise self.fail(f"'{entry}' must be a non-empty list of keypoint names, got {value!r}", "fix the list",
-                            key=entry)
+            raise self.fail(
+                f"'{entry}' must be a non-empty list of keypoint names, got {value!r}", "fix the list", key=entry
+            )
         seen: set[str] = set()
         for n in value:
             if n in seen:
@@ -338,16 +356,22 @@ class _Parser:
         out = []
         for i, pair in enumerate(value):
             if not isinstance(pair, list) or len(pair) != 2 or not all(isinstance(n, str) for n in pair):
-                raise self.fail(f"{entry}[{i}] must be a pair of keypoint names [a, b], got {pair!r}", "fix it",
-                                key=f"{entry}[{i}]")
+                raise self.fail(
+                    f"{entry}[{i}] must be a pair of keypoint names [a, b], got {pair!r}", "fix it", key=f"{entry}[{i}]"
+                )
             for n in pair:
                 if n not in known:
                     raise self.fail(
                         f"{entry}[{i}] {pair} names the unknown keypoint {n!r}",
-                        f"use one of the {kind}: {', '.join(known)}", key=f"{entry}[{i}]")
+                        f"use one of the {kind}: {', '.join(known)}",
+                        key=f"{entry}[{i}]",
+                    )
             if pair[0] == pair[1]:
-                raise self.fail(f"{entry}[{i}] {pair} joins a keypoint to itself", "give two different keypoints",
-                                key=f"{entry}[{i}]")
+                raise self.fail(
+                    f"{entry}[{i}] {pair} joins a keypoint to itself",
+                    "give two different keypoints",
+                    key=f"{entry}[{i}]",
+                )
             out.append((pair[0], pair[1]))
         return out
 
@@ -375,33 +399,60 @@ class _Parser:
         draw_limbs, draw_edges, colors = self.draw(data.get("draw") or {}, limb_names, dataset)
         evaluation = data.get("evaluation", "coco")
         if evaluation not in EVALUATIONS:
-            raise self.fail(f"'evaluation' must be one of {', '.join(EVALUATIONS)}, got {evaluation!r}",
-                            "coco for COCO-like files, crowdpose for CrowdPose's", key="evaluation")  # fmt: skip
-        return Skeleton(name, dataset, keypoints, derived, limbs, flip_pairs, sigmas, draw_limbs, draw_edges,
-                        colors, evaluation, source=self.source)  # fmt: skip
+            raise self.fail(
+                f"'evaluation' must be one of {', '.join(EVALUATIONS)}, got {evaluation!r}",
+                "coco for COCO-like files, crowdpose for CrowdPose's",
+                key="evaluation",
+            )
+        return Skeleton(
+            name,
+            dataset,
+            keypoints,
+            derived,
+            limbs,
+            flip_pairs,
+            sigmas,
+            draw_limbs,
+            draw_edges,
+            colors,
+            evaluation,
+            source=self.source,
+        )
 
     def derived(self, value: Any, dataset: tuple[str, ...]) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
         if not isinstance(value, Mapping):
-            raise self.fail(f"'derived' must map keypoint names to rules, got {value!r}",
-                            "e.g. neck: {midpoint: [left_shoulder, right_shoulder]}", key="derived")  # fmt: skip
+            raise self.fail(
+                f"'derived' must map keypoint names to rules, got {value!r}",
+                "e.g. neck: {midpoint: [left_shoulder, right_shoulder]}",
+                key="derived",
+            )
         out = []
         for n, rule in value.items():
             where = f"derived keypoint {n!r}"
             if n in dataset:
-                raise self.fail(f"{where} is also a dataset keypoint", "rename it, or drop the rule",
-                                key=f"derived.{n}")
+                raise self.fail(
+                    f"{where} is also a dataset keypoint", "rename it, or drop the rule", key=f"derived.{n}"
+                )
             if not isinstance(rule, Mapping) or len(rule) != 1 or next(iter(rule)) not in _RULES:
-                raise self.fail(f"{where}: the rule must be one of {list(_RULES)}, got {rule!r}",
-                                "e.g. neck: {midpoint: [left_shoulder, right_shoulder]}",
-                                key=f"derived.{n}")  # fmt: skip
+                raise self.fail(
+                    f"{where}: the rule must be one of {list(_RULES)}, got {rule!r}",
+                    "e.g. neck: {midpoint: [left_shoulder, right_shoulder]}",
+                    key=f"derived.{n}",
+                )
             kind, sources = next(iter(rule.items()))
             if not isinstance(sources, list) or len(sources) < 2 or len(set(map(str, sources))) != len(sources):
-                raise self.fail(f"{where}: '{kind}' needs two or more different keypoints, got {sources!r}", "fix it",
-                                key=f"derived.{n}")
+                raise self.fail(
+                    f"{where}: '{kind}' needs two or more different keypoints, got {sources!r}",
+                    "fix it",
+                    key=f"derived.{n}",
+                )
             for s in sources:
                 if s not in dataset:
-                    raise self.fail(f"{where}: '{kind}' names {s!r}, which is not a dataset keypoint",
-                                    f"use dataset keypoints: {', '.join(dataset)}", key=f"derived.{n}")  # fmt: skip
+                    raise self.fail(
+                        f"{where}: '{kind}' names {s!r}, which is not a dataset keypoint",
+                        f"use dataset keypoints: {', '.join(dataset)}",
+                        key=f"derived.{n}",
+                    )
             out.append((str(n), kind, tuple(sources)))
         return tuple(out)
 
@@ -414,8 +465,10 @@ class _Parser:
         if missing or extra:
             raise self.fail(
                 f"'keypoints' (the internal order) must list every dataset and derived keypoint once: missing "
-                f"{missing}, unknown {extra}", "fix the list, or leave 'keypoints' out (dataset order, then derived)",
-                key="keypoints")
+                f"{missing}, unknown {extra}",
+                "fix the list, or leave 'keypoints' out (dataset order, then derived)",
+                key="keypoints",
+            )
         return order
 
     def check_limbs(self, limbs: list[tuple[str, str]], keypoints: tuple[str, ...]) -> None:
@@ -424,15 +477,18 @@ class _Parser:
         for i, (a, b) in enumerate(limbs):
             if frozenset((a, b)) in seen:
                 first = seen[frozenset((a, b))]
-                raise self.fail(f"limbs[{i}] [{a}, {b}] repeats limbs[{first}]", "give each limb once",
-                                key=f"limbs[{i}]")
+                raise self.fail(
+                    f"limbs[{i}] [{a}, {b}] repeats limbs[{first}]", "give each limb once", key=f"limbs[{i}]"
+                )
             seen[frozenset((a, b))] = i
         reached = {n for limb in limbs for n in limb}
         for n in keypoints:
             if n not in reached:
                 raise self.fail(
                     f"keypoint {n!r} is in no limb, so the decoder could never attach it to a person",
-                    f"add a limb joining it to a neighbouring keypoint to 'limbs', e.g. [NEIGHBOUR, {n}]", key="limbs")
+                    f"add a limb joining it to a neighbouring keypoint to 'limbs', e.g. [NEIGHBOUR, {n}]",
+                    key="limbs",
+                )
         component = {limbs[0][0]}
         grew = True
         while grew:
@@ -445,7 +501,10 @@ class _Parser:
         if apart:
             raise self.fail(
                 f"keypoints {apart} are not joined to {sorted(component)} by any chain of limbs, so the decoder "
-                "would split every person in two", "add a limb between the two groups", key="limbs")
+                "would split every person in two",
+                "add a limb between the two groups",
+                key="limbs",
+            )
 
     def flip_pairs(self, value: Any, keypoints: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
         pairs = self.pairs(value, "flip_pairs", keypoints, "keypoints")
@@ -453,9 +512,11 @@ class _Parser:
         for i, pair in enumerate(pairs):
             for n in pair:
                 if n in seen:
-                    raise self.fail(f"flip_pairs[{i}] {list(pair)}: {n!r} is already in flip_pairs[{seen[n]}]",
-                                    "a keypoint mirrors to one other keypoint only",
-                                    key=f"flip_pairs[{i}]")  # fmt: skip
+                    raise self.fail(
+                        f"flip_pairs[{i}] {list(pair)}: {n!r} is already in flip_pairs[{seen[n]}]",
+                        "a keypoint mirrors to one other keypoint only",
+                        key=f"flip_pairs[{i}]",
+                    )
                 seen[n] = i
         return tuple(pairs)
 
@@ -469,31 +530,41 @@ class _Parser:
                 raise self.fail(
                     f"limbs[{i}] [{a}, {b}] mirrors to [{m(a)}, {m(b)}] under flip_pairs, which is not a limb, so a "
                     "mirrored picture could not be mapped back (flip pairs that are not left/right symmetric)",
-                    "add the mirrored limb, or fix flip_pairs", key=f"limbs[{i}]")  # fmt: skip
+                    "add the mirrored limb, or fix flip_pairs",
+                    key=f"limbs[{i}]",
+                )
         rules = {n: (kind, frozenset(src)) for n, kind, src in derived}
         for n, (kind, src) in rules.items():
             mirrored = rules.get(m(n))
             if mirrored is None or mirrored != (kind, frozenset(map(m, src))):
                 raise self.fail(
                     f"derived keypoint {n!r} ({kind} of {sorted(src)}) does not mirror to the rule of {m(n)!r} under "
-                    "flip_pairs", "pair derived keypoints whose sources are mirrors, or make the sources symmetric",
-                    key=f"derived.{n}")
+                    "flip_pairs",
+                    "pair derived keypoints whose sources are mirrors, or make the sources symmetric",
+                    key=f"derived.{n}",
+                )
 
     def sigmas(self, value: Any, dataset: tuple[str, ...], derived) -> tuple[float, ...]:
         if not isinstance(value, Mapping):
-            raise self.fail(f"'sigmas' must map each dataset keypoint to its OKS sigma, got {value!r}", "fix it",
-                            key="sigmas")
+            raise self.fail(
+                f"'sigmas' must map each dataset keypoint to its OKS sigma, got {value!r}", "fix it", key="sigmas"
+            )
         unknown = [n for n in value if n not in dataset]
         if unknown:
             is_derived = any(n == d for d, _, _ in derived for n in unknown)
             hint = " (derived keypoints are not evaluated)" if is_derived else ""
-            raise self.fail(f"'sigmas' names keypoints that are not dataset keypoints: {unknown}{hint}",
-                            f"give sigmas for exactly: {', '.join(dataset)}", key="sigmas")  # fmt: skip
+            raise self.fail(
+                f"'sigmas' names keypoints that are not dataset keypoints: {unknown}{hint}",
+                f"give sigmas for exactly: {', '.join(dataset)}",
+                key="sigmas",
+            )
         missing = [n for n in dataset if n not in value]
         if missing:
-            raise self.fail(f"'sigmas' lacks {missing}",
-                            "give an OKS sigma for every dataset keypoint (COCO's are 0.025-0.107)",
-                            key="sigmas")  # fmt: skip
+            raise self.fail(
+                f"'sigmas' lacks {missing}",
+                "give an OKS sigma for every dataset keypoint (COCO's are 0.025-0.107)",
+                key="sigmas",
+            )
         out = []
         for n in dataset:
             s = value[n]
@@ -513,8 +584,11 @@ class _Parser:
             drawn = []
             for i, pair in enumerate(self.pairs(value["sample_limbs"], "draw.sample_limbs", tuple(every), "keypoints")):
                 if frozenset(pair) not in index:
-                    raise self.fail(f"draw.sample_limbs[{i}] {list(pair)} is not a limb", "list limbs of 'limbs' only",
-                                    key=f"draw.sample_limbs[{i}]")
+                    raise self.fail(
+                        f"draw.sample_limbs[{i}] {list(pair)} is not a limb",
+                        "list limbs of 'limbs' only",
+                        key=f"draw.sample_limbs[{i}]",
+                    )
                 drawn.append(index[frozenset(pair)])
         if "result_edges" in value:
             edges = self.pairs(value["result_edges"], "draw.result_edges", dataset, "dataset keypoints")
@@ -522,12 +596,20 @@ class _Parser:
             edges = [limb for limb in limbs if limb[0] in dataset and limb[1] in dataset]
         colors = value.get("colors", HUE_CIRCLE)
         if colors != HUE_CIRCLE:
-            ok = isinstance(colors, list) and colors and all(
-                isinstance(c, list) and len(c) == 3 and all(isinstance(v, int) and 0 <= v <= 255 for v in c)
-                for c in colors)  # fmt: skip
+            ok = (
+                isinstance(colors, list)
+                and colors
+                and all(
+                    isinstance(c, list) and len(c) == 3 and all(isinstance(v, int) and 0 <= v <= 255 for v in c)
+                    for c in colors
+                )
+            )
             if not ok:
-                raise self.fail(f"draw.colors must be {HUE_CIRCLE} or a list of [b, g, r] (0-255), got {colors!r}",
-                                "fix it", key="draw.colors")  # fmt: skip
+                raise self.fail(
+                    f"draw.colors must be {HUE_CIRCLE} or a list of [b, g, r] (0-255), got {colors!r}",
+                    "fix it",
+                    key="draw.colors",
+                )
             colors = tuple(tuple(c) for c in colors)
         dataset_edges = tuple((dataset.index(a), dataset.index(b)) for a, b in edges)
         return tuple(sorted(set(drawn))), dataset_edges, colors

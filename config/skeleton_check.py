@@ -66,8 +66,14 @@ class KeypointSet:
     @classmethod
     def of(cls, skeleton: Skeleton, assumed: str = "") -> KeypointSet:
         """Everything a definition tells."""
-        return cls(skeleton.name, skeleton, skeleton.dataset_keypoints, skeleton.num_dataset_keypoints,
-                   skeleton.num_channels, assumed)  # fmt: skip
+        return cls(
+            skeleton.name,
+            skeleton,
+            skeleton.dataset_keypoints,
+            skeleton.num_dataset_keypoints,
+            skeleton.num_channels,
+            assumed,
+        )
 
     def describe(self) -> str:
         """For messages, e.g. ``skeleton 'coco' (17 dataset keypoints, ...)`` or ``51 channels``."""
@@ -91,8 +97,16 @@ class SkeletonMismatch(UserError):
     reads them, for ``expected_by``); ``differs``: what differs (a ``Difference``); ``fix``: what to do. ``file``,
     ``key``: the file and the entry in it, when ``where`` is one (``utils.errors.UserError``)."""
 
-    def __init__(self, expected: Skeleton, found: KeypointSet, where: str, differs: str, fix: str,
-                 expected_by: str = "this run", **fields) -> None:  # fmt: skip
+    def __init__(
+        self,
+        expected: Skeleton,
+        found: KeypointSet,
+        where: str,
+        differs: str,
+        fix: str,
+        expected_by: str = "this run",
+        **fields,
+    ) -> None:
         self.expected, self.found, self.where = expected, found, where
         self.differs, self.expected_by, self.fix = differs, expected_by, fix
         self.first_difference = None  # (position, found's name, expected's name) when names differ
@@ -100,8 +114,10 @@ class SkeletonMismatch(UserError):
         if differs == "keypoints" and found.dataset_keypoints is not None:
             self.first_difference = first_difference(expected.dataset_keypoints, found.dataset_keypoints)
             i, theirs, ours = self.first_difference
-            detail = (f" (the skeleton's: {', '.join(expected.dataset_keypoints)}; first difference: keypoint {i} is "
-                      f"{theirs!r} there, {ours!r} in the skeleton)")  # fmt: skip
+            detail = (
+                f" (the skeleton's: {', '.join(expected.dataset_keypoints)}; first difference: keypoint {i} is "
+                f"{theirs!r} there, {ours!r} in the skeleton)"
+            )
         super().__init__(
             f"{where} holds {found.describe()}, but {expected_by} uses skeleton {expected.describe()}: "
             f"{_DIFFERENCES[differs]}{detail}; {fix}",
@@ -136,8 +152,16 @@ def difference(expected: Skeleton, found: Skeleton | KeypointSet, need: Need) ->
     return None
 
 
-def mismatch(expected: Skeleton, found: Skeleton | KeypointSet, *, where: str, need: Need, fix: str,
-             expected_by: str = "this run", **fields) -> SkeletonMismatch | None:  # fmt: skip
+def mismatch(
+    expected: Skeleton,
+    found: Skeleton | KeypointSet,
+    *,
+    where: str,
+    need: Need,
+    fix: str,
+    expected_by: str = "this run",
+    **fields,
+) -> SkeletonMismatch | None:
     """The ``SkeletonMismatch`` ``check_compatible`` would raise, or None (for callers that count a mismatch
     instead, such as the converter with --skip-bad)."""
     differs = difference(expected, found, need)
@@ -147,8 +171,16 @@ def mismatch(expected: Skeleton, found: Skeleton | KeypointSet, *, where: str, n
     return SkeletonMismatch(expected, found, where, differs, fix, expected_by, **fields)
 
 
-def check_compatible(expected: Skeleton, found: Skeleton | KeypointSet, *, where: str, need: Need, fix: str,
-                     expected_by: str = "this run", **fields) -> None:  # fmt: skip
+def check_compatible(
+    expected: Skeleton,
+    found: Skeleton | KeypointSet,
+    *,
+    where: str,
+    need: Need,
+    fix: str,
+    expected_by: str = "this run",
+    **fields,
+) -> None:
     """``SkeletonMismatch`` unless ``found`` fits ``expected`` (see ``difference``). ``where``: what holds ``found``
     (``checkpoint runs/x/last.pt``, ``HDF5 file x.h5``, ``the network's output``...); ``fix``: what to do;
     ``fields``: ``file``, ``key``, ``sample`` of the error."""
@@ -157,20 +189,23 @@ def check_compatible(expected: Skeleton, found: Skeleton | KeypointSet, *, where
         raise error
 
 
-def annotation_keypoints(keypoints: list, skeleton: Skeleton, *, where: str, fix: str, expected_by: str,
-                         **fields) -> SkeletonMismatch | None:  # fmt: skip
+def annotation_keypoints(
+    keypoints: list, skeleton: Skeleton, *, where: str, fix: str, expected_by: str, **fields
+) -> SkeletonMismatch | None:
     """The mismatch of one COCO annotation's flat 'keypoints' list (3 numbers per keypoint) with ``skeleton``'s
     dataset keypoints, or None; a list whose length is not a multiple of 3 is malformed, not of another skeleton
     (None here too: the caller reports it)."""
     if len(keypoints) % 3:
         return None
     found = KeypointSet(num_dataset_keypoints=len(keypoints) // 3)
-    return mismatch(skeleton, found, where=where, need="keypoints", fix=fix, expected_by=expected_by,
-                    key="keypoints", **fields)  # fmt: skip
+    return mismatch(
+        skeleton, found, where=where, need="keypoints", fix=fix, expected_by=expected_by, key="keypoints", **fields
+    )
 
 
-def file_keypoint_names(skeleton: Skeleton, names: object, *, where: str, match: NameMatch, fix: str,
-                        expected_by: str, **fields) -> SkeletonMismatch | None:  # fmt: skip
+def file_keypoint_names(
+    skeleton: Skeleton, names: object, *, where: str, match: NameMatch, fix: str, expected_by: str, **fields
+) -> SkeletonMismatch | None:
     """The mismatch of the keypoint names an annotation file's category lists (``names``: its 'keypoints' entry, or
     None) with ``skeleton``'s dataset keypoints, compared as ``match`` says (module docstring), or None when they fit.
 
@@ -179,21 +214,49 @@ def file_keypoint_names(skeleton: Skeleton, names: object, *, where: str, match:
     as unused (each annotation's keypoint count is checked on its own, ``annotation_keypoints``)."""
     expected = skeleton.dataset_keypoints
     if not isinstance(names, list) or not names:
-        log.info("%s lists no keypoint names: its keypoints are taken to be skeleton '%s''s %d in order (%s), on trust",
-                 where, skeleton.name, len(expected), ", ".join(expected))
+        log.info(
+            "%s lists no keypoint names: its keypoints are taken to be skeleton '%s''s %d in order (%s), on trust",
+            where,
+            skeleton.name,
+            len(expected),
+            ", ".join(expected),
+        )
         return None
     listed = tuple(str(n) for n in names)
     found = listed[: len(expected)] if len(listed) > len(expected) else listed
-    same = {"exact": lambda a, b: a == b, "spelling": lambda a, b: spelling(a) == spelling(b),
-            "position": lambda a, b: True}[match]  # fmt: skip
+    same = {
+        "exact": lambda a, b: a == b,
+        "spelling": lambda a, b: spelling(a) == spelling(b),
+        "position": lambda a, b: True,
+    }[match]
     if len(found) != len(expected) or not all(same(a, b) for a, b in zip(found, expected)):
-        return SkeletonMismatch(skeleton, KeypointSet(dataset_keypoints=listed), where, "keypoints", fix, expected_by,
-                                key="categories", **fields)  # fmt: skip
+        return SkeletonMismatch(
+            skeleton,
+            KeypointSet(dataset_keypoints=listed),
+            where,
+            "keypoints",
+            fix,
+            expected_by,
+            key="categories",
+            **fields,
+        )
     if len(listed) > len(expected):
-        log.info("%s lists %d keypoint names, its annotations are read as the first %d (skeleton '%s'); not read: %s",
-                 where, len(listed), len(expected), skeleton.name, ", ".join(listed[len(expected):]))
+        log.info(
+            "%s lists %d keypoint names, its annotations are read as the first %d (skeleton '%s'); not read: %s",
+            where,
+            len(listed),
+            len(expected),
+            skeleton.name,
+            ", ".join(listed[len(expected) :]),
+        )
     renamed = [f"{a} = {b}" for a, b in zip(found, expected) if a != b]
     if renamed:
-        log.info("%s names %d keypoints otherwise than skeleton '%s' (keypoint_names=%s): %s", where, len(renamed),
-                 skeleton.name, match, "; ".join(renamed))
+        log.info(
+            "%s names %d keypoints otherwise than skeleton '%s' (keypoint_names=%s): %s",
+            where,
+            len(renamed),
+            skeleton.name,
+            match,
+            "; ".join(renamed),
+        )
     return None

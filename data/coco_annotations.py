@@ -62,8 +62,11 @@ def with_parts_joined(ann: dict, num_keypoints: int) -> tuple[dict, bool]:
     parts (``WHOLEBODY_PARTS``) together hold ``num_keypoints`` keypoints gets them as one "keypoints" list, and
     ``num_keypoints`` counted over all of them (the file's counts the body's only); anything else is left as it is."""
     kp = ann.get("keypoints")
-    if not isinstance(kp, list) or len(kp) == 3 * num_keypoints or not all(
-            isinstance(ann.get(part), list) for part in WHOLEBODY_PARTS):  # fmt: skip
+    if (
+        not isinstance(kp, list)
+        or len(kp) == 3 * num_keypoints
+        or not all(isinstance(ann.get(part), list) for part in WHOLEBODY_PARTS)
+    ):
         return ann, False
     joined = kp + [v for part in WHOLEBODY_PARTS for v in ann[part]]
     if len(joined) != 3 * num_keypoints:
@@ -105,8 +108,13 @@ def _skip_hint(purpose: str) -> str:
     return _SKIP_HINT if "--skeleton" in purpose else _EVAL_SKIP_HINT
 
 
-def load_coco_keypoints(path: str | Path, skeleton: Skeleton, skip_bad: bool = False, names: NameMatch = "exact",
-                        purpose: str = "this conversion (--skeleton)") -> CocoKeypoints:  # fmt: skip
+def load_coco_keypoints(
+    path: str | Path,
+    skeleton: Skeleton,
+    skip_bad: bool = False,
+    names: NameMatch = "exact",
+    purpose: str = "this conversion (--skeleton)",
+) -> CocoKeypoints:
     """Load and validate a COCO-format person keypoints JSON file whose annotations hold ``skeleton``'s dataset
     keypoints, with every optional field filled (``with_defaults``).
 
@@ -121,19 +129,33 @@ def load_coco_keypoints(path: str | Path, skeleton: Skeleton, skip_bad: bool = F
     image_ids = {img["id"] for img in images}
     _check_categories(data, path)
     category = keypoint_category(data, skeleton, path)
-    listed = next((c.get("keypoints") for c in data.get("categories") or []
-                   if isinstance(c, dict) and c.get("id") == category), None)  # fmt: skip
-    by_image, bad, filled = _person_annotations_by_image(data["annotations"], image_ids, path, skip_bad, skeleton,
-                                                         category, purpose)  # fmt: skip
+    listed = next(
+        (c.get("keypoints") for c in data.get("categories") or [] if isinstance(c, dict) and c.get("id") == category),
+        None,
+    )
+    by_image, bad, filled = _person_annotations_by_image(
+        data["annotations"], image_ids, path, skip_bad, skeleton, category, purpose
+    )
     joined = filled.pop("parts_joined")
     if joined:
-        log.info("annotation file %s: %d annotations in COCO-WholeBody's layout, their %s joined after 'keypoints'",
-                 path, joined, ", ".join(WHOLEBODY_PARTS))  # fmt: skip
+        log.info(
+            "annotation file %s: %d annotations in COCO-WholeBody's layout, their %s joined after 'keypoints'",
+            path,
+            joined,
+            ", ".join(WHOLEBODY_PARTS),
+        )
         if isinstance(listed, list) and tuple(listed) == skeleton.dataset_keypoints[: len(listed)]:
             listed = list(skeleton.dataset_keypoints)  # the category names the body's keypoints only
     # after the annotations: a file of another keypoint count is told as such, naming an annotation
-    mismatch = file_keypoint_names(skeleton, listed, where=f"annotation file {path}", match=names,
-                                   expected_by=purpose, fix=_names_fix(purpose), file=path)  # fmt: skip
+    mismatch = file_keypoint_names(
+        skeleton,
+        listed,
+        where=f"annotation file {path}",
+        match=names,
+        expected_by=purpose,
+        fix=_names_fix(purpose),
+        file=path,
+    )
     if mismatch is not None:
         raise mismatch
     for b in bad:
@@ -145,17 +167,28 @@ def load_coco_keypoints(path: str | Path, skeleton: Skeleton, skip_bad: bool = F
     unsized = sum(img["width"] is None for img in images)
     if unsized:
         log.info("annotation file %s: %d images without 'width' or 'height': read from the image files", path, unsized)
-    return CocoKeypoints(path, images, by_image, bad, filled.pop("stand_ins"), filled, unsized, category,
-                         tuple(listed) if isinstance(listed, list) and listed else None)  # fmt: skip
+    return CocoKeypoints(
+        path,
+        images,
+        by_image,
+        bad,
+        filled.pop("stand_ins"),
+        filled,
+        unsized,
+        category,
+        tuple(listed) if isinstance(listed, list) and listed else None,
+    )
 
 
 def _names_fix(purpose: str) -> str:
     def option(value: str) -> str:
         return f"--keypoint-names {value}" + ("" if "--skeleton" in purpose else f" (eval.keypoint_names={value})")
 
-    return (f"give the skeleton of this dataset's keypoints (a file in config/skeletons/ or your own); if the names "
-            f"differ only in spelling (Right-ankle for right_ankle) pass {option('spelling')}, if they are other names "
-            f"for the same keypoints in the same order, {option('position')}")  # fmt: skip
+    return (
+        f"give the skeleton of this dataset's keypoints (a file in config/skeletons/ or your own); if the names "
+        f"differ only in spelling (Right-ankle for right_ankle) pass {option('spelling')}, if they are other names "
+        f"for the same keypoints in the same order, {option('position')}"
+    )
 
 
 def _check_categories(data: dict, path: Path) -> None:
@@ -165,28 +198,39 @@ def _check_categories(data: dict, path: Path) -> None:
     if categories is None:
         return
     if not isinstance(categories, list):
-        raise AnnotationError(f"annotation file {path}: 'categories' must be a list of objects, got "
-                              f"{type(categories).__name__}; {_fix_hint(path)}", file=path,
-                              key="categories")  # fmt: skip
+        raise AnnotationError(
+            f"annotation file {path}: 'categories' must be a list of objects, got "
+            f"{type(categories).__name__}; {_fix_hint(path)}",
+            file=path,
+            key="categories",
+        )
     for i, c in enumerate(categories):
         if not isinstance(c, dict):
-            raise AnnotationError(f"annotation file {path}: categories[{i}] is not an object; {_fix_hint(path)}",
-                                  file=path, key="categories")  # fmt: skip
+            raise AnnotationError(
+                f"annotation file {path}: categories[{i}] is not an object; {_fix_hint(path)}",
+                file=path,
+                key="categories",
+            )
         names = c.get("keypoints")
         if names is None or (isinstance(names, list) and all(isinstance(n, str) for n in names)):
             continue
         got = f"a string {names[:60]!r}" if isinstance(names, str) else f"{type(names).__name__} {str(names)[:60]}"
-        fix = ("write it as a JSON list of names, e.g. [\"nose\", \"left_eye\", ...]" if isinstance(names, str) else
-               "give a list of keypoint names (strings), in the order of each annotation's keypoints")  # fmt: skip
+        fix = (
+            'write it as a JSON list of names, e.g. ["nose", "left_eye", ...]'
+            if isinstance(names, str)
+            else "give a list of keypoint names (strings), in the order of each annotation's keypoints"
+        )
         raise AnnotationError(
             f"annotation file {path}: categories[{i}].keypoints (category id {c.get('id')!r}) must be a list of "
             f"keypoint names (strings), got {got}; {fix}, or remove it (the skeleton's order is then assumed)",
-            file=path, key="categories.keypoints",
+            file=path,
+            key="categories.keypoints",
         )
 
 
-def _check_labelled(entries: list, by_image: dict[int, list[dict]], skipped: int, path: Path, category: int,
-                    purpose: str) -> None:  # fmt: skip
+def _check_labelled(
+    entries: list, by_image: dict[int, list[dict]], skipped: int, path: Path, category: int, purpose: str
+) -> None:
     """AnnotationError naming the file when none of its person annotations has a labelled keypoint: nothing to train
     on, and nothing to score (pycocotools ignores people without keypoints: every figure would be -1)."""
     people = [a for anns in by_image.values() for a in anns]
@@ -197,14 +241,17 @@ def _check_labelled(entries: list, by_image: dict[int, list[dict]], skipped: int
     found += ", not a crowd)" + (f", {skipped} more skipped as bad" if skipped else "")
     found += f"; {others} annotations of other categories are not read" if others else ""
     if "--skeleton" in purpose:
-        hint = ("a training file is made of people with keypoints (an instances_*.json file has boxes only): pass "
-                "the COCO person_keypoints_*.json file")
+        hint = (
+            "a training file is made of people with keypoints (an instances_*.json file has boxes only): pass "
+            "the COCO person_keypoints_*.json file"
+        )
     else:
-        hint = ("keypoint AP needs ground-truth people with keypoints (pycocotools ignores the others: every figure "
-                "would be -1, not a score): pass the person_keypoints_*.json file, or --image-info FILE instead of "
-                "--annotations to write the results without scoring them")  # fmt: skip
-    raise AnnotationError(f"annotation file {path} has no labelled person: {found}; {hint}", file=path,
-                          key="keypoints")  # fmt: skip
+        hint = (
+            "keypoint AP needs ground-truth people with keypoints (pycocotools ignores the others: every figure "
+            "would be -1, not a score): pass the person_keypoints_*.json file, or --image-info FILE instead of "
+            "--annotations to write the results without scoring them"
+        )
+    raise AnnotationError(f"annotation file {path} has no labelled person: {found}; {hint}", file=path, key="keypoints")
 
 
 def keypoint_category(data: dict, skeleton: Skeleton, path: Path | str) -> int:
@@ -223,7 +270,8 @@ def keypoint_category(data: dict, skeleton: Skeleton, path: Path | str) -> int:
         f"annotation file {path} has {len(listed)} keypoint categories (ids {[c.get('id') for c in listed]}) and "
         f"{len(fitting) or 'none'} of them list {skeleton.num_dataset_keypoints} keypoints as skeleton "
         f"'{skeleton.name}' does; keep only the category to train on in the file",
-        file=path, key="categories",
+        file=path,
+        key="categories",
     )
 
 
@@ -258,8 +306,9 @@ def load_image_info(path: str | Path) -> list[dict]:
 def _read_annotation_json(path: Path, need_annotations: bool = True) -> dict:
     """The parsed file, checked to be an object with an 'images' and (when needed) an 'annotations' list."""
     if not path.is_file():
-        raise AnnotationError(f"annotation file {path} not found; pass the COCO person_keypoints_*.json file",
-                              file=path)  # fmt: skip
+        raise AnnotationError(
+            f"annotation file {path} not found; pass the COCO person_keypoints_*.json file", file=path
+        )
     try:
         with open(path, "rb") as f:
             data = json.load(f)
@@ -272,11 +321,13 @@ def _read_annotation_json(path: Path, need_annotations: bool = True) -> dict:
     except (OSError, UnicodeDecodeError) as e:
         raise AnnotationError(f"cannot read annotation file {path}: {e}; {_fix_hint(path)}", file=path) from None
     if not isinstance(data, dict) or not isinstance(data.get("images"), list):
-        raise AnnotationError(f"annotation file {path} has no 'images' list; {_fix_hint(path)}", file=path,
-                              key="images")  # fmt: skip
+        raise AnnotationError(
+            f"annotation file {path} has no 'images' list; {_fix_hint(path)}", file=path, key="images"
+        )
     if need_annotations and not isinstance(data.get("annotations"), list):
-        raise AnnotationError(f"annotation file {path} has no 'annotations' list; {_fix_hint(path)}", file=path,
-                              key="annotations")  # fmt: skip
+        raise AnnotationError(
+            f"annotation file {path} has no 'annotations' list; {_fix_hint(path)}", file=path, key="annotations"
+        )
     return data
 
 
@@ -291,25 +342,41 @@ def _validated_images(entries: list, path: Path) -> list[dict]:
             raise AnnotationError(f"{where} is not an object; {_fix_hint(path)}", file=path, key="images")
         for key in ("id", "file_name"):
             if key not in img:
-                raise AnnotationError(f"{where} has no '{key}' field, which every image needs; add it to the file",
-                                      file=path, key=key)  # fmt: skip
+                raise AnnotationError(
+                    f"{where} has no '{key}' field, which every image needs; add it to the file", file=path, key=key
+                )
         if not isinstance(img["id"], int) or isinstance(img["id"], bool):
             raise AnnotationError(
                 f"{where}: image 'id' must be an integer (of any size), got {img['id']!r}: COCO's results name images "
                 f"by integer ids; renumber the images (and their annotations' image_id), or {_fix_hint(path)}",
-                file=path, key="id")  # fmt: skip
+                file=path,
+                key="id",
+            )
         if not isinstance(img["file_name"], str):
-            raise AnnotationError(f"{where} (image id {img['id']}): 'file_name' must be a string, got "
-                                  f"{img['file_name']!r}; {_fix_hint(path)}", file=path, key="file_name",
-                                  image_id=img["id"])  # fmt: skip
+            raise AnnotationError(
+                f"{where} (image id {img['id']}): 'file_name' must be a string, got "
+                f"{img['file_name']!r}; {_fix_hint(path)}",
+                file=path,
+                key="file_name",
+                image_id=img["id"],
+            )
         sized = "width" in img and "height" in img
-        if sized and not all(isinstance(img[k], int) and not isinstance(img[k], bool) and img[k] > 0
-                             for k in ("width", "height")):  # fmt: skip
-            raise AnnotationError(f"{where}: 'width' and 'height' must be positive integers; {_fix_hint(path)}",
-                                  file=path, key="width", image_id=img["id"])  # fmt: skip
+        if sized and not all(
+            isinstance(img[k], int) and not isinstance(img[k], bool) and img[k] > 0 for k in ("width", "height")
+        ):
+            raise AnnotationError(
+                f"{where}: 'width' and 'height' must be positive integers; {_fix_hint(path)}",
+                file=path,
+                key="width",
+                image_id=img["id"],
+            )
         if img["id"] in seen:
-            raise AnnotationError(f"{where}: image id {img['id']} appears twice; {_fix_hint(path)}", file=path,
-                                  key="id", image_id=img["id"])  # fmt: skip
+            raise AnnotationError(
+                f"{where}: image id {img['id']} appears twice; {_fix_hint(path)}",
+                file=path,
+                key="id",
+                image_id=img["id"],
+            )
         seen.add(img["id"])
         kept = {k: img[k] for k in _IMAGE_FIELDS if k in img}
         if not sized:
@@ -344,13 +411,18 @@ def _person_annotations_by_image(
             raise AnnotationError(
                 f"{where}: annotation 'id' must be an integer or a string, got {type(ann_id).__name__} {ann_id!r} "
                 f"(1, 1.0 and true would be one id); {_fix_hint(path)}",
-                file=path, key="id", annotation_id=None, image_id=ann.get("image_id"),
+                file=path,
+                key="id",
+                annotation_id=None,
+                image_id=ann.get("image_id"),
             )
         if ann_id is not None and ann_id in ann_ids:
             raise AnnotationError(
                 f"{where}: annotation id {ann_id!r} appears twice (also annotations[{ann_ids[ann_id]}]); the file "
                 f"was probably merged from overlapping parts: remove the duplicates, or {_fix_hint(path)}",
-                file=path, key="id", annotation_id=ann_id,
+                file=path,
+                key="id",
+                annotation_id=ann_id,
             )
         if ann_id is not None:
             ann_ids[ann_id] = i
@@ -369,16 +441,27 @@ def _person_annotations_by_image(
         elif isinstance(problem, SkeletonMismatch):
             raise problem
         else:
-            hint = _fix_hint(path) if problem[0] not in REQUIRED_FIELDS or "has no" not in problem[1] else (
-                f"every person annotation needs {' and '.join(REQUIRED_FIELDS)} (the other fields may be missing: "
-                "docs/keypoint_sets.md#optional-fields); add it to the file")  # fmt: skip
-            raise AnnotationError(f"{where}: {problem[1]}; {hint}{_skip_hint(purpose)}", file=path, key=problem[0],
-                                  annotation_id=ann_id, image_id=ann.get("image_id"))  # fmt: skip
+            hint = (
+                _fix_hint(path)
+                if problem[0] not in REQUIRED_FIELDS or "has no" not in problem[1]
+                else (
+                    f"every person annotation needs {' and '.join(REQUIRED_FIELDS)} (the other fields may be missing: "
+                    "docs/keypoint_sets.md#optional-fields); add it to the file"
+                )
+            )
+            raise AnnotationError(
+                f"{where}: {problem[1]}; {hint}{_skip_hint(purpose)}",
+                file=path,
+                key=problem[0],
+                annotation_id=ann_id,
+                image_id=ann.get("image_id"),
+            )
     return by_image, bad, filled
 
 
-def _annotation_problem(ann: dict, image_ids: set[int], skeleton: Skeleton, where: str, path: Path,
-                        purpose: str) -> tuple[str, str] | SkeletonMismatch | None:  # fmt: skip
+def _annotation_problem(
+    ann: dict, image_ids: set[int], skeleton: Skeleton, where: str, path: Path, purpose: str
+) -> tuple[str, str] | SkeletonMismatch | None:
     """What is wrong with one person annotation: (the field, what), a ``SkeletonMismatch`` when its keypoints are
     another skeleton's (``where`` names it in ``path``), or None. Missing optional fields are not wrong."""
     for key in REQUIRED_FIELDS:
@@ -412,13 +495,16 @@ def _annotation_problem(ann: dict, image_ids: set[int], skeleton: Skeleton, wher
     return None if ok else ("segmentation", "'segmentation' must be polygons, or an RLE for a crowd")
 
 
-def _keypoints_problem(kp, skeleton: Skeleton, where: str, path: Path,
-                       purpose: str) -> tuple[str, str] | SkeletonMismatch | None:  # fmt: skip
+def _keypoints_problem(
+    kp, skeleton: Skeleton, where: str, path: Path, purpose: str
+) -> tuple[str, str] | SkeletonMismatch | None:
     """What is wrong with an annotation's 'keypoints' (as ``_annotation_problem``), or None."""
     if isinstance(kp, list):
-        fix = ("if the dataset has another keypoint set, convert it with its skeleton (--skeleton NAME or FILE)"
-               if "--skeleton" in purpose else "evaluate with the skeleton of this dataset (data.skeleton=NAME or "
-               "FILE; a checkpoint carries its own)") + _skip_hint(purpose)  # fmt: skip
+        fix = (
+            "if the dataset has another keypoint set, convert it with its skeleton (--skeleton NAME or FILE)"
+            if "--skeleton" in purpose
+            else "evaluate with the skeleton of this dataset (data.skeleton=NAME or FILE; a checkpoint carries its own)"
+        ) + _skip_hint(purpose)
         other = annotation_keypoints(kp, skeleton, where=where, expected_by=purpose, fix=fix, file=path)
         if other is not None:
             return other

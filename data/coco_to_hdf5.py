@@ -82,15 +82,25 @@ class _Planned:
     source: int  # index into the sources
 
 
-def _plan(sources: list[tuple[Source, CocoKeypoints]], bad_images: list[BadImages], bbox_bug: bool, counts: dict,
-          skipped: list[dict]) -> list[_Planned]:  # fmt: skip
+def _plan(
+    sources: list[tuple[Source, CocoKeypoints]],
+    bad_images: list[BadImages],
+    bbox_bug: bool,
+    counts: dict,
+    skipped: list[dict],
+) -> list[_Planned]:
     """Choose the images to convert and check their paths, so that bad paths fail before any work is done: every
     missing file is listed (without --skip-bad), or (with it) too many missing files stop the conversion at once."""
     planned: list[_Planned] = []
     for k, ((source, coco), bad) in enumerate(zip(sources, bad_images)):
         for b in coco.bad:  # already logged by load_coco_keypoints
-            skipped.append({"file": str(coco.path), "image_id": b["image_id"], "reason": f"annotation id "
-                            f"{b['annotation_id']} of image id {b['image_id']}: {b['reason']}"})  # fmt: skip
+            skipped.append(
+                {
+                    "file": str(coco.path),
+                    "image_id": b["image_id"],
+                    "reason": f"annotation id {b['annotation_id']} of image id {b['image_id']}: {b['reason']}",
+                }
+            )
         todo = coco.images[source.start :]
         counts["images_in_annotations"] += len(todo)
         bad_ids = coco.bad_image_ids
@@ -126,8 +136,13 @@ def _plan(sources: list[tuple[Source, CocoKeypoints]], bad_images: list[BadImage
 
 def _no_sample_message(sources: list[tuple[Source, CocoKeypoints]], counts: dict, bbox_bug: bool) -> str:
     """Why no image of the annotation files can make a training sample, with what they hold."""
-    people = [a for source, coco in sources for img in coco.images[source.start :]
-              for a in coco.annotations_by_image.get(img["id"], []) if not a["iscrowd"]]  # fmt: skip
+    people = [
+        a
+        for source, coco in sources
+        for img in coco.images[source.start :]
+        for a in coco.annotations_by_image.get(img["id"], [])
+        if not a["iscrowd"]
+    ]
     labelled = [a for a in people if a["num_keypoints"] > 0]
     enough = [a for a in labelled if a["num_keypoints"] >= 5]
     large = [a for a in enough if a["area"] >= 32 * 32 and not has_empty_box(a)]
@@ -164,13 +179,21 @@ def convert(
     skeleton = skeleton if isinstance(skeleton, Skeleton) else load_skeleton(skeleton)
     for s in sources:
         if not s.images.is_dir():
-            raise UserError(f"image folder {s.images} not found; pass the folder holding the image files (--images)",
-                            file=s.images)  # fmt: skip
+            raise UserError(
+                f"image folder {s.images} not found; pass the folder holding the image files (--images)", file=s.images
+            )
     loaded = [(s, load_coco_keypoints(s.annotations, skeleton, skip_bad, keypoint_names)) for s in sources]
     skipped: list[dict] = []
-    counts = {"images_in_annotations": 0, "images": 0, "people": 0, "samples": 0, "images_without_main_person": 0,
-              "people_with_empty_box": 0, "people_with_box_as_region": sum(c.stand_ins for _, c in loaded),
-              "images_without_size": sum(c.images_without_size for _, c in loaded)}  # fmt: skip
+    counts = {
+        "images_in_annotations": 0,
+        "images": 0,
+        "people": 0,
+        "samples": 0,
+        "images_without_main_person": 0,
+        "people_with_empty_box": 0,
+        "people_with_box_as_region": sum(c.stand_ins for _, c in loaded),
+        "images_without_size": sum(c.images_without_size for _, c in loaded),
+    }
     bad_images = [BadImages(s.images, skip_bad) for s in sources]
     planned = _plan(loaded, bad_images, main_person_bbox_bug, counts, skipped)
     with atomic_path(out) as tmp, h5py.File(tmp, "w") as f:
@@ -181,8 +204,14 @@ def convert(
             if problem is not None:
                 bad_images[p.source].report(p.path, p.img["id"], problem)
                 continue
-            _add_image(cols, {**p.img, "width": size[0], "height": size[1]}, p.anns, p.mains, data,
-                       skeleton.num_dataset_keypoints)  # fmt: skip
+            _add_image(
+                cols,
+                {**p.img, "width": size[0], "height": size[1]},
+                p.anns,
+                p.mains,
+                data,
+                skeleton.num_dataset_keypoints,
+            )
             counts["images"] += 1
             counts["people"] += len(p.anns)
             counts["samples"] += len(p.mains)
@@ -214,14 +243,14 @@ def convert(
 def _columns_needing_file_ids(planned: list[_Planned]) -> tuple[str, ...]:
     """The id columns (``data.h5_format.FILE_ID_DATASETS``) of which some planned id does not fit int64 (a string
     annotation id, an integer past +-2**63): their ids are then also stored as the file gives them."""
-    ids = {"images/id": [p.img["id"] for p in planned],
-           "people/annotation_id": [a.get("id") for p in planned for a in p.anns]}  # fmt: skip
+    ids = {
+        "images/id": [p.img["id"] for p in planned],
+        "people/annotation_id": [a.get("id") for p in planned for a in p.anns],
+    }
     return tuple(c for c, values in ids.items() if any(v is not None and not fits_id_column(v) for v in values))
 
 
-def _add_image(
-    cols: RowBuffer, img: dict, anns: list[dict], mains: list[int], data: bytes, num_keypoints: int
-) -> None:
+def _add_image(cols: RowBuffer, img: dict, anns: list[dict], mains: list[int], data: bytes, num_keypoints: int) -> None:
     h, w = img["height"], img["width"]
     mask_miss, mask_all = image_masks(anns, h, w)
     first_person = sum(cols.person_counts)
@@ -248,15 +277,22 @@ def _add_image(
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m data.coco_to_hdf5", description=__doc__.split("\n\n")[0])
-    p.add_argument("--images", required=True, type=Path,
-                   help="folder of the image files (e.g. coco/train2017; JPEG, PNG, BMP, WebP: any format OpenCV "
-                   "reads)")  # fmt: skip
+    p.add_argument(
+        "--images",
+        required=True,
+        type=Path,
+        help="folder of the image files (e.g. coco/train2017; JPEG, PNG, BMP, WebP: any format OpenCV reads)",
+    )
     p.add_argument("--annotations", required=True, type=Path, help="COCO person_keypoints_*.json")
     p.add_argument("--out", required=True, type=Path, help="HDF5 file to write (an existing one: with --overwrite)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
-    p.add_argument("--input-size", type=int, default=512,
-                   help="network input size the file is meant for: a multiple of 64 (64, 128, 192, 256, ..., 512), "
-                   "as data.input_size; train with the same")  # fmt: skip
+    p.add_argument(
+        "--input-size",
+        type=int,
+        default=512,
+        help="network input size the file is meant for: a multiple of 64 (64, 128, 192, 256, ..., 512), "
+        "as data.input_size; train with the same",
+    )
     p.add_argument(
         "--split",
         choices=["train2017", "train2017+val2017"],
@@ -330,16 +366,26 @@ def main(argv: list[str] | None = None) -> int:
     if not args.overwrite:
         refuse_to_overwrite([args.out])
     settings = convert(
-        sources, args.out, args.input_size, args.split, args.skip_bad, args.main_person_bbox_bug, not args.no_progress,
-        args.skeleton, args.keypoint_names,
+        sources,
+        args.out,
+        args.input_size,
+        args.split,
+        args.skip_bad,
+        args.main_person_bbox_bug,
+        not args.no_progress,
+        args.skeleton,
+        args.keypoint_names,
     )
     c = settings["counts"]
     print(
         f"wrote {args.out}: {c['images']} images, {c['people']} people, {c['samples']} samples; "
         f"{len(settings['skipped'])} images skipped as bad, {c['images_without_main_person']} images without a "
         f"main person left out, {c['people_with_empty_box']} people with a zero-area box not used as main persons"
-        + (f"; {c['people_with_box_as_region']} people without 'segmentation' or 'area': their box stands in"
-           if c["people_with_box_as_region"] else "")  # fmt: skip
+        + (
+            f"; {c['people_with_box_as_region']} people without 'segmentation' or 'area': their box stands in"
+            if c["people_with_box_as_region"]
+            else ""
+        )
     )
     return 0
 

@@ -90,14 +90,16 @@ def read_settings(h5_path: str | Path) -> dict:
     """The build settings stored in a file made by ``data.coco_to_hdf5`` (JSON, parsed as data)."""
     path = Path(h5_path)
     if not path.is_file():
-        raise DataFileError(f"HDF5 file {path} not found; make it with `python -m data.coco_to_hdf5 ... --out {path}`",
-                            file=path)  # fmt: skip
+        raise DataFileError(
+            f"HDF5 file {path} not found; make it with `python -m data.coco_to_hdf5 ... --out {path}`", file=path
+        )
     try:
         with _open(path) as f:
             return check_layout(f, path)
     except OSError:
-        raise DataFileError(f"{path} is not a readable HDF5 file; rebuild it with `python -m data.coco_to_hdf5`",
-                            file=path) from None  # fmt: skip
+        raise DataFileError(
+            f"{path} is not a readable HDF5 file; rebuild it with `python -m data.coco_to_hdf5`", file=path
+        ) from None
 
 
 def stored_keypoints(settings: dict) -> KeypointSet:
@@ -202,28 +204,34 @@ class SimplePoseDataset(torch.utils.data.Dataset):
             raise DataFileError(
                 f"{h5_path} has format version {settings.get('format_version')}, this code reads version "
                 f"{H5_FORMAT_VERSION}; rebuild it with: {rebuild_command(settings, h5_path, cfg.data.input_size)}",
-                file=h5_path, key="format_version",
+                file=h5_path,
+                key="format_version",
             )
         if settings["input_size"] != cfg.data.input_size:
             raise DataFileError(
                 f"{h5_path} was built for input size {settings['input_size']} but data.input_size is "
                 f"{cfg.data.input_size}; either set data.input_size={settings['input_size']} or rebuild the file "
                 f"with: {rebuild_command(settings, h5_path, cfg.data.input_size)}",
-                file=h5_path, key="data.input_size",
+                file=h5_path,
+                key="data.input_size",
             )
         self.settings = settings
         # the file's dataset keypoints must be this skeleton's (the limbs may differ: they are drawn at load time)
         check_compatible(
-            self.skeleton, stored_keypoints(settings), where=f"HDF5 file {h5_path}", need="keypoints",
+            self.skeleton,
+            stored_keypoints(settings),
+            where=f"HDF5 file {h5_path}",
+            need="keypoints",
             fix=f"set data.skeleton={settings.get('skeleton_file', 'coco')} (the file's), or convert the annotations "
             f"again: {rebuild_command(settings, h5_path, cfg.data.input_size, self.skeleton.reference())}",
             file=str(h5_path),
-        )  # fmt: skip
+        )
         if not settings["counts"]["samples"]:
             raise DataFileError(
                 f"{h5_path} holds no samples: none of its images has a main person (>= 5 keypoints, area >= 32x32); "
                 "check that --annotations is a person_keypoints file",
-                file=h5_path, key="samples",
+                file=h5_path,
+                key="samples",
             )
         with _open(self.path) as f:
             self.sample_image = f["samples/image"][:]
@@ -241,10 +249,13 @@ class SimplePoseDataset(torch.utils.data.Dataset):
             # Per-person records are small (about 0.25 kB each): kept in memory, keypoints already internal.
             stored = f["people/keypoints"]
             if stored.shape[1:] != (self.skeleton.num_dataset_keypoints, 3):
-                raise DataFileError(f"{h5_path}: people/keypoints has shape {stored.shape}, not (P, "
-                                    f"{self.skeleton.num_dataset_keypoints}, 3) as its settings say (damaged); "
-                                    f"rebuild it: {rebuild_command(settings, h5_path, cfg.data.input_size)}",
-                                    file=h5_path, key="people/keypoints")  # fmt: skip
+                raise DataFileError(
+                    f"{h5_path}: people/keypoints has shape {stored.shape}, not (P, "
+                    f"{self.skeleton.num_dataset_keypoints}, 3) as its settings say (damaged); "
+                    f"rebuild it: {rebuild_command(settings, h5_path, cfg.data.input_size)}",
+                    file=h5_path,
+                    key="people/keypoints",
+                )
             self.keypoints = self.skeleton.to_internal(stored[:])
             self.bbox = f["people/bbox"][:]
             self.has_keypoints = (f["people/num_keypoints"][:] > 0) & ~f["people/iscrowd"][:]
@@ -324,8 +335,11 @@ class SimplePoseDataset(torch.utils.data.Dataset):
                 factor *= 2
         img = decode_bgra(data, factor)
         if img is None:
-            raise DataFileError(f"{self.path}: the stored bytes of image {self.file_image_id[image]} do not decode "
-                                "(corrupt file)", file=self.path, key="images/jpeg")  # fmt: skip
+            raise DataFileError(
+                f"{self.path}: the stored bytes of image {self.file_image_id[image]} do not decode (corrupt file)",
+                file=self.path,
+                key="images/jpeg",
+            )
         if factor == 1:
             return img, matrix
         up = np.array([[factor, 0, (factor - 1) / 2], [0, factor, (factor - 1) / 2], [0, 0, 1]])
@@ -371,8 +385,12 @@ class SimplePoseDataset(torch.utils.data.Dataset):
             where = f"sample {index} (image id {image_id}) of {self.path}"
             rebuild = rebuild_command(self.settings, self.path, self.cfg.data.input_size)
             if isinstance(e, UserError):  # the file's content is at fault
-                raise DataFileError(f"{where} cannot be loaded: {e}; rebuild the file with: {rebuild}", file=self.path,
-                                    key=e.key, sample=index) from e  # fmt: skip
+                raise DataFileError(
+                    f"{where} cannot be loaded: {e}; rebuild the file with: {rebuild}",
+                    file=self.path,
+                    key=e.key,
+                    sample=index,
+                ) from e
             # Anything else may be a bug: keep its type and traceback, and say which sample raised it.
             if hasattr(e, "add_note"):  # Python 3.11+
                 e.add_note(f"while loading {where}; if the file changed since it was built, rebuild it with: {rebuild}")

@@ -180,8 +180,9 @@ class H5Writer:
             f.create_dataset(name, (0, *shape), dtype=dtype, maxshape=(None, *shape), chunks=chunk)
         self.keep_file_ids = tuple(keep_file_ids)
         for column in self.keep_file_ids:
-            f.create_dataset(FILE_ID_DATASETS[column], (0,), dtype=h5py.string_dtype(), maxshape=(None,),
-                             chunks=(4096,))  # fmt: skip
+            f.create_dataset(
+                FILE_ID_DATASETS[column], (0,), dtype=h5py.string_dtype(), maxshape=(None,), chunks=(4096,)
+            )
         self.offsets = {k: [0] for k in OFFSET_DATASETS}
         self.n_images = self.n_people = 0
 
@@ -239,21 +240,30 @@ def check_layout(f: h5py.File, path: str | Path) -> dict:
         raise DataFileError(
             f"{path} was not made by `python -m data.coco_to_hdf5` (no settings attribute); the original "
             "project's HDF5 files are not supported: rebuild it from the COCO files",
-            file=path, key=SETTINGS_ATTR,
+            file=path,
+            key=SETTINGS_ATTR,
         )
     try:
         settings = json.loads(raw.decode() if isinstance(raw, bytes) else raw)
     except (TypeError, ValueError):  # JSONDecodeError, UnicodeDecodeError, an array attribute
-        raise DataFileError(f"{path}: its 'settings' attribute is not JSON (edited or damaged); {rebuild}",
-                            file=path, key=SETTINGS_ATTR) from None  # fmt: skip
-    wrong = [k for k, kind in _REQUIRED_SETTINGS.items() if not isinstance(settings, dict) or not
-             isinstance(settings.get(k), kind) or isinstance(settings.get(k), bool)]  # fmt: skip
+        raise DataFileError(
+            f"{path}: its 'settings' attribute is not JSON (edited or damaged); {rebuild}", file=path, key=SETTINGS_ATTR
+        ) from None
+    wrong = [
+        k
+        for k, kind in _REQUIRED_SETTINGS.items()
+        if not isinstance(settings, dict) or not isinstance(settings.get(k), kind) or isinstance(settings.get(k), bool)
+    ]
     if wrong or not isinstance(settings["counts"].get("samples"), int):
         wrong = wrong or ["counts.samples"]
-        raise DataFileError(f"{path}: its 'settings' lack or mistype {wrong}; {rebuild}", file=path,
-                            key=f"{SETTINGS_ATTR}.{wrong[0]}")  # fmt: skip
+        raise DataFileError(
+            f"{path}: its 'settings' lack or mistype {wrong}; {rebuild}", file=path, key=f"{SETTINGS_ATTR}.{wrong[0]}"
+        )
     missing = [name for name in (*ROW_DATASETS, *OFFSET_DATASETS.values()) if name not in f]
     if missing:
-        raise DataFileError(f"{path} lacks the datasets {missing} (damaged or made by another version); {rebuild}",
-                            file=path, key=missing[0])  # fmt: skip
+        raise DataFileError(
+            f"{path} lacks the datasets {missing} (damaged or made by another version); {rebuild}",
+            file=path,
+            key=missing[0],
+        )
     return settings

@@ -123,8 +123,11 @@ def read_image(path: str | Path) -> np.ndarray:
         raise ImageFileError(f"image {path} cannot be read ({e.strerror})", file=path, reason="unreadable") from None
     image = decode_image(data)
     if image is None:
-        raise ImageFileError(f"image {path} could not be decoded (corrupt, or not an image OpenCV reads)", file=path,
-                             reason="not an image")  # fmt: skip
+        raise ImageFileError(
+            f"image {path} could not be decoded (corrupt, or not an image OpenCV reads)",
+            file=path,
+            reason="not an image",
+        )
     return image
 
 
@@ -200,16 +203,22 @@ def image_path(images_dir: Path, img: dict, annotations: Path | str) -> Path:
     path, a symlink to elsewhere) or holds a NUL byte: such files are never read."""
     name, image_id = img["file_name"], img.get("id")
     if "\x00" in name:
-        raise AnnotationError(f"annotation file {annotations}: image file_name {name!r} (image id {image_id}) "
-                              "contains a NUL byte; fix the file_name",
-                              file=annotations, key="file_name", image_id=image_id)  # fmt: skip
+        raise AnnotationError(
+            f"annotation file {annotations}: image file_name {name!r} (image id {image_id}) "
+            "contains a NUL byte; fix the file_name",
+            file=annotations,
+            key="file_name",
+            image_id=image_id,
+        )
     path = safe_image_path(Path(images_dir), name)
     if path is None:
         raise AnnotationError(
             f"annotation file {annotations}: image file_name {name!r} (image id {image_id}) leads outside the image "
             f"folder {images_dir} (through '..', an absolute path or a symlink); such files are never read: fix the "
             "file_name, or copy the image into the folder",
-            file=annotations, key="file_name", image_id=image_id,
+            file=annotations,
+            key="file_name",
+            image_id=image_id,
         )
     return path
 
@@ -262,16 +271,22 @@ class BadImages:
             if reason == "missing":
                 hint = f"check that --images ({self.images_dir}) is the folder of the annotation file's images"
             elif reason.startswith(SIZE_MISMATCH):
-                hint = ("the file decodes, but not to the size the annotation gives its image: check that the "
-                        "annotation file belongs to these images (not to resized copies), or correct its width and "
-                        "height")  # fmt: skip
+                hint = (
+                    "the file decodes, but not to the size the annotation gives its image: check that the "
+                    "annotation file belongs to these images (not to resized copies), or correct its width and "
+                    "height"
+                )
             else:
                 hint = "replace the file (a complete copy of the image)"
             what = f"{path} (image id {image_id}): {reason}"
             if reason == "missing":
                 what = f"{path} not found (image id {image_id})"
-            raise ImageFileError(f"image {what}; {hint}, or pass {self.option} to skip such images", file=path,
-                                 reason=reason, image_id=image_id)  # fmt: skip
+            raise ImageFileError(
+                f"image {what}; {hint}, or pass {self.option} to skip such images",
+                file=path,
+                reason=reason,
+                image_id=image_id,
+            )
         self.skipped.append({"file": str(path), "image_id": image_id, "reason": reason})
         log.warning("skipping image %s (image id %s): %s", path, image_id, reason)
 
@@ -280,13 +295,17 @@ class BadImages:
         n = len(self.skipped)
         if total and n > MAX_SKIPPED_SHARE * total:
             missing = sum(s["reason"] == "missing" for s in self.skipped)
-            cause = (f"{missing} of them are missing: --images ({self.images_dir}) is most likely not the folder of "
-                     "the annotation file's images" if missing else "check that the files are complete copies and "
-                     "that --annotations belongs to these images")  # fmt: skip
+            cause = (
+                f"{missing} of them are missing: --images ({self.images_dir}) is most likely not the folder of "
+                "the annotation file's images"
+                if missing
+                else "check that the files are complete copies and that --annotations belongs to these images"
+            )
             raise UserError(
                 f"{n} of {total} images were skipped as bad (more than {MAX_SKIPPED_SHARE:.0%}, the most "
                 f"{self.option} accepts): {cause}; first: {self.skipped[0]['file']}: {self.skipped[0]['reason']}",
-                file=self.images_dir, key="images",
+                file=self.images_dir,
+                key="images",
             )
 
 

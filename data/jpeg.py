@@ -18,9 +18,15 @@ import simplejpeg
 
 from data.image_files import IMREAD_FLAGS, decode_image, is_jpeg
 
-_CV2_FLAGS = {f: flag | cv2.IMREAD_IGNORE_ORIENTATION for f, flag in (
-    (1, IMREAD_FLAGS), (2, cv2.IMREAD_REDUCED_COLOR_2), (4, cv2.IMREAD_REDUCED_COLOR_4),
-    (8, cv2.IMREAD_REDUCED_COLOR_8))}  # fmt: skip
+_CV2_FLAGS = {
+    f: flag | cv2.IMREAD_IGNORE_ORIENTATION
+    for f, flag in (
+        (1, IMREAD_FLAGS),
+        (2, cv2.IMREAD_REDUCED_COLOR_2),
+        (4, cv2.IMREAD_REDUCED_COLOR_4),
+        (8, cv2.IMREAD_REDUCED_COLOR_8),
+    )
+}
 
 
 def decode_bgra(data: np.ndarray, factor: int = 1) -> np.ndarray | None:

@@ -41,8 +41,14 @@ def prepare_synthetic_data(d: DataConfig) -> dict[str, str]:
     for split in ("train", "val"):
         h5 = root / f"{split}{d.input_size}.h5"
         if not h5.is_file():
-            convert([Source(images, ann / f"person_keypoints_{split}.json")], h5, input_size=d.input_size,
-                    split=f"synthetic-{split}", progress=False, skeleton=d.skeleton)  # fmt: skip
+            convert(
+                [Source(images, ann / f"person_keypoints_{split}.json")],
+                h5,
+                input_size=d.input_size,
+                split=f"synthetic-{split}",
+                progress=False,
+                skeleton=d.skeleton,
+            )
     return {
         "data.train": str(root / f"train{d.input_size}.h5"),
         "data.val": str(root / f"val{d.input_size}.h5"),

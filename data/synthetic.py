@@ -287,9 +287,7 @@ def uncompressed_rle(rle: dict) -> dict:
     return {"size": list(rle["size"]), "counts": ([0] if flat[0] else []) + runs}
 
 
-def _person_annotation(
-    kp, visible: np.ndarray, covered: np.ndarray, h: int, w: int, num_keypoints: int
-) -> dict | None:
+def _person_annotation(kp, visible: np.ndarray, covered: np.ndarray, h: int, w: int, num_keypoints: int) -> dict | None:
     polys = _polygons(visible.astype(np.uint8))
     if not polys:
         return None
@@ -407,9 +405,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--num-images", type=int, default=600)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--val-fraction", type=float, default=0.2)
-    p.add_argument("--skeleton", default="coco",
-                   help="the keypoint set drawn: a name in config/skeletons/ (coco, crowdpose, quadruped6) or a "
-                   "skeleton YAML file")  # fmt: skip
+    p.add_argument(
+        "--skeleton",
+        default="coco",
+        help="the keypoint set drawn: a name in config/skeletons/ (coco, crowdpose, quadruped6) or a "
+        "skeleton YAML file",
+    )
     args = p.parse_args(argv)
     skeleton = load_skeleton(args.skeleton)
     counts = generate(args.out, args.num_images, args.seed, args.val_fraction, skeleton)

@@ -99,10 +99,12 @@ class SyntheticVideo:
         """Whether ``walker`` is fully behind a nearer figure at ``t`` (module docstring)."""
         c = walker.centre(t)
         return any(
-            other.depth > walker.depth and other.alive(t) and other.height >= 0.8 * walker.height
+            other.depth > walker.depth
+            and other.alive(t)
+            and other.height >= 0.8 * walker.height
             and np.hypot(*(other.centre(t) - c)) < COVER_RADIUS * other.height
             for other in self.walkers
-        )  # fmt: skip
+        )
 
     def frame(self, index: int) -> tuple[np.ndarray, list[dict]]:
         """(BGR frame (h, w, 3) uint8, COCO annotations of the people seen in it, each with ``track_id``; without
@@ -170,10 +172,21 @@ def random_video(
             enter = rng.uniform(0, duration / 2)
             x = (-0.4 * height if direction > 0 else w + 0.4 * height) - direction * speed * enter
         leave = rng.uniform(enter + duration / 4, duration) if rng.random() < 0.25 else math.inf
-        walkers.append(Walker(identity, walker_poses(rng, body), height, (x, y), (direction * speed, 0.0),
-                              gait_hz=rng.uniform(0.8, 1.5), phase=rng.uniform(0, 2 * math.pi),
-                              depth=rng.uniform(), seed=int(rng.integers(1 << 31)), enter_s=enter,
-                              leave_s=leave))  # fmt: skip
+        walkers.append(
+            Walker(
+                identity,
+                walker_poses(rng, body),
+                height,
+                (x, y),
+                (direction * speed, 0.0),
+                gait_hz=rng.uniform(0.8, 1.5),
+                phase=rng.uniform(0, 2 * math.pi),
+                depth=rng.uniform(),
+                seed=int(rng.integers(1 << 31)),
+                enter_s=enter,
+                leave_s=leave,
+            )
+        )
     return SyntheticVideo(tuple(walkers), (h, w), fps, num_frames, body, int(rng.integers(1 << 31)))
 
 
@@ -201,8 +214,17 @@ def crossing_video(
     num_frames = 2 * middle + 1
     x_meet, y = w / 2, h / 2
     walkers = tuple(
-        Walker(identity, walker_poses(rng, body), height, (x_meet - d * speed * middle / fps, y), (d * speed, 0.0),
-               gait_hz=1.2, phase=identity * 1.3, depth=identity, seed=identity)  # fmt: skip
+        Walker(
+            identity,
+            walker_poses(rng, body),
+            height,
+            (x_meet - d * speed * middle / fps, y),
+            (d * speed, 0.0),
+            gait_hz=1.2,
+            phase=identity * 1.3,
+            depth=identity,
+            seed=identity,
+        )
         for identity, d in ((1, 1.0), (2, -1.0))
     )
     return SyntheticVideo(walkers, (h, w), fps, num_frames, body, seed)
@@ -217,8 +239,13 @@ def coco_annotations(video: SyntheticVideo, name: str = "video") -> dict:
         for ann in people:
             annotations.append({**ann, "image_id": i, "id": len(annotations) + 1})
     info = {"description": f"SimplePose synthetic video, {video.num_frames} frames at {video.fps:g} fps"}
-    return {"info": info, "licenses": [], "images": images, "annotations": annotations,
-            "categories": categories(video.skeleton)}  # fmt: skip
+    return {
+        "info": info,
+        "licenses": [],
+        "images": images,
+        "annotations": annotations,
+        "categories": categories(video.skeleton),
+    }
 
 
 def write_video(video: SyntheticVideo, path: str | Path) -> None:
@@ -250,8 +277,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.frames < 1 or args.people < 0 or args.fps <= 0:
         raise UserError("--frames must be >= 1, --people >= 0 and --fps > 0")
     skeleton = load_skeleton(args.skeleton)
-    video = random_video(np.random.default_rng(args.seed), args.frames, args.people, tuple(args.size), args.fps,
-                         skeleton)  # fmt: skip
+    video = random_video(
+        np.random.default_rng(args.seed), args.frames, args.people, tuple(args.size), args.fps, skeleton
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     write_video(video, args.out / "video.mp4")
     atomic_write_text(args.out / "annotations.json", json.dumps(coco_annotations(video)))

@@ -55,9 +55,18 @@ class TrainState:
 
     def to_dict(self) -> dict[str, Any]:
         p = self.progress
-        return {"optimizer": self.optimizer, "scaler": self.scaler, "epoch": p.epoch, "step": p.step,
-                "global_step": p.global_step, "best_metric": p.best_metric, "counters": dict(p.counters),
-                "world_size": self.world_size, "rng": list(self.rng), "ranks_in_sync": self.ranks_in_sync}  # fmt: skip
+        return {
+            "optimizer": self.optimizer,
+            "scaler": self.scaler,
+            "epoch": p.epoch,
+            "step": p.step,
+            "global_step": p.global_step,
+            "best_metric": p.best_metric,
+            "counters": dict(p.counters),
+            "world_size": self.world_size,
+            "rng": list(self.rng),
+            "ranks_in_sync": self.ranks_in_sync,
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], file: str) -> TrainState:
@@ -87,16 +96,28 @@ class TrainState:
 
 def _entry(d: Mapping[str, Any], key: str, file: str) -> Any:
     if key not in d:
-        raise CheckpointError(f"{file} lacks the training entry {key!r}: it is damaged, or weights only (start from "
-                              f"it with train.init_weights={file})", file=file, key=key)  # fmt: skip
+        raise CheckpointError(
+            f"{file} lacks the training entry {key!r}: it is damaged, or weights only (start from "
+            f"it with train.init_weights={file})",
+            file=file,
+            key=key,
+        )
     return d[key]
 
 
 class Checkpointer:
     """Saves and restores a run's state; ``model`` may be wrapped (DDP, DataParallel)."""
 
-    def __init__(self, cfg: Config, skeleton: Skeleton, model: nn.Module, optimizer: torch.optim.Optimizer,
-                 scaler: torch.amp.GradScaler, rank: int, world_size: int) -> None:  # fmt: skip
+    def __init__(
+        self,
+        cfg: Config,
+        skeleton: Skeleton,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        scaler: torch.amp.GradScaler,
+        rank: int,
+        world_size: int,
+    ) -> None:
         self.cfg, self.skeleton, self.model, self.optimizer, self.scaler = cfg, skeleton, model, optimizer, scaler
         self.rank, self.world_size = rank, world_size
         self.out_dir = Path(cfg.train.out_dir)
@@ -114,10 +135,19 @@ class Checkpointer:
         error: tuple[str, int | None] = ("", None)
         if self.rank == 0:
             if not in_sync:
-                log.warning("the weights of the %d processes differ at global step %d; the checkpoint holds rank 0's",
-                            self.world_size, progress.global_step)  # fmt: skip
-            state = TrainState(self.optimizer.state_dict(), dataclasses.replace(progress), self.world_size, rngs,
-                               self.scaler.state_dict() if self.scaler.is_enabled() else {}, in_sync)  # fmt: skip
+                log.warning(
+                    "the weights of the %d processes differ at global step %d; the checkpoint holds rank 0's",
+                    self.world_size,
+                    progress.global_step,
+                )
+            state = TrainState(
+                self.optimizer.state_dict(),
+                dataclasses.replace(progress),
+                self.world_size,
+                rngs,
+                self.scaler.state_dict() if self.scaler.is_enabled() else {},
+                in_sync,
+            )
             ckpt = Checkpoint(unwrap(self.model).state_dict(), self.cfg, self.skeleton, state.to_dict(), code_version())
             try:
                 ckpt.save(self.out_dir / name)
@@ -128,7 +158,8 @@ class Checkpointer:
             raise WriteError(
                 f"{message}. Training stopped at {progress.where()} without this checkpoint; once fixed, continue from "
                 f"the previous one with train.resume=auto train.out_dir={self.out_dir}",
-                self.out_dir / name, code,
+                self.out_dir / name,
+                code,
             )
 
     def restore(self, progress: Progress, steps_per_epoch: int) -> Path | None:
@@ -138,22 +169,32 @@ class Checkpointer:
         path = agreed_resume_path(self.cfg.train.resume, self.out_dir)
         if path is None:
             if self.rank == 0 and self.cfg.train.resume == "auto":
-                log.info("train.resume=auto: %s holds no last.pt yet; the run starts from the beginning there",
-                         self.out_dir)  # fmt: skip
+                log.info(
+                    "train.resume=auto: %s holds no last.pt yet; the run starts from the beginning there", self.out_dir
+                )
             return None
         ckpt = Checkpoint.load(path)
         check_same_model(ckpt, self.cfg)
         state = TrainState.of(ckpt)
         if state is None:
-            raise CheckpointError(f"{path} holds weights only, no training state to resume; to start from its weights "
-                                  f"use train.init_weights={path}", file=path, key="train_state")  # fmt: skip
-        ckpt.load_into(self.model, expected_by="this run", fix=f"resume with the same data.skeleton, or start a new "
-                       f"run (train.out_dir) with train.init_weights={path}")  # fmt: skip
+            raise CheckpointError(
+                f"{path} holds weights only, no training state to resume; to start from its weights "
+                f"use train.init_weights={path}",
+                file=path,
+                key="train_state",
+            )
+        ckpt.load_into(
+            self.model,
+            expected_by="this run",
+            fix=f"resume with the same data.skeleton, or start a new "
+            f"run (train.out_dir) with train.init_weights={path}",
+        )
         try:
             self.optimizer.load_state_dict(state.optimizer)
         except (ValueError, KeyError) as e:
-            raise CheckpointError(f"optimizer state in {path} does not fit this run ({e}); same train.freeze?",
-                                  file=path, key="optimizer") from None  # fmt: skip
+            raise CheckpointError(
+                f"optimizer state in {path} does not fit this run ({e}); same train.freeze?", file=path, key="optimizer"
+            ) from None
         if state.scaler:
             self.scaler.load_state_dict(state.scaler)
         saved = state.progress
@@ -168,8 +209,14 @@ class Checkpointer:
         if self.rank == 0:
             if not state.ranks_in_sync:
                 log.warning("%s was written while the processes' weights differed; it holds rank 0's", path)
-            log.info("resumed from %s: epoch %d, step %d, global step %d%s", path, progress.epoch, progress.step,
-                     progress.global_step, f" (written by code {ckpt.code_version})" if ckpt.code_version else "")
+            log.info(
+                "resumed from %s: epoch %d, step %d, global step %d%s",
+                path,
+                progress.epoch,
+                progress.step,
+                progress.global_step,
+                f" (written by code {ckpt.code_version})" if ckpt.code_version else "",
+            )
         return path
 
 
@@ -206,7 +253,8 @@ def check_same_model(ckpt: Checkpoint, cfg: Config) -> None:
         raise CheckpointError(
             f"checkpoint {ckpt.file} was trained with model settings {saved}, this run has {current}; resume with the "
             f"same model.* settings",
-            file=ckpt.file, key="config",
+            file=ckpt.file,
+            key="config",
         )
 
 
@@ -272,6 +320,9 @@ def resolve_resume(resume: str, out_dir: str | Path) -> Path | None:
         return last if last.is_file() else None
     p = Path(resume)
     if not p.exists():
-        raise CheckpointError(f"train.resume={resume}: no such checkpoint (use train.resume=auto to resume if "
-                              "possible)", file=p, key="train.resume")  # fmt: skip
+        raise CheckpointError(
+            f"train.resume={resume}: no such checkpoint (use train.resume=auto to resume if possible)",
+            file=p,
+            key="train.resume",
+        )
     return p

@@ -39,12 +39,18 @@ def choose_compile(setting: str, device: torch.device, launcher: str = "single")
     if setting == "on":
         return CompileChoice(True, f"train.compile=on, on {device.type}")
     if launcher == "data_parallel" and device.type == "cuda":
-        return CompileChoice(False, "train.compile=auto: off under nn.DataParallel, whose replicas torch.compile does "
-                                    "not trace (train_distributed.py compiles)")  # fmt: skip
+        return CompileChoice(
+            False,
+            "train.compile=auto: off under nn.DataParallel, whose replicas torch.compile does "
+            "not trace (train_distributed.py compiles)",
+        )
     if device.type == "cuda":
         return CompileChoice(True, "train.compile=auto: on for CUDA, where a step is bound by kernel launches")
-    return CompileChoice(False, f"train.compile=auto: off on {device.type}, where compiling measured no gain "
-                                "(docs/benchmarks.md#compiled-training)")  # fmt: skip
+    return CompileChoice(
+        False,
+        f"train.compile=auto: off on {device.type}, where compiling measured no gain "
+        "(docs/benchmarks.md#compiled-training)",
+    )
 
 
 class TimedFirstCall:
@@ -61,8 +67,14 @@ class TimedFirstCall:
     (``AssertionError``, "INTERNAL ASSERT FAILED") inside the compiler, and every error that is not the compiler's
     (shapes, the model's own). ``train.compile=on`` gives no fallback: the compiler's error is raised."""
 
-    def __init__(self, fn: Callable, what: str, say: bool = True, fallback: Callable | None = None,
-                 state: Sequence[torch.nn.Module] = ()) -> None:  # fmt: skip
+    def __init__(
+        self,
+        fn: Callable,
+        what: str,
+        say: bool = True,
+        fallback: Callable | None = None,
+        state: Sequence[torch.nn.Module] = (),
+    ) -> None:
         self.fn, self.what, self.say, self.fallback = fn, what, say, fallback
         self.state = tuple(state)
         self.compile_s: float | None = None
@@ -82,9 +94,13 @@ class TimedFirstCall:
                 cause = compiler_cause(err)
                 if raised_as_is(cause):
                     raise cause from None
-                log.warning("%s: the compiler failed (%s: %s); training eagerly instead (train.compile=off silences "
-                            "this, train.compile=on raises it)", self.what, type(cause).__name__,
-                            str(cause).splitlines()[0] if str(cause) else "")  # fmt: skip
+                log.warning(
+                    "%s: the compiler failed (%s: %s); training eagerly instead (train.compile=off silences "
+                    "this, train.compile=on raises it)",
+                    self.what,
+                    type(cause).__name__,
+                    str(cause).splitlines()[0] if str(cause) else "",
+                )
                 _restore(saved)
                 self.fn, self.compile_s = self.fallback, 0.0
                 return self.fn(*args, **kwargs)
@@ -133,8 +149,9 @@ def _restore(saved: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
             b.copy_(copy)
 
 
-def compile_forward_loss(fn: Callable, backend=None, say: bool = True, fall_back: bool = False,
-                         state: Sequence[torch.nn.Module] = ()) -> TimedFirstCall:  # fmt: skip
+def compile_forward_loss(
+    fn: Callable, backend=None, say: bool = True, fall_back: bool = False, state: Sequence[torch.nn.Module] = ()
+) -> TimedFirstCall:
     """``fn(images, targets, masks) -> (total, breakdown)`` compiled as one graph (model and loss); with
     ``fall_back``, ``fn`` itself where the compiler fails, the buffers of ``state`` (the model, the loss) as before
     the failed call (``TimedFirstCall``)."""

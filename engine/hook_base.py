@@ -62,8 +62,10 @@ class HookList(Hook):
         for i, hook in enumerate(hooks):
             later = [h for h in hooks[i + 1 :] if isinstance(h, hook.runs_after)]
             if later:
-                raise ValueError(f"{type(hook).__name__} reads what {type(later[0]).__name__} writes into the epoch's "
-                                 f"summary, so it must come after it in the hook list")  # fmt: skip
+                raise ValueError(
+                    f"{type(hook).__name__} reads what {type(later[0]).__name__} writes into the epoch's "
+                    f"summary, so it must come after it in the hook list"
+                )
         self.hooks = hooks
 
     def before_train(self, progress: Progress) -> None:

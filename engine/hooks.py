@@ -77,8 +77,15 @@ class LoggingHook(Hook):
     (losses averaged over the processes: every rank takes part), an ``epoch`` record and a summary line at each epoch
     end; the data and compute time of the steps. Only the main process writes (``logger`` is disabled elsewhere)."""
 
-    def __init__(self, logger: MetricsLogger, steps_per_epoch: int, log_every: int, samples_per_step: int,
-                 device: torch.device, is_main: bool) -> None:  # fmt: skip
+    def __init__(
+        self,
+        logger: MetricsLogger,
+        steps_per_epoch: int,
+        log_every: int,
+        samples_per_step: int,
+        device: torch.device,
+        is_main: bool,
+    ) -> None:
         self.logger, self.steps_per_epoch, self.log_every = logger, steps_per_epoch, log_every
         self.samples_per_step, self.device, self.is_main = samples_per_step, device, is_main  # all processes
         self.bar = None  # this epoch's progress bar (utils.progress_bar)
@@ -92,8 +99,15 @@ class LoggingHook(Hook):
         # the epoch's loss, summed over the samples of applied steps, on the device: read at log steps only
         self.loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
         self.loss_samples = torch.zeros((), dtype=torch.float64, device=self.device)
-        self.bar = progress_bar(total=self.steps_per_epoch, initial=progress.step, desc=f"epoch {progress.epoch}",
-                                unit="step", disable=not self.is_main, dynamic_ncols=True, leave=False)  # fmt: skip
+        self.bar = progress_bar(
+            total=self.steps_per_epoch,
+            initial=progress.step,
+            desc=f"epoch {progress.epoch}",
+            unit="step",
+            disable=not self.is_main,
+            dynamic_ncols=True,
+            leave=False,
+        )
         self.tic = time.perf_counter()
 
     def before_step(self, progress: Progress) -> None:
@@ -119,18 +133,25 @@ class LoggingHook(Hook):
     def log_step(self, progress: Progress, result: StepResult) -> None:
         skipped = progress.settle()
         if skipped and self.is_main:
-            log.info("%s: non-finite loss or gradient, %d step%s skipped since the last log (%d so far)",
-                     progress.where(), skipped, "" if skipped == 1 else "s",
-                     progress.counters["skipped_nonfinite"])  # fmt: skip
+            log.info(
+                "%s: non-finite loss or gradient, %d step%s skipped since the last log (%d so far)",
+                progress.where(),
+                skipped,
+                "" if skipped == 1 else "s",
+                progress.counters["skipped_nonfinite"],
+            )
         total = du.all_reduce_mean(result.loss)
         breakdown = {k: du.all_reduce_mean(v.detach()) for k, v in result.breakdown.items()}
         if not self.is_main:
             return
         step_time = self.data_time.mean + self.compute_time.mean
         values = step_values(total, breakdown, result.lr, result.grad_norm)
-        values.update(data_time=self.data_time.mean, compute_time=self.compute_time.mean,
-                      samples_per_s=self.samples_per_step / max(step_time, 1e-9),
-                      skipped_nonfinite=progress.counters["skipped_nonfinite"])  # fmt: skip
+        values.update(
+            data_time=self.data_time.mean,
+            compute_time=self.compute_time.mean,
+            samples_per_s=self.samples_per_step / max(step_time, 1e-9),
+            skipped_nonfinite=progress.counters["skipped_nonfinite"],
+        )
         if result.loss_scale is not None:
             values["loss_scale"] = result.loss_scale
         self.logger.log("train", progress.epoch, progress.global_step, step=progress.step, **values)
@@ -140,8 +161,11 @@ class LoggingHook(Hook):
             self.bar.close()
         mean_loss = du.all_reduce_mean(torch.tensor(self.epoch_loss(), device=self.device)).item()
         samples_per_s = self.samples_per_step / max(self.data_time.mean + self.compute_time.mean, 1e-9)
-        stats = {"train_loss": mean_loss, "skipped_nonfinite": progress.counters["skipped_nonfinite"],
-                 "samples_per_s": samples_per_s}  # fmt: skip
+        stats = {
+            "train_loss": mean_loss,
+            "skipped_nonfinite": progress.counters["skipped_nonfinite"],
+            "samples_per_s": samples_per_s,
+        }
         self.logger.log("epoch", progress.epoch, progress.global_step, **stats)
         if self.is_main:
             log.info("epoch %d: train loss %.4f, %.1f samples/s", progress.epoch, mean_loss, samples_per_s)
@@ -157,8 +181,9 @@ class ValidationHook(Hook):
     """Validation every ``every`` epochs and after the last one (``epochs``); the figures go into the epoch's
     summary, a ``val`` record and a line. ``every`` = 0: never."""
 
-    def __init__(self, validator: Validator, every: int, epochs: int, logger: MetricsLogger, data: DataConfig,
-                 is_main: bool) -> None:  # fmt: skip
+    def __init__(
+        self, validator: Validator, every: int, epochs: int, logger: MetricsLogger, data: DataConfig, is_main: bool
+    ) -> None:
         self.validator, self.every, self.epochs, self.logger = validator, every, epochs, logger
         self.data, self.is_main = data, is_main
 

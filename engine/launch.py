@@ -96,7 +96,10 @@ class Distributed(Launcher):
         ids = [self.device.index] if self.device.type == "cuda" else None
         # gradients live in DDP's buckets (no copy into and out of them at each all-reduce)
         return nn.parallel.DistributedDataParallel(
-            model, device_ids=ids, find_unused_parameters=self.find_unused_parameters, gradient_as_bucket_view=True,
+            model,
+            device_ids=ids,
+            find_unused_parameters=self.find_unused_parameters,
+            gradient_as_bucket_view=True,
             static_graph=self.static_graph and not self.find_unused_parameters,
         )
 

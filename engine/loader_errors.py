@@ -96,14 +96,16 @@ class OutOfMemory(UserError):
     """A CUDA out-of-memory error in a training step: on ``device``, at ``where`` (the position), on micro-batches of
     ``shape``; ``savings``: the overrides not yet in use that lower the memory of a micro-batch."""
 
-    def __init__(self, message: str, device: torch.device, where: str, shape: tuple[int, ...],
-                 savings: list[str]) -> None:  # fmt: skip
+    def __init__(
+        self, message: str, device: torch.device, where: str, shape: tuple[int, ...], savings: list[str]
+    ) -> None:
         super().__init__(message)
         self.device, self.where, self.shape, self.savings = device, where, shape, savings
 
 
-def out_of_memory(cfg: Config, precision: Precision, device: torch.device, where: str,
-                  shape: tuple[int, ...]) -> OutOfMemory:  # fmt: skip
+def out_of_memory(
+    cfg: Config, precision: Precision, device: torch.device, where: str, shape: tuple[int, ...]
+) -> OutOfMemory:
     """The error for running out of device memory in a training step at ``where`` on micro-batches of ``shape``: one
     line with the savings of ``cfg`` not yet in use, and how to continue."""
     t = cfg.train
@@ -119,7 +121,8 @@ def out_of_memory(cfg: Config, precision: Precision, device: torch.device, where
         savings.append("train.amp=auto")
         why.append("or bf16/fp16: half the activation memory")
     advice = ", or ".join(f"{s} ({w})" for s, w in zip(savings, why)) or (
-        "a smaller data.input_size or model (the other savings are in use)")  # fmt: skip
+        "a smaller data.input_size or model (the other savings are in use)"
+    )
     message = (
         f"out of memory on {device} at {where}: a micro-batch of {shape[0]} images of {shape[-2]}x{shape[-1]} "
         f"px per process ({precision.name}). Use less memory per micro-batch: {advice}; then continue with "

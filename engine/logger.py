@@ -48,9 +48,11 @@ def check_tensorboard(mode: str) -> None:
     if mode == "on":
         writer, why = summary_writer()
         if writer is None:
-            raise UserError(f"train.tensorboard=on, but TensorBoard is not available ({why}): {TENSORBOARD_INSTALL}, "
-                            f"or train.tensorboard=auto to use it only when installed (off: never)",
-                            key="train.tensorboard")  # fmt: skip
+            raise UserError(
+                f"train.tensorboard=on, but TensorBoard is not available ({why}): {TENSORBOARD_INSTALL}, "
+                f"or train.tensorboard=auto to use it only when installed (off: never)",
+                key="train.tensorboard",
+            )
 
 
 class MetricsLogger:
@@ -70,8 +72,13 @@ class MetricsLogger:
         check_tensorboard(mode)
         writer, why = summary_writer()
         if writer is None:
-            log.info("TensorBoard is not installed (%s): the scalars go to %s only; %s to have them in TensorBoard "
-                     "too (train.tensorboard=off: without this line)", why, self.path, TENSORBOARD_INSTALL)
+            log.info(
+                "TensorBoard is not installed (%s): the scalars go to %s only; %s to have them in TensorBoard "
+                "too (train.tensorboard=off: without this line)",
+                why,
+                self.path,
+                TENSORBOARD_INSTALL,
+            )
             return
         self.tb = writer(log_dir=str(Path(out_dir) / "tensorboard"))
 

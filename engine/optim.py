@@ -57,8 +57,11 @@ def fused_supported(optimizer: str, device: torch.device, dtype: torch.dtype = t
     try:
         p = torch.zeros(2, device=device, dtype=dtype, requires_grad=True)
         p.grad = torch.ones_like(p)
-        opt = (torch.optim.Adam([p], lr=1.0, fused=True) if optimizer == "adam"
-               else torch.optim.SGD([p], lr=1.0, momentum=0.9, fused=True))  # fmt: skip
+        opt = (
+            torch.optim.Adam([p], lr=1.0, fused=True)
+            if optimizer == "adam"
+            else torch.optim.SGD([p], lr=1.0, momentum=0.9, fused=True)
+        )
         opt.found_inf = torch.ones((), device=device)
         opt.step()
         return bool((p.detach() == 0).all())  # skipped, as asked

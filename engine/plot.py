@@ -31,8 +31,12 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
     ax.plot([r["global_step"] for r in steps], [r["loss"] for r in steps], lw=0.8, alpha=0.6, label="step")
     ax.plot([r["global_step"] for r in epochs], [r["train_loss"] for r in epochs], "o-", label="epoch mean")
     if any("val_loss" in r for r in vals):
-        ax.plot([r["global_step"] for r in vals if "val_loss" in r], [r["val_loss"] for r in vals if "val_loss" in r],
-                "s-", label="validation")  # fmt: skip
+        ax.plot(
+            [r["global_step"] for r in vals if "val_loss" in r],
+            [r["val_loss"] for r in vals if "val_loss" in r],
+            "s-",
+            label="validation",
+        )
     ax.set(xlabel="step", ylabel="loss", yscale="log", title="loss")
     ax.legend()
     axes[1].plot([r["global_step"] for r in steps], [r["lr"] for r in steps])

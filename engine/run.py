@@ -69,9 +69,14 @@ def make_launcher(kind: str, cfg: Config) -> Launcher:
         return DataParallelBalanced(device, device_ids=cfg.dist.dp_device_ids or None)
     if kind == "distributed":
         d = cfg.dist
-        return Distributed(du.select_device(cfg.train.device), du.get_rank(), du.get_world_size(), sync_bn=d.sync_bn,
-                           find_unused_parameters=d.find_unused_parameters,
-                           static_graph=cfg.train.accumulate_steps == 1 and not d.find_unused_parameters)  # fmt: skip
+        return Distributed(
+            du.select_device(cfg.train.device),
+            du.get_rank(),
+            du.get_world_size(),
+            sync_bn=d.sync_bn,
+            find_unused_parameters=d.find_unused_parameters,
+            static_graph=cfg.train.accumulate_steps == 1 and not d.find_unused_parameters,
+        )
     raise ValueError(kind)
 
 
@@ -102,8 +107,12 @@ def resolved_config(cfg: Config, quickstart: bool, rank: int) -> Config:
     return with_overrides(cfg, derived, "set by the launcher") if derived else cfg
 
 
-def run(kind: str, description: str, argv: list[str] | None = None,
-        extra_hooks: Callable[[Trainer], list[Hook]] | None = None) -> int:  # fmt: skip
+def run(
+    kind: str,
+    description: str,
+    argv: list[str] | None = None,
+    extra_hooks: Callable[[Trainer], list[Hook]] | None = None,
+) -> int:
     """Parse the command line, resolve the config, pick the launcher, train, report. ``extra_hooks(trainer)``: hooks
     to add to the trainer's (tests/harness injects faults with one)."""
     args = parse_args(description, argv)

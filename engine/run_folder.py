@@ -101,11 +101,16 @@ def claim_run_folder(train: TrainConfig, rank: int) -> None:
 def refusal(out_dir: Path, found: list[Path]) -> str:
     """The message refusing a new run in ``out_dir``, which holds ``found``."""
     held, finished_epochs = describe_run(out_dir, found)
-    further = f" (it finished its {_epochs(finished_epochs)}: add train.epochs=N to train further)" if (
-        finished_epochs) else ""  # fmt: skip
-    return (f"train.out_dir={out_dir} already holds a run ({held}); a new run never overwrites one. Continue that "
-            f"run with train.resume=auto{further}, or start this one in a free folder: "
-            f"train.out_dir={free_folder(out_dir)}")  # fmt: skip
+    further = (
+        f" (it finished its {_epochs(finished_epochs)}: add train.epochs=N to train further)"
+        if (finished_epochs)
+        else ""
+    )
+    return (
+        f"train.out_dir={out_dir} already holds a run ({held}); a new run never overwrites one. Continue that "
+        f"run with train.resume=auto{further}, or start this one in a free folder: "
+        f"train.out_dir={free_folder(out_dir)}"
+    )
 
 
 def describe_run(out_dir: Path, found: list[Path]) -> tuple[str, int]:

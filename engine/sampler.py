@@ -14,8 +14,9 @@ from torch.utils.data import Sampler
 
 
 class EpochSampler(Sampler[int]):
-    def __init__(self, size: int, seed: int = 0, shuffle: bool = True, rank: int = 0, world_size: int = 1,
-                 batch_size: int = 1) -> None:  # fmt: skip
+    def __init__(
+        self, size: int, seed: int = 0, shuffle: bool = True, rank: int = 0, world_size: int = 1, batch_size: int = 1
+    ) -> None:
         """Yield the indices of this rank, in whole batches (a trailing partial batch is dropped)."""
         self.size, self.seed, self.shuffle = size, seed, shuffle
         self.rank, self.world_size, self.batch_size = rank, world_size, batch_size

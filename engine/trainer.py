@@ -73,8 +73,9 @@ class Trainer:
             raise DataFileError(
                 f"{cfg.data.train} holds {len(self.train_set)} samples, fewer than one optimiser step of "
                 f"{t.batch_size} x {t.accumulate_steps} micro-batches x {self.world_size} processes; lower "
-                f"train.batch_size or train.accumulate_steps", file=cfg.data.train,
-            )  # fmt: skip
+                f"train.batch_size or train.accumulate_steps",
+                file=cfg.data.train,
+            )
 
         model = build_model(cfg, self.skeleton).to(self.device)
         self.initial_weights = init_weights(model, t.init_weights, self.is_main) if t.init_weights else None
@@ -88,16 +89,18 @@ class Trainer:
         self.optimizer = build_optimizer(self.params, t, fused=fused)
         self.step_forward = partial(self.launcher.forward_loss, self.model, self.loss_fn)
         if self.compile.enabled:
-            self.step_forward = compile_forward_loss(self.step_forward, say=self.is_main,
-                                                     fall_back=t.compile == "auto", state=(model, self.loss_fn))
+            self.step_forward = compile_forward_loss(
+                self.step_forward, say=self.is_main, fall_back=t.compile == "auto", state=(model, self.loss_fn)
+            )
         self.schedule = LRSchedule.from_config(t, self.steps_per_epoch, self.world_size)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision.grad_scaler)
         # a fused step takes the skip as a device flag; without one (or with fp16 loss scaling) it is read back
         self.device_skip = fused and not self.scaler.is_enabled()
 
         self.progress = Progress()
-        self.checkpointer = Checkpointer(cfg, self.skeleton, self.model, self.optimizer, self.scaler, self.rank,
-                                         self.world_size)  # fmt: skip
+        self.checkpointer = Checkpointer(
+            cfg, self.skeleton, self.model, self.optimizer, self.scaler, self.rank, self.world_size
+        )
         if self.is_main:
             remove_stale_temporaries(self.out_dir)  # left by a process killed while writing a checkpoint
         self.checkpointer.restore(self.progress, self.steps_per_epoch)
@@ -119,8 +122,9 @@ class Trainer:
         """The standard hooks (engine/hooks.py), each given what it uses."""
         t = self.cfg.train
         logger = MetricsLogger(self.out_dir, enabled=self.is_main, tensorboard=t.tensorboard)
-        validator = Validator(self.cfg, self.model, self.loss_fn, self.val_set, self.device, self.precision,
-                              self.rank, self.world_size)  # fmt: skip
+        validator = Validator(
+            self.cfg, self.model, self.loss_fn, self.val_set, self.device, self.precision, self.rank, self.world_size
+        )
         samples_per_step = self.world_size * t.batch_size * t.accumulate_steps
         return [
             WatchdogHook(self.cfg.dist.timeout_s, self.rank, self.world_size),
@@ -246,11 +250,15 @@ def training_file(cfg: Config, key: str, train: bool) -> SimplePoseDataset:
     """The dataset of the HDF5 file config key ``key`` (``data.train`` or ``data.val``) names."""
     path = cfg.data.train if key == "data.train" else cfg.data.val
     if not path:
-        raise DataFileError(f"{key} is empty: give the HDF5 file made by `python -m data.coco_to_hdf5` ({key}=FILE)",
-                            key=key)  # fmt: skip
+        raise DataFileError(
+            f"{key} is empty: give the HDF5 file made by `python -m data.coco_to_hdf5` ({key}=FILE)", key=key
+        )
     if not Path(path).is_file():
-        raise DataFileError(f"{key}={path}: no such file (make it with `python -m data.coco_to_hdf5 ... --out {path}`)",
-                            file=path, key=key)  # fmt: skip
+        raise DataFileError(
+            f"{key}={path}: no such file (make it with `python -m data.coco_to_hdf5 ... --out {path}`)",
+            file=path,
+            key=key,
+        )
     return SimplePoseDataset(path, cfg, train=train, skeleton=skeleton_of(cfg))
 
 

@@ -31,8 +31,17 @@ def validation_metric(figures: dict[str, float]) -> float | None:
 class Validator:
     """Validation figures of a network being trained (``model`` possibly wrapped; ``loss`` its loss module)."""
 
-    def __init__(self, cfg: Config, model: nn.Module, loss: nn.Module, val_set: Dataset | None, device: torch.device,
-                 precision: Precision, rank: int, world_size: int) -> None:  # fmt: skip
+    def __init__(
+        self,
+        cfg: Config,
+        model: nn.Module,
+        loss: nn.Module,
+        val_set: Dataset | None,
+        device: torch.device,
+        precision: Precision,
+        rank: int,
+        world_size: int,
+    ) -> None:
         self.cfg, self.model, self.loss, self.val_set, self.device = cfg, model, loss, val_set, device
         self.precision, self.rank, self.world_size = precision, rank, world_size
 
@@ -60,8 +69,15 @@ class Validator:
                     run = Path(self.cfg.train.out_dir)
                     out_json = run / f"val_results_epoch{epoch}.json" if self.rank == 0 else None
                     diagnose_dir = run / f"diagnosis_epoch{epoch}" if self.cfg.eval.diagnose else None
-                    stats, _ = evaluate_coco(model, d.val_images, d.val_annotations, self.cfg, self.device,
-                                             out_json=out_json, diagnose_dir=diagnose_dir)  # fmt: skip
+                    stats, _ = evaluate_coco(
+                        model,
+                        d.val_images,
+                        d.val_annotations,
+                        self.cfg,
+                        self.device,
+                        out_json=out_json,
+                        diagnose_dir=diagnose_dir,
+                    )
                     out.update({k: float(v) for k, v in stats.items()})
         finally:
             torch.backends.cudnn.benchmark = autotune
@@ -69,8 +85,9 @@ class Validator:
 
     def val_loss(self, model: nn.Module) -> float:
         """Mean loss per sample over the validation file (each rank a strided share, averaged over the ranks)."""
-        sampler = EpochSampler(len(self.val_set), shuffle=False, rank=self.rank, world_size=self.world_size,
-                               batch_size=1)  # fmt: skip
+        sampler = EpochSampler(
+            len(self.val_set), shuffle=False, rank=self.rank, world_size=self.world_size, batch_size=1
+        )
         meter = Meter()
         for batch in make_loader(self.val_set, sampler, 1, self.cfg.data, self.device):
             images, targets, masks = batch_to_device(batch, self.device, self.cfg.train.channels_last)

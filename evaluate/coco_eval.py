@@ -62,8 +62,12 @@ if TYPE_CHECKING:
 STAT_NAMES = ("AP", "AP50", "AP75", "APm", "APl", "AR", "AR50", "AR75", "ARm", "ARl")
 
 
-def load_coco(annotations: str | Path, skeleton: Skeleton | None = None, skip_bad: bool = False,
-              keypoint_names: NameMatch = "exact"):  # fmt: skip
+def load_coco(
+    annotations: str | Path,
+    skeleton: Skeleton | None = None,
+    skip_bad: bool = False,
+    keypoint_names: NameMatch = "exact",
+):
     """pycocotools COCO of a person_keypoints JSON. With ``skeleton``: read and checked by the converter's own reader
     (``data.coco_annotations.load_coco_keypoints``: the same errors, the same defaults for missing fields, the keypoint
     names compared as ``keypoint_names`` says), its annotations with the evaluator's own ids
@@ -121,8 +125,9 @@ def coco_keypoint_stats(
     with contextlib.redirect_stdout(summary):
         ev.summarize()
     stats = {k: float(v) for k, v in zip(STAT_NAMES, ev.stats)}  # -1: no ground truth in that group
-    return stats, ("no detections: every AP and AR is 0 (-1: no ground truth)\n" if not results else "") + \
-        summary.getvalue()
+    return stats, (
+        "no detections: every AP and AR is 0 (-1: no ground truth)\n" if not results else ""
+    ) + summary.getvalue()
 
 
 def keypoint_stats(coco, results: list[dict], image_ids: list[int], skeleton: Skeleton) -> tuple[dict[str, float], str]:
@@ -219,13 +224,16 @@ def evaluate_images(
         bad_annotations = len(coco.imgs) - len(image_list)
         bad_files = len(_shard_ids(image_list, cfg)) - len(ids)
         if bad_annotations or bad_files:
-            summary += (f"{bad_annotations + bad_files} images left out of the evaluation as bad ({bad_annotations} "
-                        f"for their annotations, {bad_files} for their files; eval.skip_bad, warnings above)\n")
+            summary += (
+                f"{bad_annotations + bad_files} images left out of the evaluation as bad ({bad_annotations} "
+                f"for their annotations, {bad_files} for their files; eval.skip_bad, warnings above)\n"
+            )
     return dist.broadcast_object((stats, summary))
 
 
-def annotated_images(annotations: str | Path, skeleton: Skeleton, cfg: EvalConfig,
-                     coco=None) -> tuple[COCO, dict[int, dict], int]:  # fmt: skip
+def annotated_images(
+    annotations: str | Path, skeleton: Skeleton, cfg: EvalConfig, coco=None
+) -> tuple[COCO, dict[int, dict], int]:
     """What an evaluation scores against: (the annotations loaded by ``load_coco``, or ``coco`` when already loaded;
     their images but those with bad annotations, by id; the keypoint category's id)."""
     coco = coco if coco is not None else load_coco(annotations, skeleton, cfg.skip_bad, cfg.keypoint_names)
@@ -364,8 +372,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ckpt", help="checkpoint (ours, the original's, or a bare state dict)")
     p.add_argument("--from-ground-truth", action="store_true", help="decode the annotations' own target maps")
     p.add_argument("--results", help="score this COCO keypoint results file (made by any tool) on --annotations")
-    p.add_argument("--skeleton", help="with --results or --from-ground-truth: the keypoint set, a name or a YAML file "
-                   "(data.skeleton; default coco)")  # fmt: skip
+    p.add_argument(
+        "--skeleton",
+        help="with --results or --from-ground-truth: the keypoint set, a name or a YAML file "
+        "(data.skeleton; default coco)",
+    )
     p.add_argument("--images", help="image folder, e.g. coco/val2017 (not with --results)")
     p.add_argument("--annotations", help="COCO person_keypoints JSON (without it: results written, not scored)")
     p.add_argument(
@@ -374,16 +385,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scales", type=float, nargs="+", help="test scales (default: eval.scales)")
     p.add_argument("--flip", action=argparse.BooleanOptionalAction, default=None, help="flip test (eval.flip)")
     p.add_argument("--out", help="results JSON to write (an existing one: with --overwrite)")
-    p.add_argument("--diagnose", metavar="DIR",
-                   help="also diagnose where the AP goes (keypoint errors, scoring, background): DIR/diagnosis.json "
-                   "and plots")  # fmt: skip
+    p.add_argument(
+        "--diagnose",
+        metavar="DIR",
+        help="also diagnose where the AP goes (keypoint errors, scoring, background): DIR/diagnosis.json and plots",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out file or --diagnose folder")
-    p.add_argument("--skip-bad", action="store_true",
-                   help="leave bad images and the images of bad annotations out, with a warning each, as the "
-                   "converter's --skip-bad (eval.skip_bad=true)")  # fmt: skip
-    p.add_argument("--keypoint-names", choices=NAME_MATCHES,
-                   help="how the annotation file's keypoint names are compared with the skeleton's: exact, spelling, "
-                   "position (eval.keypoint_names; the converter's --keypoint-names)")  # fmt: skip
+    p.add_argument(
+        "--skip-bad",
+        action="store_true",
+        help="leave bad images and the images of bad annotations out, with a warning each, as the "
+        "converter's --skip-bad (eval.skip_bad=true)",
+    )
+    p.add_argument(
+        "--keypoint-names",
+        choices=NAME_MATCHES,
+        help="how the annotation file's keypoint names are compared with the skeleton's: exact, spelling, "
+        "position (eval.keypoint_names; the converter's --keypoint-names)",
+    )
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ...")
     add_config_arguments(p)
     return p
@@ -418,8 +437,10 @@ def check_arguments(args: argparse.Namespace) -> None:
         if not args.annotations:
             raise UserError("--results FILE is scored on annotations: give --annotations FILE")
         if args.out or args.image_info or (args.images and not args.diagnose):
-            raise UserError("--results scores a file as it is: --image-info and --out do not apply (--images: only "
-                            "with --diagnose, for its pictures)")  # fmt: skip
+            raise UserError(
+                "--results scores a file as it is: --image-info and --out do not apply (--images: only "
+                "with --diagnose, for its pictures)"
+            )
         return
     if args.skeleton and args.ckpt:
         raise UserError("--skeleton applies to --results and --from-ground-truth; a checkpoint carries its own")
@@ -481,8 +502,9 @@ def main(argv: list[str] | None = None) -> int:
             stats, summary = evaluate_oracle(args.images, args.annotations, cfg, args.out, diagnose_dir=args.diagnose)
         else:
             model, cfg = load_model(args.ckpt, args.config, overrides, device)
-            stats, summary = evaluate_coco(model, args.images, args.annotations, cfg, device, args.out,
-                                           diagnose_dir=args.diagnose)  # fmt: skip
+            stats, summary = evaluate_coco(
+                model, args.images, args.annotations, cfg, device, args.out, diagnose_dir=args.diagnose
+            )
         if dist.is_main_process():
             print(summary, end="")
             print(format_stats(stats))

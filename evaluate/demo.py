@@ -109,8 +109,10 @@ def input_source(text: str) -> Source:
             return Source(camera=int(text))
         if glob.has_magic(text):
             return pattern_source(str(path))
-        raise UserError(f"input {path} not found (give an image, a folder of images, a quoted pattern such as "
-                        "'dir/*.jpg', a video, or a camera index)")  # fmt: skip
+        raise UserError(
+            f"input {path} not found (give an image, a folder of images, a quoted pattern such as "
+            "'dir/*.jpg', a video, or a camera index)"
+        )
     if path.is_dir():
         return Source.of_images(image_files(path), path)
     if path.suffix.lower() in VIDEO_SUFFIXES:
@@ -125,8 +127,9 @@ def pattern_source(pattern: str) -> Source:
     images = [p for p in matched if p.suffix.lower() in IMAGE_SUFFIXES]
     if not images:
         others = f" ({len(matched)} other files: a pattern selects images, give a video on its own)" if matched else ""
-        raise UserError(f"input pattern {pattern!r} matches no image files ({', '.join(sorted(IMAGE_SUFFIXES))})"
-                        f"{others}")  # fmt: skip
+        raise UserError(
+            f"input pattern {pattern!r} matches no image files ({', '.join(sorted(IMAGE_SUFFIXES))}){others}"
+        )
     fixed = []
     for part in Path(pattern).parts[:-1]:
         if glob.has_magic(part):
@@ -186,8 +189,10 @@ class ScoreFilter:
     def describe(self) -> str | None:
         if self.min_score is None:
             return None
-        return (f"--min-score {self.min_score:g}: {self.dropped} of {self.seen} people scored below it, left out of "
-                "the pictures and the JSON")  # fmt: skip
+        return (
+            f"--min-score {self.min_score:g}: {self.dropped} of {self.seen} people scored below it, left out of "
+            "the pictures and the JSON"
+        )
 
 
 def run_images(
@@ -229,15 +234,20 @@ def run_images(
             atomic_write_bytes(out_dir / picture, data.tobytes())
         t = estimator.timing
         below = f" ({len(found) - len(people)} below --min-score)" if len(found) > len(people) else ""
-        print(f"{path.name}: {len(people)} people{below}, network {t.network_s * 1000:.1f} ms, "
-              f"decoding {t.decoding_s * 1000:.1f} ms")  # fmt: skip
+        print(
+            f"{path.name}: {len(people)} people{below}, network {t.network_s * 1000:.1f} ms, "
+            f"decoding {t.decoding_s * 1000:.1f} ms"
+        )
     print(f"image ids: {rule}")
     if skipped:
-        print(f"{len(skipped)} of {len(paths)} files skipped as unreadable: {', '.join(p.name for p in skipped[:5])}"
-              f"{' ...' if len(skipped) > 5 else ''}")  # fmt: skip
+        print(
+            f"{len(skipped)} of {len(paths)} files skipped as unreadable: {', '.join(p.name for p in skipped[:5])}"
+            f"{' ...' if len(skipped) > 5 else ''}"
+        )
         if not results:
-            raise UserError(f"none of the {len(paths)} image files could be read; the first: {first_error}",
-                            file=skipped[0])  # fmt: skip
+            raise UserError(
+                f"none of the {len(paths)} image files could be read; the first: {first_error}", file=skipped[0]
+            )
     return ids, results
 
 
@@ -264,8 +274,9 @@ def run_video(
         stack.callback(reader.close)
         tmp = stack.enter_context(atomic_path(target, suffix=".tmp.mp4")) if target else None
         frames = estimator.video(reader, None, network_for)  # tracked here, after --min-score
-        bar = stack.enter_context(progress_bar(frames, total=reader.frame_count or None, desc=source.name,
-                                               unit="frame"))
+        bar = stack.enter_context(
+            progress_bar(frames, total=reader.frame_count or None, desc=source.name, unit="frame")
+        )
         writer = None
         try:
             for frame in bar:
@@ -365,7 +376,8 @@ def check_arguments(args: argparse.Namespace, source: Source) -> None:
     if stray:
         raise UserError(
             f"{stray[0]!r} is not a key=value override; for several images give a folder, or a quoted pattern that "
-            "the demo expands (--input 'dir/*.jpg', --input 'dir/**/*.jpg' for sub-folders too)", key="input"
+            "the demo expands (--input 'dir/*.jpg', --input 'dir/**/*.jpg' for sub-folders too)",
+            key="input",
         )
     for folder in (args.out, args.json and Path(args.json).parent):
         if folder:
@@ -402,22 +414,34 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--onnx", help="ONNX model written by python -m evaluate.export_onnx (run by ONNX Runtime)")
     p.add_argument("--from-ground-truth", action="store_true", help="draw the annotations' decoded target maps")
     p.add_argument("--annotations", help="COCO annotations (with --from-ground-truth)")
-    p.add_argument("--input", required=True,
-                   help="image, folder of images, quoted pattern ('dir/*.jpg', 'dir/**/*.png'), video, or camera "
-                        "index (0)")  # fmt: skip
+    p.add_argument(
+        "--input",
+        required=True,
+        help="image, folder of images, quoted pattern ('dir/*.jpg', 'dir/**/*.png'), video, or camera index (0)",
+    )
     p.add_argument("--out", help="output folder for the drawn pictures or video")
     p.add_argument("--json", help="COCO keypoint results file to write")
     p.add_argument("--overwrite", action="store_true", help="replace files of an earlier run in --out / --json")
-    p.add_argument("--min-score", type=float, default=None,
-                   help="leave people scored below this out of the pictures and the JSON (default: keep everyone)")
+    p.add_argument(
+        "--min-score",
+        type=float,
+        default=None,
+        help="leave people scored below this out of the pictures and the JSON (default: keep everyone)",
+    )
     p.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1 ... (ONNX Runtime's provider too)")
-    p.add_argument("--track", action="store_true",
-                   help="an id per person across frames (video, camera, or a folder of frames); track.* settings")
+    p.add_argument(
+        "--track",
+        action="store_true",
+        help="an id per person across frames (video, camera, or a folder of frames); track.* settings",
+    )
     p.add_argument("--smooth", action="store_true", help="One-Euro smoothing of the tracked keypoints (with --track)")
     p.add_argument("--fps", type=float, default=30.0, help="frame rate of a folder of frames with --track")
-    p.add_argument("--fast", action="store_true",
-                   help="one scale, no flip, eval.amp=auto (bf16 where native; evaluate/fast_setting.py); eval.* overrides "
-                   "given after it win")
+    p.add_argument(
+        "--fast",
+        action="store_true",
+        help="one scale, no flip, eval.amp=auto (bf16 where native; evaluate/fast_setting.py); eval.* overrides "
+        "given after it win",
+    )
     add_config_arguments(p)
     args = p.parse_intermixed_args(argv)  # a shell-expanded pattern's extra files reach check_arguments
     if args.fast:

@@ -104,8 +104,9 @@ def draw_boxes(
         top = min(top, max(0, h - tag_h))
         cv2.rectangle(canvas, (left, top), (left + tag_w, top + tag_h), color, -1)
         ink = (0, 0, 0) if sum(c * k for c, k in zip(color, (0.114, 0.587, 0.299))) > 140 else (255, 255, 255)
-        cv2.putText(canvas, label, (left + margin, top + margin + th), FONT, font_scale, ink, text_thickness,
-                    cv2.LINE_AA)  # fmt: skip
+        cv2.putText(
+            canvas, label, (left + margin, top + margin + th), FONT, font_scale, ink, text_thickness, cv2.LINE_AA
+        )
     return canvas
 
 
@@ -163,7 +164,7 @@ def draw_tracked(
     keypoints = np.array([p.keypoints for p in people]).reshape(len(people), skeleton.num_dataset_keypoints, 3)
     canvas = draw_people(image, keypoints, skeleton, thickness=thickness, person_colors=colors)
     t, _ = _sizes(image, thickness, 4)
-    for track_id, trail in (trails.points.items() if trails else ()):
+    for track_id, trail in trails.points.items() if trails else ():
         points = list(trail)
         for k in range(1, len(points)):
             if points[k - 1] is not None and points[k] is not None:

@@ -29,8 +29,8 @@ from config.schema import OUTPUT_STRIDE, Config, EvalConfig
 from config.skeleton import Skeleton
 from evaluate.decoder.decode import DecodeParams, People, decode_people
 from evaluate.image_input import ImageLike, as_bgr_list
-from evaluate.runtime.inference_setup import inference_setup
 from evaluate.metrics.coco_results import coco_results, results_text
+from evaluate.runtime.inference_setup import inference_setup
 from evaluate.runtime.model_loader import load_model
 from evaluate.runtime.multiscale import Predictor, model_predictor, multiscale_maps_batch
 from evaluate.runtime.onnx_runner import Providers, load_onnx, providers_for
@@ -210,8 +210,9 @@ class PoseEstimator:
             for start in range(0, len(indices), step):
                 chunk = indices[start : start + step]
                 t0 = time.perf_counter()
-                maps = multiscale_maps_batch([images[i] for i in chunk], self.cfg, network, self.device, OUTPUT_STRIDE,
-                                             skeleton=self.skeleton)  # fmt: skip
+                maps = multiscale_maps_batch(
+                    [images[i] for i in chunk], self.cfg, network, self.device, OUTPUT_STRIDE, skeleton=self.skeleton
+                )
                 t1 = time.perf_counter()  # the maps are in host memory: the device's queued work is done
                 for i, (one, scale) in zip(chunk, maps):
                     out[i] = decode_people(one, self.decoder, scale, skeleton=self.skeleton)
@@ -254,8 +255,10 @@ def coco_results_json(image_ids: Sequence[int], results: Sequence[Sequence[Perso
     if len(image_ids) != len(results):
         raise ValueError(f"{len(image_ids)} image ids for {len(results)} images' results")
     people = [
-        People(np.array([p.keypoints for p in found]).reshape(len(found), -1, 3) if found else np.zeros((0, 0, 3)),
-               np.array([p.score for p in found]))  # fmt: skip
+        People(
+            np.array([p.keypoints for p in found]).reshape(len(found), -1, 3) if found else np.zeros((0, 0, 3)),
+            np.array([p.score for p in found]),
+        )
         for found in results
     ]
     tracked = any(p.track_id is not None for found in results for p in found)

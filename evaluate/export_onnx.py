@@ -144,9 +144,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, help="ONNX file to write (an existing one: with --overwrite)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     p.add_argument(
-        "--input-size", default="x".join(map(str, DEFAULT_INPUT_SIZE)), metavar="HxW",
+        "--input-size",
+        default="x".join(map(str, DEFAULT_INPUT_SIZE)),
+        metavar="HxW",
         help="example input HEIGHTxWIDTH, multiples of 64 (one number: square); the export takes any size",
-    )  # fmt: skip
+    )
     p.add_argument("--opset", type=int, default=17)
     add_config_arguments(p)
     args = p.parse_args(argv)

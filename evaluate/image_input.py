@@ -26,8 +26,10 @@ from data.image_files import read_image
 from utils.errors import UserError
 
 ImageLike = np.ndarray | Image.Image | str | Path  # what PoseEstimator takes as one image
-IMAGE_KINDS = ("BGR uint8 arrays (H, W, 3) as cv2.imread returns, greyscale (H, W) or BGRA (H, W, 4) uint8 arrays, "
-               "PIL images or image file paths (several images: a list of them)")  # fmt: skip
+IMAGE_KINDS = (
+    "BGR uint8 arrays (H, W, 3) as cv2.imread returns, greyscale (H, W) or BGRA (H, W, 4) uint8 arrays, "
+    "PIL images or image file paths (several images: a list of them)"
+)
 
 
 def as_bgr(image: Any, index: int) -> np.ndarray:
@@ -40,8 +42,10 @@ def as_bgr(image: Any, index: int) -> np.ndarray:
     if isinstance(image, np.ndarray):
         return _array_to_bgr(image, index)
     if image is None:
-        what = ("None, not an image (cv2.imread returns None for a file it cannot read: check the path, or give the "
-                "path itself, read by data.image_files.read_image, which names the problem)")  # fmt: skip
+        what = (
+            "None, not an image (cv2.imread returns None for a file it cannot read: check the path, or give the "
+            "path itself, read by data.image_files.read_image, which names the problem)"
+        )
     elif isinstance(image, (bytes, bytearray, memoryview)):
         what = "a bytes object (an encoded file's bytes? decode them with data.image_files.decode_image)"
     else:
@@ -54,8 +58,11 @@ def as_bgr_list(images: Any) -> list[np.ndarray]:
     image where several are expected."""
     single = isinstance(images, (str, Path, Image.Image)) or (isinstance(images, np.ndarray) and images.ndim < 4)
     if single or images is None or not hasattr(images, "__iter__"):
-        raise UserError(f"images: {'None' if images is None else 'a ' + type(images).__name__}, not a list of "
-                        "images; give a list (one image: estimator(image))", key="image")  # fmt: skip
+        raise UserError(
+            f"images: {'None' if images is None else 'a ' + type(images).__name__}, not a list of "
+            "images; give a list (one image: estimator(image))",
+            key="image",
+        )
     return [as_bgr(image, i) for i, image in enumerate(images)]
 
 

@@ -32,8 +32,9 @@ PAIRS_PER_ROW = 2  # (ground truth | predictions) pairs side by side
 CAPTION_HEIGHT = 20
 PAIR_GAP, TILE_GAP = 12, 2  # pixels between pairs, and between the two halves of a pair
 BACKGROUND = (40, 40, 40)  # BGR of the sheet behind the tiles and of the captions
-LEGEND = ("left: ground truth (annotated keypoints)  |  right: predictions (box: person score; dots alone: lone "
-          "keypoints)")
+LEGEND = (
+    "left: ground truth (annotated keypoints)  |  right: predictions (box: person score; dots alone: lone keypoints)"
+)
 
 
 def draw_predictions(cfg: Config, run_dir: str | Path, num_images: int = 6) -> Path:
@@ -73,8 +74,10 @@ def pair_tile(image: np.ndarray, image_id: int, truth: np.ndarray, found: list[P
     scale = TILE_HEIGHT / image.shape[0]
     small = cv2.resize(image, (max(1, round(image.shape[1] * scale)), TILE_HEIGHT), interpolation=cv2.INTER_AREA)
     truth = truth * np.array([scale, scale, 1.0])
-    found = [replace(p, keypoints=p.keypoints * np.array([scale, scale, 1.0]), box=tuple(v * scale for v in p.box))
-             for p in found]  # fmt: skip
+    found = [
+        replace(p, keypoints=p.keypoints * np.array([scale, scale, 1.0]), box=tuple(v * scale for v in p.box))
+        for p in found
+    ]
     people = [p for p in found if (p.keypoints[:, 2] > 0).sum() >= 2]
     lone = [p for p in found if (p.keypoints[:, 2] > 0).sum() < 2]
     left = captioned(draw_people(small, truth, skeleton), f"image {image_id}: ground truth, {count(len(truth))}")
@@ -103,8 +106,10 @@ def captioned(tile: np.ndarray, text: str) -> np.ndarray:
 def sheet(pairs: list[np.ndarray]) -> np.ndarray:
     """The pairs in rows of PAIRS_PER_ROW, under a legend line."""
     width = max(p.shape[1] for p in pairs)
-    pairs = [cv2.copyMakeBorder(p, 0, PAIR_GAP, 0, width - p.shape[1] + PAIR_GAP, cv2.BORDER_CONSTANT,
-                                value=BACKGROUND) for p in pairs]  # fmt: skip
+    pairs = [
+        cv2.copyMakeBorder(p, 0, PAIR_GAP, 0, width - p.shape[1] + PAIR_GAP, cv2.BORDER_CONSTANT, value=BACKGROUND)
+        for p in pairs
+    ]
     rows = [np.hstack(pairs[i : i + PAIRS_PER_ROW]) for i in range(0, len(pairs), PAIRS_PER_ROW)]
     full = rows[0].shape[1]
     rows = [cv2.copyMakeBorder(r, 0, 0, 0, full - r.shape[1], cv2.BORDER_CONSTANT, value=BACKGROUND) for r in rows]

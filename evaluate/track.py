@@ -71,8 +71,11 @@ def one_euro(
     cutoff = cfg.min_cutoff + cfg.beta * np.sqrt(new_dx[..., 0] ** 2 + new_dx[..., 1] ** 2)
     new_x = _weight(cutoff[..., None], dt) * (p - x) + x
     take, start = found[..., None], (found & first)[..., None]
-    return (np.where(start, p, np.where(take, new_x, x)), np.where(start, 0.0, np.where(take, new_dx, dx)),
-            np.where(found, t, last))  # fmt: skip
+    return (
+        np.where(start, p, np.where(take, new_x, x)),
+        np.where(start, 0.0, np.where(take, new_dx, dx)),
+        np.where(found, t, last),
+    )
 
 
 def _weight(cutoff_hz, dt_s):
@@ -101,8 +104,10 @@ class OneEuroFilter:
         k = len(self.state[2])
         points, found = np.asarray(points, np.float64), np.asarray(found)
         if points.shape != (k, 2) or found.shape != (k,):
-            raise ValueError(f"OneEuroFilter of {k} points: points must be ({k}, 2) and found ({k},), got "
-                             f"{points.shape} and {found.shape}")  # fmt: skip
+            raise ValueError(
+                f"OneEuroFilter of {k} points: points must be ({k}, 2) and found ({k},), got "
+                f"{points.shape} and {found.shape}"
+            )
         if found.dtype != bool and not np.isin(found, (0, 1)).all():
             raise ValueError(f"OneEuroFilter: found must be booleans (or 0 / 1), got {found.tolist()}")
         t = float(t)
@@ -161,8 +166,10 @@ class PoseTracker:
         ``cfg.min_score``, is not tracked."""
         t = float(timestamp)
         if not math.isfinite(t) or (self._last is not None and t <= self._last):
-            raise ValueError(f"PoseTracker.update: timestamps must be finite and increase (seconds); got {timestamp} "
-                             f"after {self._last}")  # fmt: skip
+            raise ValueError(
+                f"PoseTracker.update: timestamps must be finite and increase (seconds); got {timestamp} "
+                f"after {self._last}"
+            )
         kp, xy, found = self._arrays(people)
         self._last = t
         scores = np.array([p.score for p in people], np.float64)
@@ -206,9 +213,11 @@ class PoseTracker:
             kp = None
         if kp is None or kp.shape[1:] != (k, 3):
             bad = next(i for i, p in enumerate(people) if np.shape(p.keypoints) != (k, 3))
-            raise ValueError(f"PoseTracker.update: person {bad} has keypoints of shape "
-                             f"{np.shape(people[bad].keypoints)}; this tracker's skeleton '{self.skeleton.name}' "
-                             f"gives ({k}, 3)")  # fmt: skip
+            raise ValueError(
+                f"PoseTracker.update: person {bad} has keypoints of shape "
+                f"{np.shape(people[bad].keypoints)}; this tracker's skeleton '{self.skeleton.name}' "
+                f"gives ({k}, 3)"
+            )
         found = (kp[:, :, 2] > 0) & np.isfinite(kp[:, :, 0]) & np.isfinite(kp[:, :, 1])
         return kp, np.where(found[..., None], kp[:, :, :2], np.nan), found
 
@@ -218,8 +227,9 @@ class PoseTracker:
         if not len(xy) or not len(self._ids):
             return none, none
         predicted = self._xy + self._velocity[:, None] * (t - self._time)[:, None, None]
-        similarity, allowed = pair_similarity(xy, found, area, predicted, self._found, self._area, self._sigmas,
-                                              self.cfg)  # fmt: skip
+        similarity, allowed = pair_similarity(
+            xy, found, area, predicted, self._found, self._area, self._sigmas, self.cfg
+        )
         confirmed = self._ids > 0
         d1, k1 = _assign(similarity, allowed, np.arange(len(xy)), np.flatnonzero(confirmed))
         rest = np.ones(len(xy), bool)
@@ -261,9 +271,17 @@ class PoseTracker:
         n = len(xy)
         if not n:
             return
-        added = {"_xy": xy, "_found": found, "_area": area, "_time": np.full(n, t), "_velocity": np.zeros((n, 2)),
-                 "_moving": np.zeros(n, bool), "_hits": np.ones(n, np.int64), "_lost": np.zeros(n, np.int64),
-                 "_ids": np.zeros(n, np.int64)}  # fmt: skip
+        added = {
+            "_xy": xy,
+            "_found": found,
+            "_area": area,
+            "_time": np.full(n, t),
+            "_velocity": np.zeros((n, 2)),
+            "_moving": np.zeros(n, bool),
+            "_hits": np.ones(n, np.int64),
+            "_lost": np.zeros(n, np.int64),
+            "_ids": np.zeros(n, np.int64),
+        }
         for name, value in added.items():
             setattr(self, name, np.concatenate([getattr(self, name), value]))
         first = (np.where(found[..., None], xy, 0.0), np.zeros_like(xy), np.where(found, t, np.nan))

@@ -53,31 +53,44 @@ def fold_batchnorm(model: nn.Module) -> nn.Module:
     pairs = []
     for owner_name, owner in folded.named_modules():
         children = dict(owner.named_children())
-        if not (any(isinstance(c, _ConvNd) for c in children.values())
-                and any(isinstance(c, _BatchNorm) for c in children.values())):  # fmt: skip
+        if not (
+            any(isinstance(c, _ConvNd) for c in children.values())
+            and any(isinstance(c, _BatchNorm) for c in children.values())
+        ):
             continue
         try:
             graph = _ChildrenWhole().trace(owner)
         except Exception as err:  # noqa: BLE001 - any failure to trace leaves the module's BatchNorms as they are
-            log.info("fold: %s (%s) not traced, its BatchNorms left as they are: %s: %s", owner_name or "the model",
-                     type(owner).__name__, type(err).__name__, str(err).splitlines()[0] if str(err) else "")
+            log.info(
+                "fold: %s (%s) not traced, its BatchNorms left as they are: %s: %s",
+                owner_name or "the model",
+                type(owner).__name__,
+                type(err).__name__,
+                str(err).splitlines()[0] if str(err) else "",
+            )
             continue
         pairs += _direct_pairs(owner, graph, held)
     done = set()
     for owner, conv_name, bn_name in pairs:
         conv, bn = getattr(owner, conv_name), getattr(owner, bn_name)
         if bn.running_mean is None or bn.running_var is None:
-            raise FoldError(f"fold: BatchNorm '{names[id(bn)]}' has no running statistics (track_running_stats="
-                            f"False): in eval mode it normalises by each batch's own, which no convolution can hold; "
-                            f"set eval.fold_batchnorm=false to run the network as it is", key="eval.fold_batchnorm")
+            raise FoldError(
+                f"fold: BatchNorm '{names[id(bn)]}' has no running statistics (track_running_stats="
+                f"False): in eval mode it normalises by each batch's own, which no convolution can hold; "
+                f"set eval.fold_batchnorm=false to run the network as it is",
+                key="eval.fold_batchnorm",
+            )
         with torch.no_grad():
             setattr(owner, conv_name, fuse_conv_bn_eval(conv, bn, transpose=isinstance(conv, _ConvTransposeNd)))
         setattr(owner, bn_name, nn.Identity())
         done.add(id(bn))
     left = tuple(name for name, m in folded.named_modules() if isinstance(m, _BatchNorm))
     if left:
-        log.info("fold: %d BatchNorm(s) left as they are (not directly after a convolution whose output only they "
-                 "take): %s", len(left), ", ".join(left[:10]) + (", ..." if len(left) > 10 else ""))
+        log.info(
+            "fold: %d BatchNorm(s) left as they are (not directly after a convolution whose output only they take): %s",
+            len(left),
+            ", ".join(left[:10]) + (", ..." if len(left) > 10 else ""),
+        )
     folded.folded_batchnorms = len(done)
     folded.left_batchnorms = left
     return folded
@@ -97,8 +110,13 @@ def _direct_pairs(owner: nn.Module, graph: fx.Graph, held: Counter) -> list[tupl
             continue
         source = node.args[0]
         conv = children.get(source.target) if isinstance(source, fx.Node) and source.op == "call_module" else None
-        if (isinstance(conv, _ConvNd) and len(source.users) == 1 and calls[source.target] == calls[node.target] == 1
-                and held[id(conv)] == held[id(bn)] == 1 and not {source.target, node.target} & read
-                and conv.out_channels == bn.num_features):  # fmt: skip
+        if (
+            isinstance(conv, _ConvNd)
+            and len(source.users) == 1
+            and calls[source.target] == calls[node.target] == 1
+            and held[id(conv)] == held[id(bn)] == 1
+            and not {source.target, node.target} & read
+            and conv.out_channels == bn.num_features
+        ):
             pairs.append((owner, source.target, node.target))
     return pairs

@@ -83,8 +83,10 @@ class MultiTaskLoss(nn.Module):
         cfg = cfg or LossConfig()
         _check_reduction(reduction)
         if sum(cfg.stack_weights) <= 0 or sum(cfg.scale_weights) <= 0:
-            raise ConfigError("loss.stack_weights and loss.scale_weights must each have a positive sum",
-                              key="loss.stack_weights" if sum(cfg.stack_weights) <= 0 else "loss.scale_weights")
+            raise ConfigError(
+                "loss.stack_weights and loss.scale_weights must each have a positive sum",
+                key="loss.stack_weights" if sum(cfg.stack_weights) <= 0 else "loss.scale_weights",
+            )
         self.cfg = cfg
         self.skeleton = skeleton
         self.reduction = reduction
@@ -112,8 +114,11 @@ class MultiTaskLoss(nn.Module):
             dtype = torch.promote_types(outputs[0][0].dtype, torch.float32)
             rows = []
             for stack_outputs in outputs:
-                rows.append(torch.stack([self._channel_sums(p.to(dtype), targets[k], masks[k])
-                                         for k, p in enumerate(stack_outputs)]))  # fmt: skip
+                rows.append(
+                    torch.stack(
+                        [self._channel_sums(p.to(dtype), targets[k], masks[k]) for k, p in enumerate(stack_outputs)]
+                    )
+                )
             weight = self.stack_scale_weight.to(device, dtype)[:, :, None] * self.channel_weight.to(device, dtype)
             weighted = torch.stack(rows) * weight / self._divisor(outputs[0][0].shape[0], reduction)  # (T, S, C)
             total = weighted.sum()
@@ -155,9 +160,14 @@ class MultiTaskLoss(nn.Module):
             raise UserError(
                 f"the loss needs targets and masks for {scales} scales, got {len(targets)} and {len(masks)}"
             )
-        check_compatible(self.skeleton, KeypointSet(num_channels=outputs[0][0].shape[1]), where="the model's output",
-                         need="layout", expected_by="the loss", fix="build the model and the loss for the same "
-                         "skeleton (data.skeleton)")  # fmt: skip
+        check_compatible(
+            self.skeleton,
+            KeypointSet(num_channels=outputs[0][0].shape[1]),
+            where="the model's output",
+            need="layout",
+            expected_by="the loss",
+            fix="build the model and the loss for the same skeleton (data.skeleton)",
+        )
         for k in range(scales):
             want = tuple(outputs[0][k].shape)
             if tuple(targets[k].shape) != want or tuple(masks[k].shape) != (want[0], 1, *want[2:]):

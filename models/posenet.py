@@ -260,8 +260,9 @@ def recomputed(modules: list[nn.Module], fn: Callable[..., T], *args) -> T:
     forward, so the rerun cannot apply it twice (tests/test_compile.py checks the statistics)."""
     if torch.compiler.is_compiling():
         return checkpoint(fn, *args, use_reentrant=False)
-    return checkpoint(fn, *args, use_reentrant=False, preserve_rng_state=False,
-                      context_fn=partial(recompute_contexts, tuple(modules)))  # fmt: skip
+    return checkpoint(
+        fn, *args, use_reentrant=False, preserve_rng_state=False, context_fn=partial(recompute_contexts, tuple(modules))
+    )
 
 
 def recompute_contexts(modules: tuple[nn.Module, ...]) -> tuple[AbstractContextManager, AbstractContextManager]:
@@ -276,17 +277,24 @@ def check_model_config(cfg: ModelConfig) -> None:
     if cfg.stacks < 1:
         problems.append(("model.stacks", f"model.stacks must be >= 1, got {cfg.stacks}"))
     if cfg.inp_dim < 4 or cfg.inp_dim % 4:
-        problems.append(("model.inp_dim", f"model.inp_dim must be a positive multiple of 4 (the stem splits it), got "
-                                          f"{cfg.inp_dim}"))  # fmt: skip
+        problems.append(
+            ("model.inp_dim", f"model.inp_dim must be a positive multiple of 4 (the stem splits it), got {cfg.inp_dim}")
+        )
     if cfg.increase < 0 or cfg.increase % 2:
-        problems.append(("model.increase", f"model.increase must be even and >= 0 (bottlenecks halve widths), got "
-                                           f"{cfg.increase}"))  # fmt: skip
+        problems.append(
+            ("model.increase", f"model.increase must be even and >= 0 (bottlenecks halve widths), got {cfg.increase}")
+        )
     if not 1 <= cfg.num_scales <= DEPTH + 1:
-        problems.append(("model.num_scales", f"model.num_scales must be between 1 and {DEPTH + 1}, got "
-                                             f"{cfg.num_scales}"))  # fmt: skip
+        problems.append(
+            ("model.num_scales", f"model.num_scales must be between 1 and {DEPTH + 1}, got {cfg.num_scales}")
+        )
     if cfg.se_reduction < 1 or cfg.head_channels < cfg.se_reduction:
-        problems.append(("model.head_channels", f"model.head_channels ({cfg.head_channels}) must be >= "
-                                                f"model.se_reduction ({cfg.se_reduction}) >= 1"))  # fmt: skip
+        problems.append(
+            (
+                "model.head_channels",
+                f"model.head_channels ({cfg.head_channels}) must be >= model.se_reduction ({cfg.se_reduction}) >= 1",
+            )
+        )
     if problems:
         raise ConfigError("; ".join(text for _, text in problems), key=problems[0][0])
 
@@ -302,8 +310,9 @@ class InputShapeError(UserError):
 def check_input_shape(shape: torch.Size | tuple[int, ...]) -> None:
     """Raise UserError unless ``shape`` is (B, 3, H, W) with H and W multiples of 64."""
     if len(shape) != 4 or shape[1] != 3:
-        raise InputShapeError(f"the network takes images of shape (B, 3, H, W) (BGR/255, NCHW), got {tuple(shape)}",
-                              tuple(shape))  # fmt: skip
+        raise InputShapeError(
+            f"the network takes images of shape (B, 3, H, W) (BGR/255, NCHW), got {tuple(shape)}", tuple(shape)
+        )
     h, w = shape[2], shape[3]
     if h < SIZE_MULTIPLE or w < SIZE_MULTIPLE or h % SIZE_MULTIPLE or w % SIZE_MULTIPLE:
         raise InputShapeError(

@@ -37,9 +37,7 @@ def meta_model(cfg: ModelConfig, skeleton: Skeleton) -> PoseNet:
         return PoseNet(cfg, skeleton).eval()
 
 
-def macs_and_shapes(
-    cfg: ModelConfig, height: int, width: int, skeleton: Skeleton
-) -> tuple[int, list[tuple[int, ...]]]:
+def macs_and_shapes(cfg: ModelConfig, height: int, width: int, skeleton: Skeleton) -> tuple[int, list[tuple[int, ...]]]:
     """Multiply-accumulates of one forward pass on one (3, height, width) image, and the output shapes
     (of one stack), counted on the meta device (no computation)."""
     model = meta_model(cfg, skeleton)

@@ -57,7 +57,7 @@ _PREFIX_RULES: tuple[tuple[str, str], ...] = (
     *(
         (rf"^hourglass\.(\d+)\.hg\.(\d+)\.{i}\.", rf"hourglasses.\1.levels.\2.{name}.")
         for i, name in enumerate(_LEVEL_PARTS)
-    ),  # fmt: skip
+    ),
     (r"^features\.(\d+)\.before_regress\.(\d+)\.0\.", r"heads.\1.\2.conv1."),
     (r"^features\.(\d+)\.before_regress\.(\d+)\.1\.", r"heads.\1.\2.conv2."),
     (r"^features\.(\d+)\.before_regress\.(\d+)\.2\.fc\.0\.", r"heads.\1.\2.se.fc1."),
@@ -134,7 +134,8 @@ def load_state(
         raise UserError(
             f"{where} holds NaN or infinite values in {len(diverged)} tensors (e.g. {', '.join(diverged[:3])}): the "
             "run that wrote it diverged; use an earlier checkpoint",
-            file=where, key=diverged[0],
+            file=where,
+            key=diverged[0],
         )
     model = unwrap(model)
     own = model.state_dict()
@@ -194,8 +195,11 @@ def model_section_overrides(cfg: Any, section: Mapping[str, Any], keep: set[str]
     """The dotted settings that give ``cfg`` the model of a saved or inferred model section (fields named in
     ``keep`` stay as they are), with one loss weight per stack and per scale so the config stays valid (the
     loss's own weights are kept when they already fit). Apply them with ``config.loader.with_overrides``."""
-    values = {f"model.{f.name}": section[f.name] for f in dataclasses.fields(cfg.model)
-              if f.name in section and f"model.{f.name}" not in keep}  # fmt: skip
+    values = {
+        f"model.{f.name}": section[f.name]
+        for f in dataclasses.fields(cfg.model)
+        if f.name in section and f"model.{f.name}" not in keep
+    }
     stacks = values.get("model.stacks", cfg.model.stacks)
     scales = values.get("model.num_scales", cfg.model.num_scales)
     if len(cfg.loss.stack_weights) != stacks and "loss.stack_weights" not in keep:
@@ -227,11 +231,15 @@ def infer_model_config(state: Mapping[str, torch.Tensor]) -> dict[str, Any]:
     return out
 
 
-def _mismatch_message(where: str, report: LoadReport, fits: dict[str, Any],
-                      saved_model_config: Mapping[str, Any] | None) -> str:  # fmt: skip
+def _mismatch_message(
+    where: str, report: LoadReport, fits: dict[str, Any], saved_model_config: Mapping[str, Any] | None
+) -> str:
     lines = [f"the weights in {where} do not fit the model ({report.source} format):"]
-    for name, keys in (("missing", report.missing), ("unexpected", report.unexpected),
-                       ("shape-mismatched", report.mismatched)):  # fmt: skip
+    for name, keys in (
+        ("missing", report.missing),
+        ("unexpected", report.unexpected),
+        ("shape-mismatched", report.mismatched),
+    ):
         if keys:
             lines.append(f"  {len(keys)} {name} keys" + (", the first 10:" if len(keys) > 10 else ":"))
             lines += [f"    {k}" for k in keys[:10]]

@@ -164,7 +164,6 @@ def tiny_model(seed: int = 0) -> torch.nn.Module:
     return model.eval()
 
 
-
 def briefly_trained_model(cfg: Config, h5, steps: int = 40, samples: int = 4) -> torch.nn.Module:
     """A model of ``cfg`` fitted ``steps`` Adam steps (lr 1e-2) to the first ``samples`` samples of ``h5``, in eval
     mode: too little to be accurate, enough for maps with people-like peaks on the pictures (random weights give

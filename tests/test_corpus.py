@@ -174,8 +174,11 @@ def real_coco(tmp_path) -> tuple[Path, Path, list[dict]]:
     for img in data["images"]:
         picture = rng.integers(90, 160, (img["height"], img["width"], 3), dtype=np.uint8)
         cv2.imwrite(str(images / img["file_name"]), picture)
-    return CORPUS / "coco_val2017_4images.json", images, json.loads(
-        (CORPUS / "coco_val2017_4images_results.json").read_text())
+    return (
+        CORPUS / "coco_val2017_4images.json",
+        images,
+        json.loads((CORPUS / "coco_val2017_4images_results.json").read_text()),
+    )
 
 
 def pycocotools_filled(data: dict, results: list[dict], sigmas) -> list[float]:

@@ -91,7 +91,7 @@ def test_slug_follows_githubs_heading_ids():
     assert slug("Reading other datasets' files") == "reading-other-datasets-files"
     assert slug("Training engine: loop, hooks, checkpoint") == "training-engine-loop-hooks-checkpoint"
     assert slug("`eval.peak_score`, the keypoint score") == "evalpeak_score-the-keypoint-score"
-    assert anchors("# A\n## A\n```\n# not a heading\n```\n<a id=\"old-name\"></a>\n") == {"a", "a-1", "old-name"}
+    assert anchors('# A\n## A\n```\n# not a heading\n```\n<a id="old-name"></a>\n') == {"a", "a-1", "old-name"}
 
 
 def test_the_checker_finds_broken_links_and_references(tmp_path):
@@ -99,7 +99,8 @@ def test_the_checker_finds_broken_links_and_references(tmp_path):
     (tmp_path / "docs" / "guide.md").write_text("# Guide\n## Peaks\n")
     (tmp_path / "README.md").write_text(
         "[ok](docs/guide.md#peaks) [self](#readme) `[code](nowhere.md)`\n# README\n"
-        "[gone](docs/missing.md) [bad anchor](docs/guide.md#limbs)\n```\n[in a block](nowhere.md)\n```\n")
+        "[gone](docs/missing.md) [bad anchor](docs/guide.md#limbs)\n```\n[in a block](nowhere.md)\n```\n"
+    )
     (tmp_path / "mod.py").write_text("# see docs/guide.md#peaks\n# see docs/guide.md#limbs and docs/other.md\n")
     assert broken_links(tmp_path / "README.md", tmp_path) == [
         "README.md: (docs/missing.md): no file docs/missing.md",

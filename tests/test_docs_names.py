@@ -77,8 +77,10 @@ def test_every_cited_source_file_exists():
 
 
 def test_references_are_found_and_checked():
-    text = ("`models.weights.load_state`, `python -m evaluate.coco_eval`, data.skeleton=coco, `config.yaml`,"
-            " torch.utils.data.DataLoader, runs/data.x, `evaluate.decoder.decode.DecodeParams.from_config(cfg)`.")
+    text = (
+        "`models.weights.load_state`, `python -m evaluate.coco_eval`, data.skeleton=coco, `config.yaml`,"
+        " torch.utils.data.DataLoader, runs/data.x, `evaluate.decoder.decode.DecodeParams.from_config(cfg)`."
+    )
     assert references(text) == {"models.weights.load_state", "evaluate.coco_eval",
                                 "evaluate.decoder.decode.DecodeParams.from_config"}  # fmt: skip
     assert all(unresolved(name) is None for name in references(text))

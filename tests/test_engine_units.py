@@ -186,8 +186,10 @@ def test_validation_does_not_autotune_cudnn_per_shape_and_gives_training_its_set
     import engine.validation as validation
     from models import build_model
 
-    cfg = load_config(REPO_ROOT / "config" / "tiny.yaml",
-                      [f"train.out_dir={tmp_path}", "data.val_images=IMAGES", "data.val_annotations=ANN.json"])
+    cfg = load_config(
+        REPO_ROOT / "config" / "tiny.yaml",
+        [f"train.out_dir={tmp_path}", "data.val_images=IMAGES", "data.val_annotations=ANN.json"],
+    )
     seen = []
 
     def evaluate(model, images, annotations, cfg, device, out_json=None, diagnose_dir=None):

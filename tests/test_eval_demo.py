@@ -164,8 +164,14 @@ def test_demo_bad_input_gives_one_clean_error(case, expected, tiny_ckpt, tmp_pat
         "min_score_nan": [*ckpt, "--input", str(tmp_path / "bad.jpg"), "--min-score", "nan", *out],
         "json_exists": [*ckpt, "--input", str(tmp_path / "bad.jpg"), *out],
         "two_models": [*ckpt, "--onnx", str(tmp_path / "m.onnx"), "--input", str(tmp_path / "bad.jpg"), *out],
-        "onnx_model_override": ["--onnx", str(tmp_path / "m.onnx"), "--input", str(tmp_path / "bad.jpg"), *out,
-                                "data.skeleton=coco"],  # fmt: skip
+        "onnx_model_override": [
+            "--onnx",
+            str(tmp_path / "m.onnx"),
+            "--input",
+            str(tmp_path / "bad.jpg"),
+            *out,
+            "data.skeleton=coco",
+        ],  # fmt: skip
     }[case]
     if case == "json_exists":
         (tmp_path / "r.json").write_text("[]\n")  # an earlier run's results
@@ -301,8 +307,9 @@ def test_demo_min_score_leaves_people_out_of_the_pictures_and_the_json(
     assert all(score >= threshold for scores_drawn in drawn for score in scores_drawn)
 
 
-def test_demo_fast_is_one_scale_without_flip_in_auto_precision_as_the_apis_fast(trained_tiny_ckpt, synthetic_sample_images, tmp_path,
-                                                              capsys, one_thread):  # fmt: skip
+def test_demo_fast_is_one_scale_without_flip_in_auto_precision_as_the_apis_fast(
+    trained_tiny_ckpt, synthetic_sample_images, tmp_path, capsys, one_thread
+):
     from evaluate import FAST
     from tests.helpers import image_folder
 

@@ -164,7 +164,7 @@ def test_device_preprocessing_matches_opencv_within_one_grey_level(synthetic_sam
         diff = (device - host).abs() * 255
         assert diff.max() <= 1.0 + 1e-3, m  # OpenCV's fixed-point bicubic rounds a few pixels the other way
         assert (diff > 0.5).float().mean() < 0.05, m
-        assert torch.equal(device[:, :, resized[0]:], host[:, :, resized[0]:])  # the padding
+        assert torch.equal(device[:, :, resized[0] :], host[:, :, resized[0] :])  # the padding
 
 
 def test_shape_buckets_are_few_and_waste_at_most_an_eighth():
@@ -197,9 +197,11 @@ def test_bucketed_device_side_evaluation_gives_the_host_paths_results(trained_ti
     offsets = matched_offsets(host, device)
     assert len(offsets) > 100 and np.mean(offsets < 0.1) > 0.9  # the same people, to a tenth of a pixel
     same_bytes = (tmp_path / "host.json").read_bytes() == (tmp_path / "device.json").read_bytes()
-    print(f"AP host {host_stats['AP']:.4f} device {device_stats['AP']:.4f}; {len(host)} and {len(device)} people; "
-          f"files {'identical' if same_bytes else 'differ'}; keypoints within 0.1 px: {np.mean(offsets < 0.1):.3f}, "
-          f"median offset {np.median(offsets):.4f} px")
+    print(
+        f"AP host {host_stats['AP']:.4f} device {device_stats['AP']:.4f}; {len(host)} and {len(device)} people; "
+        f"files {'identical' if same_bytes else 'differ'}; keypoints within 0.1 px: {np.mean(offsets < 0.1):.3f}, "
+        f"median offset {np.median(offsets):.4f} px"
+    )
 
 
 def matched_offsets(a: list[dict], b: list[dict]) -> np.ndarray:

@@ -103,7 +103,11 @@ def test_the_oracle_of_a_file_numbered_from_0_writes_the_files_ids(synthetic_coc
                                str(path), "--out", str(out), "eval.scales=[1.0]", "eval.flip=false"]) == 0  # fmt: skip
         written = json.loads(out.read_text())
         assert written and {r["image_id"] for r in written} <= {img["id"] for img in renumbered["images"]}
-        figures[how] = coco_eval.keypoint_stats(coco_eval.load_coco(path, COCO_SKELETON), written,
-                                                [img["id"] for img in renumbered["images"]], COCO_SKELETON)[0]
+        figures[how] = coco_eval.keypoint_stats(
+            coco_eval.load_coco(path, COCO_SKELETON),
+            written,
+            [img["id"] for img in renumbered["images"]],
+            COCO_SKELETON,
+        )[0]
     assert 0 in {r["image_id"] for r in json.loads((tmp_path / "results_from0.json").read_text())}
     assert figures["from0"] == figures["from1"] and figures["from0"]["AP"] > 0.8

@@ -220,7 +220,7 @@ def test_the_quick_start_sheet_shows_each_image_beside_its_ground_truth(
     assert len(truth) >= 1 and (truth[..., 2] > 0).sum() == labelled
     tile = pair_tile(image, image_id, truth, [figure(image.shape[0] / 120 * 0.5, 0.9)], load_skeleton("coco"))
     half = (tile.shape[1] - layout.TILE_GAP) // 2
-    left, right = tile[caption :, :half], tile[caption :, -half:]
+    left, right = tile[caption:, :half], tile[caption:, -half:]
     assert left.shape[0] == tile_height and (tile[caption:, half : half + layout.TILE_GAP] == 255).all()
     scale = tile_height / image.shape[0]
     white = [np.all(left[int(round(y * scale)), int(round(x * scale))] > 200)  # each keypoint's dot: white centre

@@ -75,8 +75,10 @@ def test_every_format_opencv_reads_converts_keeping_the_original_bytes(synthetic
             stored = blob[offsets[i] : offsets[i + 1]].tobytes()
             assert stored == (images / names[image_id]).read_bytes()  # kept as the file is, not re-encoded
             converted.add(kinds[names[image_id]])
-    assert converted == set(KINDS) and settings["counts"]["images"] == len(names) - settings["counts"][
-        "images_without_main_person"]
+    assert (
+        converted == set(KINDS)
+        and settings["counts"]["images"] == len(names) - settings["counts"]["images_without_main_person"]
+    )
     cfg = tiny_cfg(h5, tmp_path / "run")
     dataset = SimplePoseDataset(h5, cfg, train=False)
     for i in range(len(dataset.image_id)):

@@ -1,6 +1,6 @@
-"""How the network runs at test time (evaluate/runtime/inference_setup.py): ``eval.amp=auto`` and ``eval.channels_last=auto``
-decided by what the device computes natively (capabilities injected), logged once; and what bf16 and channels_last
-change in the people found."""
+"""How the network runs at test time (evaluate/runtime/inference_setup.py): ``eval.amp=auto`` and
+``eval.channels_last=auto`` decided by what the device computes natively (capabilities injected), logged once; and
+what bf16 and channels_last change in the people found."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ import utils.precision as up
 from config.schema import EvalConfig, TargetConfig
 from evaluate.coco_eval import load_coco
 from evaluate.decoder.decode import DecodeParams, decode_people
+from evaluate.estimator import PoseEstimator
 from evaluate.runtime.multiscale import multiscale_maps
 from evaluate.runtime.oracle import oracle_for
-from evaluate.estimator import PoseEstimator
 from tests.helpers import COCO, LANDSCAPE, PORTRAIT, SMALL, assert_people_agree, people_agreement, tiny_model
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda", 0)
@@ -33,7 +33,13 @@ TABLE = [
     ({"amp": "auto"}, CPU, NATIVE_CPU, torch.bfloat16, True),
     ({"amp": "auto"}, CPU, AVX2_CPU, None, False),  # float32: channels_last measured no faster, NCHW as before
     ({"amp": "auto", "channels_last": "on"}, CPU, AVX2_CPU, None, True),
-    ({"amp": "auto"}, CUDA, AMPERE, None, False),  # bf16 measured no faster at test time on an H200; channels_last unmeasured
+    (
+        {"amp": "auto"},
+        CUDA,
+        AMPERE,
+        None,
+        False,
+    ),  # bf16 measured no faster at test time on an H200; channels_last unmeasured
     ({"amp": "auto"}, CUDA, VOLTA, None, False),  # never fp16 unasked at test time
     ({"amp": "bf16"}, CUDA, AMPERE, torch.bfloat16, False),
     ({"amp": "off"}, CPU, NATIVE_CPU, None, False),
@@ -109,7 +115,9 @@ def test_the_estimators_forward_runs_as_chosen(monkeypatch, caps, dtype):
     first_conv.register_forward_pre_hook(lambda module, inputs: seen.append(
         (inputs[0].is_contiguous(memory_format=torch.channels_last), torch.is_autocast_enabled("cpu"),
          torch.get_autocast_dtype("cpu"))))  # fmt: skip
-    estimator = PoseEstimator.from_model(model, EvalConfig(amp="auto", scales=[1.0], boxsize=64, fold_batchnorm=False), CPU)
+    estimator = PoseEstimator.from_model(
+        model, EvalConfig(amp="auto", scales=[1.0], boxsize=64, fold_batchnorm=False), CPU
+    )
     estimator(np.full((64, 96, 3), 128, np.uint8))
     channels_last = dtype is not None  # auto: channels_last in bf16, NCHW in float32
     assert first_conv.weight.is_contiguous(memory_format=torch.channels_last) is channels_last

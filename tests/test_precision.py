@@ -69,9 +69,7 @@ def test_bf16_held_back_by_onednns_isa_limit_is_not_native(monkeypatch):
         assert chosen.dtype is (None if held else torch.bfloat16)
 
 
-def test_a_run_on_a_cpu_without_native_bf16_says_it_chose_float32(
-    synthetic_h5_64, tmp_path, monkeypatch, caplog
-):
+def test_a_run_on_a_cpu_without_native_bf16_says_it_chose_float32(synthetic_h5_64, tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(up, "probe_capabilities", lambda device: AVX2_CPU)
     cfg = load_config(TINY_PRESET, [f"data.train={synthetic_h5_64}", f"train.out_dir={tmp_path}", "train.amp=auto"])
     with caplog.at_level(logging.INFO, logger="engine"):

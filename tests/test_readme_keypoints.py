@@ -21,9 +21,17 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 SMALLER = {
     "data.synthetic": ["--num-images", "12"],
     "data.coco_to_hdf5": ["--input-size", "64"],
-    "train.py": ["data.input_size=64", "eval.boxsize=64", "model.inp_dim=16", "model.increase=8",
-                 "model.head_channels=16", "model.se_reduction=4", "train.batch_size=2", "train.amp=off",
-                 *SHORT_RUN],  # fmt: skip
+    "train.py": [
+        "data.input_size=64",
+        "eval.boxsize=64",
+        "model.inp_dim=16",
+        "model.increase=8",
+        "model.head_channels=16",
+        "model.se_reduction=4",
+        "train.batch_size=2",
+        "train.amp=off",
+        *SHORT_RUN,
+    ],  # fmt: skip
     "evaluate.coco_eval": ["eval.max_images=2", *FAINT_MAPS],
 }
 RUNNERS = {"data.synthetic": synthetic.main, "data.coco_to_hdf5": coco_to_hdf5.main, "train.py": train.main,

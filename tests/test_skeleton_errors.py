@@ -20,8 +20,14 @@ from utils.paths import REPO_ROOT
 CHAIN = {
     "name": "chain",
     "dataset_keypoints": ["head", "withers", "left_paw", "right_paw", "hip", "tail"],
-    "limbs": [["withers", "head"], ["withers", "left_paw"], ["withers", "right_paw"], ["withers", "hip"],
-              ["hip", "tail"], ["left_paw", "right_paw"]],  # fmt: skip
+    "limbs": [
+        ["withers", "head"],
+        ["withers", "left_paw"],
+        ["withers", "right_paw"],
+        ["withers", "hip"],
+        ["hip", "tail"],
+        ["left_paw", "right_paw"],
+    ],  # fmt: skip
     "flip_pairs": [["left_paw", "right_paw"]],
     "sigmas": {"head": 0.05, "withers": 0.06, "left_paw": 0.04, "right_paw": 0.04, "hip": 0.07, "tail": 0.05},
 }

@@ -34,9 +34,15 @@ TORSO = {
     "dataset_keypoints": KEPT,
     "derived": {"neck": {"midpoint": ["left_shoulder", "right_shoulder"]}},
     "keypoints": ["neck", *KEPT],
-    "limbs": [["neck", "left_shoulder"], ["neck", "right_shoulder"], ["left_shoulder", "left_hip"],
-              ["right_shoulder", "right_hip"], ["left_hip", "left_knee"], ["right_hip", "right_knee"],
-              ["left_hip", "right_hip"]],  # fmt: skip
+    "limbs": [
+        ["neck", "left_shoulder"],
+        ["neck", "right_shoulder"],
+        ["left_shoulder", "left_hip"],
+        ["right_shoulder", "right_hip"],
+        ["left_hip", "left_knee"],
+        ["right_hip", "right_knee"],
+        ["left_hip", "right_hip"],
+    ],  # fmt: skip
     "flip_pairs": [["left_shoulder", "right_shoulder"], ["left_hip", "right_hip"], ["left_knee", "right_knee"]],
     "sigmas": {n: COCO.sigmas[COCO.dataset_keypoints.index(n)] for n in KEPT},
 }

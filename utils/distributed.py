@@ -51,11 +51,13 @@ def select_device(name: str = "auto", cpu_hint: str = "train.device=cpu") -> tor
     try:
         device = torch.device(name)
     except (RuntimeError, TypeError):
-        raise UserError(f"device {name!r} is not a device: give auto, cpu, cuda or cuda:N (e.g. {cpu_hint})",
-                        key="device") from None  # fmt: skip
+        raise UserError(
+            f"device {name!r} is not a device: give auto, cpu, cuda or cuda:N (e.g. {cpu_hint})", key="device"
+        ) from None
     if device.type not in ("cpu", "cuda"):
-        raise UserError(f"device {name!r}: this project runs on cpu or cuda (auto, cpu, cuda, cuda:N); use {cpu_hint}",
-                        key="device")  # fmt: skip
+        raise UserError(
+            f"device {name!r}: this project runs on cpu or cuda (auto, cpu, cuda, cuda:N); use {cpu_hint}", key="device"
+        )
     if device.type == "cuda":
         if not torch.cuda.is_available():
             raise UserError(f"device '{name}' requested but CUDA is not available; use {cpu_hint}", key="device")
@@ -63,8 +65,11 @@ def select_device(name: str = "auto", cpu_hint: str = "train.device=cpu") -> tor
         if device.index is None:
             device = torch.device("cuda", get_local_rank() % count)
         elif device.index >= count:
-            raise UserError(f"device '{name}' requested but this machine has {count} GPU(s) (cuda:0 to "
-                            f"cuda:{count - 1}); give one of those, or {cpu_hint}", key="device")  # fmt: skip
+            raise UserError(
+                f"device '{name}' requested but this machine has {count} GPU(s) (cuda:0 to "
+                f"cuda:{count - 1}); give one of those, or {cpu_hint}",
+                key="device",
+            )
         torch.cuda.set_device(device)
     return device
 

@@ -27,8 +27,9 @@ class UserError(Exception):
     entry, an annotation field, an HDF5 dataset); ``sample``: the sample index in a data file. None when the error
     is not about one."""
 
-    def __init__(self, message: str = "", *, file: str | Path | None = None, key: str | None = None,
-                 sample: int | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, message: str = "", *, file: str | Path | None = None, key: str | None = None, sample: int | None = None
+    ) -> None:
         super().__init__(message)
         self.file = str(file) if file is not None else None
         self.key = key
@@ -45,8 +46,15 @@ class AnnotationError(UserError):
     the file gives them (an annotation id may be a string; None when the file itself is at fault), ``key`` its
     field."""
 
-    def __init__(self, message: str = "", *, file: str | Path | None = None, key: str | None = None,
-                 annotation_id: int | str | None = None, image_id: int | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        message: str = "",
+        *,
+        file: str | Path | None = None,
+        key: str | None = None,
+        annotation_id: int | str | None = None,
+        image_id: int | None = None,
+    ) -> None:
         super().__init__(message, file=file, key=key)
         self.annotation_id = annotation_id
         self.image_id = image_id

@@ -82,8 +82,12 @@ def kind_of(head: bytes) -> FileKind:
 def _looks_like_onnx(head: bytes) -> bool:
     """An ONNX ModelProto written by onnx or torch.onnx starts with field 1 (ir_version, a small varint), followed
     by another of its fields (producer_name, producer_version, domain, model_version, doc_string, graph, opset)."""
-    return len(head) >= 3 and head[0] == 0x08 and 1 <= head[1] <= 32 and head[2] in (
-        0x12, 0x1A, 0x22, 0x28, 0x32, 0x3A, 0x42)  # fmt: skip
+    return (
+        len(head) >= 3
+        and head[0] == 0x08
+        and 1 <= head[1] <= 32
+        and head[2] in (0x12, 0x1A, 0x22, 0x28, 0x32, 0x3A, 0x42)
+    )
 
 
 def _looks_like_safetensors(head: bytes) -> bool:

@@ -22,9 +22,15 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 aten = torch.ops.aten
 READING_OPS = {
-    aten._local_scalar_dense.default, aten.is_nonzero.default, aten.equal.default, aten.nonzero.default,
-    aten.masked_select.default, aten._unique2.default, aten.unique_consecutive.default, aten.unique_dim.default,
-}  # fmt: skip
+    aten._local_scalar_dense.default,
+    aten.is_nonzero.default,
+    aten.equal.default,
+    aten.nonzero.default,
+    aten.masked_select.default,
+    aten._unique2.default,
+    aten.unique_consecutive.default,
+    aten.unique_dim.default,
+}
 READING_METHODS = {"tolist", "numpy", "item", "__bool__", "__float__", "__int__", "__index__"}
 
 
@@ -36,8 +42,10 @@ class _Ops(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        if func in READING_OPS or _bool_index(func, args) or (
-            func in (aten._to_copy.default, aten.copy_.default) and _to_host(args, kwargs, out)
+        if (
+            func in READING_OPS
+            or _bool_index(func, args)
+            or (func in (aten._to_copy.default, aten.copy_.default) and _to_host(args, kwargs, out))
         ):
             self.counter.ops.append(str(func))
             if not self.counter.inside_method:
@@ -75,8 +83,12 @@ def _to_host(args, kwargs, out) -> bool:
     """A copy whose source is on a device other than the CPU and whose result is on the CPU."""
     src = args[1] if len(args) > 1 and isinstance(args[1], torch.Tensor) else args[0] if args else None
     dst = out if isinstance(out, torch.Tensor) else None
-    return (isinstance(src, torch.Tensor) and src.device.type not in ("cpu", "meta") and dst is not None
-            and dst.device.type == "cpu")  # fmt: skip
+    return (
+        isinstance(src, torch.Tensor)
+        and src.device.type not in ("cpu", "meta")
+        and dst is not None
+        and dst.device.type == "cpu"
+    )
 
 
 class HostSyncCounter:

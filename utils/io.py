@@ -46,8 +46,9 @@ def atomic_path(path: str | Path, suffix: str = ".tmp") -> Iterator[Path]:
         os.replace(tmp, path)
     except OSError as e:
         _remove_quietly(tmp)
-        raise WriteError(write_error_message(path, e) + "; the previous file, if any, is unchanged", path,
-                         e.errno) from None  # fmt: skip
+        raise WriteError(
+            write_error_message(path, e) + "; the previous file, if any, is unchanged", path, e.errno
+        ) from None
     except BaseException:
         _remove_quietly(tmp)
         raise

@@ -131,8 +131,12 @@ def choose_precision(
     if setting == "auto":
         if device.type == "cuda":
             if inference:  # measured: docs/benchmarks.md#gpu-nvidia-h200
-                return Precision(None, False, f"{key}=auto: float32 {on} (bf16 measured no faster at test time on "
-                                              f"an H200; {key}=bf16 or fp16 when asked)")  # fmt: skip
+                return Precision(
+                    None,
+                    False,
+                    f"{key}=auto: float32 {on} (bf16 measured no faster at test time on "
+                    f"an H200; {key}=bf16 or fp16 when asked)",
+                )
             if caps.native_bf16:
                 return Precision(torch.bfloat16, False, f"{key}=auto: bf16 {on} (native bf16, no loss scaling)")
             return Precision(torch.float16, True, f"{key}=auto: fp16 with loss scaling {on} (no native bf16)")

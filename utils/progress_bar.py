@@ -42,8 +42,16 @@ def interactive(stream: TextIO | None = None) -> bool:
     return tty or "ipykernel" in sys.modules
 
 
-def progress_bar(iterable: Iterable | None = None, total: int | None = None, desc: str = "", unit: str = "it",
-                 disable: bool = False, initial: int = 0, every_s: float = EVERY_S, **tqdm_options: Any):  # fmt: skip
+def progress_bar(
+    iterable: Iterable | None = None,
+    total: int | None = None,
+    desc: str = "",
+    unit: str = "it",
+    disable: bool = False,
+    initial: int = 0,
+    every_s: float = EVERY_S,
+    **tqdm_options: Any,
+):
     """A tqdm bar when stderr is interactive (``tqdm_options`` go to it, e.g. ``leave=False``), else a
     ``ProgressLines`` with the same ``update``, ``set_postfix``, ``close`` and iteration. ``total`` defaults to
     ``len(iterable)`` where it has one."""
@@ -63,8 +71,16 @@ def close_bars() -> None:
 class ProgressLines:
     """What a progress bar tells, as plain lines in a log (see the module docstring)."""
 
-    def __init__(self, iterable: Iterable | None, total: int | None, desc: str, unit: str, initial: int = 0,
-                 every_s: float = EVERY_S, clock=time.monotonic) -> None:  # fmt: skip
+    def __init__(
+        self,
+        iterable: Iterable | None,
+        total: int | None,
+        desc: str,
+        unit: str,
+        initial: int = 0,
+        every_s: float = EVERY_S,
+        clock=time.monotonic,
+    ) -> None:
         self.iterable, self.total, self.desc, self.unit = iterable, total or None, desc, unit
         self.n = self.start_n = initial
         self.every_s, self.clock = every_s, clock

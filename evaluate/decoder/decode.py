@@ -78,8 +78,9 @@ def find_connections(
         if a1 == a0 or b1 == b0:
             connections.append(np.zeros((0, 4)))
             continue
-        score, length, accepted = score_pairs(limb_maps[k], peaks[a0:a1, :2], peaks[b0:b1, :2], scale_xy,
-                                              image_height, params)  # fmt: skip
+        score, length, accepted = score_pairs(
+            limb_maps[k], peaks[a0:a1, :2], peaks[b0:b1, :2], scale_xy, image_height, params
+        )
         rows = match_limb(score, length, accepted, peaks[a0:a1, 2], peaks[b0:b1, 2])
         rows[:, 0] += a0
         rows[:, 1] += b0

@@ -52,8 +52,9 @@ def _evaluation(gt, detections, image_ids: Sequence[int], sigmas: Sequence[float
             self.groups = crowd_groups(gt, image_ids, first, second)
             return tuple(self.groups[name] for name in GROUPS) if self.groups else ([], [], [])
 
-    ev = CrowdPoseEval(gt, detections, "keypoints_crowd", print_function=lines.append,
-                       kpt_oks_sigmas=list(sigmas), use_area=False)  # fmt: skip
+    ev = CrowdPoseEval(
+        gt, detections, "keypoints_crowd", print_function=lines.append, kpt_oks_sigmas=list(sigmas), use_area=False
+    )
     ev.params.imgIds = list(image_ids)
     return ev
 
@@ -106,8 +107,10 @@ def with_box_areas(coco):
     if all("area" in a for a in coco.dataset["annotations"]):
         return coco
     gt = COCO()
-    anns = [a if "area" in a else {**a, "area": a["bbox"][3] * a["bbox"][2] * BOX_AREA_FACTOR}
-            for a in coco.dataset["annotations"]]  # fmt: skip
+    anns = [
+        a if "area" in a else {**a, "area": a["bbox"][3] * a["bbox"][2] * BOX_AREA_FACTOR}
+        for a in coco.dataset["annotations"]
+    ]
     gt.dataset = {**coco.dataset, "annotations": anns}
     with contextlib.redirect_stdout(io.StringIO()):
         gt.createIndex()

@@ -215,8 +215,13 @@ class _Scorer:
             ev.params.iouThrs = np.array(thresholds, np.float64)
         return ev
 
-    def run(self, results: list[dict], thresholds: Sequence[float] | None = None, keep_ious: bool = False,
-            fast_oks: bool = True):  # fmt: skip
+    def run(
+        self,
+        results: list[dict],
+        thresholds: Sequence[float] | None = None,
+        keep_ious: bool = False,
+        fast_oks: bool = True,
+    ):
         """A pycocotools COCOeval after ``evaluate`` and ``accumulate`` (accumulate skipped with custom
         ``thresholds``); its OKS matrices kept with ``keep_ious``."""
         with contextlib.redirect_stdout(io.StringIO()):

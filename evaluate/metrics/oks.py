@@ -28,14 +28,28 @@ from config.skeleton import Skeleton
 # an adult (shoulders 0.25 apart, hip joints 0.18, the upper arm 0.19 long, the forearm 0.15, thigh and shank 0.24),
 # by the keypoint names of the skeletons in config/skeletons/ ("head": CrowdPose's and Halpe's head top).
 _BODY = {
-    "head_top": (0.0, 0.0), "head": (0.0, 0.0), "nose": (0.0, 0.09), "upper_neck": (0.0, 0.13), "neck": (0.0, 0.17),
-    "thorax": (0.0, 0.19), "pelvis": (0.0, 0.48), "hip": (0.0, 0.48),
-}  # fmt: skip
+    "head_top": (0.0, 0.0),
+    "head": (0.0, 0.0),
+    "nose": (0.0, 0.09),
+    "upper_neck": (0.0, 0.13),
+    "neck": (0.0, 0.17),
+    "thorax": (0.0, 0.19),
+    "pelvis": (0.0, 0.48),
+    "hip": (0.0, 0.48),
+}
 _SIDE = {
-    "eye": (0.018, 0.068), "ear": (0.045, 0.075), "shoulder": (0.125, 0.185), "elbow": (0.15, 0.37),
-    "wrist": (0.16, 0.515), "hip": (0.09, 0.48), "knee": (0.09, 0.715), "ankle": (0.085, 0.955),
-    "heel": (0.08, 0.985), "big_toe": (0.1, 1.0), "small_toe": (0.13, 0.995),
-}  # fmt: skip
+    "eye": (0.018, 0.068),
+    "ear": (0.045, 0.075),
+    "shoulder": (0.125, 0.185),
+    "elbow": (0.15, 0.37),
+    "wrist": (0.16, 0.515),
+    "hip": (0.09, 0.48),
+    "knee": (0.09, 0.715),
+    "ankle": (0.085, 0.955),
+    "heel": (0.08, 0.985),
+    "big_toe": (0.1, 1.0),
+    "small_toe": (0.13, 0.995),
+}
 for _part, (_x, _y) in _SIDE.items():
     _BODY[f"left_{_part}"], _BODY[f"right_{_part}"] = (_x, _y), (-_x, _y)
 MIN_TEMPLATE_KEYPOINTS = 6  # of a skeleton's keypoints with a place in the body: a human skeleton

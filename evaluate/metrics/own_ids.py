@@ -32,8 +32,9 @@ def ground_truth(checked: CocoKeypoints):
     for img in checked.images:
         images.append({k: v for k, v in img.items() if v is not None})
         for ann in checked.annotations_by_image.get(img["id"], []):
-            annotations.append({**ann, "id": len(annotations) + 1, "file_id": ann.get("id"),
-                                "category_id": checked.category})  # fmt: skip
+            annotations.append(
+                {**ann, "id": len(annotations) + 1, "file_id": ann.get("id"), "category_id": checked.category}
+            )
     category = {"id": checked.category, "name": "person", "keypoints": list(checked.keypoint_names or [])}
     return _indexed(COCO(), {"images": images, "annotations": annotations, "categories": [category]})
 

@@ -18,8 +18,9 @@ def people_agreement(
     keypoints, scale: the area of its keypoint box), pairs below ``min_oks`` left unmatched. Returns the people of
     each side, the matched pairs, their keypoints found on both sides and those within 1 px, and the keypoints
     found on one side only. ``distances``: a list that receives the pixel distance of every shared keypoint."""
-    got, want = (np.asarray(p, np.float64).reshape(len(p), -1, 3) if len(p) else np.zeros((0, 1, 3))
-                 for p in (got, want))  # fmt: skip
+    got, want = (
+        np.asarray(p, np.float64).reshape(len(p), -1, 3) if len(p) else np.zeros((0, 1, 3)) for p in (got, want)
+    )
     found_g, found_w = ((p[..., 2] > 0) & ~np.isnan(p[..., 0]) for p in (got, want))
     out = {"got": len(got), "want": len(want), "matched": 0, "shared": 0, "within_1px": 0, "one_side": 0}
     if not len(got) or not len(want):

@@ -55,7 +55,11 @@ def skeleton_fix(checkpoint: Checkpoint) -> str:
     """What to do when the skeleton a command names does not fit the checkpoint's (the model is rebuilt with the
     checkpoint's own when it carries one and the command names none; else with the one ``data.skeleton`` names)."""
     if checkpoint.skeleton is not None:
-        return ("leave data.skeleton out (and --config, or set data.skeleton to the training skeleton): the checkpoint "
-                "carries its own")  # fmt: skip
-    return ("it was trained for another skeleton and carries none: give that skeleton with data.skeleton=NAME "
-            "(config/skeletons/) or data.skeleton=FILE.yaml")  # fmt: skip
+        return (
+            "leave data.skeleton out (and --config, or set data.skeleton to the training skeleton): the checkpoint "
+            "carries its own"
+        )
+    return (
+        "it was trained for another skeleton and carries none: give that skeleton with data.skeleton=NAME "
+        "(config/skeletons/) or data.skeleton=FILE.yaml"
+    )

@@ -216,8 +216,10 @@ def cubic_resize_channels(hwc: np.ndarray, fx: float, fy: float) -> np.ndarray:
     if c <= CV_MAX_RESIZE_CHANNELS:
         resized = cv2.resize(hwc, None, fx=fx, fy=fy, interpolation=cv2.INTER_CUBIC)
         return resized.reshape(*resized.shape[:2], c)  # OpenCV drops the axis of one channel
-    parts = [cubic_resize_channels(np.ascontiguousarray(hwc[:, :, i : i + CV_MAX_RESIZE_CHANNELS]), fx, fy)
-             for i in range(0, c, CV_MAX_RESIZE_CHANNELS)]  # fmt: skip
+    parts = [
+        cubic_resize_channels(np.ascontiguousarray(hwc[:, :, i : i + CV_MAX_RESIZE_CHANNELS]), fx, fy)
+        for i in range(0, c, CV_MAX_RESIZE_CHANNELS)
+    ]
     return np.concatenate(parts, axis=2)
 
 
@@ -281,9 +283,14 @@ def multiscale_maps_batch(
     for batch, (hr, wr) in scale_inputs(images, cfg, device):
         with torch.no_grad():
             out = predict(batch, (wr / w, hr / h))
-        check_compatible(skeleton, KeypointSet(num_channels=out.shape[1]), where="the network's output",
-                         need="layout", expected_by="decoding", fix="the network was trained for another skeleton: "
-                         "give its data.skeleton (a checkpoint carries its own)")  # fmt: skip
+        check_compatible(
+            skeleton,
+            KeypointSet(num_channels=out.shape[1]),
+            where="the network's output",
+            need="layout",
+            expected_by="decoding",
+            fix="the network was trained for another skeleton: give its data.skeleton (a checkpoint carries its own)",
+        )
         maps = resize_to_grid(fuse_flip(out, skeleton, cfg.flip), (hr, wr), grid, stride, cfg.resize_backend)
         acc = maps if acc is None else acc + maps
     n = len(cfg.scales)

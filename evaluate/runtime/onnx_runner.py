@@ -123,12 +123,16 @@ def read_metadata(session, source: str) -> OnnxMetadata:
         raise UserError(
             f"{source} carries no SimplePose config in its metadata ({CONFIG_KEY}); export the checkpoint with "
             f"python -m evaluate.export_onnx, which stores what evaluation needs",
-            file=source, key=CONFIG_KEY,
+            file=source,
+            key=CONFIG_KEY,
         )
     config, skeleton = (_json_entry(props, key, source) for key in (CONFIG_KEY, SKELETON_KEY))
     if not isinstance(config, dict) or not (skeleton is None or isinstance(skeleton, dict)):
-        raise UserError(f"{source}: the metadata {CONFIG_KEY} / {SKELETON_KEY} must be JSON objects; export it again",
-                        file=source, key=CONFIG_KEY if not isinstance(config, dict) else SKELETON_KEY)  # fmt: skip
+        raise UserError(
+            f"{source}: the metadata {CONFIG_KEY} / {SKELETON_KEY} must be JSON objects; export it again",
+            file=source,
+            key=CONFIG_KEY if not isinstance(config, dict) else SKELETON_KEY,
+        )
     return OnnxMetadata(config, skeleton)
 
 
@@ -138,8 +142,9 @@ def _json_entry(props: dict[str, str], key: str, source: str):
     try:
         return json.loads(props[key])
     except json.JSONDecodeError as e:
-        raise UserError(f"{source}: metadata {key} is not valid JSON ({e.msg}); export it again", file=source,
-                        key=key) from None  # fmt: skip
+        raise UserError(
+            f"{source}: metadata {key} is not valid JSON ({e.msg}); export it again", file=source, key=key
+        ) from None
 
 
 def config_from_metadata(metadata: OnnxMetadata, source: str, overrides: list[str] | None = None) -> Config:
@@ -147,8 +152,9 @@ def config_from_metadata(metadata: OnnxMetadata, source: str, overrides: list[st
     try:
         cfg = config_from_dict(metadata.config)
     except ConfigError as e:
-        raise UserError(f"the config stored in {source} is invalid ({e}); export it again", file=source,
-                        key=e.key) from None  # fmt: skip
+        raise UserError(
+            f"the config stored in {source} is invalid ({e}); export it again", file=source, key=e.key
+        ) from None
     return with_overrides(cfg, parse_overrides(overrides), "override")
 
 

@@ -1005,6 +1005,8 @@ def _tiff_orientation_no_size(c: _Corpus, name: str) -> Case:
 def _tiff_orientation_eval(c: _Corpus, name: str) -> Case:
     data, images = c.reencoded(name, rotated_tiff)
     return c.oracle_case(name, "TIFFs tagged orientation 6, evaluated", "accepted", data, images=images)
+
+
 @_case
 def _demo_output_exists(c: _Corpus, name: str) -> Case:
     d = c.case_dir(name)
