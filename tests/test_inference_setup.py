@@ -146,7 +146,7 @@ def test_channels_last_gives_the_maps_and_people_of_nchw(trained_tiny_ckpt, synt
 def test_bf16_maps_of_a_network_stay_within_bf16_rounding(trained_tiny_ckpt, synthetic_sample_images, one_thread):
     """The trained tiny network (a few convolutions deep) in bf16 autocast against float32: its maps move, by less
     than 3 % of their largest value (measured: about 1 %). Its people are not compared: this briefly trained model
-    holds several times more candidate people than the images, with near ties (docs/design.md#tests-and-their-data);
+    holds several times more candidate people than the images, with near ties (docs/testing.md#tests-and-their-data);
     the quick-start and paper models' people are compared by bench/test_time_precision.py
     (docs/benchmarks.md#inference-on-the-cpu)."""
     images = [cv2.imread(str(synthetic_sample_images / name)) for name in (LANDSCAPE, PORTRAIT)]

@@ -13,7 +13,7 @@ computes natively, never by the device type alone:
 
 At test time (``inference=True``: ``eval.amp``) auto gives bf16 on CPUs with native bf16 (measured faster there) and
 float32 on every GPU: bf16 evaluation measured 0.9x float32's speed on an H200, and fp16's accuracy at test time is
-unmeasured (docs/design.md#precision).
+unmeasured (docs/training.md#precision).
 The loss is always computed in float32 (models/loss.py casts); only the network runs in the chosen dtype. How much
 slower emulated bf16 ran: docs/benchmarks.md#cpu-threads.
 """
