@@ -86,12 +86,16 @@ def frame_truth(annotations: list[dict], num_keypoints: int) -> Truth:
                  np.array(visible, bool).reshape(-1, num_keypoints))  # fmt: skip
 
 
-def noisy_people(truth: Truth, rng: np.random.Generator, noise_px: float, size_hw: tuple[int, int]) -> list[Person]:
+def noisy_people(
+    truth: Truth, rng: np.random.Generator, noise_px: float, size_hw: tuple[int, int], missed: np.ndarray | None = None
+) -> list[Person]:
     """What a detector with ``noise_px`` of keypoint noise might find: the visible keypoints moved, some dropped,
-    some people missed, now and then a false person (a moved copy of someone's pose, or of a random place)."""
+    some people missed, now and then a false person (a moved copy of someone's pose, or of a random place).
+    ``missed``: (P,) bool, the people not seen in this frame (a crowd scene's runs of misses); None: each person is
+    missed at random (``PERSON_DROP``)."""
     people = []
-    for xy, visible in zip(truth.xy, truth.visible):
-        if rng.random() < PERSON_DROP:
+    for i, (xy, visible) in enumerate(zip(truth.xy, truth.visible)):
+        if missed[i] if missed is not None else rng.random() < PERSON_DROP:
             continue
         found = visible & (rng.random(len(visible)) >= KEYPOINT_DROP)
         people.append(found_person(xy + rng.normal(0, noise_px, xy.shape), found))
@@ -358,20 +362,6 @@ def crowd_truth(scene: CrowdScene, index: int) -> tuple[Truth, np.ndarray]:
     return Truth(ids, xy[keep], visible[keep], whole), scene.missed[keep, index]
 
 
-def crowd_people(truth: Truth, missed: np.ndarray, rng: np.random.Generator, noise_px: float,
-                 size_hw: tuple[int, int]) -> list[Person]:  # fmt: skip
-    """``noisy_people`` with the scene's runs of misses instead of random ones."""
-    people = []
-    for xy, visible in zip(truth.xy[~missed], truth.visible[~missed]):
-        found = visible & (rng.random(len(visible)) >= KEYPOINT_DROP)
-        people.append(found_person(xy + rng.normal(0, noise_px, xy.shape), found))
-    if len(truth.ids) and rng.random() < FALSE_PERSON:
-        j = int(rng.integers(len(truth.ids)))
-        shift = rng.uniform((0, 0), size_hw[::-1]) - np.nanmean(truth.xy[j], 0)
-        people.append(found_person(truth.xy[j] + shift, truth.visible[j]))
-    return people
-
-
 def crowd_runs(count: int, frames: int, noise_px: float, seed: int):
     """Per number of people (CROWD_PEOPLE): ``count`` scenes, each (scene, truths per frame, people per frame)."""
     runs = {}
@@ -384,7 +374,7 @@ def crowd_runs(count: int, frames: int, noise_px: float, seed: int):
             for f in range(frames):
                 truth, missed = crowd_truth(scene, f)
                 truths.append(truth)
-                people.append(crowd_people(truth, missed, rng, noise_px, scene.size))
+                people.append(noisy_people(truth, rng, noise_px, scene.size, missed))
             runs[n].append((scene, truths, people))
     return runs
 

@@ -242,7 +242,7 @@ def test_cpu_inference_bench_prints_a_row_per_variant(tiny_ckpt, synthetic_sampl
     assert out.startswith("CPU: ") and "eval.amp=auto here: " in out
     rows = re.findall(r"^\| tiny \| 1 \+ flip \| 1 \| 1 \| (\S+)[^|]*\| ([0-9.]+) \(", out, re.M)
     assert [v for v, _ in rows] == ["fp32", "fp32-cl", "bf16-cl", "ort"]
-    assert re.search(r"^\| tiny .*\| fp32( \(auto\))? \|.*\| 1\.00x \|$", out, re.M)  # ratio to itself
+    assert len(re.findall(r"^\| tiny .*\| [0-9.]+x \|$", out, re.M)) == 4  # each with its ratio column (not judged)
     assert len(re.findall(r"\(auto\)", out)) <= 1  # what auto chooses here, marked once (or not among these)
 
 
