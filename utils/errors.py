@@ -72,7 +72,10 @@ def cli_main(fn: Callable[..., int | None]) -> Callable[..., int]:
             try:
                 rc = fn(*args, **kwargs)
             except UserError as e:
-                print(f"error: {e}", file=sys.stderr)
+                # one write with its newline: the ranks of a torchrun group share stderr, and print's two writes
+                # (text, then newline) let another rank's line land in between
+                sys.stderr.write(f"error: {e}\n")
+                sys.stderr.flush()
                 return 2
             except KeyboardInterrupt:
                 print("interrupted", file=sys.stderr)
