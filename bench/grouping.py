@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     people = sum(len(decode_people(m, params, s, skeleton=sk)) for m, s in decoded)
     decode_rate = rate(lambda m, s: decode_people(m, params, s, skeleton=sk), decoded, args.repeat)
     post_rate = rate(lambda o, v, g, hw: post_network(o, v, g, hw, cfg, stride, sk, params), items, args.repeat)
-    grid = "image size" if cfg.eval.decode_height <= 0 else f"{cfg.eval.decode_height} rows"
+    grid = {0: "image size", "auto": "auto"}.get(cfg.eval.decode_height, f"{cfg.eval.decode_height} rows")
     print(f"{len(items)} images, {people} people, flip {cfg.eval.flip}, decoding grid {grid}, 1 thread")
     print(f"decoding (peaks + limbs + assembly): {decode_rate:.1f} images/s")
     print(f"post-network (flip fusion + resize + decoding): {post_rate:.1f} images/s")

@@ -185,6 +185,7 @@ class DistConfig:
 ResizeBackend = Literal["auto", "opencv", "torch"]  # eval.resize_backend
 PeakScore = Literal["window_mean", "peak", "input_window"]  # eval.peak_score
 RefineMode = Literal["centroid", "quadratic"]  # eval.refine_mode
+Grouping = Literal["limb_order", "strongest_first"]  # eval.grouping
 NameMatch = Literal["exact", "spelling", "position"]  # eval.keypoint_names (config/skeleton_check.py)
 
 
@@ -194,9 +195,10 @@ class EvalConfig:
 
     One flat section, so that ``eval.<field>=...`` overrides stay short; the decoder reads its fields as small frozen
     groups built once (``evaluate.decoder.decode.DecodeParams.from_config``): ``PeakParams`` (peak_threshold,
-    refine_radius, peak_score, refine_mode, refine_xy_swap_bug, max_peaks), ``LimbParams`` (limb_threshold,
-    connect_ratio, limb_samples) and ``AssemblyParams`` (len_rate, connection_tolerance, remove_recon, min_parts,
-    min_mean_score); the rest is the multi-scale inference (evaluate/runtime/multiscale.py) and how it runs."""
+    refine_radius, peak_score, refine_mode, refine_xy_swap_bug, max_peaks, one_per_plateau), ``LimbParams``
+    (limb_threshold, connect_ratio, limb_samples) and ``AssemblyParams`` (len_rate, connection_tolerance, remove_recon,
+    min_parts, min_mean_score, grouping, join_fragments); the rest is the multi-scale inference
+    (evaluate/runtime/multiscale.py) and how it runs."""
 
     scales: list[float] = field(default_factory=lambda: [0.5, 1.0, 1.5, 2.0, 3.0])
     flip: bool = True
@@ -215,6 +217,16 @@ class EvalConfig:
     # scale-1 network input for the input_window score
     refine_radius: int = 2
     remove_recon: bool = False
+    # how connections become people: strongest_first (every accepted connection of every limb type, strongest
+    # first, joins two partial people whose keypoint types do not overlap) or limb_order (the original: limb by
+    # limb in the skeleton's order, one-to-one per limb, then connection_tolerance and remove_recon settle the
+    # rest). docs/evaluation.md#person-assembly
+    grouping: Grouping = "strongest_first"
+    # after the connections, join partial people that no limb joined (a person whose middle keypoints are hidden, or
+    # not found, falls apart into pieces) when one completes the other (no keypoint type in common) and their nearest
+    # keypoints are within this many times the larger one's size (its keypoints' box diagonal), nearest first;
+    # 0: never (the original). docs/benchmarks.md#grouping-in-crowds
+    join_fragments: float = 0.75
     # drop people with fewer keypoints; 1 also returns keypoints no limb reached as one-keypoint people
     # (ranked after every person of 2+ keypoints, so they only add recall: docs/benchmarks.md#decoder-settings).
     # The original's filter (count < 2) never fired.
@@ -229,15 +241,20 @@ class EvalConfig:
     # pixel of the scale-1 network input apart (input_window: the original's window on a COCO-sized image, whatever
     # the decoding grid and the image size). Chosen by measurement: docs/benchmarks.md#decoder-settings
     peak_score: PeakScore = "input_window"
-    # rows of the grid the scales are averaged and decoded on; 0: the image's own size (original).
-    # A small grid decodes several times faster than the image's size and, with quadratic refinement, loses
-    # almost no AP (docs/benchmarks.md#decoder-settings).
+    # rows of the grid the scales are averaged and decoded on: a speed setting. 192 decodes several times faster than
+    # the image's size and loses nothing on COCO-like scenes, about 1.3 AP where people crowd (same-type keypoints a
+    # few pixels apart merge: docs/benchmarks.md#grouping-in-crowds). auto: as many rows as the finest test scale's
+    # output (boxsize x max(scales) / 4: 384 at the defaults), at least 192, at most the image's: the averaged maps
+    # hold no finer detail. 0: the image's own size (original).
     # Original decoder: decode_height=0 refine_mode=centroid refine_xy_swap_bug=true min_parts=2
-    # peak_score=window_mean max_peaks=0
-    decode_height: int = 192
+    # peak_score=window_mean max_peaks=0 grouping=limb_order one_per_plateau=false join_fragments=0
+    decode_height: int | Literal["auto"] = 192
     # keep at most this many strongest peaks per keypoint type (guards flat maps of untrained models, where
     # every pixel is a peak); 0: no limit, as the original
     max_peaks: int = 100
+    # where neighbouring pixels tie at a peak's top (a plateau: maps rounded to bf16 or fp16 have many), one of them
+    # is the peak; false: each is (the original), duplicates of one keypoint that split its person in two
+    one_per_plateau: bool = True
     max_images: int = 0  # 0: all images
     # Bad images and annotations of an evaluation's annotation file (missing, truncated or other-size images, bad
     # values, annotations of unlisted images) stop it naming the file (false), or are left out with a warning and

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from bench import data_pipeline, decoder_table, gpu_check, grouping, model, syncbn_check
+from bench import data_pipeline, decoder_table, gpu_check, grouping, grouping_oracle, model, syncbn_check
 from config.loader import load_config
 from config.schema import OUTPUT_STRIDE
 from data.dataset import SimplePoseDataset
@@ -76,6 +76,42 @@ def test_grouping_bench_finds_the_sample_through_the_environment(tmp_path, monke
     monkeypatch.setenv("SIMPLEPOSE_COCO_SAMPLE", str(tmp_path / "elsewhere"))
     assert grouping.main(["--repeat", "1"]) == 2
     assert str(tmp_path / "elsewhere") in capsys.readouterr().err
+
+
+def test_grouping_oracle_prints_a_row_per_decoder_and_subset(synthetic_crowdpose, tmp_path, capsys):
+    """Synthetic CrowdPose people (their annotations carry a crowdIndex): AP easy / medium / hard columns, every
+    decoder on every subset, the rows also written as JSON, and an existing JSON path refused."""
+    annotations = synthetic_crowdpose / "annotations" / "person_keypoints_train.json"
+    out_json = tmp_path / "rows.json"
+    args = ["--annotations", str(annotations), "--skeleton", "crowdpose", "--subsets", "all", "crowded3", "odd",
+            "--limit", "6", "--no-progress", "--json", str(out_json), "eval.scales=[1.0]"]  # fmt: skip
+    assert grouping_oracle.main(args) == 0
+    out = capsys.readouterr().out
+    assert "| decoder | subset | images | AP | AP easy | AP medium | AP hard |" in out
+    rows = [line.split("|")[1:-1] for line in out.splitlines() if line.startswith("| ") and "decoder" not in line]
+    assert [(r[0].strip(), r[1].strip()) for r in rows] == [
+        (d, s) for s in ("all", "crowded3", "odd") for d in grouping_oracle.DECODERS
+    ]
+    written = json.loads(out_json.read_text())
+    assert len(written) == len(rows) and {"AP_hard", "AP"} <= set(written[0]["stats"])
+    assert all(0.0 <= r["stats"]["AP"] <= 1.0 and r["images_per_s"] > 0 for r in written)
+    assert grouping_oracle.main(args) == 2  # the JSON is never overwritten
+    assert str(out_json) in capsys.readouterr().err
+
+
+def test_the_oracle_bench_decoders_are_what_their_names_say():
+    """ "original" is the original's documented switch-back, "before" the defaults of the last release, "default" the
+    defaults as they are."""
+    from config.schema import EvalConfig
+
+    base = EvalConfig()
+    original = grouping_oracle.decoder_config(base, "original")
+    assert (original.decode_height, original.grouping, original.one_per_plateau, original.join_fragments) == (
+        0, "limb_order", False, 0.0)  # fmt: skip
+    assert (original.refine_mode, original.refine_xy_swap_bug, original.min_parts) == ("centroid", True, 2)
+    assert grouping_oracle.decoder_config(base, "default") == base
+    before = grouping_oracle.decoder_config(base, "before")
+    assert before.decode_height == 192 and before.grouping == "limb_order" and before.join_fragments == 0
 
 
 def test_decoder_table_prints_a_row_per_candidate_for_each_kind_of_maps(

@@ -82,14 +82,16 @@ def test_refine_xy_swap_bug_reproduces_the_original():
 
 def test_local_maxima_threshold_plateau_and_border():
     heat = np.zeros((2, 10, 10), np.float32)
-    heat[0, 3, 3:5] = 0.8  # plateau: both pixels are peaks
+    heat[0, 3, 3:5] = 0.8  # plateau: its first pixel is the peak (both, as the original, with one_per_plateau=False)
     heat[0, 7, 7] = 0.05  # below threshold
     heat[1, 0, 9] = 0.5  # corner peak
-    k, y, x = local_maxima(heat, 0.1)
+    k, y, x = local_maxima(heat, 0.1, one_per_plateau=False)
     assert list(zip(k, y, x)) == [(0, 3, 3), (0, 3, 4), (1, 0, 9)]
+    k, y, x = local_maxima(heat, 0.1)
+    assert list(zip(k, y, x)) == [(0, 3, 3), (1, 0, 9)]
     params = PeakParams(peak_threshold=0.1, refine_radius=2, peak_score="window_mean", refine_mode="quadratic")
     peaks, _ = find_peaks(heat, params)
-    assert tuple(peaks[2]) == (9.0, 0.0, 0.5)  # too close to the border: integer position, own value
+    assert tuple(peaks[-1]) == (9.0, 0.0, 0.5)  # too close to the border: integer position, own value
 
 
 # ----------------------------------------------------------------------------------------------- limbs
@@ -229,10 +231,14 @@ def test_a_lone_keypoint_is_a_one_keypoint_person():
 def test_flat_maps_are_capped_to_the_strongest_peaks():
     heat = np.ones((2, 30, 40), np.float32)
     heat[0, 5, 7] = 2.0
-    params = PeakParams(peak_threshold=0.1, refine_radius=2, peak_score="peak", refine_mode="quadratic", max_peaks=10)
+    params = PeakParams(peak_threshold=0.1, refine_radius=2, peak_score="peak", refine_mode="quadratic", max_peaks=10,
+                        one_per_plateau=False)  # fmt: skip
     peaks, part = find_peaks(heat, params)
     assert np.bincount(part).tolist() == [10, 10]
     assert [7.0, 5.0, 2.0] in peaks[part == 0].tolist()
+    # one peak per plateau: the flat channel's first pixel, the other's maximum and its plateau's first pixel
+    peaks, part = find_peaks(heat, dataclasses.replace(params, one_per_plateau=True))
+    assert peaks[:, :2].tolist() == [[0, 0], [7, 5], [0, 0]]
     assert len(decode_people(np.ones((50, 64, 64), np.float32), decoder(max_peaks=20), skeleton=COCO)) <= 20
 
 
@@ -254,7 +260,8 @@ def test_each_decoder_setting_has_its_eval_name():
     changed = {"peak_threshold": 0.3, "refine_radius": 1, "peak_score": "peak", "refine_mode": "centroid",
                "refine_xy_swap_bug": True, "max_peaks": 7, "limb_threshold": 0.2, "connect_ratio": 0.6,
                "limb_samples": 9, "len_rate": 4.0, "connection_tolerance": 0.5, "remove_recon": True, "min_parts": 3,
-               "min_mean_score": 0.4, "boxsize": 256}  # fmt: skip
+               "min_mean_score": 0.4, "boxsize": 256, "grouping": "limb_order", "join_fragments": 0.1,
+               "one_per_plateau": False}  # fmt: skip
     defaults = EvalConfig()
     assert all(changed[k] != getattr(defaults, k) for k in changed)
     params = DecodeParams.from_config(EvalConfig(**changed))

@@ -86,25 +86,27 @@ def test_onnx_and_pytorch_find_the_same_people(trained_tiny_ckpt, tiny_onnx, syn
     """Multi-scale + flip through ``multiscale_maps`` and ``decode_people`` with each predictor: maps within 1e-4
     (measured here: at most 1.3e-6, 1e-7 on average), the same people matched by OKS, keypoints within 1 px
     (``assert_people_agree``). ``noise``: the PyTorch maps moved by uniform noise of +-1e-5 at every pixel, ten times
-    the largest difference measured, as another CPU's kernels could move them: the comparison still holds. (This
-    briefly trained model's maps hold several times more candidate people than the images, with near ties: at
-    +-1e-4 everywhere, a fifth of its people change; docs/testing.md#tests-and-their-data.)"""
+    the largest difference measured, as another CPU's kernels could move them, in three draws counted together: the
+    comparison still holds. (This briefly trained model's maps hold several times more candidate people than the
+    images, with near ties: one draw alone moves the keypoints found on one side only between 1 % and 6 % of the
+    shared ones, with the original's grouping as with the default; at +-1e-4 everywhere, a fifth of its people change;
+    docs/testing.md#tests-and-their-data.)"""
     onnx_predict, cfg = onnx_runner.load_onnx(tiny_onnx)
     model, _ = load_model(str(trained_tiny_ckpt), None, AGREEMENT_EVAL, CPU)
     torch_predict = model_predictor(model)
-    rng = np.random.default_rng(0)
     agreements = []
     decoder = DecodeParams.from_config(cfg.eval)
+    skeleton = onnx_predict.skeleton
     for name in IMAGES:
         image = cv2.imread(str(synthetic_sample_images / name), cv2.IMREAD_COLOR | cv2.IMREAD_IGNORE_ORIENTATION)
-        skeleton = onnx_predict.skeleton
         onnx_maps, scale = multiscale_maps(image, cfg.eval, onnx_predict, CPU, skeleton=skeleton)
         torch_maps, _ = multiscale_maps(image, cfg.eval, torch_predict, CPU, skeleton=model.skeleton)
         assert np.abs(onnx_maps - torch_maps).max() < 1e-4
-        torch_maps = torch_maps + rng.uniform(-noise, noise, torch_maps.shape).astype(np.float32)
         got = decode_people(onnx_maps, decoder, scale, skeleton=skeleton)
-        want = decode_people(torch_maps, decoder, scale, skeleton=model.skeleton)
-        agreements.append(people_agreement(got.keypoints, want.keypoints, skeleton.sigmas))
+        for seed in range(3 if noise else 1):
+            moved = torch_maps + np.random.default_rng(seed).uniform(-noise, noise, torch_maps.shape).astype(np.float32)
+            want = decode_people(moved, decoder, scale, skeleton=model.skeleton)
+            agreements.append(people_agreement(got.keypoints, want.keypoints, skeleton.sigmas))
     assert_people_agree(agreements)
 
 

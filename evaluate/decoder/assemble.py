@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from config.schema import EvalConfig
+from config.schema import EvalConfig, Grouping
 from evaluate.decoder.settings import from_eval_config
 
 EMPTY = -1
@@ -31,6 +31,8 @@ class AssemblyParams:
     remove_recon: bool = EvalConfig.remove_recon  # a contested keypoint goes to its stronger link
     min_parts: int = EvalConfig.min_parts  # drop people with fewer keypoints; 1 also keeps lone keypoints
     min_mean_score: float = EvalConfig.min_mean_score  # drop people whose total / count is lower
+    grouping: Grouping = EvalConfig.grouping  # strongest_first, or limb_order (the original's)
+    join_fragments: float = EvalConfig.join_fragments
 
     @classmethod
     def from_config(cls, cfg: EvalConfig) -> AssemblyParams:
@@ -155,6 +157,117 @@ def assemble_people(
                 rows.append(row)
                 totals.append(scores[peak])
     return np.array(rows, np.int64).reshape(-1, num_parts), np.array(totals, np.float64)
+
+
+def assemble_strongest_first(
+    connections: list[np.ndarray],
+    peak_score: np.ndarray,
+    peak_part: np.ndarray,
+    num_parts: int,
+    params: AssemblyParams,
+    peak_xy: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Group connections into people, strongest evidence first, whatever the limb (docs/evaluation.md#person-assembly).
+
+    Every peak starts as a one-keypoint partial person. The connections of all limb types are visited in descending
+    order of their margin (``limbs.candidate_pairs``: how clearly each beats the other pairs of its limb that share an
+    end); a connection joins the two
+    partial people holding its ends when they hold no keypoint type in common (and, as the original asks, it is
+    shorter than ``len_rate`` times the longer one's longest limb); otherwise it is dropped. A contested keypoint so
+    goes to the strongest connection that claims it, two fragments of one person join through any connection
+    between them, and the order of the skeleton's limbs plays no part.
+
+    Args:
+        connections: per limb, (M_k, 5) rows (peak id a, peak id b, limb score s, length L, margin): every accepted
+            pair.
+        peak_score, peak_part: (N,) score and keypoint type of every peak id.
+    Returns:
+        as ``assemble_people``: slots (P, num_parts) peak ids (-1 empty) and totals (P,) (peak scores plus the scores
+        of the connections that joined them: one fewer than the keypoints), after the same filters.
+    """
+    rows = [c for c in connections if len(c)]
+    scores = peak_score.tolist()
+    n = len(scores)
+    parts = peak_part.tolist()
+    # each partial person: the peak ids it holds, a bit mask of its keypoint types, total, longest limb
+    members: list[list[int]] = [[i] for i in range(n)]
+    mask = [1 << p for p in parts]
+    total = list(scores)
+    maxlen = [0.0] * n
+    owner = list(range(n))
+    if rows:
+        table = np.concatenate(rows)
+        order = np.argsort(-table[:, 4], kind="stable")  # ties: limb order, then the pairs' a-major order
+        len_rate = params.len_rate
+        for pa_f, pb_f, s, length, _ in table[order].tolist():
+            qa, qb = owner[int(pa_f)], owner[int(pb_f)]
+            if qa == qb or mask[qa] & mask[qb]:
+                continue
+            longest = max(maxlen[qa], maxlen[qb])
+            if longest > 0 and length >= len_rate * longest:
+                continue
+            if len(members[qa]) < len(members[qb]):
+                qa, qb = qb, qa
+            for peak in members[qb]:
+                owner[peak] = qa
+            members[qa] += members[qb]
+            members[qb] = []
+            mask[qa] |= mask[qb]
+            total[qa] += total[qb] + s
+            maxlen[qa] = max(longest, length)
+    if params.join_fragments > 0 and peak_xy is not None:
+        _join_fragments(members, mask, total, owner, peak_xy, params.join_fragments)
+    out_rows, totals = [], []
+    lone: list[tuple[list[int], float]] = []
+    for q in range(n):
+        held = members[q]
+        if not held:
+            continue
+        count = len(held)
+        if total[q] / count < params.min_mean_score:
+            continue
+        row = [EMPTY] * num_parts
+        for peak in held:
+            row[parts[peak]] = peak
+        if count >= max(params.min_parts, 2):
+            out_rows.append(row)
+            totals.append(total[q])
+        elif count == 1 and params.min_parts <= 1:
+            lone.append((row, total[q]))
+    out_rows += [r for r, _ in lone]
+    totals += [t for _, t in lone]
+    return np.array(out_rows, np.int64).reshape(-1, num_parts), np.array(totals, np.float64)
+
+
+def _join_fragments(members, mask, total, owner, peak_xy: np.ndarray, reach: float) -> None:
+    """Join partial people that no connection joined: each to the nearest one at least as large that it can complete
+    (no keypoint type in common), when its nearest keypoint is within ``reach`` times the larger one's size (the
+    diagonal of its keypoints' box), nearest pairs (relative to that size) first."""
+    alive = [q for q in range(len(members)) if len(members[q]) >= 1]
+    big = [q for q in alive if len(members[q]) >= 2]
+    if not big:
+        return
+    xy = np.asarray(peak_xy, np.float64)
+    pairs = []
+    for f in alive:
+        for h in big:
+            if h == f or len(members[h]) < len(members[f]) or mask[h] & mask[f]:
+                continue
+            hp, fp = xy[members[h]], xy[members[f]]
+            size = max(np.hypot(*(hp.max(0) - hp.min(0))), np.hypot(*(fp.max(0) - fp.min(0))))
+            d = np.sqrt(((hp[:, None, :] - fp[None, :, :]) ** 2).sum(-1)).min()
+            if size > 0 and d <= reach * size:
+                pairs.append((d / size, f, h))
+    pairs.sort()
+    for _, f, h in pairs:
+        if not members[f] or not members[h] or mask[h] & mask[f]:
+            continue
+        for peak in members[f]:
+            owner[peak] = h
+        members[h] += members[f]
+        members[f] = []
+        mask[h] |= mask[f]
+        total[h] += total[f]
 
 
 def person_scores(totals: np.ndarray, counts: np.ndarray) -> np.ndarray:

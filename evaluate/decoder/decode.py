@@ -14,8 +14,8 @@ import numpy as np
 
 from config.schema import EvalConfig
 from config.skeleton import Skeleton
-from evaluate.decoder.assemble import AssemblyParams, assemble_people, person_scores
-from evaluate.decoder.limbs import LimbParams, match_limb, score_pairs
+from evaluate.decoder.assemble import AssemblyParams, assemble_people, assemble_strongest_first, person_scores
+from evaluate.decoder.limbs import LimbParams, candidate_pairs, match_limb, score_pairs
 from evaluate.decoder.peaks import PeakParams, find_peaks
 
 MIN_KEYPOINT_SCORE = 1e-4  # the lowest score of a found keypoint (0 means not found); the results JSON keeps 4 decimals
@@ -68,20 +68,23 @@ def find_connections(
     scale_xy: tuple[float, float],
     image_height: float,
     skeleton: Skeleton,
+    matched: bool = True,
 ) -> list[np.ndarray]:
     """Accepted connections of every limb of ``skeleton``: per limb (M, 4) rows (peak id a, peak id b, score,
-    length)."""
+    length), one-to-one (``limbs.match_limb``); ``matched=False``: every accepted pair, (M, 5) rows with their key
+    (``limbs.candidate_pairs``)."""
     start = np.searchsorted(part, np.arange(skeleton.num_keypoints + 1))
     connections = []
     for k, (a, b) in enumerate(skeleton.limbs):
         a0, a1, b0, b1 = start[a], start[a + 1], start[b], start[b + 1]
         if a1 == a0 or b1 == b0:
-            connections.append(np.zeros((0, 4)))
+            connections.append(np.zeros((0, 4 if matched else 5)))
             continue
         score, length, accepted = score_pairs(
             limb_maps[k], peaks[a0:a1, :2], peaks[b0:b1, :2], scale_xy, image_height, params
         )
-        rows = match_limb(score, length, accepted, peaks[a0:a1, 2], peaks[b0:b1, 2])
+        pairs = match_limb if matched else candidate_pairs
+        rows = pairs(score, length, accepted, peaks[a0:a1, 2], peaks[b0:b1, 2])
         rows[:, 0] += a0
         rows[:, 1] += b0
         connections.append(rows)
@@ -113,10 +116,16 @@ def decode_people(
     if len(peaks) == 0:
         return People.empty(skeleton.num_dataset_keypoints)
     limb_maps = maps[skeleton.limb_channels]
-    connections = find_connections(limb_maps, peaks, part, params.limbs, (sx, sy), image_height, skeleton)
-    slots, totals = assemble_people(
-        connections, skeleton.limbs, peaks[:, 2], part, skeleton.num_keypoints, params.assembly
-    )
+    in_order = params.assembly.grouping == "limb_order"
+    connections = find_connections(limb_maps, peaks, part, params.limbs, (sx, sy), image_height, skeleton, in_order)
+    if in_order:
+        slots, totals = assemble_people(
+            connections, skeleton.limbs, peaks[:, 2], part, skeleton.num_keypoints, params.assembly
+        )
+    else:
+        slots, totals = assemble_strongest_first(
+            connections, peaks[:, 2], part, skeleton.num_keypoints, params.assembly, peaks[:, :2] * (sx, sy)
+        )
     return people_from_slots(slots, totals, peaks, (sx, sy), skeleton)
 
 

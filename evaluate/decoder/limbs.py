@@ -68,6 +68,16 @@ def score_pairs(
     return score, length, accepted
 
 
+def pair_keys(
+    score: np.ndarray, accepted: np.ndarray, a_score: np.ndarray, b_score: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The accepted pairs of one limb type in a-major order: (i, j, limb score s, key), each (M,); the key, a pair's
+    evidence, is ``0.5 s + 0.25 score(a_i) + 0.25 score(b_j)`` (the original's)."""
+    ii, jj = np.nonzero(accepted)
+    s = score[ii, jj]
+    return ii, jj, s, 0.5 * s + 0.25 * a_score[ii] + 0.25 * b_score[jj]
+
+
 def match_limb(
     score: np.ndarray,
     length: np.ndarray,
@@ -81,11 +91,9 @@ def match_limb(
     a-major order as the original); a pair is kept if neither end is used yet; at most min(na, nb) pairs.
     Returns (M, 4) rows (i, j, s, L): local candidate indices, limb score, length in image pixels.
     """
-    ii, jj = np.nonzero(accepted)
+    ii, jj, s, key = pair_keys(score, accepted, a_score, b_score)
     if ii.size == 0:
         return np.zeros((0, 4))
-    s = score[ii, jj]
-    key = 0.5 * s + 0.25 * a_score[ii] + 0.25 * b_score[jj]
     order = np.argsort(-key, kind="stable")
     limit = min(score.shape)
     used_a: set[int] = set()
@@ -100,3 +108,34 @@ def match_limb(
         if len(rows) >= limit:
             break
     return np.asarray(rows, np.float64)
+
+
+def candidate_pairs(
+    score: np.ndarray,
+    length: np.ndarray,
+    accepted: np.ndarray,
+    a_score: np.ndarray,
+    b_score: np.ndarray,
+) -> np.ndarray:
+    """Every accepted pair of one limb type, unmatched: (M, 5) rows (i, j, s, L, margin) in a-major order; the assembly
+    settles which of them hold, largest margin first.
+
+    A pair's evidence is its key (``pair_keys``); its margin is that key less the
+    best key of any other accepted pair sharing one of its ends (0 when none does). A connection that clearly beats
+    its alternatives comes first; near-ties (parallel limbs of people side by side, one limb map covering two people's
+    limbs) come last, when the clear connections have already built most of each person."""
+    ii, jj, s, key = pair_keys(score, accepted, a_score, b_score)
+    if ii.size:
+        keys = np.zeros(score.shape)
+        keys[ii, jj] = key
+        key = key - np.maximum(_best_other(keys, ii, jj), _best_other(keys.T, jj, ii))
+    return np.column_stack([ii, jj, s, length[ii, jj], key]).astype(np.float64).reshape(-1, 5)
+
+
+def _best_other(keys: np.ndarray, ii: np.ndarray, jj: np.ndarray) -> np.ndarray:
+    """For each pair (ii, jj) of a (na, nb) key matrix (0 where not accepted): the best key of row ii but column jj."""
+    if keys.shape[1] < 2:
+        return np.zeros(ii.size)
+    top2 = np.sort(keys, axis=1)[:, -2:]  # (na, 2): second best, best
+    best_col = keys.argmax(1)
+    return np.where(jj == best_col[ii], top2[ii, 0], top2[ii, 1])

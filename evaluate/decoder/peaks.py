@@ -8,13 +8,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import cv2
 import numpy as np
 
 from config.schema import EvalConfig, PeakScore, RefineMode
 from evaluate.decoder.resample import cubic_weights
 from evaluate.decoder.settings import from_eval_config
 
-_NEIGHBOURS = ((-1, -1), (-1, 0), (-1, 1), (0, -1), (0, 1), (1, -1), (1, 0), (1, 1))
+_KERNEL_3X3 = np.ones((3, 3), np.uint8)
+_CV_MAX_CHANNELS = 128  # OpenCV (5.0) filters take at most this many channels at once
+_PRECEDING_OFFSETS = ((-1, -1), (-1, 0), (-1, 1), (0, -1))  # (dy, dx) before a pixel in row-major order
 
 
 @dataclass(frozen=True)
@@ -27,29 +30,50 @@ class PeakParams:
     refine_mode: RefineMode = EvalConfig.refine_mode  # "centroid" (the original) or "quadratic"
     refine_xy_swap_bug: bool = EvalConfig.refine_xy_swap_bug  # the original's swapped x/y centroid refinement
     max_peaks: int = EvalConfig.max_peaks  # strongest peaks kept per keypoint type; 0: all
+    one_per_plateau: bool = EvalConfig.one_per_plateau  # tied neighbours at the top give one peak, not several
 
     @classmethod
     def from_config(cls, cfg: EvalConfig) -> PeakParams:
         return from_eval_config(cls, cfg)
 
 
-def local_maxima(heat: np.ndarray, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Positions where a (K, h, w) map is >= threshold and >= its 8 neighbours (plateaus give several).
+def local_maxima(
+    heat: np.ndarray, threshold: float, one_per_plateau: bool = True
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Positions where a (K, h, w) map is >= threshold and >= its 8 neighbours (the map's edge replicated).
+    Returns (channel, y, x) int arrays, sorted by channel, then y, then x.
 
-    Same result as ``maxpool3x3(pad(h)) == h & h >= threshold`` but only the thresholded pixels are
-    compared, which is much cheaper on mostly empty maps. Returns (channel, y, x) int arrays, sorted by
-    channel, then y, then x.
-    """
-    k, y, x = np.nonzero(heat >= threshold)
-    if k.size == 0:
-        return k, y, x
-    h, w = heat.shape[1:]
-    value = heat[k, y, x]
-    keep = np.ones(k.size, bool)
-    for dy, dx in _NEIGHBOURS:
-        # a clipped neighbour is the pixel itself or another in-window pixel: same result as edge padding
-        keep &= value >= heat[k, np.clip(y + dy, 0, h - 1), np.clip(x + dx, 0, w - 1)]
-    return k[keep], y[keep], x[keep]
+    ``one_per_plateau``: where neighbours tie at the top (a plateau, common in maps rounded to 16 bits), a peak must
+    also be strictly above its 4 preceding neighbours (up-left, up, up-right, left): the plateau's first pixel in
+    row-major order is its peak. False: every pixel of the plateau is a peak (the original), each a duplicate keypoint
+    that breaks a person in two when a limb takes one copy and the next limb the other.
+
+    OpenCV's 3x3 dilation of all channels at once, then only the rows that hold a peak are scanned: on image-sized
+    grids several times faster than comparing each thresholded pixel with its neighbours in numpy."""
+    k_all, h, w = heat.shape
+    ks, ys, xs = [], [], []
+    for c0 in range(0, k_all, _CV_MAX_CHANNELS):
+        # channels last, as the maps are laid out in memory (a channels-first view of them)
+        hwc = np.ascontiguousarray(np.moveaxis(heat[c0 : c0 + _CV_MAX_CHANNELS], 0, -1), dtype=np.float32)
+        floor = cv2.dilate(hwc, _KERNEL_3X3, borderType=cv2.BORDER_REPLICATE).reshape(hwc.shape)
+        np.maximum(floor, threshold, out=floor)  # a peak is at least its neighbours and the threshold
+        found = hwc >= floor
+        rows = np.flatnonzero(found.reshape(h, -1).max(1))  # the few rows holding a peak, then the peaks in them
+        y, x, c = np.nonzero(found[rows])
+        ys.append(rows[y])
+        xs.append(x)
+        ks.append(c + c0)
+    k, y, x = (np.concatenate(a).astype(np.int64) for a in (ks, ys, xs))
+    if one_per_plateau and k.size:
+        value = heat[k, y, x]
+        first = np.ones(k.size, bool)
+        for dy, dx in _PRECEDING_OFFSETS:
+            yy, xx = y + dy, x + dx
+            inside = (yy >= 0) & (xx >= 0) & (xx < w)
+            first &= ~inside | (value > heat[k, np.clip(yy, 0, h - 1), np.clip(xx, 0, w - 1)])
+        k, y, x = k[first], y[first], x[first]
+    order = np.lexsort((x, y, k))
+    return k[order], y[order], x[order]
 
 
 def refine_peaks(
@@ -193,6 +217,6 @@ def find_peaks(heat: np.ndarray, params: PeakParams, window_step: tuple[float, f
     indices, consecutive over parts as in the original), and part (N,) the channel of each peak.
     ``window_step``: map pixels (x, y) between the samples of the ``"input_window"`` score.
     """
-    k, y, x = local_maxima(heat, params.peak_threshold)
+    k, y, x = local_maxima(heat, params.peak_threshold, params.one_per_plateau)
     k, y, x = strongest_per_channel(k, y, x, heat[k, y, x], params.max_peaks)
     return refine_peaks(heat, k, y, x, params, window_step), k

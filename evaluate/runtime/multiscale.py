@@ -23,7 +23,7 @@ import cv2
 import numpy as np
 import torch
 
-from config.schema import EvalConfig, ResizeBackend
+from config.schema import OUTPUT_STRIDE, EvalConfig, ResizeBackend
 from config.skeleton import Skeleton
 from config.skeleton_check import KeypointSet, check_compatible
 from evaluate.decoder.resample import cubic_weights
@@ -45,11 +45,22 @@ def scale_factors(height: int, width: int, cfg: EvalConfig) -> list[float]:
     return out
 
 
-def decode_grid(height: int, width: int, cfg: EvalConfig) -> tuple[int, int]:
-    """(rows, cols) of the grid the maps are averaged and decoded on."""
-    if cfg.decode_height <= 0:
+# the fewest rows eval.decode_height=auto decodes on: a single-scale or small-input network's own output grid is too
+# coarse to keep apart the keypoints of people close together, and the bicubic maps lose nothing when upsampled
+AUTO_MIN_ROWS = 192
+
+
+def decode_grid(height: int, width: int, cfg: EvalConfig, stride: int = OUTPUT_STRIDE) -> tuple[int, int]:
+    """(rows, cols) of the grid the maps are averaged and decoded on (``eval.decode_height``); ``auto``: the rows of
+    the finest test scale's output (its input's, capped as ``scale_factors`` caps it, over ``stride``), at least
+    ``AUTO_MIN_ROWS``, at most the image's."""
+    rows = cfg.decode_height
+    if rows == "auto":
+        finest = max(scale_factors(height, width, cfg), default=1.0)
+        rows = min(height, max(AUTO_MIN_ROWS, math.ceil(height * finest / stride)))
+    if rows <= 0 or rows == height:
         return height, width
-    return cfg.decode_height, max(1, round(width * cfg.decode_height / height))
+    return rows, max(1, round(width * rows / height))
 
 
 def input_sizes(height: int, width: int, m: float, cfg: EvalConfig) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -278,7 +289,7 @@ def multiscale_maps_batch(
     h, w = images[0].shape[:2]
     if any(im.shape[:2] != (h, w) for im in images):
         raise ValueError("multiscale_maps_batch needs images of one size")
-    grid = decode_grid(h, w, cfg)
+    grid = decode_grid(h, w, cfg, stride)
     acc = None
     for batch, (hr, wr) in scale_inputs(images, cfg, device):
         with torch.no_grad():

@@ -1,0 +1,180 @@
+"""Synthetic crowds decoded from their oracle maps (the ground truth's own targets, 3 scales + flip) into the right
+people: same-type keypoints of two people a few pixels apart, crossing arms, a person split in two by an occluder,
+and maps rounded to 16 bits. The original's decoder (``limb_order``) is the reference that the default must match
+or beat on each scene."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from scipy.optimize import linear_sum_assignment
+
+from config.schema import EvalConfig, TargetConfig
+from evaluate.decoder.assemble import AssemblyParams, assemble_strongest_first
+from evaluate.decoder.decode import DecodeParams, People, decode_people
+from evaluate.decoder.peaks import local_maxima
+from evaluate.metrics.oks import oks_matrix
+from evaluate.runtime.multiscale import multiscale_maps
+from evaluate.runtime.oracle import oracle_predictor
+from tests.helpers import COCO, person
+
+CPU = "cpu"
+UNLABELLED = 2  # internal visibility code of a keypoint the annotation does not give
+TOLERANCE = 4.0  # image pixels between a decoded keypoint and its ground truth
+CLOSEST = 7.0  # keypoints of one type this close (image pixels) are not told apart by ``assignment``
+MIN_OKS = 0.9  # each person decoded matches its own at least this well
+
+
+def oracle_maps(kp: np.ndarray, image_hw: tuple[int, int], cfg: EvalConfig):
+    """(maps, scale) of the internal keypoints ``kp`` (P, 18, 3) drawn as targets, through the test-time path."""
+    import torch
+
+    image = np.zeros((*image_hw, 3), np.uint8)
+    return multiscale_maps(image, cfg, oracle_predictor(kp, TargetConfig(), COCO), torch.device(CPU), skeleton=COCO)
+
+
+def decoded(kp: np.ndarray, image_hw=(480, 640), maps_dtype=np.float32, **eval_overrides) -> People:
+    """The people decoded from the oracle maps of ``kp`` at the default eval settings but 3 scales (and the
+    overrides); ``maps_dtype``: the averaged maps rounded to this type first (as a bf16 or fp16 network's)."""
+    cfg = dataclasses.replace(EvalConfig(scales=[0.5, 1.0, 2.0]), **eval_overrides)
+    maps, scale = oracle_maps(kp, image_hw, cfg)
+    maps = maps.astype(maps_dtype).astype(np.float32)
+    return decode_people(maps, DecodeParams.from_config(cfg), scale, skeleton=COCO)
+
+
+def dataset_truth(kp: np.ndarray) -> np.ndarray:
+    """(P, 17, 3) dataset-order ground truth of internal keypoints: x, y, labelled (1) or not (0)."""
+    inverse = [COCO.keypoints.index(name) for name in COCO.dataset_keypoints]
+    out = kp[:, inverse].copy()
+    out[..., 2] = (kp[:, inverse, 2] != UNLABELLED).astype(float)
+    return out
+
+
+def assignment(people: People, truth: np.ndarray) -> list[set[int]]:
+    """For each person of two or more keypoints, the ground-truth people its keypoints lie on (within
+    ``TOLERANCE``; a keypoint on nobody gives -1, one within ``CLOSEST`` of two people's counts for neither)."""
+    out = []
+    for det in people.keypoints:
+        found = det[:, 2] > 0
+        if found.sum() < 2:
+            continue
+        owners = set()
+        for k in np.flatnonzero(found):
+            d = np.hypot(truth[:, k, 0] - det[k, 0], truth[:, k, 1] - det[k, 1])
+            d[truth[:, k, 2] == 0] = np.inf
+            if d.min() > TOLERANCE:
+                owners.add(-1)
+            elif (d <= TOLERANCE + CLOSEST).sum() == 1:
+                owners.add(int(d.argmin()))
+        out.append(owners)
+    return out
+
+
+def assert_right_people(people: People, kp: np.ndarray, min_oks: float = MIN_OKS) -> None:
+    """The decoded people of two or more keypoints are the ground-truth people: as many, each matched one-to-one at an
+    OKS of at least ``min_oks`` and holding all the labelled keypoints of its match."""
+    truth = dataset_truth(kp)
+    dets = people.keypoints[(people.keypoints[..., 2] > 0).sum(1) >= 2]
+    assert len(dets) == len(kp), f"{len(dets)} people decoded for {len(kp)}: {assignment(people, truth)}"
+    labelled, found = truth[..., 2] > 0, dets[..., 2] > 0
+    xy = truth[..., :2]
+    area = np.array([np.prod(p[m].max(0) - p[m].min(0)) for p, m in zip(xy, labelled)])
+    oks, _ = oks_matrix(xy, labelled, dets[..., :2], found, COCO.sigmas, area[:, None], over="a")
+    rows, cols = linear_sum_assignment(-oks)
+    assert oks[rows, cols].min() >= min_oks, (oks[rows, cols], assignment(people, truth))
+    for p, d in zip(rows, cols):
+        assert found[d][labelled[p]].all(), f"person {p} misses keypoints"
+
+
+def crossing_arms() -> np.ndarray:
+    """Two people side by side, each reaching across the other: the right wrists 6 px apart, the forearms crossing."""
+    a, b = person(250, 100), person(330, 100)
+    rw, re = COCO.keypoints.index("right_wrist"), COCO.keypoints.index("right_elbow")
+    a[rw, :2] = (300, 190)  # a's right hand reaches to b's side
+    b[rw, :2] = (305, 194)  # b's right hand beside it
+    a[re, :2] = (260, 170)
+    b[re, :2] = (290, 150)
+    return np.stack([a, b])
+
+
+def close_row(n: int = 5, step: float = 34.0) -> np.ndarray:
+    """``n`` people in a row, ``step`` px apart: each one's wrists a few pixels from the next one's other wrist, their
+    elbows and shoulders overlapping."""
+    return np.stack([person(150 + i * step, 120 + 6 * (i % 2)) for i in range(n)])
+
+
+def split_by_occluder() -> np.ndarray:
+    """Two people; the first's hips hidden (unlabelled), so that no limb joins its legs to its upper body."""
+    kp = np.stack([person(260, 90), person(420, 120)])
+    for name in ("right_hip", "left_hip"):
+        kp[0, COCO.keypoints.index(name), 2] = UNLABELLED
+    return kp
+
+
+@pytest.mark.parametrize("scene", [crossing_arms, close_row, split_by_occluder])
+def test_synthetic_crowds_decode_into_the_right_people(scene):
+    kp = scene()
+    assert_right_people(decoded(kp), kp)
+
+
+def test_the_close_row_is_also_right_at_the_image_size():
+    kp = close_row()
+    assert_right_people(decoded(kp, decode_height=0), kp)
+
+
+def test_a_person_split_by_an_occluder_stays_split_without_joining():
+    """The occluded person's legs have no limb to its upper body (nor to each other): only ``join_fragments`` puts
+    them back."""
+    kp = split_by_occluder()
+    owners = assignment(decoded(kp, join_fragments=0.0), dataset_truth(kp))
+    assert sorted(owners, key=min) == [{0}, {0}, {0}, {1}]
+
+
+def test_maps_rounded_to_16_bits_decode_into_the_same_people():
+    """Rounding the maps as a bf16 network does makes plateaus at the top of peaks: one peak each, the same people."""
+    kp = close_row()
+    exact = decoded(kp)
+    for dtype in (np.float16,):
+        rounded = decoded(kp, maps_dtype=dtype)
+        assert_right_people(rounded, kp)
+        assert len(rounded) == len(exact)
+
+
+def test_a_plateau_gives_one_peak_unless_the_original_is_asked_for():
+    heat = np.zeros((1, 8, 8), np.float32)
+    heat[0, 3, 3:5] = 0.8  # two tied pixels
+    heat[0, 5:7, 5:7] = 0.6  # a 2 x 2 plateau
+    heat[0, 0, 0] = 0.5  # at the border
+    k, y, x = local_maxima(heat, 0.1)
+    assert list(zip(y.tolist(), x.tolist())) == [(0, 0), (3, 3), (5, 5)]
+    k, y, x = local_maxima(heat, 0.1, one_per_plateau=False)
+    assert len(y) == 1 + 2 + 4
+
+
+def test_strongest_connection_wins_a_contested_keypoint_whatever_the_limb_order():
+    """Peaks 0 (type 0), 1 and 2 (type 1), 3 (type 2): 0-1 weakly and 0-2 strongly claim the type-1 slot of peak 0's
+    person; the strong one wins, and 1 keeps its own link to 3, whichever limb comes first."""
+    scores, parts = np.ones(4), np.array([0, 1, 1, 2])
+    weak = np.array([[0, 1, 0.5, 10, 0.5]])
+    strong = np.array([[0, 2, 0.9, 10, 0.9]])
+    other = np.array([[1, 3, 0.7, 10, 0.7]])
+    params = AssemblyParams(min_parts=2)
+    for connections in ([weak, strong, other], [other, strong, weak]):
+        slots, totals = assemble_strongest_first(connections, scores, parts, 3, params)
+        people = sorted(map(tuple, slots.tolist()))
+        assert people == [(-1, 1, 3), (0, 2, -1)]
+        assert sorted(totals.tolist()) == pytest.approx([2.7, 2.9])
+
+
+def test_fragments_join_the_nearest_person_they_complete():
+    """Two upper bodies (types 0-1) and one pair of legs (types 2-3) with no connection to either: the legs join the
+    upper body whose keypoints are nearest, within ``join_fragments`` times its size, and not beyond."""
+    scores, parts = np.ones(6), np.array([0, 1, 0, 1, 2, 3])
+    xy = np.array([[0, 0], [0, 20], [100, 0], [100, 20], [101, 28], [101, 60]], float)
+    connections = [np.array([[0, 1, 1, 20, 1], [2, 3, 1, 20, 1]]), np.array([[4, 5, 1, 25, 1]])]
+    joined, _ = assemble_strongest_first(connections, scores, parts, 4, AssemblyParams(join_fragments=0.75), xy)
+    assert sorted(map(tuple, joined.tolist())) == [(0, 1, -1, -1), (2, 3, 4, 5)]
+    apart, _ = assemble_strongest_first(connections, scores, parts, 4, AssemblyParams(join_fragments=0.2), xy)
+    assert len(apart) == 3
