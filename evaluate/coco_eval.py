@@ -54,6 +54,7 @@ from utils import distributed as dist
 from utils.errors import AnnotationError, UserError, cli_main
 from utils.io import atomic_write_text, check_writable, refuse_to_overwrite
 from utils.progress_bar import progress_bar
+from utils.text import counted
 from utils.watchdog import beat
 
 if TYPE_CHECKING:
@@ -365,7 +366,13 @@ def diagnose_into(out_dir, coco, results: list[dict], image_ids: list[int], skel
     worst examples drawn when ``images_dir`` is given); returns the summary lines to print."""
     found = diagnose(coco, results, skeleton, image_ids)
     write_diagnosis(found, out_dir, coco, images_dir)
-    return summary_text(found) + f"diagnosis written to {out_dir} (diagnosis.json and plots)\n"
+    if images_dir is None:
+        worst = "; worst_examples.png not drawn: it needs the pictures, give --images DIR with --diagnose"
+    elif not found.worst:
+        worst = "; worst_examples.png not drawn: no matched person has a keypoint error to show"
+    else:
+        worst = ""
+    return summary_text(found) + f"diagnosis written to {out_dir} (diagnosis.json and plots{worst})\n"
 
 
 def format_stats(stats: dict[str, float]) -> str:
@@ -479,7 +486,8 @@ def run_unscored(args: argparse.Namespace, image_list: dict[int, dict], ids_from
     ids, results = predict_results(args.images, image_list, estimator, args.out, listed_in=listed_in)
     if dist.is_main_process():
         print(
-            f"no annotations: nothing was scored (no AP). Results of {len(ids)} images ({len(results)} people) "
+            f"no annotations: nothing was scored (no AP). Results of {len(ids)} images "
+            f"({counted(len(results), 'person', 'people')}) "
             f"written to {args.out} in COCO results format, for an evaluation server; image ids: {ids_from}"
         )
 
