@@ -1093,6 +1093,50 @@ def _images_linked(c: _Corpus, name: str) -> Case:
     return _both(c, name, "an image folder of ln -s links to the files elsewhere", "accepted", c.base, images=images)
 
 
+@_case
+def _results_string_image_ids(c: _Corpus, name: str) -> Case:
+    return _results_case(c, name, 'results whose image ids are strings of the annotations\' integers ("481")',
+                         "clean_error", lambda r: [{**x, "image_id": str(x["image_id"])} for x in r],
+                         names=("as strings", "integers", '"image_id" as a number'))  # fmt: skip
+
+
+@_case
+def _resume_finished_run(c: _Corpus, name: str) -> Case:
+    case = c.train_case(name, "train.resume=auto on a finished run (nothing to train: said, no file changed)",
+                        "accepted", c.h5(), extra=["train.resume=auto"])  # fmt: skip
+    _earlier_run(c, case)
+    case.names = ("holds a finished run", "nothing was trained and no file was changed", "train.epochs=2")
+    return case
+
+
+@_case
+def _demo_track_unrelated_pictures(c: _Corpus, name: str) -> Case:
+    """Two pictures of different sizes (not frames of one video) with --track."""
+    import cv2
+
+    d = c.case_dir(name)
+    pictures = d / "pictures"
+    pictures.mkdir()
+    image = cv2.imread(str(c.images / c.base_images[0]))
+    cv2.imwrite(str(pictures / "a.jpg"), image)
+    cv2.imwrite(str(pictures / "b.jpg"), cv2.resize(image, (image.shape[1] // 2, image.shape[0] // 2)))
+    out = d / "trk.json"
+    argv = [sys.executable, "-m", "evaluate.demo", "--ckpt", str(c.checkpoint()), "--input", str(pictures), "--track",
+            "--json", str(out)]  # fmt: skip
+    return Case(name, "demo --track on pictures of two sizes (not frames of one video)", argv, "clean_error", [out],
+                ("not frames of one sequence", "Drop --track"), d)  # fmt: skip
+
+
+@_case
+def _demo_onnx_is_a_checkpoint(c: _Corpus, name: str) -> Case:
+    d = c.case_dir(name)
+    out = d / "demo.json"
+    argv = [sys.executable, "-m", "evaluate.demo", "--onnx", str(c.checkpoint()), "--input", str(c.images), "--json",
+            str(out)]  # fmt: skip
+    return Case(name, "a .pt checkpoint given to the demo's --onnx", argv, "clean_error", [out],
+                ("not an ONNX model", "--ckpt", "python -m evaluate.export_onnx"), d)  # fmt: skip
+
+
 CASE_NAMES: tuple[str, ...] = tuple(_BUILDERS)
 
 
