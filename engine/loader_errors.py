@@ -9,6 +9,9 @@ of device memory.
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import NoReturn
@@ -142,6 +145,16 @@ def raise_translated(e: BaseException, path: str, cfg: DataConfig, where: Callab
     raise e
 
 
+def stop_reporting_worker_deaths() -> None:
+    """The run stops on a worker's death: a death torch's SIGCHLD handler has still to report (the signal may come
+    later, up to the interpreter's exit, while the dead iterator still lists its workers) would print a traceback
+    after the run's one line. SIGCHLD gets its default disposition for the rest of the process (a worker's death is
+    then found by the DataLoader's own status checks, should another loader run here)."""
+    if hasattr(signal, "SIGCHLD") and threading.current_thread() is threading.main_thread():
+        with contextlib.suppress(ValueError, OSError):
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+
+
 def _translation(e: BaseException, path: str, cfg: DataConfig, where: Callable[[], str]) -> BaseException:
     """The ``LoaderError`` that ``e`` means, or ``e`` itself when it is no DataLoader failure."""
     close_bars()  # the message then starts on a line of its own, not after a progress bar
@@ -157,6 +170,7 @@ def _translation(e: BaseException, path: str, cfg: DataConfig, where: Callable[[
     if isinstance(e, (ConnectionError, EOFError)):
         # a worker killed while handing over a batch breaks the connection the batch's memory comes through
         message = f"the connection to a DataLoader worker broke ({type(e).__name__}: {e})"
+    stop_reporting_worker_deaths()
     here = where()
     text = DEAD_WORKER.format(path=path, where=here, message=message.strip().rstrip("."))
     return LoaderError(text, path, "data.num_workers", here)

@@ -21,6 +21,7 @@ from torch.utils.data import Dataset
 
 import train
 from checkpoint.format import Checkpoint
+from config.schema import DataConfig
 from engine.hook_base import Hook
 from engine.loader_errors import LoaderError, worker_error_message
 from engine.run import run
@@ -198,3 +199,26 @@ def test_a_worker_death_reported_at_any_point_of_the_translation_ends_in_the_sam
     assert isinstance(undisturbed, LoaderError) and undisturbed.key == key and not raised
     points, wrong = deaths_at_every_point(original)
     assert wrong == [] and points >= 10  # the translation has that many lines: each was a point of injection
+
+
+def test_a_death_reported_after_the_line_prints_nothing():
+    """A worker's death that torch's SIGCHLD handler reports after the run's line is printed (the fault table saw one
+    at the interpreter's exit, from an atexit hook): once a death is translated, SIGCHLD no longer raises."""
+    from engine import loader_errors as module
+
+    def torch_like(signum, frame):  # torch.utils.data._utils.signal_handling's handler, its failing worker listed
+        raise RuntimeError(DEAD)
+
+    previous = signal.signal(signal.SIGCHLD, torch_like)
+    try:
+        with pytest.raises(RuntimeError, match="killed by signal"):  # the handler in place raises, as torch's does
+            os.kill(os.getpid(), signal.SIGCHLD)
+            time.sleep(0.1)
+        with pytest.raises(LoaderError) as e, module.loader_errors("train.h5", DataConfig(num_workers=1), lambda: "x"):
+            raise BROKEN
+        assert e.value.key == "data.num_workers"
+        os.kill(os.getpid(), signal.SIGCHLD)  # the killed worker's signal, delivered late
+        time.sleep(0.1)
+        assert signal.getsignal(signal.SIGCHLD) == signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGCHLD, previous if previous is not None else signal.SIG_DFL)

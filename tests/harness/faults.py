@@ -448,7 +448,7 @@ def translated_with_death_at(original: BaseException, line: int) -> tuple[BaseEx
         return local if frame.f_code.co_filename in files or frame.f_code is _where_now.__code__ else None
 
     original.__traceback__, original.__context__ = None, None  # the same object is raised once per point
-    previous = sys.gettrace()
+    previous, sigchld = sys.gettrace(), signal.getsignal(signal.SIGCHLD)
     sys.settrace(tracer)
     try:
         with loader_errors.dead_workers_named("train.h5", cfg, _where_now):
@@ -462,6 +462,8 @@ def translated_with_death_at(original: BaseException, line: int) -> tuple[BaseEx
         out = e
     finally:
         sys.settrace(previous)
+        if sigchld is not None:  # the translation of a death sets it aside for the rest of the process
+            signal.signal(signal.SIGCHLD, sigchld)
         gc.collect(0)  # a block whose exit the death interrupted is closed now, untraced, not in the next call
     return out, state["raised"]
 
