@@ -18,9 +18,9 @@ person is one sample. Left out and counted (``counts``, and the summary line): i
 refused, even with ``--skip-bad``: invalid JSON, duplicate image or annotation ids, ids of another type than the
 evaluator takes (image ids: integers, annotation ids: integers or strings; any size, kept as given:
 ``data.h5_format.file_ids``), a file without any labelled person, and one whose images give no training sample at
-all, an image ``file_name`` that leads outside ``--images`` (``..``, an absolute path, a symlink to elsewhere), an
-``--input-size`` training would refuse (``config.loader.check_input_size``). All image paths are checked, and all
-missing files listed, before anything is converted.
+all, an image ``file_name`` that leads outside ``--images`` (a ``..`` part, an absolute path; links in the folder
+are followed), an ``--input-size`` training would refuse (``config.loader.check_input_size``). All image paths are
+checked, and all missing files listed, before anything is converted.
 Images (any format OpenCV reads, data/image_files.py) are kept as their ORIGINAL bytes (no re-encoding), checked to
 decode completely at the size the JSON states (or, when it states none, at the size their pixels have).
 Bounding boxes are stored raw, so nothing depends on the input size; the size given with ``--input-size`` is

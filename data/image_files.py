@@ -199,13 +199,15 @@ def _quiet_opencv() -> Iterator[None]:
 
 
 def image_path(images_dir: Path, img: dict, annotations: Path | str) -> Path:
-    """``images_dir / img["file_name"]``; AnnotationError when the name leads outside the folder (``..``, an absolute
-    path, a symlink to elsewhere) or holds a NUL byte: such files are never read."""
+    """``images_dir / img["file_name"]``; AnnotationError when the name leads outside the folder (a ``..`` part, an
+    absolute path) or holds a NUL byte: such files are never read. Links in the folder are followed (the user's own;
+    ``utils.safe_paths``). ``annotations``: the annotation file (a path), or words that name the list the name
+    comes from."""
     name, image_id = img["file_name"], img.get("id")
     if "\x00" in name:
         raise AnnotationError(
-            f"annotation file {annotations}: image file_name {name!r} (image id {image_id}) "
-            "contains a NUL byte; fix the file_name",
+            f"{_listed_in(annotations)}: image file_name {name!r} (image id {image_id}) contains a NUL byte; fix the "
+            "file_name",
             file=annotations,
             key="file_name",
             image_id=image_id,
@@ -213,14 +215,19 @@ def image_path(images_dir: Path, img: dict, annotations: Path | str) -> Path:
     path = safe_image_path(Path(images_dir), name)
     if path is None:
         raise AnnotationError(
-            f"annotation file {annotations}: image file_name {name!r} (image id {image_id}) leads outside the image "
-            f"folder {images_dir} (through '..', an absolute path or a symlink); such files are never read: fix the "
-            "file_name, or copy the image into the folder",
+            f"{_listed_in(annotations)}: image file_name {name!r} (image id {image_id}) leads outside the image "
+            f"folder {images_dir} (through '..' or an absolute path); such names are never read: give the name "
+            "relative to the folder, or put the image (or a link to it) into the folder",
             file=annotations,
             key="file_name",
             image_id=image_id,
         )
     return path
+
+
+def _listed_in(annotations: Path | str) -> str:
+    """``annotation file X`` for a path, the words as given for a description (``the image list``)."""
+    return f"annotation file {annotations}" if isinstance(annotations, Path) else str(annotations)
 
 
 def read_checked(path: Path, img: dict) -> tuple[bytes | None, tuple[int, int] | None, str | None]:

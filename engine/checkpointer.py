@@ -121,6 +121,7 @@ class Checkpointer:
         self.cfg, self.skeleton, self.model, self.optimizer, self.scaler = cfg, skeleton, model, optimizer, scaler
         self.rank, self.world_size = rank, world_size
         self.out_dir = Path(cfg.train.out_dir)
+        self.last_saved_step: int | None = None  # the global step out_dir/last.pt holds (None: none of this run yet)
 
     def save(self, name: str, progress: Progress) -> None:
         """Write ``out_dir/name`` holding ``progress`` (the position a resumed run starts at).
@@ -161,6 +162,8 @@ class Checkpointer:
                 self.out_dir / name,
                 code,
             )
+        if name == "last.pt":
+            self.last_saved_step = progress.global_step
 
     def restore(self, progress: Progress, steps_per_epoch: int) -> Path | None:
         """Resume from ``train.resume`` (the file every rank agrees on; None: a fresh start): check that it fits this
@@ -201,6 +204,8 @@ class Checkpointer:
         progress.epoch, progress.step, progress.global_step = saved.epoch, saved.step, saved.global_step
         progress.best_metric = saved.best_metric
         progress.counters.update(saved.counters)
+        if path.resolve() == (self.out_dir / "last.pt").resolve():
+            self.last_saved_step = saved.global_step
         if progress.step and state.world_size != self.world_size:
             # Mid-epoch positions are counted in batches of the old world size: restart that epoch's order there.
             progress.step = min(steps_per_epoch, progress.step * state.world_size // self.world_size)

@@ -9,8 +9,12 @@ of device memory.
 
 from __future__ import annotations
 
+import contextlib
+import signal
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import NoReturn
 
 import torch
 
@@ -67,29 +71,109 @@ DEAD_WORKER = (
 def loader_errors(path: str, cfg: DataConfig, where: Callable[[], str]) -> Iterator[None]:
     """Turn a DataLoader failure raised inside the block into a ``LoaderError``. ``path`` names the data file;
     ``where()`` describes the position (e.g. ``epoch 2, step 14 (next batch: samples [...])``); it is only
-    called when an error is reported."""
+    called when an error is reported. A worker's death reported while an error is being turned into its message
+    does not replace it (``raise_translated``; ``dead_workers_named`` is the run's backstop)."""
     try:
         yield
+    except GeneratorExit:  # the block was left without its exit (a generator closed at collection): nothing to say
+        raise
     except BaseException as e:
-        close_bars()  # the message then starts on a line of its own, not after a progress bar
-        if not isinstance(e, Exception):
+        raise_translated(e, path, cfg, where)
+
+
+@contextmanager
+def dead_workers_named(path: str, cfg: DataConfig, where: Callable[[], str]) -> Iterator[None]:
+    """The backstop of a whole run around ``loader_errors``: a DataLoader worker's death reported anywhere in the
+    block (torch's SIGCHLD handler raises ``RuntimeError: DataLoader worker (pid N) is killed by signal`` between
+    any two bytecodes of the main process: also while another error is being reported, after the loop, or during
+    the clean-up) becomes the ``LoaderError`` of a dead worker, or, when it interrupted the report of another error
+    (a user error, a DataLoader failure), that error's; everything else passes as it is."""
+    try:
+        yield
+    except RuntimeError as e:
+        if not worker_died(e):
             raise
-        message = str(e)
-        if isinstance(e, RuntimeError) and message.startswith("DataLoader timed out after"):
-            here = where()
-            text = STUCK_WORKER.format(timeout=cfg.loader_timeout, path=path, where=here)
-            raise LoaderError(text, path, "data.loader_timeout", here) from None
-        died = isinstance(e, RuntimeError) and "DataLoader worker (pid" in message
-        # a worker killed while handing over a batch breaks the connection the batch's memory comes through
-        if isinstance(e, (ConnectionError, EOFError)) and cfg.num_workers > 0:
-            message = f"the connection to a DataLoader worker broke ({type(e).__name__}: {e})"
-        elif not (message.startswith("Caught ") and " in DataLoader worker process " in message) and not died:
-            raise
-        if message.startswith("Caught "):
-            raise LoaderError(worker_error_message(message), path, None, "") from None
+        raise_translated(_interrupted_failure(e), path, cfg, where)
+
+
+def worker_died(e: BaseException) -> bool:
+    """Whether ``e`` is torch's report of a DataLoader worker that died (killed by a signal, or exited)."""
+    return isinstance(e, RuntimeError) and "DataLoader worker (pid" in str(e)
+
+
+def _loader_failure(e: BaseException, cfg: DataConfig) -> bool:
+    """Whether ``e`` is a DataLoader's failure: a worker stuck, dead, its connection broken, or a sample's error."""
+    message = str(e)
+    return (
+        (isinstance(e, RuntimeError) and message.startswith("DataLoader timed out after"))
+        or worker_died(e)
+        or (isinstance(e, (ConnectionError, EOFError)) and cfg.num_workers > 0)
+        or (message.startswith("Caught ") and " in DataLoader worker process " in message)
+    )
+
+
+def _interrupted_failure(e: BaseException) -> BaseException:
+    """The first error whose report ``e`` (a worker's death) interrupted: the earliest user error or DataLoader
+    failure among its contexts, else ``e``."""
+    found, seen, context = e, {id(e)}, e.__context__
+    while context is not None and id(context) not in seen:
+        seen.add(id(context))
+        if isinstance(context, UserError) or _loader_failure(context, DataConfig(num_workers=1)):
+            found = context
+        context = context.__context__
+    return found
+
+
+_RETRIES = 8  # the workers whose deaths may each be reported (one signal each) while an error is being translated
+
+
+def raise_translated(e: BaseException, path: str, cfg: DataConfig, where: Callable[[], str]) -> NoReturn:
+    """Raise what ``e`` (an error out of a DataLoader's block) means for the user: a ``LoaderError`` (see
+    ``loader_errors``), or ``e`` itself when it is no DataLoader failure. A worker's death reported while this
+    runs (torch's SIGCHLD handler raises between any two bytecodes) does not replace ``e``: its translation is
+    made again."""
+    for _ in range(_RETRIES):
+        try:
+            translated = _translation(e, path, cfg, where)
+        except RuntimeError as again:
+            if not worker_died(again):
+                raise
+            continue
+        if translated is e:
+            raise e
+        raise translated from None
+    raise e
+
+
+def stop_reporting_worker_deaths() -> None:
+    """The run stops on a worker's death: a death torch's SIGCHLD handler has still to report (the signal may come
+    later, up to the interpreter's exit, while the dead iterator still lists its workers) would print a traceback
+    after the run's one line. SIGCHLD gets its default disposition for the rest of the process (a worker's death is
+    then found by the DataLoader's own status checks, should another loader run here)."""
+    if hasattr(signal, "SIGCHLD") and threading.current_thread() is threading.main_thread():
+        with contextlib.suppress(ValueError, OSError):
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+
+
+def _translation(e: BaseException, path: str, cfg: DataConfig, where: Callable[[], str]) -> BaseException:
+    """The ``LoaderError`` that ``e`` means, or ``e`` itself when it is no DataLoader failure."""
+    close_bars()  # the message then starts on a line of its own, not after a progress bar
+    if not isinstance(e, Exception) or not _loader_failure(e, cfg):  # a worker's error may come as its own type
+        return e
+    message = str(e)
+    if message.startswith("DataLoader timed out after"):
         here = where()
-        text = DEAD_WORKER.format(path=path, where=here, message=message.strip().rstrip("."))
-        raise LoaderError(text, path, "data.num_workers", here) from None
+        text = STUCK_WORKER.format(timeout=cfg.loader_timeout, path=path, where=here)
+        return LoaderError(text, path, "data.loader_timeout", here)
+    if message.startswith("Caught "):
+        return LoaderError(worker_error_message(message), path, None, "")
+    if isinstance(e, (ConnectionError, EOFError)):
+        # a worker killed while handing over a batch breaks the connection the batch's memory comes through
+        message = f"the connection to a DataLoader worker broke ({type(e).__name__}: {e})"
+    stop_reporting_worker_deaths()
+    here = where()
+    text = DEAD_WORKER.format(path=path, where=here, message=message.strip().rstrip("."))
+    return LoaderError(text, path, "data.num_workers", here)
 
 
 class OutOfMemory(UserError):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shlex
 import sys
 import threading
 import time
@@ -22,21 +23,32 @@ from pathlib import Path
 
 import torch
 
+from checkpoint.format import Checkpoint
 from config.loader import add_config_arguments, load_config, with_overrides
 from config.schema import Config
 from data.quickstart_data import prepare_synthetic_data
+from engine.checkpointer import TrainState, check_same_model, resolve_resume
 from engine.hook_base import Hook
 from engine.launch import DataParallelBalanced, Distributed, Launcher, SingleDevice
+from engine.loader_errors import dead_workers_named
 from engine.plot import plot_run
-from engine.run_folder import launch_owns
+from engine.run_folder import continues_folder, launch_owns
 from engine.trainer import Trainer
 from evaluate.prediction_sheet import draw_predictions
 from utils import distributed as du
+from utils.errors import UserError
 from utils.io import OUT_OF_SPACE_OR_READ_ONLY, disk_errors, write_error_message
+from utils.text import counted
 
 log = logging.getLogger(__name__)
 
 QUICKSTART_PRESET = Path(__file__).resolve().parents[1] / "config" / "quickstart.yaml"
+# how each kind of launch is started, for the command lines the hints give
+PROGRAMS = {
+    "single": "python train.py",
+    "data_parallel": "python train_parallel.py",
+    "distributed": "torchrun --nproc_per_node={n} train_distributed.py",
+}
 
 
 def parse_args(description: str, argv: list[str] | None) -> argparse.Namespace:
@@ -118,26 +130,106 @@ def run(
     args = parse_args(description, argv)
     quickstart = args.config is None or Path(args.config).resolve() == QUICKSTART_PRESET
     cfg = load_config(args.config or QUICKSTART_PRESET, args.overrides)
-    rank = start_processes(kind, cfg)
-    try:
-        cfg = resolved_config(cfg, quickstart, rank)
-        launcher = make_launcher(kind, cfg)
-        resume_hint = f"then continue the run with train.resume=auto train.out_dir={cfg.train.out_dir}"
-        previous_hook, threading.excepthook = threading.excepthook, _quiet_disk_errors_in_threads
+    trainer: Trainer | None = None
+
+    def position() -> str:
+        return trainer.progress.where() if trainer is not None else "while the run was starting"
+
+    # a DataLoader worker's death reported anywhere (torch raises it from a signal handler, at any point: also while
+    # another error is reported or the processes are shut down) ends in its one line, never a traceback
+    with dead_workers_named(cfg.data.train, cfg.data, position):
+        rank = start_processes(kind, cfg)
         try:
-            start = time.perf_counter()
-            with disk_errors(resume_hint):  # a full disk or read-only folder while writing logs, config or plots
-                trainer = Trainer(cfg, launcher)
-                if extra_hooks is not None:
-                    trainer.register_hooks(extra_hooks(trainer))
-                result = trainer.fit()
-                if launcher.rank == 0:
-                    report(cfg, result, time.perf_counter() - start, quickstart)
+            cfg = resolved_config(cfg, quickstart, rank)
+            finished = du.broadcast_object(finished_run(cfg) if rank == 0 else None)  # before anything is written
+            if finished is not None:
+                if rank == 0:
+                    print(finished_message(cfg, *finished, command_line(kind, argv)))
+                return 0
+            launcher = make_launcher(kind, cfg)
+            resume_hint = f"then continue the run with train.resume=auto train.out_dir={cfg.train.out_dir}"
+            previous_hook, threading.excepthook = threading.excepthook, _quiet_disk_errors_in_threads
+            try:
+                start = time.perf_counter()
+                with disk_errors(resume_hint):  # a full disk or read-only folder while writing logs, config or plots
+                    trainer = Trainer(cfg, launcher)
+                    if extra_hooks is not None:
+                        trainer.register_hooks(extra_hooks(trainer))
+                    try:
+                        result = trainer.fit()
+                    except KeyboardInterrupt:
+                        if launcher.rank != 0:
+                            raise
+                        raise KeyboardInterrupt(interrupted_message(trainer, command_line(kind, argv))) from None
+                    if launcher.rank == 0:
+                        report(cfg, result, time.perf_counter() - start, quickstart)
+            finally:
+                threading.excepthook = previous_hook
         finally:
-            threading.excepthook = previous_hook
-    finally:
-        du.cleanup()
+            du.cleanup()
     return 0
+
+
+def command_line(kind: str, argv: list[str] | None) -> list[str]:
+    """The command that started this run (``kind``'s program and its arguments), as words."""
+    program = PROGRAMS[kind].format(n=du.env_world_size())
+    return [*program.split(), *(sys.argv[1:] if argv is None else argv)]
+
+
+def with_settings(command: list[str], settings: dict[str, str]) -> str:
+    """``command`` with the ``key=value`` overrides ``settings`` in place of any it gives for those keys, quoted for a
+    shell."""
+    kept = [a for a in command if a.split("=", 1)[0] not in settings]
+    return shlex.join([*kept, *(f"{k}={v}" for k, v in settings.items())])
+
+
+def finished_run(cfg: Config) -> tuple[str, int, int] | None:
+    """(the checkpoint, its epochs, its global step) when ``train.resume`` continues the run of ``train.out_dir``
+    (``auto``, or a checkpoint inside it) and that run has trained its ``train.epochs`` already: nothing is left to
+    train. Else None, also for a checkpoint that cannot be read or does not fit this config (the trainer says what
+    is wrong with it)."""
+    if not continues_folder(cfg.train):
+        return None
+    try:
+        path = resolve_resume(cfg.train.resume, cfg.train.out_dir)
+        if path is None or not path.is_file():
+            return None
+        ckpt = Checkpoint.load(path)
+        check_same_model(ckpt, cfg)
+        state = TrainState.of(ckpt)
+    except UserError:
+        return None
+    if state is None:
+        return None
+    p = state.progress
+    return (str(path), p.epoch, p.global_step) if p.epoch >= cfg.train.epochs and not p.step else None
+
+
+def finished_message(cfg: Config, path: str, epochs: int, global_step: int, command: list[str]) -> str:
+    """What a resume of a finished run says instead of training: what the checkpoint holds, that nothing changed,
+    and the command that trains further (the same, with a higher ``train.epochs``)."""
+    more = with_settings(command, {"train.epochs": str(epochs + 1)})
+    return (
+        f"{path} holds a finished run: {counted(epochs, 'epoch')} done of train.epochs={cfg.train.epochs} (global step "
+        f"{global_step}); nothing was trained and no file was changed. To train further, raise train.epochs (above "
+        f"{epochs}), e.g.: {more}"
+    )
+
+
+def interrupted_message(trainer: Trainer, command: list[str]) -> str:
+    """Where Ctrl-C stopped ``trainer`` and how to continue: the command with ``train.resume=auto``, and the steps
+    since the last checkpoint that the continued run will redo."""
+    p, saved = trainer.progress, trainer.checkpointer.last_saved_step
+    again = with_settings(command, {"train.resume": "auto"})
+    if saved is None:
+        return (
+            f"stopped at {p.where()}, before the run's first checkpoint; {again} starts it again from the beginning "
+            f"({counted(p.global_step, 'step')} redone)"
+        )
+    return (
+        f"stopped at {p.where()}; continue the run with: {again} (it resumes from {trainer.out_dir / 'last.pt'} at "
+        f"global step {saved}: {counted(p.global_step - saved, 'step')} since that checkpoint will be redone)"
+    )
 
 
 def _quiet_disk_errors_in_threads(args: threading.ExceptHookArgs) -> None:

@@ -54,6 +54,7 @@ from utils import distributed as dist
 from utils.errors import AnnotationError, UserError, cli_main
 from utils.io import atomic_write_text, check_writable, refuse_to_overwrite
 from utils.progress_bar import progress_bar
+from utils.text import counted
 from utils.watchdog import beat
 
 if TYPE_CHECKING:
@@ -148,6 +149,7 @@ def predict_people(
     estimator: PoseEstimator,
     progress: bool = True,
     network_for: NetworkFor | None = None,
+    listed_in: Path | str = "the image list",
 ) -> tuple[dict[int, People], list[dict]]:
     """Run ``estimator`` on this rank's images, up to ``eval.batch_size`` images of one size per forward.
 
@@ -157,7 +159,8 @@ def predict_people(
     batches fill up. Each file is checked as the converter checks it (``data.image_files.read_decoded_checked``:
     missing, truncated, not an image, another size than the list says; an image without a size gets its file's); a
     bad one stops the evaluation, or with ``eval.skip_bad`` is skipped with a warning. Returns ({image id: people}, the
-    skipped images: {"file", "image_id", "reason"}).
+    skipped images: {"file", "image_id", "reason"}). ``listed_in``: the file the list comes from (an annotation or
+    image-info file), named when a file_name leads outside ``images_dir``.
     """
     size = lambda i: (image_list[i].get("height") or 0, image_list[i].get("width") or 0)  # noqa: E731
     order = sorted(image_ids, key=size)
@@ -177,7 +180,7 @@ def predict_people(
     bar = progress_bar(total=len(order), desc="eval", unit="img", disable=not (progress and dist.is_main_process()))
     for image_id in order:
         info = image_list[image_id]
-        path = checked_image_path(images_dir, info, "the annotation file")
+        path = checked_image_path(images_dir, info, listed_in)
         image, problem = read_decoded_checked(path, info)
         if image is None:
             bad.report(path, image_id, problem)
@@ -215,7 +218,9 @@ def evaluate_images(
     skeleton = estimator.skeleton
     cfg = estimator.cfg
     coco, image_list, category = annotated_images(annotations, skeleton, cfg, coco)
-    ids, results = predict_results(images_dir, image_list, estimator, out_json, progress, network_for, category)
+    ids, results = predict_results(
+        images_dir, image_list, estimator, out_json, progress, network_for, category, Path(annotations)
+    )
     stats, summary = None, None
     if dist.is_main_process():
         stats, summary = keypoint_stats(coco, results, ids, skeleton)
@@ -260,14 +265,16 @@ def predict_results(
     progress: bool = True,
     network_for: NetworkFor | None = None,
     category_id: int = PERSON_CATEGORY,
+    listed_in: Path | str = "the image list",
 ) -> tuple[list[int], list[dict] | None]:
     """Predict the images of ``image_list`` (sorted ids, the first ``eval.max_images`` when set), sharded over
     the ranks, and gather the results. Returns (the ids predicted, bad images skipped left out; the sorted results on
     rank 0 and None elsewhere); rank 0 writes them to ``out_json`` when given. ``category_id``: the annotations'
-    keypoint category, written in each result. More than half of the images skipped as bad stops every rank."""
+    keypoint category, written in each result; ``listed_in``: as ``predict_people``. More than half of the images
+    skipped as bad stops every rank."""
     ids = _shard_ids(image_list, estimator.cfg)
     mine = [ids[i] for i in dist.shard(len(ids))]
-    people, skipped = predict_people(image_list, mine, Path(images_dir), estimator, progress, network_for)
+    people, skipped = predict_people(image_list, mine, Path(images_dir), estimator, progress, network_for, listed_in)
     done = [i for i in mine if i in people]
     gathered = dist.all_gather_object((coco_results(done, [people[i] for i in done], category_id), skipped))
     skipped = [s for _, part in gathered for s in part]
@@ -359,7 +366,13 @@ def diagnose_into(out_dir, coco, results: list[dict], image_ids: list[int], skel
     worst examples drawn when ``images_dir`` is given); returns the summary lines to print."""
     found = diagnose(coco, results, skeleton, image_ids)
     write_diagnosis(found, out_dir, coco, images_dir)
-    return summary_text(found) + f"diagnosis written to {out_dir} (diagnosis.json and plots)\n"
+    if images_dir is None:
+        worst = "; worst_examples.png not drawn: it needs the pictures, give --images DIR with --diagnose"
+    elif not found.worst:
+        worst = "; worst_examples.png not drawn: no matched person has a keypoint error to show"
+    else:
+        worst = ""
+    return summary_text(found) + f"diagnosis written to {out_dir} (diagnosis.json and plots{worst})\n"
 
 
 def format_stats(stats: dict[str, float]) -> str:
@@ -468,10 +481,13 @@ def unscored_image_list(args: argparse.Namespace) -> tuple[dict[int, dict], str]
 def run_unscored(args: argparse.Namespace, image_list: dict[int, dict], ids_from: str, device: torch.device) -> None:
     """Write the results JSON of images without annotations, and say that nothing was scored."""
     model, cfg = load_model(args.ckpt, args.config, eval_option_overrides(args), device)
-    ids, results = predict_results(args.images, image_list, PoseEstimator.from_model(model, cfg.eval, device), args.out)
+    estimator = PoseEstimator.from_model(model, cfg.eval, device)
+    listed_in = Path(args.image_info) if args.image_info else "the image folder"
+    ids, results = predict_results(args.images, image_list, estimator, args.out, listed_in=listed_in)
     if dist.is_main_process():
         print(
-            f"no annotations: nothing was scored (no AP). Results of {len(ids)} images ({len(results)} people) "
+            f"no annotations: nothing was scored (no AP). Results of {len(ids)} images "
+            f"({counted(len(results), 'person', 'people')}) "
             f"written to {args.out} in COCO results format, for an evaluation server; image ids: {ids_from}"
         )
 

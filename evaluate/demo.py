@@ -29,9 +29,11 @@ decoding and tracking without a trained model. The skeleton is the checkpoint's 
 ``--from-ground-truth``). ``--device cuda`` without CUDA stops with the hint ``--device cpu``.
 
 ``--track`` gives each person an id across the frames of a video, a camera or a folder of frames (in name order,
-``--fps`` apart) with ``evaluate.PoseTracker`` (``track.*`` settings); ``--smooth`` also smooths the keypoints
-(One-Euro filter). People then come as their track is confirmed (``track.min_hits``), each drawn in its id's colour
-with its number and a short trail, and the JSON gives each its ``track_id``.
+``--fps`` apart; pictures of several sizes, or one picture, are refused: not frames of one video) with
+``evaluate.PoseTracker`` (``track.*`` settings); ``--smooth`` also smooths the keypoints (One-Euro filter). People
+then come as their track is confirmed (``track.min_hits``), each drawn in its id's colour with its number and a short
+trail, and the JSON gives each its ``track_id``; each picture's line and a last line count the people tracking held
+back (not yet confirmed, or below ``track.min_score``) apart from those ``--min-score`` left out.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 import torch
+from PIL import Image
 
 from config.loader import add_config_arguments, config_from_args, load_config, parse_overrides
 from config.schema import OUTPUT_STRIDE, TrackConfig
@@ -69,6 +72,7 @@ from utils.distributed import select_device
 from utils.errors import UserError, cli_main
 from utils.io import atomic_path, atomic_write_bytes, atomic_write_text, check_writable, refuse_to_overwrite
 from utils.progress_bar import progress_bar
+from utils.text import counted
 
 VIDEO_SUFFIXES = {".mp4", ".avi", ".mov", ".mkv", ".webm"}
 VIDEO_CODEC = "mp4v"
@@ -224,8 +228,10 @@ def run_images(
         ids.append(image_id)
         found = estimator.predict_batch([image], network_for(path) if network_for else None)[0]
         people = score_filter(found)
+        notes = [f"{len(found) - len(people)} below --min-score"] if len(people) < len(found) else []
         if tracker is not None:
             people = tracker.update(people, i / fps)
+            notes += held_back_notes(tracker)
         results.append(people)
         if out_dir is not None:
             ok, data = cv2.imencode(".jpg", drawing(image, people))
@@ -233,9 +239,9 @@ def run_images(
                 raise UserError(f"could not encode the drawing of {path}")
             atomic_write_bytes(out_dir / picture, data.tobytes())
         t = estimator.timing
-        below = f" ({len(found) - len(people)} below --min-score)" if len(found) > len(people) else ""
+        held = f" ({'; '.join(notes)})" if notes else ""
         print(
-            f"{path.name}: {len(people)} people{below}, network {t.network_s * 1000:.1f} ms, "
+            f"{path.name}: {counted(len(people), 'person', 'people')}{held}, network {t.network_s * 1000:.1f} ms, "
             f"decoding {t.decoding_s * 1000:.1f} ms"
         )
     print(f"image ids: {rule}")
@@ -249,6 +255,60 @@ def run_images(
                 f"none of the {len(paths)} image files could be read; the first: {first_error}", file=skipped[0]
             )
     return ids, results
+
+
+def held_back_notes(tracker: PoseTracker) -> list[str]:
+    """What the tracker held back of the last frame, for the demo's line of that picture."""
+    held = tracker.held_back
+    notes = [f"{held.unconfirmed} held back by tracking (track.min_hits)"] if held.unconfirmed else []
+    return notes + ([f"{held.untracked} below track.min_score"] if held.untracked else [])
+
+
+def describe_held_back(tracker: PoseTracker) -> str | None:
+    """One line on the people tracking held back over the whole input (None when it held back no one)."""
+    held, cfg = tracker.held_back_total, tracker.cfg
+    if not any(held):
+        return None
+    parts = []
+    if held.unconfirmed:
+        parts.append(
+            f"{held.unconfirmed} in tracks not yet confirmed (a person is reported from the frame their track has "
+            f"been matched in track.min_hits={cfg.min_hits} frames in a row; track.min_hits=1 reports everyone from "
+            "their first frame)"
+        )
+    if held.untracked:
+        parts.append(
+            f"{held.untracked} scored below track.min_score={cfg.min_score:g} (fragments, not tracked; "
+            "track.min_score=0 tracks everyone)"
+        )
+    return f"tracking held back {counted(sum(held), 'person', 'people')}: {', '.join(parts)}"
+
+
+def check_sequence(images: Sequence[Path], given: str) -> None:
+    """UserError unless ``images`` can be the frames of one video (``--track`` on pictures): more than one, all of
+    one size (read from the file headers; a file that cannot be read is left to the run, which skips it)."""
+    if len(images) == 1:
+        raise UserError(
+            f"--track follows people across the frames of a video, and --input {given} is one picture: drop --track "
+            "(or give a video, or a folder of its frames)",
+            key="input",
+        )
+    sizes: dict[tuple[int, int], Path] = {}
+    for path in images:
+        try:
+            with Image.open(path) as im:
+                sizes.setdefault(im.size, path)
+        except (OSError, ValueError, Image.DecompressionBombError):
+            continue
+    if len(sizes) > 1:
+        shown = ", ".join(f"{p.name} {w}x{h}" for (w, h), p in list(sizes.items())[:3])
+        raise UserError(
+            f"--track follows people across the frames of one video, but the {len(images)} pictures of --input "
+            f"{given} have {len(sizes)} sizes ({shown}{', ...' if len(sizes) > 3 else ''}): they are not frames of "
+            "one sequence. Drop --track to find the people in each picture, or give the frames of one video (in "
+            "name order, --fps apart)",
+            key="input",
+        )
 
 
 def run_video(
@@ -448,6 +508,8 @@ def main(argv: list[str] | None = None) -> int:
         args.overrides = [*fast_overrides(), *args.overrides]
     source = input_source(args.input)
     check_arguments(args, source)
+    if (args.track or args.smooth) and source.images is not None:
+        check_sequence(source.images, args.input)
     default_out = not (args.out or args.json)
     out_dir = Path(args.out) if args.out else None
     json_file = Path(args.json) if args.json else None
@@ -482,11 +544,15 @@ def main(argv: list[str] | None = None) -> int:
     if json_file is not None:
         atomic_write_text(json_file, coco_results_json(ids, results))
         tracks = f", {len({p.track_id for found in results for p in found})} track ids" if tracker else ""
-        print(f"wrote {json_file}: {sum(map(len, results))} people in COCO results format{tracks}")
+        print(
+            f"wrote {json_file}: {counted(sum(map(len, results)), 'person', 'people')} in COCO results format{tracks}"
+        )
     if out_dir is not None and source.images is not None:
         print(f"wrote {len(results)} image(s) to {out_dir}")
     if score_filter.describe():
         print(score_filter.describe())
+    if tracker is not None and describe_held_back(tracker):
+        print(describe_held_back(tracker))
     print(f"{source.name}: {estimator.total_timing.describe(unit)}")
     return 0
 

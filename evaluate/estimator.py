@@ -38,6 +38,7 @@ from evaluate.video import VideoReader
 from models.fold import fold_batchnorm
 from models.weights import unwrap
 from utils.distributed import select_device
+from utils.text import counted
 
 
 @dataclass(frozen=True)
@@ -91,8 +92,8 @@ class Timing:
         """``N images, R images/s (network A ms + decoding B ms per image)`` (``unit``: e.g. "frame")."""
         n = max(self.images, 1)
         return (
-            f"{self.images} {unit}s, {self.images_per_s:.2f} {unit}s/s (network {self.network_s / n * 1000:.1f} ms + "
-            f"decoding {self.decoding_s / n * 1000:.1f} ms per {unit})"
+            f"{counted(self.images, unit)}, {self.images_per_s:.2f} {unit}s/s (network "
+            f"{self.network_s / n * 1000:.1f} ms + decoding {self.decoding_s / n * 1000:.1f} ms per {unit})"
         )
 
 

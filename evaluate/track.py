@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
@@ -121,6 +122,15 @@ class OneEuroFilter:
         return np.where(found[:, None], self.state[0], np.nan)
 
 
+class HeldBack(NamedTuple):
+    """The people of a frame ``PoseTracker.update`` did not return, by why: ``untracked``, scored below
+    ``track.min_score`` (or with no keypoint found); ``unconfirmed``, in tracks not yet matched in ``track.min_hits``
+    frames in a row."""
+
+    untracked: int = 0
+    unconfirmed: int = 0
+
+
 class PoseTracker:
     """Track ids for the people of a video's frames, one frame at a time (module docstring; any skeleton).
 
@@ -151,6 +161,8 @@ class PoseTracker:
         self._smooth = (np.zeros((0, k, 2)), np.zeros((0, k, 2)), np.zeros((0, k)))  # one_euro's state
         self._next_id = 1
         self._last: float | None = None
+        self.held_back = HeldBack()  # of the last update
+        self.held_back_total = HeldBack()  # of every update since the last reset
 
     @property
     def num_tracks(self) -> tuple[int, int, int]:
@@ -163,7 +175,8 @@ class PoseTracker:
         """The people of the frame at ``timestamp`` (seconds, increasing) whose track is confirmed, in the order
         given, with ``track_id`` set (and smoothed keypoints and box when ``cfg.smooth``). ``people``: ``Person``
         objects of this skeleton (``PoseEstimator``'s); a person with no keypoint found, or scored below
-        ``cfg.min_score``, is not tracked."""
+        ``cfg.min_score``, is not tracked. ``held_back`` counts the people not returned, by why (``held_back_total``:
+        since the last ``reset``)."""
         t = float(timestamp)
         if not math.isfinite(t) or (self._last is not None and t <= self._last):
             raise ValueError(
@@ -198,6 +211,8 @@ class PoseTracker:
         self._next_id += int(confirmed.sum())
         out = present[self._ids[owner[present]] > 0]
         ids = self._ids[owner[out]].tolist()
+        self.held_back = HeldBack(len(people) - len(present), len(present) - len(out))
+        self.held_back_total = HeldBack(*(a + b for a, b in zip(self.held_back_total, self.held_back)))
         if smoothed is None:
             return [Person(people[d].keypoints, people[d].score, people[d].box, i) for d, i in zip(out.tolist(), ids)]
         row = np.full(len(people), -1)  # row of each person in the smoothed keypoints (new tracks: as found)

@@ -207,6 +207,24 @@ def test_the_report_without_images_has_no_pictures_of_examples(synthetic_sample_
     assert found.worst and all(set(w["classes"]) <= {*ERROR_TYPES, None} for w in found.worst)
 
 
+def test_the_command_says_when_it_draws_no_worst_examples(synthetic_sample_annotations, tmp_path, capsys):
+    """``--results --diagnose`` without ``--images``: no worst_examples.png, and the line that names the written
+    files says so and what to give; with the pictures the line has no such words."""
+    results, _ = inject(json.loads(synthetic_sample_annotations.read_text()), COCO, seed=3)
+    results_file = tmp_path / "theirs.json"
+    results_file.write_text(json.dumps(results))
+    out = tmp_path / "diagnosis"
+    args = ["--results", str(results_file), "--annotations", str(synthetic_sample_annotations), "--diagnose", str(out)]
+    assert coco_eval.main(args) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("diagnosis written to")]
+    assert "worst_examples.png not drawn: it needs the pictures, give --images DIR with --diagnose" in line
+    assert not (out / "worst_examples.png").exists() and (out / "pr_curves.png").exists()
+    images = synthetic_sample_annotations.parent.parent / "images"
+    assert coco_eval.main([*args, "--overwrite", "--images", str(images)]) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("diagnosis written to")]
+    assert "not drawn" not in line and (out / "worst_examples.png").exists()
+
+
 def test_in_training_validation_diagnoses_beside_the_checkpoints(synthetic_h5_64, synthetic_sample, tmp_path):
     run = tmp_path / "run"
     val = [

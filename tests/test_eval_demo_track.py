@@ -5,6 +5,7 @@ file loads in pycocotools; the same ids from PoseEstimator.video and from a fold
 from __future__ import annotations
 
 import json
+import re
 import runpy
 
 import cv2
@@ -129,6 +130,90 @@ def test_python_api_and_a_folder_of_frames_give_the_demos_ids(crossing_clip, tmp
             "--input", str(folder), "--json", str(folder_json), *FAST]  # fmt: skip
     assert demo.main(argv) == 0
     assert folder_json.read_text() == out_json.read_text()
+
+
+def frames_folder(video_file, folder):
+    """The video's frames as PNG pictures ``clip_<index>.png`` in ``folder``."""
+    folder.mkdir()
+    capture = cv2.VideoCapture(str(video_file))
+    index = 0
+    while (read := capture.read())[0]:
+        cv2.imwrite(str(folder / f"clip_{index:06d}.png"), read[1])
+        index += 1
+    capture.release()
+    return folder
+
+
+def test_a_folder_of_frames_counts_what_tracking_held_back_apart_from_min_score(crossing_clip, tmp_path, capsys):
+    """--track on a folder of frames: a person's first track.min_hits - 1 frames are said to be held back by
+    tracking (never "below --min-score", which was not given), the run ends with one line counting them and what
+    to type to report everyone at once; with track.min_hits=1 nobody is held back and every person is reported."""
+    video_file, gt_file, video = crossing_clip
+    folder = frames_folder(video_file, tmp_path / "frames")
+    gt = json.loads(gt_file.read_text())
+    for image in gt["images"]:
+        image["file_name"] = image["file_name"].replace(".jpg", ".png")
+    (tmp_path / "frames.json").write_text(json.dumps(gt))
+    base = ["--from-ground-truth", "--annotations", str(tmp_path / "frames.json"), "--fps", "15", "--input",
+            str(folder), *FAST]  # fmt: skip
+    plain = tmp_path / "plain.json"
+    assert demo.main([*base, "--json", str(plain)]) == 0
+    found = json.loads(plain.read_text())
+    capsys.readouterr()
+    tracked_file = tmp_path / "tracked.json"
+    assert demo.main([*base, "--track", "--json", str(tracked_file)]) == 0
+    printed = capsys.readouterr().out
+    tracked = json.loads(tracked_file.read_text())
+    held = len(found) - len(tracked)
+    assert held > 0 and "--min-score" not in printed
+    (summary,) = [line for line in printed.splitlines() if line.startswith("tracking held back")]
+    counts = re.fullmatch(
+        rf"tracking held back {held} people: (\d+) in tracks not yet confirmed \(a person is reported from the frame "
+        r"their track has been matched in track.min_hits=3 frames in a row; track.min_hits=1 reports everyone from "
+        r"their first frame\)(?:, (\d+) scored below track.min_score=0.9167 \(fragments, not tracked; "
+        r"track.min_score=0 tracks everyone\))?",
+        summary,
+    )
+    assert counts, summary
+    unconfirmed, untracked = int(counts[1]), int(counts[2] or 0)
+    assert unconfirmed > 0 and unconfirmed + untracked == held
+    # the first frame: everyone waits for their track (or is a fragment), and the line says which
+    line = next(x for x in printed.splitlines() if x.startswith("clip_000000.png:"))
+    waiting = re.match(r"clip_000000.png: 0 people \((\d+) held back by tracking \(track.min_hits\)", line)
+    assert waiting and int(waiting[1]) > 0, line
+    # track.min_hits=1: everyone tracked is reported from their first frame; only the fragments are held back
+    assert demo.main([*base, "--track", "track.min_hits=1", "--json", str(tracked_file), "--overwrite"]) == 0
+    printed = capsys.readouterr().out
+    assert len(json.loads(tracked_file.read_text())) == len(found) - untracked
+    assert "held back by tracking" not in printed and "in tracks not yet confirmed" not in printed
+
+
+def test_unrelated_pictures_are_not_tracked_as_frames(synthetic_sample_images, tiny_ckpt, tmp_path, capsys):
+    """--track on pictures of several sizes (not frames of one video) or on one picture: one line saying so and
+    what to do, before the model loads; nothing written."""
+    from tests.helpers import LANDSCAPE, PORTRAIT, SMALL
+
+    folder = tmp_path / "pictures"
+    folder.mkdir()
+    for name in (LANDSCAPE, PORTRAIT, SMALL):
+        (folder / name).write_bytes((synthetic_sample_images / name).read_bytes())
+    out = tmp_path / "trk.json"
+    for given, words in (
+        (str(folder / "*.jpg"), "not frames of one sequence"),
+        (str(folder / LANDSCAPE), "one picture"),
+    ):
+        assert demo.main(["--ckpt", str(tiny_ckpt), "--input", given, "--track", "--json", str(out)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and err.startswith("error: --track follows people across the frames")
+        assert words in err and "drop --track" in err.lower() and not out.exists()
+    assert "3 pictures of --input" in demo_refusal(tiny_ckpt, folder, out, capsys)
+    # the same pictures without --track: found in each
+    assert demo.main(["--ckpt", str(tiny_ckpt), "--input", str(folder), "--json", str(out), *FAST]) == 0
+
+
+def demo_refusal(ckpt, folder, out, capsys) -> str:
+    assert demo.main(["--ckpt", str(ckpt), "--input", str(folder), "--track", "--json", str(out)]) == 2
+    return capsys.readouterr().err
 
 
 def test_demo_tracks_a_networks_people(crossing_clip, trained_tiny_ckpt, tmp_path, one_thread):

@@ -203,3 +203,19 @@ def test_demo_tracks_an_onnx_models_people_as_the_checkpoints(trained_tiny_ckpt,
         g_kp, w_kp = np.asarray(g["keypoints"]).reshape(-1, 3), np.asarray(w["keypoints"]).reshape(-1, 3)
         assert np.array_equal(g_kp[:, 2] > 0, w_kp[:, 2] > 0)
         np.testing.assert_allclose(g_kp[:, :2], w_kp[:, :2], atol=1.0)
+
+
+def test_a_checkpoint_given_as_onnx_is_pointed_to_ckpt(tiny_ckpt, synthetic_sample_images, tmp_path, capsys):
+    """``--onnx best.pt``: one line saying it is a PyTorch checkpoint, given with --ckpt (or exported first), not
+    ONNX Runtime's "Protobuf parsing failed ... export it again"."""
+    out = tmp_path / "demo.json"
+    image = sorted(synthetic_sample_images.iterdir())[0]
+    assert demo.main(["--onnx", str(tiny_ckpt), "--input", str(image), "--json", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err and not out.exists()
+    assert f"{tiny_ckpt} is a ZIP archive, not an ONNX model" in err and f"--ckpt {tiny_ckpt}" in err
+    assert "python -m evaluate.export_onnx --ckpt" in err and "Protobuf" not in err
+    empty = tmp_path / "empty.onnx"
+    empty.write_bytes(b"")
+    with pytest.raises(UserError, match="empty.onnx is an empty file"):
+        onnx_runner.load_onnx(empty)

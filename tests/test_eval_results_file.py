@@ -124,6 +124,27 @@ def test_a_bad_results_file_is_refused_naming_the_entry_and_field(case, syntheti
     assert code == 2 and "error:" in err and "Traceback" not in err
 
 
+def test_string_image_ids_are_named_as_strings_of_the_annotations_integers(synthetic_sample_annotations, tmp_path):
+    """A tool that wrote image ids as strings ("481") against annotations of integer ids (481): the message says so
+    and what to do, instead of calling ids the file lists unknown."""
+    data = json.loads(synthetic_sample_annotations.read_text())
+    results = [{**r, "image_id": str(r["image_id"])} for r in imperfect_results(data)]
+    path = tmp_path / "string_ids.json"
+    path.write_text(json.dumps(results))
+    with pytest.raises(ResultsError) as e:
+        coco_eval.score_results(path, synthetic_sample_annotations, load_config(None, []))
+    message = str(e.value)
+    n = len({r["image_id"] for r in results})
+    first = min(results, key=lambda r: r["image_id"])["image_id"]
+    assert e.value.key == "image_id" and str(path) in message
+    assert f"{n} image ids as strings ({first!r}" in message and "integers" in message
+    assert 'write "image_id" as a number' in message and "does not list" not in message
+    # ids that are neither the annotations' nor strings of them are still unknown ids, shown as they are written
+    path.write_text(json.dumps([{**results[0], "image_id": "img-7"}]))
+    with pytest.raises(ResultsError, match="1 image id that the annotation file does not list \\(e.g. 'img-7'\\)"):
+        coco_eval.score_results(path, synthetic_sample_annotations, load_config(None, []))
+
+
 def test_results_options_that_do_not_apply_are_refused(synthetic_sample_annotations, tmp_path, capsys):
     path = tmp_path / "r.json"
     path.write_text("[]")

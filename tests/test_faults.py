@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -20,10 +21,22 @@ from torch.utils.data import Dataset
 
 import train
 from checkpoint.format import Checkpoint
+from config.schema import DataConfig
+from engine.hook_base import Hook
 from engine.loader_errors import LoaderError, worker_error_message
+from engine.run import run
 from engine.trainer import Trainer
-from tests.harness.faults import temporaries, write_fault
+from tests.harness.faults import (
+    BROKEN,
+    DEAD,
+    SAMPLE,
+    deaths_at_every_point,
+    temporaries,
+    translated_with_death_at,
+    write_fault,
+)
 from tests.helpers import saved_state, tiny_cfg, tiny_run_args
+from utils.errors import cli_main
 from utils.io import WriteError
 from utils.paths import REPO_ROOT
 
@@ -130,3 +143,82 @@ def test_a_non_user_error_in_a_worker_keeps_its_type_and_message_only():
     message = worker_error_message(text)
     assert message.startswith("ValueError: bad batch shape") and "num_workers=0" in message
     assert "Traceback" not in message
+
+
+class CtrlC(Hook):
+    """Ctrl-C (a KeyboardInterrupt) after optimiser step ``at`` (a global step)."""
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+
+    def after_step(self, progress, result) -> None:
+        if progress.global_step == self.at:
+            raise KeyboardInterrupt
+
+
+def interrupted_training(argv: list[str], at: int) -> int:
+    """train.py's run of ``argv`` with Ctrl-C after global step ``at``, through the command's guard."""
+    return cli_main(lambda args: run("single", "train.py", args, extra_hooks=lambda trainer: [CtrlC(at)]))(argv)
+
+
+@pytest.mark.parametrize("at, checkpoint", [(3, 2), (1, None)], ids=["after_a_checkpoint", "before_any"])
+def test_ctrl_c_says_how_to_continue_and_the_steps_redone(synthetic_h5_64, tmp_path, capsys, at, checkpoint):
+    """Ctrl-C during training: one line saying where it stopped, the command that continues it (train.resume=auto
+    added to the command as given) and how many steps since the last checkpoint it will redo; that command then
+    finishes the run."""
+    run_dir = tmp_path / "run"
+    argv = tiny_run_args(synthetic_h5_64, run_dir, *SHORT, "train.epochs=2")  # last.pt at each epoch end: step 2
+    assert interrupted_training(argv, at) == 130
+    err = capsys.readouterr().err.strip()
+    (line,) = err.splitlines()
+    again = shlex.join(["python", "train.py", *argv, "train.resume=auto"])
+    stopped = f"interrupted: stopped at epoch {at // 2}, step {at % 2} (global step {at})"
+    if checkpoint is None:
+        assert line == f"{stopped}, before the run's first checkpoint; {again} starts it again from the beginning " \
+                       "(1 step redone)"  # fmt: skip
+        assert not (run_dir / "last.pt").exists()
+    else:
+        assert line == f"{stopped}; continue the run with: {again} (it resumes from {run_dir / 'last.pt'} at global " \
+                       f"step {checkpoint}: {at - checkpoint} step since that checkpoint will be redone)"  # fmt: skip
+        assert saved_state(run_dir / "last.pt").progress.global_step == checkpoint
+    assert train.main(shlex.split(again)[2:]) == 0
+    assert saved_state(run_dir / "last.pt").progress.global_step == 4
+
+
+# ---- a worker's death reported at any point of the translation (torch's SIGCHLD handler raises between bytecodes)
+
+
+@pytest.mark.parametrize("original, key", [(RuntimeError(DEAD), "data.num_workers"), (RuntimeError(SAMPLE), None),
+                                           (BROKEN, "data.num_workers")],
+                         ids=["dead_worker", "sample_error", "broken_connection"])  # fmt: skip
+def test_a_worker_death_reported_at_any_point_of_the_translation_ends_in_the_same_line(original, key):
+    """The dead worker's RuntimeError raised at each line of the translation in turn (deterministic: a trace function
+    raises it, as torch's SIGCHLD handler does between any two bytecodes): every time the run ends in the
+    LoaderError it ends in undisturbed, the same message, never the RuntimeError (a raw traceback)."""
+    undisturbed, raised = translated_with_death_at(original, 0)
+    assert isinstance(undisturbed, LoaderError) and undisturbed.key == key and not raised
+    points, wrong = deaths_at_every_point(original)
+    assert wrong == [] and points >= 10  # the translation has that many lines: each was a point of injection
+
+
+def test_a_death_reported_after_the_line_prints_nothing():
+    """A worker's death that torch's SIGCHLD handler reports after the run's line is printed (the fault table saw one
+    at the interpreter's exit, from an atexit hook): once a death is translated, SIGCHLD no longer raises."""
+    from engine import loader_errors as module
+
+    def torch_like(signum, frame):  # torch.utils.data._utils.signal_handling's handler, its failing worker listed
+        raise RuntimeError(DEAD)
+
+    previous = signal.signal(signal.SIGCHLD, torch_like)
+    try:
+        with pytest.raises(RuntimeError, match="killed by signal"):  # the handler in place raises, as torch's does
+            os.kill(os.getpid(), signal.SIGCHLD)
+            time.sleep(0.1)
+        with pytest.raises(LoaderError) as e, module.loader_errors("train.h5", DataConfig(num_workers=1), lambda: "x"):
+            raise BROKEN
+        assert e.value.key == "data.num_workers"
+        os.kill(os.getpid(), signal.SIGCHLD)  # the killed worker's signal, delivered late
+        time.sleep(0.1)
+        assert signal.getsignal(signal.SIGCHLD) == signal.SIG_DFL
+    finally:
+        signal.signal(signal.SIGCHLD, previous if previous is not None else signal.SIG_DFL)

@@ -91,6 +91,19 @@ def test_the_choice_is_logged_once_per_process(monkeypatch, caplog):
     ]
 
 
+@pytest.mark.parametrize("rank, level", [("0", logging.INFO), ("1", logging.DEBUG), ("3", logging.DEBUG)])
+def test_under_torchrun_only_rank_0_prints_the_inference_line(monkeypatch, caplog, rank, level):
+    """Every torchrun rank builds an estimator; the ``inference:`` line is printed once, by rank 0 (RANK read before
+    the process group exists), the others keep it at DEBUG."""
+    monkeypatch.setattr(inference_setup_module, "_LOGGED", set())
+    monkeypatch.setattr(inference_setup_module, "probe_capabilities", lambda device: AVX2_CPU)
+    monkeypatch.setenv("RANK", rank)
+    with caplog.at_level(logging.DEBUG, logger="evaluate"):
+        inference_setup_module.inference_setup(EvalConfig(), CPU)
+    (record,) = [r for r in caplog.records if r.getMessage().startswith("inference:")]
+    assert record.levelno == level
+
+
 @pytest.mark.parametrize("caps, hint", [(NATIVE_CPU, True), (AVX2_CPU, False)], ids=["native", "avx2"])
 def test_float32_by_default_with_the_faster_choice_named_where_there_is_one(monkeypatch, caplog, caps, hint):
     monkeypatch.setattr(inference_setup_module, "_LOGGED", set())

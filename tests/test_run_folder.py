@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shlex
 import shutil
 
 import pytest
@@ -171,3 +172,27 @@ def test_a_restart_of_a_refused_launch_is_refused_again(earlier_run, synthetic_h
         with pytest.raises(RunFolderInUse):
             claim_run_folder(cfg.train, rank=0)
     assert snapshot(run) == before
+
+
+def test_resuming_a_finished_run_trains_nothing_changes_no_file_and_says_how_to_train_further(
+    earlier_run, synthetic_h5_64, capsys
+):
+    """train.resume=auto on a run that trained its train.epochs: one line saying so (nothing trained, no file
+    changed: bytes and times) and the command that trains further, which then does."""
+    run, before = earlier_run
+    times = {p: p.stat().st_mtime_ns for p in run.rglob("*")}
+    args = tiny_run_args(synthetic_h5_64, run, *SHORT, "train.resume=auto")
+    assert train.main(args) == 0
+    printed = capsys.readouterr().out
+    assert snapshot(run) == before and {p: p.stat().st_mtime_ns for p in run.rglob("*")} == times
+    assert "done in" not in printed
+    (line,) = [x for x in printed.splitlines() if "holds a finished run" in x]
+    assert line.startswith(
+        f"{run / 'last.pt'} holds a finished run: 1 epoch done of train.epochs=1 (global step 2); nothing was "
+        "trained and no file was changed. To train further, raise train.epochs"
+    )
+    hint = line.split("e.g.: ", 1)[1]
+    kept = [a for a in args if not a.startswith("train.epochs=")]
+    assert hint == shlex.join(["python", "train.py", *kept, "train.epochs=2"])
+    assert train.main(shlex.split(hint)[2:]) == 0  # the command given trains the next epoch
+    assert saved_state(run / "last.pt").progress.epoch == 2 and "resumed from" in capsys.readouterr().out

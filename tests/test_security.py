@@ -76,7 +76,7 @@ def security_corpus(synthetic_sample, tmp_path_factory):
 
 @pytest.mark.parametrize("name", SECURITY_CASES)
 def test_untrusted_input_is_refused_cleanly(security_corpus, name):
-    """file_name with '..', absolute, symlink to outside or NUL: refused naming the file_name; a checkpoint with a
+    """file_name with '..', absolute or NUL: refused naming the file_name; a checkpoint with a
     class instance (evaluate --ckpt) or a __reduce__ payload (train.py train.resume=): refused; HDF5 settings
     holding a Python expression (train.py): refused. Nothing is written and no payload runs."""
     case, result = security_corpus[name]
@@ -151,3 +151,42 @@ def test_a_symlinked_image_folder_is_fine(tmp_path, one_image):
     ann.write_text(json.dumps(data))
     settings = convert([Source(tmp_path / "coco" / "train2017", ann)], tmp_path / "out.h5", progress=False)
     assert settings["counts"]["images"] == 1
+
+
+def test_the_evaluator_reads_a_folder_of_links_and_refuses_names_that_climb_out(
+    tmp_path, synthetic_sample_annotations, synthetic_sample_images, capsys
+):
+    """coco_eval --images DIR where DIR holds ``ln -s`` links to the pictures (shared storage, a subset): read as the
+    files themselves, the same results byte for byte; a file_name with '..' or an absolute path is still refused, in
+    one line naming the annotation file once."""
+    from evaluate import coco_eval
+
+    data = json.loads(synthetic_sample_annotations.read_text())
+    data["images"] = data["images"][:3]
+    kept = {img["id"] for img in data["images"]}
+    data["annotations"] = [a for a in data["annotations"] if a["image_id"] in kept]
+    ann = tmp_path / "ann.json"
+    ann.write_text(json.dumps(data))
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    for img in data["images"]:
+        (linked / img["file_name"]).symlink_to(synthetic_sample_images / img["file_name"])
+    oracle = ["--from-ground-truth", "--annotations", str(ann), "eval.scales=[1.0]", "eval.flip=false"]
+    outs = {}
+    for name, images in (("copies", synthetic_sample_images), ("links", linked)):
+        outs[name] = tmp_path / f"{name}.json"
+        assert coco_eval.main([*oracle, "--images", str(images), "--out", str(outs[name])]) == 0, capsys.readouterr()
+    assert outs["links"].read_bytes() == outs["copies"].read_bytes() and json.loads(outs["links"].read_text())
+    assert "error" not in capsys.readouterr().err
+
+    shutil.copyfile(synthetic_sample_images / data["images"][0]["file_name"], tmp_path / "outside.jpg")
+    for bad in ("../outside.jpg", str(tmp_path / "outside.jpg")):
+        data["images"][0]["file_name"] = bad
+        ann.write_text(json.dumps(data))
+        out = tmp_path / "refused.json"
+        assert coco_eval.main([*oracle, "--images", str(linked), "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert not out.exists() and "Traceback" not in err
+        line = err.strip().splitlines()[-1]
+        assert line.startswith(f"error: annotation file {ann}: image file_name {bad!r}")
+        assert "leads outside the image folder" in line and line.count("annotation file") == 1

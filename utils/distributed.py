@@ -27,6 +27,11 @@ def get_rank() -> int:
     return dist.get_rank() if is_distributed() else 0
 
 
+def launch_rank() -> int:
+    """This process's rank: the process group's, else (before it is set up) torchrun's RANK, else 0."""
+    return get_rank() if is_distributed() else int(os.environ.get("RANK", "0"))
+
+
 def get_world_size() -> int:
     return dist.get_world_size() if is_distributed() else 1
 

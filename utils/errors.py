@@ -62,7 +62,8 @@ class AnnotationError(UserError):
 
 def cli_main(fn: Callable[..., int | None]) -> Callable[..., int]:
     """Wrap a command's ``main``: while it runs, logging goes to the terminal (``utils.logs.terminal_logging``), and a
-    ``UserError`` prints ``error: <message>`` and exits with status 2."""
+    ``UserError`` prints ``error: <message>`` and exits with status 2; Ctrl-C (``KeyboardInterrupt``) prints
+    ``interrupted`` (with the exception's words, where the command gave some) and exits with status 130."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs) -> int:
@@ -77,8 +78,9 @@ def cli_main(fn: Callable[..., int | None]) -> Callable[..., int]:
                 sys.stderr.write(f"error: {e}\n")
                 sys.stderr.flush()
                 return 2
-            except KeyboardInterrupt:
-                print("interrupted", file=sys.stderr)
+            except KeyboardInterrupt as e:  # Ctrl-C; a command may say where it stopped and how to go on
+                sys.stderr.write(f"\ninterrupted: {e}\n" if str(e) else "\ninterrupted\n")
+                sys.stderr.flush()
                 return 130
         return int(rc or 0)
 

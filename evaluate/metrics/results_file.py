@@ -18,6 +18,7 @@ from pathlib import Path
 
 from config.skeleton import Skeleton
 from utils.errors import UserError
+from utils.text import counted
 
 RESULT_FIELDS = ("image_id", "keypoints", "score")
 
@@ -39,12 +40,24 @@ def read_results(path: str | Path, coco, skeleton: Skeleton, category_id: int) -
     out = []
     for index, entry in enumerate(entries):
         out.append(_checked_entry(entry, index, path, skeleton, category_id))
-    unknown = sorted({str(r["image_id"]) for r in out if r["image_id"] not in coco.imgs})
+    unknown_ids = {r["image_id"] for r in out if r["image_id"] not in coco.imgs}
+    quoted = sorted(i for i in unknown_ids if isinstance(i, str) and _as_int(i) in coco.imgs)
+    if quoted:
+        more = ", ..." if len(quoted) > 3 else ""
+        raise ResultsError(
+            f"results file {path} gives {counted(len(quoted), 'image id')} as strings "
+            f"({', '.join(repr(i) for i in quoted[:3])}{more}) where the annotation file's ids are integers "
+            f"({', '.join(str(_as_int(i)) for i in quoted[:3])}{more}): the ids must be the same JSON values; write "
+            "\"image_id\" as a number in the tool that made the file (or convert them: int(entry['image_id']))",
+            file=path,
+            key="image_id",
+        )
+    unknown = sorted(repr(i) for i in unknown_ids)
     if unknown:
         raise ResultsError(
-            f"results file {path} has results of {len(unknown)} image ids that the annotation file does not list "
-            f"(e.g. {', '.join(unknown[:5])}): give the annotation file the results were made for (the image ids "
-            "must be the annotation file's own)",
+            f"results file {path} has results of {counted(len(unknown), 'image id')} that the annotation file does "
+            f"not list (e.g. {', '.join(unknown[:5])}): give the annotation file the results were made for (the "
+            "image ids must be the annotation file's own)",
             file=path,
             key="image_id",
         )
@@ -115,6 +128,14 @@ def _checked_entry(entry, index: int, path: Path, skeleton: Skeleton, category_i
         "keypoints": [float(v) for v in keypoints],
         "score": float(entry["score"]),
     }
+
+
+def _as_int(text: str) -> int | None:
+    """The integer a string id spells ("481", " 481"), else None."""
+    try:
+        return int(text)
+    except ValueError:
+        return None
 
 
 def _is_finite_number(value) -> bool:

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import torch
 
 from config.schema import EvalConfig
+from utils.distributed import launch_rank
 from utils.precision import Capabilities, Precision, choose_precision, probe_capabilities
 
 log = logging.getLogger(__name__)
@@ -64,7 +65,8 @@ def choose_setup(cfg: EvalConfig, device: torch.device, caps: Capabilities) -> I
 
 def inference_setup(cfg: EvalConfig, device: torch.device) -> InferenceSetup:
     """``choose_setup`` with ``device``'s capabilities probed; the choice is logged (INFO) the first time this
-    process makes it, so that a command prints it once however many estimators it builds."""
+    process makes it, so that a command prints it once however many estimators it builds (under torchrun by rank 0
+    only; the other ranks log it at DEBUG)."""
     caps = probe_capabilities(device)
     setup = choose_setup(cfg, device, caps)
     line = f"inference: {setup.describe()}"
@@ -74,5 +76,5 @@ def inference_setup(cfg: EvalConfig, device: torch.device) -> InferenceSetup:
             line += f"; eval.amp=auto (or --fast, evaluate.FAST) would run {auto.name} here, faster"
     if line not in _LOGGED:
         _LOGGED.add(line)
-        log.info("%s", line)
+        log.log(logging.INFO if launch_rank() == 0 else logging.DEBUG, "%s", line)  # rank 0 says it for all
     return setup

@@ -27,6 +27,7 @@ from config.schema import Config
 from config.skeleton import Skeleton, skeleton_of
 from models.posenet import check_input_shape
 from utils.errors import UserError
+from utils.file_kind import file_kind
 
 CONFIG_KEY = "simplepose.config"  # the run's config, JSON of config.loader.to_dict
 SKELETON_KEY = "simplepose.skeleton"  # the checkpoint's skeleton definition, JSON (absent when it had none)
@@ -110,10 +111,33 @@ def open_session(path: str | Path, providers: Providers | None = None):
     if not path.is_file():
         raise UserError(f"ONNX model {path} not found (write one with python -m evaluate.export_onnx)", file=path)
     try:
+        kind = file_kind(path)
+    except OSError as e:
+        raise UserError(f"cannot read ONNX model {path}: {e.strerror or e}", file=path) from None
+    if kind.name in _NOT_ONNX:
+        raise UserError(f"{path} is {kind.description}, not an ONNX model: {_NOT_ONNX[kind.name](path)}", file=path)
+    try:
         return ort.InferenceSession(str(path), providers=providers or [CPU_PROVIDER])
     except Exception as e:  # onnxruntime's own exception types (InvalidProtobuf, Fail, ...) share no useful base
         detail = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise UserError(f"ONNX Runtime cannot load {path} ({detail}); export it again", file=path) from None
+
+
+def _checkpoint_instead(path: Path) -> str:
+    return (
+        f"a PyTorch checkpoint (training's .pt) is given with --ckpt {path} (PoseEstimator.from_checkpoint); to "
+        f"run it with ONNX Runtime, export it first: python -m evaluate.export_onnx --ckpt {path} --out "
+        f"{path.with_suffix('.onnx')}"
+    )
+
+
+# What a file of another kind given where an ONNX model belongs is given with instead (utils.file_kind).
+_NOT_ONNX = {
+    "zip": _checkpoint_instead,
+    "pickle": _checkpoint_instead,
+    "hdf5": lambda path: "a dataset converted by python -m data.coco_to_hdf5 is given to training as data.train=FILE",
+    "empty": lambda path: "a copy or export that did not finish? Export it again with python -m evaluate.export_onnx",
+}
 
 
 def read_metadata(session, source: str) -> OnnxMetadata:

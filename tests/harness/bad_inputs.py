@@ -359,10 +359,7 @@ def _file_name_case(c: _Corpus, name: str, what: str, file_name: Callable[[Path]
     data = c.edited(lambda d: d["images"][1].update(file_name=bad))
     case = c.convert_case(name, what, "clean_error", data, images=images, names=(repr(bad), why))
     c.image_folder(images)
-    outside = images.parent / "outside.jpg"
-    shutil.copyfile(c.sample_dir / "images" / c.base_images[1], outside)
-    if "symlink" in name:
-        (images / bad).symlink_to(outside)
+    shutil.copyfile(c.sample_dir / "images" / c.base_images[1], images.parent / "outside.jpg")
     return case
 
 
@@ -374,11 +371,6 @@ def _file_name_parent(c: _Corpus, name: str) -> Case:
 @_case
 def _file_name_absolute(c: _Corpus, name: str) -> Case:
     return _file_name_case(c, name, "an absolute file_name", lambda images: str(images.parent / "outside.jpg"))
-
-
-@_case
-def _file_name_symlink_outside(c: _Corpus, name: str) -> Case:
-    return _file_name_case(c, name, "a file_name that is a symlink to outside", lambda images: "link.jpg")
 
 
 @_case
@@ -881,12 +873,13 @@ def without_main_people(data: dict) -> dict:
     return data
 
 
-def _both(c: _Corpus, name: str, what: str, expected: Outcome, data: dict, names=(), eval_names=None) -> Case:
+def _both(c: _Corpus, name: str, what: str, expected: Outcome, data: dict, names=(), eval_names=None,
+          images=None) -> Case:  # fmt: skip
     """The converter's case, or (a name ending in _eval) the evaluator's (the oracle) of the same file."""
     if name.endswith("_eval"):
-        return c.oracle_case(name, f"{what}, evaluated", expected, data,
+        return c.oracle_case(name, f"{what}, evaluated", expected, data, images=images,
                              names=names if eval_names is None else eval_names)  # fmt: skip
-    return c.convert_case(name, what, expected, data, names=names)
+    return c.convert_case(name, what, expected, data, names=names, images=images)
 
 
 def _both_cases(fn: Callable[[_Corpus, str], Case]) -> Callable[[_Corpus, str], Case]:
@@ -1080,11 +1073,75 @@ def _results_nan_score(c: _Corpus, name: str) -> Case:
                          names=("entry 0", "'score'"))  # fmt: skip
 
 
+# ---- issue 37: linked image files are the user's own and are read
+
+
+def linked_folder(folder: Path, store: Path) -> Path:
+    """``folder`` holding an ``ln -s`` link (absolute) to each file of ``store`` (shared storage, a subset)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for f in sorted(store.iterdir()):
+        (folder / f.name).symlink_to(f.resolve())
+    return folder
+
+
+@_both_cases
+def _images_linked(c: _Corpus, name: str) -> Case:
+    """An image folder of links to the files elsewhere (the user's own links: read, as the files)."""
+    images = c.out / f"{name}_links"
+    shutil.rmtree(images, ignore_errors=True)
+    linked_folder(images, c.image_folder(c.out / "linked_store"))
+    return _both(c, name, "an image folder of ln -s links to the files elsewhere", "accepted", c.base, images=images)
+
+
+@_case
+def _results_string_image_ids(c: _Corpus, name: str) -> Case:
+    return _results_case(c, name, 'results whose image ids are strings of the annotations\' integers ("481")',
+                         "clean_error", lambda r: [{**x, "image_id": str(x["image_id"])} for x in r],
+                         names=("as strings", "integers", '"image_id" as a number'))  # fmt: skip
+
+
+@_case
+def _resume_finished_run(c: _Corpus, name: str) -> Case:
+    case = c.train_case(name, "train.resume=auto on a finished run (nothing to train: said, no file changed)",
+                        "accepted", c.h5(), extra=["train.resume=auto"])  # fmt: skip
+    _earlier_run(c, case)
+    case.names = ("holds a finished run", "nothing was trained and no file was changed", "train.epochs=2")
+    return case
+
+
+@_case
+def _demo_track_unrelated_pictures(c: _Corpus, name: str) -> Case:
+    """Two pictures of different sizes (not frames of one video) with --track."""
+    import cv2
+
+    d = c.case_dir(name)
+    pictures = d / "pictures"
+    pictures.mkdir()
+    image = cv2.imread(str(c.images / c.base_images[0]))
+    cv2.imwrite(str(pictures / "a.jpg"), image)
+    cv2.imwrite(str(pictures / "b.jpg"), cv2.resize(image, (image.shape[1] // 2, image.shape[0] // 2)))
+    out = d / "trk.json"
+    argv = [sys.executable, "-m", "evaluate.demo", "--ckpt", str(c.checkpoint()), "--input", str(pictures), "--track",
+            "--json", str(out)]  # fmt: skip
+    return Case(name, "demo --track on pictures of two sizes (not frames of one video)", argv, "clean_error", [out],
+                ("not frames of one sequence", "Drop --track"), d)  # fmt: skip
+
+
+@_case
+def _demo_onnx_is_a_checkpoint(c: _Corpus, name: str) -> Case:
+    d = c.case_dir(name)
+    out = d / "demo.json"
+    argv = [sys.executable, "-m", "evaluate.demo", "--onnx", str(c.checkpoint()), "--input", str(c.images), "--json",
+            str(out)]  # fmt: skip
+    return Case(name, "a .pt checkpoint given to the demo's --onnx", argv, "clean_error", [out],
+                ("not an ONNX model", "--ckpt", "python -m evaluate.export_onnx"), d)  # fmt: skip
+
+
 CASE_NAMES: tuple[str, ...] = tuple(_BUILDERS)
 
 
 # Cases about untrusted files (tests/test_security.py runs these; tests/test_bad_inputs.py the others).
-SECURITY_CASES = ("file_name_parent", "file_name_absolute", "file_name_symlink_outside", "file_name_nul_byte",
+SECURITY_CASES = ("file_name_parent", "file_name_absolute", "file_name_nul_byte",
                   "h5_settings_python_code", "ckpt_pickled_class", "ckpt_reduce_payload")  # fmt: skip
 
 

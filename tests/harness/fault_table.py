@@ -25,6 +25,10 @@ data.coco_to_hdf5):
   loadable, no temporary file left.
 - a JPEG corrupted in the HDF5 file and a DataLoader worker killed by SIGKILL (num_workers=1): exit 2 and a
   message naming the sample (or the step and the batch then loading) and what to do.
+- a DataLoader worker's death reported while a loader failure (a dead worker, a sample's error, a broken
+  connection) is being translated into its line: torch's SIGCHLD handler raises it between any two bytecodes, so
+  a trace function raises it at each line the translation executes in turn (deterministic); each must end in the
+  undisturbed translation's line.
 
 A subprocess's stderr holding "Traceback (most recent call last)" counts as a raw traceback.
 """
@@ -40,7 +44,15 @@ from pathlib import Path
 
 from tests.harness.bad_inputs import run_corpus
 from tests.harness.cases import OUTCOMES
-from tests.harness.faults import Tally, disk_faults, kill_and_resume, loader_faults, make_data, torchrun_worker_death
+from tests.harness.faults import (
+    Tally,
+    disk_faults,
+    kill_and_resume,
+    loader_faults,
+    make_data,
+    torchrun_worker_death,
+    translation_faults,
+)
 
 NO_DATA_LOST = ("no unloadable or half-written checkpoint, no stray temporary file, every resumed run bit-identical "
                 "to the uninterrupted one, no changed previous checkpoint")  # fmt: skip
@@ -75,7 +87,8 @@ def table_rows(t: Tally, trials: int, disk_kinds: list[str]) -> list[tuple[str, 
             "bad inputs tried",
             f"{len(t.corpus) + t.fault_cases}",
             f"{corpus_note}; {t.fault_cases} fault cases ({', '.join(disk_kinds)}; "
-            "corrupt JPEG in a worker; worker SIGKILL)",
+            f"corrupt JPEG in a worker; worker SIGKILL; a worker's death raised at each of the "
+            f"{t.translation_points} lines of a loader failure's translation)",
         ),
         (
             "clean errors",
@@ -117,6 +130,7 @@ def run_all(work: Path, trials: int, seed: int, tally: Tally) -> list[str]:
         return kinds
 
     disk_kinds = timed("disk and loader faults", disk_and_loader)
+    timed("a worker's death at each point of a translation", lambda: translation_faults(tally))
     tally.corpus = timed("bad-input corpus", lambda: run_corpus(work / "bad_inputs"))
     return disk_kinds
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import gc
 import hashlib
 import os
 import random
@@ -27,10 +28,14 @@ import torch
 import train
 import utils.io
 from checkpoint.format import Checkpoint
+from config.schema import DataConfig
 from data.coco_to_hdf5 import Source, convert
 from data.synthetic import generate
+from engine import loader_errors
+from engine.loader_errors import LoaderError
 from tests.harness.cases import CaseResult
 from tests.helpers import saved_state, subprocess_env, tiny_run_args, torchrun_command
+from utils import progress_bar
 from utils.errors import UserError
 from utils.paths import REPO_ROOT, TINY_PRESET
 
@@ -59,6 +64,7 @@ class Tally:
     raw_tracebacks: int = 0
     lost: dict[str, int] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
+    translation_points: int = 0  # a worker's death injected at each line of a loader failure's translation
     corpus: list[CaseResult] = field(default_factory=list)  # the bad-input corpus (tests.harness.bad_inputs)
 
     def lose(self, kind: str, detail: str) -> None:
@@ -405,3 +411,94 @@ def loader_faults(train_h5: Path, work: Path, tally: Tally) -> None:
     out, err = p.communicate()
     r = subprocess.CompletedProcess(p.args, p.returncode, out, err)
     classify_error(tally, "DataLoader worker killed by SIGKILL", r, ["DataLoader worker", "step", "num_workers"])
+
+
+# ---- a worker's death reported at any point of a failure's translation (torch's SIGCHLD handler raises between
+# bytecodes): deterministic, a trace function raises it at the N-th line
+
+DEAD = "DataLoader worker (pid 4242) is killed by signal: Killed. "
+SAMPLE = ("Caught DataFileError in DataLoader worker process 0.\nOriginal Traceback (most recent call last):\n"
+          '  File "x.py", line 1, in f\nutils.errors.DataFileError: sample 7 (image id 3) of train.h5 cannot be '
+          "loaded: the JPEG bytes do not decode")  # fmt: skip
+
+
+def _where_now() -> str:
+    return "epoch 0, step 1 (global step 1), next batch: samples [4, 5]"
+
+
+def translated_with_death_at(original: BaseException, line: int) -> tuple[BaseException, bool]:
+    """``original`` raised in a training loop's ``loader_errors`` block, inside the run's backstop
+    (``dead_workers_named``), with torch's report of a dead worker raised at the ``line``-th line the translation
+    executes (its code, contextlib's exit, the progress bars it closes, the position it asks for), as the SIGCHLD
+    handler raises it; (what the run's backstop lets out, whether the death was raised: False once ``line`` is past
+    the last line). Line 0: no death."""
+    cfg = DataConfig(num_workers=1)
+    files = {loader_errors.__file__, progress_bar.__file__, contextlib.__file__}
+    state = {"lines": 0, "armed": False, "raised": False}
+
+    def local(frame, event, arg):
+        if event == "line" and state["armed"]:
+            state["lines"] += 1
+            if state["lines"] == line:
+                state["raised"] = True
+                raise RuntimeError(DEAD)  # a trace function's error is raised in the traced frame, then tracing stops
+        return local
+
+    def tracer(frame, event, arg):
+        return local if frame.f_code.co_filename in files or frame.f_code is _where_now.__code__ else None
+
+    original.__traceback__, original.__context__ = None, None  # the same object is raised once per point
+    previous, sigchld = sys.gettrace(), signal.getsignal(signal.SIGCHLD)
+    sys.settrace(tracer)
+    try:
+        with loader_errors.dead_workers_named("train.h5", cfg, _where_now):
+            try:
+                with loader_errors.loader_errors("train.h5", cfg, _where_now):
+                    state["armed"] = True  # from the failure on, until it has left the training loop's block
+                    raise original
+            finally:
+                state["armed"] = False
+    except BaseException as e:  # noqa: BLE001  what the run lets out is the result
+        out = e
+    finally:
+        sys.settrace(previous)
+        if sigchld is not None:  # the translation of a death sets it aside for the rest of the process
+            signal.signal(signal.SIGCHLD, sigchld)
+        gc.collect(0)  # a block whose exit the death interrupted is closed now, untraced, not in the next call
+    return out, state["raised"]
+
+
+BROKEN = ConnectionResetError(104, "Connection reset by peer")  # a worker killed while handing over a batch
+ORIGINALS = {
+    "a dead worker": RuntimeError(DEAD),
+    "a sample's error": RuntimeError(SAMPLE),
+    "a broken connection": BROKEN,
+}
+
+
+def deaths_at_every_point(original: BaseException, limit: int = 500) -> tuple[int, list[str]]:
+    """(the points of injection: every line the translation of ``original`` executes, what went wrong at each:
+    anything but the LoaderError of the undisturbed translation, same message)."""
+    undisturbed, _ = translated_with_death_at(original, 0)
+    wrong = [] if isinstance(undisturbed, LoaderError) else [f"undisturbed: {type(undisturbed).__name__}"]
+    points = 0
+    for line in range(1, limit):
+        out, raised = translated_with_death_at(original, line)
+        if not raised:
+            break
+        points += 1
+        if not isinstance(out, LoaderError) or (str(out), out.key) != (str(undisturbed), undisturbed.key):
+            wrong.append(f"line {line}: {type(out).__name__}: {str(out)[:200]}")
+    return points, wrong
+
+
+def translation_faults(tally: Tally) -> None:
+    """A DataLoader worker's death (torch's RuntimeError) raised at each point of the translation of each kind of
+    loader failure: every one must end in the undisturbed translation's line."""
+    for name, original in ORIGINALS.items():
+        points, wrong = deaths_at_every_point(original)
+        tally.translation_points += points
+        tally.fault_cases += points
+        tally.clean_errors += points - len(wrong)
+        tally.raw_tracebacks += len(wrong)
+        tally.failures += [f"worker death while translating {name}, {w}" for w in wrong]
