@@ -242,7 +242,7 @@ class EvalConfig:
     # the decoding grid and the image size). Chosen by measurement: docs/benchmarks.md#decoder-settings
     peak_score: PeakScore = "input_window"
     # rows of the grid the scales are averaged and decoded on: a speed setting. 192 decodes several times faster than
-    # the image's size and loses nothing on COCO-like scenes, about 1.3 AP where people crowd (same-type keypoints a
+    # the image's size and loses nothing on COCO-like scenes, 1.4 oracle AP where people crowd (same-type keypoints a
     # few pixels apart merge: docs/benchmarks.md#grouping-in-crowds). auto: as many rows as the finest test scale's
     # output (boxsize x max(scales) / 4: 384 at the defaults), at least 192, at most the image's: the averaged maps
     # hold no finer detail. 0: the image's own size (original).

@@ -94,6 +94,27 @@ def test_local_maxima_threshold_plateau_and_border():
     assert tuple(peaks[-1]) == (9.0, 0.0, 0.5)  # too close to the border: integer position, own value
 
 
+@pytest.mark.parametrize("channels", [3, 140])  # 140: more than OpenCV filters at once (whole-body skeletons)
+def test_local_maxima_are_a_3x3_maximum_filter_with_the_edge_replicated(channels):
+    """The original's candidates (``one_per_plateau=False``) are exactly the pixels equal to their 3x3 maximum (edge
+    replicated) and at least the threshold, on maps with ties (values rounded to 1/8) and channels-last memory (as the
+    runtime lays the maps out); with ``one_per_plateau``, the subset strictly above their preceding neighbours."""
+    from scipy.ndimage import maximum_filter
+
+    rng = np.random.default_rng(0)
+    hwc = np.round(rng.uniform(0, 1, (23, 31, channels)) * 8).astype(np.float32) / 8
+    heat = hwc.transpose(2, 0, 1)  # a channels-first view of channels-last memory
+    want = (heat == maximum_filter(heat, size=(1, 3, 3), mode="nearest")) & (heat >= 0.3)
+    k, y, x = local_maxima(heat, 0.3, one_per_plateau=False)
+    assert sorted(zip(k.tolist(), y.tolist(), x.tolist())) == sorted(zip(*[a.tolist() for a in np.nonzero(want)]))
+    assert list(zip(k, y, x)) == sorted(zip(k, y, x))  # by channel, then row, then column
+    k1, y1, x1 = local_maxima(heat, 0.3)
+    padded = np.pad(heat, ((0, 0), (1, 1), (1, 1)), constant_values=-1)
+    preceding = np.stack([padded[k1, y1 + dy, x1 + dx] for dy, dx in ((0, 0), (0, 1), (0, 2), (1, 0))])
+    assert set(zip(k1, y1, x1)) <= set(zip(k, y, x)) and (heat[k1, y1, x1] > preceding).all()
+    assert len(k1) < len(k)  # ties were there to break
+
+
 # ----------------------------------------------------------------------------------------------- limbs
 def test_limb_scoring_accepts_the_drawn_limb_only():
     kp = person(100, 20)[None]
