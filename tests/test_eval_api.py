@@ -86,9 +86,14 @@ def test_readme_python_example_runs_on_a_picture(
     assert isinstance(estimator, PoseEstimator) and estimator.keypoint_names[0] == "nose"
     image = cv2.imread(str(synthetic_sample_images / IMAGE))
     people = estimator(image)
-    assert isinstance(people, list) and len(people) >= 2
+    assert isinstance(people, list) and len(people) >= 1
     assert str(people[0].score) in printed and str(people[-1].score) in printed  # the example printed them all
-    counts = [check_person_format(p, estimator, image.shape[:2]) for p in people]
+    # full and partial people: grouped as the original (limb by limb, fragments not joined), this briefly trained
+    # model's picture holds both on every CPU; the default may join them all into one person
+    pieces = PoseEstimator.from_checkpoint(
+        trained_tiny_ckpt, device="cpu", grouping="limb_order", join_fragments=0.0, one_per_plateau=False
+    )
+    counts = [check_person_format(p, estimator, image.shape[:2]) for p in people + pieces(image)]
     assert max(counts) >= 10 and min(counts) < len(estimator.keypoint_names)  # full and partial people were checked
 
 
