@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from bench import decoder_table
 from config.loader import add_config_arguments, config_from_args
 from config.schema import OUTPUT_STRIDE, EvalConfig
 from config.skeleton import Skeleton, skeleton_of
@@ -62,17 +63,15 @@ ORIGINAL = dict(
     one_per_plateau=False,
     join_fragments=0.0,
 )
-BEFORE = dict(
-    decode_height=192,
-    refine_mode="quadratic",
-    refine_xy_swap_bug=False,
-    min_parts=1,
-    peak_score="input_window",
-    max_peaks=100,
-    grouping="limb_order",
-    one_per_plateau=False,
-    join_fragments=0.0,
-)
+BEFORE = {  # the original's grouping with the former defaults' grid, refinement, filter and peak score
+    **ORIGINAL,
+    "decode_height": 192,
+    "refine_mode": "quadratic",
+    "refine_xy_swap_bug": False,
+    "min_parts": 1,
+    "peak_score": "input_window",
+    "max_peaks": 100,
+}
 DECODERS = {
     "original": ORIGINAL,
     "before": BEFORE,
@@ -124,15 +123,7 @@ def oracle_maps(coco, image_id: int, cfg, skeleton: Skeleton, heights: list[int]
     """{decode height: (maps, scale)} of one image's oracle, on a blank picture of its size."""
     info = coco.imgs[image_id]
     blank = np.zeros((int(info["height"]), int(info["width"]), 3), np.uint8)
-    predict = oracle_for(coco, [image_id], cfg.targets, skeleton, OUTPUT_STRIDE)
-    memo: dict[tuple, torch.Tensor] = {}
-
-    def cached(batch: torch.Tensor, resize_xy: tuple[float, float]) -> torch.Tensor:
-        key = (tuple(batch.shape), tuple(resize_xy))
-        if key not in memo:
-            memo[key] = predict(batch, resize_xy)
-        return memo[key]
-
+    cached = decoder_table.cached(oracle_for(coco, [image_id], cfg.targets, skeleton, OUTPUT_STRIDE))
     out = {}
     for height in heights:
         grid_cfg = dataclasses.replace(cfg.eval, decode_height=height)

@@ -94,7 +94,7 @@ def test_grouping_oracle_prints_a_row_per_decoder_and_subset(synthetic_crowdpose
     ]
     written = json.loads(out_json.read_text())
     assert len(written) == len(rows) and {"AP_hard", "AP"} <= set(written[0]["stats"])
-    assert all(0.0 <= r["stats"]["AP"] <= 1.0 and r["images_per_s"] > 0 for r in written)
+    assert all(0.0 <= r["stats"]["AP"] <= 1.0 and "images_per_s" in r for r in written)  # speed: printed, not asserted
     assert grouping_oracle.main(args) == 2  # the JSON is never overwritten
     assert str(out_json) in capsys.readouterr().err
 
