@@ -33,11 +33,11 @@ import torch
 
 from config.schema import EvalConfig
 from evaluate.estimator import PoseEstimator, Timing
-from evaluate.export_onnx import export_metadata, export_onnx
-from evaluate.runtime.inference_setup import choose_setup
-from evaluate.runtime.model_loader import load_model
-from evaluate.runtime.multiscale import Predictor, model_predictor
-from evaluate.runtime.onnx_runner import CPU_PROVIDER, OnnxPredictor, import_onnxruntime
+from evaluate.inference.checkpoint_model import load_model
+from evaluate.inference.inference_setup import choose_setup
+from evaluate.inference.map_source import MapSource, network_source
+from evaluate.inference.onnx_export import export_metadata, export_onnx
+from evaluate.inference.onnx_runner import CPU_PROVIDER, OnnxSource, import_onnxruntime
 from models.fold import fold_batchnorm
 from utils.errors import UserError, cli_main
 from utils.precision import probe_capabilities
@@ -71,15 +71,15 @@ def read_images(folder: Path, n: int) -> list:
     return [cv2.imread(str(f), cv2.IMREAD_COLOR) for f in files]
 
 
-def torch_predictor(model: torch.nn.Module, amp: str, channels_last: bool) -> Predictor:
+def torch_predictor(model: torch.nn.Module, amp: str, channels_last: bool) -> MapSource:
     network = fold_batchnorm(model)
     if channels_last:
         network = network.to(memory_format=torch.channels_last)
     setup = choose_setup(EvalConfig(amp=amp), CPU, probe_capabilities(CPU))
-    return model_predictor(network, setup.precision, channels_last)
+    return network_source(network, setup.precision, channels_last)
 
 
-def onnx_predictor(model: torch.nn.Module, cfg, folder: Path, threads: int) -> OnnxPredictor:
+def onnx_predictor(model: torch.nn.Module, cfg, folder: Path, threads: int) -> OnnxSource:
     ort = import_onnxruntime()
     path = folder / "model.onnx"
     if not path.exists():
@@ -88,7 +88,7 @@ def onnx_predictor(model: torch.nn.Module, cfg, folder: Path, threads: int) -> O
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
-    return OnnxPredictor(ort.InferenceSession(str(path), options, providers=[CPU_PROVIDER]), skeleton=model.skeleton)
+    return OnnxSource(ort.InferenceSession(str(path), options, providers=[CPU_PROVIDER]), skeleton=model.skeleton)
 
 
 def measure(estimator: PoseEstimator, images: list, threads: int) -> Timing:
@@ -109,7 +109,7 @@ def default_variant() -> str:
 
 def run_model(name: str, ckpt: Path, folder: Path, args, tmp: Path) -> list[str]:
     model, cfg = load_model(str(ckpt), None, None, CPU)
-    predictors: dict[tuple[str, int], Predictor] = {}
+    predictors: dict[tuple[str, int], MapSource] = {}
     rows = []
     all_threads = torch.get_num_threads()
     for scales in args.scales:

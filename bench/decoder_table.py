@@ -6,7 +6,7 @@
 
 Three kinds of maps (the table's column groups), each scored by pycocotools against its own annotations:
 
-(a) oracle: the ground-truth target maps (evaluate/runtime/oracle.py) of the real COCO sample (27 images), at the eval
+(a) oracle: the ground-truth target maps (evaluate/inference/oracle.py) of the real COCO sample (27 images), at the eval
     settings of ``--config`` and ``key=value`` (default: config/schema.py, 5 scales + flip);
 (b) model: the predictions of a trained checkpoint (``--ckpt``; the quick start writes runs/quickstart/best.pt) on
     its synthetic validation split (``--val-dir``: images/ and annotations/person_keypoints_val.json; default: the
@@ -48,14 +48,16 @@ from bench.grouping import inputs_or_sample
 from config.loader import add_config_arguments, config_from_args
 from config.schema import OUTPUT_STRIDE, Config, EvalConfig
 from config.skeleton import Skeleton, skeleton_of
-from data.image_files import read_image
-from evaluate.coco_eval import coco_keypoint_stats, image_path, load_coco
+from data.image_files import image_path, read_image
 from evaluate.decoder.decode import DecodeParams, People, decode_people
 from evaluate.estimator import PoseEstimator
+from evaluate.inference.checkpoint_model import load_model
+from evaluate.inference.map_source import InputBatch, MapSource
+from evaluate.inference.multiscale import multiscale_maps
+from evaluate.inference.oracle import annotation_oracle
+from evaluate.metrics.annotations import load_coco
 from evaluate.metrics.coco_results import coco_results
-from evaluate.runtime.model_loader import load_model
-from evaluate.runtime.multiscale import Predictor, multiscale_maps
-from evaluate.runtime.oracle import oracle_for
+from evaluate.metrics.keypoint_stats import coco_keypoint_stats
 from models.weights import unwrap
 from utils.distributed import select_device
 from utils.errors import UserError, cli_main
@@ -114,27 +116,27 @@ class ImageErrors:
 
 @dataclass
 class Source:
-    """One column group: images with annotations, the config they are evaluated at, and their predictors."""
+    """One column group: images with annotations, the config they are evaluated at, and their map sources."""
 
     name: str
     coco: typing.Any  # pycocotools COCO
     image_ids: list[int]
     images_dir: Path
     cfg: Config
-    predictor_for: Callable[[int, tuple[int, int]], Predictor]  # (image id, image (rows, cols)) -> predictor
+    source_for: Callable[[int, tuple[int, int]], MapSource]  # (image id, image (rows, cols)) -> map source
     device: torch.device
     skeleton: Skeleton
 
 
-def cached(predict: Predictor) -> Predictor:
-    """``predict`` computed once per input shape and resize factors: one forward per image and test scale, whatever
-    the number of decoding grids asked of it."""
+def cached(source: MapSource) -> MapSource:
+    """``source`` computed once per input shape and images' transforms: one forward per image and test scale,
+    whatever the number of decoding grids asked of it."""
     memo: dict[tuple, torch.Tensor] = {}
 
-    def run(batch: torch.Tensor, resize_xy: tuple[float, float]) -> torch.Tensor:
-        key = (tuple(batch.shape), tuple(resize_xy))
+    def run(batch: InputBatch) -> torch.Tensor:
+        key = (tuple(batch.pixels.shape), batch.metas)
         if key not in memo:
-            memo[key] = predict(batch, resize_xy)
+            memo[key] = source(batch)
         return memo[key]
 
     return run
@@ -169,8 +171,8 @@ def draw_bumps(maps: np.ndarray, bumps: np.ndarray, sigma: float, stride: int) -
         np.maximum(maps[int(c)], (height * gy[:, None] * gx[None, :]).astype(np.float32), out=maps[int(c)])
 
 
-def degraded_predictor(
-    predict: Predictor,
+def degraded_source(
+    source: MapSource,
     errors: ImageErrors,
     rng: np.random.Generator,
     d: Degradation,
@@ -178,21 +180,22 @@ def degraded_predictor(
     sigma: float,
     stride: int,
     skeleton: Skeleton,
-) -> Predictor:
-    """``predict`` followed by the degradation ``d`` (module docstring) on every output of a batch of one image:
+) -> MapSource:
+    """``source`` followed by the degradation ``d`` (module docstring) on every output of a batch of one image:
     the image, then its mirror when ``flip_test``. ``errors``: ``random_errors`` of the image; ``sigma`` (of the
     bumps) in input pixels; ``rng`` draws the noise."""
     flip = np.asarray(skeleton.channel_flip)
     changed = degraded_channels(skeleton)
 
-    def run(batch: torch.Tensor, resize_xy: tuple[float, float]) -> torch.Tensor:
-        out = predict(batch, resize_xy).cpu().numpy().astype(np.float32, copy=True)
+    def run(batch: InputBatch) -> torch.Tensor:
+        out = source(batch).cpu().numpy().astype(np.float32, copy=True)
+        resize_xy = batch.metas[0].resize_xy
         bumps = errors.bumps.copy()
         bumps[:, 1] = (bumps[:, 1] + 0.5) * resize_xy[0] - 0.5  # OpenCV's resize maps pixel centres
         bumps[:, 2] = (bumps[:, 2] + 0.5) * resize_xy[1] - 0.5
         mirrored = bumps.copy()
         mirrored[:, 0] = flip[bumps[:, 0].astype(np.int64)]  # mirror channel c holds what channel flip[c] holds
-        mirrored[:, 1] = batch.shape[3] - 1 - bumps[:, 1]
+        mirrored[:, 1] = batch.pixels.shape[3] - 1 - bumps[:, 1]
         for i, maps in enumerate(out):
             is_mirror = flip_test and i >= len(out) // 2
             noisy = maps[changed] + rng.normal(0.0, d.noise_std, maps[changed].shape).astype(np.float32)
@@ -211,12 +214,12 @@ def decode_source(source: Source, candidates: list[Candidate], progress: bool = 
     people: dict[Candidate, list[People]] = {c: [] for c in candidates}
     heights = sorted({c.decode_height for c in candidates}, reverse=True)
     for image_id in progress_bar(source.image_ids, desc=source.name, unit="img", disable=not progress):
-        image = read_image(image_path(source.images_dir, source.coco.imgs[image_id]["file_name"]))
-        predict = cached(source.predictor_for(image_id, image.shape[:2]))
+        image = read_image(image_path(source.images_dir, source.coco.imgs[image_id], "the annotation file"))
+        maps_source = cached(source.source_for(image_id, image.shape[:2]))
         for height in heights:
             grid_cfg = dataclasses.replace(source.cfg.eval, decode_height=height)
-            maps, scale = multiscale_maps(image, grid_cfg, predict, source.device, OUTPUT_STRIDE,
-                                          skeleton=source.skeleton)  # fmt: skip
+            maps, scale = multiscale_maps(image, grid_cfg, maps_source, source.device, OUTPUT_STRIDE,
+                                          skeleton=source.skeleton, key=image_id)  # fmt: skip
             for c in candidates:
                 if c.decode_height == height:
                     people[c].append(decode_people(maps, c.decoder(source.cfg.eval), scale, skeleton=source.skeleton))
@@ -246,14 +249,15 @@ def oracle_sources(args: argparse.Namespace, cfg: Config, device: torch.device) 
     ids = sorted(coco.getImgIds())[: args.limit or None]
     sigma, d = cfg.targets.sigma, Degradation()
 
-    def oracle(image_id: int, image_hw: tuple[int, int]) -> Predictor:
-        return oracle_for(coco, [image_id], cfg.targets, skeleton, OUTPUT_STRIDE)
+    truth = annotation_oracle(coco, cfg.targets, skeleton)
 
-    def degraded(image_id: int, image_hw: tuple[int, int]) -> Predictor:
+    def oracle(image_id: int, image_hw: tuple[int, int]) -> MapSource:
+        return truth
+
+    def degraded(image_id: int, image_hw: tuple[int, int]) -> MapSource:
         rng = np.random.default_rng([args.seed, image_id])
         errors = random_errors(rng, image_hw, d, skeleton)
-        return degraded_predictor(oracle(image_id, image_hw), errors, rng, d, cfg.eval.flip, sigma, OUTPUT_STRIDE,
-                                  skeleton)  # fmt: skip
+        return degraded_source(truth, errors, rng, d, cfg.eval.flip, sigma, OUTPUT_STRIDE, skeleton)
 
     return [Source("(a) oracle", coco, ids, images, cfg, oracle, device, skeleton),
             Source("(c) degraded", coco, ids, images, cfg, degraded, device, skeleton)]  # fmt: skip
@@ -270,8 +274,8 @@ def model_source(args: argparse.Namespace, device: torch.device) -> Source:
     skeleton = unwrap(model).skeleton
     coco = load_coco(annotations, skeleton)
     ids = sorted(coco.getImgIds())[: args.limit or None]
-    predictor = PoseEstimator.from_model(model, cfg.eval, device).network  # the API's network, maps cached here
-    return Source("(b) model", coco, ids, val_dir / "images", cfg, lambda image_id, hw: predictor, device, skeleton)
+    network = PoseEstimator.from_model(model, cfg.eval, device).source  # the API's network, maps cached here
+    return Source("(b) model", coco, ids, val_dir / "images", cfg, lambda image_id, hw: network, device, skeleton)
 
 
 def markdown_table(candidates: list[Candidate], columns: dict[str, dict[Candidate, tuple[float, float]]]) -> str:

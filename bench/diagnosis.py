@@ -7,7 +7,7 @@ until there are ``--images`` images (val2017 has 5,000), each copy with its own 
 with the errors a network makes: every keypoint moved by noise of a few % of the person's size, one in six
 keypoints left-right swapped or moved onto a neighbour or far away, 15 % of the people missed, a false person
 beside one in five, random scores. Prints, alternated ``--repeat`` times in one run, the seconds of plain scoring
-(``coco_eval.score_results``, what ``--results`` runs), of scoring with ``--diagnose`` (scoring + diagnosis +
+(``score_results``, what ``--results`` runs), of scoring with ``--diagnose`` (scoring + diagnosis +
 report), and of the diagnosis alone, with its keypoint error counts.
 """
 
@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from config.loader import load_config
-from evaluate.coco_eval import score_results
+from evaluate.evaluation import score_results
 from evaluate.metrics.diagnosis import diagnose
 from utils.errors import cli_main
 from utils.paths import REPO_ROOT

@@ -340,7 +340,7 @@ def section_data(rig: Rig, report: Report) -> None:
 def preprocess_ms(estimator: PoseEstimator, images: list, rig: Rig) -> float:
     """Milliseconds per image of the input preparation alone (upload, every scale's resize, pad, mirror, scale),
     as ``multiscale_maps_batch`` does it, timed between synchronisations."""
-    from evaluate.runtime.multiscale import scale_inputs
+    from evaluate.inference.multiscale import scale_inputs
 
     rig.sync()
     start = time.perf_counter()
@@ -394,7 +394,7 @@ def compare_with_cpu(model, cfg, images_dir: Path, annotations: Path, rig: Rig, 
     buckets) on the first images, 1 scale + flip, the same random weights."""
     import json
 
-    from evaluate.coco_eval import evaluate_coco
+    from evaluate.evaluation import evaluate_model
 
     subset = dataclasses.replace(cfg.eval, scales=[1.0], flip=True, max_images=rig.cpu_reference_images)
     results = {}
@@ -403,7 +403,7 @@ def compare_with_cpu(model, cfg, images_dir: Path, annotations: Path, rig: Rig, 
             c = dataclasses.replace(cfg, eval=subset)
             out = Path(tmp) / f"{label}.json"
             net = model.to(device)
-            stats, _ = evaluate_coco(net, images_dir, annotations, c, device, out, progress=False)
+            stats, _ = evaluate_model(net, images_dir, annotations, c, device, out, progress=False)
             results[label] = (stats, json.loads(out.read_text()))
         model.to(rig.device)
     (a, ra), (b, rb) = results["device"], results["cpu"]

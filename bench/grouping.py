@@ -24,10 +24,18 @@ from config.loader import add_config_arguments, config_from_args
 from config.schema import OUTPUT_STRIDE
 from config.skeleton import Skeleton, skeleton_of
 from data.image_files import read_image
-from evaluate.coco_eval import load_coco
 from evaluate.decoder.decode import DecodeParams, decode_people
-from evaluate.runtime.multiscale import decode_grid, fuse_flip, make_batch, prepare_input, resize_to_grid, scale_factors
-from evaluate.runtime.oracle import oracle_for
+from evaluate.inference.map_source import ImageMeta, InputBatch
+from evaluate.inference.multiscale import (
+    decode_grid,
+    fuse_flip,
+    make_batch,
+    prepare_input,
+    resize_to_grid,
+    scale_factors,
+)
+from evaluate.inference.oracle import annotation_oracle
+from evaluate.metrics.annotations import load_coco
 from utils.errors import cli_main
 from utils.paths import COCO_SAMPLE_ANNOTATIONS, coco_sample_dir
 
@@ -35,6 +43,7 @@ from utils.paths import COCO_SAMPLE_ANNOTATIONS, coco_sample_dir
 def network_outputs(images_dir: Path, annotations: Path, cfg, skeleton: Skeleton, limit: int = 0):
     """Per image: (network-shaped output (2 or 1, C, h, w), resized size, grid size, image size)."""
     coco = load_coco(annotations, skeleton)
+    oracle = annotation_oracle(coco, cfg.targets, skeleton)
     items = []
     for image_id in sorted(coco.getImgIds())[: limit or None]:
         image = read_image(images_dir / coco.imgs[image_id]["file_name"])
@@ -42,7 +51,7 @@ def network_outputs(images_dir: Path, annotations: Path, cfg, skeleton: Skeleton
         m = scale_factors(h, w, dataclasses.replace(cfg.eval, scales=[1.0]))[0]
         padded, (hr, wr) = prepare_input(image, m, cfg.eval)
         batch = make_batch([padded], cfg.eval.flip, torch.device("cpu"))
-        out = oracle_for(coco, [image_id], cfg.targets, skeleton, OUTPUT_STRIDE)(batch, (wr / w, hr / h))
+        out = oracle(InputBatch(batch, (ImageMeta(image_id, (h, w), (hr, wr), tuple(batch.shape[2:])),)))
         items.append((out, (hr, wr), decode_grid(h, w, cfg.eval), (h, w)))
     return items
 

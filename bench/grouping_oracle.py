@@ -4,7 +4,7 @@
         [--subsets all crowded300 even odd] [--limit N] [--decoders original before before_full default] \
         [--cache DIR] [key=value ...]
 
-No pixel is read: the oracle draws each image's training targets (evaluate/runtime/oracle.py) for every test scale and
+No pixel is read: the oracle draws each image's training targets (evaluate/inference/oracle.py) for every test scale and
 its mirror, on a blank picture of the image's size, so the whole test-time path (resize, flip fusion, scale
 averaging, decoding) runs as with a perfect network. Every point lost is lost by peaks, limb scoring and assembly.
 
@@ -42,12 +42,13 @@ from bench import decoder_table
 from config.loader import add_config_arguments, config_from_args
 from config.schema import OUTPUT_STRIDE, EvalConfig
 from config.skeleton import Skeleton, skeleton_of
-from evaluate.coco_eval import keypoint_stats, load_coco
 from evaluate.decoder.decode import DecodeParams, People, decode_people
+from evaluate.inference.multiscale import multiscale_maps
+from evaluate.inference.oracle import annotation_oracle
+from evaluate.metrics.annotations import load_coco
 from evaluate.metrics.coco_results import coco_results
 from evaluate.metrics.diagnosis import diagnose
-from evaluate.runtime.multiscale import multiscale_maps
-from evaluate.runtime.oracle import oracle_for
+from evaluate.metrics.keypoint_stats import keypoint_stats
 from utils.errors import UserError, cli_main
 from utils.io import atomic_write_text
 from utils.progress_bar import progress_bar
@@ -123,11 +124,13 @@ def oracle_maps(coco, image_id: int, cfg, skeleton: Skeleton, heights: list[int]
     """{decode height: (maps, scale)} of one image's oracle, on a blank picture of its size."""
     info = coco.imgs[image_id]
     blank = np.zeros((int(info["height"]), int(info["width"]), 3), np.uint8)
-    cached = decoder_table.cached(oracle_for(coco, [image_id], cfg.targets, skeleton, OUTPUT_STRIDE))
+    cached = decoder_table.cached(annotation_oracle(coco, cfg.targets, skeleton))
     out = {}
     for height in heights:
         grid_cfg = dataclasses.replace(cfg.eval, decode_height=height)
-        out[height] = multiscale_maps(blank, grid_cfg, cached, torch.device("cpu"), OUTPUT_STRIDE, skeleton=skeleton)
+        out[height] = multiscale_maps(
+            blank, grid_cfg, cached, torch.device("cpu"), OUTPUT_STRIDE, skeleton=skeleton, key=image_id
+        )
     return out
 
 
@@ -215,17 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-@cli_main
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    args.overrides = [f"data.skeleton={args.skeleton}", *args.overrides]
-    cfg = config_from_args(args)
-    skeleton = skeleton_of(cfg)
-    if not args.annotations.is_file():
-        raise UserError(f"annotation file {args.annotations} not found", file=args.annotations)
-    if args.json is not None and args.json.exists():
-        raise UserError(f"{args.json} exists: give a new --json path", file=args.json)
-    torch.set_num_threads(1)
+def report(args: argparse.Namespace, cfg, skeleton: Skeleton) -> None:
+    """Decode, score and print the table (and write --json)."""
     coco = load_coco(args.annotations, skeleton)
     subsets = {name: subset_ids(coco, name) for name in args.subsets}
     union = sorted(set().union(*subsets.values()))[: args.limit or None]
@@ -243,6 +237,24 @@ def main(argv: list[str] | None = None) -> int:
     print(table(rows, skeleton.evaluation == "crowdpose"))
     if args.json is not None:
         atomic_write_text(args.json, json.dumps([dataclasses.asdict(r) for r in rows], indent=1))
+
+
+@cli_main
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    args.overrides = [f"data.skeleton={args.skeleton}", *args.overrides]
+    cfg = config_from_args(args)
+    skeleton = skeleton_of(cfg)
+    if not args.annotations.is_file():
+        raise UserError(f"annotation file {args.annotations} not found", file=args.annotations)
+    if args.json is not None and args.json.exists():
+        raise UserError(f"{args.json} exists: give a new --json path", file=args.json)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the oracle's maps are small: one thread per image (per worker process with --jobs)
+    try:
+        report(args, cfg, skeleton)
+    finally:
+        torch.set_num_threads(threads)  # main also runs inside other processes (the tests)
     return 0
 
 

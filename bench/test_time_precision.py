@@ -27,12 +27,13 @@ import numpy as np
 import torch
 
 from config.skeleton import Skeleton
-from evaluate.coco_eval import keypoint_stats, load_coco
 from evaluate.decoder.decode import People
 from evaluate.estimator import PoseEstimator
+from evaluate.inference.checkpoint_model import load_model
+from evaluate.metrics.annotations import load_coco
 from evaluate.metrics.coco_results import coco_results
+from evaluate.metrics.keypoint_stats import keypoint_stats
 from evaluate.metrics.people_agreement import people_agreement
-from evaluate.runtime.model_loader import load_model
 from utils.errors import UserError, cli_main
 
 CPU = torch.device("cpu")

@@ -5,11 +5,11 @@
     Checkpoint(model=state, config=to_dict(cfg), skeleton=skeleton, train_state=...).save(path)   # atomically
 
 Every reader and writer of a checkpoint goes through this type (the trainer's checkpoints and resume through
-``engine.checkpointer``, ``train.init_weights``, evaluation and ONNX export through ``evaluate.runtime.model_loader``,
-the converter of the original's weights), so the keys of the file are written and read here only. The saved config is
-parsed once, here, into a typed ``Config``; the training state is opaque to this module (a dict that
-``engine.checkpointer.TrainState`` reads and writes). A file is a dict of tensors and plain Python values, loaded with
-``torch.load(weights_only=True)``: a checkpoint never runs code.
+``engine.checkpointer``, ``train.init_weights``, evaluation and ONNX export through
+``evaluate.inference.checkpoint_model``, the converter of the original's weights), so the keys of the file are written
+and read here only. The saved config is parsed once, here, into a typed ``Config``; the training state is opaque to this
+module (a dict that ``engine.checkpointer.TrainState`` reads and writes). A file is a dict of tensors and plain Python
+values, loaded with ``torch.load(weights_only=True)``: a checkpoint never runs code.
 
 Format 2 (written now):
 
@@ -81,7 +81,7 @@ class CheckpointError(UserError):
 _FLAT_ENTRIES = ("format_version", "model", "config", "skeleton", "version", "source")
 LOAD_FIX = (
     "build the model for the checkpoint's skeleton (data.skeleton=NAME or FILE), or rebuild it from the "
-    "checkpoint alone with evaluate.runtime.model_loader.load_model"
+    "checkpoint alone with evaluate.inference.checkpoint_model.load_model"
 )
 
 

@@ -198,7 +198,7 @@ class EvalConfig:
     refine_radius, peak_score, refine_mode, refine_xy_swap_bug, max_peaks, one_per_plateau), ``LimbParams``
     (limb_threshold, connect_ratio, limb_samples) and ``AssemblyParams`` (len_rate, connection_tolerance, remove_recon,
     min_parts, min_mean_score, grouping, join_fragments); the rest is the multi-scale inference
-    (evaluate/runtime/multiscale.py) and how it runs."""
+    (evaluate/inference/multiscale.py) and how it runs."""
 
     scales: list[float] = field(default_factory=lambda: [0.5, 1.0, 1.5, 2.0, 3.0])
     flip: bool = True
@@ -266,7 +266,7 @@ class EvalConfig:
     keypoint_names: NameMatch = "exact"
     # autocast of the network's forward at test time. off (float32: the same people and AP on every CPU); auto: bf16
     # on CPUs that compute it natively (AVX512-BF16 or AMX), float32 elsewhere, GPUs included (bf16 measured no
-    # faster there); evaluate/runtime/inference_setup.py. auto is in evaluate.FAST and the demo's --fast; not the
+    # faster there); evaluate/inference/inference_setup.py. auto is in evaluate.FAST and the demo's --fast; not the
     # default because bf16 changes some people found (docs/benchmarks.md#bf16-against-float32-at-test-time)
     amp: Literal["auto", "off", "fp16", "bf16"] = "off"
     # the network and its inputs in channels_last memory at test time. auto: on the CPU in bf16 (measured faster;

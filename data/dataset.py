@@ -144,7 +144,7 @@ def images_to_float(images: torch.Tensor, channels_last: bool = False) -> torch.
     memory if asked (for a model converted with ``memory_format=torch.channels_last``), else contiguous NCHW.
 
     The one place where training inputs are scaled: times float32(1/255), exactly the values the sample's float
-    image had before images became uint8 (and those evaluate/runtime/multiscale.py gives its inputs).
+    image had before images became uint8 (and those evaluate/inference/multiscale.py gives its inputs).
     Call it after moving the batch to the device, so that the uint8 pixels are what crosses to it.
     """
     if images.dtype != torch.uint8:

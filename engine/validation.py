@@ -14,7 +14,7 @@ from data.dataset import batch_to_device
 from engine.loader import make_loader
 from engine.logger import Meter
 from engine.sampler import EpochSampler
-from evaluate.coco_eval import evaluate_coco
+from evaluate.evaluation import evaluate_model
 from models.eval_mode import eval_mode
 from models.weights import unwrap
 from utils import distributed as du
@@ -69,7 +69,7 @@ class Validator:
                     run = Path(self.cfg.train.out_dir)
                     out_json = run / f"val_results_epoch{epoch}.json" if self.rank == 0 else None
                     diagnose_dir = run / f"diagnosis_epoch{epoch}" if self.cfg.eval.diagnose else None
-                    stats, _ = evaluate_coco(
+                    stats, _ = evaluate_model(
                         model,
                         d.val_images,
                         d.val_annotations,

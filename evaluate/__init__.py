@@ -5,15 +5,58 @@ The Python API (evaluate/estimator.py)::
     from evaluate import PoseEstimator
     people = PoseEstimator.from_checkpoint("runs/quickstart/best.pt")(cv2.imread("photo.jpg"))
 
-and across a video's frames (evaluate/track.py)::
+and across a video's frames, a folder of pictures or a camera (evaluate/track.py)::
 
-    for frame in estimator.video("clip.mp4", PoseTracker(estimator.skeleton, TrackConfig(smooth=True))):
+    for frame in estimator.stream("clip.mp4", PoseTracker(estimator.skeleton, TrackConfig(smooth=True))):
         frame.people  # each with .track_id
+
+The names below are imported when first used, so that ``import evaluate.decoder`` (numpy only) or
+``evaluate.metrics`` does not load torch.
 """
 
-from config.schema import TrackConfig
-from evaluate.estimator import Person, PoseEstimator, Timing, VideoFrame, coco_results_json
-from evaluate.fast_setting import FAST
-from evaluate.track import PoseTracker
+from __future__ import annotations
 
-__all__ = ["FAST", "Person", "PoseEstimator", "PoseTracker", "Timing", "TrackConfig", "VideoFrame", "coco_results_json"]
+import importlib
+from typing import TYPE_CHECKING
+
+_HOME = {
+    "FAST": "evaluate.fast_setting",
+    "Frame": "evaluate.estimator",
+    "Person": "evaluate.estimator",
+    "PoseEstimator": "evaluate.estimator",
+    "PoseTracker": "evaluate.track",
+    "Timing": "evaluate.estimator",
+    "TrackConfig": "config.schema",
+    "VideoFrame": "evaluate.estimator",
+    "coco_results_json": "evaluate.estimator",
+}
+
+__all__ = [
+    "FAST",
+    "Frame",
+    "Person",
+    "PoseEstimator",
+    "PoseTracker",
+    "Timing",
+    "TrackConfig",
+    "VideoFrame",
+    "coco_results_json",
+]
+
+if TYPE_CHECKING:
+    from config.schema import TrackConfig
+    from evaluate.estimator import Frame, Person, PoseEstimator, Timing, VideoFrame, coco_results_json
+    from evaluate.fast_setting import FAST
+    from evaluate.track import PoseTracker
+
+
+def __getattr__(name: str):
+    if name not in _HOME:
+        raise AttributeError(f"module 'evaluate' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_HOME[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_HOME))

@@ -4,19 +4,20 @@
     people = estimator("photo.jpg")  # list[Person]: keypoints (K, 3), score, box
     people = estimator(frame)  # or a BGR uint8 array (H, W, 3), a PIL image, greyscale (H, W), BGRA (H, W, 4)
     many = estimator.predict_batch([image_a, "b.png"])  # list[list[Person]], one list per image
-    for frame in estimator.video("clip.mp4", PoseTracker(estimator.skeleton)):  # or video(0): camera 0
+    for frame in estimator.stream("clip.mp4", PoseTracker(estimator.skeleton)):  # or 0 (camera 0), a folder, 'a/*.jpg'
         frame.index, frame.timestamp, frame.people  # people with .track_id (evaluate/track.py)
 
 The one "image in, people out" path of the repository: ``evaluate.coco_eval``, the demo, the quick start's picture
-and the oracle (a predictor that draws ground-truth maps, given as ``network``) all run through
-``PoseEstimator.people``: multi-scale + flip inference (evaluate/runtime/multiscale.py), then the decoder
-(evaluate/decoder/decode.py), with the run's ``eval`` settings.
+and the oracle all run through ``PoseEstimator.people``: a map source (a network, an ONNX file, or the oracle that
+draws the ground truth's own maps: evaluate/inference/map_source.py) under multi-scale + flip inference
+(evaluate/inference/multiscale.py), then the decoder (evaluate/decoder/decode.py), with the run's ``eval``
+settings.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, overload
@@ -27,13 +28,17 @@ import torch
 from config.loader import with_overrides
 from config.schema import OUTPUT_STRIDE, Config, EvalConfig
 from config.skeleton import Skeleton
+from data.image_files import ImageFileError
 from evaluate.decoder.decode import DecodeParams, People, decode_people
 from evaluate.image_input import ImageLike, as_bgr_list
+from evaluate.inference.checkpoint_model import load_model
+from evaluate.inference.inference_setup import inference_setup
+from evaluate.inference.map_source import MapSource, network_source
+from evaluate.inference.multiscale import multiscale_maps_batch
+from evaluate.inference.onnx_runner import Providers, load_onnx, providers_for
+from evaluate.inference.oracle import annotation_oracle
+from evaluate.inputs import InputFrame, Inputs, open_inputs
 from evaluate.metrics.coco_results import coco_results, results_text
-from evaluate.runtime.inference_setup import inference_setup
-from evaluate.runtime.model_loader import load_model
-from evaluate.runtime.multiscale import Predictor, model_predictor, multiscale_maps_batch
-from evaluate.runtime.onnx_runner import Providers, load_onnx, providers_for
 from evaluate.video import VideoReader
 from models.fold import fold_batchnorm
 from models.weights import unwrap
@@ -53,13 +58,18 @@ class Person:
 
 
 @dataclass(frozen=True)
-class VideoFrame:
-    """One frame of ``PoseEstimator.video``."""
+class Frame:
+    """One image of ``PoseEstimator.stream`` (a picture, a video's frame) and its people."""
 
     index: int  # from 0
-    timestamp: float  # seconds from the first frame (evaluate/video.py)
-    image: np.ndarray  # (H, W, 3) uint8 BGR
+    timestamp: float  # seconds from the first frame (evaluate/video.py; pictures: index / fps)
+    image: np.ndarray | None  # (H, W, 3) uint8 BGR; None when the file could not be read (``error``)
     people: list[Person]  # with ``track_id`` when tracked
+    path: Path | None = None  # the picture's file
+    error: ImageFileError | None = None  # why the picture could not be read (no people then)
+
+
+VideoFrame = Frame  # the name of the frames of ``PoseEstimator.video``
 
 
 class Tracker(Protocol):
@@ -101,12 +111,11 @@ class PoseEstimator:
     """Multi-person pose estimation on images (BGR uint8 arrays (H, W, 3) and the other kinds of
     evaluate/image_input.py: paths, PIL images, greyscale, BGRA), with a network's ``eval`` settings.
 
-    ``network``: a predictor (``evaluate.runtime.multiscale.Predictor``: padded batch -> maps in ``skeleton``'s layout)
-    run on ``device``; None when every call gives its own (``people(images, network=...)``, as the oracle does).
-    ``timing`` holds the last call's seconds, ``total_timing`` those of every call."""
+    ``source``: a map source (``evaluate.inference.map_source.MapSource``: input batch -> maps in ``skeleton``'s
+    layout) run on ``device``. ``timing`` holds the last call's seconds, ``total_timing`` those of every call."""
 
-    def __init__(self, network: Predictor | None, cfg: EvalConfig, skeleton: Skeleton, device: torch.device):
-        self.network = network
+    def __init__(self, source: MapSource, cfg: EvalConfig, skeleton: Skeleton, device: torch.device):
+        self.source = source
         self.cfg = cfg
         self.decoder = DecodeParams.from_config(cfg)  # the decoder's settings, built once from cfg
         self.skeleton = skeleton
@@ -131,14 +140,24 @@ class PoseEstimator:
         onnxruntime provider list; ``eval_overrides`` as in ``from_checkpoint``."""
         if isinstance(providers, str):
             providers = providers_for(providers)
-        predictor, cfg = load_onnx(path, providers)
+        source, cfg = load_onnx(path, providers)
         cfg_eval = eval_settings(cfg, eval_overrides, "PoseEstimator.from_onnx")
-        return cls(predictor, cfg_eval, predictor.skeleton, torch.device("cpu"))  # ONNX Runtime takes host tensors
+        return cls(source, cfg_eval, source.skeleton, torch.device("cpu"))  # ONNX Runtime takes host tensors
+
+    @classmethod
+    def from_ground_truth(
+        cls, coco, cfg: Config, skeleton: Skeleton, image_id_of: Callable[[Hashable], int] | None = None
+    ) -> PoseEstimator:
+        """The oracle: the target maps of the annotations of a pycocotools ``COCO`` (``evaluate.metrics.annotations
+        .load_coco``) in place of a network, decoded with ``cfg.eval`` (drawn with ``cfg.targets``). Images are named
+        by their image ids (``people(images, keys=ids)``), or by any key ``image_id_of`` turns into one."""
+        oracle = annotation_oracle(coco, cfg.targets, skeleton, image_id_of)
+        return cls(oracle, cfg.eval, skeleton, torch.device("cpu"))
 
     @classmethod
     def from_model(cls, model: torch.nn.Module, cfg: EvalConfig, device: torch.device) -> PoseEstimator:
         """A PyTorch network (in eval mode, on ``device``, carrying ``model.skeleton``) under ``cfg.amp`` and
-        ``cfg.channels_last`` (evaluate/runtime/inference_setup.py; the choice is logged once); with
+        ``cfg.channels_last`` (evaluate/inference/inference_setup.py; the choice is logged once); with
         ``eval.fold_batchnorm`` a copy with its BatchNorms folded into the convolutions runs (``model`` is left
         as it is, and later changes to it do not reach this estimator)."""
         network = unwrap(model)
@@ -147,8 +166,8 @@ class PoseEstimator:
         setup = inference_setup(cfg, device)
         if setup.channels_last:  # in place: without the fold's copy, ``model``'s weights change memory (not values)
             network = network.to(memory_format=torch.channels_last)
-        predict = model_predictor(network, setup.precision, setup.channels_last)
-        return cls(predict, cfg, network.skeleton, device)
+        source = network_source(network, setup.precision, setup.channels_last)
+        return cls(source, cfg, network.skeleton, device)
 
     @property
     def keypoint_names(self) -> tuple[str, ...]:
@@ -168,39 +187,43 @@ class PoseEstimator:
             return self.predict_batch(images)
         return self.predict_batch([images])[0]
 
-    def video(
-        self,
-        source: str | Path | int | VideoReader,
-        tracker: Tracker | None = None,
-        network_for: Callable[[int], Predictor] | None = None,
-    ) -> Iterator[VideoFrame]:
-        """The people of each frame of a video file, a camera (its index) or an opened ``VideoReader``, frame by
-        frame as it is read. ``tracker`` (a ``PoseTracker``, reset first): the people of confirmed tracks, with
-        their ``track_id``. ``network_for``: a predictor for each frame index instead of the estimator's own (the
-        demo's ground-truth maps). The video is closed when the loop ends or stops."""
-        reader = source if isinstance(source, VideoReader) else VideoReader(source)
+    def stream(self, inputs: Any, tracker: Tracker | None = None, fps: float = 30.0) -> Iterator[Frame]:
+        """The people of each image of ``inputs``, one image at a time as it is read: a path, folder, quoted pattern,
+        video file or camera index (``evaluate.inputs.open_inputs``), an opened ``VideoReader``, an image array or
+        PIL image, or a list of images. ``tracker`` (a ``PoseTracker``, reset first): the people of confirmed tracks,
+        with their ``track_id`` (pictures count as frames ``1 / fps`` seconds apart). A picture that cannot be read
+        comes as a frame with its ``error`` and no people; a video is closed when the loop ends or stops. Each image
+        is named for the map source by its file, else by its index (the oracle's image id of a video's frame)."""
+        frames = reader_frames(inputs) if isinstance(inputs, VideoReader) else open_inputs(inputs).frames(fps)
         if tracker is not None:
             tracker.reset()
-        with reader:
-            for index, timestamp, image in reader:
-                people = self.predict_batch([image], network_for(index) if network_for else None)[0]
-                if tracker is not None:
-                    people = tracker.update(people, timestamp)
-                yield VideoFrame(index, timestamp, image, people)
+        for item in frames:
+            if item.image is None:
+                yield Frame(item.index, item.timestamp, None, [], item.path, item.error)
+                continue
+            people = self.predict_batch([item.image], [item.key])[0]
+            if tracker is not None:
+                people = tracker.update(people, item.timestamp)
+            yield Frame(item.index, item.timestamp, item.image, people, item.path)
 
-    def predict_batch(self, images: Sequence[ImageLike], network: Predictor | None = None) -> list[list[Person]]:
+    def video(self, source: str | Path | int | VideoReader, tracker: Tracker | None = None) -> Iterator[Frame]:
+        """``stream`` of a video file, a camera (its index) or an opened ``VideoReader``."""
+        return self.stream(source if isinstance(source, (VideoReader, int)) else Inputs(video=Path(source)), tracker)
+
+    def predict_batch(self, images: Sequence[ImageLike], keys: Sequence[Hashable] | None = None) -> list[list[Person]]:
         """The people of each image (any sizes, any kinds ``__call__`` takes), in the order given; up to
-        ``eval.batch_size`` images of one size share each forward pass. ``network``: as in ``people``."""
-        return [persons(p) for p in self.people(images, network)]
+        ``eval.batch_size`` images of one size share each forward pass. ``keys``: as in ``people``."""
+        return [persons(p) for p in self.people(images, keys)]
 
-    def people(self, images: Sequence[ImageLike], network: Predictor | None = None) -> list[People]:
+    def people(self, images: Sequence[ImageLike], keys: Sequence[Hashable] | None = None) -> list[People]:
         """The decoder's arrays for each image: ``People.keypoints`` (P, K, 3), all 0 where not found, and
-        ``People.scores`` (P,). ``network``: a predictor to use instead of the estimator's own for this call.
-        Images as ``__call__`` takes them; every one is checked (and read, for paths) before any runs."""
-        network = self.network if network is None else network
-        if network is None:
-            raise ValueError("this PoseEstimator has no network: pass one to people(images, network=...)")
+        ``People.scores`` (P,). ``keys``: what names each image for the map source (``ImageMeta.key``: the oracle
+        finds its annotations by it; a network ignores it); default: the image's position in ``images``. Images as
+        ``__call__`` takes them; every one is checked (and read, for paths) before any runs."""
         images = as_bgr_list(images)
+        keys = list(range(len(images))) if keys is None else list(keys)
+        if len(keys) != len(images):
+            raise ValueError(f"{len(keys)} keys for {len(images)} images")
         by_size: dict[tuple[int, int], list[int]] = {}
         for i, image in enumerate(images):
             by_size.setdefault(image.shape[:2], []).append(i)
@@ -212,7 +235,13 @@ class PoseEstimator:
                 chunk = indices[start : start + step]
                 t0 = time.perf_counter()
                 maps = multiscale_maps_batch(
-                    [images[i] for i in chunk], self.cfg, network, self.device, OUTPUT_STRIDE, skeleton=self.skeleton
+                    [images[i] for i in chunk],
+                    self.cfg,
+                    self.source,
+                    self.device,
+                    OUTPUT_STRIDE,
+                    skeleton=self.skeleton,
+                    keys=[keys[i] for i in chunk],
                 )
                 t1 = time.perf_counter()  # the maps are in host memory: the device's queued work is done
                 for i, (one, scale) in zip(chunk, maps):
@@ -221,6 +250,13 @@ class PoseEstimator:
                 self.timing.decoding_s += time.perf_counter() - t1
         self.total_timing.add(self.timing)
         return [out[i] for i in range(len(images))]
+
+
+def reader_frames(reader: VideoReader) -> Iterator[InputFrame]:
+    """The frames of an opened video, closed when the loop ends or stops."""
+    with reader:
+        for index, timestamp, image in reader:
+            yield InputFrame(index, timestamp, image)
 
 
 def eval_settings(cfg: Config, overrides: dict[str, Any], where: str) -> EvalConfig:

@@ -20,10 +20,10 @@ import torch
 from checkpoint.format import Checkpoint
 from config.schema import Config
 from config.skeleton import Skeleton
-from data.image_files import read_image
-from evaluate.coco_eval import image_path, load_coco
+from data.image_files import image_path, read_image
 from evaluate.draw import FONT, MIN_FONT_SCALE, draw_detections, draw_people
 from evaluate.estimator import Person, PoseEstimator
+from evaluate.metrics.annotations import load_coco
 from models import build_model
 from utils.io import atomic_write_bytes
 
@@ -49,7 +49,7 @@ def draw_predictions(cfg: Config, run_dir: str | Path, num_images: int = 6) -> P
     coco = load_coco(cfg.data.val_annotations, model.skeleton)
     pairs = []
     for image_id in sorted(coco.getImgIds())[:num_images]:
-        image = read_image(image_path(Path(cfg.data.val_images), coco.imgs[image_id]["file_name"]))
+        image = read_image(image_path(Path(cfg.data.val_images), coco.imgs[image_id], cfg.data.val_annotations))
         (found,) = estimator.predict_batch([image])
         truth = ground_truth_keypoints(coco, image_id, model.skeleton)
         pairs.append(pair_tile(image, image_id, truth, found, model.skeleton))

@@ -41,6 +41,17 @@ def converted(sample: Path, out: Path, input_size: int) -> Path:
     return out
 
 
+@pytest.fixture(autouse=True)
+def torch_threads_kept():
+    """Torch's thread count as it was before each test: a test, or a bench script's ``main`` run in this process,
+    that sets it would otherwise change what later tests compute (the session's trained fixtures among them), so that
+    a test's result would depend on the order the tests ran in."""
+    threads = torch.get_num_threads()
+    yield
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+
+
 # ---------------------------------------------------------------------------------------------- the real sample
 
 REAL_SAMPLE_FIXTURES = {"coco_sample", "coco_sample_h5"}

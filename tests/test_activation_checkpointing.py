@@ -13,7 +13,7 @@ from config.schema import Config
 from data.dataset import SimplePoseDataset, collate, images_to_float
 from engine.checkpointer import check_same_model
 from engine.trainer import Trainer
-from evaluate.runtime.model_loader import load_model
+from evaluate.inference.checkpoint_model import load_model
 from models import MultiTaskLoss, build_model
 from models.weights import unwrap
 from tests.helpers import COCO

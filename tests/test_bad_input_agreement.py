@@ -22,7 +22,7 @@ from config.skeleton import load_skeleton
 from data.coco_annotations import main_person_indices
 from data.coco_to_hdf5 import Source, convert
 from data.image_files import ImageFileError
-from evaluate import coco_eval
+from evaluate.evaluation import evaluate_oracle
 from tests.harness.bad_inputs import ids_past_int64, string_annotation_ids, without_labelled_people, without_main_people
 from utils.errors import AnnotationError, UserError
 from utils.paths import COCO_SAMPLE_ANNOTATIONS, REPO_ROOT, TINY_PRESET
@@ -60,7 +60,7 @@ def test_the_same_checks_give_the_same_counted_warnings(flawed, tmp_path, caplog
     caplog.clear()
     with caplog.at_level(logging.WARNING):
         cfg = load_config(None, [*ORACLE, "eval.skip_bad=true"])
-        stats, summary = coco_eval.evaluate_oracle(images, path, cfg, progress=False)
+        stats, summary = evaluate_oracle(images, path, cfg, progress=False)
     evaluator = warnings(caplog)
     assert converter == evaluator and len(converter) == 3, (converter, evaluator)
     text = "\n".join(converter)
@@ -72,7 +72,7 @@ def test_the_same_checks_give_the_same_counted_warnings(flawed, tmp_path, caplog
     with pytest.raises(AnnotationError) as c:
         convert([Source(images, path)], tmp_path / "out2.h5", 64, progress=False)
     with pytest.raises(AnnotationError) as e:
-        coco_eval.evaluate_oracle(images, path, load_config(None, ORACLE), progress=False)
+        evaluate_oracle(images, path, load_config(None, ORACLE), progress=False)
     assert (c.value.key, c.value.image_id) == (e.value.key, e.value.image_id) == ("image_id", 424242)
     data = json.loads(path.read_text())
     data["annotations"].pop()
@@ -80,7 +80,7 @@ def test_the_same_checks_give_the_same_counted_warnings(flawed, tmp_path, caplog
     with pytest.raises(UserError) as c:  # the converter lists missing files before any work
         convert([Source(images, path)], tmp_path / "out2.h5", 64, progress=False)
     with pytest.raises(ImageFileError) as e:
-        coco_eval.evaluate_oracle(images, path, load_config(None, ORACLE), progress=False)
+        evaluate_oracle(images, path, load_config(None, ORACLE), progress=False)
     assert missing in str(c.value) and e.value.reason in ("missing", "truncated or corrupt JPEG (it does not decode to "
                                                           "its end)")  # fmt: skip
 
@@ -171,7 +171,7 @@ def evaluate_decision(data: dict, images, tmp_path) -> tuple[UserError | None, t
     path.write_text(json.dumps(data))
     out = tmp_path / "results.json"
     try:
-        stats, _ = coco_eval.evaluate_oracle(images, path, load_config(None, ORACLE), out, progress=False)
+        stats, _ = evaluate_oracle(images, path, load_config(None, ORACLE), out, progress=False)
     except UserError as e:
         return e, None
     return None, (stats, json.loads(out.read_text()))

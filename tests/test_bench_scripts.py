@@ -17,8 +17,9 @@ from bench import data_pipeline, decoder_table, gpu_check, grouping, grouping_or
 from config.loader import load_config
 from config.schema import OUTPUT_STRIDE
 from data.dataset import SimplePoseDataset
-from evaluate.runtime.multiscale import fuse_flip
-from evaluate.runtime.oracle import oracle_predictor
+from evaluate.inference.map_source import ImageMeta, InputBatch
+from evaluate.inference.multiscale import fuse_flip
+from evaluate.inference.oracle import keypoints_oracle
 from models import build_model
 from tests.harness import bad_input_table
 from tests.harness.bad_inputs import build_corpus
@@ -140,19 +141,18 @@ def test_decoder_table_prints_a_row_per_candidate_for_each_kind_of_maps(
 
 def test_degraded_maps_follow_the_documented_recipe():
     targets = load_config(None).targets
-    oracle = oracle_predictor(person(40, 5)[None] * (0.5, 0.5, 1), targets, COCO)
-    batch, d = torch.zeros(2, 3, 128, 160), decoder_table.Degradation()  # an image and its mirror
+    oracle = keypoints_oracle(person(40, 5)[None] * (0.5, 0.5, 1), targets, COCO)
+    meta = ImageMeta(0, (128, 160), (128, 160), (128, 160))
+    batch, d = InputBatch(torch.zeros(2, 3, 128, 160), (meta,)), decoder_table.Degradation()  # an image, its mirror
     n = COCO.num_limbs + COCO.num_keypoints  # the limb and keypoint channels come first
 
     def degraded(seed: int, source=oracle, **changes):
         rng, recipe = np.random.default_rng(seed), dataclasses.replace(d, **changes)
         errors = decoder_table.random_errors(rng, (128, 160), recipe, COCO)
-        predict = decoder_table.degraded_predictor(
-            source, errors, rng, recipe, True, targets.sigma, OUTPUT_STRIDE, COCO
-        )
-        return predict(batch, (1.0, 1.0)).numpy(), errors
+        maps = decoder_table.degraded_source(source, errors, rng, recipe, True, targets.sigma, OUTPUT_STRIDE, COCO)
+        return maps(batch).numpy(), errors
 
-    clean = oracle(batch, (1.0, 1.0)).numpy()
+    clean = oracle(batch).numpy()
     assert np.array_equal(degraded(0)[0], degraded(0)[0]) and not np.array_equal(degraded(0)[0], degraded(1)[0])
     blurred, errors = degraded(0, bumps_per_keypoint=0, noise_std=0.0)
     assert 0.4 <= errors.gains[:n].min() < errors.gains[:n].max() <= 0.8 and np.all(errors.gains[n:] == 1)
@@ -161,7 +161,7 @@ def test_degraded_maps_follow_the_documented_recipe():
             expected = gains[c] * cv2.GaussianBlur(clean[image, c], (0, 0), 1.0, borderType=cv2.BORDER_REPLICATE)
             assert np.allclose(blurred[image, c], expected, atol=1e-6)
     assert np.array_equal(blurred[:, n:], clean[:, n:])
-    nobody = oracle_predictor(np.zeros((0, 18, 3)), targets, COCO)
+    nobody = keypoints_oracle(np.zeros((0, 18, 3)), targets, COCO)
     bumped, errors = degraded(0, source=nobody, noise_std=0.0)
     assert np.allclose(fuse_flip(torch.from_numpy(bumped), COCO)[0].numpy(), bumped[0], atol=1e-5)  # same in the mirror
     for c, x, y, height in errors.bumps.tolist():

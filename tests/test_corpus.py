@@ -22,7 +22,9 @@ from config.skeleton import load_skeleton
 from config.skeleton_check import SkeletonMismatch
 from data.coco_to_hdf5 import Source, convert
 from data.synthetic import generate
-from evaluate import coco_eval
+from evaluate.evaluation import evaluate_oracle
+from evaluate.metrics.annotations import load_coco
+from evaluate.metrics.keypoint_stats import coco_keypoint_stats
 from tests.helpers import imperfect_results, pycocotools_stats
 
 CORPUS = Path(__file__).resolve().parent / "data" / "corpus"
@@ -206,15 +208,15 @@ def through_the_pipeline(annotations: Path, images: Path, skeleton_name: str, na
     cfg = load_config(None, ["eval.scales=[1.0]", "eval.flip=false", f"data.skeleton={skeleton_name}",
                              f"eval.keypoint_names={names}"])  # fmt: skip
     out = tmp_path / "oracle.json"
-    oracle, _ = coco_eval.evaluate_oracle(images, annotations, cfg, out, progress=False)
+    oracle, _ = evaluate_oracle(images, annotations, cfg, out, progress=False)
     data = json.loads(annotations.read_text())
     oracle_results = json.loads(out.read_text())
     assert {r["image_id"] for r in oracle_results} <= {img["id"] for img in data["images"]}  # the file's own ids
-    coco = coco_eval.load_coco(annotations, skeleton, keypoint_names=names)
+    coco = load_coco(annotations, skeleton, keypoint_names=names)
     figures = {"oracle AP": oracle["AP"]}
     # the oracle's results and imperfect ones (figures inside (0, 1), sensitive to any matching difference)
     for kind, results in (("oracle", oracle_results), ("imperfect", imperfect_results(reference or data))):
-        ours, _ = coco_eval.coco_keypoint_stats(coco, results, sorted(coco.imgs), skeleton.sigmas)
+        ours, _ = coco_keypoint_stats(coco, results, sorted(coco.imgs), skeleton.sigmas)
         theirs = pycocotools_filled(reference or data, results, skeleton.sigmas)
         np.testing.assert_allclose(list(ours.values()), theirs, atol=1e-12, err_msg=kind)
         figures[f"{kind} results AP (ours = pycocotools')"] = round(ours["AP"], 4)
@@ -242,8 +244,8 @@ def test_a_layout_converts_scores_and_agrees_with_pycocotools(layout, generated,
 def test_the_real_coco_file_and_results(tmp_path):
     annotations, images, results = real_coco(tmp_path)
     figures = through_the_pipeline(annotations, images, "coco", "exact", tmp_path)
-    coco = coco_eval.load_coco(annotations, load_skeleton("coco"))
-    ours, _ = coco_eval.coco_keypoint_stats(coco, results, sorted(coco.imgs), load_skeleton("coco").sigmas)
+    coco = load_coco(annotations, load_skeleton("coco"))
+    ours, _ = coco_keypoint_stats(coco, results, sorted(coco.imgs), load_skeleton("coco").sigmas)
     data = json.loads(annotations.read_text())
     theirs = pycocotools_filled(data, results, load_skeleton("coco").sigmas)
     print("real COCO file:", figures, "real results AP", round(ours["AP"], 4))

@@ -16,6 +16,7 @@ from config.skeleton import load_skeleton
 from data.coco_to_hdf5 import Source, convert
 from evaluate import coco_eval
 from evaluate.metrics.crowdpose_eval import crowdpose_keypoint_stats
+from evaluate.metrics.keypoint_stats import coco_keypoint_stats
 from utils.paths import PAPER_PRESET, REPO_ROOT
 
 CROWDPOSE = load_skeleton("crowdpose")
@@ -95,7 +96,7 @@ def test_crowdposes_figures_by_hand():
     with_area, _ = crowdpose_keypoint_stats(_hand_made_case(area_in_file=50.0)[0], results, [1, 2, 3, 4],
                                             CROWDPOSE.sigmas)  # fmt: skip
     assert with_area == stats
-    coco_stats, _ = coco_eval.coco_keypoint_stats(_hand_made_case(area_in_file=50.0)[0], results, [1, 2, 3, 4],
+    coco_stats, _ = coco_keypoint_stats(_hand_made_case(area_in_file=50.0)[0], results, [1, 2, 3, 4],
                                                   CROWDPOSE.sigmas)  # fmt: skip
     assert coco_stats["AP"] < stats["AP"]  # COCO's evaluation does use it
 

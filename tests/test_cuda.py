@@ -40,7 +40,8 @@ from data.synthetic import generate
 from engine.logger import read_metrics
 from engine.run import QUICKSTART_PRESET, parse_args
 from engine.trainer import Trainer
-from evaluate.coco_eval import coco_keypoint_stats, load_coco
+from evaluate.metrics.annotations import load_coco
+from evaluate.metrics.keypoint_stats import coco_keypoint_stats
 from models.weights import unwrap
 from tests.helpers import flat_optimizer_state, run_args, saved_state, subprocess_env, tiny_run_args, torchrun_command
 from utils.paths import PAPER_PRESET, REPO_ROOT

@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader
 from config.loader import load_config
 from data import augment
 from data.dataset import SimplePoseDataset, collate, images_to_float, mask_scales
-from evaluate.runtime.multiscale import prepare_input
+from evaluate.inference.multiscale import prepare_input
 from tests.helpers import COCO
 from utils.errors import DataFileError, UserError
 
@@ -205,7 +205,7 @@ def test_uint8_images_become_the_float_images_of_before(train_set):
     assert as_float.is_contiguous(memory_format=torch.channels_last)
     assert torch.equal(images_to_float(batch["image"]), as_float) and images_to_float(batch["image"]).is_contiguous()
     assert torch.equal(as_float[1], images_to_float(samples[1]["image"][None])[0])
-    # Evaluation scales its own images (evaluate/runtime/multiscale.py): bit for bit the same inputs.
+    # Evaluation scales its own images (evaluate/inference/multiscale.py): bit for bit the same inputs.
     padded, _ = prepare_input(samples[1]["image"].permute(1, 2, 0).numpy(), 1.0, train_set.cfg.eval)
     np.testing.assert_array_equal(as_float[1].numpy(), padded.transpose(2, 0, 1))
     with pytest.raises(TypeError):

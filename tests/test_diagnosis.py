@@ -13,8 +13,11 @@ import pytest
 from config.loader import load_config
 from config.skeleton import load_skeleton
 from evaluate import coco_eval
+from evaluate.evaluation import score_results
+from evaluate.metrics.annotations import load_coco
 from evaluate.metrics.diagnosis import ERROR_TYPES, diagnose
 from evaluate.metrics.diagnosis_report import write_diagnosis
+from evaluate.metrics.keypoint_stats import keypoint_stats
 from tests.helpers import COCO, FAINT_MAPS, train_a_few_steps
 from utils.paths import COCO_SAMPLE_ANNOTATIONS
 
@@ -148,8 +151,8 @@ def test_injected_errors_are_classified_by_the_definitions(sample_annotations, t
     for kind in KINDS:
         assert found.keypoint_errors[kind] >= 1
     # the costs: each corrected type alone gives AP back; the baseline is the evaluation's own AP
-    coco = coco_eval.load_coco(sample_annotations, COCO)
-    stats, _ = coco_eval.keypoint_stats(coco, results, sorted(coco.imgs), COCO)
+    coco = load_coco(sample_annotations, COCO)
+    stats, _ = keypoint_stats(coco, results, sorted(coco.imgs), COCO)
     assert found.ap["baseline"] == pytest.approx(stats["AP"], abs=1e-12)
     assert found.ap["+jitter"] >= found.ap["baseline"]
     assert found.ap_alone["miss"] > found.ap["baseline"]
@@ -173,7 +176,7 @@ def test_a_crowdpose_skeleton_is_diagnosed_with_its_pairs_and_figures(synthetic_
     cfg = load_config(None, ["data.skeleton=crowdpose"])
     results_file = synthetic_crowdpose / "results_for_diagnosis.json"
     results_file.write_text(json.dumps(results))
-    stats, _ = coco_eval.score_results(results_file, path, cfg)
+    stats, _ = score_results(results_file, path, cfg)
     assert found.ap["baseline"] == pytest.approx(stats["AP"], abs=1e-9)  # CrowdPose's own AP
 
 

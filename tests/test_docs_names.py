@@ -85,6 +85,6 @@ def test_references_are_found_and_checked():
                                 "evaluate.decoder.decode.DecodeParams.from_config"}  # fmt: skip
     assert all(unresolved(name) is None for name in references(text))
     assert unresolved("models.weights.load_initial_weights") == "models.weights has no 'load_initial_weights'"
-    assert unresolved("evaluate.inference.cubic_weights") == "evaluate has no 'inference'"
+    assert unresolved("evaluate.runtime.cubic_weights") == "evaluate has no 'runtime'"
     assert PATH.findall("`evaluate/decoder/peaks.py`, cache/data/x.py, engine/trainer.py:80") == [
         "evaluate/decoder/peaks.py", "engine/trainer.py"]  # fmt: skip

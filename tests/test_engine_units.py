@@ -198,7 +198,7 @@ def test_validation_does_not_autotune_cudnn_per_shape_and_gives_training_its_set
             raise RuntimeError("evaluation failed")
         return {"AP": 0.5}, "summary"
 
-    monkeypatch.setattr(validation, "evaluate_coco", evaluate)
+    monkeypatch.setattr(validation, "evaluate_model", evaluate)
     monkeypatch.setattr(torch.backends.cudnn, "benchmark", True)
     model = build_model(cfg).train()
     validator = validation.Validator(cfg, model, None, None, torch.device("cpu"), None, 0, 1)

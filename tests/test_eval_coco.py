@@ -11,8 +11,10 @@ import torch
 from torch import nn
 
 from config.schema import Config
-from evaluate.coco_eval import STAT_NAMES, coco_results, evaluate_coco, evaluate_oracle, results_text
 from evaluate.decoder.decode import People
+from evaluate.evaluation import evaluate_model, evaluate_oracle
+from evaluate.metrics.coco_results import coco_results, results_text
+from evaluate.metrics.keypoint_stats import STAT_NAMES
 from tests.helpers import COCO, subprocess_env, torchrun_command
 from utils.paths import REPO_ROOT
 
@@ -59,7 +61,7 @@ def test_results_json_format():
 class ConstantModel(nn.Module):
     """Stand-in network: outputs[stack][scale] of constant maps at stride 4."""
 
-    skeleton = COCO  # what its channels mean (evaluate_coco reads model.skeleton)
+    skeleton = COCO  # what its channels mean (evaluate_model reads model.skeleton)
 
     def __init__(self, value: float = 0.0):
         super().__init__()
@@ -79,7 +81,7 @@ def test_no_detections_give_an_empty_file_and_zero_ap(
     cfg = single_scale_config(max_images=3, min_parts=2, min_mean_score=1e9)
     out = tmp_path / "res.json"
     images, annotations = synthetic_sample_images, synthetic_sample_annotations
-    stats, _ = evaluate_coco(model, images, annotations, cfg, torch.device("cpu"), out, False)
+    stats, _ = evaluate_model(model, images, annotations, cfg, torch.device("cpu"), out, False)
     assert stats == {k: 0.0 for k in STAT_NAMES}
     assert out.read_text() == "[]\n"
     assert model.training  # mode restored
@@ -125,7 +127,7 @@ def test_batched_evaluation_gives_the_same_results(synthetic_sample_images, synt
     for batch_size in (1, 3):
         cfg = single_scale_config(max_images=8, batch_size=batch_size, boxsize=128, max_peaks=15)
         files.append(tmp_path / f"b{batch_size}.json")
-        evaluate_coco(BrightnessModel(), synthetic_sample_images, synthetic_sample_annotations, cfg,
+        evaluate_model(BrightnessModel(), synthetic_sample_images, synthetic_sample_annotations, cfg,
                       torch.device("cpu"), files[-1], False)  # fmt: skip
     assert len(json.loads(files[0].read_text())) > 0
     assert files[0].read_bytes() == files[1].read_bytes()

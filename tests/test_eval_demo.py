@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from data.image_files import read_image
-from evaluate import PoseEstimator, coco_eval, coco_results_json, demo
-from evaluate.coco_eval import load_coco
+from evaluate import PoseEstimator, coco_eval, coco_results_json, demo, demo_output
+from evaluate.metrics.annotations import load_coco
 from tests.helpers import LANDSCAPE, UNSCORED_IMAGES, InterruptedCamera
 
 FRAME_HW = (96, 128)
@@ -113,7 +113,7 @@ def test_demo_camera_reads_until_ctrl_c_then_writes_what_it_has(
         cameras.append(InterruptedCamera(frames_of(synthetic_sample_images, 3)))
         return cameras[-1]
 
-    monkeypatch.setattr(demo.cv2, "VideoCapture", open_camera)
+    monkeypatch.setattr(cv2, "VideoCapture", open_camera)
     out_dir, out_json = tmp_path / "out", tmp_path / "camera.json"
     argv = ["--ckpt", str(trained_tiny_ckpt), "--input", "0", "--out", str(out_dir), "--json", str(out_json)]
     assert demo.main(argv) == 0
@@ -125,7 +125,7 @@ def test_demo_camera_reads_until_ctrl_c_then_writes_what_it_has(
 
     # without --out and --json: both in a new runs/demo/<n>, the same results
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(demo.cv2, "VideoCapture", open_camera)
+    monkeypatch.setattr(cv2, "VideoCapture", open_camera)
     assert demo.main(["--ckpt", str(trained_tiny_ckpt), "--input", "0"]) == 0
     monkeypatch.undo()
     folder = tmp_path / "runs" / "demo" / "1"
@@ -266,7 +266,7 @@ def test_demo_never_replaces_an_earlier_result_without_overwrite(trained_tiny_ck
     def no_camera(source):
         raise AssertionError("the camera was opened before the outputs were checked")
 
-    monkeypatch.setattr(demo.cv2, "VideoCapture", no_camera)
+    monkeypatch.setattr(cv2, "VideoCapture", no_camera)
     (out / "camera0_pose.mp4").write_bytes(b"an earlier recording")
     assert demo.main(["--ckpt", str(trained_tiny_ckpt), "--input", "0", "--out", str(out)]) == 2
     assert f"{out / 'camera0_pose.mp4'} exists" in capsys.readouterr().err
@@ -289,13 +289,13 @@ def test_demo_min_score_leaves_people_out_of_the_pictures_and_the_json(
     assert 0 < len(kept) < len(scores)
 
     drawn = []
-    real_draw = demo.draw_detections
+    real_draw = demo_output.draw_detections
 
     def recording_draw(image, people, skeleton):
         drawn.append([p.score for p in people])
         return real_draw(image, people, skeleton)
 
-    monkeypatch.setattr(demo, "draw_detections", recording_draw)
+    monkeypatch.setattr(demo_output, "draw_detections", recording_draw)
     some = tmp_path / "some.json"
     args = [*base, "--json", str(some), "--out", str(tmp_path / "drawn"), "--min-score", str(threshold)]
     assert demo.main(args) == 0

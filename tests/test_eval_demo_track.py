@@ -11,7 +11,6 @@ import runpy
 import cv2
 import numpy as np
 import pytest
-import torch
 from pycocotools.coco import COCO as CocoApi
 
 from bench.tracking import found_person, frame_truth, identity_metrics, ids_of_identities
@@ -22,6 +21,7 @@ from data.synthetic_video import coco_annotations, crossing_video, write_video
 from evaluate import PoseEstimator, PoseTracker, demo
 from evaluate import video as video_reader
 from evaluate.draw import track_color
+from evaluate.metrics.annotations import load_coco
 from tests.helpers import InterruptedCamera
 from utils.paths import REPO_ROOT
 
@@ -107,9 +107,8 @@ def test_python_api_and_a_folder_of_frames_give_the_demos_ids(crossing_clip, tmp
     from_demo = people_of(json.loads(out_json.read_text()), video.num_frames)
 
     cfg = load_config(None, FAST)
-    estimator = PoseEstimator(None, cfg.eval, COCO, torch.device("cpu"))
-    network_for = demo.ground_truth_networks(str(gt_file), estimator, cfg.targets)
-    frames = list(estimator.video(video_file, PoseTracker(COCO), network_for))
+    estimator = PoseEstimator.from_ground_truth(load_coco(gt_file, COCO), cfg, COCO)  # frame i: image i
+    frames = list(estimator.video(video_file, PoseTracker(COCO)))
     assert [f.index for f in frames] == list(range(video.num_frames))
     assert [f.timestamp for f in frames] == pytest.approx([i / 15.0 for i in range(video.num_frames)])
     assert [sorted(p.track_id for p in f.people) for f in frames] == [
@@ -230,9 +229,10 @@ def test_demo_tracks_a_networks_people(crossing_clip, trained_tiny_ckpt, tmp_pat
         assert len(ids) == len(set(ids))
 
 
-def test_min_score_drops_people_before_tracking(crossing_clip, trained_tiny_ckpt, tmp_path, one_thread, capsys):
-    """--min-score on a video with --track: the JSON holds only people scored at least S, each with its track id,
-    and the people below S start no track (the tracker sees the video as if they were not found)."""
+def test_min_score_is_the_trackers_gate(crossing_clip, trained_tiny_ckpt, tmp_path, one_thread, capsys):
+    """--min-score on a video with --track is the tracker's one gate (track.min_score): the JSON holds only people
+    scored at least S, each with its track id, the people below S start no track (the tracker sees the video as if
+    they were not found), and the last line counts them under --min-score."""
     video_file, _, video = crossing_clip
     # track.min_score=0: only --min-score leaves people out here (the tracker's own threshold is tested elsewhere)
     base = ["--ckpt", str(trained_tiny_ckpt), "--input", str(video_file), "track.min_hits=1", "track.min_score=0"]
@@ -246,7 +246,7 @@ def test_min_score_drops_people_before_tracking(crossing_clip, trained_tiny_ckpt
     capsys.readouterr()
     some = tmp_path / "some.json"
     assert demo.main([*base, "--track", "--min-score", str(threshold), "--json", str(some)]) == 0
-    assert f"{len(scores) - expected} of {len(scores)} people scored below it" in capsys.readouterr().out
+    assert f"{len(scores) - expected} scored below --min-score={threshold:g}" in capsys.readouterr().out
     results = json.loads(some.read_text())
     assert results and all(r["score"] >= threshold and isinstance(r["track_id"], int) for r in results)
     assert len(results) == expected  # min_hits=1: every kept person is reported with a track
@@ -332,7 +332,7 @@ def test_camera_tracks_as_the_video_file(crossing_clip, trained_tiny_ckpt, tmp_p
             cls.calls += 1
             return (cls.calls - 1) / video.fps
 
-    monkeypatch.setattr(demo.cv2, "VideoCapture", open_camera)
+    monkeypatch.setattr(cv2, "VideoCapture", open_camera)
     monkeypatch.setattr(video_reader, "time", FrameClock)
     from_camera, out_dir = tmp_path / "camera.json", tmp_path / "drawn"
     assert demo.main([*base, "--input", "0", "--json", str(from_camera), "--out", str(out_dir)]) == 0

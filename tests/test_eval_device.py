@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from config.loader import load_config, with_overrides
-from evaluate.coco_eval import evaluate_coco
-from evaluate.runtime.model_loader import load_model
-from evaluate.runtime.multiscale import (
+from evaluate.evaluation import evaluate_model
+from evaluate.inference.checkpoint_model import load_model
+from evaluate.inference.multiscale import (
     bucket_size,
     input_sizes,
     make_batch,
@@ -176,7 +176,7 @@ def test_shape_buckets_are_few_and_waste_at_most_an_eighth():
 
 
 def results(model, cfg, images, annotations, out):
-    stats, _ = evaluate_coco(model, images, annotations, cfg, torch.device("cpu"), out, progress=False)
+    stats, _ = evaluate_model(model, images, annotations, cfg, torch.device("cpu"), out, progress=False)
     return stats, json.loads(out.read_text())
 
 

@@ -14,6 +14,8 @@ import pytest
 
 from config.skeleton import load_skeleton
 from evaluate import coco_eval
+from evaluate.metrics.annotations import load_coco
+from evaluate.metrics.keypoint_stats import keypoint_stats
 from tests.helpers import imperfect_results, pycocotools_stats
 
 COCO_SKELETON, CROWDPOSE = load_skeleton("coco"), load_skeleton("crowdpose")
@@ -43,8 +45,8 @@ def renumbered_file(data: dict, results: list[dict], how: str, seed: int = 1) ->
 def our_stats(tmp_path, data: dict, results: list[dict], skeleton, name: str) -> dict[str, float]:
     path = tmp_path / f"{name}.json"
     path.write_text(json.dumps(data))
-    coco = coco_eval.load_coco(path, skeleton)
-    return coco_eval.keypoint_stats(coco, results, sorted(coco.imgs), skeleton)[0]
+    coco = load_coco(path, skeleton)
+    return keypoint_stats(coco, results, sorted(coco.imgs), skeleton)[0]
 
 
 def pycocotools_ap(data: dict, results: list[dict], sigmas) -> float:
@@ -103,8 +105,8 @@ def test_the_oracle_of_a_file_numbered_from_0_writes_the_files_ids(synthetic_coc
                                str(path), "--out", str(out), "eval.scales=[1.0]", "eval.flip=false"]) == 0  # fmt: skip
         written = json.loads(out.read_text())
         assert written and {r["image_id"] for r in written} <= {img["id"] for img in renumbered["images"]}
-        figures[how] = coco_eval.keypoint_stats(
-            coco_eval.load_coco(path, COCO_SKELETON),
+        figures[how] = keypoint_stats(
+            load_coco(path, COCO_SKELETON),
             written,
             [img["id"] for img in renumbered["images"]],
             COCO_SKELETON,

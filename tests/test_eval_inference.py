@@ -6,17 +6,17 @@ import torch
 
 from config.schema import EvalConfig, TargetConfig
 from evaluate.decoder.decode import DecodeParams, decode_people
-from evaluate.runtime.multiscale import (
+from evaluate.inference.map_source import network_source
+from evaluate.inference.multiscale import (
     decode_grid,
     fuse_flip,
-    model_predictor,
     multiscale_maps,
     multiscale_maps_batch,
     prepare_input,
     resize_to_grid,
     scale_factors,
 )
-from evaluate.runtime.oracle import oracle_predictor
+from evaluate.inference.oracle import keypoints_oracle
 from tests.helpers import COCO, internal_to_dataset, person
 from utils.precision import precision_for
 
@@ -72,7 +72,7 @@ def test_multiscale_flip_oracle_pipeline_recovers_a_person(decode_height):
     kp = person(0, 0)[None]
     kp[0, :, :2] = kp[0, :, :2] * 0.85 + (140.3, 5.7)
     cfg = EvalConfig(scales=[0.7, 1.0, 1.6], flip=True, boxsize=256, decode_height=decode_height)
-    maps, scale = multiscale_maps(image, cfg, oracle_predictor(kp, TargetConfig(), COCO), CPU, skeleton=COCO)
+    maps, scale = multiscale_maps(image, cfg, keypoints_oracle(kp, TargetConfig(), COCO), CPU, skeleton=COCO)
     assert maps.shape == (50, *decode_grid(200, 300, cfg)) and maps.dtype == np.float32
     people = decode_people(maps, DecodeParams.from_config(cfg), scale, skeleton=COCO)
     assert len(people) == 1
@@ -88,7 +88,8 @@ def test_a_batch_of_images_gives_the_same_maps_as_one_by_one():
     images = [rng.integers(0, 255, (60, 90, 3), dtype=np.uint8) for _ in range(3)]
     weights = torch.linspace(0.5, 1.5, 50)
 
-    def predict(batch, resize_xy):  # a "network" that depends on its input, position and channel
+    def predict(batch):  # a "network" that depends on its input, position and channel
+        batch = batch.pixels
         pooled = torch.nn.functional.avg_pool2d(batch.mean(1, keepdim=True), 4)
         return pooled * weights.view(1, 50, 1, 1) + torch.linspace(0, 1, pooled.shape[-1])
 
@@ -100,7 +101,7 @@ def test_a_batch_of_images_gives_the_same_maps_as_one_by_one():
     assert not np.allclose(together[0][0], together[1][0])
 
 
-def test_model_predictor_uses_the_last_stack_finest_output():
+def test_network_source_uses_the_last_stack_finest_output():
     class TwoStacks(torch.nn.Module):
         def forward(self, x):
             b, _, h, w = x.shape
@@ -109,7 +110,7 @@ def test_model_predictor_uses_the_last_stack_finest_output():
 
     image = np.zeros((64, 96, 3), np.uint8)
     for amp in ("off", "bf16"):
-        predict = model_predictor(TwoStacks(), precision_for(amp, CPU, "eval.amp"))
+        predict = network_source(TwoStacks(), precision_for(amp, CPU, "eval.amp"))
         maps, scale = multiscale_maps(image, EvalConfig(scales=[1.0], boxsize=64), predict, CPU, skeleton=COCO)
         assert maps.dtype == np.float32 and np.allclose(maps, 0.5, atol=1e-5)
 
@@ -129,7 +130,7 @@ def two_people_decoded(image_hw: tuple[int, int], decode_height: int, peak_score
     kp[1, :, :2] = kp[1, :, :2] * 1.2 * f + (430 * f, 150 * f)
     cfg = EvalConfig(scales=[0.5, 1.0, 2.0], decode_height=decode_height, peak_score=peak_score, min_parts=2)
     image = np.zeros((*image_hw, 3), np.uint8)
-    maps, scale = multiscale_maps(image, cfg, oracle_predictor(kp, TargetConfig(), COCO), CPU, skeleton=COCO)
+    maps, scale = multiscale_maps(image, cfg, keypoints_oracle(kp, TargetConfig(), COCO), CPU, skeleton=COCO)
     people = decode_people(maps, DecodeParams.from_config(cfg), scale, skeleton=COCO)
     assert len(people) == 2 and (people.keypoints[:, :, 2] > 0).all()
     order = np.argsort(people.keypoints[:, 0, 0])

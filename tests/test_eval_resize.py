@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from config.loader import load_config
-from evaluate.runtime import multiscale
-from evaluate.runtime.multiscale import (
+from evaluate.inference import multiscale
+from evaluate.inference.multiscale import (
     decode_grid,
     input_sizes,
     multiscale_maps,
@@ -112,7 +112,8 @@ def test_eval_resize_backend_reaches_the_resize_and_both_give_the_same_maps(monk
     image = np.random.default_rng(2).integers(0, 255, (198, 640, 3), dtype=np.uint8)
     weights = torch.linspace(0.5, 1.5, 50)
 
-    def predict(batch, resize_xy):  # a "network" that depends on its input, position and channel
+    def predict(batch):  # a "network" that depends on its input, position and channel
+        batch = batch.pixels
         pooled = torch.nn.functional.avg_pool2d(batch.mean(1, keepdim=True), 4)
         return pooled * weights.view(1, 50, 1, 1) + torch.linspace(0, 1, pooled.shape[-1])
 

@@ -10,6 +10,8 @@ import pytest
 
 from config.loader import load_config
 from evaluate import coco_eval
+from evaluate.evaluation import evaluate_oracle, score_results
+from evaluate.metrics.keypoint_stats import STAT_NAMES
 from evaluate.metrics.results_file import ResultsError
 from tests.helpers import COCO, imperfect_results, pycocotools_stats
 from utils.errors import UserError
@@ -20,8 +22,8 @@ ORACLE = ["eval.scales=[1.0]", "eval.flip=false"]
 def test_a_results_file_scores_as_the_evaluation_that_wrote_it(sample_images, sample_annotations, tmp_path):
     cfg = load_config(None, ORACLE)
     out = tmp_path / "oracle.json"
-    stats, _ = coco_eval.evaluate_oracle(sample_images, sample_annotations, cfg, out, progress=False)
-    again, summary = coco_eval.score_results(out, sample_annotations, cfg)
+    stats, _ = evaluate_oracle(sample_images, sample_annotations, cfg, out, progress=False)
+    again, summary = score_results(out, sample_annotations, cfg)
     assert again == stats and stats["AP"] > 0.8
     written = json.loads(out.read_text())
     assert f"scored {len(written)} results" in summary
@@ -34,14 +36,14 @@ def test_results_of_another_tool_score_as_pycocotools_scores_them(sample_annotat
     path.write_text(json.dumps(results))
     assert coco_eval.main(["--results", str(path), "--annotations", str(sample_annotations)]) == 0
     printed = capsys.readouterr().out
-    ours, _ = coco_eval.score_results(path, sample_annotations, load_config(None, []))
+    ours, _ = score_results(path, sample_annotations, load_config(None, []))
     want = pycocotools_stats(data, results, COCO.sigmas)
-    assert [ours[k] for k in coco_eval.STAT_NAMES] == pytest.approx(want, abs=1e-12)
+    assert [ours[k] for k in STAT_NAMES] == pytest.approx(want, abs=1e-12)
     assert 0.2 < ours["AP"] < 0.95  # jittered: neither nothing nor everything
     assert f"AP {ours['AP']:.3f}" in printed
     # the same list inside an object's "annotations" scores alike
     path.write_text(json.dumps({"annotations": results}))
-    assert coco_eval.score_results(path, sample_annotations, load_config(None, []))[0] == ours
+    assert score_results(path, sample_annotations, load_config(None, []))[0] == ours
 
 
 def test_images_without_results_count_as_finding_no_one(synthetic_sample_annotations, tmp_path):
@@ -51,16 +53,12 @@ def test_images_without_results_count_as_finding_no_one(synthetic_sample_annotat
     path = tmp_path / "part.json"
     kept = [r for r in results if r["image_id"] != first]
     path.write_text(json.dumps(kept))
-    stats, summary = coco_eval.score_results(path, synthetic_sample_annotations, load_config(None, []))
+    stats, summary = score_results(path, synthetic_sample_annotations, load_config(None, []))
     without = len(data["images"]) - len({r["image_id"] for r in kept})
     assert f"{without} of the {len(data['images'])} images have no result" in summary and "no one was found" in summary
-    assert [stats[k] for k in coco_eval.STAT_NAMES] == pytest.approx(
-        pycocotools_stats(data, kept, COCO.sigmas), abs=1e-12
-    )
+    assert [stats[k] for k in STAT_NAMES] == pytest.approx(pycocotools_stats(data, kept, COCO.sigmas), abs=1e-12)
     # eval.max_images scores the first images only, as an evaluation with it does
-    stats, summary = coco_eval.score_results(
-        path, synthetic_sample_annotations, load_config(None, ["eval.max_images=2"])
-    )
+    stats, summary = score_results(path, synthetic_sample_annotations, load_config(None, ["eval.max_images=2"]))
     assert "on 2 images" in summary and "left out" in summary
 
 
@@ -68,15 +66,15 @@ def test_crowdpose_results_get_crowdpose_figures(synthetic_crowdpose, tmp_path, 
     images, val = synthetic_crowdpose / "images", synthetic_crowdpose / "annotations" / "person_keypoints_val.json"
     out = tmp_path / "oracle.json"
     cfg = load_config(None, [*ORACLE, "data.skeleton=crowdpose"])
-    stats, _ = coco_eval.evaluate_oracle(images, val, cfg, out, progress=False)
+    stats, _ = evaluate_oracle(images, val, cfg, out, progress=False)
     assert "AP_easy" in stats
     assert coco_eval.main(["--results", str(out), "--annotations", str(val), "--skeleton", "crowdpose"]) == 0
     printed = capsys.readouterr().out
     assert "type=  easy" in printed and f"AP_hard {stats['AP_hard']:.3f}" in printed
-    assert coco_eval.score_results(out, val, cfg)[0] == stats
+    assert score_results(out, val, cfg)[0] == stats
     # without the skeleton: its annotations are refused first, naming the setting to give
     with pytest.raises(UserError) as e:
-        coco_eval.score_results(out, val, load_config(None, []))
+        score_results(out, val, load_config(None, []))
     assert "14 keypoints" in str(e.value) and "data.skeleton" in str(e.value)
 
 
@@ -115,7 +113,7 @@ def test_a_bad_results_file_is_refused_naming_the_entry_and_field(case, syntheti
         )
         path.write_text(text)
     with pytest.raises(ResultsError) as e:
-        coco_eval.score_results(path, synthetic_sample_annotations, load_config(None, []))
+        score_results(path, synthetic_sample_annotations, load_config(None, []))
     assert e.value.file == str(path) and e.value.key == key and str(path) in str(e.value)
     if key is not None and case != "an unknown image":
         assert e.value.sample == 0 and "entry 0" in str(e.value)
@@ -132,7 +130,7 @@ def test_string_image_ids_are_named_as_strings_of_the_annotations_integers(synth
     path = tmp_path / "string_ids.json"
     path.write_text(json.dumps(results))
     with pytest.raises(ResultsError) as e:
-        coco_eval.score_results(path, synthetic_sample_annotations, load_config(None, []))
+        score_results(path, synthetic_sample_annotations, load_config(None, []))
     message = str(e.value)
     n = len({r["image_id"] for r in results})
     first = min(results, key=lambda r: r["image_id"])["image_id"]
@@ -142,7 +140,7 @@ def test_string_image_ids_are_named_as_strings_of_the_annotations_integers(synth
     # ids that are neither the annotations' nor strings of them are still unknown ids, shown as they are written
     path.write_text(json.dumps([{**results[0], "image_id": "img-7"}]))
     with pytest.raises(ResultsError, match="1 image id that the annotation file does not list \\(e.g. 'img-7'\\)"):
-        coco_eval.score_results(path, synthetic_sample_annotations, load_config(None, []))
+        score_results(path, synthetic_sample_annotations, load_config(None, []))
 
 
 def test_results_options_that_do_not_apply_are_refused(synthetic_sample_annotations, tmp_path, capsys):
@@ -153,7 +151,7 @@ def test_results_options_that_do_not_apply_are_refused(synthetic_sample_annotati
     assert coco_eval.main(["--results", str(path)]) == 2
     assert "--annotations" in capsys.readouterr().err
     # an empty list is a file of a tool that found no one: every AP 0
-    stats, _ = coco_eval.score_results(path, synthetic_sample_annotations, load_config(None, []))
+    stats, _ = score_results(path, synthetic_sample_annotations, load_config(None, []))
     assert stats["AP"] == 0.0
 
 
@@ -176,7 +174,7 @@ def test_crowdpose_results_equal_xtcocotools(synthetic_crowdpose, tmp_path):
     results = imperfect_results(json.loads(annotations.read_text()), seed=1)
     path = tmp_path / "results.json"
     path.write_text(json.dumps(results))
-    ours, _ = coco_eval.score_results(path, annotations, load_config(None, ["data.skeleton=crowdpose"]))
+    ours, _ = score_results(path, annotations, load_config(None, ["data.skeleton=crowdpose"]))
     with contextlib.redirect_stdout(io.StringIO()):
         gt = XtCOCO(str(annotations))
         ev = COCOeval(gt, gt.loadRes(str(path)), "keypoints_crowd", np.array(load_skeleton("crowdpose").sigmas),

@@ -16,11 +16,12 @@ from config.loader import with_overrides
 from config.skeleton import load_skeleton
 from evaluate import Person, coco_eval, demo
 from evaluate import prediction_sheet as layout
-from evaluate.coco_eval import load_coco
 from evaluate.draw import draw_boxes, draw_detections, draw_people, draw_tracked, track_color
 from evaluate.estimator import keypoint_box
+from evaluate.inference.checkpoint_model import load_model
+from evaluate.metrics.annotations import load_coco
+from evaluate.metrics.coco_results import sort_results
 from evaluate.prediction_sheet import draw_predictions, ground_truth_keypoints, pair_tile
-from evaluate.runtime.model_loader import load_model
 from tests.helpers import LANDSCAPE, UNSCORED_IMAGES, image_folder, image_id
 
 # Single scale at a small box, for the briefly trained model (people in both UNSCORED_IMAGES).
@@ -56,7 +57,7 @@ def test_coco_eval_without_annotations_writes_results_of_a_folder(
     assert "the number each file name ends with" in printed
     results = json.loads(out.read_text())
     assert {r["image_id"] for r in results} == set(map(image_id, UNSCORED_IMAGES))  # the numbers of the file names
-    assert results == coco_eval.sort_results(results) and all(len(r["keypoints"]) == 51 for r in results)
+    assert results == sort_results(results) and all(len(r["keypoints"]) == 51 for r in results)
     assert len(load_coco(synthetic_sample_annotations).loadRes(str(out)).getAnnIds()) == len(results)  # server-ready
 
     # file names without numbers: ids 1..N in sorted order

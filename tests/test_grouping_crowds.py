@@ -15,9 +15,9 @@ from config.schema import EvalConfig, TargetConfig
 from evaluate.decoder.assemble import AssemblyParams, assemble_strongest_first
 from evaluate.decoder.decode import DecodeParams, People, decode_people
 from evaluate.decoder.peaks import local_maxima
+from evaluate.inference.multiscale import multiscale_maps
+from evaluate.inference.oracle import keypoints_oracle
 from evaluate.metrics.oks import oks_matrix
-from evaluate.runtime.multiscale import multiscale_maps
-from evaluate.runtime.oracle import oracle_predictor
 from tests.helpers import COCO, person
 
 CPU = "cpu"
@@ -32,7 +32,7 @@ def oracle_maps(kp: np.ndarray, image_hw: tuple[int, int], cfg: EvalConfig):
     import torch
 
     image = np.zeros((*image_hw, 3), np.uint8)
-    return multiscale_maps(image, cfg, oracle_predictor(kp, TargetConfig(), COCO), torch.device(CPU), skeleton=COCO)
+    return multiscale_maps(image, cfg, keypoints_oracle(kp, TargetConfig(), COCO), torch.device(CPU), skeleton=COCO)
 
 
 def decoded(kp: np.ndarray, image_hw=(480, 640), maps_dtype=np.float32, **eval_overrides) -> People:

@@ -218,7 +218,7 @@ def test_a_rotated_tag_tiff_converts_and_evaluates_as_stored(sample, tmp_path):
     dataset and the evaluator read the stored pixels, and the oracle scores it as the JPEG."""
     from config.loader import load_config
     from data.image_files import read_decoded_checked
-    from evaluate import coco_eval
+    from evaluate.evaluation import evaluate_oracle
     from tests.harness.bad_inputs import rotated_tiff
 
     data = json.loads((sample / "annotations" / "person_keypoints_sample.json").read_text())
@@ -254,10 +254,10 @@ def test_a_rotated_tag_tiff_converts_and_evaluates_as_stored(sample, tmp_path):
         dataset = SimplePoseDataset(h5, tiny_cfg(h5, tmp_path / "run"), train=False)
         np.testing.assert_array_equal(dataset.decode_image(0, np.eye(3)[:2])[0][..., :3], stored)
         cfg = load_config(None, ["eval.scales=[1.0]", "eval.flip=false"])
-        figures[name] = coco_eval.evaluate_oracle(folder, path, cfg, progress=False)[0]
+        figures[name] = evaluate_oracle(folder, path, cfg, progress=False)[0]
     jpeg = tmp_path / "jpeg.json"
     data["images"][0]["file_name"] = original
     jpeg.write_text(json.dumps(data))
-    reference = coco_eval.evaluate_oracle(folder, jpeg, load_config(None, ["eval.scales=[1.0]", "eval.flip=false"]),
+    reference = evaluate_oracle(folder, jpeg, load_config(None, ["eval.scales=[1.0]", "eval.flip=false"]),
                                           progress=False)[0]  # fmt: skip
     assert figures["sized"] == figures["unsized"] == reference and reference["AP"] > 0.5

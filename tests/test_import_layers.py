@@ -4,7 +4,8 @@
 
 A module imports only modules of the layers below its own, or of its own package; the packages of one layer do not
 import each other (data and models are independent); no modules import each other, directly or round a circle.
-Inside ``evaluate`` the same rule holds for its stages: decoder < runtime, metrics < the rest (``EVALUATE_STAGES``).
+Inside ``evaluate`` the same rule holds for its stages: decoder < inference, metrics < the rest (``EVALUATE_STAGES``).
+Nothing but the tests imports a command (``command_modules``).
 Every import counts: at the top of a module, inside a function, or under ``TYPE_CHECKING``.
 
 The graph is read from the source with ``ast`` (nothing is imported), so the test is fast and sees lazy imports too.
@@ -41,9 +42,9 @@ COMMAND_ALIASES: dict[str, str] = {
 }
 
 # Stages inside evaluate/, the same rule one level down: the decoder stands alone (maps -> people, numpy only); the
-# runtime (images -> maps) and the metrics (people -> figures) build on the decoder only; the rest of evaluate (the
+# inference (images -> maps) and the metrics (people -> figures) build on the decoder only; the rest of evaluate (the
 # estimator API, the tracker, drawing, the commands) on all three.
-EVALUATE_STAGES: dict[str, int] = {"evaluate.decoder": 0, "evaluate.runtime": 1, "evaluate.metrics": 1}
+EVALUATE_STAGES: dict[str, int] = {"evaluate.decoder": 0, "evaluate.inference": 1, "evaluate.metrics": 1}
 EVALUATE_TOP = 2
 
 
@@ -183,6 +184,56 @@ def cycles(graph: Mapping[str, Iterable[str]]) -> list[list[str]]:
     return found
 
 
+# Commands are what users run: the entry points, and every module of these packages with a ``__main__`` block
+# (``python -m evaluate.coco_eval``, ``.demo``, ``.export_onnx``...). A command parses its arguments and calls the
+# libraries; nothing imports one but the tests, which run it through its ``main``. (data/ and engine/ hold modules that
+# are libraries with a ``python -m`` entry of their own, and bench/ scripts share helpers: not counted here.)
+COMMAND_PACKAGES = ("evaluate", "checkpoint", "models")
+ENTRY_POINTS = ("train", "train_parallel", "train_distributed")
+
+
+def command_modules(root: Path = ROOT) -> set[str]:
+    """The command modules (see ``COMMAND_PACKAGES``)."""
+    out = set(ENTRY_POINTS)
+    for module, path in module_files(root).items():
+        in_package = module.split(".")[0] in COMMAND_PACKAGES
+        if in_package and 'if __name__ == "__main__"' in path.read_text(encoding="utf-8"):
+            out.add(module)
+    return out
+
+
+def command_imports(graph: Mapping[str, Iterable[str]], commands: set[str]) -> list[str]:
+    """``a -> b`` for every import of a command ``b`` by a module ``a`` outside tests/ (a documented alias,
+    ``COMMAND_ALIASES``, forwards to its command)."""
+    bad = []
+    for module, targets in sorted(graph.items()):
+        if module.split(".")[0] == "tests" or module in COMMAND_ALIASES:
+            continue
+        bad += [f"{module} -> {target}" for target in sorted(targets) if target in commands]
+    return bad
+
+
+def test_nothing_imports_a_command():
+    commands = command_modules()
+    assert {"evaluate.coco_eval", "evaluate.demo", "evaluate.export_onnx", "train"} <= commands
+    bad = command_imports(import_graph(), commands)
+    assert not bad, "modules that import a command (move what they use into a library module):\n  " + "\n  ".join(bad)
+
+
+def test_the_command_check_finds_a_library_importing_a_command():
+    graph = {
+        "engine.validation": {"evaluate.coco_eval", "evaluate.evaluation"},
+        "bench.grouping": {"evaluate.demo"},
+        "tests.test_eval_coco": {"evaluate.coco_eval"},
+        "evaluate.coco_eval": {"evaluate.evaluation"},
+    }
+    commands = {"evaluate.coco_eval", "evaluate.demo"}
+    assert command_imports(graph, commands) == [
+        "bench.grouping -> evaluate.demo",
+        "engine.validation -> evaluate.coco_eval",
+    ]
+
+
 def test_every_package_has_a_layer():
     top = {p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
     top |= {p.stem for p in ROOT.glob("*.py")}
@@ -201,13 +252,13 @@ def test_evaluate_stages_import_downwards():
 
 def test_the_stage_check_finds_an_import_up_and_across():
     graph = {
-        "evaluate.decoder.peaks": {"evaluate.decoder.resample", "evaluate.runtime.multiscale"},  # up
-        "evaluate.metrics.oks": {"evaluate.decoder.decode", "evaluate.runtime.oracle"},  # across
-        "evaluate.estimator": {"evaluate.runtime.multiscale", "evaluate.metrics.oks", "evaluate.demo"},
+        "evaluate.decoder.peaks": {"evaluate.decoder.resample", "evaluate.inference.multiscale"},  # up
+        "evaluate.metrics.oks": {"evaluate.decoder.decode", "evaluate.inference.oracle"},  # across
+        "evaluate.estimator": {"evaluate.inference.multiscale", "evaluate.metrics.oks", "evaluate.demo"},
     }
     assert stage_imports(graph) == [
-        "evaluate.decoder.peaks (stage 0) -> evaluate.runtime.multiscale (stage 1)",
-        "evaluate.metrics.oks (stage 1) -> evaluate.runtime.oracle (stage 1)",
+        "evaluate.decoder.peaks (stage 0) -> evaluate.inference.multiscale (stage 1)",
+        "evaluate.metrics.oks (stage 1) -> evaluate.inference.oracle (stage 1)",
     ]
 
 

@@ -1,4 +1,4 @@
-"""How the network runs at test time (evaluate/runtime/inference_setup.py): ``eval.amp=auto`` and
+"""How the network runs at test time (evaluate/inference/inference_setup.py): ``eval.amp=auto`` and
 ``eval.channels_last=auto`` decided by what the device computes natively (capabilities injected), logged once; and
 what bf16 and channels_last change in the people found."""
 
@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 import torch
 
-import evaluate.runtime.inference_setup as inference_setup_module
+import evaluate.inference.inference_setup as inference_setup_module
 import utils.precision as up
 from config.schema import EvalConfig, TargetConfig
-from evaluate.coco_eval import load_coco
 from evaluate.decoder.decode import DecodeParams, decode_people
 from evaluate.estimator import PoseEstimator
-from evaluate.runtime.multiscale import multiscale_maps
-from evaluate.runtime.oracle import oracle_for
+from evaluate.inference.multiscale import multiscale_maps
+from evaluate.inference.oracle import annotation_oracle
+from evaluate.metrics.annotations import load_coco
 from tests.helpers import COCO, LANDSCAPE, PORTRAIT, SMALL, assert_people_agree, people_agreement, tiny_model
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda", 0)
@@ -140,7 +140,7 @@ def test_the_estimators_forward_runs_as_chosen(monkeypatch, caps, dtype):
 
 def trained_tiny_maps(ckpt, images, **settings) -> list[tuple[np.ndarray, tuple[float, float]]]:
     estimator = PoseEstimator.from_checkpoint(ckpt, device="cpu", **SMALL_EVAL, **settings)
-    return [multiscale_maps(im, estimator.cfg, estimator.network, CPU, skeleton=COCO) for im in images]
+    return [multiscale_maps(im, estimator.cfg, estimator.source, CPU, skeleton=COCO) for im in images]
 
 
 def test_channels_last_gives_the_maps_and_people_of_nchw(trained_tiny_ckpt, synthetic_sample_images, one_thread):
@@ -181,14 +181,14 @@ def test_decoding_finds_the_same_people_in_maps_rounded_to_bf16(synthetic_sample
     agreements = []
     for image_id in sorted(coco.imgs)[:12]:
         image = cv2.imread(str(synthetic_sample_images / coco.imgs[image_id]["file_name"]))
-        oracle = oracle_for(coco, [image_id], TargetConfig(), COCO)
+        oracle = annotation_oracle(coco, TargetConfig(), COCO)
 
-        def rounded(batch, resize_xy, oracle=oracle):
-            return oracle(batch, resize_xy).to(torch.bfloat16).float()
+        def rounded(batch, oracle=oracle):
+            return oracle(batch).to(torch.bfloat16).float()
 
         people = []
         for predict in (oracle, rounded):
-            maps, scale = multiscale_maps(image, cfg, predict, CPU, skeleton=COCO)
+            maps, scale = multiscale_maps(image, cfg, predict, CPU, skeleton=COCO, key=image_id)
             people.append(decode_people(maps, decoder, scale, skeleton=COCO).keypoints)
         agreements.append(people_agreement(people[1], people[0], COCO.sigmas))
     assert_people_agree(agreements)

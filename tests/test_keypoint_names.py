@@ -15,7 +15,7 @@ import pytest
 from config.skeleton import load_skeleton
 from config.skeleton_check import SkeletonMismatch
 from data.coco_to_hdf5 import Source, convert
-from evaluate import coco_eval
+from evaluate.metrics.annotations import load_coco
 from utils.paths import REPO_ROOT
 
 COCO = load_skeleton("coco")
@@ -46,7 +46,7 @@ def test_other_names_are_refused_naming_both_lists_and_the_first_difference(synt
     assert ", ".join(POSETRACK_NAMES) in text and ", ".join(COCO.dataset_keypoints) in text
     assert "--keypoint-names spelling" in text and not (tmp_path / "out.h5").exists()
     with pytest.raises(SkeletonMismatch) as e:  # the evaluator: the same check
-        coco_eval.load_coco(path, COCO)
+        load_coco(path, COCO)
     assert e.value.first_difference == (1, "head_bottom", "left_eye") and "eval.keypoint_names" in str(e.value)
     cmd = [sys.executable, "-m", "data.coco_to_hdf5", "--images", str(images), "--annotations", str(path), "--out",
            str(tmp_path / "out.h5"), "--no-progress"]  # fmt: skip
@@ -66,7 +66,7 @@ def test_names_differing_only_in_spelling_need_the_switch(synthetic_coco, tmp_pa
         settings = convert([Source(images, path)], tmp_path / "out.h5", 64, progress=False, keypoint_names="spelling")
     assert settings["keypoint_names"] == {"match": "spelling", "files": [spelt]}
     assert "Left-Eye = left_eye" in caplog.text
-    coco_eval.load_coco(path, COCO, keypoint_names="spelling")  # the evaluator accepts it the same way
+    load_coco(path, COCO, keypoint_names="spelling")  # the evaluator accepts it the same way
     # a misspelt name is not a spelling variant
     path, _ = with_names(synthetic_coco, tmp_path, ["nose", "left_eyes", *spelt[2:]])
     with pytest.raises(SkeletonMismatch) as e:

@@ -12,7 +12,7 @@ import numpy as np
 
 from config.loader import load_config
 from data.coco_to_hdf5 import Source, convert
-from evaluate import coco_eval
+from evaluate.evaluation import evaluate_oracle
 
 
 def stripped(root, tmp_path, name, *, regions: bool) -> object:
@@ -34,7 +34,7 @@ def stripped(root, tmp_path, name, *, regions: bool) -> object:
 
 def oracle(images, annotations) -> dict:
     cfg = load_config(None, ["eval.scales=[1.0]", "eval.flip=false"])
-    return coco_eval.evaluate_oracle(images, annotations, cfg, progress=False)[0]
+    return evaluate_oracle(images, annotations, cfg, progress=False)[0]
 
 
 def test_missing_optional_fields_are_filled_alike(synthetic_coco, tmp_path, caplog):

@@ -20,8 +20,9 @@ from data.coco_to_hdf5 import Source, convert
 from data.dataset import SimplePoseDataset
 from engine.trainer import Trainer
 from evaluate import coco_eval
-from evaluate.coco_eval import evaluate_oracle
-from evaluate.runtime.model_loader import load_model
+from evaluate.evaluation import evaluate_oracle
+from evaluate.inference.checkpoint_model import load_model
+from evaluate.metrics.annotations import load_coco
 from models import PoseNet
 from tests.helpers import tiny_cfg
 from utils.paths import TINY_PRESET
@@ -177,7 +178,7 @@ def test_resuming_with_another_skeleton_is_refused(torso, torso_h5, synthetic_h5
 def test_evaluating_annotations_of_another_keypoint_count_names_the_file_and_the_annotation(torso):
     first = json.loads(torso[1].read_text())["annotations"][0]["id"]
     with pytest.raises(SkeletonMismatch) as e:
-        coco_eval.load_coco(torso[1], COCO)
+        load_coco(torso[1], COCO)
     m = e.value
     assert (m.file, m.key, m.differs, m.found.num_dataset_keypoints, m.expected.name) == (
         str(torso[1]), "keypoints", "keypoint count", 6, "coco")  # fmt: skip

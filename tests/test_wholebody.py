@@ -1,6 +1,6 @@
 """Skeletons of more than 128 channels on the CPU: COCO-WholeBody's 133 keypoints (291 channels) and Halpe-FullBody's
 136 (298 channels) through the synthetic set, the converter and the oracle evaluation with the default resize backend
-(OpenCV on the CPU, which takes at most 128 channels a call: evaluate/runtime/multiscale.py resizes in slices)."""
+(OpenCV on the CPU, which takes at most 128 channels a call: evaluate/inference/multiscale.py resizes in slices)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from config.skeleton import load_skeleton
 from data.synthetic import generate
 from evaluate import coco_eval
-from evaluate.runtime.multiscale import CV_MAX_RESIZE_CHANNELS, cubic_resize_channels, resize_to_grid
+from evaluate.inference.multiscale import CV_MAX_RESIZE_CHANNELS, cubic_resize_channels, resize_to_grid
 
 WHOLEBODY = load_skeleton("coco_wholebody")
 HALPE = load_skeleton("halpe")

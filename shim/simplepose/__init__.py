@@ -15,6 +15,7 @@ the project's packages import by their own names, as they do in the checkout. ``
 
 from __future__ import annotations
 
+import importlib
 import sys
 from pathlib import Path
 
@@ -48,8 +49,9 @@ def _use_checkout() -> None:
 _use_checkout()
 
 # the API, imported when first asked for (``from simplepose import PoseEstimator``): a command run by
-# ``python -m simplepose`` loads torch itself, after its own start-up settings (train.py's OpenMP ones)
-API = ("FAST", "Person", "PoseEstimator", "PoseTracker", "Timing", "TrackConfig", "VideoFrame", "coco_results_json")
+# ``python -m simplepose`` loads torch itself, after its own start-up settings (train.py's OpenMP ones); the names are
+# the checkout's ``evaluate`` package's, which imports nothing heavy until one is used
+API = tuple(importlib.import_module("evaluate").__all__)
 __all__ = ["ROOT", *API]
 
 

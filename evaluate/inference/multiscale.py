@@ -1,9 +1,9 @@
 """Test-time forward: multi-scale + flip, fused and averaged on one decoding grid.
 
-A *predictor* turns a padded batch into maps: ``predict(batch, resize_xy) -> (B, C, Hp/4, Wp/4)``, where
-``batch`` is (n or 2n, 3, Hp, Wp) float32 BGR/255 (n images of one size, then their mirrors when flipping)
-and ``resize_xy`` the factors the images were resized by. ``model_predictor`` wraps a network; the oracle
-(evaluate/runtime/oracle.py) draws ground-truth maps instead.
+A *map source* (evaluate/inference/map_source.py: a network, an ONNX file or the oracle) turns each scale's input
+batch into maps: ``source(batch) -> (B, C, Hp/4, Wp/4)``, where ``batch.pixels`` is (n or 2n, 3, Hp, Wp) float32
+BGR/255 (n images of one size, then their mirrors when flipping) and ``batch.metas`` says, per image, which image it
+is and how it was resized and padded.
 
 Difference from the original (documented on purpose): the original upsampled each output x4, cropped the
 padding and resized again to the image size (two bicubic passes, full image resolution, all channels). Here
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import typing
-from collections.abc import Callable, Iterator
+from collections.abc import Hashable, Iterator, Sequence
 
 import cv2
 import numpy as np
@@ -27,9 +27,7 @@ from config.schema import OUTPUT_STRIDE, EvalConfig, ResizeBackend
 from config.skeleton import Skeleton
 from config.skeleton_check import KeypointSet, check_compatible
 from evaluate.decoder.resample import cubic_weights
-from utils.precision import Precision
-
-Predictor = Callable[[torch.Tensor, tuple[float, float]], torch.Tensor]
+from evaluate.inference.map_source import ImageMeta, InputBatch, MapSource
 
 _FLIP_INDEX: dict[tuple[tuple[int, ...], torch.device], torch.Tensor] = {}  # (channel_flip, device) -> index
 
@@ -251,13 +249,15 @@ def _cubic_resample(a: np.ndarray, axis: int, factor: float, size: int) -> np.nd
 
 
 def scale_inputs(
-    images: list[np.ndarray], cfg: EvalConfig, device: torch.device
-) -> Iterator[tuple[torch.Tensor, tuple[int, int]]]:
-    """For each test scale of BGR uint8 images of one size: (the network's input batch on ``device``, (n or 2n,
-    3, Hp, Wp) float32 BGR/255, the images then their mirrors when flipping; the resized (rows, cols) before
-    padding). Prepared on the host (OpenCV) or on the device (``eval.preprocess``), padded to a multiple of
-    ``max_downsample`` or to a shape bucket (``eval.shape_buckets``)."""
+    images: list[np.ndarray], cfg: EvalConfig, device: torch.device, keys: Sequence[Hashable] | None = None
+) -> Iterator[InputBatch]:
+    """For each test scale of BGR uint8 images of one size (named by ``keys``, by default their positions), the
+    network's input batch on ``device``: (n or 2n, 3, Hp, Wp) float32 BGR/255, the images then their mirrors when
+    flipping, with each image's meta (its key, and the resized (rows, cols) before padding). Prepared on the host
+    (OpenCV) or on the device (``eval.preprocess``), padded to a multiple of ``max_downsample`` or to a shape bucket
+    (``eval.shape_buckets``)."""
     h, w = images[0].shape[:2]
+    keys = range(len(images)) if keys is None else keys
     on_device = uses_device_preprocess(cfg.preprocess, device)
     buckets = uses_buckets(cfg.shape_buckets, device)
     uploaded = upload_images(images, device) if on_device else None
@@ -266,22 +266,25 @@ def scale_inputs(
         if buckets:
             padded = (bucket_size(padded[0], cfg.max_downsample), bucket_size(padded[1], cfg.max_downsample))
         if on_device:
-            yield prepare_on_device(uploaded, (hr, wr), padded, cfg), (hr, wr)
+            pixels = prepare_on_device(uploaded, (hr, wr), padded, cfg)
         else:
             prepared = [prepare_input(im, m, cfg, padded) for im in images]
-            yield make_batch([p for p, _ in prepared], cfg.flip, device), (hr, wr)
+            pixels = make_batch([p for p, _ in prepared], cfg.flip, device)
+        yield InputBatch(pixels, tuple(ImageMeta(key, (h, w), (hr, wr), tuple(pixels.shape[2:])) for key in keys))
 
 
 def multiscale_maps_batch(
     images: list[np.ndarray],
     cfg: EvalConfig,
-    predict: Predictor,
+    source: MapSource,
     device: torch.device,
     stride: int = 4,
     *,
     skeleton: Skeleton,
+    keys: Sequence[Hashable] | None = None,
 ) -> list[tuple[np.ndarray, tuple[float, float]]]:
     """Average the fused maps of every test scale for BGR uint8 images of one size, in one batch per scale.
+    ``keys``: what names each image for the map source (``ImageMeta.key``; default: its position in ``images``).
 
     Returns per image: maps (C, rows, cols) float32 on the decoding grid in ``skeleton``'s layout and (sx, sy),
     image pixels per grid pixel (what ``decode_people`` takes as ``scale``).
@@ -291,9 +294,9 @@ def multiscale_maps_batch(
         raise ValueError("multiscale_maps_batch needs images of one size")
     grid = decode_grid(h, w, cfg, stride)
     acc = None
-    for batch, (hr, wr) in scale_inputs(images, cfg, device):
+    for batch in scale_inputs(images, cfg, device, keys):
         with torch.no_grad():
-            out = predict(batch, (wr / w, hr / h))
+            out = source(batch)
         check_compatible(
             skeleton,
             KeypointSet(num_channels=out.shape[1]),
@@ -302,7 +305,8 @@ def multiscale_maps_batch(
             expected_by="decoding",
             fix="the network was trained for another skeleton: give its data.skeleton (a checkpoint carries its own)",
         )
-        maps = resize_to_grid(fuse_flip(out, skeleton, cfg.flip), (hr, wr), grid, stride, cfg.resize_backend)
+        valid = batch.metas[0].resized_hw
+        maps = resize_to_grid(fuse_flip(out, skeleton, cfg.flip), valid, grid, stride, cfg.resize_backend)
         acc = maps if acc is None else acc + maps
     n = len(cfg.scales)
     if isinstance(acc, torch.Tensor):
@@ -315,33 +319,15 @@ def multiscale_maps_batch(
 
 
 def multiscale_maps(
-    image: np.ndarray, cfg: EvalConfig, predict: Predictor, device: torch.device, stride: int = 4, *, skeleton: Skeleton
+    image: np.ndarray,
+    cfg: EvalConfig,
+    source: MapSource,
+    device: torch.device,
+    stride: int = 4,
+    *,
+    skeleton: Skeleton,
+    key: Hashable = 0,
 ) -> tuple[np.ndarray, tuple[float, float]]:
-    """``multiscale_maps_batch`` for one image: (maps (C, rows, cols) float32, (sx, sy))."""
-    return multiscale_maps_batch([image], cfg, predict, device, stride, skeleton=skeleton)[0]
-
-
-def model_predictor(
-    model: torch.nn.Module, precision: Precision | None = None, channels_last: bool = False
-) -> Predictor:
-    """Predictor of a network returning outputs[stack][scale]: the last stack's finest output, as float32.
-
-    ``precision``: the forward runs under its autocast (``evaluate.runtime.inference_setup.inference_setup(cfg.eval,
-    device).precision``); None: float32. The output is cast back to float32 before any further step (averaging scales
-    in half precision would lose the small values the thresholds compare against). ``channels_last``: each batch is
-    given to the network in channels_last memory (the network should be converted too:
-    ``model.to(memory_format=torch.channels_last)``); the maps are the same up to rounding.
-    """
-
-    finest = getattr(model, "finest_prediction", None)  # a PoseNet skips the heads evaluation never reads
-    forward = finest if finest is not None else (lambda batch: model(batch)[-1][0])
-
-    def predict(batch: torch.Tensor, resize_xy: tuple[float, float]) -> torch.Tensor:
-        if channels_last:
-            batch = batch.contiguous(memory_format=torch.channels_last)
-        if precision is None:
-            return forward(batch)
-        with precision.autocast(batch.device):
-            return forward(batch).float()
-
-    return predict
+    """``multiscale_maps_batch`` for one image (named ``key`` for the source): (maps (C, rows, cols) float32,
+    (sx, sy))."""
+    return multiscale_maps_batch([image], cfg, source, device, stride, skeleton=skeleton, keys=[key])[0]

@@ -1,10 +1,10 @@
-"""Run an exported network (``python -m evaluate.export_onnx``) with ONNX Runtime, as a test-time predictor.
+"""Run an exported network (``python -m evaluate.export_onnx``) with ONNX Runtime, as a test-time map source.
 
 Users call it through the Python API: ``evaluate.PoseEstimator.from_onnx("simplepose.onnx", "cuda", scales=[1.0])``
 (image in, people out). Underneath:
 
-    predict, cfg = load_onnx("simplepose.onnx")                      # CPU
-    predict, cfg = load_onnx("simplepose.onnx", providers_for("cuda"), ["eval.scales=[1.0]"])
+    source, cfg = load_onnx("simplepose.onnx")                      # CPU
+    source, cfg = load_onnx("simplepose.onnx", providers_for("cuda"), ["eval.scales=[1.0]"])
 
 The .onnx file is all that is needed: the export stores the run's config (and the skeleton definition when the
 checkpoint carries one) as JSON in the model's ``metadata_props`` (keys ``CONFIG_KEY``, ``SKELETON_KEY``), and
@@ -25,6 +25,7 @@ import torch
 from config.loader import ConfigError, config_from_dict, parse_overrides, with_overrides
 from config.schema import Config
 from config.skeleton import Skeleton, skeleton_of
+from evaluate.inference.map_source import InputBatch
 from models.posenet import check_input_shape
 from utils.errors import UserError
 from utils.file_kind import file_kind
@@ -77,18 +78,18 @@ class OnnxMetadata:
     skeleton: dict | None  # the checkpoint's skeleton definition, None when it carried none
 
 
-class OnnxPredictor:
-    """A predictor (``evaluate.runtime.multiscale.Predictor``) running an exported network with ONNX Runtime.
+class OnnxSource:
+    """A map source (``evaluate.inference.map_source.MapSource``) running an exported network with ONNX Runtime.
 
-    ``predict(batch, resize_xy)``: batch (B, 3, Hp, Wp) float32 BGR/255, Hp and Wp multiples of 64 ->
-    (B, C, Hp/4, Wp/4) float32 torch tensor on the batch's device (``resize_xy`` is unused). The session's
-    providers decide where the network runs; the maps come back through host memory.
+    ``source(batch)``: ``batch.pixels`` (B, 3, Hp, Wp) float32 BGR/255, Hp and Wp multiples of 64 -> (B, C, Hp/4,
+    Wp/4) float32 torch tensor on the pixels' device. The session's providers decide where the network runs; the
+    maps come back through host memory.
     """
 
     def __init__(self, session, metadata: OnnxMetadata | None = None, skeleton: Skeleton | None = None):
         self.session = session
         self.metadata = metadata  # what the export stored (load_onnx reads it); None when not read
-        self.skeleton = skeleton  # the model's: the layout of the maps this predictor returns
+        self.skeleton = skeleton  # the model's: the layout of the maps this source returns
         self._input = session.get_inputs()[0].name
 
     @property
@@ -96,11 +97,15 @@ class OnnxPredictor:
         """The providers the session actually uses (CUDA is dropped when its libraries failed to load)."""
         return self.session.get_providers()
 
-    def __call__(self, batch: torch.Tensor, resize_xy: tuple[float, float] = (1.0, 1.0)) -> torch.Tensor:
-        check_input_shape(tuple(batch.shape))
-        x = np.ascontiguousarray(batch.detach().to("cpu", torch.float32).numpy())
+    def __call__(self, batch: InputBatch) -> torch.Tensor:
+        return self.run(batch.pixels)
+
+    def run(self, pixels: torch.Tensor) -> torch.Tensor:
+        """(B, 3, Hp, Wp) float32 BGR/255 -> (B, C, Hp/4, Wp/4) float32 on the pixels' device."""
+        check_input_shape(tuple(pixels.shape))
+        x = np.ascontiguousarray(pixels.detach().to("cpu", torch.float32).numpy())
         maps = self.session.run(None, {self._input: x})[0]
-        return torch.from_numpy(maps).to(batch.device)
+        return torch.from_numpy(maps).to(pixels.device)
 
 
 def open_session(path: str | Path, providers: Providers | None = None):
@@ -184,16 +189,16 @@ def config_from_metadata(metadata: OnnxMetadata, source: str, overrides: list[st
 
 def load_onnx(
     path: str | Path, providers: Providers | None = None, overrides: list[str] | None = None
-) -> tuple[OnnxPredictor, Config]:
-    """(predictor running ``path`` with ONNX Runtime, the run's config from the file's metadata). The predictor's
+) -> tuple[OnnxSource, Config]:
+    """(map source running ``path`` with ONNX Runtime, the run's config from the file's metadata). The source's
     ``skeleton`` is the model's (stored in the file; for exports without one, the config's ``data.skeleton``).
 
     ``providers``: onnxruntime execution providers (``providers_for("cuda")``); None: the CPU. ``overrides``:
-    ``key=value`` config changes (the ``eval`` section is what inference reads). Feed the predictor CPU tensors:
-    ``multiscale_maps(image, cfg.eval, predict, torch.device("cpu"))``.
+    ``key=value`` config changes (the ``eval`` section is what inference reads). Feed the source CPU tensors:
+    ``multiscale_maps(image, cfg.eval, source, torch.device("cpu"), skeleton=source.skeleton)``.
     """
     session = open_session(path, providers)
     metadata = read_metadata(session, str(path))
     cfg = config_from_metadata(metadata, str(path), overrides)
     skeleton = Skeleton.from_dict(metadata.skeleton, str(path)) if metadata.skeleton else skeleton_of(cfg)
-    return OnnxPredictor(session, metadata, skeleton), cfg
+    return OnnxSource(session, metadata, skeleton), cfg

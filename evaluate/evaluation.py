@@ -1,0 +1,230 @@
+"""Evaluating on a set of images: an estimator's people, a keypoint evaluator's figures, in one process or sharded
+over torchrun ranks.
+
+    stats, summary = evaluate_model(model, "coco/val2017", "person_keypoints_val2017.json", cfg, device)
+    stats, summary = evaluate_oracle("coco/val2017", "person_keypoints_val2017.json", cfg)  # the decoder's ceiling
+    stats, summary = score_results("their_results.json", "person_keypoints_val2017.json", cfg)  # any tool's file
+
+Each rank takes a strided shard of the sorted image ids, reads and checks each file as the converter does, runs
+the estimator (``evaluate.estimator.PoseEstimator``: a network, an ONNX file or the oracle) on batches of up to
+``eval.batch_size`` images, and hands the people to the evaluator (``evaluate.metrics.evaluator.KeypointEvaluator``),
+which gathers them on rank 0, writes the results JSON and scores it; every rank receives the figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from config.schema import Config, EvalConfig
+from config.skeleton import skeleton_of
+from data.image_files import BadImages, image_path, read_decoded_checked
+from evaluate.estimator import PoseEstimator
+from evaluate.metrics.annotations import annotated_images, load_coco
+from evaluate.metrics.evaluator import KeypointEvaluator
+from evaluate.metrics.results_file import read_results
+from models.eval_mode import eval_mode
+from utils import distributed as dist
+from utils.errors import UserError
+from utils.progress_bar import progress_bar
+from utils.watchdog import beat
+
+SKIP_OPTION = "--skip-bad (eval.skip_bad=true)"
+
+
+def check_images_dir(images_dir: str | Path) -> None:
+    if not Path(images_dir).is_dir():
+        raise UserError(f"image folder {images_dir} not found (check --images / data.val_images)", file=images_dir)
+
+
+def evaluated_ids(image_list: Mapping[int, dict], cfg: EvalConfig) -> list[int]:
+    """The images an evaluation predicts: the sorted ids, the first ``eval.max_images`` when set."""
+    ids = sorted(image_list)
+    return ids[: cfg.max_images] if cfg.max_images > 0 else ids
+
+
+def predict_images(
+    image_list: Mapping[int, dict],
+    image_ids: list[int],
+    images_dir: Path,
+    estimator: PoseEstimator,
+    evaluator: KeypointEvaluator,
+    progress: bool = True,
+    listed_in: Path | str = "the image list",
+) -> list[dict]:
+    """Run ``estimator`` on the images ``image_ids`` (this rank's) and give their people to ``evaluator``.
+
+    ``image_list``: {image id: {"file_name"[, "height", "width"]}} (pycocotools' ``coco.imgs`` or
+    evaluate/image_list.py). Images are visited in order of their listed size, so that batches of ``eval.batch_size``
+    fill with images of one size; each is named by its image id for the map source (the oracle's annotations). Each
+    file is checked as the converter checks it (``data.image_files.read_decoded_checked``: missing, truncated, not an
+    image, another size than the list says; an image without a size gets its file's); a bad one stops the
+    evaluation, or with ``eval.skip_bad`` is skipped with a warning. Returns the skipped images ({"file",
+    "image_id", "reason"}). ``listed_in``: the file the list comes from (an annotation or image-info file), named
+    when a file_name leads outside ``images_dir``."""
+    size = lambda i: (image_list[i].get("height") or 0, image_list[i].get("width") or 0)  # noqa: E731
+    order = sorted(image_ids, key=size)
+    bad = BadImages(Path(images_dir), estimator.cfg.skip_bad, option=SKIP_OPTION)
+    pending: list[tuple[int, np.ndarray]] = []
+    done = 0
+    bar = progress_bar(total=len(order), desc="eval", unit="img", disable=not (progress and dist.is_main_process()))
+
+    def flush() -> None:
+        nonlocal done
+        ids = [i for i, _ in pending]
+        evaluator.process(ids, estimator.people([im for _, im in pending], keys=ids))
+        done += len(pending)
+        bar.update(len(pending))
+        beat("validation", f"image {done} of {len(order)} of this process")
+        pending.clear()
+
+    for image_id in order:
+        info = image_list[image_id]
+        path = image_path(images_dir, info, listed_in)
+        image, problem = read_decoded_checked(path, info)
+        if image is None:
+            bad.report(path, image_id, problem)
+            bar.update(1)
+            continue
+        if info.get("width") is None:  # as the converter: the file gives the size the annotations do not
+            info["width"], info["height"] = image.shape[1], image.shape[0]
+        if pending and (image.shape != pending[0][1].shape or len(pending) >= estimator.cfg.batch_size):
+            flush()
+        pending.append((image_id, image))
+    if pending:
+        flush()
+    bar.close()
+    return bad.skipped
+
+
+def run_evaluation(
+    images_dir: str | Path,
+    image_list: Mapping[int, dict],
+    estimator: PoseEstimator,
+    evaluator: KeypointEvaluator,
+    progress: bool = True,
+    listed_in: Path | str = "the image list",
+) -> tuple[list[int], dict[str, float] | None, str | None]:
+    """Predict the images of ``image_list`` (``evaluated_ids``) sharded over the ranks, then evaluate: (the ids
+    evaluated, bad images skipped left out; the evaluator's figures and summary, on every rank). More than half of
+    the images skipped as bad stops every rank."""
+    evaluator.reset()
+    ids = evaluated_ids(image_list, estimator.cfg)
+    mine = [ids[i] for i in dist.shard(len(ids))]
+    skipped = predict_images(image_list, mine, Path(images_dir), estimator, evaluator, progress, listed_in)
+    skipped = [s for part in dist.all_gather_object(skipped) for s in part]
+    BadImages(Path(images_dir), estimator.cfg.skip_bad, SKIP_OPTION, skipped).check_share(len(ids))
+    left = {s["image_id"] for s in skipped}
+    ids = [i for i in ids if i not in left]
+    return (ids, *evaluator.evaluate(ids))
+
+
+def evaluate_images(
+    images_dir: str | Path,
+    annotations: str | Path,
+    estimator: PoseEstimator,
+    out_json: str | Path | None = None,
+    progress: bool = True,
+    coco=None,
+    diagnose_dir: str | Path | None = None,
+) -> tuple[dict[str, float], str]:
+    """COCO keypoint AP/AR (or CrowdPose's figures, as the estimator's skeleton says) of ``estimator`` on the images
+    of ``annotations``: (stats, summary text) on every rank. ``coco``: the annotations already loaded by
+    ``load_coco`` (else read from ``annotations``). Images skipped as bad (``eval.skip_bad``) are left out of the
+    evaluation, and the summary says how many. ``diagnose_dir``: also diagnose the results there (rank 0)."""
+    check_images_dir(images_dir)
+    cfg = estimator.cfg
+    coco, image_list, category = annotated_images(annotations, estimator.skeleton, cfg, coco)
+    evaluator = KeypointEvaluator(estimator.skeleton, coco, category, out_json, diagnose_dir, images_dir)
+    ids, stats, summary = run_evaluation(images_dir, image_list, estimator, evaluator, progress, Path(annotations))
+    if dist.is_main_process():
+        bad_annotations = len(coco.imgs) - len(image_list)
+        bad_files = len(evaluated_ids(image_list, cfg)) - len(ids)
+        if bad_annotations or bad_files:
+            summary += (
+                f"{bad_annotations + bad_files} images left out of the evaluation as bad ({bad_annotations} "
+                f"for their annotations, {bad_files} for their files; eval.skip_bad, warnings above)\n"
+            )
+    return dist.broadcast_object((stats, summary))
+
+
+def evaluate_model(
+    model: torch.nn.Module,
+    images_dir: str | Path,
+    annotations: str | Path,
+    cfg: Config,
+    device: torch.device,
+    out_json: str | Path | None = None,
+    progress: bool = True,
+    diagnose_dir: str | Path | None = None,
+) -> tuple[dict[str, float], str]:
+    """(stats, summary) of ``model`` (its skeleton: ``model.skeleton``), as ``evaluate_images``. The model is put in
+    eval mode and restored after."""
+    with eval_mode(model):
+        estimator = PoseEstimator.from_model(model, cfg.eval, device)
+        return evaluate_images(images_dir, annotations, estimator, out_json, progress, diagnose_dir=diagnose_dir)
+
+
+def evaluate_oracle(
+    images_dir: str | Path,
+    annotations: str | Path,
+    cfg: Config,
+    out_json: str | Path | None = None,
+    progress: bool = True,
+    diagnose_dir: str | Path | None = None,
+) -> tuple[dict[str, float], str]:
+    """AP of decoding the ground-truth target maps (the decoder's upper bound), for the skeleton
+    ``cfg.data.skeleton`` names: the oracle is the estimator's map source."""
+    skeleton = skeleton_of(cfg)
+    coco = load_coco(annotations, skeleton, cfg.eval.skip_bad, cfg.eval.keypoint_names)
+    estimator = PoseEstimator.from_ground_truth(coco, cfg, skeleton)
+    return evaluate_images(images_dir, annotations, estimator, out_json, progress, coco, diagnose_dir)
+
+
+def score_results(
+    results_file: str | Path,
+    annotations: str | Path,
+    cfg: Config,
+    diagnose_dir: str | Path | None = None,
+    images_dir: str | Path | None = None,
+) -> tuple[dict[str, float], str]:
+    """(stats, summary) of a results file made by any tool (``evaluate.metrics.results_file``: checked entry by entry)
+    on ``annotations``, read and scored exactly as an evaluation here scores its own results: the skeleton
+    ``cfg.data.skeleton`` names (its sigmas, its figures: COCO's or CrowdPose's), the evaluator's own ids, the
+    annotation file's images (the first ``eval.max_images`` when set; images with bad annotations left out with
+    ``eval.skip_bad``). Images without any result count as images where no one was found, and the summary says how
+    many there are. ``diagnose_dir``: also diagnose the results there (its worst examples drawn on the images of
+    ``images_dir`` when given)."""
+    skeleton = skeleton_of(cfg)
+    coco, image_list, category = annotated_images(annotations, skeleton, cfg.eval)
+    ids = evaluated_ids(image_list, cfg.eval)
+    results = read_results(results_file, coco, skeleton, category)
+    scored = set(ids)
+    left_out = sum(r["image_id"] not in scored for r in results)
+    kept = [r for r in results if r["image_id"] in scored]
+    without = len(scored - {r["image_id"] for r in kept})
+    notes = [f"scored {len(kept)} results of {len(ids) - without} images on {len(ids)} images of {annotations}"]
+    if without:
+        notes.append(f"{without} of the {len(ids)} images have no result: scored as images where no one was found")
+    if left_out:
+        notes.append(f"{left_out} results of images outside the evaluated ones left out (eval.max_images, skip_bad)")
+    evaluator = KeypointEvaluator(skeleton, coco, category, None, diagnose_dir, images_dir)
+    evaluator.process_results(results)
+    return evaluator.evaluate(ids, notes="".join(f"{n}\n" for n in notes))
+
+
+def predict_unannotated(
+    images_dir: str | Path,
+    image_list: Mapping[int, dict],
+    estimator: PoseEstimator,
+    out_json: str | Path,
+    listed_in: Path | str = "the image list",
+) -> tuple[list[int], int]:
+    """Write the results JSON of images without annotations (for an evaluation server): (the ids predicted, the
+    number of people found, on rank 0; 0 elsewhere)."""
+    evaluator = KeypointEvaluator(estimator.skeleton, out_json=out_json)
+    ids, _, _ = run_evaluation(images_dir, image_list, estimator, evaluator, listed_in=listed_in)
+    return ids, len(evaluator.results)

@@ -1,0 +1,88 @@
+"""Oracle maps: the training targets of an image's own annotations, in place of the network's output.
+
+Decoding them measures the decoder's upper bound ("oracle AP"): everything the grouping loses on perfect
+maps at the network's resolution. ``OracleSource`` is a map source like the network: for each image of a batch it
+draws the targets of that image's people (found by the image's ``ImageMeta.key``) with data.targets on the grid the
+network would output for the input the image was made into (its meta's resize and padding), and for the mirrored
+input too when flipping, so the whole test-time path (resize, padding, flip fusion, scale averaging) runs exactly as
+with a model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+
+import numpy as np
+import torch
+
+from config.schema import OUTPUT_STRIDE, TargetConfig
+from config.skeleton import Skeleton
+from data.coco_annotations import keypoint_category
+from data.targets import draw_targets
+from evaluate.inference.map_source import ImageMeta, InputBatch
+
+
+def image_keypoints(annotations: list[dict], skeleton: Skeleton) -> np.ndarray:
+    """(P, K, 3) internal-layout keypoints (image pixels) of an image's non-crowd annotations (``skeleton``'s
+    dataset keypoints)."""
+    kp = [a["keypoints"] for a in annotations if not a.get("iscrowd", 0) and a.get("keypoints")]
+    if not kp:
+        return np.zeros((0, skeleton.num_keypoints, 3), np.float32)
+    return skeleton.to_internal(np.asarray(kp, np.float32).reshape(len(kp), skeleton.num_dataset_keypoints, 3))
+
+
+class OracleSource:
+    """Map source drawing the target maps of each image's people: ``keypoints_of(key)`` -> (P, K, 3) internal-layout
+    keypoints in image pixels, for the ``ImageMeta.key`` of each image of a batch."""
+
+    def __init__(
+        self,
+        keypoints_of: Callable[[Hashable], np.ndarray],
+        targets: TargetConfig,
+        skeleton: Skeleton,
+        stride: int = OUTPUT_STRIDE,
+    ):
+        self.keypoints_of = keypoints_of
+        self.targets = targets
+        self.skeleton = skeleton
+        self.stride = stride
+
+    def __call__(self, batch: InputBatch) -> torch.Tensor:
+        direct = [self.maps(meta, mirrored=False) for meta in batch.metas]
+        mirrored = [self.maps(meta, mirrored=True) for meta in batch.metas] if batch.flipped else []
+        return torch.from_numpy(np.stack(direct + mirrored)).to(batch.pixels.device)
+
+    def maps(self, meta: ImageMeta, mirrored: bool) -> np.ndarray:
+        """(C, Hp / stride, Wp / stride) targets of the image of ``meta`` in its network input (mirrored: in the
+        input's mirror)."""
+        hp, wp = meta.padded_hw
+        grid = (hp // self.stride, wp // self.stride)
+        fx, fy = meta.resize_xy
+        kp = np.array(self.keypoints_of(meta.key), copy=True)
+        # OpenCV's resize maps pixel centres: x' = (x + 0.5) * f - 0.5
+        kp[..., 0] = (kp[..., 0] + 0.5) * fx - 0.5
+        kp[..., 1] = (kp[..., 1] + 0.5) * fy - 0.5
+        if mirrored:
+            kp = self.skeleton.flip_keypoints(kp).copy()
+            kp[..., 0] = wp - 1 - kp[..., 0]
+        return draw_targets(kp, None, grid, self.stride, self.targets, self.skeleton)
+
+
+def annotation_oracle(
+    coco, targets: TargetConfig, skeleton: Skeleton, image_id_of: Callable[[Hashable], int] | None = None
+) -> OracleSource:
+    """The oracle of the person annotations (of the keypoint category) of a pycocotools ``COCO``; an image's key is
+    its image id, or ``image_id_of(key)`` gives it."""
+    category = keypoint_category(coco.dataset, skeleton, "the annotations")
+
+    def keypoints_of(key: Hashable) -> np.ndarray:
+        image_id = key if image_id_of is None else image_id_of(key)
+        anns = coco.loadAnns(coco.getAnnIds(imgIds=[image_id], catIds=[category], iscrowd=None))
+        return image_keypoints(anns, skeleton)
+
+    return OracleSource(keypoints_of, targets, skeleton)
+
+
+def keypoints_oracle(keypoints: np.ndarray, targets: TargetConfig, skeleton: Skeleton) -> OracleSource:
+    """The oracle of the people ``keypoints`` (P, K, 3 internal layout, image pixels) in every image it is given."""
+    return OracleSource(lambda key: keypoints, targets, skeleton)
