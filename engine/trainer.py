@@ -31,9 +31,9 @@ from engine.loader import TrainBatches
 from engine.loader_errors import loader_errors, out_of_memory
 from engine.logger import MetricsLogger, check_tensorboard
 from engine.optim import apply_freeze, batchnorm_eval, build_optimizer, fused_supported
+from engine.process_setup import configure_cpu_threads, seed_everything
 from engine.progress import Progress
 from engine.run_folder import claim_run_folder
-from engine.runtime import configure_cpu_threads, seed_everything
 from engine.schedule import LRSchedule
 from engine.validation import Validator
 from models import MultiTaskLoss, build_model

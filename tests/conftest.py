@@ -172,7 +172,7 @@ def synthetic_crowdpose(tmp_path_factory) -> Path:
 @pytest.fixture
 def one_thread(monkeypatch):
     """One intra-op thread: two threads on a busy 2-core machine can be tens of times slower. OMP_NUM_THREADS=1 too,
-    so that a Trainer built inside keeps it (engine.runtime.configure_cpu_threads leaves the count to that)."""
+    so that a Trainer built inside keeps it (engine.process_setup.configure_cpu_threads leaves the count to that)."""
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     before = torch.get_num_threads()
     torch.set_num_threads(1)
