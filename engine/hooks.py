@@ -35,9 +35,9 @@ import time
 import torch
 
 from config.schema import DataConfig
+from engine.batch_errors import loader_errors
 from engine.checkpointer import Checkpointer
 from engine.hook_base import Hook, StepResult
-from engine.loader_errors import loader_errors
 from engine.logger import Meter, MetricsLogger, step_values
 from engine.progress import Progress
 from engine.validation import Validator, validation_metric

@@ -22,13 +22,13 @@ from config.loader import save_config
 from config.schema import Config
 from config.skeleton import skeleton_of
 from data.dataset import SimplePoseDataset, batch_to_device
+from engine.batch_errors import loader_errors, out_of_memory
+from engine.batches import TrainBatches
 from engine.checkpointer import Checkpointer, remove_stale_temporaries
 from engine.compile import choose_compile, compile_forward_loss
 from engine.hook_base import Hook, HookList, StepResult
 from engine.hooks import CheckpointHook, LoggingHook, ValidationHook, WatchdogHook
 from engine.launch import Launcher, SingleDevice
-from engine.loader import TrainBatches
-from engine.loader_errors import loader_errors, out_of_memory
 from engine.logger import MetricsLogger, check_tensorboard
 from engine.optim import apply_freeze, batchnorm_eval, build_optimizer, fused_supported
 from engine.process_setup import configure_cpu_threads, seed_everything
