@@ -27,7 +27,7 @@ import cv2
 import numpy as np
 import torch
 
-from config.loader import add_config_arguments, config_from_args
+from config.config_file import add_config_arguments, config_from_args
 from data.dataset import SimplePoseDataset, mask_scales, sample_tensors
 from data.targets import downscale_targets, draw_targets, keypoint_heatmaps, limb_heatmaps
 from engine.batches import make_loader

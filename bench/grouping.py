@@ -20,7 +20,7 @@ import cv2
 import numpy as np
 import torch
 
-from config.loader import add_config_arguments, config_from_args
+from config.config_file import add_config_arguments, config_from_args
 from config.schema import OUTPUT_STRIDE
 from config.skeleton import Skeleton, skeleton_of
 from data.image_files import read_image

@@ -39,7 +39,7 @@ import numpy as np
 import torch
 
 from bench import decoder_table
-from config.loader import add_config_arguments, config_from_args
+from config.config_file import add_config_arguments, config_from_args
 from config.schema import OUTPUT_STRIDE, EvalConfig
 from config.skeleton import Skeleton, skeleton_of
 from evaluate.coco_eval import keypoint_stats, load_coco

@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 import torch
 
-from config.loader import load_config
+from config.config_file import load_config
 from config.skeleton import skeleton_of
 from engine.optim import build_optimizer
 from engine.process_setup import seed_everything

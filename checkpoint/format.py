@@ -15,7 +15,7 @@ Format 2 (written now):
 
     format_version  2
     model           state dict in our parameter names (models/weights.py)
-    config          the run's whole config (config.loader.to_dict), if known
+    config          the run's whole config (config.config_file.to_dict), if known
     skeleton        the network's skeleton definition (config.skeleton.Skeleton.to_dict), if known
     code_version    git commit of the code that wrote it ("" if unknown)
     origin          where the weights came from when not trained here (e.g. ``original:PoseNet_52_epoch.pth``)
@@ -48,7 +48,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from config.loader import ConfigError, config_from_dict, to_dict
+from config.config_file import ConfigError, config_from_dict, to_dict
 from config.schema import Config
 from config.skeleton import Skeleton, load_skeleton
 from config.skeleton_check import KeypointSet, check_compatible, difference

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from checkpoint.format import Checkpoint, CheckpointError
-from config.loader import with_overrides
+from config.config_file import with_overrides
 from config.schema import Config
 from config.skeleton import load_skeleton
 from models.posenet import PoseNet

@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from checkpoint.format import Checkpoint, CheckpointError
-from config.loader import to_dict
+from config.config_file import to_dict
 from config.schema import Config
 from config.skeleton import Skeleton
 from engine.progress import Progress

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from checkpoint.format import Checkpoint
-from config.loader import add_config_arguments, load_config, with_overrides
+from config.config_file import add_config_arguments, load_config, with_overrides
 from config.schema import Config
 from data.quickstart_data import prepare_synthetic_data
 from engine.batch_errors import dead_workers_named

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from checkpoint.format import Checkpoint
-from config.loader import save_config
+from config.config_file import save_config
 from config.schema import Config
 from config.skeleton import skeleton_of
 from data.dataset import SimplePoseDataset, batch_to_device

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from config.loader import add_config_arguments, load_config
+from config.config_file import add_config_arguments, load_config
 from config.schema import OUTPUT_STRIDE, Config, EvalConfig, NameMatch
 from config.skeleton import Skeleton, skeleton_of
 from config.skeleton_check import NAME_MATCHES

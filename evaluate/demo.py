@@ -53,7 +53,7 @@ import numpy as np
 import torch
 from PIL import Image
 
-from config.loader import add_config_arguments, config_from_args, load_config, parse_overrides
+from config.config_file import add_config_arguments, config_from_args, load_config, parse_overrides
 from config.schema import OUTPUT_STRIDE, TrackConfig
 from config.skeleton import skeleton_of
 from data.image_files import ImageFileError, read_image

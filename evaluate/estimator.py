@@ -24,7 +24,7 @@ from typing import Any, Protocol, overload
 import numpy as np
 import torch
 
-from config.loader import with_overrides
+from config.config_file import with_overrides
 from config.schema import OUTPUT_STRIDE, Config, EvalConfig
 from config.skeleton import Skeleton
 from evaluate.decoder.decode import DecodeParams, People, decode_people

@@ -25,7 +25,7 @@ import onnx
 import torch
 from torch import nn
 
-from config.loader import add_config_arguments, to_dict
+from config.config_file import add_config_arguments, to_dict
 from config.schema import Config
 from config.skeleton import Skeleton
 from evaluate.runtime.model_loader import load_model

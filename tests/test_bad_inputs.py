@@ -16,7 +16,7 @@ import torch
 
 import train
 from checkpoint import original as convert_original
-from config.loader import load_config
+from config.config_file import load_config
 from evaluate import coco_eval
 from tests.harness.bad_inputs import CASE_NAMES, SECURITY_CASES, build_corpus, run_named
 from tests.harness.cases import result_of

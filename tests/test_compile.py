@@ -20,7 +20,7 @@ from torch._dynamo.backends.common import aot_autograd
 import engine.compile as ec
 import engine.trainer as trainer_module
 from checkpoint.format import Checkpoint
-from config.loader import load_config
+from config.config_file import load_config
 from config.skeleton import skeleton_of
 from engine.trainer import Trainer
 from models import MultiTaskLoss, build_model

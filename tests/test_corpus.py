@@ -17,7 +17,7 @@ import cv2
 import numpy as np
 import pytest
 
-from config.loader import load_config
+from config.config_file import load_config
 from config.skeleton import load_skeleton
 from config.skeleton_check import SkeletonMismatch
 from data.coco_to_hdf5 import Source, convert

@@ -34,7 +34,7 @@ from torch.utils.data import DataLoader, Sampler
 
 import engine.trainer
 from checkpoint.format import Checkpoint
-from config.loader import config_from_args
+from config.config_file import config_from_args
 from data.coco_to_hdf5 import Source, convert
 from data.synthetic import generate
 from engine.logger import read_metrics

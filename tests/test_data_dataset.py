@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from config.loader import load_config
+from config.config_file import load_config
 from data import augment
 from data.dataset import SimplePoseDataset, collate, images_to_float, mask_scales
 from evaluate.runtime.multiscale import prepare_input

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from config.loader import load_config
+from config.config_file import load_config
 from config.skeleton import load_skeleton
 from evaluate import coco_eval
 from evaluate.metrics.diagnosis import ERROR_TYPES, diagnose

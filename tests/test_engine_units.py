@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from checkpoint.format import Checkpoint, CheckpointError
-from config.loader import load_config, to_dict
+from config.config_file import load_config, to_dict
 from config.schema import Config
 from config.skeleton import load_skeleton
 from engine.checkpointer import TrainState, rng_state, set_rng_state

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from config.loader import load_config, with_overrides
+from config.config_file import load_config, with_overrides
 from evaluate.coco_eval import evaluate_coco
 from evaluate.runtime.model_loader import load_model
 from evaluate.runtime.multiscale import (

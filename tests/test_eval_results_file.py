@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from config.loader import load_config
+from config.config_file import load_config
 from evaluate import coco_eval
 from evaluate.metrics.results_file import ResultsError
 from tests.helpers import COCO, imperfect_results, pycocotools_stats

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from config.loader import with_overrides
+from config.config_file import with_overrides
 from config.skeleton import load_skeleton
 from evaluate import Person, coco_eval, demo
 from evaluate import prediction_sheet as layout

@@ -216,7 +216,7 @@ def test_a_rotated_tag_tiff_converts_and_evaluates_as_stored(sample, tmp_path):
     """The sample's first image as a TIFF tagged orientation 6, on its real annotations: with width/height it
     converts (the size check agrees), without them the stored size is recorded; the HDF5 keeps the bytes, the
     dataset and the evaluator read the stored pixels, and the oracle scores it as the JPEG."""
-    from config.loader import load_config
+    from config.config_file import load_config
     from data.image_files import read_decoded_checked
     from evaluate import coco_eval
     from tests.harness.bad_inputs import rotated_tiff

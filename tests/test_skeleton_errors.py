@@ -9,7 +9,7 @@ import sys
 import pytest
 import yaml
 
-from config.loader import load_config
+from config.config_file import load_config
 from config.skeleton import Skeleton, SkeletonFileError, load_skeleton, resolve_skeleton_path
 from config.skeleton_check import SkeletonMismatch
 from data.coco_to_hdf5 import Source, convert

@@ -13,7 +13,7 @@ import torch
 import yaml
 
 from checkpoint.format import Checkpoint
-from config.loader import load_config
+from config.config_file import load_config
 from config.skeleton import Skeleton, load_skeleton
 from config.skeleton_check import SkeletonMismatch
 from data.coco_to_hdf5 import Source, convert

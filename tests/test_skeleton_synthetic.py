@@ -10,7 +10,7 @@ import h5py
 import numpy as np
 import pytest
 
-from config.loader import load_config
+from config.config_file import load_config
 from config.skeleton import load_skeleton
 from data.coco_to_hdf5 import Source, convert
 from data.dataset import SimplePoseDataset

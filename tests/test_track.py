@@ -20,7 +20,7 @@ from bench.tracking import (
     noisy_people,
     track,
 )
-from config.loader import ConfigError, load_config
+from config.config_file import ConfigError, load_config
 from config.schema import TrackConfig
 from config.skeleton import load_skeleton
 from data.synthetic import COCO_PERSON

@@ -22,7 +22,7 @@ from types import ModuleType
 import numpy as np
 import torch
 
-from config.loader import ConfigError, config_from_dict, parse_overrides, with_overrides
+from config.config_file import ConfigError, config_from_dict, parse_overrides, with_overrides
 from config.schema import Config
 from config.skeleton import Skeleton, skeleton_of
 from models.posenet import check_input_shape

@@ -25,7 +25,7 @@ import h5py
 import torch
 
 from checkpoint.format import Checkpoint
-from config.loader import load_config
+from config.config_file import load_config
 from config.skeleton import load_skeleton
 from data.coco_annotations import main_person_indices
 from data.coco_to_hdf5 import Source, convert
