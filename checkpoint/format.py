@@ -20,8 +20,9 @@ Format 2 (written now):
     code_version    git commit of the code that wrote it ("" if unknown)
     origin          where the weights came from when not trained here (e.g. ``original:PoseNet_52_epoch.pth``)
     train_state     only in checkpoints a run resumes from: optimizer, scaler ({} without loss scaling), epoch, step,
-                    global_step, best_metric, counters (engine.progress.Progress), world_size, rng (every global RNG
-                    state, one per rank), ranks_in_sync (every rank held the same parameters when it was written)
+                    global_step, best_metric, counters (engine.position.TrainingPosition), world_size, rng (every
+                    global RNG state, one per rank), ranks_in_sync (every rank held the same parameters when it was
+                    written)
 
 Also read: format 1 (the same entries flat at the top level, ``version`` for the code version, ``rng`` one state or a
 list by rank, and a ``scheduler`` entry that nothing needs: the schedule is a function of the position and the

@@ -31,8 +31,8 @@ from engine.hooks import CheckpointHook, LoggingHook, ValidationHook, WatchdogHo
 from engine.launch import Launcher, SingleDevice
 from engine.logger import MetricsLogger, check_tensorboard
 from engine.optim import apply_freeze, batchnorm_eval, build_optimizer, fused_supported
+from engine.position import TrainingPosition
 from engine.process_setup import configure_cpu_threads, seed_everything
-from engine.progress import Progress
 from engine.run_folder import claim_run_folder
 from engine.schedule import LRSchedule
 from engine.validation import Validator
@@ -97,7 +97,7 @@ class Trainer:
         # a fused step takes the skip as a device flag; without one (or with fp16 loss scaling) it is read back
         self.device_skip = fused and not self.scaler.is_enabled()
 
-        self.progress = Progress()
+        self.progress = TrainingPosition()
         self.checkpointer = Checkpointer(
             cfg, self.skeleton, self.model, self.optimizer, self.scaler, self.rank, self.world_size
         )

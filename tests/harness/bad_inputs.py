@@ -31,7 +31,7 @@ from data.coco_annotations import main_person_indices
 from data.coco_to_hdf5 import Source, convert
 from engine.checkpointer import TrainState, rng_state
 from engine.optim import build_optimizer
-from engine.progress import Progress
+from engine.position import TrainingPosition
 from models import build_model
 from tests.harness.cases import Case, CaseResult, Outcome, run_cases
 from tests.harness.not_checkpoints import InjectedObject, NotACheckpoint, make_not_checkpoints
@@ -131,7 +131,7 @@ class _Corpus:
             torch.manual_seed(0)
             model = build_model(cfg)
             optimizer = build_optimizer(list(model.parameters()), cfg.train).state_dict()
-            state = TrainState(optimizer, Progress(epoch=1, step=0, global_step=1), rng=[rng_state()])
+            state = TrainState(optimizer, TrainingPosition(epoch=1, step=0, global_step=1), rng=[rng_state()])
             self._ckpt[stacks] = self.out / f"tiny_stacks{stacks}.pt"
             Checkpoint(model.state_dict(), cfg, load_skeleton("coco"), state.to_dict()).save(self._ckpt[stacks])
         return self._ckpt[stacks]
