@@ -59,7 +59,7 @@ def build_in_stages(ds: SimplePoseDataset, index: int, timer: StageTimer) -> dic
         image = int(ds.sample_image[index])
         params = ds.sample_params(index)
         matrix, keypoints = ds.place(index, params)
-        pixels, pixel_matrix = ds.decode_image(image, matrix)
+        pixels, pixel_matrix = ds.decode_stored_image(image, matrix)
     with timer("augment"):
         warped = ds.augment_image(pixels, pixel_matrix, params)
     with timer("masks"):
