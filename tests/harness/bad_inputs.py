@@ -522,7 +522,7 @@ def _not_checkpoint(c: _Corpus, kind: str) -> NotACheckpoint:
 def _convert_original_case(c: _Corpus, name: str, what: str, weights: Path, names=()) -> Case:
     d = c.case_dir(name)
     out = d / "converted.pt"
-    argv = [sys.executable, "-m", "models.convert_original", "--weights", str(weights), "--out", str(out)]
+    argv = [sys.executable, "-m", "checkpoint.original", "--weights", str(weights), "--out", str(out)]
     return Case(name, what, argv, "clean_error", [out], names, d)
 
 
@@ -557,7 +557,7 @@ def _ckpt_is_yaml(c: _Corpus, name: str) -> Case:
 @_case
 def _ckpt_is_json(c: _Corpus, name: str) -> Case:
     given = _not_checkpoint(c, "json")
-    return _convert_original_case(c, name, "an annotation JSON as models.convert_original --weights", given.path,
+    return _convert_original_case(c, name, "an annotation JSON as checkpoint.original --weights", given.path,
                                   names=(given.path.name, *given.words))  # fmt: skip
 
 
@@ -571,7 +571,7 @@ def _ckpt_random_bytes(c: _Corpus, name: str) -> Case:
 @_case
 def _ckpt_empty(c: _Corpus, name: str) -> Case:
     given = _not_checkpoint(c, "empty")
-    return _convert_original_case(c, name, "an empty file as models.convert_original --weights", given.path,
+    return _convert_original_case(c, name, "an empty file as checkpoint.original --weights", given.path,
                                   names=(given.path.name, *given.words))  # fmt: skip
 
 
