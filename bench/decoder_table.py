@@ -47,7 +47,8 @@ import torch
 from bench.grouping import inputs_or_sample
 from config.config_file import add_config_arguments, config_from_args
 from config.schema import OUTPUT_STRIDE, Config, EvalConfig
-from config.skeleton import Skeleton, skeleton_of
+from config.skeleton import Skeleton
+from config.skeleton_file import skeleton_of
 from data.image_files import read_image
 from evaluate.coco_eval import coco_keypoint_stats, image_path, load_coco
 from evaluate.decoder.decode import DecodeParams, People, decode_people

@@ -22,7 +22,8 @@ import torch
 
 from config.config_file import add_config_arguments, config_from_args
 from config.schema import OUTPUT_STRIDE
-from config.skeleton import Skeleton, skeleton_of
+from config.skeleton import Skeleton
+from config.skeleton_file import skeleton_of
 from data.image_files import read_image
 from evaluate.coco_eval import load_coco
 from evaluate.decoder.decode import DecodeParams, decode_people

@@ -41,7 +41,8 @@ import torch
 from bench import decoder_table
 from config.config_file import add_config_arguments, config_from_args
 from config.schema import OUTPUT_STRIDE, EvalConfig
-from config.skeleton import Skeleton, skeleton_of
+from config.skeleton import Skeleton
+from config.skeleton_file import skeleton_of
 from evaluate.coco_eval import keypoint_stats, load_coco
 from evaluate.decoder.decode import DecodeParams, People, decode_people
 from evaluate.metrics.coco_results import coco_results

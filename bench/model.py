@@ -23,7 +23,7 @@ from collections.abc import Callable
 import torch
 
 from config.config_file import load_config
-from config.skeleton import skeleton_of
+from config.skeleton_file import skeleton_of
 from engine.optim import build_optimizer
 from engine.process_setup import seed_everything
 from models import build_model

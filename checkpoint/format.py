@@ -51,8 +51,9 @@ from torch import nn
 
 from config.config_file import ConfigError, config_from_dict, to_dict
 from config.schema import Config
-from config.skeleton import Skeleton, load_skeleton
+from config.skeleton import Skeleton
 from config.skeleton_check import KeypointSet, check_compatible, difference
+from config.skeleton_file import load_skeleton
 from models.weights import (
     ORIGINAL_PREFIX,
     SKELETON_DEPENDENT,

@@ -17,7 +17,7 @@ import torch
 from checkpoint.format import Checkpoint, CheckpointError
 from config.config_file import with_overrides
 from config.schema import Config
-from config.skeleton import load_skeleton
+from config.skeleton_file import load_skeleton
 from models.posenet import PoseNet
 from models.weights import infer_model_config, model_section_overrides
 from utils.code_version import code_version

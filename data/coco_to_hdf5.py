@@ -41,8 +41,9 @@ import h5py
 import numpy as np
 
 from config.config_file import check_input_size
-from config.skeleton import Skeleton, load_skeleton
+from config.skeleton import Skeleton
 from config.skeleton_check import NAME_MATCHES, NameMatch
+from config.skeleton_file import load_skeleton
 from data.coco_annotations import (
     CocoKeypoints,
     has_empty_box,

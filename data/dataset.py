@@ -35,8 +35,9 @@ import torch
 from torch.utils.data import default_collate
 
 from config.schema import OUTPUT_STRIDE, Config
-from config.skeleton import Skeleton, load_skeleton, skeleton_of
+from config.skeleton import Skeleton
 from config.skeleton_check import KeypointSet, check_compatible
+from config.skeleton_file import load_skeleton, skeleton_of
 from data import augment
 from data.blob_reader import BlobReader, map_file
 from data.coco_to_hdf5 import rebuild_command

@@ -20,7 +20,7 @@ import torch
 from checkpoint.format import Checkpoint
 from config.config_file import save_config
 from config.schema import Config
-from config.skeleton import skeleton_of
+from config.skeleton_file import skeleton_of
 from data.dataset import SimplePoseDataset, batch_to_device
 from engine.batch_errors import loader_errors, out_of_memory
 from engine.batches import TrainBatches

@@ -32,8 +32,9 @@ import torch
 
 from config.config_file import add_config_arguments, load_config
 from config.schema import OUTPUT_STRIDE, Config, EvalConfig, NameMatch
-from config.skeleton import Skeleton, skeleton_of
+from config.skeleton import Skeleton
 from config.skeleton_check import NAME_MATCHES
+from config.skeleton_file import skeleton_of
 from data.coco_annotations import PERSON_CATEGORY, keypoint_category, load_coco_keypoints
 from data.image_files import BadImages, read_decoded_checked
 from data.image_files import image_path as checked_image_path

@@ -55,7 +55,7 @@ from PIL import Image
 
 from config.config_file import add_config_arguments, config_from_args, load_config, parse_overrides
 from config.schema import OUTPUT_STRIDE, TrackConfig
-from config.skeleton import skeleton_of
+from config.skeleton_file import skeleton_of
 from data.image_files import ImageFileError, read_image
 from evaluate.coco_eval import load_coco
 from evaluate.draw import Trails, draw_detections, draw_tracked

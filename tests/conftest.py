@@ -161,7 +161,7 @@ def synthetic_coco(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def synthetic_crowdpose(tmp_path_factory) -> Path:
     """A small synthetic set of CrowdPose figures (data.synthetic --skeleton crowdpose, 16 images, seed 0)."""
-    from config.skeleton import load_skeleton
+    from config.skeleton_file import load_skeleton
     from data.synthetic import generate
 
     out = tmp_path_factory.mktemp("synthetic_crowdpose")

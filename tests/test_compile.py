@@ -21,7 +21,7 @@ import engine.compile as ec
 import engine.trainer as trainer_module
 from checkpoint.format import Checkpoint
 from config.config_file import load_config
-from config.skeleton import skeleton_of
+from config.skeleton_file import skeleton_of
 from engine.trainer import Trainer
 from models import MultiTaskLoss, build_model
 from tests.helpers import tiny_cfg

@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from config.config_file import load_config
-from config.skeleton import load_skeleton
 from config.skeleton_check import SkeletonMismatch
+from config.skeleton_file import load_skeleton
 from data.coco_to_hdf5 import Source, convert
 from data.synthetic import generate
 from evaluate import coco_eval

@@ -12,7 +12,7 @@ import pytest
 from pycocotools.coco import COCO
 
 from config.config_file import load_config, to_dict
-from config.skeleton import load_skeleton
+from config.skeleton_file import load_skeleton
 from data.coco_to_hdf5 import Source, convert
 from evaluate import coco_eval
 from evaluate.metrics.crowdpose_eval import crowdpose_keypoint_stats

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from config.config_file import load_config
-from config.skeleton import load_skeleton
+from config.skeleton_file import load_skeleton
 from evaluate import coco_eval
 from evaluate.metrics.diagnosis import ERROR_TYPES, diagnose
 from evaluate.metrics.diagnosis_report import write_diagnosis

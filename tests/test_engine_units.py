@@ -11,7 +11,7 @@ import torch
 from checkpoint.format import Checkpoint, CheckpointError
 from config.config_file import load_config, to_dict
 from config.schema import Config
-from config.skeleton import load_skeleton
+from config.skeleton_file import load_skeleton
 from engine.checkpointer import TrainState, rng_state, set_rng_state
 from engine.hook_base import HookList
 from engine.hooks import CheckpointHook, ValidationHook

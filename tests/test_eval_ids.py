@@ -12,7 +12,7 @@ import json
 import numpy as np
 import pytest
 
-from config.skeleton import load_skeleton
+from config.skeleton_file import load_skeleton
 from evaluate import coco_eval
 from tests.helpers import imperfect_results, pycocotools_stats
 

@@ -170,7 +170,7 @@ def test_crowdpose_results_equal_xtcocotools(synthetic_crowdpose, tmp_path):
 
     import numpy as np
 
-    from config.skeleton import load_skeleton
+    from config.skeleton_file import load_skeleton
 
     annotations = synthetic_crowdpose / "annotations" / "person_keypoints_train.json"
     results = imperfect_results(json.loads(annotations.read_text()), seed=1)

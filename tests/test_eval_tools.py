@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from config.config_file import with_overrides
-from config.skeleton import load_skeleton
+from config.skeleton_file import load_skeleton
 from evaluate import Person, coco_eval, demo
 from evaluate import prediction_sheet as layout
 from evaluate.coco_eval import load_coco

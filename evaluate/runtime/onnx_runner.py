@@ -24,7 +24,8 @@ import torch
 
 from config.config_file import ConfigError, config_from_dict, parse_overrides, with_overrides
 from config.schema import Config
-from config.skeleton import Skeleton, skeleton_of
+from config.skeleton import Skeleton
+from config.skeleton_file import skeleton_of
 from models.posenet import check_input_shape
 from utils.errors import UserError
 from utils.file_kind import file_kind

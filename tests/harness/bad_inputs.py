@@ -26,7 +26,7 @@ import torch
 
 from checkpoint.format import Checkpoint
 from config.config_file import load_config
-from config.skeleton import load_skeleton
+from config.skeleton_file import load_skeleton
 from data.coco_annotations import main_person_indices
 from data.coco_to_hdf5 import Source, convert
 from engine.checkpointer import TrainState, rng_state
