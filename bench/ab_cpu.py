@@ -28,7 +28,7 @@ SNIPPET = r"""
 import json, sys, time
 from pathlib import Path
 import cv2, torch
-from config.loader import load_config
+from config.config_file import load_config
 a = json.loads(sys.argv[1])
 out = {}
 if a["what"] == "train":

@@ -27,10 +27,10 @@ import cv2
 import numpy as np
 import torch
 
-from config.loader import add_config_arguments, config_from_args
+from config.config_file import add_config_arguments, config_from_args
 from data.dataset import SimplePoseDataset, mask_scales, sample_tensors
 from data.targets import downscale_targets, draw_targets, keypoint_heatmaps, limb_heatmaps
-from engine.loader import make_loader
+from engine.batches import make_loader
 from utils.errors import cli_main
 
 QUOTED_ORIGINAL_SAMPLES_PER_S = 87  # quoted for the original's pipeline (1 process, 128x128 targets only)
@@ -59,7 +59,7 @@ def build_in_stages(ds: SimplePoseDataset, index: int, timer: StageTimer) -> dic
         image = int(ds.sample_image[index])
         params = ds.sample_params(index)
         matrix, keypoints = ds.place(index, params)
-        pixels, pixel_matrix = ds.decode_image(image, matrix)
+        pixels, pixel_matrix = ds.decode_stored_image(image, matrix)
     with timer("augment"):
         warped = ds.augment_image(pixels, pixel_matrix, params)
     with timer("masks"):
@@ -117,7 +117,7 @@ def run(ds: SimplePoseDataset, n: int, repeats: int = 3) -> dict[str, float]:
 
 
 def loader_rate(ds: SimplePoseDataset, num_workers: int, batch_size: int, batches: int, device: torch.device) -> float:
-    """Samples/s of a training DataLoader as the trainer builds it (engine.loader.make_loader: pinned memory on
+    """Samples/s of a training DataLoader as the trainer builds it (engine.batches.make_loader: pinned memory on
     CUDA when data.pin_memory) with ``num_workers`` worker processes, every tensor of each batch moved to
     ``device``. The clock starts once each worker has handed over its first batch (worker start-up excluded) and
     runs for ``batches`` more."""

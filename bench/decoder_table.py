@@ -45,9 +45,10 @@ import numpy as np
 import torch
 
 from bench.grouping import inputs_or_sample
-from config.loader import add_config_arguments, config_from_args
+from config.config_file import add_config_arguments, config_from_args
 from config.schema import OUTPUT_STRIDE, Config, EvalConfig
-from config.skeleton import Skeleton, skeleton_of
+from config.skeleton import Skeleton
+from config.skeleton_file import skeleton_of
 from data.image_files import image_path, read_image
 from evaluate.decoder.decode import DecodeParams, People, decode_people
 from evaluate.estimator import PoseEstimator

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from config.loader import load_config
+from config.config_file import load_config
 from evaluate.evaluation import score_results
 from evaluate.metrics.diagnosis import diagnose
 from utils.errors import cli_main

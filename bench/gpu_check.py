@@ -41,8 +41,8 @@ import torch
 
 from bench.data_pipeline import loader_rate
 from bench.model import median_ms
-from config.loader import load_config
-from config.skeleton import skeleton_of
+from config.config_file import load_config
+from config.skeleton_file import skeleton_of
 from data.coco_to_hdf5 import Source, convert
 from data.dataset import SimplePoseDataset
 from data.image_files import read_image

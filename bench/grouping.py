@@ -20,9 +20,10 @@ import cv2
 import numpy as np
 import torch
 
-from config.loader import add_config_arguments, config_from_args
+from config.config_file import add_config_arguments, config_from_args
 from config.schema import OUTPUT_STRIDE
-from config.skeleton import Skeleton, skeleton_of
+from config.skeleton import Skeleton
+from config.skeleton_file import skeleton_of
 from data.image_files import read_image
 from evaluate.decoder.decode import DecodeParams, decode_people
 from evaluate.inference.map_source import ImageMeta, InputBatch

@@ -39,9 +39,10 @@ import numpy as np
 import torch
 
 from bench import decoder_table
-from config.loader import add_config_arguments, config_from_args
+from config.config_file import add_config_arguments, config_from_args
 from config.schema import OUTPUT_STRIDE, EvalConfig
-from config.skeleton import Skeleton, skeleton_of
+from config.skeleton import Skeleton
+from config.skeleton_file import skeleton_of
 from evaluate.decoder.decode import DecodeParams, People, decode_people
 from evaluate.inference.multiscale import multiscale_maps
 from evaluate.inference.oracle import annotation_oracle

@@ -21,7 +21,7 @@ from pathlib import Path
 import cv2
 import torch
 
-from config.loader import load_config
+from config.config_file import load_config
 from data.coco_to_hdf5 import Source, convert
 from data.dataset import SimplePoseDataset
 from data.synthetic import generate

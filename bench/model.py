@@ -22,10 +22,10 @@ from collections.abc import Callable
 
 import torch
 
-from config.loader import load_config
-from config.skeleton import skeleton_of
+from config.config_file import load_config
+from config.skeleton_file import skeleton_of
 from engine.optim import build_optimizer
-from engine.runtime import seed_everything
+from engine.process_setup import seed_everything
 from models import build_model
 from models.loss import build_loss
 from models.posenet import PoseNet, output_shapes

@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from config.loader import load_config
+from config.config_file import load_config
 from engine.run import QUICKSTART_PRESET
 from evaluate.metrics.diagnosis import ERROR_TYPES, diagnose
 from utils.errors import UserError, cli_main

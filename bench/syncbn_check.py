@@ -18,7 +18,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from config.loader import add_config_arguments, config_from_args
+from config.config_file import add_config_arguments, config_from_args
 from engine.launch import sync_batchnorm
 from utils import distributed as du
 from utils.errors import UserError, cli_main

@@ -44,7 +44,7 @@ import motmetrics
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from config.loader import add_config_arguments, config_from_args
+from config.config_file import add_config_arguments, config_from_args
 from config.schema import TrackConfig
 from config.skeleton import Skeleton
 from data.synthetic import COCO as COCO_PERSON_SKELETON

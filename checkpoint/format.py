@@ -15,13 +15,14 @@ Format 2 (written now):
 
     format_version  2
     model           state dict in our parameter names (models/weights.py)
-    config          the run's whole config (config.loader.to_dict), if known
+    config          the run's whole config (config.config_file.to_dict), if known
     skeleton        the network's skeleton definition (config.skeleton.Skeleton.to_dict), if known
     code_version    git commit of the code that wrote it ("" if unknown)
     origin          where the weights came from when not trained here (e.g. ``original:PoseNet_52_epoch.pth``)
     train_state     only in checkpoints a run resumes from: optimizer, scaler ({} without loss scaling), epoch, step,
-                    global_step, best_metric, counters (engine.progress.Progress), world_size, rng (every global RNG
-                    state, one per rank), ranks_in_sync (every rank held the same parameters when it was written)
+                    global_step, best_metric, counters (engine.position.TrainingPosition), world_size, rng (every
+                    global RNG state, one per rank), ranks_in_sync (every rank held the same parameters when it was
+                    written)
 
 Also read: format 1 (the same entries flat at the top level, ``version`` for the code version, ``rng`` one state or a
 list by rank, and a ``scheduler`` entry that nothing needs: the schedule is a function of the position and the
@@ -48,10 +49,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from config.loader import ConfigError, config_from_dict, to_dict
+from config.config_file import ConfigError, config_from_dict, to_dict
 from config.schema import Config
-from config.skeleton import Skeleton, load_skeleton
+from config.skeleton import Skeleton
 from config.skeleton_check import KeypointSet, check_compatible, difference
+from config.skeleton_file import load_skeleton
 from models.weights import (
     ORIGINAL_PREFIX,
     SKELETON_DEPENDENT,

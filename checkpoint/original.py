@@ -1,6 +1,6 @@
 """Convert the original Simple Pose checkpoint (e.g. PoseNet_52_epoch.pth) to a SimplePose weights file.
 
-    python -m models.convert_original --weights PoseNet_52_epoch.pth --out simplepose_original.pt
+    python -m checkpoint.original --weights PoseNet_52_epoch.pth --out simplepose_original.pt
 
 The output is an ``checkpoint.format.Checkpoint`` of weights only: the state dict in our names (float32), the whole
 config with the model section read off the weights, COCO's skeleton and the original file as its ``origin``, written
@@ -15,9 +15,9 @@ from pathlib import Path
 import torch
 
 from checkpoint.format import Checkpoint, CheckpointError
-from config.loader import with_overrides
+from config.config_file import with_overrides
 from config.schema import Config
-from config.skeleton import load_skeleton
+from config.skeleton_file import load_skeleton
 from models.posenet import PoseNet
 from models.weights import infer_model_config, model_section_overrides
 from utils.code_version import code_version
@@ -49,7 +49,7 @@ def convert(weights_path: str | Path) -> tuple[Checkpoint, Config]:
 
 @cli_main
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m models.convert_original", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m checkpoint.original", description=__doc__.split("\n")[0])
     parser.add_argument("--weights", required=True, help="the original checkpoint, e.g. PoseNet_52_epoch.pth")
     parser.add_argument("--out", required=True, help="SimplePose weights file to write, e.g. simplepose_original.pt")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --out file")

@@ -1,12 +1,12 @@
 """The skeleton as data: keypoints, derived keypoints, limbs, flips, OKS sigmas, drawing and the channel layout.
 
 A skeleton is a YAML file (``config/skeletons/NAME.yaml``; format: docs/skeleton.md#skeleton-files) read into one
-immutable ``Skeleton``; every stage receives it as a parameter or attribute: the converter (keypoints per
-annotation), the dataset (dataset -> internal order, flips), the targets and the loss (channel layout), the network
-(output channels), flip fusion, decoding, drawing and evaluation (OKS sigmas).
+immutable ``Skeleton`` (by ``config.skeleton_file``); every stage receives it as a parameter or attribute: the
+converter (keypoints per annotation), the dataset (dataset -> internal order, flips), the targets and the loss
+(channel layout), the network (output channels), flip fusion, decoding, drawing and evaluation (OKS sigmas).
 
-    skeleton = load_skeleton("coco")          # a name in config/skeletons/, or the path of a YAML file
-    skeleton = skeleton_of(cfg)               # the one cfg.data.skeleton names
+    skeleton = load_skeleton("coco")          # config.skeleton_file: a name in config/skeletons/, or a YAML file
+    skeleton = skeleton_of(cfg)               # config.skeleton_file: the one cfg.data.skeleton names
     Skeleton.from_dict(skeleton.to_dict())    # the plain-dict form checkpoints and HDF5 files carry
 
 Two keypoint orders: the *dataset* order (annotations and results, e.g. COCO's 17) and the *internal* order (the
@@ -24,7 +24,6 @@ COCO (coco.yaml): L = 30, K = 18, 50 channels.
 from __future__ import annotations
 
 import colorsys
-import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -33,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from utils.errors import UserError
 
@@ -56,7 +54,7 @@ EVALUATIONS = ("coco", "crowdpose")
 
 @dataclass(frozen=True)
 class Skeleton:
-    """One keypoint set, validated. Built by ``from_dict`` / ``load_skeleton``, never by hand.
+    """One keypoint set, validated. Built by ``from_dict`` / ``config.skeleton_file.load_skeleton``, never by hand.
 
     Indices are into the internal order unless named ``dataset``. Equality compares the definition (not where it
     was read from)."""
@@ -271,52 +269,6 @@ def _mirrored_limbs(limbs, keypoint_flip) -> list[int | None]:
     """For each limb, the index of the limb joining its ends' mirrors (None when there is none)."""
     index = {frozenset(limb): i for i, limb in enumerate(limbs)}
     return [index.get(frozenset((keypoint_flip[a], keypoint_flip[b]))) for a, b in limbs]
-
-
-def resolve_skeleton_path(name_or_path: str | Path) -> Path:
-    """``config/skeletons/NAME.yaml`` for a bare name, else the given path; UserError when there is no such file."""
-    text = str(name_or_path)
-    if not text:
-        raise SkeletonFileError(
-            "data.skeleton is empty: give a name in config/skeletons/ (e.g. coco) or a YAML file path",
-            key="data.skeleton",
-        )
-    is_name = "/" not in text and "\\" not in text and not text.endswith((".yaml", ".yml"))
-    path = SKELETON_DIR / f"{text}.yaml" if is_name else Path(text)
-    if not path.is_file():
-        known = ", ".join(sorted(p.stem for p in SKELETON_DIR.glob("*.yaml")))
-        raise SkeletonFileError(
-            f"skeleton {text!r}: no file {path}; give a name in config/skeletons/ ({known}) or the path of a "
-            "skeleton YAML file (format: docs/skeleton.md#skeleton-files)",
-            file=path,
-            key="data.skeleton",
-        )
-    return path
-
-
-def load_skeleton(name_or_path: str | Path) -> Skeleton:
-    """The skeleton of ``config/skeletons/NAME.yaml`` or of a YAML file path (read once per file version)."""
-    path = resolve_skeleton_path(name_or_path).resolve()
-    stat = path.stat()
-    return _load_file(path, stat.st_mtime_ns, stat.st_size)
-
-
-@functools.lru_cache(maxsize=32)
-def _load_file(path: Path, mtime_ns: int, size: int) -> Skeleton:
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        raise SkeletonFileError(f"skeleton file {path} is not valid YAML: {e}", file=path) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise SkeletonFileError(f"cannot read skeleton file {path}: {e}", file=path) from None
-    if isinstance(data, dict) and "name" not in data:
-        data = {"name": path.stem, **data}
-    return Skeleton.from_dict(data, str(path))
-
-
-def skeleton_of(cfg) -> Skeleton:
-    """The skeleton a whole ``config.schema.Config`` names (``data.skeleton``)."""
-    return load_skeleton(cfg.data.skeleton)
 
 
 class SkeletonFileError(UserError):

@@ -19,7 +19,7 @@ refused, even with ``--skip-bad``: invalid JSON, duplicate image or annotation i
 evaluator takes (image ids: integers, annotation ids: integers or strings; any size, kept as given:
 ``data.h5_format.file_ids``), a file without any labelled person, and one whose images give no training sample at
 all, an image ``file_name`` that leads outside ``--images`` (a ``..`` part, an absolute path; links in the folder
-are followed), an ``--input-size`` training would refuse (``config.loader.check_input_size``). All image paths are
+are followed), an ``--input-size`` training would refuse (``config.config_file.check_input_size``). All image paths are
 checked, and all missing files listed, before anything is converted.
 Images (any format OpenCV reads, data/image_files.py) are kept as their ORIGINAL bytes (no re-encoding), checked to
 decode completely at the size the JSON states (or, when it states none, at the size their pixels have).
@@ -40,9 +40,10 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from config.loader import check_input_size
-from config.skeleton import Skeleton, load_skeleton
+from config.config_file import check_input_size
+from config.skeleton import Skeleton
 from config.skeleton_check import NAME_MATCHES, NameMatch
+from config.skeleton_file import load_skeleton
 from data.coco_annotations import (
     CocoKeypoints,
     has_empty_box,

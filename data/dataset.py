@@ -35,8 +35,9 @@ import torch
 from torch.utils.data import default_collate
 
 from config.schema import OUTPUT_STRIDE, Config
-from config.skeleton import Skeleton, load_skeleton, skeleton_of
+from config.skeleton import Skeleton
 from config.skeleton_check import KeypointSet, check_compatible
+from config.skeleton_file import load_skeleton, skeleton_of
 from data import augment
 from data.blob_reader import BlobReader, map_file
 from data.coco_to_hdf5 import rebuild_command
@@ -323,10 +324,10 @@ class SimplePoseDataset(torch.utils.data.Dataset):
             return decode_mask_runs(_LUT_ALL[values], lengths, h, w, rows)
         return decode_mask_runs(_LUT_BOTH[values], lengths, h, w, rows).view(np.uint8).reshape(n, w, 2)
 
-    def decode_image(self, image: int, matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Decode the stored image (BGRA, see ``data.jpeg``), at a reduced size when the affine shrinks it enough;
-        returns it and the matrix adjusted to the decoded pixels (reduced pixel u covers original pixels
-        r*u .. r*u + r - 1)."""
+    def decode_stored_image(self, image: int, matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Decode image ``image`` as stored in the HDF5 file (BGRA, see ``data.jpeg``), at a reduced size when the
+        affine shrinks it enough; returns it and the matrix adjusted to the decoded pixels (reduced pixel u covers
+        original pixels r*u .. r*u + r - 1)."""
         data = self.read_jpeg(image)
         factor = 1
         if self.cfg.augment.reduced_decode:
@@ -397,7 +398,7 @@ class SimplePoseDataset(torch.utils.data.Dataset):
             raise
 
     def augment_image(self, pixels: np.ndarray, pixel_matrix: np.ndarray, params: augment.AugmentParams) -> np.ndarray:
-        """The decoded pixels (``decode_image``) tinted if ``params.tint``, then warped to the (H, W, 3) uint8 input."""
+        """The pixels of ``decode_stored_image`` tinted if ``params.tint``, then warped to the (H, W, 3) uint8 input."""
         cfg = self.cfg.augment
         if params.tint:
             pixels, pixel_matrix = augment.crop_to_output(pixels, pixel_matrix, self.input_hw)
@@ -414,7 +415,7 @@ class SimplePoseDataset(torch.utils.data.Dataset):
         epoch = self.epoch  # read once: set_epoch may run meanwhile in the main process
         params = self.sample_params(index, epoch) if params is None else params
         matrix, keypoints = self.place(index, params)
-        pixels, pixel_matrix = self.decode_image(image, matrix)
+        pixels, pixel_matrix = self.decode_stored_image(image, matrix)
         warped = self.augment_image(pixels, pixel_matrix, params)
         mask_miss, mask_all = self.warp_masks(image, matrix)
         masks = mask_scales(mask_miss, cfg.model.num_scales, cfg.loss.mask_threshold)

@@ -13,7 +13,7 @@ import logging
 from pathlib import Path
 
 from config.schema import DataConfig
-from config.skeleton import load_skeleton
+from config.skeleton_file import load_skeleton
 from data.coco_to_hdf5 import Source, convert
 from data.h5_format import H5_FORMAT_VERSION
 from data.synthetic import generate

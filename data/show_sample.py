@@ -15,7 +15,7 @@ import sys
 import cv2
 import numpy as np
 
-from config.loader import add_config_arguments, config_from_args
+from config.config_file import add_config_arguments, config_from_args
 from config.skeleton import Skeleton
 from data.dataset import SimplePoseDataset, read_settings
 from utils.errors import UserError, cli_main

@@ -32,7 +32,8 @@ import cv2
 import numpy as np
 from pycocotools import mask as mask_utils
 
-from config.skeleton import Skeleton, load_skeleton
+from config.skeleton import Skeleton
+from config.skeleton_file import load_skeleton
 from data.synthetic_figures import Figure
 from utils.errors import UserError, cli_main
 from utils.io import atomic_write_text

@@ -33,7 +33,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from config.skeleton import Skeleton, load_skeleton
+from config.skeleton import Skeleton
+from config.skeleton_file import load_skeleton
 from data.synthetic import COCO, Body, _background, _covered_by_later, _person_annotation, body_for, categories
 from utils.errors import UserError, cli_main
 from utils.io import atomic_path, atomic_write_text

@@ -26,10 +26,10 @@ import torch
 from torch import nn
 
 from checkpoint.format import Checkpoint, CheckpointError
-from config.loader import to_dict
+from config.config_file import to_dict
 from config.schema import Config
 from config.skeleton import Skeleton
-from engine.progress import Progress
+from engine.position import TrainingPosition
 from models.posenet import WEIGHT_NEUTRAL_SETTINGS
 from models.weights import unwrap
 from utils import distributed as du
@@ -47,7 +47,7 @@ class TrainState:
     checkpoint (``checkpoint.format`` keeps it as a dict; its keys are written and read here only)."""
 
     optimizer: dict[str, Any]
-    progress: Progress
+    progress: TrainingPosition
     world_size: int = 1
     rng: list[dict[str, Any]] = field(default_factory=list)  # rng_state() of every rank, by rank
     scaler: dict[str, Any] = field(default_factory=dict)  # GradScaler state; {} without loss scaling
@@ -72,7 +72,7 @@ class TrainState:
     def from_dict(cls, d: Mapping[str, Any], file: str) -> TrainState:
         """The training state of a format-2 ``train_state`` entry or of a format-1 (flat) checkpoint."""
         rng = d.get("rng", [])
-        progress = Progress(
+        progress = TrainingPosition(
             epoch=int(_entry(d, "epoch", file)),
             step=int(_entry(d, "step", file)),
             global_step=int(_entry(d, "global_step", file)),
@@ -123,7 +123,7 @@ class Checkpointer:
         self.out_dir = Path(cfg.train.out_dir)
         self.last_saved_step: int | None = None  # the global step out_dir/last.pt holds (None: none of this run yet)
 
-    def save(self, name: str, progress: Progress) -> None:
+    def save(self, name: str, progress: TrainingPosition) -> None:
         """Write ``out_dir/name`` holding ``progress`` (the position a resumed run starts at).
 
         Every rank takes part (RNG states and a weight fingerprint are gathered); rank 0 writes; then all learn
@@ -165,7 +165,7 @@ class Checkpointer:
         if name == "last.pt":
             self.last_saved_step = progress.global_step
 
-    def restore(self, progress: Progress, steps_per_epoch: int) -> Path | None:
+    def restore(self, progress: TrainingPosition, steps_per_epoch: int) -> Path | None:
         """Resume from ``train.resume`` (the file every rank agrees on; None: a fresh start): check that it fits this
         run, load the weights (strictly), the optimiser and scaler states, ``progress`` and (same world size) this
         rank's RNG states. Returns the file resumed from."""

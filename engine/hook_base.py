@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.progress import Progress
+from engine.position import TrainingPosition
 
 
 @dataclass
@@ -31,22 +31,22 @@ class Hook:
 
     runs_after: tuple[type[Hook], ...] = ()
 
-    def before_train(self, progress: Progress) -> None:
+    def before_train(self, progress: TrainingPosition) -> None:
         pass
 
-    def before_epoch(self, progress: Progress) -> None:
+    def before_epoch(self, progress: TrainingPosition) -> None:
         pass
 
-    def before_step(self, progress: Progress) -> None:
+    def before_step(self, progress: TrainingPosition) -> None:
         pass
 
-    def after_step(self, progress: Progress, result: StepResult) -> None:
+    def after_step(self, progress: TrainingPosition, result: StepResult) -> None:
         pass
 
-    def after_epoch(self, progress: Progress, summary: dict[str, float]) -> None:
+    def after_epoch(self, progress: TrainingPosition, summary: dict[str, float]) -> None:
         pass
 
-    def after_train(self, progress: Progress) -> None:
+    def after_train(self, progress: TrainingPosition) -> None:
         pass
 
 
@@ -68,26 +68,26 @@ class HookList(Hook):
                 )
         self.hooks = hooks
 
-    def before_train(self, progress: Progress) -> None:
+    def before_train(self, progress: TrainingPosition) -> None:
         for h in self.hooks:
             h.before_train(progress)
 
-    def before_epoch(self, progress: Progress) -> None:
+    def before_epoch(self, progress: TrainingPosition) -> None:
         for h in self.hooks:
             h.before_epoch(progress)
 
-    def before_step(self, progress: Progress) -> None:
+    def before_step(self, progress: TrainingPosition) -> None:
         for h in self.hooks:
             h.before_step(progress)
 
-    def after_step(self, progress: Progress, result: StepResult) -> None:
+    def after_step(self, progress: TrainingPosition, result: StepResult) -> None:
         for h in self.hooks:
             h.after_step(progress, result)
 
-    def after_epoch(self, progress: Progress, summary: dict[str, float]) -> None:
+    def after_epoch(self, progress: TrainingPosition, summary: dict[str, float]) -> None:
         for h in self.hooks:
             h.after_epoch(progress, summary)
 
-    def after_train(self, progress: Progress) -> None:
+    def after_train(self, progress: TrainingPosition) -> None:
         for h in self.hooks:
             h.after_train(progress)

@@ -10,9 +10,9 @@ The loop calls, in the order of the hook list:
                                                figures, filled by the hooks (``Trainer.fit`` returns the last)
     after_train(progress)                      once, at the end, also when training stops with an error
 
-``progress`` (engine.progress.Progress) is the run's position; hooks read it (the checkpoint hook alone records the
-best metric in it). The base types (``Hook``, ``HookList``, ``StepResult``) are in engine/hook_base.py, beside the
-loop. A hook that reads what another writes into the epoch's summary names it in ``runs_after``, and ``HookList``
+``progress`` (engine.position.TrainingPosition) is the run's position; hooks read it (the checkpoint hook alone records
+the best metric in it). The base types (``Hook``, ``HookList``, ``StepResult``) are in engine/hook_base.py, beside
+the loop. A hook that reads what another writes into the epoch's summary names it in ``runs_after``, and ``HookList``
 refuses an order that breaks it. ``Trainer.default_hooks`` builds the standard list, in this order:
 
     WatchdogHook     the stall watchdog of multi-process runs (utils/watchdog.py)
@@ -35,11 +35,11 @@ import time
 import torch
 
 from config.schema import DataConfig
+from engine.batch_errors import loader_errors
 from engine.checkpointer import Checkpointer
 from engine.hook_base import Hook, StepResult
-from engine.loader_errors import loader_errors
 from engine.logger import Meter, MetricsLogger, step_values
-from engine.progress import Progress
+from engine.position import TrainingPosition
 from engine.validation import Validator, validation_metric
 from utils import distributed as du
 from utils.progress_bar import progress_bar
@@ -56,17 +56,17 @@ class WatchdogHook(Hook):
         self.timeout_s, self.rank, self.world_size = timeout_s, rank, world_size
         self.watchdog: Watchdog | None = None
 
-    def before_train(self, progress: Progress) -> None:
+    def before_train(self, progress: TrainingPosition) -> None:
         if self.world_size > 1:
             self.watchdog = Watchdog(self.timeout_s, self.rank, self.world_size, du.get_store()).__enter__()
 
-    def before_epoch(self, progress: Progress) -> None:
+    def before_epoch(self, progress: TrainingPosition) -> None:
         beat("loading data", progress.where())
 
-    def after_step(self, progress: Progress, result: StepResult) -> None:
+    def after_step(self, progress: TrainingPosition, result: StepResult) -> None:
         beat("loading data", progress.where())
 
-    def after_train(self, progress: Progress) -> None:
+    def after_train(self, progress: TrainingPosition) -> None:
         if self.watchdog is not None:
             self.watchdog.__exit__(None, None, None)
             self.watchdog = None
@@ -90,11 +90,11 @@ class LoggingHook(Hook):
         self.samples_per_step, self.device, self.is_main = samples_per_step, device, is_main  # all processes
         self.bar = None  # this epoch's progress bar (utils.progress_bar)
 
-    def before_train(self, progress: Progress) -> None:
+    def before_train(self, progress: TrainingPosition) -> None:
         # records past the position were written by a run that died after its last checkpoint: every step once
         self.logger.truncate_after(progress.global_step)
 
-    def before_epoch(self, progress: Progress) -> None:
+    def before_epoch(self, progress: TrainingPosition) -> None:
         self.data_time, self.compute_time = Meter(), Meter()
         # the epoch's loss, summed over the samples of applied steps, on the device: read at log steps only
         self.loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
@@ -110,11 +110,11 @@ class LoggingHook(Hook):
         )
         self.tic = time.perf_counter()
 
-    def before_step(self, progress: Progress) -> None:
+    def before_step(self, progress: TrainingPosition) -> None:
         self.batch_ready = time.perf_counter()
         self.data_time.update(self.batch_ready - self.tic)
 
-    def after_step(self, progress: Progress, result: StepResult) -> None:
+    def after_step(self, progress: TrainingPosition, result: StepResult) -> None:
         self.tic = time.perf_counter()
         self.compute_time.update(self.tic - self.batch_ready)
         applied = result.applied
@@ -130,7 +130,7 @@ class LoggingHook(Hook):
         count = float(self.loss_samples.item())
         return float(self.loss_sum.item()) / count if count else float("nan")
 
-    def log_step(self, progress: Progress, result: StepResult) -> None:
+    def log_step(self, progress: TrainingPosition, result: StepResult) -> None:
         skipped = progress.settle()
         if skipped and self.is_main:
             log.info(
@@ -156,7 +156,7 @@ class LoggingHook(Hook):
             values["loss_scale"] = result.loss_scale
         self.logger.log("train", progress.epoch, progress.global_step, step=progress.step, **values)
 
-    def after_epoch(self, progress: Progress, summary: dict[str, float]) -> None:
+    def after_epoch(self, progress: TrainingPosition, summary: dict[str, float]) -> None:
         if self.bar is not None:
             self.bar.close()
         mean_loss = du.all_reduce_mean(torch.tensor(self.epoch_loss(), device=self.device)).item()
@@ -171,7 +171,7 @@ class LoggingHook(Hook):
             log.info("epoch %d: train loss %.4f, %.1f samples/s", progress.epoch, mean_loss, samples_per_s)
         summary.update(stats)
 
-    def after_train(self, progress: Progress) -> None:
+    def after_train(self, progress: TrainingPosition) -> None:
         if self.bar is not None:
             self.bar.close()
         self.logger.close()
@@ -187,7 +187,7 @@ class ValidationHook(Hook):
         self.validator, self.every, self.epochs, self.logger = validator, every, epochs, logger
         self.data, self.is_main = data, is_main
 
-    def after_epoch(self, progress: Progress, summary: dict[str, float]) -> None:
+    def after_epoch(self, progress: TrainingPosition, summary: dict[str, float]) -> None:
         e = progress.epoch
         if not self.every or not ((e + 1) % self.every == 0 or e + 1 == self.epochs):
             return
@@ -211,11 +211,11 @@ class CheckpointHook(Hook):
     def __init__(self, checkpointer: Checkpointer, every_steps: int) -> None:
         self.checkpointer, self.every_steps = checkpointer, every_steps
 
-    def after_step(self, progress: Progress, result: StepResult) -> None:
+    def after_step(self, progress: TrainingPosition, result: StepResult) -> None:
         if self.every_steps and progress.global_step % self.every_steps == 0:
             self.checkpointer.save("last.pt", progress)
 
-    def after_epoch(self, progress: Progress, summary: dict[str, float]) -> None:
+    def after_epoch(self, progress: TrainingPosition, summary: dict[str, float]) -> None:
         progress.settle()  # before the copy below, which starts without the device-side count
         metric = validation_metric(summary)
         improved = metric is not None and metric > progress.best_metric

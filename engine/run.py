@@ -24,13 +24,13 @@ from pathlib import Path
 import torch
 
 from checkpoint.format import Checkpoint
-from config.loader import add_config_arguments, load_config, with_overrides
+from config.config_file import add_config_arguments, load_config, with_overrides
 from config.schema import Config
 from data.quickstart_data import prepare_synthetic_data
+from engine.batch_errors import dead_workers_named
 from engine.checkpointer import TrainState, check_same_model, resolve_resume
 from engine.hook_base import Hook
 from engine.launch import DataParallelBalanced, Distributed, Launcher, SingleDevice
-from engine.loader_errors import dead_workers_named
 from engine.plot import plot_run
 from engine.run_folder import continues_folder, launch_owns
 from engine.trainer import Trainer

@@ -18,22 +18,22 @@ from pathlib import Path
 import torch
 
 from checkpoint.format import Checkpoint
-from config.loader import save_config
+from config.config_file import save_config
 from config.schema import Config
-from config.skeleton import skeleton_of
+from config.skeleton_file import skeleton_of
 from data.dataset import SimplePoseDataset, batch_to_device
+from engine.batch_errors import loader_errors, out_of_memory
+from engine.batches import TrainBatches
 from engine.checkpointer import Checkpointer, remove_stale_temporaries
 from engine.compile import choose_compile, compile_forward_loss
 from engine.hook_base import Hook, HookList, StepResult
 from engine.hooks import CheckpointHook, LoggingHook, ValidationHook, WatchdogHook
 from engine.launch import Launcher, SingleDevice
-from engine.loader import TrainBatches
-from engine.loader_errors import loader_errors, out_of_memory
 from engine.logger import MetricsLogger, check_tensorboard
 from engine.optim import apply_freeze, batchnorm_eval, build_optimizer, fused_supported
-from engine.progress import Progress
+from engine.position import TrainingPosition
+from engine.process_setup import configure_cpu_threads, seed_everything
 from engine.run_folder import claim_run_folder
-from engine.runtime import configure_cpu_threads, seed_everything
 from engine.schedule import LRSchedule
 from engine.validation import Validator
 from models import MultiTaskLoss, build_model
@@ -97,7 +97,7 @@ class Trainer:
         # a fused step takes the skip as a device flag; without one (or with fp16 loss scaling) it is read back
         self.device_skip = fused and not self.scaler.is_enabled()
 
-        self.progress = Progress()
+        self.progress = TrainingPosition()
         self.checkpointer = Checkpointer(
             cfg, self.skeleton, self.model, self.optimizer, self.scaler, self.rank, self.world_size
         )

@@ -11,7 +11,7 @@ from torch.utils.data import Dataset
 
 from config.schema import Config
 from data.dataset import batch_to_device
-from engine.loader import make_loader
+from engine.batches import make_loader
 from engine.logger import Meter
 from engine.sampler import EpochSampler
 from evaluate.evaluation import evaluate_model

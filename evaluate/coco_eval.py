@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from config.loader import add_config_arguments, load_config
+from config.config_file import add_config_arguments, load_config
 from config.skeleton_check import NAME_MATCHES
 from evaluate.estimator import PoseEstimator
 from evaluate.evaluation import check_images_dir, evaluate_model, evaluate_oracle, predict_unannotated, score_results

@@ -45,9 +45,9 @@ import math
 from dataclasses import replace
 from pathlib import Path
 
-from config.loader import add_config_arguments, config_from_args, load_config, parse_overrides
+from config.config_file import add_config_arguments, config_from_args, load_config, parse_overrides
 from config.schema import Config, TrackConfig
-from config.skeleton import skeleton_of
+from config.skeleton_file import skeleton_of
 from evaluate.demo_output import (
     DEFAULT_OUT,
     RESULTS_NAME,

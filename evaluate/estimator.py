@@ -25,7 +25,7 @@ from typing import Any, Protocol, overload
 import numpy as np
 import torch
 
-from config.loader import with_overrides
+from config.config_file import with_overrides
 from config.schema import OUTPUT_STRIDE, Config, EvalConfig
 from config.skeleton import Skeleton
 from data.image_files import ImageFileError

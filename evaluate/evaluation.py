@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from config.schema import Config, EvalConfig
-from config.skeleton import skeleton_of
+from config.skeleton_file import skeleton_of
 from data.image_files import BadImages, image_path, read_decoded_checked
 from evaluate.estimator import PoseEstimator
 from evaluate.metrics.annotations import annotated_images, load_coco

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import torch
 
-from config.loader import add_config_arguments
+from config.config_file import add_config_arguments
 from evaluate.inference.checkpoint_model import load_model
 from evaluate.inference.onnx_export import (
     DEFAULT_INPUT_SIZE,

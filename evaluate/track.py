@@ -35,7 +35,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from config.loader import check_track
+from config.config_file import check_track
 from config.schema import TrackConfig
 from config.skeleton import Skeleton
 from evaluate.estimator import Person

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import argparse
 
-from config.loader import add_config_arguments, config_from_args
-from config.skeleton import skeleton_of
+from config.config_file import add_config_arguments, config_from_args
+from config.skeleton_file import skeleton_of
 from models.summary import macs_and_shapes, meta_model, parameter_counts
 from utils.errors import cli_main
 

@@ -25,10 +25,11 @@ from typing import Literal
 import torch
 from torch import nn
 
-from config.loader import ConfigError
+from config.config_file import ConfigError
 from config.schema import Config, LossConfig
-from config.skeleton import Skeleton, skeleton_of
+from config.skeleton import Skeleton
 from config.skeleton_check import KeypointSet, check_compatible
+from config.skeleton_file import skeleton_of
 from utils.errors import UserError
 
 

@@ -32,9 +32,10 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from config.loader import ConfigError
+from config.config_file import ConfigError
 from config.schema import OUTPUT_STRIDE, Config, ModelConfig
-from config.skeleton import Skeleton, skeleton_of
+from config.skeleton import Skeleton
+from config.skeleton_file import skeleton_of
 from models.layers import (
     ConvBNAct,
     Residual,

@@ -194,7 +194,7 @@ def unwrap(model: nn.Module) -> nn.Module:
 def model_section_overrides(cfg: Any, section: Mapping[str, Any], keep: set[str] | frozenset = frozenset()) -> dict:
     """The dotted settings that give ``cfg`` the model of a saved or inferred model section (fields named in
     ``keep`` stay as they are), with one loss weight per stack and per scale so the config stays valid (the
-    loss's own weights are kept when they already fit). Apply them with ``config.loader.with_overrides``."""
+    loss's own weights are kept when they already fit). Apply them with ``config.config_file.with_overrides``."""
     values = {
         f"model.{f.name}": section[f.name]
         for f in dataclasses.fields(cfg.model)

@@ -172,7 +172,7 @@ def synthetic_coco(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def synthetic_crowdpose(tmp_path_factory) -> Path:
     """A small synthetic set of CrowdPose figures (data.synthetic --skeleton crowdpose, 16 images, seed 0)."""
-    from config.skeleton import load_skeleton
+    from config.skeleton_file import load_skeleton
     from data.synthetic import generate
 
     out = tmp_path_factory.mktemp("synthetic_crowdpose")
@@ -183,7 +183,7 @@ def synthetic_crowdpose(tmp_path_factory) -> Path:
 @pytest.fixture
 def one_thread(monkeypatch):
     """One intra-op thread: two threads on a busy 2-core machine can be tens of times slower. OMP_NUM_THREADS=1 too,
-    so that a Trainer built inside keeps it (engine.runtime.configure_cpu_threads leaves the count to that)."""
+    so that a Trainer built inside keeps it (engine.process_setup.configure_cpu_threads leaves the count to that)."""
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     before = torch.get_num_threads()
     torch.set_num_threads(1)

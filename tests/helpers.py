@@ -12,9 +12,10 @@ import numpy as np
 import torch
 
 from checkpoint.format import Checkpoint
-from config.loader import load_config
+from config.config_file import load_config
 from config.schema import Config, ModelConfig
-from config.skeleton import Skeleton, load_skeleton
+from config.skeleton import Skeleton
+from config.skeleton_file import load_skeleton
 from data.dataset import SimplePoseDataset, collate, images_to_float
 from engine.checkpointer import TrainState
 from engine.logger import read_metrics

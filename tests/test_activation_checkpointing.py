@@ -8,7 +8,7 @@ import torch
 
 import models.posenet as posenet
 from checkpoint.format import Checkpoint, CheckpointError
-from config.loader import load_config
+from config.config_file import load_config
 from config.schema import Config
 from data.dataset import SimplePoseDataset, collate, images_to_float
 from engine.checkpointer import check_same_model

@@ -17,8 +17,8 @@ import sys
 import h5py
 import pytest
 
-from config.loader import ConfigError, load_config
-from config.skeleton import load_skeleton
+from config.config_file import ConfigError, load_config
+from config.skeleton_file import load_skeleton
 from data.coco_annotations import main_person_indices
 from data.coco_to_hdf5 import Source, convert
 from data.image_files import ImageFileError

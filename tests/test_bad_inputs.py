@@ -16,7 +16,7 @@ import torch
 
 import train
 from checkpoint import original as convert_original
-from config.loader import load_config
+from config.config_file import load_config
 from evaluate import coco_eval
 from tests.harness.bad_inputs import CASE_NAMES, SECURITY_CASES, build_corpus, run_named
 from tests.harness.cases import result_of
@@ -69,7 +69,7 @@ TESTED_ELSEWHERE = {
 IN_PROCESS = ("ckpt_nan_weights", "ckpt_invalid_config", "ckpt_is_hdf5", "ckpt_is_onnx", "ckpt_is_an_image",
               "ckpt_is_yaml", "ckpt_is_json", "ckpt_random_bytes", "ckpt_empty", "ckpt_is_a_folder",
               "second_run_same_folder", "second_run_resume_from_elsewhere")  # fmt: skip
-MAINS = {("-m", "evaluate.coco_eval"): coco_eval.main, ("-m", "models.convert_original"): convert_original.main,
+MAINS = {("-m", "evaluate.coco_eval"): coco_eval.main, ("-m", "checkpoint.original"): convert_original.main,
          ("train.py",): train.main}  # fmt: skip
 NAMES = [n for n in CASE_NAMES if n not in {*SECURITY_CASES, *TESTED_ELSEWHERE, *IN_PROCESS}]
 

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from bench import data_pipeline, decoder_table, gpu_check, grouping, grouping_oracle, model, syncbn_check
-from config.loader import load_config
+from config.config_file import load_config
 from config.schema import OUTPUT_STRIDE
 from data.dataset import SimplePoseDataset
 from evaluate.inference.map_source import ImageMeta, InputBatch

@@ -1,6 +1,6 @@
 """A file that is not a checkpoint, given where one belongs, is refused with one message that says what the file is
 and what to give instead (engine/checkpoint.py, utils/file_kind.py), through every entry point that reads a checkpoint:
-evaluate --ckpt, PoseEstimator.from_checkpoint, train.resume, train.init_weights, models.convert_original. No message
+evaluate --ckpt, PoseEstimator.from_checkpoint, train.resume, train.init_weights, checkpoint.original. No message
 passes on PyTorch's advice to load it unsafely."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from utils.paths import COCO_SAMPLE_ANNOTATIONS
 KINDS = ("hdf5", "onnx", "jpeg", "png", "yaml", "json", "random_bytes", "empty", "truncated", "python_objects",
          "folder")  # fmt: skip
 ENTRY_POINTS = ("--ckpt", "PoseEstimator.from_checkpoint", "train.resume", "train.init_weights",
-                "models.convert_original")  # fmt: skip
+                "checkpoint.original")  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +33,7 @@ def files(synthetic_sample, synthetic_h5_64, tiny_ckpt, tmp_path_factory):
 
 def refusal(entry: str, path, synthetic_sample, synthetic_h5_64, tmp_path, capsys) -> str:
     """The message ``entry`` gives for ``path`` (a command: its one error line, exit status 2)."""
-    if entry in ("--ckpt", "models.convert_original"):
+    if entry in ("--ckpt", "checkpoint.original"):
         if entry == "--ckpt":
             rc = coco_eval.main(["--ckpt", str(path), "--images", str(synthetic_sample / "images"), "--annotations",
                                  str(synthetic_sample / COCO_SAMPLE_ANNOTATIONS), "--device", "cpu"])  # fmt: skip

@@ -20,8 +20,8 @@ from torch._dynamo.backends.common import aot_autograd
 import engine.compile as ec
 import engine.trainer as trainer_module
 from checkpoint.format import Checkpoint
-from config.loader import load_config
-from config.skeleton import skeleton_of
+from config.config_file import load_config
+from config.skeleton_file import skeleton_of
 from engine.trainer import Trainer
 from models import MultiTaskLoss, build_model
 from tests.helpers import tiny_cfg

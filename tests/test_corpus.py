@@ -17,9 +17,9 @@ import cv2
 import numpy as np
 import pytest
 
-from config.loader import load_config
-from config.skeleton import load_skeleton
+from config.config_file import load_config
 from config.skeleton_check import SkeletonMismatch
+from config.skeleton_file import load_skeleton
 from data.coco_to_hdf5 import Source, convert
 from data.synthetic import generate
 from evaluate.evaluation import evaluate_oracle

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from pycocotools.coco import COCO
 
-from config.loader import load_config, to_dict
-from config.skeleton import load_skeleton
+from config.config_file import load_config, to_dict
+from config.skeleton_file import load_skeleton
 from data.coco_to_hdf5 import Source, convert
 from evaluate import coco_eval
 from evaluate.metrics.crowdpose_eval import crowdpose_keypoint_stats

@@ -34,7 +34,7 @@ from torch.utils.data import DataLoader, Sampler
 
 import engine.trainer
 from checkpoint.format import Checkpoint
-from config.loader import config_from_args
+from config.config_file import config_from_args
 from data.coco_to_hdf5 import Source, convert
 from data.synthetic import generate
 from engine.logger import read_metrics
@@ -162,7 +162,7 @@ def train_one_epoch(args: list[str], fixed_batch_steps: int = 0) -> Steps:
         trainer.batches.sampler = SameBatch(trainer.cfg.train.batch_size, fixed_batch_steps)
         trainer.batches.steps_per_epoch = fixed_batch_steps
     seen = Steps(trainer)
-    make_loader = engine.loader.make_loader
+    make_loader = engine.batches.make_loader
 
     def spying_loader(*loader_args, **kwargs):
         loader = make_loader(*loader_args, **kwargs)
@@ -175,7 +175,7 @@ def train_one_epoch(args: list[str], fixed_batch_steps: int = 0) -> Steps:
         x = inputs[0]
         seen.inputs.append((x.device.type, x.dtype, x.is_contiguous(memory_format=torch.channels_last)))
 
-    engine.loader.make_loader = spying_loader
+    engine.batches.make_loader = spying_loader
     model = unwrap(trainer.model)
     hook = model.register_forward_pre_hook(record_input)
     names = [n for n, p in model.named_parameters() if p.requires_grad]
@@ -183,7 +183,7 @@ def train_one_epoch(args: list[str], fixed_batch_steps: int = 0) -> Steps:
     try:
         trainer.train_epoch()
     finally:
-        engine.loader.make_loader = make_loader
+        engine.batches.make_loader = make_loader
         hook.remove()
         trainer.hooks.after_train(trainer.progress)  # closes the metrics log
     seen.trainable = len(names)

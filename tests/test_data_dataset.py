@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from config.loader import load_config
+from config.config_file import load_config
 from data import augment
 from data.dataset import SimplePoseDataset, collate, images_to_float, mask_scales
 from evaluate.inference.multiscale import prepare_input
@@ -237,7 +237,7 @@ def test_blob_reader_reads_what_h5py_reads(synthetic_sample_h5, tmp_path):
 def test_a_code_error_keeps_its_type_and_names_the_sample(synthetic_sample_h5, cfg, monkeypatch):
     """A failure that is not the file's fault (here a bug in building) is not turned into "rebuild the file": it
     keeps its type and traceback, with a note naming the sample, which the trainer shows for a worker's failure."""
-    from engine.loader_errors import worker_error_message
+    from engine.batch_errors import worker_error_message
 
     dataset = SimplePoseDataset(synthetic_sample_h5, cfg, train=True)
     image_id = int(dataset.image_id[dataset.sample_image[3]])

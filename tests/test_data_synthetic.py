@@ -5,7 +5,7 @@ import json
 import numpy as np
 from pycocotools.coco import COCO
 
-from config.loader import load_config, set_key, validate
+from config.config_file import load_config, set_key, validate
 from data.coco_to_hdf5 import Source, convert
 from data.dataset import SimplePoseDataset
 from data.quickstart_data import prepare_synthetic_data

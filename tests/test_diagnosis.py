@@ -10,8 +10,8 @@ import math
 import numpy as np
 import pytest
 
-from config.loader import load_config
-from config.skeleton import load_skeleton
+from config.config_file import load_config
+from config.skeleton_file import load_skeleton
 from evaluate import coco_eval
 from evaluate.evaluation import score_results
 from evaluate.metrics.annotations import load_coco

@@ -83,7 +83,7 @@ def test_two_processes_equal_one_process_with_twice_the_batch(synthetic_h5_64, t
     assert saved_state(two).progress.global_step == saved_state(one).progress.global_step == 4
     assert saved_state(two).ranks_in_sync is True  # every rank held bit-identical weights at the checkpoint
 
-    from engine.runtime import seed_everything
+    from engine.process_setup import seed_everything
     from models import build_model
 
     seed_everything(0, False)

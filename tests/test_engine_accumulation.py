@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from engine.loader_errors import OutOfMemory
+from engine.batch_errors import OutOfMemory
 from engine.trainer import Trainer
 from models.weights import unwrap
 from tests.harness.faulty_trainer import Crash, with_faults

@@ -9,14 +9,14 @@ import pytest
 import torch
 
 from checkpoint.format import Checkpoint, CheckpointError
-from config.loader import load_config, to_dict
+from config.config_file import load_config, to_dict
 from config.schema import Config
-from config.skeleton import load_skeleton
+from config.skeleton_file import load_skeleton
 from engine.checkpointer import TrainState, rng_state, set_rng_state
 from engine.hook_base import HookList
 from engine.hooks import CheckpointHook, ValidationHook
 from engine.logger import MetricsLogger, read_metrics
-from engine.progress import Progress
+from engine.position import TrainingPosition
 from engine.sampler import EpochSampler
 from engine.schedule import LRSchedule
 from tests.helpers import saved_state
@@ -73,7 +73,7 @@ def test_sampler_ranks_partition_the_global_batch():
 def training_checkpoint(**progress) -> Checkpoint:
     weights = {"w": torch.randn(3)}
     optimizer = {"state": {0: {"momentum_buffer": torch.randn(3)}}, "param_groups": [{"lr": 0.1, "params": [0]}]}
-    state = TrainState(optimizer, Progress(**progress), world_size=1, rng=[rng_state()], scaler={"scale": 8.0})
+    state = TrainState(optimizer, TrainingPosition(**progress), world_size=1, rng=[rng_state()], scaler={"scale": 8.0})
     return Checkpoint(weights, config=Config(), skeleton=COCO, train_state=state.to_dict(), code_version="abc123")
 
 
@@ -106,7 +106,7 @@ def test_legacy_format_checkpoints_load(tmp_path):
             "skeleton": COCO.to_dict(), "version": "abc", "format_version": 1}  # fmt: skip
     torch.save(flat, tmp_path / "v1.pt")
     v1 = Checkpoint.load(tmp_path / "v1.pt")
-    assert saved_state(v1).progress == Progress(2, 0, 6, 0.5, {"skipped_nonfinite": 1})
+    assert saved_state(v1).progress == TrainingPosition(2, 0, 6, 0.5, {"skipped_nonfinite": 1})
     assert list(v1.model) == ["w"] and v1.skeleton == COCO and v1.code_version == "abc" and v1.config == Config()
     assert "model" not in v1.train_state and "config" not in v1.train_state  # only the training entries
     assert len(saved_state(v1).rng) == 1 and torch.equal(saved_state(v1).rng[0]["torch"], rng["torch"])

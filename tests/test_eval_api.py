@@ -14,7 +14,7 @@ import torch
 from PIL import Image
 
 from checkpoint.format import CheckpointError
-from config.loader import ConfigError
+from config.config_file import ConfigError
 from data.image_files import ImageFileError, read_image
 from evaluate import Person, PoseEstimator, coco_eval, coco_results_json
 from evaluate.estimator import Timing

@@ -14,8 +14,8 @@ import pytest
 from pycocotools.coco import COCO as CocoApi
 
 from bench.tracking import found_person, frame_truth, identity_metrics, ids_of_identities
-from config.loader import load_config
-from config.skeleton import load_skeleton
+from config.config_file import load_config
+from config.skeleton_file import load_skeleton
 from data import synthetic_video
 from data.synthetic_video import coco_annotations, crossing_video, write_video
 from evaluate import PoseEstimator, PoseTracker, demo

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from config.loader import load_config, with_overrides
+from config.config_file import load_config, with_overrides
 from evaluate.evaluation import evaluate_model
 from evaluate.inference.checkpoint_model import load_model
 from evaluate.inference.multiscale import (

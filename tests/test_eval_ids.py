@@ -12,7 +12,7 @@ import json
 import numpy as np
 import pytest
 
-from config.skeleton import load_skeleton
+from config.skeleton_file import load_skeleton
 from evaluate import coco_eval
 from evaluate.metrics.annotations import load_coco
 from evaluate.metrics.keypoint_stats import keypoint_stats

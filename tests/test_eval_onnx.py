@@ -10,7 +10,7 @@ import onnx
 import pytest
 import torch
 
-from config.loader import ConfigError, to_dict
+from config.config_file import ConfigError, to_dict
 from data.synthetic_video import crossing_video, write_video
 from evaluate import PoseEstimator, demo, export_onnx
 from evaluate.decoder.decode import DecodeParams, decode_people

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from config.loader import load_config
+from config.config_file import load_config
 from evaluate.inference import multiscale
 from evaluate.inference.multiscale import (
     decode_grid,

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from config.loader import load_config
+from config.config_file import load_config
 from evaluate import coco_eval
 from evaluate.evaluation import evaluate_oracle, score_results
 from evaluate.metrics.keypoint_stats import STAT_NAMES
@@ -168,7 +168,7 @@ def test_crowdpose_results_equal_xtcocotools(synthetic_crowdpose, tmp_path):
 
     import numpy as np
 
-    from config.skeleton import load_skeleton
+    from config.skeleton_file import load_skeleton
 
     annotations = synthetic_crowdpose / "annotations" / "person_keypoints_train.json"
     results = imperfect_results(json.loads(annotations.read_text()), seed=1)

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from config.loader import with_overrides
-from config.skeleton import load_skeleton
+from config.config_file import with_overrides
+from config.skeleton_file import load_skeleton
 from evaluate import Person, coco_eval, demo
 from evaluate import prediction_sheet as layout
 from evaluate.draw import draw_boxes, draw_detections, draw_people, draw_tracked, track_color

@@ -22,8 +22,8 @@ from torch.utils.data import Dataset
 import train
 from checkpoint.format import Checkpoint
 from config.schema import DataConfig
+from engine.batch_errors import LoaderError, worker_error_message
 from engine.hook_base import Hook
-from engine.loader_errors import LoaderError, worker_error_message
 from engine.run import run
 from engine.trainer import Trainer
 from tests.harness.faults import (
@@ -204,7 +204,7 @@ def test_a_worker_death_reported_at_any_point_of_the_translation_ends_in_the_sam
 def test_a_death_reported_after_the_line_prints_nothing():
     """A worker's death that torch's SIGCHLD handler reports after the run's line is printed (the fault table saw one
     at the interpreter's exit, from an atexit hook): once a death is translated, SIGCHLD no longer raises."""
-    from engine import loader_errors as module
+    from engine import batch_errors as module
 
     def torch_like(signum, frame):  # torch.utils.data._utils.signal_handling's handler, its failing worker listed
         raise RuntimeError(DEAD)

@@ -84,7 +84,7 @@ def test_every_format_opencv_reads_converts_keeping_the_original_bytes(synthetic
     for i in range(len(dataset.image_id)):
         file = images / names[int(dataset.image_id[i])]
         expected = cv2.imread(str(file), IMREAD_FLAGS)
-        decoded, _ = dataset.decode_image(i, np.eye(3)[:2] * 1.0)
+        decoded, _ = dataset.decode_stored_image(i, np.eye(3)[:2] * 1.0)
         np.testing.assert_array_equal(decoded[..., :3], expected, err_msg=str(file))
 
 
@@ -216,7 +216,7 @@ def test_a_rotated_tag_tiff_converts_and_evaluates_as_stored(sample, tmp_path):
     """The sample's first image as a TIFF tagged orientation 6, on its real annotations: with width/height it
     converts (the size check agrees), without them the stored size is recorded; the HDF5 keeps the bytes, the
     dataset and the evaluator read the stored pixels, and the oracle scores it as the JPEG."""
-    from config.loader import load_config
+    from config.config_file import load_config
     from data.image_files import read_decoded_checked
     from evaluate.evaluation import evaluate_oracle
     from tests.harness.bad_inputs import rotated_tiff
@@ -252,7 +252,7 @@ def test_a_rotated_tag_tiff_converts_and_evaluates_as_stored(sample, tmp_path):
             assert (f["images/width"][0], f["images/height"][0]) == (img["width"], img["height"])
             assert f["images/jpeg"][:].tobytes() == tiff
         dataset = SimplePoseDataset(h5, tiny_cfg(h5, tmp_path / "run"), train=False)
-        np.testing.assert_array_equal(dataset.decode_image(0, np.eye(3)[:2])[0][..., :3], stored)
+        np.testing.assert_array_equal(dataset.decode_stored_image(0, np.eye(3)[:2])[0][..., :3], stored)
         cfg = load_config(None, ["eval.scales=[1.0]", "eval.flip=false"])
         figures[name] = evaluate_oracle(folder, path, cfg, progress=False)[0]
     jpeg = tmp_path / "jpeg.json"

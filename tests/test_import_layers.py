@@ -35,11 +35,6 @@ LAYERS: dict[str, int] = {
     "tests": 6,
 }
 ENTRY_LAYER = 6
-# Command modules kept at a documented path inside a lower package: each only forwards to the command where it lives
-# now, so it stands with the entry points (users' command lines keep working).
-COMMAND_ALIASES: dict[str, str] = {
-    "models.convert_original": "checkpoint.original",
-}
 
 # Stages inside evaluate/, the same rule one level down: the decoder stands alone (maps -> people, numpy only); the
 # inference (images -> maps) and the metrics (people -> figures) build on the decoder only; the rest of evaluate (the
@@ -95,8 +90,6 @@ def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
 
 
 def layer_of(module: str) -> int:
-    if module in COMMAND_ALIASES:
-        return ENTRY_LAYER
     return LAYERS[module.split(".")[0]]
 
 
@@ -106,9 +99,9 @@ def upward_imports(graph: Mapping[str, Iterable[str]]) -> list[str]:
     for module, targets in sorted(graph.items()):
         for target in sorted(targets):
             same_package = module.split(".")[0] == target.split(".")[0]
-            if layer_of(module) == ENTRY_LAYER and target not in COMMAND_ALIASES:
+            if layer_of(module) == ENTRY_LAYER:
                 continue  # entry points, bench and tests may import anything below them
-            if same_package and module not in COMMAND_ALIASES:
+            if same_package:
                 continue
             if layer_of(target) >= layer_of(module):
                 bad.append(f"{module} (layer {layer_of(module)}) -> {target} (layer {layer_of(target)})")
@@ -203,11 +196,10 @@ def command_modules(root: Path = ROOT) -> set[str]:
 
 
 def command_imports(graph: Mapping[str, Iterable[str]], commands: set[str]) -> list[str]:
-    """``a -> b`` for every import of a command ``b`` by a module ``a`` outside tests/ (a documented alias,
-    ``COMMAND_ALIASES``, forwards to its command)."""
+    """``a -> b`` for every import of a command ``b`` by a module ``a`` outside tests/."""
     bad = []
     for module, targets in sorted(graph.items()):
-        if module.split(".")[0] == "tests" or module in COMMAND_ALIASES:
+        if module.split(".")[0] == "tests":
             continue
         bad += [f"{module} -> {target}" for target in sorted(targets) if target in commands]
     return bad
@@ -265,12 +257,6 @@ def test_the_stage_check_finds_an_import_up_and_across():
 def test_no_modules_import_each_other_round_a_circle():
     found = cycles(import_graph())
     assert not found, "modules that import each other: " + "; ".join(" <-> ".join(c) for c in found)
-
-
-def test_command_aliases_only_forward_to_their_command():
-    graph = import_graph()
-    for alias, command in COMMAND_ALIASES.items():
-        assert graph[alias] == {command}, f"{alias} should only forward to {command}, imports {sorted(graph[alias])}"
 
 
 def test_the_checks_find_an_upward_import_and_a_circle(tmp_path):

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from config.loader import ConfigError
+from config.config_file import ConfigError
 from config.schema import Config, LossConfig
 from models import MultiTaskLoss
 from models.loss import build_loss

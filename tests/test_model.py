@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from config.loader import ConfigError, load_config
+from config.config_file import ConfigError, load_config
 from config.schema import Config, ModelConfig
 from models import PoseNet, build_model
 from models.posenet import InputShapeError, output_shapes

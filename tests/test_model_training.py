@@ -6,7 +6,7 @@ import sys
 
 import torch
 
-from config.loader import load_config
+from config.config_file import load_config
 from data.dataset import SimplePoseDataset, collate, images_to_float
 from models import build_loss, build_model
 from utils.paths import REPO_ROOT

@@ -10,7 +10,7 @@ import logging
 import h5py
 import numpy as np
 
-from config.loader import load_config
+from config.config_file import load_config
 from data.coco_to_hdf5 import Source, convert
 from evaluate.evaluation import evaluate_oracle
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import utils.precision as up
-from config.loader import load_config
+from config.config_file import load_config
 from engine.trainer import Trainer
 from tests.helpers import saved_state
 from utils.errors import UserError

@@ -6,7 +6,8 @@ import colorsys
 import numpy as np
 
 from config import skeleton as sk
-from config.skeleton import Skeleton, load_skeleton
+from config.skeleton import Skeleton
+from config.skeleton_file import load_skeleton
 from tests.helpers import channel_names, internal_to_dataset, left_right_pairs
 
 COCO = load_skeleton("coco")

@@ -13,9 +13,10 @@ import torch
 import yaml
 
 from checkpoint.format import Checkpoint
-from config.loader import load_config
-from config.skeleton import Skeleton, load_skeleton
+from config.config_file import load_config
+from config.skeleton import Skeleton
 from config.skeleton_check import SkeletonMismatch
+from config.skeleton_file import load_skeleton
 from data.coco_to_hdf5 import Source, convert
 from data.dataset import SimplePoseDataset
 from engine.trainer import Trainer

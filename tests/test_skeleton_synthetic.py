@@ -10,8 +10,8 @@ import h5py
 import numpy as np
 import pytest
 
-from config.loader import load_config
-from config.skeleton import load_skeleton
+from config.config_file import load_config
+from config.skeleton_file import load_skeleton
 from data.coco_to_hdf5 import Source, convert
 from data.dataset import SimplePoseDataset
 from data.quickstart_data import prepare_synthetic_data

@@ -20,9 +20,9 @@ from bench.tracking import (
     noisy_people,
     track,
 )
-from config.loader import ConfigError, load_config
+from config.config_file import ConfigError, load_config
 from config.schema import TrackConfig
-from config.skeleton import load_skeleton
+from config.skeleton_file import load_skeleton
 from data.synthetic import COCO_PERSON
 from data.synthetic_video import SyntheticVideo, Walker, crossing_video, random_video, walker_poses
 from evaluate.metrics.oks import BodyTemplate, oks_matrix, person_area

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from config.skeleton import load_skeleton
+from config.skeleton_file import load_skeleton
 from data.synthetic import generate
 from evaluate import coco_eval
 from evaluate.inference.multiscale import CV_MAX_RESIZE_CHANNELS, cubic_resize_channels, resize_to_grid

@@ -8,7 +8,7 @@ and tests, which should read those rather than match the prose:
     except CheckpointError as e:
         e.file, e.key        # the file at fault, and the entry in it (None when the whole file is)
 
-Subclasses live beside what they describe: ``config.loader.ConfigError``, ``checkpoint.format.CheckpointError``,
+Subclasses live beside what they describe: ``config.config_file.ConfigError``, ``checkpoint.format.CheckpointError``,
 ``config.skeleton_check.SkeletonMismatch``, ``DataFileError`` and ``AnnotationError`` (below).
 """
 

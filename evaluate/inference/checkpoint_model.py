@@ -14,9 +14,9 @@ import logging
 import torch
 
 from checkpoint.format import Checkpoint
-from config.loader import load_config, parse_overrides, with_overrides
+from config.config_file import load_config, parse_overrides, with_overrides
 from config.schema import Config
-from config.skeleton import skeleton_of
+from config.skeleton_file import skeleton_of
 from models import build_model
 from models.weights import infer_model_config, model_section_overrides
 

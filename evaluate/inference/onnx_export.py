@@ -16,7 +16,7 @@ import onnx
 import torch
 from torch import nn
 
-from config.loader import to_dict
+from config.config_file import to_dict
 from config.schema import Config
 from config.skeleton import Skeleton
 from evaluate.inference.onnx_runner import (

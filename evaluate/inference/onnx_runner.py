@@ -22,15 +22,16 @@ from types import ModuleType
 import numpy as np
 import torch
 
-from config.loader import ConfigError, config_from_dict, parse_overrides, with_overrides
+from config.config_file import ConfigError, config_from_dict, parse_overrides, with_overrides
 from config.schema import Config
-from config.skeleton import Skeleton, skeleton_of
+from config.skeleton import Skeleton
+from config.skeleton_file import skeleton_of
 from evaluate.inference.map_source import InputBatch
 from models.posenet import check_input_shape
 from utils.errors import UserError
 from utils.file_kind import file_kind
 
-CONFIG_KEY = "simplepose.config"  # the run's config, JSON of config.loader.to_dict
+CONFIG_KEY = "simplepose.config"  # the run's config, JSON of config.config_file.to_dict
 SKELETON_KEY = "simplepose.skeleton"  # the checkpoint's skeleton definition, JSON (absent when it had none)
 INPUT_NAME, OUTPUT_NAME = "image", "maps"
 CPU_PROVIDER, CUDA_PROVIDER = "CPUExecutionProvider", "CUDAExecutionProvider"
@@ -74,7 +75,7 @@ def providers_for(device: str = "cpu", cpu_hint: str = 'providers="cpu"') -> Pro
 class OnnxMetadata:
     """What the export stored beside the graph."""
 
-    config: dict  # the run's config (config.loader.to_dict)
+    config: dict  # the run's config (config.config_file.to_dict)
     skeleton: dict | None  # the checkpoint's skeleton definition, None when it carried none
 
 

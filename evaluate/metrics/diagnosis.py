@@ -41,7 +41,8 @@ from pathlib import Path
 
 import numpy as np
 
-from config.skeleton import Skeleton, load_skeleton
+from config.skeleton import Skeleton
+from config.skeleton_file import load_skeleton
 from data.coco_annotations import keypoint_category, load_coco_keypoints
 from evaluate.metrics.crowdpose_eval import with_box_areas
 from evaluate.metrics.own_ids import empty_results, renumbered

@@ -25,13 +25,13 @@ import h5py
 import torch
 
 from checkpoint.format import Checkpoint
-from config.loader import load_config
-from config.skeleton import load_skeleton
+from config.config_file import load_config
+from config.skeleton_file import load_skeleton
 from data.coco_annotations import main_person_indices
 from data.coco_to_hdf5 import Source, convert
 from engine.checkpointer import TrainState, rng_state
 from engine.optim import build_optimizer
-from engine.progress import Progress
+from engine.position import TrainingPosition
 from models import build_model
 from tests.harness.cases import Case, CaseResult, Outcome, run_cases
 from tests.harness.not_checkpoints import InjectedObject, NotACheckpoint, make_not_checkpoints
@@ -131,7 +131,7 @@ class _Corpus:
             torch.manual_seed(0)
             model = build_model(cfg)
             optimizer = build_optimizer(list(model.parameters()), cfg.train).state_dict()
-            state = TrainState(optimizer, Progress(epoch=1, step=0, global_step=1), rng=[rng_state()])
+            state = TrainState(optimizer, TrainingPosition(epoch=1, step=0, global_step=1), rng=[rng_state()])
             self._ckpt[stacks] = self.out / f"tiny_stacks{stacks}.pt"
             Checkpoint(model.state_dict(), cfg, load_skeleton("coco"), state.to_dict()).save(self._ckpt[stacks])
         return self._ckpt[stacks]
@@ -522,7 +522,7 @@ def _not_checkpoint(c: _Corpus, kind: str) -> NotACheckpoint:
 def _convert_original_case(c: _Corpus, name: str, what: str, weights: Path, names=()) -> Case:
     d = c.case_dir(name)
     out = d / "converted.pt"
-    argv = [sys.executable, "-m", "models.convert_original", "--weights", str(weights), "--out", str(out)]
+    argv = [sys.executable, "-m", "checkpoint.original", "--weights", str(weights), "--out", str(out)]
     return Case(name, what, argv, "clean_error", [out], names, d)
 
 
@@ -557,7 +557,7 @@ def _ckpt_is_yaml(c: _Corpus, name: str) -> Case:
 @_case
 def _ckpt_is_json(c: _Corpus, name: str) -> Case:
     given = _not_checkpoint(c, "json")
-    return _convert_original_case(c, name, "an annotation JSON as models.convert_original --weights", given.path,
+    return _convert_original_case(c, name, "an annotation JSON as checkpoint.original --weights", given.path,
                                   names=(given.path.name, *given.words))  # fmt: skip
 
 
@@ -571,7 +571,7 @@ def _ckpt_random_bytes(c: _Corpus, name: str) -> Case:
 @_case
 def _ckpt_empty(c: _Corpus, name: str) -> Case:
     given = _not_checkpoint(c, "empty")
-    return _convert_original_case(c, name, "an empty file as models.convert_original --weights", given.path,
+    return _convert_original_case(c, name, "an empty file as checkpoint.original --weights", given.path,
                                   names=(given.path.name, *given.words))  # fmt: skip
 
 

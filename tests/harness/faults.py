@@ -31,8 +31,8 @@ from checkpoint.format import Checkpoint
 from config.schema import DataConfig
 from data.coco_to_hdf5 import Source, convert
 from data.synthetic import generate
-from engine import loader_errors
-from engine.loader_errors import LoaderError
+from engine import batch_errors
+from engine.batch_errors import LoaderError
 from tests.harness.cases import CaseResult
 from tests.helpers import saved_state, subprocess_env, tiny_run_args, torchrun_command
 from utils import progress_bar
@@ -433,7 +433,7 @@ def translated_with_death_at(original: BaseException, line: int) -> tuple[BaseEx
     handler raises it; (what the run's backstop lets out, whether the death was raised: False once ``line`` is past
     the last line). Line 0: no death."""
     cfg = DataConfig(num_workers=1)
-    files = {loader_errors.__file__, progress_bar.__file__, contextlib.__file__}
+    files = {batch_errors.__file__, progress_bar.__file__, contextlib.__file__}
     state = {"lines": 0, "armed": False, "raised": False}
 
     def local(frame, event, arg):
@@ -451,9 +451,9 @@ def translated_with_death_at(original: BaseException, line: int) -> tuple[BaseEx
     previous, sigchld = sys.gettrace(), signal.getsignal(signal.SIGCHLD)
     sys.settrace(tracer)
     try:
-        with loader_errors.dead_workers_named("train.h5", cfg, _where_now):
+        with batch_errors.dead_workers_named("train.h5", cfg, _where_now):
             try:
-                with loader_errors.loader_errors("train.h5", cfg, _where_now):
+                with batch_errors.loader_errors("train.h5", cfg, _where_now):
                     state["armed"] = True  # from the failure on, until it has left the training loop's block
                     raise original
             finally:

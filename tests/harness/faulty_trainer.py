@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from engine.hook_base import Hook, StepResult
-from engine.progress import Progress
+from engine.position import TrainingPosition
 from engine.run import run
 from engine.trainer import Trainer
 from utils.errors import cli_main
@@ -74,14 +74,14 @@ class FaultHook(Hook):
         network.register_forward_pre_hook(self._before_forward)
         network.register_forward_hook(self._after_forward)
 
-    def before_step(self, progress: Progress) -> None:
+    def before_step(self, progress: TrainingPosition) -> None:
         f, here = self.faults, progress.global_step
         if here == f.exit_step and self.rank == f.exit_rank and first_attempt():
             print(f"fault: rank {self.rank} dies at global step {here}", flush=True)
             os._exit(13)
         self.step = here
 
-    def after_step(self, progress: Progress, result: StepResult) -> None:
+    def after_step(self, progress: TrainingPosition, result: StepResult) -> None:
         self.step = None
 
     def _before_forward(self, module: nn.Module, inputs) -> None:

@@ -1,5 +1,5 @@
 """Files a user may give where a checkpoint belongs (``--ckpt``, ``train.resume``, ``train.init_weights``,
-``models.convert_original --weights``, ``PoseEstimator.from_checkpoint``), each with what its refusal must say.
+``checkpoint.original --weights``, ``PoseEstimator.from_checkpoint``), each with what its refusal must say.
 
     files = make_not_checkpoints(folder, sample_dir, h5, checkpoint)   # {kind: NotACheckpoint(path, words)}
 

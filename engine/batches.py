@@ -35,7 +35,7 @@ class ForkSafeLoader(DataLoader):
 
 def make_loader(dataset: Dataset, sampler: Sampler, batch_size: int, cfg: DataConfig, device: torch.device):
     """Batches of ``dataset`` in ``sampler``'s order (``data.dataset.collate``); a stuck worker raises after
-    ``cfg.loader_timeout`` seconds (engine.loader_errors turns that into a message naming the batch)."""
+    ``cfg.loader_timeout`` seconds (engine.batch_errors turns that into a message naming the batch)."""
     return ForkSafeLoader(
         dataset,
         batch_size=batch_size,

@@ -9,7 +9,7 @@ import torch
 
 
 @dataclass
-class Progress:
+class TrainingPosition:
     """The position of a run and what it has counted.
 
     ``epoch`` is the current epoch (0-based) and ``step`` the optimiser steps done in it; a checkpoint written at
