@@ -45,12 +45,13 @@ import numpy as np
 import torch
 
 from bench.grouping import inputs_or_sample
+from codec.decoder.decode import People, decode_people
+from codec.layout import ChannelLayout
 from config.loader import add_config_arguments, config_from_args
 from config.schema import OUTPUT_STRIDE, Config, EvalConfig
 from config.skeleton import Skeleton, skeleton_of
 from data.image_files import read_image
 from evaluate.coco_eval import coco_keypoint_stats, image_path, load_coco
-from evaluate.decoder.decode import DecodeParams, People, decode_people
 from evaluate.estimator import PoseEstimator
 from evaluate.metrics.coco_results import coco_results
 from evaluate.runtime.model_loader import load_model
@@ -78,10 +79,6 @@ class Candidate:
 
     def apply(self, cfg: EvalConfig) -> EvalConfig:
         return dataclasses.replace(cfg, **dataclasses.asdict(self))
-
-    def decoder(self, cfg: EvalConfig) -> DecodeParams:
-        """The decoder's settings of ``cfg`` with this candidate's."""
-        return DecodeParams.from_config(self.apply(cfg))
 
     def note(self) -> str:
         if self == ORIGINAL:
@@ -142,7 +139,8 @@ def cached(predict: Predictor) -> Predictor:
 
 def degraded_channels(skeleton: Skeleton) -> np.ndarray:
     """The channels (c) changes: the limb and keypoint maps, the ones the decoder reads."""
-    return np.r_[skeleton.limb_channels, skeleton.keypoint_channels]
+    layout = ChannelLayout.of(skeleton)
+    return np.r_[layout.limbs, layout.keypoints]
 
 
 def random_errors(
@@ -152,7 +150,7 @@ def random_errors(
     changed = degraded_channels(skeleton)
     gains = np.ones(skeleton.num_channels)
     gains[changed] = rng.uniform(*d.gain, changed.size)
-    keypoints = skeleton.keypoint_channels
+    keypoints = ChannelLayout.of(skeleton).keypoints
     channel = np.repeat(np.arange(keypoints.start, keypoints.stop), d.bumps_per_keypoint)
     xy = rng.uniform(0, 1, (channel.size, 2)) * (image_hw[1], image_hw[0])
     return ImageErrors(gains, np.column_stack([channel, xy, rng.uniform(*d.bump_height, channel.size)]))
@@ -182,7 +180,7 @@ def degraded_predictor(
     """``predict`` followed by the degradation ``d`` (module docstring) on every output of a batch of one image:
     the image, then its mirror when ``flip_test``. ``errors``: ``random_errors`` of the image; ``sigma`` (of the
     bumps) in input pixels; ``rng`` draws the noise."""
-    flip = np.asarray(skeleton.channel_flip)
+    flip = np.asarray(ChannelLayout.of(skeleton).flip)
     changed = degraded_channels(skeleton)
 
     def run(batch: torch.Tensor, resize_xy: tuple[float, float]) -> torch.Tensor:
@@ -219,7 +217,7 @@ def decode_source(source: Source, candidates: list[Candidate], progress: bool = 
                                           skeleton=source.skeleton)  # fmt: skip
             for c in candidates:
                 if c.decode_height == height:
-                    people[c].append(decode_people(maps, c.decoder(source.cfg.eval), scale, skeleton=source.skeleton))
+                    people[c].append(decode_people(maps, c.apply(source.cfg.eval), scale, skeleton=source.skeleton))
     return people
 
 

@@ -26,9 +26,9 @@ import cv2
 import numpy as np
 import torch
 
+from codec.decoder.decode import People
 from config.skeleton import Skeleton
 from evaluate.coco_eval import keypoint_stats, load_coco
-from evaluate.decoder.decode import People
 from evaluate.estimator import PoseEstimator
 from evaluate.metrics.coco_results import coco_results
 from evaluate.metrics.people_agreement import people_agreement

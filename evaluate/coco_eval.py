@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from codec.decoder.decode import People
 from config.loader import add_config_arguments, load_config
 from config.schema import OUTPUT_STRIDE, Config, EvalConfig, NameMatch
 from config.skeleton import Skeleton, skeleton_of
@@ -37,7 +38,6 @@ from config.skeleton_check import NAME_MATCHES
 from data.coco_annotations import PERSON_CATEGORY, keypoint_category, load_coco_keypoints
 from data.image_files import BadImages, read_decoded_checked
 from data.image_files import image_path as checked_image_path
-from evaluate.decoder.decode import People
 from evaluate.estimator import PoseEstimator
 from evaluate.image_list import folder_image_list, image_info_list
 from evaluate.metrics.coco_results import coco_results, results_text, sort_results

@@ -10,7 +10,7 @@
 The one "image in, people out" path of the repository: ``evaluate.coco_eval``, the demo, the quick start's picture
 and the oracle (a predictor that draws ground-truth maps, given as ``network``) all run through
 ``PoseEstimator.people``: multi-scale + flip inference (evaluate/runtime/multiscale.py), then the decoder
-(evaluate/decoder/decode.py), with the run's ``eval`` settings.
+(codec/decoder/decode.py), with the run's ``eval`` settings.
 """
 
 from __future__ import annotations
@@ -24,10 +24,11 @@ from typing import Any, Protocol, overload
 import numpy as np
 import torch
 
+from codec.decoder.decode import People
+from codec.pose_codec import PoseCodec
 from config.loader import with_overrides
 from config.schema import OUTPUT_STRIDE, Config, EvalConfig
 from config.skeleton import Skeleton
-from evaluate.decoder.decode import DecodeParams, People, decode_people
 from evaluate.image_input import ImageLike, as_bgr_list
 from evaluate.metrics.coco_results import coco_results, results_text
 from evaluate.runtime.inference_setup import inference_setup
@@ -108,7 +109,7 @@ class PoseEstimator:
     def __init__(self, network: Predictor | None, cfg: EvalConfig, skeleton: Skeleton, device: torch.device):
         self.network = network
         self.cfg = cfg
-        self.decoder = DecodeParams.from_config(cfg)  # the decoder's settings, built once from cfg
+        self.codec = PoseCodec(skeleton, decoding=cfg)  # decodes with cfg's decoding fields (DecodeSettings)
         self.skeleton = skeleton
         self.device = device
         self.timing = Timing()
@@ -216,7 +217,7 @@ class PoseEstimator:
                 )
                 t1 = time.perf_counter()  # the maps are in host memory: the device's queued work is done
                 for i, (one, scale) in zip(chunk, maps):
-                    out[i] = decode_people(one, self.decoder, scale, skeleton=self.skeleton)
+                    out[i] = self.codec.decode(one, scale)
                 self.timing.network_s += t1 - t0
                 self.timing.decoding_s += time.perf_counter() - t1
         self.total_timing.add(self.timing)

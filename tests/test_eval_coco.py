@@ -10,9 +10,9 @@ import pytest
 import torch
 from torch import nn
 
+from codec.decoder.decode import People
 from config.schema import Config
 from evaluate.coco_eval import STAT_NAMES, coco_results, evaluate_coco, evaluate_oracle, results_text
-from evaluate.decoder.decode import People
 from tests.helpers import COCO, subprocess_env, torchrun_command
 from utils.paths import REPO_ROOT
 

@@ -10,10 +10,10 @@ import onnx
 import pytest
 import torch
 
+from codec.decoder.decode import decode_people
 from config.loader import ConfigError, to_dict
 from data.synthetic_video import crossing_video, write_video
 from evaluate import PoseEstimator, demo, export_onnx
-from evaluate.decoder.decode import DecodeParams, decode_people
 from evaluate.runtime import onnx_runner
 from evaluate.runtime.model_loader import load_model
 from evaluate.runtime.multiscale import model_predictor, multiscale_maps
@@ -95,7 +95,7 @@ def test_onnx_and_pytorch_find_the_same_people(trained_tiny_ckpt, tiny_onnx, syn
     model, _ = load_model(str(trained_tiny_ckpt), None, AGREEMENT_EVAL, CPU)
     torch_predict = model_predictor(model)
     agreements = []
-    decoder = DecodeParams.from_config(cfg.eval)
+    decoder = cfg.eval
     skeleton = onnx_predict.skeleton
     for name in IMAGES:
         image = cv2.imread(str(synthetic_sample_images / name), cv2.IMREAD_COLOR | cv2.IMREAD_IGNORE_ORIENTATION)

@@ -1,7 +1,7 @@
 """Oracle maps: the training targets of an image's own annotations, in place of the network's output.
 
 Decoding them measures the decoder's upper bound ("oracle AP"): everything the grouping loses on perfect
-maps at the network's resolution. The maps are drawn with data.targets on the grid the network would output
+maps at the network's resolution. The maps are drawn with codec.targets on the grid the network would output
 for each test scale, and for the mirrored input too when flipping, so the whole test-time path (resize,
 padding, flip fusion, scale averaging) runs exactly as with a model.
 """
@@ -11,10 +11,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from codec.pose_codec import PoseCodec
 from config.schema import TargetConfig
 from config.skeleton import Skeleton
 from data.coco_annotations import keypoint_category
-from data.targets import draw_targets
 from evaluate.runtime.multiscale import Predictor
 
 
@@ -29,6 +29,7 @@ def image_keypoints(annotations: list[dict], skeleton: Skeleton) -> np.ndarray:
 
 def oracle_predictor(keypoints: np.ndarray, targets: TargetConfig, skeleton: Skeleton, stride: int = 4) -> Predictor:
     """Predictor drawing the target maps of ``keypoints`` (P, K, 3 image pixels) for each resized input."""
+    codec = PoseCodec(skeleton, targets, stride=stride)
 
     def predict(batch: torch.Tensor, resize_xy: tuple[float, float]) -> torch.Tensor:
         hp, wp = batch.shape[2:]
@@ -37,11 +38,11 @@ def oracle_predictor(keypoints: np.ndarray, targets: TargetConfig, skeleton: Ske
         # OpenCV's resize maps pixel centres: x' = (x + 0.5) * f - 0.5
         kp[..., 0] = (kp[..., 0] + 0.5) * resize_xy[0] - 0.5
         kp[..., 1] = (kp[..., 1] + 0.5) * resize_xy[1] - 0.5
-        maps = [draw_targets(kp, None, grid, stride, targets, skeleton)]
+        maps = [codec.encode(kp, None, grid)[0]]
         if batch.shape[0] == 2:
             mirrored = skeleton.flip_keypoints(kp).copy()
             mirrored[..., 0] = wp - 1 - mirrored[..., 0]
-            maps.append(draw_targets(mirrored, None, grid, stride, targets, skeleton))
+            maps.append(codec.encode(mirrored, None, grid)[0])
         return torch.from_numpy(np.stack(maps)).to(batch.device)
 
     return predict
