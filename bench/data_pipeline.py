@@ -27,9 +27,9 @@ import cv2
 import numpy as np
 import torch
 
+from codec.targets import downscale_targets, draw_targets, keypoint_heatmaps, limb_heatmaps, mask_scales
 from config.config_file import add_config_arguments, config_from_args
-from data.dataset import SimplePoseDataset, mask_scales, sample_tensors
-from data.targets import downscale_targets, draw_targets, keypoint_heatmaps, limb_heatmaps
+from data.dataset import SimplePoseDataset, sample_tensors
 from engine.batches import make_loader
 from utils.errors import cli_main
 

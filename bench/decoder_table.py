@@ -45,12 +45,13 @@ import numpy as np
 import torch
 
 from bench.grouping import inputs_or_sample
+from codec.decoder.decode import People, decode_people
+from codec.layout import ChannelLayout
 from config.config_file import add_config_arguments, config_from_args
 from config.schema import OUTPUT_STRIDE, Config, EvalConfig
 from config.skeleton import Skeleton
 from config.skeleton_file import skeleton_of
 from data.image_files import image_path, read_image
-from evaluate.decoder.decode import DecodeParams, People, decode_people
 from evaluate.estimator import PoseEstimator
 from evaluate.inference.checkpoint_model import load_model
 from evaluate.inference.map_source import InputBatch, MapSource
@@ -81,10 +82,6 @@ class Candidate:
 
     def apply(self, cfg: EvalConfig) -> EvalConfig:
         return dataclasses.replace(cfg, **dataclasses.asdict(self))
-
-    def decoder(self, cfg: EvalConfig) -> DecodeParams:
-        """The decoder's settings of ``cfg`` with this candidate's."""
-        return DecodeParams.from_config(self.apply(cfg))
 
     def note(self) -> str:
         if self == ORIGINAL:
@@ -145,7 +142,8 @@ def cached(source: MapSource) -> MapSource:
 
 def degraded_channels(skeleton: Skeleton) -> np.ndarray:
     """The channels (c) changes: the limb and keypoint maps, the ones the decoder reads."""
-    return np.r_[skeleton.limb_channels, skeleton.keypoint_channels]
+    layout = ChannelLayout.of(skeleton)
+    return np.r_[layout.limbs, layout.keypoints]
 
 
 def random_errors(
@@ -155,7 +153,7 @@ def random_errors(
     changed = degraded_channels(skeleton)
     gains = np.ones(skeleton.num_channels)
     gains[changed] = rng.uniform(*d.gain, changed.size)
-    keypoints = skeleton.keypoint_channels
+    keypoints = ChannelLayout.of(skeleton).keypoints
     channel = np.repeat(np.arange(keypoints.start, keypoints.stop), d.bumps_per_keypoint)
     xy = rng.uniform(0, 1, (channel.size, 2)) * (image_hw[1], image_hw[0])
     return ImageErrors(gains, np.column_stack([channel, xy, rng.uniform(*d.bump_height, channel.size)]))
@@ -185,7 +183,7 @@ def degraded_source(
     """``source`` followed by the degradation ``d`` (module docstring) on every output of a batch of one image:
     the image, then its mirror when ``flip_test``. ``errors``: ``random_errors`` of the image; ``sigma`` (of the
     bumps) in input pixels; ``rng`` draws the noise."""
-    flip = np.asarray(skeleton.channel_flip)
+    flip = np.asarray(ChannelLayout.of(skeleton).flip)
     changed = degraded_channels(skeleton)
 
     def run(batch: InputBatch) -> torch.Tensor:
@@ -223,7 +221,7 @@ def decode_source(source: Source, candidates: list[Candidate], progress: bool = 
                                           skeleton=source.skeleton, key=image_id)  # fmt: skip
             for c in candidates:
                 if c.decode_height == height:
-                    people[c].append(decode_people(maps, c.decoder(source.cfg.eval), scale, skeleton=source.skeleton))
+                    people[c].append(decode_people(maps, c.apply(source.cfg.eval), scale, skeleton=source.skeleton))
     return people
 
 

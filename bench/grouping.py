@@ -20,12 +20,12 @@ import cv2
 import numpy as np
 import torch
 
+from codec.decoder.decode import decode_people
 from config.config_file import add_config_arguments, config_from_args
-from config.schema import OUTPUT_STRIDE
+from config.schema import OUTPUT_STRIDE, DecodeSettings
 from config.skeleton import Skeleton
 from config.skeleton_file import skeleton_of
 from data.image_files import read_image
-from evaluate.decoder.decode import DecodeParams, decode_people
 from evaluate.inference.map_source import ImageMeta, InputBatch
 from evaluate.inference.multiscale import (
     decode_grid,
@@ -62,7 +62,7 @@ def grid_maps(out, valid_hw, grid, flip: bool, stride: int, skeleton: Skeleton) 
     return resize_to_grid(fuse_flip(out, skeleton, flip), valid_hw, grid, stride)[0].transpose(2, 0, 1)
 
 
-def post_network(out, valid_hw, grid, image_hw, cfg, stride: int, skeleton: Skeleton, params: DecodeParams):
+def post_network(out, valid_hw, grid, image_hw, cfg, stride: int, skeleton: Skeleton, params: DecodeSettings):
     maps = grid_maps(out, valid_hw, grid, cfg.eval.flip, stride, skeleton)
     return decode_people(maps, params, (image_hw[1] / grid[1], image_hw[0] / grid[0]), skeleton=skeleton)
 
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     items = network_outputs(*inputs_or_sample(args.images, args.annotations), cfg, sk)
     stride = OUTPUT_STRIDE
     decoded = [(grid_maps(o, v, g, cfg.eval.flip, stride, sk), (hw[1] / g[1], hw[0] / g[0])) for o, v, g, hw in items]
-    params = DecodeParams.from_config(cfg.eval)
+    params = cfg.eval
     people = sum(len(decode_people(m, params, s, skeleton=sk)) for m, s in decoded)
     decode_rate = rate(lambda m, s: decode_people(m, params, s, skeleton=sk), decoded, args.repeat)
     post_rate = rate(lambda o, v, g, hw: post_network(o, v, g, hw, cfg, stride, sk, params), items, args.repeat)

@@ -39,11 +39,11 @@ import numpy as np
 import torch
 
 from bench import decoder_table
+from codec.decoder.decode import People, decode_people
 from config.config_file import add_config_arguments, config_from_args
 from config.schema import OUTPUT_STRIDE, EvalConfig
 from config.skeleton import Skeleton
 from config.skeleton_file import skeleton_of
-from evaluate.decoder.decode import DecodeParams, People, decode_people
 from evaluate.inference.multiscale import multiscale_maps
 from evaluate.inference.oracle import annotation_oracle
 from evaluate.metrics.annotations import load_coco
@@ -162,9 +162,8 @@ def _decode_one(image_id: int) -> dict[str, tuple[People, float]]:
     out = {}
     for d, c in configs.items():
         m, scale = maps[c.decode_height]
-        params = DecodeParams.from_config(c)
         start = time.perf_counter()
-        found = decode_people(m, params, scale, skeleton=skeleton)
+        found = decode_people(m, c, scale, skeleton=skeleton)
         out[d] = (found, time.perf_counter() - start)
     return out
 

@@ -26,8 +26,8 @@ import cv2
 import numpy as np
 import torch
 
+from codec.decoder.decode import People
 from config.skeleton import Skeleton
-from evaluate.decoder.decode import People
 from evaluate.estimator import PoseEstimator
 from evaluate.inference.checkpoint_model import load_model
 from evaluate.metrics.annotations import load_coco

@@ -190,38 +190,47 @@ NameMatch = Literal["exact", "spelling", "position"]  # eval.keypoint_names (con
 
 
 @dataclass
-class EvalConfig:
-    """Test-time inference and grouping (docs/evaluation.md#test-time-inference, docs/evaluation.md#decoding).
+class DecodeSettings:
+    """How the decoder reads the network's maps back into people (docs/evaluation.md#decoding): every setting of
+    ``codec.decoder`` (peaks, limb scoring, assembly), in one object. ``EvalConfig`` inherits these fields, so each
+    is the flat key ``eval.<field>`` of command lines, presets and saved configs; the decoder's functions take an
+    ``EvalConfig`` as they take a ``DecodeSettings``."""
 
-    One flat section, so that ``eval.<field>=...`` overrides stay short; the decoder reads its fields as small frozen
-    groups built once (``evaluate.decoder.decode.DecodeParams.from_config``): ``PeakParams`` (peak_threshold,
-    refine_radius, peak_score, refine_mode, refine_xy_swap_bug, max_peaks, one_per_plateau), ``LimbParams``
-    (limb_threshold, connect_ratio, limb_samples) and ``AssemblyParams`` (len_rate, connection_tolerance, remove_recon,
-    min_parts, min_mean_score, grouping, join_fragments); the rest is the multi-scale inference
-    (evaluate/inference/multiscale.py) and how it runs."""
-
-    scales: list[float] = field(default_factory=lambda: [0.5, 1.0, 1.5, 2.0, 3.0])
-    flip: bool = True
-    boxsize: int = 512  # scale 1 resizes the image height to this
-    pad_value: int = 128
-    max_downsample: int = 64  # pad the input to a multiple of this
-    max_height: int = 2600  # cap of the resized image, pixels
-    max_width: int = 3800
+    # peaks (codec/decoder/peaks.py)
     peak_threshold: float = 0.1  # thre1
-    limb_threshold: float = 0.1  # thre2
-    connect_ratio: float = 0.8  # fraction of limb samples above limb_threshold
-    limb_samples: int = 20  # mid_num
-    len_rate: float = 16.0
-    connection_tolerance: float = 0.7
     # half-size of the peak windows: decoding-grid pixels for the refinement (and window_mean), pixels of the
     # scale-1 network input for the input_window score
     refine_radius: int = 2
-    remove_recon: bool = False
+    # sub-pixel peak position: value-weighted centroid of the refinement window (original) or the vertex of
+    # a parabola through the log values of the peak and its neighbours (exact for Gaussian peaks)
+    refine_mode: RefineMode = "quadratic"
+    refine_xy_swap_bug: bool = False  # True: the original's swapped x/y peak refinement
+    # score of a refined peak: the mean of its (2 refine_radius + 1)^2 window of decoding-grid pixels (original: its
+    # share of a keypoint's blob grows as the grid gets coarser), the peak value, or the mean of as many samples one
+    # pixel of the scale-1 network input apart (input_window: the original's window on a COCO-sized image, whatever
+    # the decoding grid and the image size). Chosen by measurement: docs/benchmarks.md#decoder-settings
+    peak_score: PeakScore = "input_window"
+    # keep at most this many strongest peaks per keypoint type (guards flat maps of untrained models, where
+    # every pixel is a peak); 0: no limit, as the original
+    max_peaks: int = 100
+    # where neighbouring pixels tie at a peak's top (a plateau: maps rounded to bf16 or fp16 have many), one of them
+    # is the peak; false: each is (the original), duplicates of one keypoint that split its person in two
+    one_per_plateau: bool = True
+    # scale 1 resizes the image height to this; the input_window score samples one pixel of that input apart
+    boxsize: int = 512
+    # limb scoring (codec/decoder/limbs.py)
+    limb_threshold: float = 0.1  # thre2
+    connect_ratio: float = 0.8  # fraction of limb samples above limb_threshold
+    limb_samples: int = 20  # mid_num
+    # assembly into people (codec/decoder/assemble.py)
     # how connections become people: strongest_first (every accepted connection of every limb type, strongest
     # first, joins two partial people whose keypoint types do not overlap) or limb_order (the original: limb by
     # limb in the skeleton's order, one-to-one per limb, then connection_tolerance and remove_recon settle the
     # rest). docs/evaluation.md#person-assembly
     grouping: Grouping = "strongest_first"
+    len_rate: float = 16.0  # a merged limb may be at most this many times a person's longest
+    connection_tolerance: float = 0.7  # limb_order: merge two people through a link this strong
+    remove_recon: bool = False  # limb_order: a contested keypoint goes to its stronger link
     # after the connections, join partial people that no limb joined (a person whose middle keypoints are hidden, or
     # not found, falls apart into pieces) when one completes the other (no keypoint type in common) and their nearest
     # keypoints are within this many times the larger one's size (its keypoints' box diagonal), nearest first;
@@ -232,15 +241,22 @@ class EvalConfig:
     # The original's filter (count < 2) never fired.
     min_parts: int = 1
     min_mean_score: float = 0.45  # drop people whose total / count is below this; >= 0
-    refine_xy_swap_bug: bool = False  # True: the original's swapped x/y peak refinement
-    # sub-pixel peak position: value-weighted centroid of the refinement window (original) or the vertex of
-    # a parabola through the log values of the peak and its neighbours (exact for Gaussian peaks)
-    refine_mode: RefineMode = "quadratic"
-    # score of a refined peak: the mean of its (2 refine_radius + 1)^2 window of decoding-grid pixels (original: its
-    # share of a keypoint's blob grows as the grid gets coarser), the peak value, or the mean of as many samples one
-    # pixel of the scale-1 network input apart (input_window: the original's window on a COCO-sized image, whatever
-    # the decoding grid and the image size). Chosen by measurement: docs/benchmarks.md#decoder-settings
-    peak_score: PeakScore = "input_window"
+
+
+@dataclass
+class EvalConfig(DecodeSettings):
+    """Test-time inference and grouping (docs/evaluation.md#test-time-inference, docs/evaluation.md#decoding).
+
+    One flat section, so that ``eval.<field>=...`` overrides stay short: the decoding fields are inherited from
+    ``DecodeSettings`` (what ``codec.decoder`` reads), the rest is the multi-scale inference
+    (evaluate/inference/multiscale.py) and how it runs."""
+
+    scales: list[float] = field(default_factory=lambda: [0.5, 1.0, 1.5, 2.0, 3.0])
+    flip: bool = True
+    pad_value: int = 128
+    max_downsample: int = 64  # pad the input to a multiple of this
+    max_height: int = 2600  # cap of the resized image, pixels
+    max_width: int = 3800
     # rows of the grid the scales are averaged and decoded on: a speed setting. 192 decodes several times faster than
     # the image's size and loses nothing on COCO-like scenes, 1.4 oracle AP where people crowd (same-type keypoints a
     # few pixels apart merge: docs/benchmarks.md#grouping-in-crowds). auto: as many rows as the finest test scale's
@@ -249,12 +265,6 @@ class EvalConfig:
     # Original decoder: decode_height=0 refine_mode=centroid refine_xy_swap_bug=true min_parts=2
     # peak_score=window_mean max_peaks=0 grouping=limb_order one_per_plateau=false join_fragments=0
     decode_height: int | Literal["auto"] = 192
-    # keep at most this many strongest peaks per keypoint type (guards flat maps of untrained models, where
-    # every pixel is a peak); 0: no limit, as the original
-    max_peaks: int = 100
-    # where neighbouring pixels tie at a peak's top (a plateau: maps rounded to bf16 or fp16 have many), one of them
-    # is the peak; false: each is (the original), duplicates of one keypoint that split its person in two
-    one_per_plateau: bool = True
     max_images: int = 0  # 0: all images
     # Bad images and annotations of an evaluation's annotation file (missing, truncated or other-size images, bad
     # values, annotations of unlisted images) stop it naming the file (false), or are left out with a warning and
@@ -300,7 +310,7 @@ class TrackConfig:
 
     # People scored below this are not tracked (nor reported): the decoder's fragments of a person (a few keypoints,
     # ranked last for AP) would each start a track. 0.9167 = 0.5 + 0.5 * 5 / 6: a total keypoint and link score of
-    # 5 (evaluate/decoder/assemble.py person_scores); 0: everyone.
+    # 5 (codec/decoder/assemble.py person_scores); 0: everyone.
     min_score: float = 0.9167
     # A person may continue a track when their OKS with the track's last pose moved on by the track's velocity (the
     # skeleton's sigmas, over the keypoints found in both, scale: the larger of the two poses' whole-body sizes,

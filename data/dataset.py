@@ -34,6 +34,8 @@ import numpy as np
 import torch
 from torch.utils.data import default_collate
 
+from codec.network_input import scale_input_
+from codec.pose_codec import PoseCodec
 from config.schema import OUTPUT_STRIDE, Config
 from config.skeleton import Skeleton
 from config.skeleton_check import KeypointSet, check_compatible
@@ -51,7 +53,6 @@ from data.h5_format import (
     file_ids,
 )
 from data.jpeg import decode_bgra
-from data.targets import downscale_targets, draw_targets
 from utils.errors import DataFileError, UserError
 
 # Look-up tables from the stored mask code (bit 0 ignore, bit 1 person) to the two {0,255} masks.
@@ -113,28 +114,6 @@ def stored_keypoints(settings: dict) -> KeypointSet:
     return KeypointSet.of(load_skeleton("coco"), assumed="converted before files stored their skeleton")
 
 
-def mask_scales(mask: np.ndarray, num_scales: int, threshold: float) -> list[np.ndarray]:
-    """The ignore mask at every scale (docs/data.md#five-scales), finest first.
-
-    Scale k is the bilinear resize (align_corners=False, no antialias) by 1/2^k, which for an integer factor
-    f >= 2 is the mean of the 2x2 pixels at rows/cols f*i + f/2 - 1 and f*i + f/2; then values < threshold
-    become 0. Args: (h, w) float32 in [0, 1]. Returns: list of (h/2^k, w/2^k) float32.
-    """
-    out = []
-    for k in range(num_scales):
-        f = 2**k
-        if f == 1:
-            m = mask.copy()
-        else:
-            a = f // 2 - 1
-            m = (
-                mask[a::f, a::f] + mask[a::f, a + 1 :: f] + mask[a + 1 :: f, a::f] + mask[a + 1 :: f, a + 1 :: f]
-            ) * 0.25
-        m[m < threshold] = 0
-        out.append(m)
-    return out
-
-
 def image_to_tensor(image_hwc: np.ndarray) -> torch.Tensor:
     """(H, W, 3) uint8 -> (3, H, W) uint8 tensor sharing its memory (a channels-last view, no copy)."""
     return torch.from_numpy(image_hwc).permute(2, 0, 1)
@@ -144,14 +123,15 @@ def images_to_float(images: torch.Tensor, channels_last: bool = False) -> torch.
     """A batch of sample images, (B, 3, H, W) uint8 -> float32 in [0, 1] on the same device, channels-last in
     memory if asked (for a model converted with ``memory_format=torch.channels_last``), else contiguous NCHW.
 
-    The one place where training inputs are scaled: times float32(1/255), exactly the values the sample's float
-    image had before images became uint8 (and those evaluate/inference/multiscale.py gives its inputs).
+    Training inputs are scaled here, by the codec's input encoding (``codec.network_input``): times float32(1/255),
+    exactly the values the sample's float image had before images became uint8 (and those
+    evaluate/inference/multiscale.py gives its inputs).
     Call it after moving the batch to the device, so that the uint8 pixels are what crosses to it.
     """
     if images.dtype != torch.uint8:
         raise TypeError(f"images_to_float expects the dataset's uint8 images, got {images.dtype}")
     fmt = torch.channels_last if channels_last else torch.contiguous_format
-    return images.to(dtype=torch.float32, memory_format=fmt).mul_(1 / 255)
+    return scale_input_(images.to(dtype=torch.float32, memory_format=fmt))
 
 
 def batch_to_device(
@@ -263,6 +243,7 @@ class SimplePoseDataset(torch.utils.data.Dataset):
         self.input_hw = (cfg.data.input_size, cfg.data.input_size)
         self.stride = OUTPUT_STRIDE
         self.grid_hw = (self.input_hw[0] // self.stride, self.input_hw[1] // self.stride)
+        self.codec = PoseCodec(self.skeleton, cfg.targets, stride=self.stride)  # draws the targets
         self._epoch = torch.zeros(1, dtype=torch.int64).share_memory_()
         self._file: h5py.File | None = None
         self._blobs: dict[str, h5py.Dataset] = {}
@@ -418,9 +399,8 @@ class SimplePoseDataset(torch.utils.data.Dataset):
         pixels, pixel_matrix = self.decode_stored_image(image, matrix)
         warped = self.augment_image(pixels, pixel_matrix, params)
         mask_miss, mask_all = self.warp_masks(image, matrix)
-        masks = mask_scales(mask_miss, cfg.model.num_scales, cfg.loss.mask_threshold)
-        targets = draw_targets(keypoints, mask_all, self.grid_hw, self.stride, cfg.targets, self.skeleton)
-        targets = downscale_targets(targets, cfg.model.num_scales)
+        masks = self.codec.encode_masks(mask_miss, cfg.model.num_scales, cfg.loss.mask_threshold)
+        targets = self.codec.encode(keypoints, mask_all, self.grid_hw, cfg.model.num_scales)
         sample = sample_tensors(warped, targets, masks)
         sample["meta"] = {"image_id": int(self.image_id[image]), "index": index, "epoch": epoch, "flip": params.flip}
         return sample

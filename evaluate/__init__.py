@@ -10,8 +10,8 @@ and across a video's frames, a folder of pictures or a camera (evaluate/track.py
     for frame in estimator.stream("clip.mp4", PoseTracker(estimator.skeleton, TrackConfig(smooth=True))):
         frame.people  # each with .track_id
 
-The names below are imported when first used, so that ``import evaluate.decoder`` (numpy only) or
-``evaluate.metrics`` does not load torch.
+The names below are imported when first used, so that importing a part of ``evaluate`` that needs no network
+(``evaluate.metrics``, ``evaluate.track``) does not load torch.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@
 The one "image in, people out" path of the repository: ``evaluate.coco_eval``, the demo, the quick start's picture
 and the oracle all run through ``PoseEstimator.people``: a map source (a network, an ONNX file, or the oracle that
 draws the ground truth's own maps: evaluate/inference/map_source.py) under multi-scale + flip inference
-(evaluate/inference/multiscale.py), then the decoder (evaluate/decoder/decode.py), with the run's ``eval``
+(evaluate/inference/multiscale.py), then the decoder (codec/decoder/decode.py), with the run's ``eval``
 settings.
 """
 
@@ -25,11 +25,12 @@ from typing import Any, Protocol, overload
 import numpy as np
 import torch
 
+from codec.decoder.decode import People
+from codec.pose_codec import PoseCodec
 from config.config_file import with_overrides
 from config.schema import OUTPUT_STRIDE, Config, EvalConfig
 from config.skeleton import Skeleton
 from data.image_files import ImageFileError
-from evaluate.decoder.decode import DecodeParams, People, decode_people
 from evaluate.image_input import ImageLike, as_bgr_list
 from evaluate.inference.checkpoint_model import load_model
 from evaluate.inference.inference_setup import inference_setup
@@ -117,7 +118,7 @@ class PoseEstimator:
     def __init__(self, source: MapSource, cfg: EvalConfig, skeleton: Skeleton, device: torch.device):
         self.source = source
         self.cfg = cfg
-        self.decoder = DecodeParams.from_config(cfg)  # the decoder's settings, built once from cfg
+        self.codec = PoseCodec(skeleton, decoding=cfg)  # decodes with cfg's decoding fields (DecodeSettings)
         self.skeleton = skeleton
         self.device = device
         self.timing = Timing()
@@ -245,7 +246,7 @@ class PoseEstimator:
                 )
                 t1 = time.perf_counter()  # the maps are in host memory: the device's queued work is done
                 for i, (one, scale) in zip(chunk, maps):
-                    out[i] = decode_people(one, self.decoder, scale, skeleton=self.skeleton)
+                    out[i] = self.codec.decode(one, scale)
                 self.timing.network_s += t1 - t0
                 self.timing.decoding_s += time.perf_counter() - t1
         self.total_timing.add(self.timing)

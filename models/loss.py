@@ -25,22 +25,13 @@ from typing import Literal
 import torch
 from torch import nn
 
+from codec.layout import channel_groups
 from config.config_file import ConfigError
 from config.schema import Config, LossConfig
 from config.skeleton import Skeleton
 from config.skeleton_check import KeypointSet, check_compatible
 from config.skeleton_file import skeleton_of
 from utils.errors import UserError
-
-
-def channel_groups(skeleton: Skeleton) -> dict[str, slice]:
-    """The channels of each loss group in ``skeleton``'s layout: limb, keypoint, person_mask, max_keypoint."""
-    return {
-        "limb": skeleton.limb_channels,
-        "keypoint": skeleton.keypoint_channels,
-        "person_mask": slice(skeleton.person_mask_channel, skeleton.person_mask_channel + 1),
-        "max_keypoint": slice(skeleton.max_keypoint_channel, skeleton.max_keypoint_channel + 1),
-    }
 
 
 def channel_weights(cfg: LossConfig, skeleton: Skeleton) -> torch.Tensor:

@@ -10,9 +10,10 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
+from codec.targets import mask_scales
 from config.config_file import load_config
 from data import augment
-from data.dataset import SimplePoseDataset, collate, images_to_float, mask_scales
+from data.dataset import SimplePoseDataset, collate, images_to_float
 from evaluate.inference.multiscale import prepare_input
 from tests.helpers import COCO
 from utils.errors import DataFileError, UserError

@@ -5,10 +5,14 @@ import dataclasses
 
 import numpy as np
 import pytest
+import torch
 
+from codec.layout import channel_groups
+from codec.network_input import pixels_to_input, scale_input_
+from codec.pose_codec import PoseCodec
+from codec.targets import downscale_targets, draw_targets, keypoint_heatmaps, limb_heatmaps, mask_scales
 from config import skeleton as sk
 from config.schema import TargetConfig
-from data.targets import downscale_targets, draw_targets, keypoint_heatmaps, limb_heatmaps
 from tests.helpers import COCO
 
 GRID = (128, 128)
@@ -108,3 +112,33 @@ def test_downscale_is_block_mean():
         f = 2**k
         expected = t.reshape(50, 128 // f, f, 128 // f, f).mean(axis=(2, 4))
         np.testing.assert_allclose(s, expected, atol=1e-6)
+
+
+def test_the_codec_encodes_as_the_stages_do():
+    """``PoseCodec.encode`` / ``encode_masks`` are the drawing, the downscaling and the mask scales, bit for bit; its
+    layout is the skeleton's; the network input's /255 is the same in numpy and in torch."""
+    rng = np.random.default_rng(0)
+    kp = np.concatenate(
+        [rng.uniform(0, 256, (3, COCO.num_keypoints, 2)), rng.integers(0, 3, (3, COCO.num_keypoints, 1))], -1
+    )
+    mask_all, mask_miss = (rng.uniform(0, 1, (64, 64)).astype(np.float32) for _ in range(2))
+    cfg = TargetConfig(sigma=7.0)
+    codec = PoseCodec(COCO, cfg, stride=4)
+    got = codec.encode(kp, mask_all, (64, 64), num_scales=5)
+    want = downscale_targets(draw_targets(kp, mask_all, (64, 64), 4, cfg, COCO), 5)
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(got, want, strict=True))
+    got_masks, want_masks = codec.encode_masks(mask_miss, 5, 0.5), mask_scales(mask_miss, 5, 0.5)
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(got_masks, want_masks, strict=True))
+    layout = codec.layout
+    assert (layout.limbs, layout.keypoints, layout.flip) == (
+        COCO.limb_channels,
+        COCO.keypoint_channels,
+        COCO.channel_flip,
+    )
+    assert (layout.person_mask, layout.max_keypoint, layout.num_channels) == (48, 49, 50)
+    assert channel_groups(COCO) == {"limb": slice(0, 30), "keypoint": slice(30, 48), "person_mask": slice(48, 49),
+                                    "max_keypoint": slice(49, 50)}  # fmt: skip
+    pixels = rng.integers(0, 256, (3, 8, 9), dtype=np.uint8)
+    on_torch = scale_input_(torch.from_numpy(pixels).float()).numpy()
+    assert pixels_to_input(pixels).tobytes() == on_torch.tobytes()
+    assert pixels_to_input(pixels).dtype == np.float32

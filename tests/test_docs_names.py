@@ -16,7 +16,7 @@ from pathlib import Path
 from config.schema import DataConfig
 from utils.paths import REPO_ROOT
 
-PACKAGES = ("utils", "config", "data", "models", "checkpoint", "evaluate", "engine", "bench", "tests")
+PACKAGES = ("utils", "config", "codec", "data", "models", "checkpoint", "evaluate", "engine", "bench", "tests")
 REFERENCE = re.compile(r"(?<![\w./-])((?:" + "|".join(PACKAGES) + r")(?:\.[A-Za-z_]\w*)+)")
 FILE_SUFFIXES = {"yaml", "yml", "json", "jsonl", "py", "md", "pt", "pth", "h5", "txt", "png", "jpg", "onnx", "csv"}
 CONFIG_KEYS = {"data": {f.name for f in dataclasses.fields(DataConfig)}}
@@ -79,12 +79,12 @@ def test_every_cited_source_file_exists():
 def test_references_are_found_and_checked():
     text = (
         "`models.weights.load_state`, `python -m evaluate.coco_eval`, data.skeleton=coco, `config.yaml`,"
-        " torch.utils.data.DataLoader, runs/data.x, `evaluate.decoder.decode.DecodeParams.from_config(cfg)`."
+        " torch.utils.data.DataLoader, runs/data.x, `codec.pose_codec.PoseCodec.decode(maps)`."
     )
     assert references(text) == {"models.weights.load_state", "evaluate.coco_eval",
-                                "evaluate.decoder.decode.DecodeParams.from_config"}  # fmt: skip
+                                "codec.pose_codec.PoseCodec.decode"}  # fmt: skip
     assert all(unresolved(name) is None for name in references(text))
     assert unresolved("models.weights.load_initial_weights") == "models.weights has no 'load_initial_weights'"
     assert unresolved("evaluate.runtime.cubic_weights") == "evaluate has no 'runtime'"
-    assert PATH.findall("`evaluate/decoder/peaks.py`, cache/data/x.py, engine/trainer.py:80") == [
-        "evaluate/decoder/peaks.py", "engine/trainer.py"]  # fmt: skip
+    assert PATH.findall("`codec/decoder/peaks.py`, cache/data/x.py, engine/trainer.py:80") == [
+        "codec/decoder/peaks.py", "engine/trainer.py"]  # fmt: skip

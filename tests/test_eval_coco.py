@@ -10,8 +10,8 @@ import pytest
 import torch
 from torch import nn
 
+from codec.decoder.decode import People
 from config.schema import Config
-from evaluate.decoder.decode import People
 from evaluate.evaluation import evaluate_model, evaluate_oracle
 from evaluate.metrics.coco_results import coco_results, results_text
 from evaluate.metrics.keypoint_stats import STAT_NAMES

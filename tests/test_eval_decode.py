@@ -5,12 +5,14 @@ import dataclasses
 import numpy as np
 import pytest
 
-from config.schema import EvalConfig, TargetConfig
-from data.targets import draw_targets
-from evaluate.decoder.assemble import AssemblyParams, assemble_people, person_scores
-from evaluate.decoder.decode import DecodeParams, decode_people
-from evaluate.decoder.limbs import LimbParams, match_limb, score_pairs
-from evaluate.decoder.peaks import PeakParams, find_peaks, local_maxima
+from codec.decoder.assemble import assemble_people, person_scores
+from codec.decoder.decode import decode_people
+from codec.decoder.limbs import match_limb, score_pairs
+from codec.decoder.peaks import find_peaks, local_maxima
+from codec.pose_codec import PoseCodec
+from codec.targets import draw_targets
+from config.config_file import config_from_dict, load_config, save_config, to_dict
+from config.schema import DecodeSettings, EvalConfig, TargetConfig
 from evaluate.metrics.coco_results import coco_results
 from tests.helpers import COCO, internal_to_dataset, person
 
@@ -31,9 +33,9 @@ def to_coco(kp: np.ndarray) -> np.ndarray:
     return out
 
 
-def decoder(**eval_overrides) -> DecodeParams:
+def decoder(**eval_overrides) -> EvalConfig:
     """The decoder's settings of ``eval.*`` with ``eval_overrides``."""
-    return DecodeParams.from_config(EvalConfig(**eval_overrides))
+    return EvalConfig(**eval_overrides)
 
 
 def decode_drawn(people: list[np.ndarray], grid_hw=(64, 80), **cfg_overrides):
@@ -58,13 +60,13 @@ def assert_found(decoded, truth: np.ndarray, tol: float = 1.0):
 # ----------------------------------------------------------------------------------------------- peaks
 def test_peak_subpixel_position_and_score():
     heat = gaussian_map(40, 50, x=20.3, y=11.7)[None]
-    params = PeakParams(peak_threshold=0.1, refine_radius=2, peak_score="window_mean", refine_mode="quadratic")
+    params = DecodeSettings(peak_threshold=0.1, refine_radius=2, peak_score="window_mean", refine_mode="quadratic")
     peaks, part = find_peaks(heat, params)
     assert len(peaks) == 1 and part[0] == 0
     assert peaks[0, 0] == pytest.approx(20.3, abs=0.01) and peaks[0, 1] == pytest.approx(11.7, abs=0.01)
     window = heat[0, 10:15, 18:23]
     assert peaks[0, 2] == pytest.approx(window.mean(), rel=1e-6)
-    params = PeakParams(peak_threshold=0.1, refine_radius=2, peak_score="peak", refine_mode="centroid")
+    params = DecodeSettings(peak_threshold=0.1, refine_radius=2, peak_score="peak", refine_mode="centroid")
     peaks, _ = find_peaks(heat, params)
     assert peaks[0, 2] == pytest.approx(heat[0, 12, 20])
     # the centroid moves the right way along each axis (less far: the window pulls towards the centre)
@@ -73,7 +75,7 @@ def test_peak_subpixel_position_and_score():
 
 def test_refine_xy_swap_bug_reproduces_the_original():
     heat = gaussian_map(40, 50, x=20.3, y=11.7)[None]
-    original = PeakParams(peak_threshold=0.1, refine_radius=2, peak_score="window_mean", refine_mode="centroid")
+    original = DecodeSettings(peak_threshold=0.1, refine_radius=2, peak_score="window_mean", refine_mode="centroid")
     good, _ = find_peaks(heat, original)
     bad, _ = find_peaks(heat, dataclasses.replace(original, refine_xy_swap_bug=True))
     assert bad[0, 0] - 20 == pytest.approx(good[0, 1] - 12)
@@ -89,7 +91,7 @@ def test_local_maxima_threshold_plateau_and_border():
     assert list(zip(k, y, x)) == [(0, 3, 3), (0, 3, 4), (1, 0, 9)]
     k, y, x = local_maxima(heat, 0.1)
     assert list(zip(k, y, x)) == [(0, 3, 3), (1, 0, 9)]
-    params = PeakParams(peak_threshold=0.1, refine_radius=2, peak_score="window_mean", refine_mode="quadratic")
+    params = DecodeSettings(peak_threshold=0.1, refine_radius=2, peak_score="window_mean", refine_mode="quadratic")
     peaks, _ = find_peaks(heat, params)
     assert tuple(peaks[-1]) == (9.0, 0.0, 0.5)  # too close to the border: integer position, own value
 
@@ -123,7 +125,7 @@ def test_limb_scoring_accepts_the_drawn_limb_only():
     cell = lambda xy: (np.asarray(xy) + 0.5) / STRIDE - 0.5  # noqa: E731
     a = cell([kp[0, 2, :2]])
     b = cell([kp[0, 3, :2], kp[0, 7, :2]])  # the true elbow and the left wrist
-    params = LimbParams(limb_threshold=0.1, connect_ratio=0.8, limb_samples=20)
+    params = DecodeSettings(limb_threshold=0.1, connect_ratio=0.8, limb_samples=20)
     score, length, accepted = score_pairs(maps[limb], a, b, (STRIDE, STRIDE), 256, params)
     assert accepted.tolist() == [[True, False]]
     assert score[0, 0] > 0.8
@@ -135,7 +137,7 @@ def test_limb_scoring_accepts_the_drawn_limb_only():
 def test_limb_length_prior_penalises_long_limbs():
     limb_map = np.ones((10, 100), np.float32)
     a, b = np.array([[0.0, 5.0]]), np.array([[99.0, 5.0]])
-    params = LimbParams(limb_threshold=0.1, connect_ratio=0.8, limb_samples=20)
+    params = DecodeSettings(limb_threshold=0.1, connect_ratio=0.8, limb_samples=20)
     score, _, _ = score_pairs(limb_map, a, b, (1.0, 1.0), 100.0, params)
     assert score[0, 0] == pytest.approx(1 + 0.5 * 100 / 99 - 1)
 
@@ -152,7 +154,7 @@ def test_person_found_through_the_to_end_receives_the_from_end():
     # limb (0 -> 1) starts a person; limb (2 -> 1) reaches it through peak 1, its "to" end.
     limbs = ((0, 1), (2, 1))
     conns = [np.array([[0, 1, 0.9, 10.0]]), np.array([[2, 1, 0.9, 10.0]])]
-    slots, totals = assemble_people(conns, limbs, np.ones(3), np.array([0, 1, 2]), 3, AssemblyParams(min_parts=2))
+    slots, totals = assemble_people(conns, limbs, np.ones(3), np.array([0, 1, 2]), 3, DecodeSettings(min_parts=2))
     assert slots.tolist() == [[0, 1, 2]]  # the original dropped peak 2 here
     assert totals[0] == pytest.approx(3 + 0.9 * 2)
 
@@ -161,15 +163,15 @@ def test_partial_people_merge_and_filters():
     limbs = ((0, 1), (2, 3), (1, 2))
     conns = [np.array([[0, 1, 0.9, 10.0]]), np.array([[2, 3, 0.9, 10.0]]), np.array([[1, 2, 0.8, 10.0]])]
     part = np.array([0, 1, 2, 3, 3])
-    params = AssemblyParams(min_parts=2)
+    params = DecodeSettings(min_parts=2)
     slots, _ = assemble_people(conns, limbs, np.ones(5), part, 4, params)
     assert slots.tolist() == [[0, 1, 2, 3]]  # merged; the lone peak 4 is dropped
-    slots, totals = assemble_people(conns, limbs, np.ones(5), part, 4, AssemblyParams(min_parts=1))
+    slots, totals = assemble_people(conns, limbs, np.ones(5), part, 4, DecodeSettings(min_parts=1))
     assert slots.tolist() == [[0, 1, 2, 3], [-1, -1, -1, 4]] and totals[1] == 1.0
-    slots, _ = assemble_people(conns, limbs, np.ones(5), part, 4, AssemblyParams(min_parts=5))
+    slots, _ = assemble_people(conns, limbs, np.ones(5), part, 4, DecodeSettings(min_parts=5))
     assert len(slots) == 0
     weak = np.full(5, 0.1)
-    slots, _ = assemble_people(conns, limbs, weak, part, 4, AssemblyParams(min_mean_score=0.9))
+    slots, _ = assemble_people(conns, limbs, weak, part, 4, DecodeSettings(min_mean_score=0.9))
     assert len(slots) == 0
 
 
@@ -231,10 +233,10 @@ def test_decodes_a_person_cut_by_the_image_border():
 
 
 def test_empty_and_tiny_maps_give_no_people():
-    assert len(decode_people(np.zeros((50, 30, 40), np.float32), DecodeParams(), skeleton=COCO)) == 0
-    assert len(decode_people(np.zeros((50, 1, 1), np.float32), DecodeParams(), skeleton=COCO)) == 0
+    assert len(decode_people(np.zeros((50, 30, 40), np.float32), DecodeSettings(), skeleton=COCO)) == 0
+    assert len(decode_people(np.zeros((50, 1, 1), np.float32), DecodeSettings(), skeleton=COCO)) == 0
     with pytest.raises(ValueError):
-        decode_people(np.zeros((20, 10, 10), np.float32), DecodeParams(), skeleton=COCO)
+        decode_people(np.zeros((20, 10, 10), np.float32), DecodeSettings(), skeleton=COCO)
 
 
 def test_a_lone_keypoint_is_a_one_keypoint_person():
@@ -252,8 +254,8 @@ def test_a_lone_keypoint_is_a_one_keypoint_person():
 def test_flat_maps_are_capped_to_the_strongest_peaks():
     heat = np.ones((2, 30, 40), np.float32)
     heat[0, 5, 7] = 2.0
-    params = PeakParams(peak_threshold=0.1, refine_radius=2, peak_score="peak", refine_mode="quadratic", max_peaks=10,
-                        one_per_plateau=False)  # fmt: skip
+    params = DecodeSettings(peak_threshold=0.1, refine_radius=2, peak_score="peak", refine_mode="quadratic",
+                            max_peaks=10, one_per_plateau=False)  # fmt: skip
     peaks, part = find_peaks(heat, params)
     assert np.bincount(part).tolist() == [10, 10]
     assert [7.0, 5.0, 2.0] in peaks[part == 0].tolist()
@@ -269,24 +271,28 @@ def test_contested_keypoint_goes_to_the_stronger_link_with_remove_recon():
     limbs = ((0, 1), (2, 1), (0, 2))
     conns = [np.array([[0, 1, 0.9, 10.0]]), np.array([[2, 3, 0.5, 10.0]]), np.array([[0, 2, 0.95, 10.0]])]
     part = np.array([0, 1, 2, 1])
-    kept, _ = assemble_people(conns, limbs, np.ones(4), part, 3, AssemblyParams(remove_recon=False, min_parts=1))
+    kept, _ = assemble_people(conns, limbs, np.ones(4), part, 3, DecodeSettings(remove_recon=False, min_parts=1))
     assert kept.tolist() == [[0, 1, -1], [-1, 3, 2]]
-    removed, _ = assemble_people(conns, limbs, np.ones(4), part, 3, AssemblyParams(remove_recon=True, min_parts=1))
+    removed, _ = assemble_people(conns, limbs, np.ones(4), part, 3, DecodeSettings(remove_recon=True, min_parts=1))
     assert removed.tolist() == [[0, 1, -1], [-1, 3, -1], [-1, -1, 2]]
 
 
-def test_each_decoder_setting_has_its_eval_name():
-    """Every setting of the decoder is the ``eval.*`` key of its name: a changed key reaches its field, and no field
-    has a name of its own."""
+def test_each_decoder_setting_is_a_flat_eval_key(tmp_path):
+    """The decoder's settings are ``eval.*`` keys, unchanged: from the command line, from a saved config (such as the
+    one inside a checkpoint) and in a preset, each reaches the decoder by its own name."""
     changed = {"peak_threshold": 0.3, "refine_radius": 1, "peak_score": "peak", "refine_mode": "centroid",
                "refine_xy_swap_bug": True, "max_peaks": 7, "limb_threshold": 0.2, "connect_ratio": 0.6,
                "limb_samples": 9, "len_rate": 4.0, "connection_tolerance": 0.5, "remove_recon": True, "min_parts": 3,
                "min_mean_score": 0.4, "boxsize": 256, "grouping": "limb_order", "join_fragments": 0.1,
                "one_per_plateau": False}  # fmt: skip
-    defaults = EvalConfig()
-    assert all(changed[k] != getattr(defaults, k) for k in changed)
-    params = DecodeParams.from_config(EvalConfig(**changed))
-    groups = {"peaks": params.peaks, "limbs": params.limbs, "assembly": params.assembly}
-    read = {f.name: getattr(group, f.name) for group in groups.values() for f in dataclasses.fields(group)}
-    read["boxsize"] = params.boxsize
-    assert read == changed
+    assert set(changed) == {f.name for f in dataclasses.fields(DecodeSettings)}
+    assert all(changed[k] != getattr(EvalConfig(), k) for k in changed)
+    from_command_line = load_config(None, [f"eval.{k}={v}" for k, v in changed.items()])
+    save_config(from_command_line, tmp_path / "config.yaml")
+    for cfg in (from_command_line, config_from_dict(to_dict(from_command_line)), load_config(tmp_path / "config.yaml")):
+        assert isinstance(cfg.eval, DecodeSettings)
+        assert {k: getattr(cfg.eval, k) for k in changed} == changed
+    maps = draw_targets(np.stack([person(60, 40), person(200, 50)]), None, (64, 80), STRIDE, TargetConfig(), COCO)
+    got = PoseCodec(COCO, decoding=from_command_line.eval).decode(maps, STRIDE)
+    want = decode_people(maps, DecodeSettings(**changed), STRIDE, skeleton=COCO)
+    assert np.array_equal(got.keypoints, want.keypoints) and np.array_equal(got.scores, want.scores)

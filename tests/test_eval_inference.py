@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
+from codec.decoder.decode import decode_people
 from config.schema import EvalConfig, TargetConfig
-from evaluate.decoder.decode import DecodeParams, decode_people
 from evaluate.inference.map_source import network_source
 from evaluate.inference.multiscale import (
     decode_grid,
@@ -74,7 +74,7 @@ def test_multiscale_flip_oracle_pipeline_recovers_a_person(decode_height):
     cfg = EvalConfig(scales=[0.7, 1.0, 1.6], flip=True, boxsize=256, decode_height=decode_height)
     maps, scale = multiscale_maps(image, cfg, keypoints_oracle(kp, TargetConfig(), COCO), CPU, skeleton=COCO)
     assert maps.shape == (50, *decode_grid(200, 300, cfg)) and maps.dtype == np.float32
-    people = decode_people(maps, DecodeParams.from_config(cfg), scale, skeleton=COCO)
+    people = decode_people(maps, cfg, scale, skeleton=COCO)
     assert len(people) == 1
     expected = np.zeros((17, 2))
     for i, c in enumerate(internal_to_dataset(COCO)):
@@ -131,7 +131,7 @@ def two_people_decoded(image_hw: tuple[int, int], decode_height: int, peak_score
     cfg = EvalConfig(scales=[0.5, 1.0, 2.0], decode_height=decode_height, peak_score=peak_score, min_parts=2)
     image = np.zeros((*image_hw, 3), np.uint8)
     maps, scale = multiscale_maps(image, cfg, keypoints_oracle(kp, TargetConfig(), COCO), CPU, skeleton=COCO)
-    people = decode_people(maps, DecodeParams.from_config(cfg), scale, skeleton=COCO)
+    people = decode_people(maps, cfg, scale, skeleton=COCO)
     assert len(people) == 2 and (people.keypoints[:, :, 2] > 0).all()
     order = np.argsort(people.keypoints[:, 0, 0])
     return people.keypoints[order, :, 2], people.scores[order]

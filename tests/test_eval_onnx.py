@@ -10,10 +10,10 @@ import onnx
 import pytest
 import torch
 
+from codec.decoder.decode import decode_people
 from config.config_file import ConfigError, to_dict
 from data.synthetic_video import crossing_video, write_video
 from evaluate import PoseEstimator, demo, export_onnx
-from evaluate.decoder.decode import DecodeParams, decode_people
 from evaluate.inference import onnx_export, onnx_runner
 from evaluate.inference.checkpoint_model import load_model
 from evaluate.inference.map_source import network_source
@@ -96,7 +96,7 @@ def test_onnx_and_pytorch_find_the_same_people(trained_tiny_ckpt, tiny_onnx, syn
     model, _ = load_model(str(trained_tiny_ckpt), None, AGREEMENT_EVAL, CPU)
     torch_predict = network_source(model)
     agreements = []
-    decoder = DecodeParams.from_config(cfg.eval)
+    decoder = cfg.eval
     skeleton = onnx_predict.skeleton
     for name in IMAGES:
         image = cv2.imread(str(synthetic_sample_images / name), cv2.IMREAD_COLOR | cv2.IMREAD_IGNORE_ORIENTATION)

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from scipy.optimize import linear_sum_assignment
 
-from config.schema import EvalConfig, TargetConfig
-from evaluate.decoder.assemble import AssemblyParams, assemble_strongest_first
-from evaluate.decoder.decode import DecodeParams, People, decode_people
-from evaluate.decoder.peaks import local_maxima
+from codec.decoder.assemble import assemble_strongest_first
+from codec.decoder.decode import People, decode_people
+from codec.decoder.peaks import local_maxima
+from config.schema import DecodeSettings, EvalConfig, TargetConfig
 from evaluate.inference.multiscale import multiscale_maps
 from evaluate.inference.oracle import keypoints_oracle
 from evaluate.metrics.oks import oks_matrix
@@ -41,7 +41,7 @@ def decoded(kp: np.ndarray, image_hw=(480, 640), maps_dtype=np.float32, **eval_o
     cfg = dataclasses.replace(EvalConfig(scales=[0.5, 1.0, 2.0]), **eval_overrides)
     maps, scale = oracle_maps(kp, image_hw, cfg)
     maps = maps.astype(maps_dtype).astype(np.float32)
-    return decode_people(maps, DecodeParams.from_config(cfg), scale, skeleton=COCO)
+    return decode_people(maps, cfg, scale, skeleton=COCO)
 
 
 def dataset_truth(kp: np.ndarray) -> np.ndarray:
@@ -160,7 +160,7 @@ def test_strongest_connection_wins_a_contested_keypoint_whatever_the_limb_order(
     weak = np.array([[0, 1, 0.5, 10, 0.5]])
     strong = np.array([[0, 2, 0.9, 10, 0.9]])
     other = np.array([[1, 3, 0.7, 10, 0.7]])
-    params = AssemblyParams(min_parts=2)
+    params = DecodeSettings(min_parts=2)
     for connections in ([weak, strong, other], [other, strong, weak]):
         slots, totals = assemble_strongest_first(connections, scores, parts, 3, params)
         people = sorted(map(tuple, slots.tolist()))
@@ -174,7 +174,7 @@ def test_fragments_join_the_nearest_person_they_complete():
     scores, parts = np.ones(6), np.array([0, 1, 0, 1, 2, 3])
     xy = np.array([[0, 0], [0, 20], [100, 0], [100, 20], [101, 28], [101, 60]], float)
     connections = [np.array([[0, 1, 1, 20, 1], [2, 3, 1, 20, 1]]), np.array([[4, 5, 1, 25, 1]])]
-    joined, _ = assemble_strongest_first(connections, scores, parts, 4, AssemblyParams(join_fragments=0.75), xy)
+    joined, _ = assemble_strongest_first(connections, scores, parts, 4, DecodeSettings(join_fragments=0.75), xy)
     assert sorted(map(tuple, joined.tolist())) == [(0, 1, -1, -1), (2, 3, 4, 5)]
-    apart, _ = assemble_strongest_first(connections, scores, parts, 4, AssemblyParams(join_fragments=0.2), xy)
+    apart, _ = assemble_strongest_first(connections, scores, parts, 4, DecodeSettings(join_fragments=0.2), xy)
     assert len(apart) == 3

@@ -1,10 +1,10 @@
 """Imports run one way, from the ground up (docs/design.md#layers):
 
-    utils  <  config  <  data, models  <  checkpoint  <  evaluate  <  engine  <  entry points, bench, tests
+    utils  <  config  <  codec  <  data, models  <  checkpoint  <  evaluate  <  engine  <  entry points, bench, tests
 
 A module imports only modules of the layers below its own, or of its own package; the packages of one layer do not
 import each other (data and models are independent); no modules import each other, directly or round a circle.
-Inside ``evaluate`` the same rule holds for its stages: decoder < inference, metrics < the rest (``EVALUATE_STAGES``).
+Inside ``evaluate`` the same rule holds for its stages: inference, metrics < the rest (``EVALUATE_STAGES``).
 Nothing but the tests imports a command (``command_modules``).
 Every import counts: at the top of a module, inside a function, or under ``TYPE_CHECKING``.
 
@@ -14,6 +14,7 @@ The graph is read from the source with ``ast`` (nothing is imported), so the tes
 from __future__ import annotations
 
 import ast
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -23,24 +24,25 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS: dict[str, int] = {
     "utils": 0,
     "config": 1,
-    "data": 2,
-    "models": 2,
-    "checkpoint": 3,
-    "evaluate": 4,
-    "engine": 5,
-    "train": 6,
-    "train_parallel": 6,
-    "train_distributed": 6,
-    "bench": 6,
-    "tests": 6,
+    "codec": 2,
+    "data": 3,
+    "models": 3,
+    "checkpoint": 4,
+    "evaluate": 5,
+    "engine": 6,
+    "train": 7,
+    "train_parallel": 7,
+    "train_distributed": 7,
+    "bench": 7,
+    "tests": 7,
 }
-ENTRY_LAYER = 6
+ENTRY_LAYER = 7
 
-# Stages inside evaluate/, the same rule one level down: the decoder stands alone (maps -> people, numpy only); the
-# inference (images -> maps) and the metrics (people -> figures) build on the decoder only; the rest of evaluate (the
-# estimator API, the tracker, drawing, the commands) on all three.
-EVALUATE_STAGES: dict[str, int] = {"evaluate.decoder": 0, "evaluate.inference": 1, "evaluate.metrics": 1}
-EVALUATE_TOP = 2
+# Stages inside evaluate/, the same rule one level down: the inference (images -> maps) and the metrics (people ->
+# figures) stand apart (each builds on the codec, a layer below); the rest of evaluate (the estimator API, the
+# evaluation loop, the tracker, drawing, the commands) on both.
+EVALUATE_STAGES: dict[str, int] = {"evaluate.inference": 0, "evaluate.metrics": 0}
+EVALUATE_TOP = 1
 
 
 def module_files(root: Path = ROOT) -> dict[str, Path]:
@@ -244,13 +246,13 @@ def test_evaluate_stages_import_downwards():
 
 def test_the_stage_check_finds_an_import_up_and_across():
     graph = {
-        "evaluate.decoder.peaks": {"evaluate.decoder.resample", "evaluate.inference.multiscale"},  # up
-        "evaluate.metrics.oks": {"evaluate.decoder.decode", "evaluate.inference.oracle"},  # across
+        "evaluate.inference.oracle": {"evaluate.inference.multiscale", "evaluate.estimator"},  # up
+        "evaluate.metrics.oks": {"codec.decoder.decode", "evaluate.inference.oracle"},  # across
         "evaluate.estimator": {"evaluate.inference.multiscale", "evaluate.metrics.oks", "evaluate.demo"},
     }
     assert stage_imports(graph) == [
-        "evaluate.decoder.peaks (stage 0) -> evaluate.inference.multiscale (stage 1)",
-        "evaluate.metrics.oks (stage 1) -> evaluate.inference.oracle (stage 1)",
+        "evaluate.inference.oracle (stage 0) -> evaluate.estimator (stage 1)",
+        "evaluate.metrics.oks (stage 0) -> evaluate.inference.oracle (stage 0)",
     ]
 
 
@@ -274,5 +276,20 @@ def test_the_checks_find_an_upward_import_and_a_circle(tmp_path):
     (tmp_path / "engine" / "hooks.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
                                                    "    from engine.trainer import StepResult\n")  # fmt: skip
     graph = import_graph(tmp_path)
-    assert upward_imports(graph) == ["models.part (layer 2) -> evaluate.decode (layer 4)"]
+    assert upward_imports(graph) == ["models.part (layer 3) -> evaluate.decode (layer 5)"]
     assert cycles(graph) == [["engine.hooks", "engine.trainer"], ["evaluate.decode", "evaluate.part"]]
+
+
+def test_the_codec_needs_no_more_than_numpy_and_opencv():
+    """The codec (targets, decoder, layout) runs wherever the data pipeline or the decoder does: of the libraries
+    outside the standard one it imports only numpy and OpenCV (no torch)."""
+    project = set(LAYERS)
+    found = set()
+    for path in sorted((ROOT / "codec").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                found.add(node.module.split(".")[0])
+    third_party = found - project - set(sys.stdlib_module_names)
+    assert third_party <= {"numpy", "cv2"}, f"the codec imports {sorted(third_party - {'numpy', 'cv2'})}"

@@ -13,8 +13,8 @@ import torch
 
 import evaluate.inference.inference_setup as inference_setup_module
 import utils.precision as up
+from codec.decoder.decode import decode_people
 from config.schema import EvalConfig, TargetConfig
-from evaluate.decoder.decode import DecodeParams, decode_people
 from evaluate.estimator import PoseEstimator
 from evaluate.inference.multiscale import multiscale_maps
 from evaluate.inference.oracle import annotation_oracle
@@ -147,7 +147,7 @@ def test_channels_last_gives_the_maps_and_people_of_nchw(trained_tiny_ckpt, synt
     images = [cv2.imread(str(synthetic_sample_images / name)) for name in (LANDSCAPE, PORTRAIT, SMALL)]
     nchw = trained_tiny_maps(trained_tiny_ckpt, images, amp="off", channels_last="off")
     nhwc = trained_tiny_maps(trained_tiny_ckpt, images, amp="off", channels_last="on")
-    decoder = DecodeParams.from_config(EvalConfig(**SMALL_EVAL))
+    decoder = EvalConfig(**SMALL_EVAL)
     agreements = []
     for (a, scale), (b, _) in zip(nchw, nhwc):
         assert np.abs(a - b).max() < 1e-4  # float32 rounding of other kernels (measured: ~1e-6)
@@ -177,7 +177,7 @@ def test_decoding_finds_the_same_people_in_maps_rounded_to_bf16(synthetic_sample
     layer outputs them: the same people matched by OKS, keypoints within 1 px."""
     coco = load_coco(synthetic_sample_annotations)
     cfg = EvalConfig(**SMALL_EVAL)
-    decoder = DecodeParams.from_config(cfg)
+    decoder = cfg
     agreements = []
     for image_id in sorted(coco.imgs)[:12]:
         image = cv2.imread(str(synthetic_sample_images / coco.imgs[image_id]["file_name"]))

@@ -23,10 +23,11 @@ import cv2
 import numpy as np
 import torch
 
+from codec.decoder.resample import cubic_weights
+from codec.network_input import pixels_to_input, scale_input_
 from config.schema import OUTPUT_STRIDE, EvalConfig, ResizeBackend
 from config.skeleton import Skeleton
 from config.skeleton_check import KeypointSet, check_compatible
-from evaluate.decoder.resample import cubic_weights
 from evaluate.inference.map_source import ImageMeta, InputBatch, MapSource
 
 _FLIP_INDEX: dict[tuple[tuple[int, ...], torch.device], torch.Tensor] = {}  # (channel_flip, device) -> index
@@ -82,7 +83,7 @@ def prepare_input(
     resized = cv2.resize(image, (wr, hr), interpolation=cv2.INTER_CUBIC)
     padded = np.full((hp, wp, 3), cfg.pad_value, np.uint8)
     padded[:hr, :wr] = resized
-    return padded.astype(np.float32) * np.float32(1 / 255), (hr, wr)  # as data.dataset.images_to_float
+    return pixels_to_input(padded), (hr, wr)
 
 
 def make_batch(padded: list[np.ndarray], flip: bool, device: torch.device) -> torch.Tensor:
@@ -139,7 +140,7 @@ def prepare_on_device(
     batch[:, :, :hr, :wr] = x
     if cfg.flip:
         batch = torch.cat([batch, batch.flip(-1)])
-    return batch.mul_(1 / 255)
+    return scale_input_(batch)
 
 
 def fuse_flip(out: torch.Tensor, skeleton: Skeleton, flip: bool = True) -> torch.Tensor:

@@ -1,11 +1,11 @@
 """Oracle maps: the training targets of an image's own annotations, in place of the network's output.
 
-Decoding them measures the decoder's upper bound ("oracle AP"): everything the grouping loses on perfect
-maps at the network's resolution. ``OracleSource`` is a map source like the network: for each image of a batch it
-draws the targets of that image's people (found by the image's ``ImageMeta.key``) with data.targets on the grid the
-network would output for the input the image was made into (its meta's resize and padding), and for the mirrored
-input too when flipping, so the whole test-time path (resize, padding, flip fusion, scale averaging) runs exactly as
-with a model.
+Decoding them measures the decoder's upper bound ("oracle AP"): everything the grouping loses on perfect maps at the
+network's resolution. ``OracleSource`` is a map source like the network: for each image of a batch it draws the targets
+of that image's people (found by the image's ``ImageMeta.key``) with the codec (codec/targets.py) on the grid the
+network would output for the input the image was made into (its meta's resize and padding), and for the mirrored input
+too when flipping, so the whole test-time path (resize, padding, flip fusion, scale averaging) runs exactly as with a
+model.
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from collections.abc import Callable, Hashable
 import numpy as np
 import torch
 
+from codec.pose_codec import PoseCodec
 from config.schema import OUTPUT_STRIDE, TargetConfig
 from config.skeleton import Skeleton
 from data.coco_annotations import keypoint_category
-from data.targets import draw_targets
 from evaluate.inference.map_source import ImageMeta, InputBatch
 
 
@@ -43,9 +43,9 @@ class OracleSource:
         stride: int = OUTPUT_STRIDE,
     ):
         self.keypoints_of = keypoints_of
-        self.targets = targets
         self.skeleton = skeleton
         self.stride = stride
+        self.codec = PoseCodec(skeleton, targets, stride=stride)
 
     def __call__(self, batch: InputBatch) -> torch.Tensor:
         direct = [self.maps(meta, mirrored=False) for meta in batch.metas]
@@ -65,7 +65,7 @@ class OracleSource:
         if mirrored:
             kp = self.skeleton.flip_keypoints(kp).copy()
             kp[..., 0] = wp - 1 - kp[..., 0]
-        return draw_targets(kp, None, grid, self.stride, self.targets, self.skeleton)
+        return self.codec.encode(kp, None, grid)[0]
 
 
 def annotation_oracle(

@@ -11,8 +11,8 @@ import json
 
 import numpy as np
 
+from codec.decoder.decode import People
 from data.coco_annotations import PERSON_CATEGORY
-from evaluate.decoder.decode import People
 
 
 def coco_results(

@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from codec.decoder.decode import People
 from config.skeleton import Skeleton
 from data.coco_annotations import PERSON_CATEGORY
-from evaluate.decoder.decode import People
 from evaluate.metrics.coco_results import coco_results, results_text, sort_results
 from evaluate.metrics.diagnosis import diagnose
 from evaluate.metrics.diagnosis_report import summary_text, write_diagnosis

@@ -1,6 +1,6 @@
 """SimplePose from any folder: the Python API and the commands of a checkout, without installing its generic
-top-level packages (``config``, ``data``, ``models``, ``checkpoint``, ``evaluate``, ``engine``, ``utils``) into
-site-packages.
+top-level packages (``config``, ``codec``, ``data``, ``models``, ``checkpoint``, ``evaluate``, ``engine``,
+``utils``) into site-packages.
 
     pip install -e /path/to/SimplePose              # once: installs this small package only, linked to the checkout
     from simplepose import PoseEstimator            # then from any folder: the names of ``evaluate``
@@ -22,7 +22,7 @@ from pathlib import Path
 # this file is <checkout>/shim/simplepose/__init__.py (pip install -e links it; a copy is refused below)
 ROOT = Path(__file__).resolve().parents[2]
 # the checkout's top-level packages; a module of one of these names imported from elsewhere would hide them
-PACKAGES = ("utils", "config", "data", "models", "checkpoint", "evaluate", "engine")
+PACKAGES = ("utils", "config", "codec", "data", "models", "checkpoint", "evaluate", "engine")
 
 
 def _use_checkout() -> None:

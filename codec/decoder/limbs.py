@@ -5,25 +5,9 @@ See docs/evaluation.md#limb-scoring.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from config.schema import EvalConfig
-from evaluate.decoder.settings import from_eval_config
-
-
-@dataclass(frozen=True)
-class LimbParams:
-    """How a limb map is sampled between two candidates (``eval.*``, defaults from ``config.schema.EvalConfig``)."""
-
-    limb_threshold: float = EvalConfig.limb_threshold  # the original's thre2
-    connect_ratio: float = EvalConfig.connect_ratio  # fraction of the samples that must exceed the threshold
-    limb_samples: int = EvalConfig.limb_samples  # at most this many samples along the limb (the original's mid_num)
-
-    @classmethod
-    def from_config(cls, cfg: EvalConfig) -> LimbParams:
-        return from_eval_config(cls, cfg)
+from config.schema import DecodeSettings
 
 
 def score_pairs(
@@ -32,7 +16,7 @@ def score_pairs(
     b_xy: np.ndarray,
     scale_xy: tuple[float, float],
     image_height: float,
-    params: LimbParams,
+    params: DecodeSettings,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Score every (a_i, b_j) pair of one limb type.
 

@@ -12,31 +12,11 @@ Fixes (docs/differences.md#person-assembly):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from config.schema import EvalConfig, Grouping
-from evaluate.decoder.settings import from_eval_config
+from config.schema import DecodeSettings
 
 EMPTY = -1
-
-
-@dataclass(frozen=True)
-class AssemblyParams:
-    """How connections become people (``eval.*``, defaults from ``config.schema.EvalConfig``)."""
-
-    len_rate: float = EvalConfig.len_rate  # a merged limb may be at most this many times a person's longest
-    connection_tolerance: float = EvalConfig.connection_tolerance  # merge two people through a link this strong
-    remove_recon: bool = EvalConfig.remove_recon  # a contested keypoint goes to its stronger link
-    min_parts: int = EvalConfig.min_parts  # drop people with fewer keypoints; 1 also keeps lone keypoints
-    min_mean_score: float = EvalConfig.min_mean_score  # drop people whose total / count is lower
-    grouping: Grouping = EvalConfig.grouping  # strongest_first, or limb_order (the original's)
-    join_fragments: float = EvalConfig.join_fragments
-
-    @classmethod
-    def from_config(cls, cfg: EvalConfig) -> AssemblyParams:
-        return from_eval_config(cls, cfg)
 
 
 class _PartialPeople:
@@ -112,7 +92,7 @@ def assemble_people(
     peak_score: np.ndarray,
     peak_part: np.ndarray,
     num_parts: int,
-    params: AssemblyParams,
+    params: DecodeSettings,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Group limb connections into people.
 
@@ -164,7 +144,7 @@ def assemble_strongest_first(
     peak_score: np.ndarray,
     peak_part: np.ndarray,
     num_parts: int,
-    params: AssemblyParams,
+    params: DecodeSettings,
     peak_xy: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Group connections into people, strongest evidence first, whatever the limb (docs/evaluation.md#person-assembly).
@@ -304,7 +284,7 @@ def _extend(people: _PartialPeople, p, a, pa, b, pb, s, length, scores, len_rate
         people.attach(p, a, pa, s, length, scores)
 
 
-def _two_people(people: _PartialPeople, p1, p2, a, pa, b, pb, s, length, scores, params: AssemblyParams) -> None:
+def _two_people(people: _PartialPeople, p1, p2, a, pa, b, pb, s, length, scores, params: DecodeSettings) -> None:
     """pa and pb belong to two different people: merge them, or settle a contested keypoint."""
     s1, s2 = people.slots[p1], people.slots[p2]
     disjoint = all(x == EMPTY or y == EMPTY for x, y in zip(s1, s2))

@@ -1,5 +1,5 @@
 """OpenCV's bicubic kernel, shared by the decoder's sampled peak score (``peaks.sampled_window_mean``) and the
-test-time runtime's resize of maps onto the decoding grid (``evaluate.inference.multiscale``)."""
+test-time inference's resize of maps onto the decoding grid (``evaluate.inference.multiscale``)."""
 
 from __future__ import annotations
 

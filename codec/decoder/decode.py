@@ -1,7 +1,7 @@
 """From one image's averaged maps to people: peaks, limb scoring, greedy assembly (docs/evaluation.md#decoding).
 
-params = DecodeParams.from_config(cfg.eval)   # built once; its parts: PeakParams, LimbParams, AssemblyParams
-people = decode_people(maps, params, scale=(sx, sy), skeleton=skeleton)
+people = decode_people(maps, cfg.eval, scale=(sx, sy), skeleton=skeleton)   # any config.schema.DecodeSettings
+people = PoseCodec(skeleton, decoding=cfg.eval).decode(maps, (sx, sy))     # the same, through the codec
 people.keypoints  # (P, D, 3) the skeleton's dataset order (COCO: 17): x, y in image pixels, score (0 = not found)
 people.scores     # (P,) person score in [0, 1): 2+ keypoints in [0.5, 1) in the original's order, lone keypoints below
 """
@@ -12,11 +12,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from config.schema import EvalConfig
+from codec.decoder.assemble import assemble_people, assemble_strongest_first, person_scores
+from codec.decoder.limbs import candidate_pairs, match_limb, score_pairs
+from codec.decoder.peaks import find_peaks
+from codec.layout import ChannelLayout
+from config.schema import DecodeSettings
 from config.skeleton import Skeleton
-from evaluate.decoder.assemble import AssemblyParams, assemble_people, assemble_strongest_first, person_scores
-from evaluate.decoder.limbs import LimbParams, candidate_pairs, match_limb, score_pairs
-from evaluate.decoder.peaks import PeakParams, find_peaks
 
 MIN_KEYPOINT_SCORE = 1e-4  # the lowest score of a found keypoint (0 means not found); the results JSON keeps 4 decimals
 
@@ -26,7 +27,7 @@ class People:
     """The people found in one image: the decoder's result (``decode_people``), in the dataset's keypoint order."""
 
     keypoints: np.ndarray  # (P, D, 3) float64: x, y (image pixels), keypoint score in (0, 1]; all 0 when not found
-    scores: np.ndarray  # (P,) float64 person scores in [0, 1) (``evaluate.decoder.assemble.person_scores``)
+    scores: np.ndarray  # (P,) float64 person scores in [0, 1) (``codec.decoder.assemble.person_scores``)
 
     def __len__(self) -> int:
         return len(self.scores)
@@ -37,34 +38,11 @@ class People:
         return People(np.zeros((0, num_keypoints, 3)), np.zeros(0))
 
 
-@dataclass(frozen=True)
-class DecodeParams:
-    """Every setting of the decoder, built once from ``eval.*`` (``from_config``) and passed by name; each setting
-    has the name of its ``eval.*`` key (``evaluate.decoder.settings``).
-
-    ``boxsize``: the image height scale 1 resizes to (``eval.boxsize``): the ``input_window`` score's samples are one
-    pixel of that input apart."""
-
-    peaks: PeakParams = PeakParams()
-    limbs: LimbParams = LimbParams()
-    assembly: AssemblyParams = AssemblyParams()
-    boxsize: int = EvalConfig.boxsize
-
-    @classmethod
-    def from_config(cls, cfg: EvalConfig) -> DecodeParams:
-        return cls(
-            peaks=PeakParams.from_config(cfg),
-            limbs=LimbParams.from_config(cfg),
-            assembly=AssemblyParams.from_config(cfg),
-            boxsize=cfg.boxsize,
-        )
-
-
 def find_connections(
     limb_maps: np.ndarray,
     peaks: np.ndarray,
     part: np.ndarray,
-    params: LimbParams,
+    params: DecodeSettings,
     scale_xy: tuple[float, float],
     image_height: float,
     skeleton: Skeleton,
@@ -92,39 +70,40 @@ def find_connections(
 
 
 def decode_people(
-    maps: np.ndarray, params: DecodeParams, scale: float | tuple[float, float] = 1.0, *, skeleton: Skeleton
+    maps: np.ndarray, params: DecodeSettings, scale: float | tuple[float, float] = 1.0, *, skeleton: Skeleton
 ) -> People:
     """Decode the people of one image.
 
     Args:
         maps: (C' >= L + K, h, w) float averaged maps in ``skeleton``'s channel layout (the two auxiliary channels
             are not read).
-        params: the decoder's settings (``DecodeParams.from_config(cfg.eval)``, or built by hand).
+        params: the decoder's settings (``cfg.eval``, or a ``DecodeSettings`` built by hand); ``params.boxsize``:
+            the image height scale 1 resizes to, so the ``input_window`` score's samples are one pixel of that
+            input apart.
         scale: image pixels per map pixel, one number or (sx, sy); a map pixel centre x maps to the image
             coordinate (x + 0.5) * sx - 0.5.
         skeleton: what each channel is, and the dataset order of the result.
     """
     sx, sy = (scale, scale) if np.isscalar(scale) else scale
     maps = np.asarray(maps, dtype=np.float32)
-    channels = skeleton.keypoint_channels
+    layout = ChannelLayout.of(skeleton)
+    channels = layout.keypoints
     if maps.ndim != 3 or maps.shape[0] < channels.stop:
         raise ValueError(f"maps must be (>= {channels.stop}, h, w), got {maps.shape}")
     heat = maps[channels]
     image_height = maps.shape[1] * sy
     input_px = image_height / params.boxsize  # image pixels per pixel of the scale-1 network input
-    peaks, part = find_peaks(heat, params.peaks, window_step=(input_px / sx, input_px / sy))
+    peaks, part = find_peaks(heat, params, window_step=(input_px / sx, input_px / sy))
     if len(peaks) == 0:
         return People.empty(skeleton.num_dataset_keypoints)
-    limb_maps = maps[skeleton.limb_channels]
-    in_order = params.assembly.grouping == "limb_order"
-    connections = find_connections(limb_maps, peaks, part, params.limbs, (sx, sy), image_height, skeleton, in_order)
+    limb_maps = maps[layout.limbs]
+    in_order = params.grouping == "limb_order"
+    connections = find_connections(limb_maps, peaks, part, params, (sx, sy), image_height, skeleton, in_order)
     if in_order:
-        slots, totals = assemble_people(
-            connections, skeleton.limbs, peaks[:, 2], part, skeleton.num_keypoints, params.assembly
-        )
+        slots, totals = assemble_people(connections, skeleton.limbs, peaks[:, 2], part, skeleton.num_keypoints, params)
     else:
         slots, totals = assemble_strongest_first(
-            connections, peaks[:, 2], part, skeleton.num_keypoints, params.assembly, peaks[:, :2] * (sx, sy)
+            connections, peaks[:, 2], part, skeleton.num_keypoints, params, peaks[:, :2] * (sx, sy)
         )
     return people_from_slots(slots, totals, peaks, (sx, sy), skeleton)
 
@@ -137,7 +116,7 @@ def people_from_slots(
     skeleton: Skeleton,
 ) -> People:
     """(P, K) peak ids -> dataset-order keypoints in image pixels (derived keypoints such as COCO's neck dropped)
-    and person scores (``evaluate.decoder.assemble.person_scores``).
+    and person scores (``codec.decoder.assemble.person_scores``).
 
     A keypoint's score is its peak's, clipped to [``MIN_KEYPOINT_SCORE``, 1]: a network's peaks overshoot its
     targets' 1 and a window-mean score can fall to 0 or below, where a found keypoint would read as not found. The

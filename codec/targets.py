@@ -1,4 +1,5 @@
-"""Training targets drawn on the output grid: keypoint and limb heatmaps, person mask, max channel, scales.
+"""The codec's encode side: training targets drawn on the output grid (keypoint and limb heatmaps, person mask, max
+channel) and the targets and ignore masks at every scale.
 
 Grid cell ``(i_y, i_x)`` has its centre at ``(stride*i_x + stride/2 - 0.5, stride*i_y + stride/2 - 0.5)`` in
 input pixels (docs/data.md#output-grid); every distance is measured in input pixels. Channel layout: the
@@ -24,6 +25,7 @@ import math
 import cv2
 import numpy as np
 
+from codec.layout import ChannelLayout
 from config.schema import TargetConfig
 from config.skeleton import Skeleton
 
@@ -233,10 +235,11 @@ def draw_targets(
         (C, h, w) float32 in [0, 1].
     """
     kp = np.asarray(keypoints).reshape(-1, skeleton.num_keypoints, 3)
-    out = np.zeros((skeleton.num_channels, *grid_hw), np.float32)
-    _draw_limbs(out[skeleton.limb_channels], kp, stride, cfg, skeleton)
-    _draw_keypoints(out[skeleton.keypoint_channels], kp, stride, cfg, max_map=out[skeleton.max_keypoint_channel])
-    out[skeleton.person_mask_channel] = person_mask_channel(mask_all, grid_hw)
+    layout = ChannelLayout.of(skeleton)
+    out = np.zeros((layout.num_channels, *grid_hw), np.float32)
+    _draw_limbs(out[layout.limbs], kp, stride, cfg, skeleton)
+    _draw_keypoints(out[layout.keypoints], kp, stride, cfg, max_map=out[layout.max_keypoint])
+    out[layout.person_mask] = person_mask_channel(mask_all, grid_hw)
     return out  # every channel is in [0, 1] by construction, so the original's final clip is not needed
 
 
@@ -259,3 +262,25 @@ def downscale_targets(targets: np.ndarray, num_scales: int) -> list[np.ndarray]:
         half = cv2.resize(t.reshape(c * t.shape[1], t.shape[2]), (tw, c * th), interpolation=cv2.INTER_AREA)
         scales.append(half.reshape(c, th, tw))
     return scales
+
+
+def mask_scales(mask: np.ndarray, num_scales: int, threshold: float) -> list[np.ndarray]:
+    """The ignore mask at every scale (docs/data.md#five-scales), finest first.
+
+    Scale k is the bilinear resize (align_corners=False, no antialias) by 1/2^k, which for an integer factor
+    f >= 2 is the mean of the 2x2 pixels at rows/cols f*i + f/2 - 1 and f*i + f/2; then values < threshold
+    become 0. Args: (h, w) float32 in [0, 1]. Returns: list of (h/2^k, w/2^k) float32.
+    """
+    out = []
+    for k in range(num_scales):
+        f = 2**k
+        if f == 1:
+            m = mask.copy()
+        else:
+            a = f // 2 - 1
+            m = (
+                mask[a::f, a::f] + mask[a::f, a + 1 :: f] + mask[a + 1 :: f, a::f] + mask[a + 1 :: f, a + 1 :: f]
+            ) * 0.25
+        m[m < threshold] = 0
+        out.append(m)
+    return out

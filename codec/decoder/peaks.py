@@ -6,35 +6,15 @@ Coordinates are map pixels, x to the right, y down, integer = pixel centre.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import cv2
 import numpy as np
 
-from config.schema import EvalConfig, PeakScore, RefineMode
-from evaluate.decoder.resample import cubic_weights
-from evaluate.decoder.settings import from_eval_config
+from codec.decoder.resample import cubic_weights
+from config.schema import DecodeSettings
 
 _KERNEL_3X3 = np.ones((3, 3), np.uint8)
 _CV_MAX_CHANNELS = 128  # OpenCV (5.0) filters take at most this many channels at once
 _PRECEDING_OFFSETS = ((-1, -1), (-1, 0), (-1, 1), (0, -1))  # (dy, dx) before a pixel in row-major order
-
-
-@dataclass(frozen=True)
-class PeakParams:
-    """How peaks are found and refined (``eval.*``, defaults from ``config.schema.EvalConfig``)."""
-
-    peak_threshold: float = EvalConfig.peak_threshold  # the original's thre1
-    refine_radius: int = EvalConfig.refine_radius  # half-size of the refinement / score window
-    peak_score: PeakScore = EvalConfig.peak_score  # "window_mean", "peak" or "input_window"
-    refine_mode: RefineMode = EvalConfig.refine_mode  # "centroid" (the original) or "quadratic"
-    refine_xy_swap_bug: bool = EvalConfig.refine_xy_swap_bug  # the original's swapped x/y centroid refinement
-    max_peaks: int = EvalConfig.max_peaks  # strongest peaks kept per keypoint type; 0: all
-    one_per_plateau: bool = EvalConfig.one_per_plateau  # tied neighbours at the top give one peak, not several
-
-    @classmethod
-    def from_config(cls, cfg: EvalConfig) -> PeakParams:
-        return from_eval_config(cls, cfg)
 
 
 def local_maxima(
@@ -81,7 +61,7 @@ def refine_peaks(
     k: np.ndarray,
     y: np.ndarray,
     x: np.ndarray,
-    params: PeakParams,
+    params: DecodeSettings,
     window_step: tuple[float, float] = (1.0, 1.0),
 ) -> np.ndarray:
     """Sub-pixel peak positions and scores, with r = ``params.refine_radius``.
@@ -210,7 +190,7 @@ def strongest_per_channel(
     return k[keep], y[keep], x[keep]
 
 
-def find_peaks(heat: np.ndarray, params: PeakParams, window_step: tuple[float, float] = (1.0, 1.0)):
+def find_peaks(heat: np.ndarray, params: DecodeSettings, window_step: tuple[float, float] = (1.0, 1.0)):
     """Peaks of every keypoint channel of a (K, h, w) map, as ``params`` says.
 
     Returns (peaks, part): peaks (N, 3) rows (x, y, score) in map pixels, ordered by part (ids are row
