@@ -93,10 +93,10 @@ def onnx_predictor(model: torch.nn.Module, cfg, folder: Path, threads: int) -> O
 
 def measure(estimator: PoseEstimator, images: list, threads: int) -> Timing:
     torch.set_num_threads(threads)
-    estimator.people(images)  # warm-up, untimed: the kernels (and weight layouts) of these input sizes
+    estimator.predict_batch(images)  # warm-up, untimed: the kernels (and weight layouts) of these input sizes
     total = Timing()
     for image in images:
-        estimator.people([image])
+        estimator.predict_batch([image])
         total.add(estimator.timing)
     return total
 

@@ -45,8 +45,9 @@ import numpy as np
 import torch
 
 from bench.grouping import inputs_or_sample
-from codec.decoder.decode import People, decode_people
+from codec.decoder.decode import decode_people
 from codec.layout import ChannelLayout
+from codec.person import Person
 from config.config_file import add_config_arguments, config_from_args
 from config.schema import OUTPUT_STRIDE, Config, EvalConfig
 from config.skeleton import Skeleton
@@ -208,9 +209,11 @@ def degraded_source(
     return run
 
 
-def decode_source(source: Source, candidates: list[Candidate], progress: bool = True) -> dict[Candidate, list[People]]:
+def decode_source(
+    source: Source, candidates: list[Candidate], progress: bool = True
+) -> dict[Candidate, list[list[Person]]]:
     """Every candidate's people on every image of ``source``, in ``source.image_ids`` order."""
-    people: dict[Candidate, list[People]] = {c: [] for c in candidates}
+    people: dict[Candidate, list[list[Person]]] = {c: [] for c in candidates}
     heights = sorted({c.decode_height for c in candidates}, reverse=True)
     for image_id in progress_bar(source.image_ids, desc=source.name, unit="img", disable=not progress):
         image = read_image(image_path(source.images_dir, source.coco.imgs[image_id], "the annotation file"))
@@ -225,7 +228,7 @@ def decode_source(source: Source, candidates: list[Candidate], progress: bool = 
     return people
 
 
-def score(source: Source, people: list[People]) -> tuple[float, float]:
+def score(source: Source, people: list[list[Person]]) -> tuple[float, float]:
     """(AP, AR) of one candidate's people on ``source``."""
     results = coco_results(source.image_ids, people)
     stats, _ = coco_keypoint_stats(source.coco, results, source.image_ids, source.skeleton.sigmas)

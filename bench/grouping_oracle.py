@@ -39,7 +39,8 @@ import numpy as np
 import torch
 
 from bench import decoder_table
-from codec.decoder.decode import People, decode_people
+from codec.decoder.decode import decode_people
+from codec.person import Person
 from config.config_file import add_config_arguments, config_from_args
 from config.schema import OUTPUT_STRIDE, EvalConfig
 from config.skeleton import Skeleton
@@ -136,11 +137,11 @@ def oracle_maps(coco, image_id: int, cfg, skeleton: Skeleton, heights: list[int]
 
 
 def decode_all(coco, ids: list[int], cfg, skeleton: Skeleton, decoders: list[str], progress: bool, jobs: int = 1):
-    """{decoder: [People per image]} and {decoder: seconds spent decoding}."""
+    """{decoder: [people of each image]} and {decoder: seconds spent decoding}."""
     global _WORK
     configs = {d: decoder_config(cfg.eval, d) for d in decoders}
     _WORK = (coco, cfg, skeleton, configs)
-    people: dict[str, list[People]] = {d: [] for d in decoders}
+    people: dict[str, list[list[Person]]] = {d: [] for d in decoders}
     seconds = dict.fromkeys(decoders, 0.0)
     with multiprocessing.get_context("fork").Pool(jobs) if jobs > 1 else contextlib.nullcontext() as pool:
         results = pool.imap(_decode_one, ids, chunksize=2) if pool is not None else map(_decode_one, ids)
@@ -154,7 +155,7 @@ def decode_all(coco, ids: list[int], cfg, skeleton: Skeleton, decoders: list[str
 _WORK = None  # (coco, cfg, skeleton, {decoder: EvalConfig}) of decode_all, read by its worker processes
 
 
-def _decode_one(image_id: int) -> dict[str, tuple[People, float]]:
+def _decode_one(image_id: int) -> dict[str, tuple[list[Person], float]]:
     coco, cfg, skeleton, configs = _WORK
     torch.set_num_threads(1)
     heights = list(dict.fromkeys(c.decode_height for c in configs.values()))
@@ -168,7 +169,7 @@ def _decode_one(image_id: int) -> dict[str, tuple[People, float]]:
     return out
 
 
-def score(coco, ids, people: list[People], skeleton: Skeleton) -> tuple[dict, dict]:
+def score(coco, ids, people: list[list[Person]], skeleton: Skeleton) -> tuple[dict, dict]:
     results = coco_results(ids, people)
     stats, _ = keypoint_stats(coco, results, ids, skeleton)
     d = diagnose(coco, results, skeleton, ids)

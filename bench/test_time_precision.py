@@ -26,7 +26,7 @@ import cv2
 import numpy as np
 import torch
 
-from codec.decoder.decode import People
+from codec.person import Person, keypoint_array
 from config.skeleton import Skeleton
 from evaluate.estimator import PoseEstimator
 from evaluate.inference.checkpoint_model import load_model
@@ -43,7 +43,7 @@ CPU = torch.device("cpu")
 class Side:
     name: str
     skeleton: Skeleton
-    people: dict[int, People] = field(default_factory=dict)
+    people: dict[int, list[Person]] = field(default_factory=dict)
     seconds: float = 0.0
 
 
@@ -67,7 +67,7 @@ def run_side(name: str, ckpt: str, overrides: list[str], files: dict[int, Path])
         image = cv2.imread(str(path), cv2.IMREAD_COLOR | cv2.IMREAD_IGNORE_ORIENTATION)
         if image is None:
             raise UserError(f"{path}: not a readable image", file=path)
-        side.people[image_id] = estimator.people([image])[0]
+        side.people[image_id] = estimator.predict_batch([image])[0]
         side.seconds += estimator.timing.network_s + estimator.timing.decoding_s
     return side
 
@@ -76,7 +76,7 @@ def summary(ref: Side, cand: Side, coco, ids: list[int]) -> list[str]:
     skeleton = ref.skeleton
     lines = []
     for side in (ref, cand):
-        people = sum(len(side.people[i].scores) for i in ids)
+        people = sum(len(side.people[i]) for i in ids)
         line = f"{side.name}: {people} people on {len(ids)} images, {len(ids) / side.seconds:.2f} images/s"
         if coco is not None:
             stats, _ = keypoint_stats(coco, coco_results(ids, [side.people[i] for i in ids]), ids, skeleton)
@@ -84,7 +84,8 @@ def summary(ref: Side, cand: Side, coco, ids: list[int]) -> list[str]:
         lines.append(line)
     for what, min_score in (("all people", 0.0), ("people of 2+ keypoints (score >= 0.5)", 0.5)):
         distances: list[float] = []
-        kept = {id(side): {i: side.people[i].keypoints[side.people[i].scores >= min_score] for i in ids}
+        k = skeleton.num_dataset_keypoints
+        kept = {id(side): {i: keypoint_array([p for p in side.people[i] if p.score >= min_score], k) for i in ids}
                 for side in (cand, ref)}  # fmt: skip
         parts = [people_agreement(kept[id(cand)][i], kept[id(ref)][i], skeleton.sigmas, distances=distances)
                  for i in ids]  # fmt: skip

@@ -3,7 +3,7 @@
     codec = PoseCodec(skeleton, cfg.targets, cfg.eval)          # cfg.eval: the decoding settings (DecodeSettings)
     targets = codec.encode(keypoints, mask_all, grid_hw, num_scales)   # [(C, h/2^k, w/2^k)] float32, finest first
     masks = codec.encode_masks(mask_miss, num_scales, cfg.loss.mask_threshold)
-    people = codec.decode(maps, scale)                           # People: dataset-order keypoints, person scores
+    people = codec.decode(maps, scale)                           # list[Person]: dataset-order keypoints, a score each
     codec.layout.keypoints, codec.layout.flip, codec.layout.groups()   # the channel layout (codec.layout)
 
 Encoding: ``codec.targets`` (docs/data.md#targets); decoding: ``codec.decoder`` (docs/evaluation.md#decoding); the
@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from codec.decoder.decode import People, decode_people
+from codec.decoder.decode import decode_people
 from codec.layout import ChannelLayout
+from codec.person import Person
 from codec.targets import downscale_targets, draw_targets, mask_scales
 from config.schema import OUTPUT_STRIDE, DecodeSettings, TargetConfig
 from config.skeleton import Skeleton
@@ -55,7 +56,7 @@ class PoseCodec:
         """The ignore mask (1 = supervise) at every scale, finest first (``codec.targets.mask_scales``)."""
         return mask_scales(mask_miss, num_scales, threshold)
 
-    def decode(self, maps: np.ndarray, scale: float | tuple[float, float] = 1.0) -> People:
+    def decode(self, maps: np.ndarray, scale: float | tuple[float, float] = 1.0) -> list[Person]:
         """The people of one image's averaged maps (``codec.decoder.decode.decode_people``): ``scale`` image pixels
         per map pixel, one number or (sx, sy)."""
         return decode_people(maps, self.decoding, scale, skeleton=self.skeleton)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 _HOME = {
     "FAST": "evaluate.fast_setting",
     "Frame": "evaluate.estimator",
-    "Person": "evaluate.estimator",
+    "Person": "codec.person",
     "PoseEstimator": "evaluate.estimator",
     "PoseTracker": "evaluate.track",
     "Timing": "evaluate.estimator",
@@ -44,8 +44,9 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from codec.person import Person
     from config.schema import TrackConfig
-    from evaluate.estimator import Frame, Person, PoseEstimator, Timing, VideoFrame, coco_results_json
+    from evaluate.estimator import Frame, PoseEstimator, Timing, VideoFrame, coco_results_json
     from evaluate.fast_setting import FAST
     from evaluate.track import PoseTracker
 

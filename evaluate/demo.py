@@ -45,6 +45,7 @@ import math
 from dataclasses import replace
 from pathlib import Path
 
+from codec.person import Person
 from config.config_file import add_config_arguments, config_from_args, load_config, parse_overrides
 from config.schema import Config, TrackConfig
 from config.skeleton_file import skeleton_of
@@ -60,7 +61,7 @@ from evaluate.demo_output import (
     planned_outputs,
     video_name,
 )
-from evaluate.estimator import Person, PoseEstimator, coco_results_json
+from evaluate.estimator import PoseEstimator, coco_results_json
 from evaluate.fast_setting import fast_overrides
 from evaluate.image_list import file_image_ids
 from evaluate.inference.checkpoint_model import load_model

@@ -16,9 +16,9 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from codec.person import Person
 from config.skeleton import Skeleton
 from evaluate.draw import Trails, draw_detections, draw_tracked
-from evaluate.estimator import Person
 from evaluate.inputs import Inputs
 from evaluate.track import PoseTracker
 from utils.errors import UserError

@@ -25,7 +25,7 @@ from typing import Any, Protocol, overload
 import numpy as np
 import torch
 
-from codec.decoder.decode import People
+from codec.person import Person
 from codec.pose_codec import PoseCodec
 from config.config_file import with_overrides
 from config.schema import OUTPUT_STRIDE, Config, EvalConfig
@@ -45,17 +45,6 @@ from models.fold import fold_batchnorm
 from models.weights import unwrap
 from utils.distributed import select_device
 from utils.text import counted
-
-
-@dataclass(frozen=True)
-class Person:
-    """One person found in an image."""
-
-    keypoints: np.ndarray  # (K, 3) float64, the skeleton's dataset order: x, y (image pixels), score in (0, 1];
-    # a keypoint that was not found has x = y = NaN and score 0
-    score: float  # the person's score in [0, 1) (higher: more evidence): 2+ keypoints in [0.5, 1), lone keypoints below
-    box: tuple[float, float, float, float]  # x, y, width, height (image pixels) around the found keypoints
-    track_id: int | None = None  # the person's identity across a video's frames (evaluate.PoseTracker), from 1
 
 
 @dataclass(frozen=True)
@@ -213,14 +202,9 @@ class PoseEstimator:
 
     def predict_batch(self, images: Sequence[ImageLike], keys: Sequence[Hashable] | None = None) -> list[list[Person]]:
         """The people of each image (any sizes, any kinds ``__call__`` takes), in the order given; up to
-        ``eval.batch_size`` images of one size share each forward pass. ``keys``: as in ``people``."""
-        return [persons(p) for p in self.people(images, keys)]
-
-    def people(self, images: Sequence[ImageLike], keys: Sequence[Hashable] | None = None) -> list[People]:
-        """The decoder's arrays for each image: ``People.keypoints`` (P, K, 3), all 0 where not found, and
-        ``People.scores`` (P,). ``keys``: what names each image for the map source (``ImageMeta.key``: the oracle
-        finds its annotations by it; a network ignores it); default: the image's position in ``images``. Images as
-        ``__call__`` takes them; every one is checked (and read, for paths) before any runs."""
+        ``eval.batch_size`` images of one size share each forward pass. ``keys``: what names each image for the map
+        source (``ImageMeta.key``: the oracle finds its annotations by it; a network ignores it); default: the
+        image's position in ``images``. Every image is checked (and read, for paths) before any runs."""
         images = as_bgr_list(images)
         keys = list(range(len(images))) if keys is None else list(keys)
         if len(keys) != len(images):
@@ -228,7 +212,7 @@ class PoseEstimator:
         by_size: dict[tuple[int, int], list[int]] = {}
         for i, image in enumerate(images):
             by_size.setdefault(image.shape[:2], []).append(i)
-        out: dict[int, People] = {}
+        out: dict[int, list[Person]] = {}
         self.timing = Timing(images=len(images))
         step = max(1, self.cfg.batch_size)
         for indices in by_size.values():
@@ -266,39 +250,8 @@ def eval_settings(cfg: Config, overrides: dict[str, Any], where: str) -> EvalCon
     return with_overrides(cfg, values, f"keyword argument of {where}").eval
 
 
-def persons(people: People) -> list[Person]:
-    """The decoder's arrays as ``Person`` objects (not-found keypoints: NaN coordinates, score 0)."""
-    out = []
-    for kp, score in zip(people.keypoints, people.scores):
-        kp = np.array(kp, np.float64)
-        found = kp[:, 2] > 0
-        kp[~found] = (np.nan, np.nan, 0.0)
-        out.append(Person(kp, float(score), keypoint_box(kp)))
-    return out
-
-
-def keypoint_box(keypoints: np.ndarray) -> tuple[float, float, float, float]:
-    """(x, y, width, height) around the found keypoints (score > 0) of (K, 3) keypoints; NaN when none is found."""
-    found = keypoints[:, 2] > 0
-    if not found.any():
-        return (np.nan,) * 4
-    (x0, y0), (x1, y1) = keypoints[found, :2].min(0), keypoints[found, :2].max(0)
-    return (float(x0), float(y0), float(x1 - x0), float(y1 - y0))
-
-
 def coco_results_json(image_ids: Sequence[int], results: Sequence[Sequence[Person]]) -> str:
     """COCO keypoint results JSON (for pycocotools' ``loadRes`` or an evaluation server) of the people of each image
     (``results[i]`` belongs to ``image_ids[i]``); the same file ``evaluate.coco_eval --out`` writes. Tracked people
     (``PoseTracker``) also get their ``track_id``."""
-    if len(image_ids) != len(results):
-        raise ValueError(f"{len(image_ids)} image ids for {len(results)} images' results")
-    people = [
-        People(
-            np.array([p.keypoints for p in found]).reshape(len(found), -1, 3) if found else np.zeros((0, 0, 3)),
-            np.array([p.score for p in found]),
-        )
-        for found in results
-    ]
-    tracked = any(p.track_id is not None for found in results for p in found)
-    track_ids = [[p.track_id for p in found] for found in results] if tracked else None
-    return results_text(coco_results(list(image_ids), people, track_ids=track_ids))
+    return results_text(coco_results(image_ids, results))

@@ -75,7 +75,7 @@ def predict_images(
     def flush() -> None:
         nonlocal done
         ids = [i for i, _ in pending]
-        evaluator.process(ids, estimator.people([im for _, im in pending], keys=ids))
+        evaluator.process(ids, estimator.predict_batch([im for _, im in pending], keys=ids))
         done += len(pending)
         bar.update(len(pending))
         beat("validation", f"image {done} of {len(order)} of this process")

@@ -18,11 +18,12 @@ import numpy as np
 import torch
 
 from checkpoint.format import Checkpoint
+from codec.person import Person
 from config.schema import Config
 from config.skeleton import Skeleton
 from data.image_files import image_path, read_image
 from evaluate.draw import FONT, MIN_FONT_SCALE, draw_detections, draw_people
-from evaluate.estimator import Person, PoseEstimator
+from evaluate.estimator import PoseEstimator
 from evaluate.metrics.annotations import load_coco
 from models import build_model
 from utils.io import atomic_write_bytes

@@ -35,10 +35,10 @@ from typing import NamedTuple
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
+from codec.person import Person
 from config.config_file import check_track
 from config.schema import TrackConfig
 from config.skeleton import Skeleton
-from evaluate.estimator import Person
 from evaluate.metrics.oks import BodyTemplate, oks_matrix, person_area
 
 LOG = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from codec.decoder.decode import People
+from codec.person import Person
 from config.schema import Config
 from evaluate.evaluation import evaluate_model, evaluate_oracle
 from evaluate.metrics.coco_results import coco_results, results_text
@@ -46,7 +46,7 @@ def test_results_json_format():
     kp[0, :, 2] = 0.9
     kp[0, 5] = 0  # a keypoint that was not found
     kp[1, :, :2], kp[1, :, 2] = 10.0, 0.5
-    people = [People(kp, np.array([0.25, 0.75])), People.empty(COCO.num_dataset_keypoints)]
+    people = [[Person.from_keypoints(kp[0], 0.25), Person.from_keypoints(kp[1], 0.75)], []]
     results = coco_results([42, 7], people)
     assert [r["score"] for r in results] == [0.75, 0.25]  # sorted by image, then descending score
     first = results[1]

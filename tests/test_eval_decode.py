@@ -9,6 +9,7 @@ from codec.decoder.assemble import assemble_people, person_scores
 from codec.decoder.decode import decode_people
 from codec.decoder.limbs import match_limb, score_pairs
 from codec.decoder.peaks import find_peaks, local_maxima
+from codec.person import keypoint_array, score_array
 from codec.pose_codec import PoseCodec
 from codec.targets import draw_targets
 from config.config_file import config_from_dict, load_config, save_config, to_dict
@@ -47,7 +48,7 @@ def assert_found(decoded, truth: np.ndarray, tol: float = 1.0):
     """Exactly one decoded person matches ``truth`` (18, 3) keypoint for keypoint within ``tol`` pixels."""
     expected = to_coco(truth)
     errors = []
-    for kp in decoded.keypoints:
+    for kp in keypoint_array(decoded, COCO.num_dataset_keypoints):
         found = kp[:, 2] > 0
         if not np.array_equal(found, ~np.isnan(expected[:, 0])):
             errors.append(np.inf)
@@ -200,12 +201,13 @@ def test_a_strong_lone_keypoint_ranks_after_a_weak_two_keypoint_person():
     maps[COCO.limbs.index((shoulder, elbow)), 18:38, 18:23] = 0.35  # the limb between them
     maps[kp + COCO.index("nose")] = 1.5 * gaussian_map(h, w, 60, 30)  # a network's peak can exceed 1
     people = decode_people(maps, decoder(peak_score="peak", min_parts=1), scale=STRIDE, skeleton=COCO)
-    found = [int(n) for n in (people.keypoints[:, :, 2] > 0).sum(1)]
+    keypoints, scores = keypoint_array(people, COCO.num_dataset_keypoints), score_array(people)
+    found = [int(n) for n in (keypoints[:, :, 2] > 0).sum(1)]
     assert sorted(found) == [1, 2]
     pair, lone = found.index(2), found.index(1)
-    assert people.keypoints[lone, :, 2].max() == 1.0  # the 1.5 peak's score, clipped to the documented (0, 1]
-    assert people.scores[pair] >= 0.5 > people.scores[lone]
-    pair_total = people.keypoints[pair, :, 2].sum() + 0.35  # two keypoint scores and the limb's
+    assert keypoints[lone, :, 2].max() == 1.0  # the 1.5 peak's score, clipped to the documented (0, 1]
+    assert scores[pair] >= 0.5 > scores[lone]
+    pair_total = keypoints[pair, :, 2].sum() + 0.35  # two keypoint scores and the limb's
     assert pair_total < 1.5  # the original ranks by total (1 - 1 / total): the lone 1.5 nose would come first
     assert [sum(v > 0 for v in r["keypoints"][2::3]) for r in coco_results([1], [people])] == [2, 1]
 
@@ -218,7 +220,7 @@ def test_decodes_two_people_whose_limbs_cross():
     assert len(decoded) == 2
     assert_found(decoded, a)
     assert_found(decoded, b)
-    assert np.all(decoded.scores > 0)
+    assert np.all(score_array(decoded) > 0)
 
 
 def test_decodes_a_person_cut_by_the_image_border():
@@ -295,4 +297,6 @@ def test_each_decoder_setting_is_a_flat_eval_key(tmp_path):
     maps = draw_targets(np.stack([person(60, 40), person(200, 50)]), None, (64, 80), STRIDE, TargetConfig(), COCO)
     got = PoseCodec(COCO, decoding=from_command_line.eval).decode(maps, STRIDE)
     want = decode_people(maps, DecodeSettings(**changed), STRIDE, skeleton=COCO)
-    assert np.array_equal(got.keypoints, want.keypoints) and np.array_equal(got.scores, want.scores)
+    k = COCO.num_dataset_keypoints
+    assert np.array_equal(keypoint_array(got, k), keypoint_array(want, k), equal_nan=True)
+    assert np.array_equal(score_array(got), score_array(want))

@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from codec.decoder.decode import decode_people
+from codec.person import keypoint_array, score_array
 from config.schema import EvalConfig, TargetConfig
 from evaluate.inference.map_source import network_source
 from evaluate.inference.multiscale import (
@@ -80,7 +81,7 @@ def test_multiscale_flip_oracle_pipeline_recovers_a_person(decode_height):
     for i, c in enumerate(internal_to_dataset(COCO)):
         if c >= 0:
             expected[c] = kp[0, i, :2]
-    assert np.abs(people.keypoints[0, :, :2] - expected).max() < 1.0
+    assert np.abs(people[0].keypoints[:, :2] - expected).max() < 1.0
 
 
 def test_a_batch_of_images_gives_the_same_maps_as_one_by_one():
@@ -132,9 +133,10 @@ def two_people_decoded(image_hw: tuple[int, int], decode_height: int, peak_score
     image = np.zeros((*image_hw, 3), np.uint8)
     maps, scale = multiscale_maps(image, cfg, keypoints_oracle(kp, TargetConfig(), COCO), CPU, skeleton=COCO)
     people = decode_people(maps, cfg, scale, skeleton=COCO)
-    assert len(people) == 2 and (people.keypoints[:, :, 2] > 0).all()
-    order = np.argsort(people.keypoints[:, 0, 0])
-    return people.keypoints[order, :, 2], people.scores[order]
+    keypoints, scores = keypoint_array(people, COCO.num_dataset_keypoints), score_array(people)
+    assert len(people) == 2 and (keypoints[:, :, 2] > 0).all()
+    order = np.argsort(keypoints[:, 0, 0])
+    return keypoints[order, :, 2], scores[order]
 
 
 def test_input_window_scores_do_not_depend_on_the_decoding_grid_or_the_image_size():

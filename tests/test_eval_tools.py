@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 import torch
 
+from codec.person import keypoint_box
 from config.config_file import with_overrides
 from config.skeleton_file import load_skeleton
 from evaluate import Person, coco_eval, demo
 from evaluate import prediction_sheet as layout
 from evaluate.draw import draw_boxes, draw_detections, draw_people, draw_tracked, track_color
-from evaluate.estimator import keypoint_box
 from evaluate.inference.checkpoint_model import load_model
 from evaluate.metrics.annotations import load_coco
 from evaluate.metrics.coco_results import sort_results

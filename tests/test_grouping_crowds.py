@@ -12,8 +12,9 @@ import pytest
 from scipy.optimize import linear_sum_assignment
 
 from codec.decoder.assemble import assemble_strongest_first
-from codec.decoder.decode import People, decode_people
+from codec.decoder.decode import decode_people
 from codec.decoder.peaks import local_maxima
+from codec.person import keypoint_array
 from config.schema import DecodeSettings, EvalConfig, TargetConfig
 from evaluate.inference.multiscale import multiscale_maps
 from evaluate.inference.oracle import keypoints_oracle
@@ -35,13 +36,15 @@ def oracle_maps(kp: np.ndarray, image_hw: tuple[int, int], cfg: EvalConfig):
     return multiscale_maps(image, cfg, keypoints_oracle(kp, TargetConfig(), COCO), torch.device(CPU), skeleton=COCO)
 
 
-def decoded(kp: np.ndarray, image_hw=(480, 640), maps_dtype=np.float32, **eval_overrides) -> People:
+def decoded(kp: np.ndarray, image_hw=(480, 640), maps_dtype=np.float32, **eval_overrides) -> np.ndarray:
     """The people decoded from the oracle maps of ``kp`` at the default eval settings but 3 scales (and the
-    overrides); ``maps_dtype``: the averaged maps rounded to this type first (as a bf16 or fp16 network's)."""
+    overrides), as (P, 17, 3) keypoints, 0 where not found; ``maps_dtype``: the averaged maps rounded to this type
+    first (as a bf16 or fp16 network's)."""
     cfg = dataclasses.replace(EvalConfig(scales=[0.5, 1.0, 2.0]), **eval_overrides)
     maps, scale = oracle_maps(kp, image_hw, cfg)
     maps = maps.astype(maps_dtype).astype(np.float32)
-    return decode_people(maps, cfg, scale, skeleton=COCO)
+    people = decode_people(maps, cfg, scale, skeleton=COCO)
+    return np.nan_to_num(keypoint_array(people, COCO.num_dataset_keypoints))
 
 
 def dataset_truth(kp: np.ndarray) -> np.ndarray:
@@ -52,11 +55,11 @@ def dataset_truth(kp: np.ndarray) -> np.ndarray:
     return out
 
 
-def assignment(people: People, truth: np.ndarray) -> list[set[int]]:
+def assignment(people: np.ndarray, truth: np.ndarray) -> list[set[int]]:
     """For each person of two or more keypoints, the ground-truth people its keypoints lie on (within
     ``TOLERANCE``; a keypoint on nobody gives -1, one within ``CLOSEST`` of two people's counts for neither)."""
     out = []
-    for det in people.keypoints:
+    for det in people:
         found = det[:, 2] > 0
         if found.sum() < 2:
             continue
@@ -72,11 +75,11 @@ def assignment(people: People, truth: np.ndarray) -> list[set[int]]:
     return out
 
 
-def assert_right_people(people: People, kp: np.ndarray, min_oks: float = MIN_OKS) -> None:
+def assert_right_people(people: np.ndarray, kp: np.ndarray, min_oks: float = MIN_OKS) -> None:
     """The decoded people of two or more keypoints are the ground-truth people: as many, each matched one-to-one at an
     OKS of at least ``min_oks`` and holding all the labelled keypoints of its match."""
     truth = dataset_truth(kp)
-    dets = people.keypoints[(people.keypoints[..., 2] > 0).sum(1) >= 2]
+    dets = people[(people[..., 2] > 0).sum(1) >= 2]
     assert len(dets) == len(kp), f"{len(dets)} people decoded for {len(kp)}: {assignment(people, truth)}"
     labelled, found = truth[..., 2] > 0, dets[..., 2] > 0
     xy = truth[..., :2]

@@ -14,6 +14,7 @@ import torch
 import evaluate.inference.inference_setup as inference_setup_module
 import utils.precision as up
 from codec.decoder.decode import decode_people
+from codec.person import keypoint_array
 from config.schema import EvalConfig, TargetConfig
 from evaluate.estimator import PoseEstimator
 from evaluate.inference.multiscale import multiscale_maps
@@ -151,7 +152,7 @@ def test_channels_last_gives_the_maps_and_people_of_nchw(trained_tiny_ckpt, synt
     agreements = []
     for (a, scale), (b, _) in zip(nchw, nhwc):
         assert np.abs(a - b).max() < 1e-4  # float32 rounding of other kernels (measured: ~1e-6)
-        got, want = (decode_people(m, decoder, scale, skeleton=COCO).keypoints for m in (b, a))
+        got, want = (keypoint_array(decode_people(m, decoder, scale, skeleton=COCO), 17) for m in (b, a))
         agreements.append(people_agreement(got, want, COCO.sigmas))
     assert_people_agree(agreements)
 
@@ -189,6 +190,6 @@ def test_decoding_finds_the_same_people_in_maps_rounded_to_bf16(synthetic_sample
         people = []
         for predict in (oracle, rounded):
             maps, scale = multiscale_maps(image, cfg, predict, CPU, skeleton=COCO, key=image_id)
-            people.append(decode_people(maps, decoder, scale, skeleton=COCO).keypoints)
+            people.append(keypoint_array(decode_people(maps, decoder, scale, skeleton=COCO), 17))
         agreements.append(people_agreement(people[1], people[0], COCO.sigmas))
     assert_people_agree(agreements)

@@ -2,13 +2,12 @@
 
 people = decode_people(maps, cfg.eval, scale=(sx, sy), skeleton=skeleton)   # any config.schema.DecodeSettings
 people = PoseCodec(skeleton, decoding=cfg.eval).decode(maps, (sx, sy))     # the same, through the codec
-people.keypoints  # (P, D, 3) the skeleton's dataset order (COCO: 17): x, y in image pixels, score (0 = not found)
-people.scores     # (P,) person score in [0, 1): 2+ keypoints in [0.5, 1) in the original's order, lone keypoints below
+people[0].keypoints  # (D, 3) dataset order (COCO: 17): x, y in image pixels, score; NaN, NaN, 0: not found
+people[0].score      # person score in [0, 1): 2+ keypoints in [0.5, 1) in the original's order, lone keypoints below
+(``codec.person.Person``: the one result type)
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -16,26 +15,11 @@ from codec.decoder.assemble import assemble_people, assemble_strongest_first, pe
 from codec.decoder.limbs import candidate_pairs, match_limb, score_pairs
 from codec.decoder.peaks import find_peaks
 from codec.layout import ChannelLayout
+from codec.person import Person
 from config.schema import DecodeSettings
 from config.skeleton import Skeleton
 
 MIN_KEYPOINT_SCORE = 1e-4  # the lowest score of a found keypoint (0 means not found); the results JSON keeps 4 decimals
-
-
-@dataclass
-class People:
-    """The people found in one image: the decoder's result (``decode_people``), in the dataset's keypoint order."""
-
-    keypoints: np.ndarray  # (P, D, 3) float64: x, y (image pixels), keypoint score in (0, 1]; all 0 when not found
-    scores: np.ndarray  # (P,) float64 person scores in [0, 1) (``codec.decoder.assemble.person_scores``)
-
-    def __len__(self) -> int:
-        return len(self.scores)
-
-    @staticmethod
-    def empty(num_keypoints: int) -> People:
-        """No people, with ``num_keypoints`` dataset keypoints per (absent) person."""
-        return People(np.zeros((0, num_keypoints, 3)), np.zeros(0))
 
 
 def find_connections(
@@ -71,7 +55,7 @@ def find_connections(
 
 def decode_people(
     maps: np.ndarray, params: DecodeSettings, scale: float | tuple[float, float] = 1.0, *, skeleton: Skeleton
-) -> People:
+) -> list[Person]:
     """Decode the people of one image.
 
     Args:
@@ -95,7 +79,7 @@ def decode_people(
     input_px = image_height / params.boxsize  # image pixels per pixel of the scale-1 network input
     peaks, part = find_peaks(heat, params, window_step=(input_px / sx, input_px / sy))
     if len(peaks) == 0:
-        return People.empty(skeleton.num_dataset_keypoints)
+        return []
     limb_maps = maps[layout.limbs]
     in_order = params.grouping == "limb_order"
     connections = find_connections(limb_maps, peaks, part, params, (sx, sy), image_height, skeleton, in_order)
@@ -114,15 +98,15 @@ def people_from_slots(
     peaks: np.ndarray,
     scale_xy: tuple[float, float],
     skeleton: Skeleton,
-) -> People:
-    """(P, K) peak ids -> dataset-order keypoints in image pixels (derived keypoints such as COCO's neck dropped)
-    and person scores (``codec.decoder.assemble.person_scores``).
+) -> list[Person]:
+    """(P, K) peak ids -> the people: dataset-order keypoints in image pixels (derived keypoints such as COCO's neck
+    dropped), each person's score (``codec.decoder.assemble.person_scores``).
 
     A keypoint's score is its peak's, clipped to [``MIN_KEYPOINT_SCORE``, 1]: a network's peaks overshoot its
     targets' 1 and a window-mean score can fall to 0 or below, where a found keypoint would read as not found. The
     person scores come from the unclipped totals (the original's ranking)."""
     if len(slots) == 0:
-        return People.empty(skeleton.num_dataset_keypoints)
+        return []
     found = slots >= 0
     rows = peaks[np.where(found, slots, 0)]  # (P, K, 3)
     internal = np.zeros(rows.shape)
@@ -131,4 +115,5 @@ def people_from_slots(
     internal[..., 2] = np.clip(rows[..., 2], MIN_KEYPOINT_SCORE, 1.0)
     internal[~found] = 0.0
     scores = person_scores(totals, found.sum(1))
-    return People(internal[:, list(skeleton.dataset_to_internal)], scores)
+    dataset_order = internal[:, list(skeleton.dataset_to_internal)]
+    return [Person.from_keypoints(kp, score) for kp, score in zip(dataset_order, scores)]

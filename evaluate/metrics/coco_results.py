@@ -8,22 +8,21 @@ so that a file is reproducible byte for byte.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 import numpy as np
 
-from codec.decoder.decode import People
+from codec.person import Person
 from data.coco_annotations import PERSON_CATEGORY
 
 
 def coco_results(
-    image_ids: list[int],
-    people: list[People],
-    category_id: int = PERSON_CATEGORY,
-    track_ids: list[list[int | None]] | None = None,
+    image_ids: Sequence[int], people: Sequence[Sequence[Person]], category_id: int = PERSON_CATEGORY
 ) -> list[dict]:
-    """The COCO keypoint results list: one entry per person (of category ``category_id``, the annotations' keypoint
-    category), sorted by image id then descending score; with ``track_ids`` (per image, per person), each entry's
-    ``track_id`` too (pycocotools keeps extra fields; PoseTrack's files name it so).
+    """The COCO keypoint results list of the people of each image (``people[i]`` found in image ``image_ids[i]``): one
+    entry per person (of category ``category_id``, the annotations' keypoint category), sorted by image id then
+    descending score; a tracked person's ``track_id`` too (pycocotools keeps extra fields; PoseTrack's files name it
+    so).
 
     Keypoint v is the keypoint's score, in (0, 1], where it was found, and 0 otherwise (with x = y = 0), as mmpose
     and openpifpaf write it; COCO's evaluator reads no v of a result, so the AP does not depend on it. Floats are
@@ -31,20 +30,23 @@ def coco_results(
     scores to 1e-8 (their mapping into [0, 1) packs the original's scores 2 to 8 times closer, and at 1e-6 two
     people of the quick-start model tied that the original ranked apart).
     """
+    if len(image_ids) != len(people):
+        raise ValueError(f"{len(image_ids)} image ids for {len(people)} images' people")
     out = []
-    for n, (image_id, p) in enumerate(zip(image_ids, people)):
-        for j, (kp, score) in enumerate(zip(p.keypoints, p.scores)):
+    for image_id, found_in_image in zip(image_ids, people):
+        for person in found_in_image:
+            kp = person.keypoints
             found = kp[:, 2] > 0
-            xy = np.where(found[:, None], kp[:, :2], 0.0)  # whatever a not-found keypoint holds (0 or NaN)
+            xy = np.where(found[:, None], kp[:, :2], 0.0)  # a not-found keypoint's NaN written as 0
             triples = zip(xy[:, 0].tolist(), xy[:, 1].tolist(), np.where(found, kp[:, 2], 0.0).tolist())
             entry = {
                 "image_id": int(image_id),
                 "category_id": category_id,
                 "keypoints": [v for x, y, c in triples for v in (round(x, 2), round(y, 2), round(c, 4))],
-                "score": round(float(score), 8),
+                "score": round(float(person.score), 8),
             }
-            if track_ids is not None and track_ids[n][j] is not None:
-                entry["track_id"] = int(track_ids[n][j])
+            if person.track_id is not None:
+                entry["track_id"] = int(person.track_id)
             out.append(entry)
     return sort_results(out)
 

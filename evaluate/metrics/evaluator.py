@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from codec.decoder.decode import People
+from codec.person import Person
 from config.skeleton import Skeleton
 from data.coco_annotations import PERSON_CATEGORY
 from evaluate.metrics.coco_results import coco_results, results_text, sort_results
@@ -57,9 +57,9 @@ class KeypointEvaluator:
         """Forget the results processed so far."""
         self._mine: list[dict] = []
 
-    def process(self, image_ids: Sequence[int], people: Sequence[People]) -> None:
+    def process(self, image_ids: Sequence[int], people: Sequence[Sequence[Person]]) -> None:
         """The people found in each image (``people[i]`` of image ``image_ids[i]``)."""
-        self._mine += coco_results(list(image_ids), list(people), self.category_id)
+        self._mine += coco_results(image_ids, people, self.category_id)
 
     def process_results(self, results: Sequence[dict]) -> None:
         """Results entries made elsewhere (a results file, checked by ``evaluate.metrics.results_file``)."""
