@@ -71,7 +71,7 @@ def read_images(folder: Path, n: int) -> list:
     return [cv2.imread(str(f), cv2.IMREAD_COLOR) for f in files]
 
 
-def torch_predictor(model: torch.nn.Module, amp: str, channels_last: bool) -> MapSource:
+def torch_source(model: torch.nn.Module, amp: str, channels_last: bool) -> MapSource:
     network = fold_batchnorm(model)
     if channels_last:
         network = network.to(memory_format=torch.channels_last)
@@ -79,7 +79,7 @@ def torch_predictor(model: torch.nn.Module, amp: str, channels_last: bool) -> Ma
     return network_source(network, setup.precision, channels_last)
 
 
-def onnx_predictor(model: torch.nn.Module, cfg, folder: Path, threads: int) -> OnnxSource:
+def onnx_source(model: torch.nn.Module, cfg, folder: Path, threads: int) -> OnnxSource:
     ort = import_onnxruntime()
     path = folder / "model.onnx"
     if not path.exists():
@@ -109,7 +109,7 @@ def default_variant() -> str:
 
 def run_model(name: str, ckpt: Path, folder: Path, args, tmp: Path) -> list[str]:
     model, cfg = load_model(str(ckpt), None, None, CPU)
-    predictors: dict[tuple[str, int], MapSource] = {}
+    sources: dict[tuple[str, int], MapSource] = {}
     rows = []
     all_threads = torch.get_num_threads()
     for scales in args.scales:
@@ -125,12 +125,12 @@ def run_model(name: str, ckpt: Path, folder: Path, args, tmp: Path) -> list[str]
                 base = None
                 for variant in args.variants:
                     key = (variant, threads if variant == "ort" else 0)
-                    if key not in predictors:
+                    if key not in sources:
                         if variant == "ort":
-                            predictors[key] = onnx_predictor(model, cfg, tmp / name, threads)
+                            sources[key] = onnx_source(model, cfg, tmp / name, threads)
                         else:
-                            predictors[key] = torch_predictor(model, *VARIANTS[variant])
-                    estimator = PoseEstimator(predictors[key], cfg_eval, model.skeleton, CPU)
+                            sources[key] = torch_source(model, *VARIANTS[variant])
+                    estimator = PoseEstimator(sources[key], cfg_eval, model.skeleton, CPU)
                     t = measure(estimator, images, threads)
                     cases[variant].timings.append(t)
                     base = t.images_per_s if variant == args.variants[0] else base

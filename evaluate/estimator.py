@@ -1,4 +1,4 @@
-"""The Python API: people out of images, from a checkpoint, an ONNX file or any predictor.
+"""The Python API: people out of images, from a checkpoint, an ONNX file, the ground truth or any map source.
 
     estimator = PoseEstimator.from_checkpoint("runs/quickstart/best.pt", scales=[1.0], flip=False)
     people = estimator("photo.jpg")  # list[Person]: keypoints (K, 3), score, box

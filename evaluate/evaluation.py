@@ -58,8 +58,9 @@ def predict_images(
     """Run ``estimator`` on the images ``image_ids`` (this rank's) and give their people to ``evaluator``.
 
     ``image_list``: {image id: {"file_name"[, "height", "width"]}} (pycocotools' ``coco.imgs`` or
-    evaluate/image_list.py). Images are visited in order of their listed size, so that batches of ``eval.batch_size``
-    fill with images of one size; each is named by its image id for the map source (the oracle's annotations). Each
+    evaluate/image_list.py). Images are read in order of their listed size and handed to the estimator
+    ``eval.batch_size`` at a time (it batches those of one size together); each is named by its image id for the map
+    source (the oracle's annotations). Each
     file is checked as the converter checks it (``data.image_files.read_decoded_checked``: missing, truncated, not an
     image, another size than the list says; an image without a size gets its file's); a bad one stops the
     evaluation, or with ``eval.skip_bad`` is skipped with a warning. Returns the skipped images ({"file",
@@ -91,7 +92,7 @@ def predict_images(
             continue
         if info.get("width") is None:  # as the converter: the file gives the size the annotations do not
             info["width"], info["height"] = image.shape[1], image.shape[0]
-        if pending and (image.shape != pending[0][1].shape or len(pending) >= estimator.cfg.batch_size):
+        if len(pending) >= estimator.cfg.batch_size:
             flush()
         pending.append((image_id, image))
     if pending:

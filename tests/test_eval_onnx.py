@@ -85,7 +85,7 @@ def test_the_onnx_file_alone_rebuilds_the_config(trained_tiny_ckpt, tiny_onnx, t
 
 @pytest.mark.parametrize("noise", [0.0, 1e-5])
 def test_onnx_and_pytorch_find_the_same_people(trained_tiny_ckpt, tiny_onnx, synthetic_sample_images, noise):
-    """Multi-scale + flip through ``multiscale_maps`` and ``decode_people`` with each predictor: maps within 1e-4
+    """Multi-scale + flip through ``multiscale_maps`` and ``decode_people`` with each map source: maps within 1e-4
     (measured here: at most 1.3e-6, 1e-7 on average), the same people matched by OKS, keypoints within 1 px
     (``assert_people_agree``). ``noise``: the PyTorch maps moved by uniform noise of +-1e-5 at every pixel, ten times
     the largest difference measured, as another CPU's kernels could move them, in three draws counted together: the
@@ -113,7 +113,7 @@ def test_onnx_and_pytorch_find_the_same_people(trained_tiny_ckpt, tiny_onnx, syn
     assert_people_agree(agreements)
 
 
-def test_onnx_predictor_refuses_sizes_the_network_cannot_take(tiny_onnx):
+def test_onnx_source_refuses_sizes_the_network_cannot_take(tiny_onnx):
     predict, _ = onnx_runner.load_onnx(tiny_onnx)
     assert predict.run(torch.zeros(2, 3, 64, 192)).shape == (2, 50, 16, 48)
     with pytest.raises(InputShapeError) as e:

@@ -1,6 +1,7 @@
-"""The network at test time: what turns images into averaged maps for the decoder.
+"""From images to averaged maps at test time.
 
-``multiscale``: the multi-scale + flip forward of a *predictor* (``Predictor``: batch -> maps) and the resize onto
-the decoding grid; ``model_loader``: a checkpoint -> the network it trained; ``onnx_runner``: an exported ONNX
-file as a predictor; ``oracle``: ground-truth maps as a predictor (the decoder's upper bound).
+``map_source``: what turns an input batch into maps (a network, ``onnx_runner``'s ONNX file, ``oracle``'s ground
+truth; each batch carries its images' transform, ``ImageMeta``); ``multiscale``: the multi-scale + flip forward of a
+map source and the resize onto the decoding grid; ``checkpoint_model``: a checkpoint -> the network it trained;
+``inference_setup``: precision and memory format per device; ``onnx_export``: the network as an ONNX file.
 """

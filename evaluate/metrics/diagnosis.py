@@ -43,7 +43,7 @@ import numpy as np
 
 from config.skeleton import Skeleton
 from config.skeleton_file import load_skeleton
-from data.coco_annotations import keypoint_category, load_coco_keypoints
+from data.coco_annotations import BOX_AREA_FACTOR, keypoint_category, load_coco_keypoints
 from evaluate.metrics.crowdpose_eval import with_box_areas
 from evaluate.metrics.own_ids import empty_results, renumbered
 from evaluate.metrics.own_ids import ground_truth as own_ground_truth
@@ -54,7 +54,6 @@ CLASS_NAMES = {**dict(enumerate(ERROR_TYPES)), -1: None}  # a keypoint's class i
 CORRECTED = ("miss", "swap", "inversion", "jitter")  # the order of the paper's cumulative corrections
 AREA_RANGES = {"all": (0.0, 1e10), "medium": (32.0**2, 96.0**2), "large": (96.0**2, 1e10)}  # pycocotools' own
 OVERLAP_GROUPS = {"0": (0, 0), "1-2": (1, 2), "3+": (3, 10**9)}
-CROWDPOSE_AREA = 0.53  # CrowdPose's OKS scale: 0.53 x the box area (evaluate/metrics/crowdpose_eval.py)
 
 
 @dataclass(frozen=True)
@@ -133,7 +132,7 @@ def diagnose(
     file_image_id = {new: old for old, new in zip(sorted(coco.imgs), range(1, len(coco.imgs) + 1))}
     if crowdpose:
         for ann in gt.dataset["annotations"]:  # the index holds the same dicts
-            ann["area"] = CROWDPOSE_AREA * ann["bbox"][2] * ann["bbox"][3]
+            ann["area"] = BOX_AREA_FACTOR * ann["bbox"][2] * ann["bbox"][3]  # CrowdPose's OKS scale
     areas = ("all",) if crowdpose else tuple(AREA_RANGES)
     scorer = _Scorer(gt, ids, np.asarray(skeleton.sigmas, np.float64), areas, params.max_dets)
     kps = _KeypointAnalysis(gt, dts, scorer, skeleton, params)
