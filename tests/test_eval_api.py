@@ -24,6 +24,7 @@ from evaluate.metrics.annotations import load_coco
 from tests.helpers import (
     COCO,
     LANDSCAPE,
+    MORE_PEOPLE,
     PORTRAIT,
     SMALL,
     UNSCORED_IMAGES,
@@ -94,14 +95,19 @@ def test_readme_python_example_runs_on_a_picture(
         trained_tiny_ckpt, device="cpu", grouping="limb_order", join_fragments=0.0, one_per_plateau=False
     )
     counts = [check_person_format(p, estimator, image.shape[:2]) for p in people + pieces(image)]
+    for name in MORE_PEOPLE:  # which picture holds a partial person depends on the CPU's rounding of the training
+        if min(counts) < len(estimator.keypoint_names):
+            break
+        other = read(synthetic_sample_images / name)
+        counts += [check_person_format(p, estimator, other.shape[:2]) for p in estimator(other) + pieces(other)]
     assert max(counts) >= 10 and min(counts) < len(estimator.keypoint_names)  # full and partial people were checked
 
 
 def test_scores_stay_in_their_documented_ranges_where_the_maps_overshoot(trained_tiny_ckpt, synthetic_sample_images):
-    """Keypoint scores in (0, 1] and person scores in [0, 1) (Person), though this model's keypoint maps peak above
-    1 as trained networks' do; the results JSON keeps each keypoint's score as its v. Grouped limb by limb and
-    fragments not joined (the original's grouping), so that lone keypoints (scored below 0.5) are among the people:
-    the default links nearly every candidate of this briefly trained model to another."""
+    """Keypoint scores in (0, 1] and person scores in [0, 1) (Person), though the keypoint maps peak above 1 as trained
+    networks' do (this model's maps, scaled by 1.5); the results JSON keeps each keypoint's score as its v. Grouped limb
+    by limb and fragments not joined (the original's grouping), so that lone keypoints (scored below 0.5) are among the
+    people: the default links nearly every candidate of this briefly trained model to another."""
     estimator = PoseEstimator.from_checkpoint(
         trained_tiny_ckpt,
         device="cpu",
@@ -111,6 +117,12 @@ def test_scores_stay_in_their_documented_ranges_where_the_maps_overshoot(trained
         join_fragments=0.0,
         one_per_plateau=False,
     )
+    network = estimator.source
+
+    def overshooting(batch):  # peaks above the targets' 1, as a trained network's are (how far this briefly trained
+        return network(batch) * 1.5  # model's own go depends on the CPU's rounding of its training)
+
+    estimator.source = overshooting
     images = [read(p) for p in sorted(synthetic_sample_images.iterdir())[:8]]
     maps = [multiscale_maps(im, estimator.cfg, estimator.source, CPU, skeleton=COCO)[0] for im in images]
     peaks = [m[COCO.keypoint_channels].max() for m in maps]
@@ -128,8 +140,9 @@ def test_scores_stay_in_their_documented_ranges_where_the_maps_overshoot(trained
 
 
 def test_batches_of_mixed_sizes_equal_one_image_at_a_time(trained_tiny_ckpt, synthetic_sample_images, one_thread):
-    images = [read(synthetic_sample_images / name) for name in (IMAGE, PORTRAIT, IMAGE, SMALL)]
-    assert len({im.shape for im in images}) == 3
+    names = (IMAGE, PORTRAIT, IMAGE, SMALL, *MORE_PEOPLE)  # enough people to compare on every CPU
+    images = [read(synthetic_sample_images / name) for name in names]
+    assert len({im.shape for im in images}) == len(images) - 1  # only the two copies of IMAGE share a size
     one = PoseEstimator.from_checkpoint(trained_tiny_ckpt, device="cpu")
     alone = [one(im) for im in images]
     batched = PoseEstimator.from_checkpoint(trained_tiny_ckpt, device="cpu", batch_size=2)
@@ -140,9 +153,9 @@ def test_batches_of_mixed_sizes_equal_one_image_at_a_time(trained_tiny_ckpt, syn
     keypoints = lambda people: [p.keypoints for p in people]  # noqa: E731
     agreements = [people_agreement(keypoints(b), keypoints(a), COCO.sigmas) for a, b in zip(alone, together)]
     assert_people_agree(agreements, min_people=5)
-    assert batched.timing.images == 4  # the seconds themselves: bench/ scripts print them
-    assert one.timing.images == 1 and one.total_timing.images == 4
-    assert "4 images" in batched.timing.describe() and "ms per image" in batched.timing.describe()
+    assert batched.timing.images == len(images)  # the seconds themselves: bench/ scripts print them
+    assert one.timing.images == 1 and one.total_timing.images == len(images)
+    assert f"{len(images)} images" in batched.timing.describe() and "ms per image" in batched.timing.describe()
     assert batched([]) == [] and batched.timing.images == 0
 
 

@@ -20,12 +20,22 @@ from evaluate.inference.checkpoint_model import load_model
 from evaluate.inference.map_source import network_source
 from evaluate.inference.multiscale import multiscale_maps
 from models.posenet import InputShapeError
-from tests.helpers import COCO, LANDSCAPE, PORTRAIT, SMALL, assert_people_agree, people_agreement, tiny_model
+from tests.helpers import (
+    COCO,
+    LANDSCAPE,
+    MORE_PEOPLE,
+    PORTRAIT,
+    SMALL,
+    assert_people_agree,
+    people_agreement,
+    tiny_model,
+)
 from utils.errors import UserError
 
 CPU = torch.device("cpu")
-# Synthetic sample pictures: landscape, portrait and a smaller one (three padded input shapes per scale).
-IMAGES = (LANDSCAPE, PORTRAIT, SMALL)
+# Synthetic sample pictures: landscape, portrait and a smaller one (three padded input shapes per scale), and more of
+# them, so that enough people are compared on every CPU.
+IMAGES = (LANDSCAPE, PORTRAIT, SMALL, *MORE_PEOPLE)
 # Two scales with flip at a small box keep it fast (decoder thresholds: the defaults).
 AGREEMENT_EVAL = ["eval.scales=[1.0,1.5]", "eval.flip=true", "eval.boxsize=128"]
 
