@@ -24,13 +24,14 @@ import numpy as np
 import torch
 
 from codec.decoder.resample import cubic_weights
+from codec.layout import ChannelLayout
 from codec.network_input import pixels_to_input, scale_input_
 from config.schema import OUTPUT_STRIDE, EvalConfig, ResizeBackend
 from config.skeleton import Skeleton
 from config.skeleton_check import KeypointSet, check_compatible
 from evaluate.inference.map_source import ImageMeta, InputBatch, MapSource
 
-_FLIP_INDEX: dict[tuple[tuple[int, ...], torch.device], torch.Tensor] = {}  # (channel_flip, device) -> index
+_FLIP_INDEX: dict[tuple[tuple[int, ...], torch.device], torch.Tensor] = {}  # (flip permutation, device) -> index
 
 
 def scale_factors(height: int, width: int, cfg: EvalConfig) -> list[float]:
@@ -145,16 +146,17 @@ def prepare_on_device(
 
 def fuse_flip(out: torch.Tensor, skeleton: Skeleton, flip: bool = True) -> torch.Tensor:
     """(2n, C, h, w) predictions on n images then their mirrors -> (n, C, h, w) float32: each mirrored
-    prediction is mirrored back, its left/right channels swapped (``skeleton.channel_flip``) and averaged
+    prediction is mirrored back, its left/right channels swapped (the codec's ``ChannelLayout.flip``) and averaged
     with the direct one. Without flip the (n, C, h, w) input is only cast to float32."""
     out = out.float()
     if not flip:
         return out
     n = out.shape[0] // 2
-    key = (skeleton.channel_flip, out.device)
+    flip_channels = ChannelLayout.of(skeleton).flip
+    key = (flip_channels, out.device)
     idx = _FLIP_INDEX.get(key)
     if idx is None:
-        idx = _FLIP_INDEX[key] = torch.tensor(skeleton.channel_flip, device=out.device)
+        idx = _FLIP_INDEX[key] = torch.tensor(flip_channels, device=out.device)
     fused = out[n:].index_select(1, idx).flip(-1)
     return fused.add_(out[:n]).mul_(0.5)
 
