@@ -65,7 +65,7 @@ from models.weights import (
     unwrap,
 )
 from utils.errors import UserError
-from utils.file_kind import FileKind, file_kind
+from utils.file_kind import FileKind, existing_file_kind
 from utils.io import atomic_write_bytes
 
 log = logging.getLogger(__name__)
@@ -309,12 +309,7 @@ def _read(path: Path) -> Any:
             ),
             file=path,
         )
-    if not path.is_file():
-        raise CheckpointError(f"checkpoint {path} not found", file=path)
-    try:
-        kind = file_kind(path)
-    except OSError as e:
-        raise CheckpointError(f"cannot read checkpoint {path}: {e.strerror or e}", file=path) from None
+    kind = existing_file_kind(path, "checkpoint", CheckpointError)
     if kind.name == "unknown" and path.suffix.lower() == ".onnx":
         kind = FileKind("onnx", "named as an ONNX model")
     if kind.name not in ("zip", "pickle", "unknown"):

@@ -198,6 +198,8 @@ class Run:
         self.indices: list[int] = []  # of the images read
         self.results: list[list[Person]] = []
         self.seen = self.dropped = 0  # people, and people below --min-score (without tracking)
+        # pictures: the image id of each file and how they were made (evaluate/image_list.py); a video: frame indices
+        self.file_ids, self.id_rule = file_image_ids(list(inputs.images)) if not inputs.is_video else ([], "")
 
     def kept(self, people: list[Person]) -> list[Person]:
         """--min-score without tracking (with it, the tracker's gate has applied)."""
@@ -232,7 +234,7 @@ class Run:
                 f"{frame.path.name}: {counted(len(people), 'person', 'people')}{held}, network "
                 f"{t.network_s * 1000:.1f} ms, decoding {t.decoding_s * 1000:.1f} ms"
             )
-        print(f"image ids: {file_image_ids(list(paths))[1]}")
+        print(f"image ids: {self.id_rule}")
         if skipped:
             names = ", ".join(f.path.name for f in skipped[:5])
             more = " ..." if len(skipped) > 5 else ""
@@ -277,8 +279,7 @@ class Run:
         frame index."""
         if self.inputs.is_video:
             return self.indices
-        ids = file_image_ids(list(self.inputs.images))[0]
-        return [ids[i] for i in self.indices]
+        return [self.file_ids[i] for i in self.indices]
 
     def report(self, json_file: Path | None) -> None:
         """The JSON, then the closing lines."""

@@ -191,6 +191,8 @@ LANDSCAPE, PORTRAIT, SMALL = "000000000004.jpg", "000000000003.jpg", "0000000000
 # briefly trained model finds on the three above depends on the CPU's rounding of its training (10 with the kernels
 # held back to AVX2), and a comparison needs enough of them (``assert_people_agree``'s ``min_people``)
 MORE_PEOPLE = ("000000000005.jpg", "000000000006.jpg", "000000000007.jpg", "000000000009.jpg")
+# the pictures such a comparison runs on: three padded input shapes per scale, and enough people
+AGREEMENT_IMAGES = (LANDSCAPE, PORTRAIT, SMALL, *MORE_PEOPLE)
 UNSCORED_IMAGES = (LANDSCAPE, "000000000009.jpg")  # two pictures for the results of unannotated folders
 
 

@@ -39,8 +39,9 @@ def test_data_pipeline_bench_prints_rate_and_every_stage(synthetic_sample_h5, ca
     stages = dict(re.findall(r"^  (\S.*?)\s+([0-9.]+) ms", out, re.M))
     for stage in ("read+decode", "augment", "masks", "keypoint maps", "limb maps", "scales", "sum of stages"):
         assert stage in stages, stage
+    # the table adds up (arithmetic on the printed figures, each rounded to 0.01 ms; their size, a speed, is not tested)
     parts = sum(float(v) for k, v in stages.items() if k != "sum of stages")
-    assert abs(parts - float(stages["sum of stages"])) < 0.05
+    assert abs(parts - float(stages["sum of stages"])) < 0.005 * (len(stages) + 1)
 
 
 def test_the_timed_stages_make_the_samples_of_the_dataset(synthetic_sample_h5):

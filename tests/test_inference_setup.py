@@ -21,11 +21,10 @@ from evaluate.inference.multiscale import multiscale_maps
 from evaluate.inference.oracle import annotation_oracle
 from evaluate.metrics.annotations import load_coco
 from tests.helpers import (
+    AGREEMENT_IMAGES,
     COCO,
     LANDSCAPE,
-    MORE_PEOPLE,
     PORTRAIT,
-    SMALL,
     assert_people_agree,
     people_agreement,
     tiny_model,
@@ -154,8 +153,7 @@ def trained_tiny_maps(ckpt, images, **settings) -> list[tuple[np.ndarray, tuple[
 
 
 def test_channels_last_gives_the_maps_and_people_of_nchw(trained_tiny_ckpt, synthetic_sample_images, one_thread):
-    names = (LANDSCAPE, PORTRAIT, SMALL, *MORE_PEOPLE)
-    images = [cv2.imread(str(synthetic_sample_images / name)) for name in names]
+    images = [cv2.imread(str(synthetic_sample_images / name)) for name in AGREEMENT_IMAGES]
     nchw = trained_tiny_maps(trained_tiny_ckpt, images, amp="off", channels_last="off")
     nhwc = trained_tiny_maps(trained_tiny_ckpt, images, amp="off", channels_last="on")
     decoder = EvalConfig(**SMALL_EVAL)

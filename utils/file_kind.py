@@ -15,6 +15,8 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from utils.errors import UserError
+
 HEAD_BYTES = 4096  # enough for every signature below (HDF5's may sit at 512, 1024 or 2048 after a user block)
 
 
@@ -111,3 +113,14 @@ def _text_kind(head: bytes) -> FileKind:
         return FileKind("json", "a JSON text file")
     printable = sum(c.isprintable() or c in "\t\r\n" for c in text)
     return FileKind("text", "a text file (YAML or other)") if printable >= 0.95 * len(text) else UNKNOWN
+
+
+def existing_file_kind(path: Path, what: str, error: type[UserError], missing_hint: str = "") -> FileKind:
+    """``file_kind`` of a file a user named as ``what`` (``"checkpoint"``, ``"ONNX model"``): ``error`` naming the
+    file when it is not there (``what path not found`` and ``missing_hint``) or cannot be read."""
+    if not path.is_file():
+        raise error(f"{what} {path} not found{missing_hint}", file=path)
+    try:
+        return file_kind(path)
+    except OSError as e:
+        raise error(f"cannot read {what} {path}: {e.strerror or e}", file=path) from None

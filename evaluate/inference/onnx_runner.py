@@ -29,7 +29,7 @@ from config.skeleton_file import skeleton_of
 from evaluate.inference.map_source import InputBatch
 from models.posenet import check_input_shape
 from utils.errors import UserError
-from utils.file_kind import file_kind
+from utils.file_kind import existing_file_kind
 
 CONFIG_KEY = "simplepose.config"  # the run's config, JSON of config.config_file.to_dict
 SKELETON_KEY = "simplepose.skeleton"  # the checkpoint's skeleton definition, JSON (absent when it had none)
@@ -114,12 +114,7 @@ def open_session(path: str | Path, providers: Providers | None = None):
     file."""
     ort = import_onnxruntime()
     path = Path(path)
-    if not path.is_file():
-        raise UserError(f"ONNX model {path} not found (write one with python -m evaluate.export_onnx)", file=path)
-    try:
-        kind = file_kind(path)
-    except OSError as e:
-        raise UserError(f"cannot read ONNX model {path}: {e.strerror or e}", file=path) from None
+    kind = existing_file_kind(path, "ONNX model", UserError, " (write one with python -m evaluate.export_onnx)")
     if kind.name in _NOT_ONNX:
         raise UserError(f"{path} is {kind.description}, not an ONNX model: {_NOT_ONNX[kind.name](path)}", file=path)
     try:

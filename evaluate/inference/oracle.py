@@ -46,19 +46,28 @@ class OracleSource:
         self.skeleton = skeleton
         self.stride = stride
         self.codec = PoseCodec(skeleton, targets, stride=stride)
+        self._last: tuple[Hashable, np.ndarray] | None = None  # the last image's keypoints: its scales come in a row
 
     def __call__(self, batch: InputBatch) -> torch.Tensor:
-        direct = [self.maps(meta, mirrored=False) for meta in batch.metas]
-        mirrored = [self.maps(meta, mirrored=True) for meta in batch.metas] if batch.flipped else []
-        return torch.from_numpy(np.stack(direct + mirrored)).to(batch.pixels.device)
+        people = [(meta, self.keypoints(meta.key)) for meta in batch.metas]
+        maps = [self.maps(meta, kp, mirrored=False) for meta, kp in people]
+        if batch.flipped:
+            maps += [self.maps(meta, kp, mirrored=True) for meta, kp in people]
+        return torch.from_numpy(np.stack(maps)).to(batch.pixels.device)
 
-    def maps(self, meta: ImageMeta, mirrored: bool) -> np.ndarray:
-        """(C, Hp / stride, Wp / stride) targets of the image of ``meta`` in its network input (mirrored: in the
-        input's mirror)."""
+    def keypoints(self, key: Hashable) -> np.ndarray:
+        """``keypoints_of(key)``, looked up once for the consecutive scales of one image."""
+        if self._last is None or self._last[0] != key:
+            self._last = (key, self.keypoints_of(key))
+        return self._last[1]
+
+    def maps(self, meta: ImageMeta, keypoints: np.ndarray, mirrored: bool) -> np.ndarray:
+        """(C, Hp / stride, Wp / stride) targets of ``keypoints`` (P, K, 3 image pixels: the people of the image of
+        ``meta``) in its network input (mirrored: in the input's mirror)."""
         hp, wp = meta.padded_hw
         grid = (hp // self.stride, wp // self.stride)
         fx, fy = meta.resize_xy
-        kp = np.array(self.keypoints_of(meta.key), copy=True)
+        kp = np.array(keypoints, copy=True)
         # OpenCV's resize maps pixel centres: x' = (x + 0.5) * f - 0.5
         kp[..., 0] = (kp[..., 0] + 0.5) * fx - 0.5
         kp[..., 1] = (kp[..., 1] + 0.5) * fy - 0.5
