@@ -17,7 +17,6 @@ alternated at the same moments give a fair ratio; docs/benchmarks.md#data-pipeli
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 import time
 from collections import defaultdict
@@ -30,7 +29,6 @@ import torch
 from codec.targets import downscale_targets, draw_targets, keypoint_heatmaps, limb_heatmaps, mask_scales
 from config.config_file import add_config_arguments, config_from_args
 from data.dataset import SimplePoseDataset, sample_tensors
-from engine.batches import make_loader
 from utils.errors import cli_main
 
 QUOTED_ORIGINAL_SAMPLES_PER_S = 87  # quoted for the original's pipeline (1 process, 128x128 targets only)
@@ -114,26 +112,6 @@ def run(ds: SimplePoseDataset, n: int, repeats: int = 3) -> dict[str, float]:
         for k, v in res.items():
             best[k] = max(best.get(k, v), v) if k.endswith("/s") else min(best.get(k, v), v)
     return best
-
-
-def loader_rate(ds: SimplePoseDataset, num_workers: int, batch_size: int, batches: int, device: torch.device) -> float:
-    """Samples/s of a training DataLoader as the trainer builds it (engine.batches.make_loader: pinned memory on
-    CUDA when data.pin_memory) with ``num_workers`` worker processes, every tensor of each batch moved to
-    ``device``. The clock starts once each worker has handed over its first batch (worker start-up excluded) and
-    runs for ``batches`` more."""
-    warm = max(1, num_workers)
-    indices = [i % len(ds) for i in range((warm + batches) * batch_size)]
-    loader = make_loader(ds, indices, batch_size, dataclasses.replace(ds.cfg.data, num_workers=num_workers), device)
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    start = 0.0
-    for i, batch in enumerate(loader):
-        for x in (batch["image"], *batch["targets"], *batch["masks"]):
-            x.to(device, non_blocking=True)
-        if i == warm - 1:
-            sync()
-            start = time.perf_counter()
-    sync()
-    return batches * batch_size / (time.perf_counter() - start)
 
 
 @cli_main

@@ -44,7 +44,7 @@ import cv2
 import numpy as np
 import torch
 
-from bench.grouping import inputs_or_sample
+from bench.map_cache import cached
 from codec.decoder.decode import decode_people
 from codec.layout import ChannelLayout
 from codec.person import Person
@@ -64,6 +64,7 @@ from evaluate.metrics.keypoint_stats import coco_keypoint_stats
 from models.weights import unwrap
 from utils.distributed import select_device
 from utils.errors import UserError, cli_main
+from utils.paths import inputs_or_sample
 from utils.progress_bar import progress_bar
 
 _EVAL_DEFAULTS = EvalConfig()
@@ -125,20 +126,6 @@ class Source:
     source_for: Callable[[int, tuple[int, int]], MapSource]  # (image id, image (rows, cols)) -> map source
     device: torch.device
     skeleton: Skeleton
-
-
-def cached(source: MapSource) -> MapSource:
-    """``source`` computed once per input shape and images' transforms: one forward per image and test scale,
-    whatever the number of decoding grids asked of it."""
-    memo: dict[tuple, torch.Tensor] = {}
-
-    def run(batch: InputBatch) -> torch.Tensor:
-        key = (tuple(batch.pixels.shape), batch.metas)
-        if key not in memo:
-            memo[key] = source(batch)
-        return memo[key]
-
-    return run
 
 
 def degraded_channels(skeleton: Skeleton) -> np.ndarray:

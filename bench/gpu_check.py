@@ -39,14 +39,13 @@ from pathlib import Path
 
 import torch
 
-from bench.data_pipeline import loader_rate
-from bench.model import median_ms
+from bench.timing import loader_rate, median_ms
 from config.config_file import load_config
 from config.skeleton_file import skeleton_of
-from data.coco_to_hdf5 import Source, convert
+from data.conversion import Source, convert
 from data.dataset import SimplePoseDataset
 from data.image_files import read_image
-from data.synthetic import generate
+from data.synthetic_images import generate
 from evaluate.estimator import PoseEstimator, Timing
 from models import build_model
 from models.summary import macs_and_shapes

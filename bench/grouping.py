@@ -38,7 +38,7 @@ from evaluate.inference.multiscale import (
 from evaluate.inference.oracle import annotation_oracle
 from evaluate.metrics.annotations import load_coco
 from utils.errors import cli_main
-from utils.paths import COCO_SAMPLE_ANNOTATIONS, coco_sample_dir
+from utils.paths import inputs_or_sample
 
 
 def network_outputs(images_dir: Path, annotations: Path, cfg, skeleton: Skeleton, limit: int = 0):
@@ -73,14 +73,6 @@ def rate(fn, items, repeat: int) -> float:
         for it in items:
             fn(*it)
     return repeat * len(items) / (time.perf_counter() - start)
-
-
-def inputs_or_sample(images: Path | None, annotations: Path | None) -> tuple[Path, Path]:
-    """(image folder, annotation file): those given, else the real COCO sample's (utils.paths.coco_sample_dir)."""
-    if images is not None and annotations is not None:
-        return images, annotations
-    sample = coco_sample_dir()
-    return images or sample / "images", annotations or sample / COCO_SAMPLE_ANNOTATIONS
 
 
 @cli_main

@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from bench import decoder_table
+from bench.map_cache import cached
 from codec.decoder.decode import decode_people
 from codec.person import Person
 from config.config_file import add_config_arguments, config_from_args
@@ -126,12 +126,12 @@ def oracle_maps(coco, image_id: int, cfg, skeleton: Skeleton, heights: list[int]
     """{decode height: (maps, scale)} of one image's oracle, on a blank picture of its size."""
     info = coco.imgs[image_id]
     blank = np.zeros((int(info["height"]), int(info["width"]), 3), np.uint8)
-    cached = decoder_table.cached(annotation_oracle(coco, cfg.targets, skeleton))
+    oracle = cached(annotation_oracle(coco, cfg.targets, skeleton))
     out = {}
     for height in heights:
         grid_cfg = dataclasses.replace(cfg.eval, decode_height=height)
         out[height] = multiscale_maps(
-            blank, grid_cfg, cached, torch.device("cpu"), OUTPUT_STRIDE, skeleton=skeleton, key=image_id
+            blank, grid_cfg, oracle, torch.device("cpu"), OUTPUT_STRIDE, skeleton=skeleton, key=image_id
         )
     return out
 

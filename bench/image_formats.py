@@ -22,9 +22,9 @@ import cv2
 import torch
 
 from config.config_file import load_config
-from data.coco_to_hdf5 import Source, convert
+from data.conversion import Source, convert
 from data.dataset import SimplePoseDataset
-from data.synthetic import generate
+from data.synthetic_images import generate
 from utils.errors import cli_main
 from utils.paths import TINY_PRESET
 

@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 import torch
 
+from bench.timing import median_ms
 from config.config_file import load_config
 from config.skeleton_file import skeleton_of
 from engine.optim import build_optimizer
@@ -36,22 +37,6 @@ PRESETS = {"paper": "config/simplepose_coco.yaml", "quickstart": "config/quickst
 DTYPE_SETTINGS = {"fp32": "off", "bf16": "bf16", "fp16": "fp16", "amp": "auto"}  # --dtypes -> train.amp
 MEMORY_BATCHES = [1, 2, 4, 8, 16]
 GiB = 2**30
-
-
-def median_ms(fn, warmup: int, iters: int, sync=None) -> float:
-    """Median wall milliseconds of ``fn()`` over ``iters`` calls after ``warmup`` calls. ``sync()`` (e.g.
-    torch.cuda.synchronize) runs before each clock reading, so that work queued on a GPU is counted."""
-    sync = sync or (lambda: None)
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(iters):
-        sync()
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        times.append((time.perf_counter() - t0) * 1000)
-    return statistics.median(times)
 
 
 def preset_config(preset: str, size: int, *overrides: str):

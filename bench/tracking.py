@@ -48,9 +48,9 @@ from codec.person import Person, keypoint_box
 from config.config_file import add_config_arguments, config_from_args
 from config.schema import TrackConfig
 from config.skeleton import Skeleton
-from data.synthetic import COCO as COCO_PERSON_SKELETON
-from data.synthetic import COCO_PERSON
-from data.synthetic_video import SyntheticVideo, Walker, crossing_video, random_video, walker_poses
+from data.synthetic_clips import SyntheticVideo, Walker, crossing_video, random_video, walker_poses
+from data.synthetic_images import COCO as COCO_PERSON_SKELETON
+from data.synthetic_images import COCO_PERSON
 from evaluate.estimator import PoseEstimator
 from evaluate.metrics.oks import oks_matrix, person_area
 from evaluate.track import PoseTracker

@@ -42,7 +42,7 @@ from config.skeleton_check import KeypointSet, check_compatible
 from config.skeleton_file import load_skeleton, skeleton_of
 from data import augment
 from data.blob_reader import BlobReader, map_file
-from data.coco_to_hdf5 import rebuild_command
+from data.conversion import rebuild_command
 from data.h5_format import (
     FILE_ID_DATASETS,
     H5_FORMAT_VERSION,

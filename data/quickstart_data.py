@@ -14,9 +14,9 @@ from pathlib import Path
 
 from config.schema import DataConfig
 from config.skeleton_file import load_skeleton
-from data.coco_to_hdf5 import Source, convert
+from data.conversion import Source, convert
 from data.h5_format import H5_FORMAT_VERSION
-from data.synthetic import generate
+from data.synthetic_images import generate
 from utils.io import atomic_write_text
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """Run logging: a JSON-lines metrics file, TensorBoard's event files as ``train.tensorboard`` says, timing meters.
 
 Only the main process writes. Every record carries ``kind`` (``train``, ``epoch``, ``val``), ``epoch`` and
-``global_step``; ``engine.plot`` draws the curves from the file. TensorBoard (``out_dir/tensorboard``) is an optional
+``global_step``; ``engine.curves`` draws the curves from the file. TensorBoard (``out_dir/tensorboard``) is an optional
 package: ``train.tensorboard=auto`` mirrors the scalars there when it is installed and says once at the start when it
 is not, ``on`` refuses to start without it (``check_tensorboard``, before the run writes anything), ``off`` never
 uses it.

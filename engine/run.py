@@ -29,9 +29,9 @@ from config.schema import Config
 from data.quickstart_data import prepare_synthetic_data
 from engine.batch_errors import dead_workers_named
 from engine.checkpointer import TrainState, check_same_model, resolve_resume
+from engine.curves import plot_run
 from engine.hook_base import Hook
 from engine.launch import DataParallelBalanced, Distributed, Launcher, SingleDevice
-from engine.plot import plot_run
 from engine.run_folder import continues_folder, launch_owns
 from engine.trainer import Trainer
 from evaluate.prediction_sheet import draw_predictions

@@ -45,7 +45,7 @@ log = logging.getLogger(__name__)
 LAUNCH_FILE = ".launch.json"
 # Every file or folder a run writes into train.out_dir, and who writes it: checkpoints (engine.hooks.CheckpointHook),
 # the metrics log and TensorBoard's events (engine.logger), the resolved config (engine.trainer), the curves
-# (engine.plot), the quick start's predictions (evaluate.prediction_sheet), the validation results
+# (engine.curves), the quick start's predictions (evaluate.prediction_sheet), the validation results
 # (engine.validation: val_results_epoch{N}.json, diagnosis_epoch{N}/ with eval.diagnose).
 RUN_FILES = ("last.pt", "best.pt", "metrics.jsonl", "config.yaml", "curves.png", "predictions.png", "tensorboard")
 RUN_FILE_PATTERNS = ("val_results_epoch*.json", "diagnosis_epoch*")

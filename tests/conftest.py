@@ -35,7 +35,7 @@ from utils.paths import COCO_SAMPLE_ANNOTATIONS, coco_sample_dir
 
 def converted(sample: Path, out: Path, input_size: int) -> Path:
     """The sample at ``sample`` (images/, annotations/) converted by data.coco_to_hdf5 to ``out`` for ``input_size``."""
-    from data.coco_to_hdf5 import Source, convert
+    from data.conversion import Source, convert
 
     convert([Source(sample / "images", sample / COCO_SAMPLE_ANNOTATIONS)], out, input_size=input_size, progress=False)
     return out
@@ -162,7 +162,7 @@ def sample_h5(request, sample_kind: str) -> Path:
 @pytest.fixture(scope="session")
 def synthetic_coco(tmp_path_factory) -> Path:
     """A small synthetic dataset (data.synthetic, 12 images, seed 0): images/ and annotations/."""
-    from data.synthetic import generate
+    from data.synthetic_images import generate
 
     out = tmp_path_factory.mktemp("synthetic_coco")
     generate(out, num_images=12, seed=0, val_fraction=0.25)
@@ -173,7 +173,7 @@ def synthetic_coco(tmp_path_factory) -> Path:
 def synthetic_crowdpose(tmp_path_factory) -> Path:
     """A small synthetic set of CrowdPose figures (data.synthetic --skeleton crowdpose, 16 images, seed 0)."""
     from config.skeleton_file import load_skeleton
-    from data.synthetic import generate
+    from data.synthetic_images import generate
 
     out = tmp_path_factory.mktemp("synthetic_crowdpose")
     generate(out, num_images=16, seed=0, val_fraction=0.25, skeleton=load_skeleton("crowdpose"))

@@ -34,7 +34,7 @@ SYNTHETIC_SAMPLE = {"num_images": 27, "seed": 0, "crowd_probability": 0.3, "crow
 def make_synthetic_sample(out: Path) -> Path:
     """Generate the synthetic sample in ``out`` (``images/``, ``annotations/person_keypoints_sample.json``), laid
     out like the real COCO sample; returns ``out``."""
-    from data.synthetic import generate
+    from data.synthetic_images import generate
 
     generate(out, val_fraction=0, **SYNTHETIC_SAMPLE)
     (out / "annotations" / "person_keypoints_train.json").replace(out / COCO_SAMPLE_ANNOTATIONS)

@@ -20,7 +20,7 @@ import pytest
 from config.config_file import ConfigError, load_config
 from config.skeleton_file import load_skeleton
 from data.coco_annotations import main_person_indices
-from data.coco_to_hdf5 import Source, convert
+from data.conversion import Source, convert
 from data.image_files import ImageFileError
 from evaluate.evaluation import evaluate_oracle
 from tests.harness.bad_inputs import ids_past_int64, string_annotation_ids, without_labelled_people, without_main_people

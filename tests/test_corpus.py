@@ -20,8 +20,8 @@ import pytest
 from config.config_file import load_config
 from config.skeleton_check import SkeletonMismatch
 from config.skeleton_file import load_skeleton
-from data.coco_to_hdf5 import Source, convert
-from data.synthetic import generate
+from data.conversion import Source, convert
+from data.synthetic_images import generate
 from evaluate.evaluation import evaluate_oracle
 from evaluate.metrics.annotations import load_coco
 from evaluate.metrics.keypoint_stats import coco_keypoint_stats

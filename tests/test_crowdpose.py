@@ -13,7 +13,7 @@ from pycocotools.coco import COCO
 
 from config.config_file import load_config, to_dict
 from config.skeleton_file import load_skeleton
-from data.coco_to_hdf5 import Source, convert
+from data.conversion import Source, convert
 from evaluate import coco_eval
 from evaluate.metrics.crowdpose_eval import crowdpose_keypoint_stats
 from evaluate.metrics.keypoint_stats import coco_keypoint_stats

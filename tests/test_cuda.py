@@ -35,8 +35,8 @@ from torch.utils.data import DataLoader, Sampler
 import engine.trainer
 from checkpoint.format import Checkpoint
 from config.config_file import config_from_args
-from data.coco_to_hdf5 import Source, convert
-from data.synthetic import generate
+from data.conversion import Source, convert
+from data.synthetic_images import generate
 from engine.logger import read_metrics
 from engine.run import QUICKSTART_PRESET, parse_args
 from engine.trainer import Trainer

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from pycocotools.coco import COCO
 
-from data.coco_to_hdf5 import Source, convert
+from data.conversion import Source, convert
 from data.h5_format import MASK_IGNORE_BIT, MASK_PERSON_BIT, decode_mask_runs
 from data.image_files import ImageFileError
 from utils.errors import AnnotationError, UserError
@@ -232,7 +232,7 @@ def test_main_person_spacing_uses_each_persons_own_box():
 
 def test_second_source_starts_at_its_offset(tmp_path, synthetic_sample_images, synthetic_sample_annotations):
     """The paper split adds val2017 from position 100 on; here the sample plays val2017 from position 20 on."""
-    from data.coco_to_hdf5 import Source, convert
+    from data.conversion import Source, convert
 
     data = json.loads(synthetic_sample_annotations.read_text())
     with_mains = {

@@ -6,10 +6,10 @@ import numpy as np
 from pycocotools.coco import COCO
 
 from config.config_file import load_config, set_key, validate
-from data.coco_to_hdf5 import Source, convert
+from data.conversion import Source, convert
 from data.dataset import SimplePoseDataset
 from data.quickstart_data import prepare_synthetic_data
-from data.synthetic import generate
+from data.synthetic_images import generate
 
 
 def test_deterministic_from_the_seed(tmp_path, synthetic_coco):

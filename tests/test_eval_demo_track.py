@@ -17,7 +17,7 @@ from bench.tracking import found_person, frame_truth, identity_metrics, ids_of_i
 from config.config_file import load_config
 from config.skeleton_file import load_skeleton
 from data import synthetic_video
-from data.synthetic_video import coco_annotations, crossing_video, write_video
+from data.synthetic_clips import coco_annotations, crossing_video, write_video
 from evaluate import PoseEstimator, PoseTracker, demo
 from evaluate import video as video_reader
 from evaluate.draw import track_color

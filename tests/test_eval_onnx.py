@@ -13,7 +13,7 @@ import torch
 from codec.decoder.decode import decode_people
 from codec.person import keypoint_array
 from config.config_file import ConfigError, to_dict
-from data.synthetic_video import crossing_video, write_video
+from data.synthetic_clips import crossing_video, write_video
 from evaluate import PoseEstimator, demo, export_onnx
 from evaluate.inference import onnx_export, onnx_runner
 from evaluate.inference.checkpoint_model import load_model

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from checkpoint.format import Checkpoint
-from data.coco_to_hdf5 import Source, convert
+from data.conversion import Source, convert
 from engine.logger import read_metrics
 from engine.trainer import Trainer
 from evaluate import coco_eval

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from data.coco_to_hdf5 import Source, convert
+from data.conversion import Source, convert
 from data.dataset import SimplePoseDataset
 from data.image_files import IMREAD_FLAGS, read_image
 from tests.helpers import SHORT_RUN, tiny_cfg

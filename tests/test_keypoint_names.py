@@ -14,7 +14,7 @@ import pytest
 
 from config.skeleton_check import SkeletonMismatch
 from config.skeleton_file import load_skeleton
-from data.coco_to_hdf5 import Source, convert
+from data.conversion import Source, convert
 from evaluate.metrics.annotations import load_coco
 from utils.paths import REPO_ROOT
 

@@ -11,7 +11,7 @@ import h5py
 import numpy as np
 
 from config.config_file import load_config
-from data.coco_to_hdf5 import Source, convert
+from data.conversion import Source, convert
 from evaluate.evaluation import evaluate_oracle
 
 

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from config.config_file import load_config
-from engine.plot import plot_run
+from engine.curves import plot_run
 from engine.run import QUICKSTART_PRESET
 from engine.run_folder import run_files
 from utils.paths import REPO_ROOT

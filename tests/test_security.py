@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from checkpoint import original as convert_original
-from data.coco_to_hdf5 import Source, convert
+from data.conversion import Source, convert
 from data.h5_format import check_layout
 from tests.harness.bad_inputs import (
     PAYLOAD_MARKER,

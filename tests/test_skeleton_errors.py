@@ -13,7 +13,7 @@ from config.config_file import load_config
 from config.skeleton import Skeleton, SkeletonFileError
 from config.skeleton_check import SkeletonMismatch
 from config.skeleton_file import load_skeleton, resolve_skeleton_path
-from data.coco_to_hdf5 import Source, convert
+from data.conversion import Source, convert
 from tests.helpers import internal_to_dataset
 from utils.paths import REPO_ROOT
 

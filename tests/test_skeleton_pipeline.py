@@ -17,7 +17,7 @@ from config.config_file import load_config
 from config.skeleton import Skeleton
 from config.skeleton_check import SkeletonMismatch
 from config.skeleton_file import load_skeleton
-from data.coco_to_hdf5 import Source, convert
+from data.conversion import Source, convert
 from data.dataset import SimplePoseDataset
 from engine.trainer import Trainer
 from evaluate import coco_eval

@@ -12,10 +12,11 @@ import pytest
 
 from config.config_file import load_config
 from config.skeleton_file import load_skeleton
-from data.coco_to_hdf5 import Source, convert
+from data.conversion import Source, convert
 from data.dataset import SimplePoseDataset
 from data.quickstart_data import prepare_synthetic_data
-from data.synthetic import generate, main
+from data.synthetic import main
+from data.synthetic_images import generate
 from engine.run import QUICKSTART_PRESET
 from evaluate import coco_eval
 from tests.helpers import FAINT_MAPS, assert_the_loss_fell, train_a_few_steps

@@ -23,8 +23,8 @@ from bench.tracking import (
 from config.config_file import ConfigError, load_config
 from config.schema import TrackConfig
 from config.skeleton_file import load_skeleton
-from data.synthetic import COCO_PERSON
-from data.synthetic_video import SyntheticVideo, Walker, crossing_video, random_video, walker_poses
+from data.synthetic_clips import SyntheticVideo, Walker, crossing_video, random_video, walker_poses
+from data.synthetic_images import COCO_PERSON
 from evaluate.metrics.oks import BodyTemplate, oks_matrix, person_area
 from evaluate.track import OneEuroFilter, PoseTracker, pair_similarity
 from tests.helpers import COCO

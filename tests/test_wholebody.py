@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from config.skeleton_file import load_skeleton
-from data.synthetic import generate
+from data.synthetic_images import generate
 from evaluate import coco_eval
 from evaluate.inference.multiscale import CV_MAX_RESIZE_CHANNELS, cubic_resize_channels, resize_to_grid
 

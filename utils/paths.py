@@ -52,3 +52,11 @@ def coco_sample_dir() -> Path:
         f"real COCO sample not found (27 train2017 photos, 4.4 MB): run {FETCH_COMMAND} to download it into "
         f"{shown}, or set SIMPLEPOSE_COCO_SAMPLE"
     )
+
+
+def inputs_or_sample(images: Path | None, annotations: Path | None) -> tuple[Path, Path]:
+    """(image folder, annotation file): those given, else the real COCO sample's (utils.paths.coco_sample_dir)."""
+    if images is not None and annotations is not None:
+        return images, annotations
+    sample = coco_sample_dir()
+    return images or sample / "images", annotations or sample / COCO_SAMPLE_ANNOTATIONS

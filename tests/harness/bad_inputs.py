@@ -28,7 +28,7 @@ from checkpoint.format import Checkpoint
 from config.config_file import load_config
 from config.skeleton_file import load_skeleton
 from data.coco_annotations import main_person_indices
-from data.coco_to_hdf5 import Source, convert
+from data.conversion import Source, convert
 from engine.checkpointer import TrainState, rng_state
 from engine.optim import build_optimizer
 from engine.position import TrainingPosition
@@ -672,7 +672,7 @@ def _keypoint_names_absent(c: _Corpus, name: str) -> Case:
 
 @_case
 def _oracle_133_keypoints(c: _Corpus, name: str) -> Case:
-    from data.synthetic import generate
+    from data.synthetic_images import generate
 
     d = c.out / f"{name}_set"
     generate(d, num_images=2, seed=3, val_fraction=0, skeleton=load_skeleton("coco_wholebody"))

@@ -29,8 +29,8 @@ import train
 import utils.io
 from checkpoint.format import Checkpoint
 from config.schema import DataConfig
-from data.coco_to_hdf5 import Source, convert
-from data.synthetic import generate
+from data.conversion import Source, convert
+from data.synthetic_images import generate
 from engine import batch_errors
 from engine.batch_errors import LoaderError
 from tests.harness.cases import CaseResult
