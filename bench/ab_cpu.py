@@ -36,7 +36,7 @@ if a["what"] == "train":
     cfg = load_config("config/quickstart.yaml", [f"data.train={a['h5']}", f"train.out_dir={a['out']}",
                       "train.val_every=0", "train.log_every=10", "train.epochs=1"])
     t = Trainer(cfg)
-    p = t.progress
+    p = t.position
     t.model.train()
     t.hooks.before_train(p)
     t.hooks.before_epoch(p)

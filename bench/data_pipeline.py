@@ -26,6 +26,7 @@ import cv2
 import numpy as np
 import torch
 
+from codec.layout import ChannelLayout
 from codec.targets import downscale_targets, draw_targets, keypoint_heatmaps, limb_heatmaps, mask_scales
 from config.config_file import add_config_arguments, config_from_args
 from data.dataset import SimplePoseDataset, sample_tensors
@@ -106,7 +107,8 @@ def run(ds: SimplePoseDataset, n: int, repeats: int = 3) -> dict[str, float]:
             res[key] = ms.pop(key)
         res["keypoint maps"] = t_kp / n * 1e3
         res["limb maps"] = t_limb / n * 1e3
-        aux = f"channels {ds.skeleton.person_mask_channel}/{ds.skeleton.max_keypoint_channel} + rest"
+        layout = ChannelLayout.of(ds.skeleton)
+        aux = f"channels {layout.person_mask}/{layout.max_keypoint} + rest"
         res[aux] = max(0.0, targets - res["keypoint maps"] - res["limb maps"])
         res.update(ms)
         for k, v in res.items():

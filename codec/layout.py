@@ -15,7 +15,8 @@ from config.skeleton import Skeleton
 
 @dataclass(frozen=True)
 class ChannelLayout:
-    """The channels of one skeleton's layout (``of``), read from the skeleton: one source for every user."""
+    """The channels of one skeleton's layout (``of``): the one definition the targets, the loss, the flip fusion and
+    the decoder read."""
 
     limbs: slice  # the limb maps, in ``skeleton.limbs`` order
     keypoints: slice  # the keypoint maps, in the skeleton's internal keypoint order
@@ -28,13 +29,24 @@ class ChannelLayout:
 
     @classmethod
     def of(cls, skeleton: Skeleton) -> ChannelLayout:
+        """The layout of ``skeleton``'s ``num_limbs`` L and ``num_keypoints`` K (module docstring); the mirror's
+        channels from its limb and keypoint flips."""
+        num_limbs, num_keypoints = skeleton.num_limbs, skeleton.num_keypoints
+        person_mask = num_limbs + num_keypoints
+        flip = (
+            *skeleton.limb_flip,
+            *(num_limbs + j for j in skeleton.keypoint_flip),
+            person_mask,
+            person_mask + 1,
+        )
+        assert len(flip) == skeleton.num_channels, "Skeleton.num_channels and the layout disagree"
         return cls(
-            limbs=skeleton.limb_channels,
-            keypoints=skeleton.keypoint_channels,
-            person_mask=skeleton.person_mask_channel,
-            max_keypoint=skeleton.max_keypoint_channel,
+            limbs=slice(0, num_limbs),
+            keypoints=slice(num_limbs, person_mask),
+            person_mask=person_mask,
+            max_keypoint=person_mask + 1,
             num_channels=skeleton.num_channels,
-            flip=skeleton.channel_flip,
+            flip=flip,
         )
 
     def groups(self) -> dict[str, slice]:

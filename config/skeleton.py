@@ -88,28 +88,8 @@ class Skeleton:
 
     @property
     def num_channels(self) -> int:
-        """Output channels: limbs + keypoints + person mask + max keypoint."""
+        """Output channels: limbs + keypoints + person mask + max keypoint (which is which: ``codec.layout``)."""
         return self.num_limbs + self.num_keypoints + AUX_CHANNELS
-
-    @property
-    def keypoint_start(self) -> int:
-        return self.num_limbs
-
-    @property
-    def limb_channels(self) -> slice:
-        return slice(0, self.num_limbs)
-
-    @property
-    def keypoint_channels(self) -> slice:
-        return slice(self.num_limbs, self.num_limbs + self.num_keypoints)
-
-    @property
-    def person_mask_channel(self) -> int:
-        return self.num_limbs + self.num_keypoints
-
-    @property
-    def max_keypoint_channel(self) -> int:
-        return self.person_mask_channel + 1
 
     def index(self, name: str) -> int:
         """Internal index of keypoint ``name``."""
@@ -152,18 +132,6 @@ class Skeleton:
     def limb_flip(self) -> tuple[int, ...]:
         """Limb k of a mirrored person is limb ``limb_flip[k]`` of the original."""
         return tuple(_mirrored_limbs(self.limbs, self.keypoint_flip))
-
-    @cached_property
-    def channel_flip(self) -> tuple[int, ...]:
-        """Output channel c of a prediction on a mirrored image holds what channel ``channel_flip[c]`` holds on the
-        original image (a permutation and an involution)."""
-        start = self.keypoint_start
-        return (
-            *self.limb_flip,
-            *(start + j for j in self.keypoint_flip),
-            self.person_mask_channel,
-            self.max_keypoint_channel,
-        )
 
     @cached_property
     def limb_ends(self) -> tuple[np.ndarray, np.ndarray]:

@@ -15,6 +15,7 @@ import sys
 import cv2
 import numpy as np
 
+from codec.layout import ChannelLayout
 from config.config_file import add_config_arguments, config_from_args
 from config.skeleton import Skeleton
 from data.dataset import SimplePoseDataset, read_settings
@@ -78,7 +79,8 @@ def render(ds: SimplePoseDataset, index: int) -> np.ndarray:
     targets = item["targets"][0].numpy()
     ignore = 1 - item["masks"][0].numpy()[0]
     sk = ds.skeleton
-    person = targets[sk.person_mask_channel]
+    layout = ChannelLayout.of(sk)
+    person = targets[layout.person_mask]
     masks = image.copy()
     for m, tint_bgr in ((person, (0, 128, 0)), (ignore, (0, 0, 150))):
         sel = _upscale(m, image.shape[:2]) > 0.5
@@ -86,14 +88,14 @@ def render(ds: SimplePoseDataset, index: int) -> np.ndarray:
     title = f"image {ds.file_image_id[ds.sample_image[index]]} flip={params.flip} rot={params.degree:.0f}"
     top = [
         _label(_draw_people(image, keypoints, sk), title),
-        _label(_overlay(image, targets[sk.max_keypoint_channel]), f"keypoint maps (channel {sk.max_keypoint_channel})"),
-        _label(_limb_colours(targets[sk.limb_channels], image, sk), f"limb maps (0-{sk.num_limbs - 1})"),
-        _label(masks, f"ignored (red), person mask ch {sk.person_mask_channel} (green)"),
+        _label(_overlay(image, targets[layout.max_keypoint]), f"keypoint maps (channel {layout.max_keypoint})"),
+        _label(_limb_colours(targets[layout.limbs], image, sk), f"limb maps (0-{sk.num_limbs - 1})"),
+        _label(masks, f"ignored (red), person mask ch {layout.person_mask} (green)"),
     ]
     scales = []
     for k, t in enumerate(item["targets"]):
         t = t.numpy()
-        both = np.maximum(t[sk.max_keypoint_channel], t[sk.limb_channels].max(0) * 0.5)
+        both = np.maximum(t[layout.max_keypoint], t[layout.limbs].max(0) * 0.5)
         scales.append(_label(_overlay(image, both), f"scale {k}: {t.shape[-1]}x{t.shape[-2]}"))
     rows = [np.hstack(top)]
     width = rows[0].shape[1]

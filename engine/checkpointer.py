@@ -2,8 +2,8 @@
 states, as ``checkpoint.format.Checkpoint`` files in ``train.out_dir`` (rank 0 writes; every rank takes part).
 
     checkpointer = Checkpointer(cfg, skeleton, model, optimizer, scaler, rank, world_size)
-    checkpointer.restore(progress, steps_per_epoch)      # train.resume: the agreed file, checked, into everything
-    checkpointer.save("last.pt", progress)               # a collective
+    checkpointer.restore(position, steps_per_epoch)      # train.resume: the agreed file, checked, into everything
+    checkpointer.save("last.pt", position)               # a collective
 
 The file format is ``checkpoint.format``'s, which holds the training state as an opaque dict; this module owns what
 only a training process needs: that state's schema (``TrainState``), the RNG states, the code version written with
@@ -47,14 +47,14 @@ class TrainState:
     checkpoint (``checkpoint.format`` keeps it as a dict; its keys are written and read here only)."""
 
     optimizer: dict[str, Any]
-    progress: TrainingPosition
+    position: TrainingPosition
     world_size: int = 1
     rng: list[dict[str, Any]] = field(default_factory=list)  # rng_state() of every rank, by rank
     scaler: dict[str, Any] = field(default_factory=dict)  # GradScaler state; {} without loss scaling
     ranks_in_sync: bool = True
 
     def to_dict(self) -> dict[str, Any]:
-        p = self.progress
+        p = self.position
         return {
             "optimizer": self.optimizer,
             "scaler": self.scaler,
@@ -72,7 +72,7 @@ class TrainState:
     def from_dict(cls, d: Mapping[str, Any], file: str) -> TrainState:
         """The training state of a format-2 ``train_state`` entry or of a format-1 (flat) checkpoint."""
         rng = d.get("rng", [])
-        progress = TrainingPosition(
+        position = TrainingPosition(
             epoch=int(_entry(d, "epoch", file)),
             step=int(_entry(d, "step", file)),
             global_step=int(_entry(d, "global_step", file)),
@@ -81,7 +81,7 @@ class TrainState:
         )
         return cls(
             optimizer=dict(_entry(d, "optimizer", file)),
-            progress=progress,
+            position=position,
             world_size=int(d.get("world_size", 1)),
             rng=list(rng) if isinstance(rng, (list, tuple)) else [rng],
             scaler=dict(d.get("scaler") or {}),
@@ -123,14 +123,14 @@ class Checkpointer:
         self.out_dir = Path(cfg.train.out_dir)
         self.last_saved_step: int | None = None  # the global step out_dir/last.pt holds (None: none of this run yet)
 
-    def save(self, name: str, progress: TrainingPosition) -> None:
-        """Write ``out_dir/name`` holding ``progress`` (the position a resumed run starts at).
+    def save(self, name: str, position: TrainingPosition) -> None:
+        """Write ``out_dir/name`` holding ``position`` (the position a resumed run starts at).
 
         Every rank takes part (RNG states and a weight fingerprint are gathered); rank 0 writes; then all learn
         whether it could, so a full disk stops every process with the same message instead of leaving the others
         waiting."""
-        beat("checkpoint", f"{name} at {progress.where()}")
-        progress.settle()
+        beat("checkpoint", f"{name} at {position.where()}")
+        position.settle()
         rngs = du.all_gather_object(rng_state())
         in_sync = ranks_in_sync(unwrap(self.model))
         error: tuple[str, int | None] = ("", None)
@@ -139,11 +139,11 @@ class Checkpointer:
                 log.warning(
                     "the weights of the %d processes differ at global step %d; the checkpoint holds rank 0's",
                     self.world_size,
-                    progress.global_step,
+                    position.global_step,
                 )
             state = TrainState(
                 self.optimizer.state_dict(),
-                dataclasses.replace(progress),
+                dataclasses.replace(position),
                 self.world_size,
                 rngs,
                 self.scaler.state_dict() if self.scaler.is_enabled() else {},
@@ -157,17 +157,17 @@ class Checkpointer:
         message, code = du.broadcast_object(error)
         if message:
             raise WriteError(
-                f"{message}. Training stopped at {progress.where()} without this checkpoint; once fixed, continue from "
+                f"{message}. Training stopped at {position.where()} without this checkpoint; once fixed, continue from "
                 f"the previous one with train.resume=auto train.out_dir={self.out_dir}",
                 self.out_dir / name,
                 code,
             )
         if name == "last.pt":
-            self.last_saved_step = progress.global_step
+            self.last_saved_step = position.global_step
 
-    def restore(self, progress: TrainingPosition, steps_per_epoch: int) -> Path | None:
+    def restore(self, position: TrainingPosition, steps_per_epoch: int) -> Path | None:
         """Resume from ``train.resume`` (the file every rank agrees on; None: a fresh start): check that it fits this
-        run, load the weights (strictly), the optimiser and scaler states, ``progress`` and (same world size) this
+        run, load the weights (strictly), the optimiser and scaler states, ``position`` and (same world size) this
         rank's RNG states. Returns the file resumed from."""
         path = agreed_resume_path(self.cfg.train.resume, self.out_dir)
         if path is None:
@@ -200,15 +200,15 @@ class Checkpointer:
             ) from None
         if state.scaler:
             self.scaler.load_state_dict(state.scaler)
-        saved = state.progress
-        progress.epoch, progress.step, progress.global_step = saved.epoch, saved.step, saved.global_step
-        progress.best_metric = saved.best_metric
-        progress.counters.update(saved.counters)
+        saved = state.position
+        position.epoch, position.step, position.global_step = saved.epoch, saved.step, saved.global_step
+        position.best_metric = saved.best_metric
+        position.counters.update(saved.counters)
         if path.resolve() == (self.out_dir / "last.pt").resolve():
             self.last_saved_step = saved.global_step
-        if progress.step and state.world_size != self.world_size:
+        if position.step and state.world_size != self.world_size:
             # Mid-epoch positions are counted in batches of the old world size: restart that epoch's order there.
-            progress.step = min(steps_per_epoch, progress.step * state.world_size // self.world_size)
+            position.step = min(steps_per_epoch, position.step * state.world_size // self.world_size)
         if state.rng and state.world_size == self.world_size:
             set_rng_state(state.rng[self.rank])
         if self.rank == 0:
@@ -217,9 +217,9 @@ class Checkpointer:
             log.info(
                 "resumed from %s: epoch %d, step %d, global step %d%s",
                 path,
-                progress.epoch,
-                progress.step,
-                progress.global_step,
+                position.epoch,
+                position.step,
+                position.global_step,
                 f" (written by code {ckpt.code_version})" if ckpt.code_version else "",
             )
         return path

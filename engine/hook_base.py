@@ -31,22 +31,22 @@ class Hook:
 
     runs_after: tuple[type[Hook], ...] = ()
 
-    def before_train(self, progress: TrainingPosition) -> None:
+    def before_train(self, position: TrainingPosition) -> None:
         pass
 
-    def before_epoch(self, progress: TrainingPosition) -> None:
+    def before_epoch(self, position: TrainingPosition) -> None:
         pass
 
-    def before_step(self, progress: TrainingPosition) -> None:
+    def before_step(self, position: TrainingPosition) -> None:
         pass
 
-    def after_step(self, progress: TrainingPosition, result: StepResult) -> None:
+    def after_step(self, position: TrainingPosition, result: StepResult) -> None:
         pass
 
-    def after_epoch(self, progress: TrainingPosition, summary: dict[str, float]) -> None:
+    def after_epoch(self, position: TrainingPosition, summary: dict[str, float]) -> None:
         pass
 
-    def after_train(self, progress: TrainingPosition) -> None:
+    def after_train(self, position: TrainingPosition) -> None:
         pass
 
 
@@ -68,26 +68,26 @@ class HookList(Hook):
                 )
         self.hooks = hooks
 
-    def before_train(self, progress: TrainingPosition) -> None:
+    def before_train(self, position: TrainingPosition) -> None:
         for h in self.hooks:
-            h.before_train(progress)
+            h.before_train(position)
 
-    def before_epoch(self, progress: TrainingPosition) -> None:
+    def before_epoch(self, position: TrainingPosition) -> None:
         for h in self.hooks:
-            h.before_epoch(progress)
+            h.before_epoch(position)
 
-    def before_step(self, progress: TrainingPosition) -> None:
+    def before_step(self, position: TrainingPosition) -> None:
         for h in self.hooks:
-            h.before_step(progress)
+            h.before_step(position)
 
-    def after_step(self, progress: TrainingPosition, result: StepResult) -> None:
+    def after_step(self, position: TrainingPosition, result: StepResult) -> None:
         for h in self.hooks:
-            h.after_step(progress, result)
+            h.after_step(position, result)
 
-    def after_epoch(self, progress: TrainingPosition, summary: dict[str, float]) -> None:
+    def after_epoch(self, position: TrainingPosition, summary: dict[str, float]) -> None:
         for h in self.hooks:
-            h.after_epoch(progress, summary)
+            h.after_epoch(position, summary)
 
-    def after_train(self, progress: TrainingPosition) -> None:
+    def after_train(self, position: TrainingPosition) -> None:
         for h in self.hooks:
-            h.after_train(progress)
+            h.after_train(position)

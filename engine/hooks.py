@@ -2,15 +2,15 @@
 
 The loop calls, in the order of the hook list:
 
-    before_train(progress)                     once, before the first step (also of a resumed run)
-    before_epoch(progress)                     each epoch, before its first step
-    before_step(progress)                      before each optimiser step (its batch is loaded)
-    after_step(progress, result)               after it (``result``: engine.trainer.StepResult)
-    after_epoch(progress, summary)             after the epoch's last step; ``summary`` is the epoch's dict of
+    before_train(position)                     once, before the first step (also of a resumed run)
+    before_epoch(position)                     each epoch, before its first step
+    before_step(position)                      before each optimiser step (its batch is loaded)
+    after_step(position, result)               after it (``result``: engine.trainer.StepResult)
+    after_epoch(position, summary)             after the epoch's last step; ``summary`` is the epoch's dict of
                                                figures, filled by the hooks (``Trainer.fit`` returns the last)
-    after_train(progress)                      once, at the end, also when training stops with an error
+    after_train(position)                      once, at the end, also when training stops with an error
 
-``progress`` (engine.position.TrainingPosition) is the run's position; hooks read it (the checkpoint hook alone records
+``position`` (engine.position.TrainingPosition) is the run's position; hooks read it (the checkpoint hook alone records
 the best metric in it). The base types (``Hook``, ``HookList``, ``StepResult``) are in engine/hook_base.py, beside
 the loop. A hook that reads what another writes into the epoch's summary names it in ``runs_after``, and ``HookList``
 refuses an order that breaks it. ``Trainer.default_hooks`` builds the standard list, in this order:
@@ -56,17 +56,17 @@ class WatchdogHook(Hook):
         self.timeout_s, self.rank, self.world_size = timeout_s, rank, world_size
         self.watchdog: Watchdog | None = None
 
-    def before_train(self, progress: TrainingPosition) -> None:
+    def before_train(self, position: TrainingPosition) -> None:
         if self.world_size > 1:
             self.watchdog = Watchdog(self.timeout_s, self.rank, self.world_size, du.get_store()).__enter__()
 
-    def before_epoch(self, progress: TrainingPosition) -> None:
-        beat("loading data", progress.where())
+    def before_epoch(self, position: TrainingPosition) -> None:
+        beat("loading data", position.where())
 
-    def after_step(self, progress: TrainingPosition, result: StepResult) -> None:
-        beat("loading data", progress.where())
+    def after_step(self, position: TrainingPosition, result: StepResult) -> None:
+        beat("loading data", position.where())
 
-    def after_train(self, progress: TrainingPosition) -> None:
+    def after_train(self, position: TrainingPosition) -> None:
         if self.watchdog is not None:
             self.watchdog.__exit__(None, None, None)
             self.watchdog = None
@@ -90,19 +90,19 @@ class LoggingHook(Hook):
         self.samples_per_step, self.device, self.is_main = samples_per_step, device, is_main  # all processes
         self.bar = None  # this epoch's progress bar (utils.progress_bar)
 
-    def before_train(self, progress: TrainingPosition) -> None:
+    def before_train(self, position: TrainingPosition) -> None:
         # records past the position were written by a run that died after its last checkpoint: every step once
-        self.logger.truncate_after(progress.global_step)
+        self.logger.truncate_after(position.global_step)
 
-    def before_epoch(self, progress: TrainingPosition) -> None:
+    def before_epoch(self, position: TrainingPosition) -> None:
         self.data_time, self.compute_time = Meter(), Meter()
         # the epoch's loss, summed over the samples of applied steps, on the device: read at log steps only
         self.loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
         self.loss_samples = torch.zeros((), dtype=torch.float64, device=self.device)
         self.bar = progress_bar(
             total=self.steps_per_epoch,
-            initial=progress.step,
-            desc=f"epoch {progress.epoch}",
+            initial=position.step,
+            desc=f"epoch {position.epoch}",
             unit="step",
             disable=not self.is_main,
             dynamic_ncols=True,
@@ -110,18 +110,18 @@ class LoggingHook(Hook):
         )
         self.tic = time.perf_counter()
 
-    def before_step(self, progress: TrainingPosition) -> None:
+    def before_step(self, position: TrainingPosition) -> None:
         self.batch_ready = time.perf_counter()
         self.data_time.update(self.batch_ready - self.tic)
 
-    def after_step(self, progress: TrainingPosition, result: StepResult) -> None:
+    def after_step(self, position: TrainingPosition, result: StepResult) -> None:
         self.tic = time.perf_counter()
         self.compute_time.update(self.tic - self.batch_ready)
         applied = result.applied
         self.loss_sum += torch.where(applied, result.loss.detach().double() * result.samples, 0.0)
         self.loss_samples += applied.double() * result.samples
-        if progress.step % self.log_every == 0 or progress.step == self.steps_per_epoch:
-            self.log_step(progress, result)
+        if position.step % self.log_every == 0 or position.step == self.steps_per_epoch:
+            self.log_step(position, result)
             self.bar.set_postfix(loss=f"{self.epoch_loss():.4g}", lr=f"{result.lr:.3g}", refresh=False)
         self.bar.update(1)
 
@@ -130,15 +130,15 @@ class LoggingHook(Hook):
         count = float(self.loss_samples.item())
         return float(self.loss_sum.item()) / count if count else float("nan")
 
-    def log_step(self, progress: TrainingPosition, result: StepResult) -> None:
-        skipped = progress.settle()
+    def log_step(self, position: TrainingPosition, result: StepResult) -> None:
+        skipped = position.settle()
         if skipped and self.is_main:
             log.info(
                 "%s: non-finite loss or gradient, %d step%s skipped since the last log (%d so far)",
-                progress.where(),
+                position.where(),
                 skipped,
                 "" if skipped == 1 else "s",
-                progress.counters["skipped_nonfinite"],
+                position.counters["skipped_nonfinite"],
             )
         total = du.all_reduce_mean(result.loss)
         breakdown = {k: du.all_reduce_mean(v.detach()) for k, v in result.breakdown.items()}
@@ -150,28 +150,28 @@ class LoggingHook(Hook):
             data_time=self.data_time.mean,
             compute_time=self.compute_time.mean,
             samples_per_s=self.samples_per_step / max(step_time, 1e-9),
-            skipped_nonfinite=progress.counters["skipped_nonfinite"],
+            skipped_nonfinite=position.counters["skipped_nonfinite"],
         )
         if result.loss_scale is not None:
             values["loss_scale"] = result.loss_scale
-        self.logger.log("train", progress.epoch, progress.global_step, step=progress.step, **values)
+        self.logger.log("train", position.epoch, position.global_step, step=position.step, **values)
 
-    def after_epoch(self, progress: TrainingPosition, summary: dict[str, float]) -> None:
+    def after_epoch(self, position: TrainingPosition, summary: dict[str, float]) -> None:
         if self.bar is not None:
             self.bar.close()
         mean_loss = du.all_reduce_mean(torch.tensor(self.epoch_loss(), device=self.device)).item()
         samples_per_s = self.samples_per_step / max(self.data_time.mean + self.compute_time.mean, 1e-9)
         stats = {
             "train_loss": mean_loss,
-            "skipped_nonfinite": progress.counters["skipped_nonfinite"],
+            "skipped_nonfinite": position.counters["skipped_nonfinite"],
             "samples_per_s": samples_per_s,
         }
-        self.logger.log("epoch", progress.epoch, progress.global_step, **stats)
+        self.logger.log("epoch", position.epoch, position.global_step, **stats)
         if self.is_main:
-            log.info("epoch %d: train loss %.4f, %.1f samples/s", progress.epoch, mean_loss, samples_per_s)
+            log.info("epoch %d: train loss %.4f, %.1f samples/s", position.epoch, mean_loss, samples_per_s)
         summary.update(stats)
 
-    def after_train(self, progress: TrainingPosition) -> None:
+    def after_train(self, position: TrainingPosition) -> None:
         if self.bar is not None:
             self.bar.close()
         self.logger.close()
@@ -187,15 +187,15 @@ class ValidationHook(Hook):
         self.validator, self.every, self.epochs, self.logger = validator, every, epochs, logger
         self.data, self.is_main = data, is_main
 
-    def after_epoch(self, progress: TrainingPosition, summary: dict[str, float]) -> None:
-        e = progress.epoch
+    def after_epoch(self, position: TrainingPosition, summary: dict[str, float]) -> None:
+        e = position.epoch
         if not self.every or not ((e + 1) % self.every == 0 or e + 1 == self.epochs):
             return
         beat("validation", f"epoch {e}")
         with loader_errors(self.data.val, self.data, lambda: "validating"):
             figures = self.validator.validate(e)
         if figures:
-            self.logger.log("val", e, progress.global_step, **figures)
+            self.logger.log("val", e, position.global_step, **figures)
             if self.is_main:
                 log.info("epoch %d validation: %s", e, ", ".join(f"{k} {v:.4f}" for k, v in figures.items()))
         summary.update(figures)
@@ -204,24 +204,24 @@ class ValidationHook(Hook):
 class CheckpointHook(Hook):
     """``last.pt`` every ``every_steps`` optimiser steps (0: never mid-epoch) and at each epoch end; ``best.pt`` when
     the epoch's validation metric (``engine.validation.validation_metric``, which ``ValidationHook`` writes into the
-    summary: hence ``runs_after``) beats ``progress.best_metric``."""
+    summary: hence ``runs_after``) beats ``position.best_metric``."""
 
     runs_after = (ValidationHook,)
 
     def __init__(self, checkpointer: Checkpointer, every_steps: int) -> None:
         self.checkpointer, self.every_steps = checkpointer, every_steps
 
-    def after_step(self, progress: TrainingPosition, result: StepResult) -> None:
-        if self.every_steps and progress.global_step % self.every_steps == 0:
-            self.checkpointer.save("last.pt", progress)
+    def after_step(self, position: TrainingPosition, result: StepResult) -> None:
+        if self.every_steps and position.global_step % self.every_steps == 0:
+            self.checkpointer.save("last.pt", position)
 
-    def after_epoch(self, progress: TrainingPosition, summary: dict[str, float]) -> None:
-        progress.settle()  # before the copy below, which starts without the device-side count
+    def after_epoch(self, position: TrainingPosition, summary: dict[str, float]) -> None:
+        position.settle()  # before the copy below, which starts without the device-side count
         metric = validation_metric(summary)
-        improved = metric is not None and metric > progress.best_metric
+        improved = metric is not None and metric > position.best_metric
         if improved:
-            progress.best_metric = metric
-        end = dataclasses.replace(progress, epoch=progress.epoch + 1, step=0)  # where a resumed run starts
+            position.best_metric = metric
+        end = dataclasses.replace(position, epoch=position.epoch + 1, step=0)  # where a resumed run starts
         if improved:
             self.checkpointer.save("best.pt", end)
         self.checkpointer.save("last.pt", end)

@@ -133,7 +133,7 @@ def run(
     trainer: Trainer | None = None
 
     def position() -> str:
-        return trainer.progress.where() if trainer is not None else "while the run was starting"
+        return trainer.position.where() if trainer is not None else "while the run was starting"
 
     # a DataLoader worker's death reported anywhere (torch raises it from a signal handler, at any point: also while
     # another error is reported or the processes are shut down) ends in its one line, never a traceback
@@ -201,7 +201,7 @@ def finished_run(cfg: Config) -> tuple[str, int, int] | None:
         return None
     if state is None:
         return None
-    p = state.progress
+    p = state.position
     return (str(path), p.epoch, p.global_step) if p.epoch >= cfg.train.epochs and not p.step else None
 
 
@@ -219,7 +219,7 @@ def finished_message(cfg: Config, path: str, epochs: int, global_step: int, comm
 def interrupted_message(trainer: Trainer, command: list[str]) -> str:
     """Where Ctrl-C stopped ``trainer`` and how to continue: the command with ``train.resume=auto``, and the steps
     since the last checkpoint that the continued run will redo."""
-    p, saved = trainer.progress, trainer.checkpointer.last_saved_step
+    p, saved = trainer.position, trainer.checkpointer.last_saved_step
     again = with_settings(command, {"train.resume": "auto"})
     if saved is None:
         return (

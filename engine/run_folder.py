@@ -149,7 +149,7 @@ def _last_checkpoint(path: Path) -> tuple[str, int]:
         return "last.pt (unreadable)", 0
     if state is None:
         return "last.pt (weights only)", 0
-    p = state.progress
+    p = state.position
     epochs = ckpt.config.train.epochs if ckpt.config is not None else None
     done = f"{p.epoch} of {_epochs(epochs)}" if isinstance(epochs, int) else _epochs(p.epoch)
     into = f" and {p.step} steps into the next" if p.step else ""

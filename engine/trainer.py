@@ -97,13 +97,13 @@ class Trainer:
         # a fused step takes the skip as a device flag; without one (or with fp16 loss scaling) it is read back
         self.device_skip = fused and not self.scaler.is_enabled()
 
-        self.progress = TrainingPosition()
+        self.position = TrainingPosition()
         self.checkpointer = Checkpointer(
             cfg, self.skeleton, self.model, self.optimizer, self.scaler, self.rank, self.world_size
         )
         if self.is_main:
             remove_stale_temporaries(self.out_dir)  # left by a process killed while writing a checkpoint
-        self.checkpointer.restore(self.progress, self.steps_per_epoch)
+        self.checkpointer.restore(self.position, self.steps_per_epoch)
         self.hooks = HookList(self.default_hooks())
         if self.is_main:
             save_config(cfg, self.out_dir / "config.yaml")
@@ -141,7 +141,7 @@ class Trainer:
     def fit(self) -> dict[str, float]:
         """Train from the current position to ``train.epochs``; returns the last epoch's summary (training and
         validation figures)."""
-        p, summary = self.progress, {}
+        p, summary = self.position, {}
         try:
             self.hooks.before_train(p)
             while p.epoch < self.cfg.train.epochs:
@@ -154,8 +154,8 @@ class Trainer:
         return summary
 
     def train_epoch(self) -> None:
-        """The remaining steps of the current epoch (``progress``), with their hooks."""
-        p, t = self.progress, self.cfg.train
+        """The remaining steps of the current epoch (``position``), with their hooks."""
+        p, t = self.position, self.cfg.train
         self.model.train()
         if t.bn_eval:
             batchnorm_eval(self.model)
@@ -173,7 +173,7 @@ class Trainer:
         by their number, so the gradient is that of their union), then unscale, clip, and the update unless the
         loss or the gradient is non-finite on any rank (then every rank skips it, counted). A CUDA out-of-memory
         error becomes one line naming the batch and what to change."""
-        where = self.progress.where()
+        where = self.position.where()
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.optimizer.zero_grad(set_to_none=True)
@@ -199,7 +199,7 @@ class Trainer:
         total = torch.stack(losses).mean()
         breakdown = {k: torch.stack([b[k].detach() for b in breakdowns]).mean(0) for k in breakdowns[0]}
         applied, skipped, grad_norm = self.scaled_update(total) if self.scaler.is_enabled() else self.update(total)
-        self.progress.count_skip(skipped)
+        self.position.count_skip(skipped)
         scale = self.scaler.get_scale() if self.scaler.is_enabled() else None
         return StepResult(total, breakdown, grad_norm, applied, samples, lr, scale)
 

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from checkpoint.format import Checkpoint
+from codec.layout import ChannelLayout
 from config.config_file import load_config
 from config.schema import Config, ModelConfig
 from config.skeleton import Skeleton
@@ -25,6 +26,7 @@ from models import build_loss, build_model
 from utils.paths import COCO_SAMPLE_ANNOTATIONS, REPO_ROOT, TINY_PRESET
 
 COCO = load_skeleton("coco")  # the paper's skeleton: the tests written against its channel layout use it
+COCO_LAYOUT = ChannelLayout.of(COCO)  # its channels: limbs 0-29, keypoints 30-47, person mask 48, max keypoint 49
 
 # The synthetic sample (the conftest's synthetic_sample): as many pictures as the real sample, twice the generator's
 # share of crowd regions (so that the sample holds several), crowds written as COCO's files write them.

@@ -101,7 +101,7 @@ def test_run_resumed_with_checkpointing_on_matches_one_without(synthetic_h5_64, 
     Trainer(load_config(TINY_PRESET, [*split, "train.epochs=1"])).fit()
     resumed = Trainer(load_config(TINY_PRESET, [*split, "train.epochs=2", "train.resume=auto",
                                                 "model.checkpoint_activations=true"]))  # fmt: skip
-    assert resumed.progress.epoch == 1 and unwrap(resumed.model).cfg.checkpoint_activations
+    assert resumed.position.epoch == 1 and unwrap(resumed.model).cfg.checkpoint_activations
     resumed.fit()
     expected = unwrap(full.model).state_dict()
     for name, value in unwrap(resumed.model).state_dict().items():

@@ -25,7 +25,7 @@ from tests.harness import bad_input_table
 from tests.harness.bad_inputs import build_corpus
 from tests.harness.cases import run_cases
 from tests.harness.faults import write_fault_train_code
-from tests.helpers import COCO, person, save_tiny_checkpoint
+from tests.helpers import COCO, COCO_LAYOUT, person, save_tiny_checkpoint
 from utils.paths import REPO_ROOT, TINY_PRESET
 
 
@@ -157,7 +157,7 @@ def test_degraded_maps_follow_the_documented_recipe():
     assert np.array_equal(degraded(0)[0], degraded(0)[0]) and not np.array_equal(degraded(0)[0], degraded(1)[0])
     blurred, errors = degraded(0, bumps_per_keypoint=0, noise_std=0.0)
     assert 0.4 <= errors.gains[:n].min() < errors.gains[:n].max() <= 0.8 and np.all(errors.gains[n:] == 1)
-    for image, gains in ((0, errors.gains), (1, errors.gains[list(COCO.channel_flip)])):  # the mirror's channels
+    for image, gains in ((0, errors.gains), (1, errors.gains[list(COCO_LAYOUT.flip)])):  # the mirror's channels
         for c in range(n):  # limb and keypoint channels: blurred (sigma 1 cell), times the channel's gain
             expected = gains[c] * cv2.GaussianBlur(clean[image, c], (0, 0), 1.0, borderType=cv2.BORDER_REPLICATE)
             assert np.allclose(blurred[image, c], expected, atol=1e-6)

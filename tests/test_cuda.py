@@ -185,7 +185,7 @@ def train_one_epoch(args: list[str], fixed_batch_steps: int = 0) -> Steps:
     finally:
         engine.batches.make_loader = make_loader
         hook.remove()
-        trainer.hooks.after_train(trainer.progress)  # closes the metrics log
+        trainer.hooks.after_train(trainer.position)  # closes the metrics log
     seen.trainable = len(names)
     seen.unchanged = [n for n, p, b in zip(names, trainer.params, before) if torch.equal(p, b)]
     seen.unchanged_with_gradient = [n for n, p, b in zip(names, trainer.params, before)
@@ -206,7 +206,7 @@ def test_paper_preset_trains_on_a_fixed_batch(paper_h5, tmp_path, amp, channels_
                                       "data.num_workers=0", "train.batch_size=2", "train.optimizer=adam",
                                       "train.lr=1e-3", "train.weight_decay=0"), steps)  # fmt: skip
     t = seen.trainer
-    skipped = t.progress.counters["skipped_nonfinite"]
+    skipped = t.position.counters["skipped_nonfinite"]
     # fp16: GradScaler starts at 2**16 and halves once per step whose scaled gradients overflowed (the scaler skips
     # that update itself; not a non-finite step); it cannot grow back within 2000 steps
     overflows = round(math.log2(2.0**16 / t.scaler.get_scale())) if t.scaler.is_enabled() else 0
@@ -255,9 +255,9 @@ def test_resume_continues_the_run_exactly(paper_h5, tmp_path):
                                                  "train.resume=auto")]))  # fmt: skip
     assert "resumed from" in runs[-1].stdout
     straight, resumed = (Checkpoint.load(tmp_path / d / "last.pt") for d in ("straight", "split"))
-    assert saved_state(straight).progress.global_step == saved_state(resumed).progress.global_step == 2 * half_steps
-    assert saved_state(half).progress.global_step == half_steps
-    assert saved_state(straight).progress.counters == saved_state(resumed).progress.counters
+    assert saved_state(straight).position.global_step == saved_state(resumed).position.global_step == 2 * half_steps
+    assert saved_state(half).position.global_step == half_steps
+    assert saved_state(straight).position.counters == saved_state(resumed).position.counters
     assert saved_state(straight).scaler == saved_state(resumed).scaler  # fp16 on CUDA: scale and growth tracker
     warnings = "".join(r.stderr for r in runs)
     nondeterministic = sorted(set(re.findall(r"(\S+) does not have a deterministic implementation", warnings)))
@@ -391,7 +391,7 @@ def test_torchrun_with_one_process_trains_with_sync_batchnorm(synthetic_h5_64, t
     probe = str(REPO_ROOT / "tests" / "batchnorm_probe.py")
     args = tiny_run_args(synthetic_h5_64, tmp_path, "dist.sync_bn=true", "train.max_steps_per_epoch=3")
     r = run_command(torchrun_command([probe, *args], 1))
-    assert saved_state(tmp_path / "last.pt").progress.global_step == 3
+    assert saved_state(tmp_path / "last.pt").position.global_step == 3
     assert_finite(train_losses(tmp_path))
     found = re.search(r"^batchnorm layers: (.*)$", r.stdout, re.M)
     assert found, r.stdout[-2000:]

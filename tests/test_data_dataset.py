@@ -15,7 +15,7 @@ from config.config_file import load_config
 from data import augment
 from data.dataset import SimplePoseDataset, collate, images_to_float
 from evaluate.inference.multiscale import prepare_input
-from tests.helpers import COCO
+from tests.helpers import COCO, COCO_LAYOUT
 from utils.errors import DataFileError, UserError
 
 
@@ -53,7 +53,7 @@ def test_keypoints_land_on_their_peaks(train_set):
             col, row = round((x - 1.5) / 4), round((y - 1.5) / 4)
             if v >= 2 or not (1 <= col < 63 and 1 <= row < 63):
                 continue
-            channel = maps[COCO.keypoint_start + j]
+            channel = maps[COCO_LAYOUT.keypoints.start + j]
             assert channel[row, col] > 0.94  # within half a cell of a sigma-9 peak
             others = moved[1:, j]
             if np.any((others[:, 2] < 2) & (np.abs(others[:, :2] - (x, y)).max(1) < 12)):
@@ -77,13 +77,15 @@ def test_flip_mirrors_everything_and_swaps_sides(sample_h5, cfg):
     # The flip mirrors the rotated picture about the crop's vertical axis.
     np.testing.assert_allclose(flipped["image"].numpy(), plain["image"].numpy()[:, :, ::-1], atol=2)
     tp, tf = plain["targets"][0].numpy(), flipped["targets"][0].numpy()
-    mirrored = tp[np.array(COCO.channel_flip)][:, :, ::-1]
-    np.testing.assert_allclose(tf[COCO.limb_channels], mirrored[COCO.limb_channels], atol=1e-4)
+    mirrored = tp[np.array(COCO_LAYOUT.flip)][:, :, ::-1]
+    np.testing.assert_allclose(tf[COCO_LAYOUT.limbs], mirrored[COCO_LAYOUT.limbs], atol=1e-4)
     # Keypoint windows are rounded to cells, so their faint edges (< 0.03) may differ.
-    np.testing.assert_allclose(tf[COCO.keypoint_start :], mirrored[COCO.keypoint_start :], atol=0.03)
+    np.testing.assert_allclose(tf[COCO_LAYOUT.keypoints.start :], mirrored[COCO_LAYOUT.keypoints.start :], atol=0.03)
     rsho = COCO.keypoints.index("right_shoulder")
-    assert tp[COCO.keypoint_start + rsho].max() > 0.5
-    assert not np.allclose(tf[COCO.keypoint_start + rsho], tp[COCO.keypoint_start + rsho][:, ::-1], atol=1e-2)
+    assert tp[COCO_LAYOUT.keypoints.start + rsho].max() > 0.5
+    assert not np.allclose(
+        tf[COCO_LAYOUT.keypoints.start + rsho], tp[COCO_LAYOUT.keypoints.start + rsho][:, ::-1], atol=1e-2
+    )
     np.testing.assert_allclose(flipped["masks"][0].numpy(), plain["masks"][0].numpy()[:, :, ::-1], atol=1e-2)
 
 

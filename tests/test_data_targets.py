@@ -13,7 +13,7 @@ from codec.pose_codec import PoseCodec
 from codec.targets import downscale_targets, draw_targets, keypoint_heatmaps, limb_heatmaps, mask_scales
 from config import skeleton as sk
 from config.schema import TargetConfig
-from tests.helpers import COCO
+from tests.helpers import COCO, COCO_LAYOUT
 
 GRID = (128, 128)
 NECK, NOSE = COCO.keypoints.index("neck"), COCO.keypoints.index("nose")
@@ -50,8 +50,8 @@ def test_unlabelled_keypoints_and_limbs_are_not_drawn():
     kp = people({NECK: (250.3, 300), NOSE: (250.3, 200)})
     kp[0, NOSE, 2] = sk.VIS_UNLABELLED
     t = draw_targets(kp, None, GRID, 4, TargetConfig(), COCO)
-    assert t[COCO.keypoint_start + NOSE].max() == 0 and t[COCO.limb_channels].max() == 0
-    assert t[COCO.keypoint_start + NECK].max() > 0.98
+    assert t[COCO_LAYOUT.keypoints.start + NOSE].max() == 0 and t[COCO_LAYOUT.limbs].max() == 0
+    assert t[COCO_LAYOUT.keypoints.start + NECK].max() > 0.98
 
 
 def test_vertical_limb_golden_values():
@@ -98,7 +98,7 @@ def test_extra_channels_and_range():
     assert t.shape == (50, 128, 128) and t.dtype == np.float32
     assert t.min() >= 0 and t.max() <= 1
     np.testing.assert_array_equal(t[49], t[30:48].max(axis=0))
-    person = t[COCO.person_mask_channel]
+    person = t[COCO_LAYOUT.person_mask]
     assert person[11:19, 11:19].min() == 1 and person[10, 15] == 0 and person[15, 19] == 0
     assert person[0, 50] == 1 and person[3, 50] == 1 and person[4, 50] == 0
 
@@ -131,9 +131,9 @@ def test_the_codec_encodes_as_the_stages_do():
     assert all(a.tobytes() == b.tobytes() for a, b in zip(got_masks, want_masks, strict=True))
     layout = codec.layout
     assert (layout.limbs, layout.keypoints, layout.flip) == (
-        COCO.limb_channels,
-        COCO.keypoint_channels,
-        COCO.channel_flip,
+        COCO_LAYOUT.limbs,
+        COCO_LAYOUT.keypoints,
+        COCO_LAYOUT.flip,
     )
     assert (layout.person_mask, layout.max_keypoint, layout.num_channels) == (48, 49, 50)
     assert channel_groups(COCO) == {"limb": slice(0, 30), "keypoint": slice(30, 48), "person_mask": slice(48, 49),

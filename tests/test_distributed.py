@@ -80,7 +80,7 @@ def test_two_processes_equal_one_process_with_twice_the_batch(synthetic_h5_64, t
     assert "no GPU visible" in r1.stdout
     two, one = Checkpoint.load(out2 / "last.pt"), Checkpoint.load(tmp_path / "last.pt")
     assert saved_state(two).world_size == 2 and saved_state(one).world_size == 1
-    assert saved_state(two).progress.global_step == saved_state(one).progress.global_step == 4
+    assert saved_state(two).position.global_step == saved_state(one).position.global_step == 4
     assert saved_state(two).ranks_in_sync is True  # every rank held bit-identical weights at the checkpoint
 
     from engine.process_setup import seed_everything
@@ -115,7 +115,7 @@ def test_nan_on_one_rank_makes_every_rank_skip_the_step(nan_run):
     out, r = nan_run
     assert r.stdout.count("step skipped") == 1
     ckpt = Checkpoint.load(out / "last.pt")
-    assert saved_state(ckpt).progress.counters["skipped_nonfinite"] == 1 and saved_state(ckpt).progress.global_step == 3
+    assert saved_state(ckpt).position.counters["skipped_nonfinite"] == 1 and saved_state(ckpt).position.global_step == 3
     assert saved_state(ckpt).ranks_in_sync is True  # rank 0 skipped too (it saw a finite loss)
     assert all(torch.isfinite(v).all() for v in ckpt.model.values() if v.is_floating_point())
     losses = [rec["loss"] for rec in train_records(out)]
@@ -138,8 +138,8 @@ def test_a_two_process_checkpoint_resumes_in_one_and_in_two(nan_run, synthetic_h
         r = torchrun("train_distributed.py", synthetic_h5_64, tmp_path, *resume, nproc=2)
     assert "resumed from" in r.stdout and "global step 3" in r.stdout
     state = saved_state(tmp_path / "last.pt")
-    assert (state.progress.epoch, state.progress.global_step, state.world_size) == (2, 6, nproc)
-    assert state.progress.counters["skipped_nonfinite"] == 1  # carried over
+    assert (state.position.epoch, state.position.global_step, state.world_size) == (2, 6, nproc)
+    assert state.position.counters["skipped_nonfinite"] == 1  # carried over
     assert [rec["global_step"] for rec in train_records(tmp_path)] == [4, 5, 6]
 
 
@@ -153,7 +153,7 @@ def test_a_killed_worker_restarts_and_resumes_from_the_last_checkpoint(synthetic
     assert not stale.exists()
     ckpt = Checkpoint.load(tmp_path / "last.pt")
     state = saved_state(ckpt)
-    assert (state.progress.epoch, state.progress.global_step) == (1, 4) and state.ranks_in_sync is True
+    assert (state.position.epoch, state.position.global_step) == (1, 4) and state.ranks_in_sync is True
     # the metrics lost the dead attempt's records past its checkpoint: every step is logged once
     assert [rec["global_step"] for rec in train_records(tmp_path)] == [1, 2, 3, 4]
     # only the work since the checkpoint was redone, exactly: the same weights as the uninterrupted run
@@ -171,7 +171,7 @@ def test_a_restart_before_the_first_checkpoint_starts_the_run_again_in_its_folde
     assert "rank 1 dies at global step 1" in r.stdout and "holds no last.pt yet" in r.stdout
     assert "already holds a run" not in r.stderr
     ckpt = Checkpoint.load(tmp_path / "last.pt")
-    assert saved_state(ckpt).progress.global_step == 4
+    assert saved_state(ckpt).position.global_step == 4
     assert [rec["global_step"] for rec in train_records(tmp_path)] == [1, 2, 3, 4]
     assert_close_states(Checkpoint.load(two_process_run[0] / "last.pt").model, ckpt.model, rtol=0, atol=0)
 
@@ -215,7 +215,7 @@ def test_a_rank_that_hangs_ends_the_run_by_name_and_the_group_resumes(synthetic_
     assert "Traceback" not in r.stderr.split("stuck: rank 1")[0]
     assert "resumed from" in r.stdout and "step 2, global step 2" in r.stdout
     ckpt = Checkpoint.load(tmp_path / "last.pt")
-    assert saved_state(ckpt).progress.global_step == 4 and saved_state(ckpt).ranks_in_sync is True
+    assert saved_state(ckpt).position.global_step == 4 and saved_state(ckpt).ranks_in_sync is True
     reference = Checkpoint.load(two_process_run[0] / "last.pt")
     assert_close_states(reference.model, ckpt.model, rtol=0, atol=0)
 

@@ -36,7 +36,7 @@ def test_exact_resume_is_bit_identical(synthetic_h5_64, tmp_path):
     first = Trainer(tiny_cfg(synthetic_h5_64, tmp_path / "split", *common[1:], "train.epochs=1"))
     first.fit()
     resumed = Trainer(tiny_cfg(synthetic_h5_64, tmp_path / "split", *common, "train.resume=auto"))
-    assert resumed.progress.epoch == 1 and resumed.progress.global_step == 3
+    assert resumed.position.epoch == 1 and resumed.position.global_step == 3
     resumed.fit()
 
     assert_same_state(model_state(full), model_state(resumed))
@@ -45,9 +45,9 @@ def test_exact_resume_is_bit_identical(synthetic_h5_64, tmp_path):
         assert torch.equal(a, b)
     ckpt = Checkpoint.load(tmp_path / "split" / "last.pt")
     state = saved_state(ckpt)
-    assert state.progress.epoch == 2 and state.progress.global_step == 6 and ckpt.config.train.epochs == 2
+    assert state.position.epoch == 2 and state.position.global_step == 6 and ckpt.config.train.epochs == 2
     assert state.optimizer["state"] and state.rng and ckpt.code_version and ckpt.skeleton is not None
-    assert state.progress.best_metric == -math.inf and state.scaler == {}  # no validation here; no loss scaling
+    assert state.position.best_metric == -math.inf and state.scaler == {}  # no validation here; no loss scaling
     assert (tmp_path / "split" / "config.yaml").is_file()
 
 
@@ -59,7 +59,7 @@ def test_mid_epoch_checkpoint_resumes_at_the_same_step(synthetic_h5_64, tmp_path
                                "train.epochs=1"))  # fmt: skip
     partial.train_epoch()  # writes last.pt at step 2 of epoch 0 and "dies"
     resumed = Trainer(tiny_cfg(synthetic_h5_64, tmp_path / "part", *common, "train.resume=auto"))
-    assert (resumed.progress.epoch, resumed.progress.step) == (0, 2)
+    assert (resumed.position.epoch, resumed.position.step) == (0, 2)
     resumed.fit()
     assert_same_state(model_state(full), model_state(resumed))
 
@@ -106,7 +106,7 @@ def test_bf16_autocast_trains_and_nan_is_skipped_and_counted(synthetic_h5_64, tm
 
     losses = [json.loads(r)["loss"] for r in rows]
     finite = [x for x in losses if isinstance(x, float)]
-    assert t.progress.counters["skipped_nonfinite"] == 1
+    assert t.position.counters["skipped_nonfinite"] == 1
     assert sum(finite[-3:]) < sum(finite[:3])
     for p in t.params:
         assert torch.isfinite(p).all()

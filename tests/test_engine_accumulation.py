@@ -40,7 +40,7 @@ def test_two_micro_batches_of_two_give_the_weights_of_one_batch_of_four(syntheti
     for k in a:
         assert torch.allclose(a[k], b[k], rtol=0, atol=1e-6), k
     # optimiser steps, not micro-batches
-    assert saved_state(tmp_path / "b2x2" / "last.pt").progress.global_step == 3
+    assert saved_state(tmp_path / "b2x2" / "last.pt").position.global_step == 3
 
 
 def test_a_run_that_dies_between_micro_batches_resumes_exactly(synthetic_h5_64, tmp_path):
@@ -52,9 +52,9 @@ def test_a_run_that_dies_between_micro_batches_resumes_exactly(synthetic_h5_64, 
     dying = with_faults(Trainer(tiny_cfg(synthetic_h5_64, tmp_path / "part", *common)), crash_at_loss=5)
     with pytest.raises(Crash):
         dying.fit()
-    assert saved_state(tmp_path / "part" / "last.pt").progress.global_step == 2
+    assert saved_state(tmp_path / "part" / "last.pt").position.global_step == 2
     resumed = Trainer(tiny_cfg(synthetic_h5_64, tmp_path / "part", *common, "train.resume=auto"))
-    assert (resumed.progress.epoch, resumed.progress.step) == (0, 2)
+    assert (resumed.position.epoch, resumed.position.step) == (0, 2)
     resumed.fit()
     a, b = weights(full), weights(resumed)
     assert all(torch.equal(a[k], b[k]) for k in a)
@@ -73,5 +73,5 @@ def test_out_of_memory_is_one_line_naming_the_batch_and_the_checkpoint_stays(syn
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     error = [line for line in r.stderr.splitlines() if line.startswith("error:")]
     assert len(error) == 1
-    assert saved_state(tmp_path / "last.pt").progress.global_step == 2
+    assert saved_state(tmp_path / "last.pt").position.global_step == 2
     assert not list(tmp_path.glob(".*.tmp"))

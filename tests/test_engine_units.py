@@ -86,7 +86,7 @@ def test_checkpoint_round_trip_with_rng(tmp_path):
     set_rng_state(saved_state(loaded).rng[0])
     assert torch.equal(torch.rand(2), a)
     assert torch.equal(loaded.model["w"], ckpt.model["w"])
-    assert saved_state(loaded).progress == saved_state(ckpt).progress
+    assert saved_state(loaded).position == saved_state(ckpt).position
     assert (loaded.config, loaded.skeleton, loaded.code_version) == (ckpt.config, COCO, "abc123")
     assert saved_state(loaded).scaler == {"scale": 8.0} and loaded.file == str(tmp_path / "c.pt")
     assert torch.equal(saved_state(loaded).optimizer["state"][0]["momentum_buffer"],
@@ -106,7 +106,7 @@ def test_legacy_format_checkpoints_load(tmp_path):
             "skeleton": COCO.to_dict(), "version": "abc", "format_version": 1}  # fmt: skip
     torch.save(flat, tmp_path / "v1.pt")
     v1 = Checkpoint.load(tmp_path / "v1.pt")
-    assert saved_state(v1).progress == TrainingPosition(2, 0, 6, 0.5, {"skipped_nonfinite": 1})
+    assert saved_state(v1).position == TrainingPosition(2, 0, 6, 0.5, {"skipped_nonfinite": 1})
     assert list(v1.model) == ["w"] and v1.skeleton == COCO and v1.code_version == "abc" and v1.config == Config()
     assert "model" not in v1.train_state and "config" not in v1.train_state  # only the training entries
     assert len(saved_state(v1).rng) == 1 and torch.equal(saved_state(v1).rng[0]["torch"], rng["torch"])

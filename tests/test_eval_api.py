@@ -23,6 +23,7 @@ from evaluate.inference.multiscale import multiscale_maps
 from evaluate.metrics.annotations import load_coco
 from tests.helpers import (
     COCO,
+    COCO_LAYOUT,
     LANDSCAPE,
     MORE_PEOPLE,
     PORTRAIT,
@@ -125,7 +126,7 @@ def test_scores_stay_in_their_documented_ranges_where_the_maps_overshoot(trained
     estimator.source = overshooting
     images = [read(p) for p in sorted(synthetic_sample_images.iterdir())[:8]]
     maps = [multiscale_maps(im, estimator.cfg, estimator.source, CPU, skeleton=COCO)[0] for im in images]
-    peaks = [m[COCO.keypoint_channels].max() for m in maps]
+    peaks = [m[COCO_LAYOUT.keypoints].max() for m in maps]
     assert max(peaks) > 1.0  # the clip is exercised
     results = estimator(images)
     people = [p for found in results for p in found]

@@ -15,7 +15,7 @@ from codec.targets import draw_targets
 from config.config_file import config_from_dict, load_config, save_config, to_dict
 from config.schema import DecodeSettings, EvalConfig, TargetConfig
 from evaluate.metrics.coco_results import coco_results
-from tests.helpers import COCO, internal_to_dataset, person
+from tests.helpers import COCO, COCO_LAYOUT, internal_to_dataset, person
 
 STRIDE = 4
 
@@ -194,7 +194,7 @@ def test_person_scores_lie_in_0_1_in_the_original_order_with_one_keypoint_people
 def test_a_strong_lone_keypoint_ranks_after_a_weak_two_keypoint_person():
     h, w = 64, 80
     maps = np.zeros((COCO.num_channels, h, w), np.float32)
-    kp = COCO.keypoint_start
+    kp = COCO_LAYOUT.keypoints.start
     shoulder, elbow = COCO.index("right_shoulder"), COCO.index("right_elbow")
     maps[kp + shoulder] = 0.35 * gaussian_map(h, w, 20, 20)
     maps[kp + elbow] = 0.35 * gaussian_map(h, w, 20, 35)

@@ -18,7 +18,7 @@ from evaluate.inference.multiscale import (
     scale_factors,
 )
 from evaluate.inference.oracle import keypoints_oracle
-from tests.helpers import COCO, internal_to_dataset, person
+from tests.helpers import COCO, COCO_LAYOUT, internal_to_dataset, person
 from utils.precision import precision_for
 
 CPU = torch.device("cpu")
@@ -41,7 +41,7 @@ def test_prepare_input_pads_bottom_right_to_max_downsample():
 
 def test_fuse_flip_undoes_mirror_and_channel_swap():
     direct = torch.rand(50, 8, 12)
-    mirrored = direct.flip(-1)[list(COCO.channel_flip)]  # what a perfect network says about the mirror
+    mirrored = direct.flip(-1)[list(COCO_LAYOUT.flip)]  # what a perfect network says about the mirror
     fused = fuse_flip(torch.stack([direct, direct * 2, mirrored, mirrored * 2]), COCO)
     assert fused.shape == (2, 50, 8, 12)
     assert torch.allclose(fused[0], direct) and torch.allclose(fused[1], direct * 2)

@@ -59,14 +59,14 @@ def test_kill_9_mid_run_then_resume_auto_completes(synthetic_h5_64, tmp_path):
     p.wait()
     assert p.returncode == -signal.SIGKILL, "the run ended before it could be killed"
     killed_at = Checkpoint.load(tmp_path / "last.pt")  # the checkpoint present after the kill loads
-    assert saved_state(killed_at).progress.global_step < 8
+    assert saved_state(killed_at).position.global_step < 8
 
     r = subprocess.run([*args, "train.resume=auto"], cwd=REPO_ROOT, env=env, capture_output=True, text=True,
                        timeout=300)  # fmt: skip
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert "resumed from" in r.stdout
     final = Checkpoint.load(tmp_path / "last.pt")
-    assert (saved_state(final).progress.epoch, saved_state(final).progress.global_step) == (4, 8)
+    assert (saved_state(final).position.epoch, saved_state(final).position.global_step) == (4, 8)
     assert temporaries(tmp_path) == []
 
 
@@ -90,7 +90,7 @@ def test_full_disk_or_read_only_folder_at_checkpoint_save(one_epoch_run, synthet
         rc = train.main(tiny_run_args(synthetic_h5_64, run, *SHORT, "train.epochs=2", "train.resume=auto"))
     err = capsys.readouterr().err
     assert rc == 2 and "Traceback" not in err and err.count("error: ") == 1
-    assert digest(run / "last.pt") == before and saved_state(run / "last.pt").progress.epoch == 1
+    assert digest(run / "last.pt") == before and saved_state(run / "last.pt").position.epoch == 1
     assert temporaries(run) == []
 
 
@@ -180,9 +180,9 @@ def test_ctrl_c_says_how_to_continue_and_the_steps_redone(synthetic_h5_64, tmp_p
     else:
         assert line == f"{stopped}; continue the run with: {again} (it resumes from {run_dir / 'last.pt'} at global " \
                        f"step {checkpoint}: {at - checkpoint} step since that checkpoint will be redone)"  # fmt: skip
-        assert saved_state(run_dir / "last.pt").progress.global_step == checkpoint
+        assert saved_state(run_dir / "last.pt").position.global_step == checkpoint
     assert train.main(shlex.split(again)[2:]) == 0
-    assert saved_state(run_dir / "last.pt").progress.global_step == 4
+    assert saved_state(run_dir / "last.pt").position.global_step == 4
 
 
 # ---- a worker's death reported at any point of the translation (torch's SIGCHLD handler raises between bytecodes)

@@ -50,7 +50,7 @@ def test_a_step_skipped_on_the_device_leaves_weights_and_momentum_untouched(synt
     would leave it uninitialised), the count reaches the host at the next settle, and the next step applies."""
     t = with_faults(Trainer(tiny_cfg(synthetic_h5_64, tmp_path, "train.max_steps_per_epoch=2")), nan_steps={0})
     assert t.device_skip and t.cfg.train.optimizer == "sgd"
-    fault, p = t.hooks.hooks[-1], t.progress
+    fault, p = t.hooks.hooks[-1], t.position
     before = [q.detach().clone() for q in t.params]
     batches = t.batches.epoch(0, 0)
 

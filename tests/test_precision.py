@@ -94,7 +94,7 @@ def test_the_fp16_and_loss_scaling_path_of_gpus_runs_on_the_cpu(synthetic_h5_64,
     scale = t.scaler.get_scale()
     before = [p.detach().clone() for p in t.params]
     t.fit()
-    assert t.progress.counters["skipped_nonfinite"] == 1  # the NaN loss only, not the scaler's overflows
+    assert t.position.counters["skipped_nonfinite"] == 1  # the NaN loss only, not the scaler's overflows
     assert t.scaler.get_scale() < scale
     assert all(torch.isfinite(p).all() for p in t.params)
     assert any(not torch.equal(a, b) for a, b in zip(before, t.params))  # some steps applied

@@ -88,16 +88,16 @@ def test_resume_from_another_folder_into_a_run_folder_is_refused(earlier_run, sy
     # into a free folder it starts where the checkpoint stood
     resumed = Trainer(tiny_cfg(synthetic_h5_64, tmp_path / "new", *SHORT, "train.epochs=2",
                                f"train.resume={elsewhere}"))  # fmt: skip
-    assert resumed.progress.epoch == 1
+    assert resumed.position.epoch == 1
 
 
 def test_continuing_the_run_is_allowed(earlier_run, synthetic_h5_64):
     """The first way out: train.resume=auto (or a checkpoint of the folder itself) continues the run there."""
     run, _ = earlier_run
     Trainer(tiny_cfg(synthetic_h5_64, run, *SHORT, "train.epochs=2", "train.resume=auto")).fit()
-    assert saved_state(run / "last.pt").progress.epoch == 2
+    assert saved_state(run / "last.pt").position.epoch == 2
     trainer = Trainer(tiny_cfg(synthetic_h5_64, run, *SHORT, "train.epochs=3", f"train.resume={run / 'last.pt'}"))
-    assert trainer.progress.epoch == 2
+    assert trainer.position.epoch == 2
 
 
 def test_the_files_of_a_run_are_known(first_run):
@@ -195,4 +195,4 @@ def test_resuming_a_finished_run_trains_nothing_changes_no_file_and_says_how_to_
     kept = [a for a in args if not a.startswith("train.epochs=")]
     assert hint == shlex.join(["python", "train.py", *kept, "train.epochs=2"])
     assert train.main(shlex.split(hint)[2:]) == 0  # the command given trains the next epoch
-    assert saved_state(run / "last.pt").progress.epoch == 2 and "resumed from" in capsys.readouterr().out
+    assert saved_state(run / "last.pt").position.epoch == 2 and "resumed from" in capsys.readouterr().out

@@ -5,10 +5,11 @@ import colorsys
 
 import numpy as np
 
+from codec.layout import ChannelLayout
 from config import skeleton as sk
 from config.skeleton import Skeleton
 from config.skeleton_file import load_skeleton
-from tests.helpers import channel_names, internal_to_dataset, left_right_pairs
+from tests.helpers import COCO_LAYOUT, channel_names, internal_to_dataset, left_right_pairs
 
 COCO = load_skeleton("coco")
 
@@ -80,8 +81,8 @@ def test_coco_sigmas_are_pycocotools_defaults():
 
 def test_counts_and_layout():
     assert COCO.num_keypoints == 18 and COCO.num_limbs == 30 and COCO.num_channels == 50
-    assert (COCO.keypoint_start, COCO.person_mask_channel, COCO.max_keypoint_channel) == (30, 48, 49)
-    assert (COCO.limb_channels, COCO.keypoint_channels) == (slice(0, 30), slice(30, 48))
+    assert (COCO_LAYOUT.keypoints.start, COCO_LAYOUT.person_mask, COCO_LAYOUT.max_keypoint) == (30, 48, 49)
+    assert (COCO_LAYOUT.limbs, COCO_LAYOUT.keypoints) == (slice(0, 30), slice(30, 48))
     assert len(channel_names(COCO)) == 50 and len(set(channel_names(COCO))) == 50
 
 
@@ -94,8 +95,8 @@ def test_limb_table_matches_the_original():
 
 def test_flip_permutations_equal_original_and_are_involutions():
     assert list(COCO.limb_flip) == ORIGINAL_LIMB_FLIP
-    assert list(COCO.channel_flip[30:]) == [30 + i for i in ORIGINAL_HEAT_FLIP]
-    perm = np.array(COCO.channel_flip)
+    assert list(COCO_LAYOUT.flip[30:]) == [30 + i for i in ORIGINAL_HEAT_FLIP]
+    perm = np.array(COCO_LAYOUT.flip)
     assert sorted(perm) == list(range(50))
     assert (perm[perm] == np.arange(50)).all()
 
@@ -131,5 +132,5 @@ def test_flip_keypoints_swaps_pairs():
 
 def test_the_plain_dict_form_round_trips():
     again = Skeleton.from_dict(COCO.to_dict(), "a copy")
-    assert again == COCO and again.same_layout(COCO) and again.channel_flip == COCO.channel_flip
+    assert again == COCO and again.same_layout(COCO) and ChannelLayout.of(again) == COCO_LAYOUT
     assert load_skeleton(COCO.source) is COCO  # a name and its path read the same file once

@@ -9,6 +9,7 @@ import sys
 import pytest
 import yaml
 
+from codec.layout import ChannelLayout
 from config.config_file import load_config
 from config.skeleton import Skeleton, SkeletonFileError
 from config.skeleton_check import SkeletonMismatch
@@ -55,7 +56,7 @@ def test_the_chain_loads_with_its_layout(tmp_path):
     assert (chain.num_dataset_keypoints, chain.num_keypoints, chain.num_limbs, chain.num_channels) == (6, 6, 6, 14)
     assert chain.keypoints == chain.dataset_keypoints and internal_to_dataset(chain) == tuple(range(6))
     assert chain.keypoint_flip == (0, 1, 3, 2, 4, 5) and chain.limb_flip == (0, 2, 1, 3, 4, 5)
-    assert chain.channel_flip[6:] == (6, 7, 9, 8, 10, 11, 12, 13)
+    assert ChannelLayout.of(chain).flip[6:] == (6, 7, 9, 8, 10, 11, 12, 13)
     assert chain.draw_edges == tuple(chain.limbs) and len(chain.colors_bgr) == 6  # defaults: every limb, hue circle
     assert Skeleton.from_dict(chain.to_dict()) == chain
 

@@ -13,6 +13,7 @@ import torch
 import yaml
 
 from checkpoint.format import Checkpoint
+from codec.layout import ChannelLayout
 from config.config_file import load_config
 from config.skeleton import Skeleton
 from config.skeleton_check import SkeletonMismatch
@@ -89,7 +90,8 @@ def test_the_file_stores_the_skeleton_and_the_dataset_draws_its_channels(torso, 
     np.testing.assert_array_equal(ds.keypoints[both, neck, :2], ds.keypoints[both][:, [ls, rs], :2].mean(1))
     targets = ds[0]["targets"]
     assert [tuple(t.shape) for t in targets][:2] == [(16, 16, 16), (16, 8, 8)]
-    assert targets[0][skeleton.keypoint_channels].amax() > 0.5 and targets[0][skeleton.limb_channels].amax() > 0.5
+    layout = ChannelLayout.of(skeleton)
+    assert targets[0][layout.keypoints].amax() > 0.5 and targets[0][layout.limbs].amax() > 0.5
 
 
 def test_a_file_of_another_skeleton_is_refused(torso, torso_h5, synthetic_h5_64):

@@ -183,7 +183,7 @@ def same_training_state(a: Checkpoint, b: Checkpoint) -> bool:
         return [*ckpt.model.values(), *opt]
 
     ta, tb = tensors(a), tensors(b)
-    same_step = saved_state(a).progress.global_step == saved_state(b).progress.global_step
+    same_step = saved_state(a).position.global_step == saved_state(b).position.global_step
     return same_step and len(ta) == len(tb) and all(map(torch.equal, ta, tb))
 
 
@@ -307,7 +307,7 @@ def torchrun_worker_death(train_h5: Path, work: Path, tally: Tally) -> None:
         tally.raw_tracebacks += 1
     final = check_checkpoints(out_dir, tally, "torchrun after the restart")
     last = final.get("last.pt")
-    if "resumed from" in r.stdout and last is not None and saved_state(last).progress.global_step == RUN_STEPS:
+    if "resumed from" in r.stdout and last is not None and saved_state(last).position.global_step == RUN_STEPS:
         tally.resumes_completed += 1
     else:
         tally.failures.append(f"torchrun: no resume to global step {RUN_STEPS}:\n{r.stdout[-1500:]}")
