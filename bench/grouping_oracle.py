@@ -194,7 +194,8 @@ def table(rows: list[Row], crowdpose: bool) -> str:
     for r in rows:
         s = r.stats
         figures = [s["AP"]] + ([s["AP_easy"], s["AP_medium"], s["AP_hard"]] if crowdpose else [s["AP50"], s["AP75"]])
-        cells = [r.decoder, r.subset, str(r.images)] + [f"{v:.3f}" for v in figures]
+        # pycocotools gives -1 for a group without people (no hard image among the 100 least crowded): "-"
+        cells = [r.decoder, r.subset, str(r.images)] + [f"{v:.3f}" if v >= 0 else "-" for v in figures]
         cells += [
             f"{100 * r.swaps:.1f} % (+{r.swap_gain:.3f})",
             f"{100 * r.misses:.1f} % (+{r.miss_gain:.3f})",

@@ -101,6 +101,16 @@ def test_grouping_oracle_prints_a_row_per_decoder_and_subset(synthetic_crowdpose
     assert str(out_json) in capsys.readouterr().err
 
 
+def test_the_oracle_table_shows_an_empty_crowd_group_as_a_dash_not_as_minus_one():
+    """A subset without easy or medium images (the most crowded ones): pycocotools' -1 for those groups is printed as
+    "-", the figures that exist as they are."""
+    stats = {"AP": 0.925, "AP_easy": -1.0, "AP_medium": -1.0, "AP_hard": 0.924}
+    row = grouping_oracle.Row("default", "crowded100", 100, stats, 0.016, 0.019, 0.007, 0.024, 514, 6, 177.0)
+    cells = [c.strip() for c in grouping_oracle.table([row], crowdpose=True).splitlines()[2].split("|")[1:-1]]
+    assert cells[3:7] == ["0.925", "-", "-", "0.924"]
+    assert "-1.000" not in grouping_oracle.table([row], crowdpose=True)
+
+
 def test_the_oracle_bench_decoders_are_what_their_names_say():
     """ "original" is the original's documented switch-back, "before" the defaults of the last release, "default" the
     defaults as they are."""
