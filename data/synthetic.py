@@ -11,7 +11,8 @@ with 17 keypoints, num_keypoints, bbox, area, polygon segmentation, iscrowd, cat
 in that skeleton's dataset order; a skeleton evaluated as CrowdPose (``evaluation: crowdpose``) also gets each
 image's ``crowdIndex``. Convert such a set with the same ``--skeleton``.
 
-How the pictures are drawn: ``data.synthetic_images``.
+An ``--out`` folder holding an earlier set (its annotation files, or any file in its ``images/``) is refused before
+anything is written, unless ``--overwrite``. How the pictures are drawn: ``data.synthetic_images``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,14 @@ from pathlib import Path
 from config.skeleton_file import load_skeleton
 from data.synthetic_images import generate
 from utils.errors import cli_main
+from utils.io import refuse_to_overwrite
+
+
+def planned_files(out: Path) -> list[Path]:
+    """What a run would write over in ``out``: the two annotation files, and the images folder when it holds files."""
+    images = out / "images"
+    held = [images] if images.is_dir() and any(images.iterdir()) else []
+    return [out / "annotations" / f"person_keypoints_{split}.json" for split in ("train", "val")] + held
 
 
 @cli_main
@@ -38,7 +47,10 @@ def main(argv: list[str] | None = None) -> int:
         help="the keypoint set drawn: a name in config/skeletons/ (coco, crowdpose, quadruped6) or a "
         "skeleton YAML file",
     )
+    p.add_argument("--overwrite", action="store_true", help="replace the set of an earlier run in --out")
     args = p.parse_args(argv)
+    if not args.overwrite:
+        refuse_to_overwrite(planned_files(args.out))
     skeleton = load_skeleton(args.skeleton)
     counts = generate(args.out, args.num_images, args.seed, args.val_fraction, skeleton)
     print(f"wrote {args.out}: {counts['train']} training and {counts['val']} validation images")

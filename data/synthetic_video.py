@@ -6,7 +6,8 @@ writes ``synth_video/video.mp4`` and ``synth_video/annotations.json``: COCO keyp
 frame (image id = frame index from 0, as ``python -m evaluate.demo --json`` numbers a video's frames), each person
 with its identity as ``track_id`` (as PoseTrack's files).
 
-How the clips are made: ``data.synthetic_clips``.
+An earlier run's ``video.mp4`` or ``annotations.json`` in ``--out`` is refused before anything is written, unless
+``--overwrite``. How the clips are made: ``data.synthetic_clips``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import numpy as np
 from config.skeleton_file import load_skeleton
 from data.synthetic_clips import coco_annotations, random_video, write_video
 from utils.errors import UserError, cli_main
-from utils.io import atomic_write_text
+from utils.io import atomic_write_text, refuse_to_overwrite
 
 
 @cli_main
@@ -34,7 +35,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--size", type=int, nargs=2, default=(240, 320), metavar=("H", "W"))
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--skeleton", default="coco", help="a name in config/skeletons/ or a skeleton YAML file")
+    p.add_argument("--overwrite", action="store_true", help="replace the video and annotations of an earlier run")
     args = p.parse_args(argv)
+    if not args.overwrite:
+        refuse_to_overwrite([args.out / "video.mp4", args.out / "annotations.json"])
     if args.frames < 1 or args.people < 0 or args.fps <= 0:
         raise UserError("--frames must be >= 1, --people >= 0 and --fps > 0")
     skeleton = load_skeleton(args.skeleton)

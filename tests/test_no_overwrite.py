@@ -1,17 +1,19 @@
 """No command replaces an earlier result silently: an existing ``--out`` file stops the converter, the evaluator,
 the ONNX export and the weight conversion before any work, naming the file and ``--overwrite``, and the file is
-left byte for byte; with ``--overwrite`` it is replaced. (Training: tests/test_run_folder.py; the demo:
+left byte for byte; with ``--overwrite`` it is replaced. The synthetic set and video generators do the same for the
+files they would write in their ``--out`` folder. (Training: tests/test_run_folder.py; the demo:
 tests/test_eval_demo.py.)"""
 
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 
 import pytest
 import torch
 
 from checkpoint import original as convert_original
-from data import coco_to_hdf5
+from data import coco_to_hdf5, synthetic, synthetic_video
 from evaluate import coco_eval, export_onnx
 from tests.test_model_weights import tiny_original
 from utils.paths import COCO_SAMPLE_ANNOTATIONS
@@ -49,3 +51,26 @@ def test_an_existing_out_file_is_kept_unless_overwrite(name, commands, tmp_path,
     assert digest(out) == before
     assert main([*args, "--out", str(out), "--overwrite"]) == 0
     assert digest(out) != before
+
+
+@pytest.mark.parametrize(
+    "main, args, earlier",
+    [
+        (synthetic.main, ["--num-images", "2"], "annotations/person_keypoints_val.json"),
+        (synthetic.main, ["--num-images", "2"], "images/000000000001.jpg"),  # a folder of the user's pictures
+        (synthetic_video.main, ["--frames", "2", "--people", "1"], "annotations.json"),
+    ],
+)
+def test_the_synthetic_generators_keep_an_earlier_set_unless_overwrite(main, args, earlier, tmp_path, capsys):
+    out = tmp_path / "set"
+    (out / earlier).parent.mkdir(parents=True)
+    (out / earlier).write_bytes(b"an earlier run's file")
+    before = digest(out / earlier)
+    assert main([*args, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "exists" in err and "--overwrite" in err and "Traceback" not in err
+    assert digest(out / earlier) == before and sorted(p.name for p in out.rglob("*") if p.is_file()) == [
+        Path(earlier).name
+    ]  # nothing else written either
+    assert main([*args, "--out", str(out), "--overwrite"]) == 0
+    assert (out / "annotations.json").is_file() or (out / "annotations" / "person_keypoints_train.json").is_file()
