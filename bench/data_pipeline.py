@@ -116,6 +116,13 @@ def run(ds: SimplePoseDataset, n: int, repeats: int = 3) -> dict[str, float]:
     return best
 
 
+def stage_table(ms_per_sample: dict[str, float]) -> str:
+    """One line per stage (milliseconds per sample and its share of the sum), then the sum of stages."""
+    total = sum(ms_per_sample.values())
+    lines = [f"  {k:<24} {v:6.2f} ms  {100 * v / total:5.1f} %" for k, v in ms_per_sample.items()]
+    return "\n".join([*lines, f"  {'sum of stages':<24} {total:6.2f} ms"])
+
+
 @cli_main
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.data_pipeline", description=__doc__.split("\n\n")[0])
@@ -143,10 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         "original (a figure from another moment: compare runs alternated on one machine, "
         "see docs/benchmarks.md#data-pipeline)"
     )
-    total = sum(res.values())
-    for k, v in res.items():
-        print(f"  {k:<24} {v:6.2f} ms  {100 * v / total:5.1f} %")
-    print(f"  {'sum of stages':<24} {total:6.2f} ms")
+    print(stage_table(res))
     return 0
 
 

@@ -47,8 +47,3 @@ def keypoint_array(people: Sequence[Person], num_keypoints: int) -> np.ndarray:
     if not people:
         return np.zeros((0, num_keypoints, 3))
     return np.stack([p.keypoints for p in people])
-
-
-def score_array(people: Sequence[Person]) -> np.ndarray:
-    """(P,) float64 person scores."""
-    return np.array([p.score for p in people], np.float64)

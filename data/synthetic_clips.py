@@ -24,7 +24,6 @@ import math
 from collections.abc import Iterator
 from pathlib import Path
 
-import cv2
 import numpy as np
 
 from config.skeleton import Skeleton
@@ -37,12 +36,11 @@ from data.synthetic_images import (
     person_annotation,
     random_background,
 )
-from utils.errors import UserError
 from utils.io import atomic_path
+from utils.video_writer import open_video_writer
 
 COVER_RADIUS = 0.15  # of the nearer figure's height: a torso's half-width
 GAIT_SWING = 0.5  # how far the gait goes from the first pose towards the second
-VIDEO_CODEC = "mp4v"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -253,11 +251,8 @@ def coco_annotations(video: SyntheticVideo, name: str = "video") -> dict:
 def write_video(video: SyntheticVideo, path: str | Path) -> None:
     """The frames as a video file (OpenCV, mp4v), written atomically."""
     path = Path(path)
-    h, w = video.size
     with atomic_path(path, suffix=f".tmp{path.suffix}") as tmp:
-        writer = cv2.VideoWriter(str(tmp), cv2.VideoWriter_fourcc(*VIDEO_CODEC), video.fps, (w, h))
-        if not writer.isOpened():
-            raise UserError(f"cannot write video {path}: OpenCV has no {VIDEO_CODEC} encoder for {path.suffix} here")
+        writer = open_video_writer(tmp, path, video.fps, video.size)
         try:
             for image, _ in video.frames():
                 writer.write(image)

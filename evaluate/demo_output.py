@@ -24,8 +24,8 @@ from evaluate.track import PoseTracker
 from utils.errors import UserError
 from utils.io import atomic_path, atomic_write_bytes
 from utils.text import counted
+from utils.video_writer import open_video_writer
 
-VIDEO_CODEC = "mp4v"
 DEFAULT_OUT = Path("runs/demo")  # without --out and --json: runs/demo/1, runs/demo/2, ... (the next free number)
 RESULTS_NAME = "results.json"  # the COCO results file of a default output folder
 
@@ -118,10 +118,7 @@ class VideoWriter:
 
     def write(self, index: int, drawn: np.ndarray, path: Path | None = None) -> None:
         if self.writer is None:
-            h, w = drawn.shape[:2]
-            self.writer = cv2.VideoWriter(str(self.tmp), cv2.VideoWriter_fourcc(*VIDEO_CODEC), self.fps, (w, h))
-            if not self.writer.isOpened():
-                raise UserError(f"cannot write video {self.target}: OpenCV has no {VIDEO_CODEC} encoder for .mp4 here")
+            self.writer = open_video_writer(self.tmp, self.target, self.fps, drawn.shape[:2])
             self.stack.callback(self.writer.release)  # released before atomic_path renames the file
         self.writer.write(drawn)
 

@@ -150,14 +150,11 @@ def pattern_inputs(pattern: str) -> Inputs:
 
 
 def common_root(paths: Sequence[Path]) -> Path:
-    """The deepest folder holding every one of ``paths``."""
-    parents = [p.parent.parts for p in paths]
-    common = []
-    for parts in zip(*parents):
-        if len(set(parts)) > 1:
-            break
-        common.append(parts[0])
-    return Path(*common) if common else Path(".")
+    """The deepest folder holding every one of ``paths`` (the current one when they mix absolute and relative)."""
+    try:
+        return Path(os.path.commonpath([p.parent for p in paths]))
+    except ValueError:
+        return Path(".")
 
 
 def check_frames(images: Sequence[Path], given: str) -> None:

@@ -21,6 +21,7 @@ from data.dataset import SimplePoseDataset, collate, images_to_float
 from engine.checkpointer import TrainState
 from engine.logger import read_metrics
 from engine.trainer import Trainer
+from evaluate.inference.oracle import OracleSource
 from evaluate.metrics.people_agreement import people_agreement  # noqa: F401  (the tests import it from here)
 from models import build_loss, build_model
 from utils.paths import COCO_SAMPLE_ANNOTATIONS, REPO_ROOT, TINY_PRESET
@@ -302,3 +303,13 @@ def assert_people_agree(agreements: list[dict[str, float]], min_people: int = 20
     assert total["want"] >= min_people, total  # people were compared, not empty lists
     assert total["matched"] >= 0.9 * max(total["got"], total["want"]), total
     assert total["within_1px"] >= 0.9 * total["shared"] and total["one_side"] <= 0.05 * total["shared"], total
+
+
+def score_array(people) -> np.ndarray:
+    """(P,) float64 person scores of decoded people."""
+    return np.array([p.score for p in people], np.float64)
+
+
+def keypoints_oracle(keypoints: np.ndarray, targets, skeleton: Skeleton) -> OracleSource:
+    """The oracle of the people ``keypoints`` (P, K, 3 internal layout, image pixels) in every image it is given."""
+    return OracleSource(lambda key: keypoints, targets, skeleton)

@@ -1,15 +1,20 @@
 """The synthetic dataset: deterministic, valid COCO, and it goes through the converter and the loader."""
 
 import json
+import re
 
 import numpy as np
+import pytest
 from pycocotools.coco import COCO
 
 from config.config_file import load_config, set_key, validate
 from data.conversion import Source, convert
 from data.dataset import SimplePoseDataset
 from data.quickstart_data import prepare_synthetic_data
+from data.synthetic_clips import crossing_video, write_video
 from data.synthetic_images import generate
+from utils import video_writer
+from utils.errors import UserError
 
 
 def test_deterministic_from_the_seed(tmp_path, synthetic_coco):
@@ -142,3 +147,21 @@ def test_quick_start_data_is_made_once_and_returned_as_settings(tmp_path):
     validate(cfg)
     assert len(SimplePoseDataset(cfg.data.train, cfg, train=True)) > 0
     assert len(COCO(cfg.data.val_annotations).getImgIds()) > 0
+
+
+def test_a_video_opencv_cannot_encode_is_refused_naming_it_and_leaves_no_file(tmp_path, monkeypatch):
+    """Where OpenCV has no encoder (a build without it), the synthetic video, like the demo's, stops with one line
+    naming the file, and neither it nor its temporary file is left."""
+
+    class NoEncoder:
+        def __init__(self, *args):
+            pass
+
+        def isOpened(self):  # noqa: N802 (OpenCV's name)
+            return False
+
+    monkeypatch.setattr(video_writer.cv2, "VideoWriter", NoEncoder)
+    target = tmp_path / "clip.mp4"
+    with pytest.raises(UserError, match=re.escape(f"cannot write video {target}: OpenCV has no mp4v encoder")):
+        write_video(crossing_video(), target)
+    assert list(tmp_path.iterdir()) == []

@@ -20,6 +20,7 @@ from evaluate import Person, PoseEstimator, coco_eval, coco_results_json
 from evaluate.estimator import Timing
 from evaluate.image_input import as_bgr
 from evaluate.inference.multiscale import multiscale_maps
+from evaluate.inputs import open_inputs
 from evaluate.metrics.annotations import load_coco
 from tests.helpers import (
     COCO,
@@ -291,3 +292,40 @@ def test_coco_results_json_is_the_file_coco_eval_writes(
     assert coco_results_json([1], [[]]) == "[]\n"
     with pytest.raises(ValueError, match="2 image ids for 1 images"):
         coco_results_json([1, 2], [[]])
+
+
+def test_stream_gives_the_people_of_every_kind_of_input_as_predict_does(
+    trained_tiny_ckpt, synthetic_sample_images, tmp_path, one_thread
+):
+    """``stream`` over a list of files in two folders, a folder, a quoted pattern and arrays: frames in order, each
+    with its file, time (``index / fps``) and the people ``__call__`` finds on the same picture; an unreadable file is a
+    frame with its error and no people, and the stream goes on."""
+    estimator = PoseEstimator.from_checkpoint(trained_tiny_ckpt, device="cpu", scales=[1.0], flip=False, boxsize=128)
+    names = [LANDSCAPE, PORTRAIT, SMALL]
+    want = {n: estimator(synthetic_sample_images / n) for n in names}
+    for sub, n in zip(("a", "b/c", "b/c"), names):
+        (tmp_path / sub).mkdir(parents=True, exist_ok=True)
+        (tmp_path / sub / n).write_bytes((synthetic_sample_images / n).read_bytes())
+    (tmp_path / "b" / "c" / "zz_broken.jpg").write_bytes(b"not a picture")
+    listed = [tmp_path / "a" / LANDSCAPE, tmp_path / "b/c" / PORTRAIT]
+    assert open_inputs(listed).root == tmp_path  # the deepest folder holding both: where the demo's outputs keep names
+    cases = {
+        "list": (listed, [LANDSCAPE, PORTRAIT]),
+        "folder": (tmp_path / "b" / "c", sorted([PORTRAIT, SMALL]) + ["zz_broken.jpg"]),
+        "pattern": (str(tmp_path / "b" / "*" / "0*.jpg"), sorted([PORTRAIT, SMALL])),
+    }
+    for kind, (given, order) in cases.items():
+        frames = list(estimator.stream(given, fps=10.0))
+        assert [f.path.name for f in frames] == order, kind
+        for i, frame in enumerate(frames):
+            assert frame.index == i and frame.timestamp == pytest.approx(i / 10.0)
+            if frame.path.name == "zz_broken.jpg":
+                assert frame.image is None and frame.people == [] and frame.error is not None
+                continue
+            expected = want[frame.path.name]
+            assert [p.score for p in frame.people] == pytest.approx([p.score for p in expected], abs=1e-6), kind
+    arrays = [read(synthetic_sample_images / n) for n in names]
+    frames = list(estimator.stream(arrays))
+    assert [f.path for f in frames] == [None] * 3
+    for frame, n in zip(frames, names):
+        assert [p.score for p in frame.people] == pytest.approx([p.score for p in want[n]], abs=1e-6)

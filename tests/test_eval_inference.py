@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from codec.decoder.decode import decode_people
-from codec.person import keypoint_array, score_array
+from codec.person import keypoint_array
 from config.schema import EvalConfig, TargetConfig
 from evaluate.inference.map_source import network_source
 from evaluate.inference.multiscale import (
@@ -17,8 +17,7 @@ from evaluate.inference.multiscale import (
     resize_to_grid,
     scale_factors,
 )
-from evaluate.inference.oracle import keypoints_oracle
-from tests.helpers import COCO, COCO_LAYOUT, internal_to_dataset, person
+from tests.helpers import COCO, COCO_LAYOUT, internal_to_dataset, keypoints_oracle, person, score_array
 from utils.precision import precision_for
 
 CPU = torch.device("cpu")

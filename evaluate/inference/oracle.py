@@ -90,8 +90,3 @@ def annotation_oracle(
         return image_keypoints(anns, skeleton)
 
     return OracleSource(keypoints_of, targets, skeleton)
-
-
-def keypoints_oracle(keypoints: np.ndarray, targets: TargetConfig, skeleton: Skeleton) -> OracleSource:
-    """The oracle of the people ``keypoints`` (P, K, 3 internal layout, image pixels) in every image it is given."""
-    return OracleSource(lambda key: keypoints, targets, skeleton)
