@@ -17,9 +17,8 @@ from codec.decoder.peaks import local_maxima
 from codec.person import keypoint_array
 from config.schema import DecodeSettings, EvalConfig, TargetConfig
 from evaluate.inference.multiscale import multiscale_maps
-from evaluate.inference.oracle import keypoints_oracle
 from evaluate.metrics.oks import oks_matrix
-from tests.helpers import COCO, person
+from tests.helpers import COCO, keypoints_oracle, person
 
 CPU = "cpu"
 UNLABELLED = 2  # internal visibility code of a keypoint the annotation does not give
