@@ -7,12 +7,12 @@
 Every config value can be overridden with key=value (see config/schema.py); train.resume=auto continues a run.
 """
 
-from utils.openmp import prefer_short_spin
+from simplepose.utils.openmp import prefer_short_spin
 
 prefer_short_spin()  # before torch loads: OpenMP reads its settings then
 
-from engine.run import run  # noqa: E402
-from utils.errors import cli_main  # noqa: E402
+from simplepose.engine.run import run  # noqa: E402
+from simplepose.utils.errors import cli_main  # noqa: E402
 
 
 @cli_main

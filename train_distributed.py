@@ -14,12 +14,12 @@ Rank 0 alone writes checkpoints and metrics; train.resume=auto continues a run i
 Without torchrun this trains in one process, like train.py.
 """
 
-from utils.openmp import prefer_short_spin
+from simplepose.utils.openmp import prefer_short_spin
 
 prefer_short_spin()  # before torch loads: OpenMP reads its settings then
 
-from engine.run import run  # noqa: E402
-from utils.errors import cli_main  # noqa: E402
+from simplepose.engine.run import run  # noqa: E402
+from simplepose.utils.errors import cli_main  # noqa: E402
 
 
 @cli_main

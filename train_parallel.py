@@ -12,12 +12,12 @@ Here train.batch_size is the GLOBAL batch, split over the GPUs (16 on 4 GPUs = 4
 used as given (one process: no world-size scaling). Each GPU normalises BatchNorm over its own slice.
 """
 
-from utils.openmp import prefer_short_spin
+from simplepose.utils.openmp import prefer_short_spin
 
 prefer_short_spin()  # before torch loads: OpenMP reads its settings then
 
-from engine.run import run  # noqa: E402
-from utils.errors import cli_main  # noqa: E402
+from simplepose.engine.run import run  # noqa: E402
+from simplepose.utils.errors import cli_main  # noqa: E402
 
 
 @cli_main

@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from utils.errors import cli_main
+from simplepose.utils.errors import cli_main
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -28,11 +28,11 @@ SNIPPET = r"""
 import json, sys, time
 from pathlib import Path
 import cv2, torch
-from config.config_file import load_config
+from simplepose.config.config_file import load_config
 a = json.loads(sys.argv[1])
 out = {}
 if a["what"] == "train":
-    from engine.trainer import Trainer
+    from simplepose.engine.trainer import Trainer
     cfg = load_config("config/quickstart.yaml", [f"data.train={a['h5']}", f"train.out_dir={a['out']}",
                       "train.val_every=0", "train.log_every=10", "train.epochs=1"])
     t = Trainer(cfg)
@@ -53,7 +53,7 @@ if a["what"] == "train":
             times.append(time.perf_counter() - start)
     out["samples_per_s"] = cfg.train.batch_size * len(times) / sum(times)
 else:
-    from evaluate.estimator import PoseEstimator
+    from simplepose.evaluate.estimator import PoseEstimator
     est = PoseEstimator.from_checkpoint(a["ckpt"], device="cpu")
     files = sorted(Path(a["images"]).glob("*.jpg"))[: a["images_n"] + 1]
     images = [cv2.imread(str(f)) for f in files]

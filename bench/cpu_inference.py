@@ -31,16 +31,16 @@ from pathlib import Path
 import cv2
 import torch
 
-from config.schema import EvalConfig
-from evaluate.estimator import PoseEstimator, Timing
-from evaluate.inference.checkpoint_model import load_model
-from evaluate.inference.inference_setup import choose_setup
-from evaluate.inference.map_source import MapSource, network_source
-from evaluate.inference.onnx_export import export_metadata, export_onnx
-from evaluate.inference.onnx_runner import CPU_PROVIDER, OnnxSource, import_onnxruntime
-from models.fold import fold_batchnorm
-from utils.errors import UserError, cli_main
-from utils.precision import probe_capabilities
+from simplepose.config.schema import EvalConfig
+from simplepose.evaluate.estimator import PoseEstimator, Timing
+from simplepose.evaluate.inference.checkpoint_model import load_model
+from simplepose.evaluate.inference.inference_setup import choose_setup
+from simplepose.evaluate.inference.map_source import MapSource, network_source
+from simplepose.evaluate.inference.onnx_export import export_metadata, export_onnx
+from simplepose.evaluate.inference.onnx_runner import CPU_PROVIDER, OnnxSource, import_onnxruntime
+from simplepose.models.fold import fold_batchnorm
+from simplepose.utils.errors import UserError, cli_main
+from simplepose.utils.precision import probe_capabilities
 
 VARIANTS = {"fp32": ("off", False), "fp32-cl": ("off", True), "bf16": ("bf16", False), "bf16-cl": ("bf16", True),
             "ort": None}  # fmt: skip

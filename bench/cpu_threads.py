@@ -22,8 +22,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from utils.errors import cli_main
-from utils.paths import REPO_ROOT
+from simplepose.utils.errors import cli_main
+from simplepose.utils.paths import REPO_ROOT
 
 DEFAULT_SETTINGS = [
     "threads=default",  # what train.py picks by itself: cores - workers threads, GOMP_SPINCOUNT=1000 (utils/openmp.py)

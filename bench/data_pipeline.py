@@ -26,11 +26,11 @@ import cv2
 import numpy as np
 import torch
 
-from codec.layout import ChannelLayout
-from codec.targets import downscale_targets, draw_targets, keypoint_heatmaps, limb_heatmaps, mask_scales
-from config.config_file import add_config_arguments, config_from_args
-from data.dataset import SimplePoseDataset, sample_tensors
-from utils.errors import cli_main
+from simplepose.codec.layout import ChannelLayout
+from simplepose.codec.targets import downscale_targets, draw_targets, keypoint_heatmaps, limb_heatmaps, mask_scales
+from simplepose.config.config_file import add_config_arguments, config_from_args
+from simplepose.data.dataset import SimplePoseDataset, sample_tensors
+from simplepose.utils.errors import cli_main
 
 QUOTED_ORIGINAL_SAMPLES_PER_S = 87  # quoted for the original's pipeline (1 process, 128x128 targets only)
 

@@ -45,27 +45,27 @@ import numpy as np
 import torch
 
 from bench.map_cache import cached
-from codec.decoder.decode import decode_people
-from codec.layout import ChannelLayout
-from codec.person import Person
-from config.config_file import add_config_arguments, config_from_args
-from config.schema import OUTPUT_STRIDE, Config, EvalConfig
-from config.skeleton import Skeleton
-from config.skeleton_file import skeleton_of
-from data.image_files import image_path, read_image
-from evaluate.estimator import PoseEstimator
-from evaluate.inference.checkpoint_model import load_model
-from evaluate.inference.map_source import InputBatch, MapSource
-from evaluate.inference.multiscale import multiscale_maps
-from evaluate.inference.oracle import annotation_oracle
-from evaluate.metrics.annotations import load_coco
-from evaluate.metrics.coco_results import coco_results
-from evaluate.metrics.keypoint_stats import coco_keypoint_stats
-from models.weights import unwrap
-from utils.distributed import select_device
-from utils.errors import UserError, cli_main
-from utils.paths import inputs_or_sample
-from utils.progress_bar import progress_bar
+from simplepose.codec.decoder.decode import decode_people
+from simplepose.codec.layout import ChannelLayout
+from simplepose.codec.person import Person
+from simplepose.config.config_file import add_config_arguments, config_from_args
+from simplepose.config.schema import OUTPUT_STRIDE, Config, EvalConfig
+from simplepose.config.skeleton import Skeleton
+from simplepose.config.skeleton_file import skeleton_of
+from simplepose.data.image_files import image_path, read_image
+from simplepose.evaluate.estimator import PoseEstimator
+from simplepose.evaluate.inference.checkpoint_model import load_model
+from simplepose.evaluate.inference.map_source import InputBatch, MapSource
+from simplepose.evaluate.inference.multiscale import multiscale_maps
+from simplepose.evaluate.inference.oracle import annotation_oracle
+from simplepose.evaluate.metrics.annotations import load_coco
+from simplepose.evaluate.metrics.coco_results import coco_results
+from simplepose.evaluate.metrics.keypoint_stats import coco_keypoint_stats
+from simplepose.models.weights import unwrap
+from simplepose.utils.distributed import select_device
+from simplepose.utils.errors import UserError, cli_main
+from simplepose.utils.paths import inputs_or_sample
+from simplepose.utils.progress_bar import progress_bar
 
 _EVAL_DEFAULTS = EvalConfig()
 _EVAL_TYPES = typing.get_type_hints(EvalConfig)

@@ -23,11 +23,11 @@ from pathlib import Path
 
 import numpy as np
 
-from config.config_file import load_config
-from evaluate.evaluation import score_results
-from evaluate.metrics.diagnosis import diagnose
-from utils.errors import cli_main
-from utils.paths import REPO_ROOT
+from simplepose.config.config_file import load_config
+from simplepose.evaluate.evaluation import score_results
+from simplepose.evaluate.metrics.diagnosis import diagnose
+from simplepose.utils.errors import cli_main
+from simplepose.utils.paths import REPO_ROOT
 
 SHIPPED_SAMPLE = REPO_ROOT / "tests" / "coco_sample" / "annotations" / "person_keypoints_sample.json"
 

@@ -40,17 +40,17 @@ from pathlib import Path
 import torch
 
 from bench.timing import loader_rate, median_ms
-from config.config_file import load_config
-from config.skeleton_file import skeleton_of
-from data.conversion import Source, convert
-from data.dataset import SimplePoseDataset
-from data.image_files import read_image
-from data.synthetic_images import generate
-from evaluate.estimator import PoseEstimator, Timing
-from models import build_model
-from models.summary import macs_and_shapes
-from utils.errors import UserError, cli_main
-from utils.paths import COCO_SAMPLE_ANNOTATIONS, PAPER_PRESET, REPO_ROOT, coco_sample_dir
+from simplepose.config.config_file import load_config
+from simplepose.config.skeleton_file import skeleton_of
+from simplepose.data.conversion import Source, convert
+from simplepose.data.dataset import SimplePoseDataset
+from simplepose.data.image_files import read_image
+from simplepose.data.synthetic_images import generate
+from simplepose.evaluate.estimator import PoseEstimator, Timing
+from simplepose.models import build_model
+from simplepose.models.summary import macs_and_shapes
+from simplepose.utils.errors import UserError, cli_main
+from simplepose.utils.paths import COCO_SAMPLE_ANNOTATIONS, PAPER_PRESET, REPO_ROOT, coco_sample_dir
 
 SECTIONS = ("tests", "train", "data", "eval")
 # Dense (no sparsity) bf16/fp16 tensor-core peak at boost clock, TFLOP/s, from NVIDIA's datasheets; the first
@@ -201,9 +201,9 @@ def trainer_step_rate(rig: Rig, h5: Path, batch: int, compiled: bool, out: Path)
     """Samples/s of ``Trainer.train_step`` (engine/trainer.py: the real step, with its fused optimiser, device-side
     skip and, when ``compiled``, the compiled model + loss) of the paper preset in bf16 at ``batch``; the host
     syncs of a step between logs (utils.host_syncs) and the compile time."""
-    import engine.compile as ec
-    from engine.trainer import Trainer
-    from utils.host_syncs import HostSyncCounter
+    import simplepose.engine.compile as ec
+    from simplepose.engine.trainer import Trainer
+    from simplepose.utils.host_syncs import HostSyncCounter
 
     ec.BACKEND = rig.compile_backend
     cfg = load_config(PAPER_PRESET, [f"data.input_size={rig.input_size}", f"train.batch_size={batch}",
@@ -339,7 +339,7 @@ def section_data(rig: Rig, report: Report) -> None:
 def preprocess_ms(estimator: PoseEstimator, images: list, rig: Rig) -> float:
     """Milliseconds per image of the input preparation alone (upload, every scale's resize, pad, mirror, scale),
     as ``multiscale_maps_batch`` does it, timed between synchronisations."""
-    from evaluate.inference.multiscale import scale_inputs
+    from simplepose.evaluate.inference.multiscale import scale_inputs
 
     rig.sync()
     start = time.perf_counter()
@@ -393,7 +393,7 @@ def compare_with_cpu(model, cfg, images_dir: Path, annotations: Path, rig: Rig, 
     buckets) on the first images, 1 scale + flip, the same random weights."""
     import json
 
-    from evaluate.evaluation import evaluate_model
+    from simplepose.evaluate.evaluation import evaluate_model
 
     subset = dataclasses.replace(cfg.eval, scales=[1.0], flip=True, max_images=rig.cpu_reference_images)
     results = {}

@@ -20,14 +20,14 @@ import cv2
 import numpy as np
 import torch
 
-from codec.decoder.decode import decode_people
-from config.config_file import add_config_arguments, config_from_args
-from config.schema import OUTPUT_STRIDE, DecodeSettings
-from config.skeleton import Skeleton
-from config.skeleton_file import skeleton_of
-from data.image_files import read_image
-from evaluate.inference.map_source import ImageMeta, InputBatch
-from evaluate.inference.multiscale import (
+from simplepose.codec.decoder.decode import decode_people
+from simplepose.config.config_file import add_config_arguments, config_from_args
+from simplepose.config.schema import OUTPUT_STRIDE, DecodeSettings
+from simplepose.config.skeleton import Skeleton
+from simplepose.config.skeleton_file import skeleton_of
+from simplepose.data.image_files import read_image
+from simplepose.evaluate.inference.map_source import ImageMeta, InputBatch
+from simplepose.evaluate.inference.multiscale import (
     decode_grid,
     fuse_flip,
     make_batch,
@@ -35,10 +35,10 @@ from evaluate.inference.multiscale import (
     resize_to_grid,
     scale_factors,
 )
-from evaluate.inference.oracle import annotation_oracle
-from evaluate.metrics.annotations import load_coco
-from utils.errors import cli_main
-from utils.paths import inputs_or_sample
+from simplepose.evaluate.inference.oracle import annotation_oracle
+from simplepose.evaluate.metrics.annotations import load_coco
+from simplepose.utils.errors import cli_main
+from simplepose.utils.paths import inputs_or_sample
 
 
 def network_outputs(images_dir: Path, annotations: Path, cfg, skeleton: Skeleton, limit: int = 0):

@@ -39,21 +39,21 @@ import numpy as np
 import torch
 
 from bench.map_cache import cached
-from codec.decoder.decode import decode_people
-from codec.person import Person
-from config.config_file import add_config_arguments, config_from_args
-from config.schema import OUTPUT_STRIDE, EvalConfig
-from config.skeleton import Skeleton
-from config.skeleton_file import skeleton_of
-from evaluate.inference.multiscale import multiscale_maps
-from evaluate.inference.oracle import annotation_oracle
-from evaluate.metrics.annotations import load_coco
-from evaluate.metrics.coco_results import coco_results
-from evaluate.metrics.diagnosis import diagnose
-from evaluate.metrics.keypoint_stats import keypoint_stats
-from utils.errors import UserError, cli_main
-from utils.io import atomic_write_text
-from utils.progress_bar import progress_bar
+from simplepose.codec.decoder.decode import decode_people
+from simplepose.codec.person import Person
+from simplepose.config.config_file import add_config_arguments, config_from_args
+from simplepose.config.schema import OUTPUT_STRIDE, EvalConfig
+from simplepose.config.skeleton import Skeleton
+from simplepose.config.skeleton_file import skeleton_of
+from simplepose.evaluate.inference.multiscale import multiscale_maps
+from simplepose.evaluate.inference.oracle import annotation_oracle
+from simplepose.evaluate.metrics.annotations import load_coco
+from simplepose.evaluate.metrics.coco_results import coco_results
+from simplepose.evaluate.metrics.diagnosis import diagnose
+from simplepose.evaluate.metrics.keypoint_stats import keypoint_stats
+from simplepose.utils.errors import UserError, cli_main
+from simplepose.utils.io import atomic_write_text
+from simplepose.utils.progress_bar import progress_bar
 
 ORIGINAL = dict(
     decode_height=0,

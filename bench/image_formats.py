@@ -21,12 +21,12 @@ from pathlib import Path
 import cv2
 import torch
 
-from config.config_file import load_config
-from data.conversion import Source, convert
-from data.dataset import SimplePoseDataset
-from data.synthetic_images import generate
-from utils.errors import cli_main
-from utils.paths import TINY_PRESET
+from simplepose.config.config_file import load_config
+from simplepose.data.conversion import Source, convert
+from simplepose.data.dataset import SimplePoseDataset
+from simplepose.data.synthetic_images import generate
+from simplepose.utils.errors import cli_main
+from simplepose.utils.paths import TINY_PRESET
 
 
 def as_png(root: Path, out: Path) -> Path:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from evaluate.inference.map_source import InputBatch, MapSource
+from simplepose.evaluate.inference.map_source import InputBatch, MapSource
 
 
 def cached(source: MapSource) -> MapSource:

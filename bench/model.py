@@ -23,15 +23,15 @@ from collections.abc import Callable
 import torch
 
 from bench.timing import median_ms
-from config.config_file import load_config
-from config.skeleton_file import skeleton_of
-from engine.optim import build_optimizer
-from engine.process_setup import seed_everything
-from models import build_model
-from models.loss import build_loss
-from models.posenet import PoseNet, output_shapes
-from utils.errors import UserError, cli_main
-from utils.precision import Precision, precision_for
+from simplepose.config.config_file import load_config
+from simplepose.config.skeleton_file import skeleton_of
+from simplepose.engine.optim import build_optimizer
+from simplepose.engine.process_setup import seed_everything
+from simplepose.models import build_model
+from simplepose.models.loss import build_loss
+from simplepose.models.posenet import PoseNet, output_shapes
+from simplepose.utils.errors import UserError, cli_main
+from simplepose.utils.precision import Precision, precision_for
 
 PRESETS = {"paper": "config/simplepose_coco.yaml", "quickstart": "config/quickstart.yaml"}
 DTYPE_SETTINGS = {"fp32": "off", "bf16": "bf16", "fp16": "fp16", "amp": "auto"}  # --dtypes -> train.amp

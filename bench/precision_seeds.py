@@ -22,11 +22,11 @@ import sys
 import time
 from pathlib import Path
 
-from config.config_file import load_config
-from engine.run import QUICKSTART_PRESET
-from evaluate.metrics.diagnosis import ERROR_TYPES, diagnose
-from utils.errors import UserError, cli_main
-from utils.paths import REPO_ROOT
+from simplepose.config.config_file import load_config
+from simplepose.engine.run import QUICKSTART_PRESET
+from simplepose.evaluate.metrics.diagnosis import ERROR_TYPES, diagnose
+from simplepose.utils.errors import UserError, cli_main
+from simplepose.utils.paths import REPO_ROOT
 
 NAMES = {"off": "float32", "bf16": "bf16", "fp16": "fp16"}
 

@@ -18,11 +18,11 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from config.config_file import add_config_arguments, config_from_args
-from engine.launch import sync_batchnorm
-from utils import distributed as du
-from utils.errors import UserError, cli_main
-from utils.paths import TINY_PRESET
+from simplepose.config.config_file import add_config_arguments, config_from_args
+from simplepose.engine.launch import sync_batchnorm
+from simplepose.utils import distributed as du
+from simplepose.utils.errors import UserError, cli_main
+from simplepose.utils.paths import TINY_PRESET
 
 TOLERANCE = 1e-4
 
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     du.init_distributed(device, "nccl")
     rank, world, b = du.get_rank(), du.get_world_size(), args.per_process_batch
 
-    from models import build_model
+    from simplepose.models import build_model
 
     torch.manual_seed(0)
     reference = build_model(cfg).to(device).train()

@@ -26,15 +26,15 @@ import cv2
 import numpy as np
 import torch
 
-from codec.person import Person, keypoint_array
-from config.skeleton import Skeleton
-from evaluate.estimator import PoseEstimator
-from evaluate.inference.checkpoint_model import load_model
-from evaluate.metrics.annotations import load_coco
-from evaluate.metrics.coco_results import coco_results
-from evaluate.metrics.keypoint_stats import keypoint_stats
-from evaluate.metrics.people_agreement import people_agreement
-from utils.errors import UserError, cli_main
+from simplepose.codec.person import Person, keypoint_array
+from simplepose.config.skeleton import Skeleton
+from simplepose.evaluate.estimator import PoseEstimator
+from simplepose.evaluate.inference.checkpoint_model import load_model
+from simplepose.evaluate.metrics.annotations import load_coco
+from simplepose.evaluate.metrics.coco_results import coco_results
+from simplepose.evaluate.metrics.keypoint_stats import keypoint_stats
+from simplepose.evaluate.metrics.people_agreement import people_agreement
+from simplepose.utils.errors import UserError, cli_main
 
 CPU = torch.device("cpu")
 

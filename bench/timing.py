@@ -8,8 +8,8 @@ import time
 
 import torch
 
-from data.dataset import SimplePoseDataset
-from engine.batches import make_loader
+from simplepose.data.dataset import SimplePoseDataset
+from simplepose.engine.batches import make_loader
 
 
 def median_ms(fn, warmup: int, iters: int, sync=None) -> float:

@@ -44,17 +44,17 @@ import motmetrics
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from codec.person import Person, keypoint_box
-from config.config_file import add_config_arguments, config_from_args
-from config.schema import TrackConfig
-from config.skeleton import Skeleton
-from data.synthetic_clips import SyntheticVideo, Walker, crossing_video, random_video, walker_poses
-from data.synthetic_images import COCO as COCO_PERSON_SKELETON
-from data.synthetic_images import COCO_PERSON
-from evaluate.estimator import PoseEstimator
-from evaluate.metrics.oks import oks_matrix, person_area
-from evaluate.track import PoseTracker
-from utils.errors import UserError, cli_main
+from simplepose.codec.person import Person, keypoint_box
+from simplepose.config.config_file import add_config_arguments, config_from_args
+from simplepose.config.schema import TrackConfig
+from simplepose.config.skeleton import Skeleton
+from simplepose.data.synthetic_clips import SyntheticVideo, Walker, crossing_video, random_video, walker_poses
+from simplepose.data.synthetic_images import COCO as COCO_PERSON_SKELETON
+from simplepose.data.synthetic_images import COCO_PERSON
+from simplepose.evaluate.estimator import PoseEstimator
+from simplepose.evaluate.metrics.oks import oks_matrix, person_area
+from simplepose.evaluate.track import PoseTracker
+from simplepose.utils.errors import UserError, cli_main
 
 MIN_GT_KEYPOINTS = 3  # visible keypoints of a ground-truth person
 MATCH_OKS = 0.5

@@ -49,12 +49,12 @@ from typing import Any
 import torch
 from torch import nn
 
-from config.config_file import ConfigError, config_from_dict, to_dict
-from config.schema import Config
-from config.skeleton import Skeleton
-from config.skeleton_check import KeypointSet, check_compatible, difference
-from config.skeleton_file import load_skeleton
-from models.weights import (
+from simplepose.config.config_file import ConfigError, config_from_dict, to_dict
+from simplepose.config.schema import Config
+from simplepose.config.skeleton import Skeleton
+from simplepose.config.skeleton_check import KeypointSet, check_compatible, difference
+from simplepose.config.skeleton_file import load_skeleton
+from simplepose.models.weights import (
     ORIGINAL_PREFIX,
     SKELETON_DEPENDENT,
     LoadReport,
@@ -64,9 +64,9 @@ from models.weights import (
     strip_wrappers,
     unwrap,
 )
-from utils.errors import UserError
-from utils.file_kind import FileKind, existing_file_kind
-from utils.io import atomic_write_bytes
+from simplepose.utils.errors import UserError
+from simplepose.utils.file_kind import FileKind, existing_file_kind
+from simplepose.utils.io import atomic_write_bytes
 
 log = logging.getLogger(__name__)
 

@@ -14,15 +14,15 @@ from pathlib import Path
 
 import torch
 
-from checkpoint.format import Checkpoint, CheckpointError
-from config.config_file import with_overrides
-from config.schema import Config
-from config.skeleton_file import load_skeleton
-from models.posenet import PoseNet
-from models.weights import infer_model_config, model_section_overrides
-from utils.code_version import code_version
-from utils.errors import cli_main
-from utils.io import refuse_to_overwrite
+from simplepose.checkpoint.format import Checkpoint, CheckpointError
+from simplepose.config.config_file import with_overrides
+from simplepose.config.schema import Config
+from simplepose.config.skeleton_file import load_skeleton
+from simplepose.models.posenet import PoseNet
+from simplepose.models.weights import infer_model_config, model_section_overrides
+from simplepose.utils.code_version import code_version
+from simplepose.utils.errors import cli_main
+from simplepose.utils.io import refuse_to_overwrite
 
 
 def convert(weights_path: str | Path) -> tuple[Checkpoint, Config]:

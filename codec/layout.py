@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from config.skeleton import Skeleton
+from simplepose.config.skeleton import Skeleton
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from codec.decoder.decode import decode_people
-from codec.layout import ChannelLayout
-from codec.person import Person
-from codec.targets import downscale_targets, draw_targets, mask_scales
-from config.schema import OUTPUT_STRIDE, DecodeSettings, TargetConfig
-from config.skeleton import Skeleton
+from simplepose.codec.decoder.decode import decode_people
+from simplepose.codec.layout import ChannelLayout
+from simplepose.codec.person import Person
+from simplepose.codec.targets import downscale_targets, draw_targets, mask_scales
+from simplepose.config.schema import OUTPUT_STRIDE, DecodeSettings, TargetConfig
+from simplepose.config.skeleton import Skeleton
 
 
 class PoseCodec:

@@ -25,9 +25,9 @@ import math
 import cv2
 import numpy as np
 
-from codec.layout import ChannelLayout
-from config.schema import TargetConfig
-from config.skeleton import Skeleton
+from simplepose.codec.layout import ChannelLayout
+from simplepose.config.schema import TargetConfig
+from simplepose.config.skeleton import Skeleton
 
 _KERNEL_3X3 = np.ones((3, 3), np.uint8)
 

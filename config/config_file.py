@@ -20,9 +20,9 @@ from typing import Any
 
 import yaml
 
-from config.schema import OUTPUT_STRIDE, Config, TrackConfig
-from utils.errors import UserError
-from utils.io import atomic_write_text
+from simplepose.config.schema import OUTPUT_STRIDE, Config, TrackConfig
+from simplepose.utils.errors import UserError
+from simplepose.utils.io import atomic_write_text
 
 
 class ConfigError(UserError):

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from utils.errors import UserError
+from simplepose.utils.errors import UserError
 
 SKELETON_DIR = Path(__file__).resolve().parent / "skeletons"
 AUX_CHANNELS = 2  # person mask, max keypoint

@@ -32,9 +32,9 @@ import typing
 from dataclasses import dataclass
 from typing import Literal
 
-from config.schema import NameMatch
-from config.skeleton import Skeleton
-from utils.errors import UserError
+from simplepose.config.schema import NameMatch
+from simplepose.config.skeleton import Skeleton
+from simplepose.utils.errors import UserError
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from config.skeleton import SKELETON_DIR, Skeleton, SkeletonFileError
+from simplepose.config.skeleton import SKELETON_DIR, Skeleton, SkeletonFileError
 
 
 def resolve_skeleton_path(name_or_path: str | Path) -> Path:

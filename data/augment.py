@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
-from config.schema import AugmentConfig
-from config.skeleton import Skeleton
+from simplepose.config.schema import AugmentConfig
+from simplepose.config.skeleton import Skeleton
 
 
 @dataclass(frozen=True)

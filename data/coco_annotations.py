@@ -32,9 +32,9 @@ from pathlib import Path
 import numpy as np
 from pycocotools import mask as mask_utils
 
-from config.skeleton import Skeleton
-from config.skeleton_check import NameMatch, SkeletonMismatch, annotation_keypoints, file_keypoint_names
-from utils.errors import AnnotationError
+from simplepose.config.skeleton import Skeleton
+from simplepose.config.skeleton_check import NameMatch, SkeletonMismatch, annotation_keypoints, file_keypoint_names
+from simplepose.utils.errors import AnnotationError
 
 log = logging.getLogger(__name__)
 

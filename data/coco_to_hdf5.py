@@ -21,11 +21,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from config.skeleton_check import NAME_MATCHES
-from data.conversion import VAL_HOLDOUT, Source, convert
-from data.image_files import MAX_SKIPPED_SHARE
-from utils.errors import UserError, cli_main
-from utils.io import refuse_to_overwrite
+from simplepose.config.skeleton_check import NAME_MATCHES
+from simplepose.data.conversion import VAL_HOLDOUT, Source, convert
+from simplepose.data.image_files import MAX_SKIPPED_SHARE
+from simplepose.utils.errors import UserError, cli_main
+from simplepose.utils.io import refuse_to_overwrite
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -27,22 +27,29 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from config.config_file import check_input_size
-from config.skeleton import Skeleton
-from config.skeleton_check import NameMatch
-from config.skeleton_file import load_skeleton
-from data.coco_annotations import (
+from simplepose.config.config_file import check_input_size
+from simplepose.config.skeleton import Skeleton
+from simplepose.config.skeleton_check import NameMatch
+from simplepose.config.skeleton_file import load_skeleton
+from simplepose.data.coco_annotations import (
     CocoKeypoints,
     has_empty_box,
     image_masks,
     load_coco_keypoints,
     main_person_indices,
 )
-from data.h5_format import H5_FORMAT_VERSION, H5Writer, RowBuffer, encode_mask_runs, fits_id_column, mask_code
-from data.image_files import MAX_SKIPPED_SHARE, BadImages, image_path, missing_files, read_checked
-from utils.errors import UserError
-from utils.io import atomic_path
-from utils.progress_bar import progress_bar
+from simplepose.data.h5_format import (
+    H5_FORMAT_VERSION,
+    H5Writer,
+    RowBuffer,
+    encode_mask_runs,
+    fits_id_column,
+    mask_code,
+)
+from simplepose.data.image_files import MAX_SKIPPED_SHARE, BadImages, image_path, missing_files, read_checked
+from simplepose.utils.errors import UserError
+from simplepose.utils.io import atomic_path
+from simplepose.utils.progress_bar import progress_bar
 
 log = logging.getLogger(__name__)
 

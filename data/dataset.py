@@ -34,16 +34,16 @@ import numpy as np
 import torch
 from torch.utils.data import default_collate
 
-from codec.network_input import scale_input_
-from codec.pose_codec import PoseCodec
-from config.schema import OUTPUT_STRIDE, Config
-from config.skeleton import Skeleton
-from config.skeleton_check import KeypointSet, check_compatible
-from config.skeleton_file import load_skeleton, skeleton_of
-from data import augment
-from data.blob_reader import BlobReader, map_file
-from data.conversion import rebuild_command
-from data.h5_format import (
+from simplepose.codec.network_input import scale_input_
+from simplepose.codec.pose_codec import PoseCodec
+from simplepose.config.schema import OUTPUT_STRIDE, Config
+from simplepose.config.skeleton import Skeleton
+from simplepose.config.skeleton_check import KeypointSet, check_compatible
+from simplepose.config.skeleton_file import load_skeleton, skeleton_of
+from simplepose.data import augment
+from simplepose.data.blob_reader import BlobReader, map_file
+from simplepose.data.conversion import rebuild_command
+from simplepose.data.h5_format import (
     FILE_ID_DATASETS,
     H5_FORMAT_VERSION,
     MASK_IGNORE_BIT,
@@ -52,8 +52,8 @@ from data.h5_format import (
     decode_mask_runs,
     file_ids,
 )
-from data.jpeg import decode_bgra
-from utils.errors import DataFileError, UserError
+from simplepose.data.jpeg import decode_bgra
+from simplepose.utils.errors import DataFileError, UserError
 
 # Look-up tables from the stored mask code (bit 0 ignore, bit 1 person) to the two {0,255} masks.
 _LUT_MISS = np.array([0 if c & MASK_IGNORE_BIT else 255 for c in range(256)], np.uint8)

@@ -50,7 +50,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from utils.errors import DataFileError
+from simplepose.utils.errors import DataFileError
 
 H5_FORMAT_VERSION = 1  # bump when the layout changes: the dataset refuses files of another version
 SETTINGS_ATTR = "settings"

@@ -33,8 +33,8 @@ import cv2
 import numpy as np
 from PIL import Image
 
-from utils.errors import AnnotationError, UserError
-from utils.safe_paths import safe_image_path
+from simplepose.utils.errors import AnnotationError, UserError
+from simplepose.utils.safe_paths import safe_image_path
 
 log = logging.getLogger(__name__)
 

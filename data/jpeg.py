@@ -16,7 +16,7 @@ import cv2
 import numpy as np
 import simplejpeg
 
-from data.image_files import IMREAD_FLAGS, decode_image, is_jpeg
+from simplepose.data.image_files import IMREAD_FLAGS, decode_image, is_jpeg
 
 _CV2_FLAGS = {
     f: flag | cv2.IMREAD_IGNORE_ORIENTATION

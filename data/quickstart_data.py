@@ -12,12 +12,12 @@ import json
 import logging
 from pathlib import Path
 
-from config.schema import DataConfig
-from config.skeleton_file import load_skeleton
-from data.conversion import Source, convert
-from data.h5_format import H5_FORMAT_VERSION
-from data.synthetic_images import generate
-from utils.io import atomic_write_text
+from simplepose.config.schema import DataConfig
+from simplepose.config.skeleton_file import load_skeleton
+from simplepose.data.conversion import Source, convert
+from simplepose.data.h5_format import H5_FORMAT_VERSION
+from simplepose.data.synthetic_images import generate
+from simplepose.utils.io import atomic_write_text
 
 log = logging.getLogger(__name__)
 

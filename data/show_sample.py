@@ -15,12 +15,12 @@ import sys
 import cv2
 import numpy as np
 
-from codec.layout import ChannelLayout
-from config.config_file import add_config_arguments, config_from_args
-from config.skeleton import Skeleton
-from data.dataset import SimplePoseDataset, read_settings
-from utils.errors import UserError, cli_main
-from utils.io import atomic_write_bytes
+from simplepose.codec.layout import ChannelLayout
+from simplepose.config.config_file import add_config_arguments, config_from_args
+from simplepose.config.skeleton import Skeleton
+from simplepose.data.dataset import SimplePoseDataset, read_settings
+from simplepose.utils.errors import UserError, cli_main
+from simplepose.utils.io import atomic_write_bytes
 
 
 def _upscale(m: np.ndarray, hw: tuple[int, int]) -> np.ndarray:

@@ -21,10 +21,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from config.skeleton_file import load_skeleton
-from data.synthetic_images import generate
-from utils.errors import cli_main
-from utils.io import refuse_to_overwrite
+from simplepose.config.skeleton_file import load_skeleton
+from simplepose.data.synthetic_images import generate
+from simplepose.utils.errors import cli_main
+from simplepose.utils.io import refuse_to_overwrite
 
 
 def planned_files(out: Path) -> list[Path]:

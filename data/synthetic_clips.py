@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from config.skeleton import Skeleton
-from data.synthetic_images import (
+from simplepose.config.skeleton import Skeleton
+from simplepose.data.synthetic_images import (
     COCO,
     Body,
     body_for,
@@ -36,8 +36,8 @@ from data.synthetic_images import (
     person_annotation,
     random_background,
 )
-from utils.io import atomic_path
-from utils.video_writer import open_video_writer
+from simplepose.utils.io import atomic_path
+from simplepose.utils.video_writer import open_video_writer
 
 COVER_RADIUS = 0.15  # of the nearer figure's height: a torso's half-width
 GAIT_SWING = 0.5  # how far the gait goes from the first pose towards the second

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import cv2
 import numpy as np
 
-from config.skeleton import Skeleton
+from simplepose.config.skeleton import Skeleton
 
 ROOT_CENTRAL = (0, 180, 90, -90, 45, -45, 135, -135)  # degrees clockwise from up: the root's middle-line children
 CHILD_CENTRAL = (0, 60, -60, 120, -120)  # turn from the parent limb: further middle-line children

@@ -21,11 +21,11 @@ import cv2
 import numpy as np
 from pycocotools import mask as mask_utils
 
-from config.skeleton import Skeleton
-from config.skeleton_file import load_skeleton
-from data.synthetic_figures import Figure
-from utils.errors import UserError
-from utils.io import atomic_write_text
+from simplepose.config.skeleton import Skeleton
+from simplepose.config.skeleton_file import load_skeleton
+from simplepose.data.synthetic_figures import Figure
+from simplepose.utils.errors import UserError
+from simplepose.utils.io import atomic_write_text
 
 COCO = load_skeleton("coco")  # the people drawn without --skeleton are COCO persons
 K = {name: i for i, name in enumerate(COCO.dataset_keypoints)}

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
-from config.skeleton_file import load_skeleton
-from data.synthetic_clips import coco_annotations, random_video, write_video
-from utils.errors import UserError, cli_main
-from utils.io import atomic_write_text, refuse_to_overwrite
+from simplepose.config.skeleton_file import load_skeleton
+from simplepose.data.synthetic_clips import coco_annotations, random_video, write_video
+from simplepose.utils.errors import UserError, cli_main
+from simplepose.utils.io import atomic_write_text, refuse_to_overwrite
 
 
 @cli_main

@@ -18,10 +18,10 @@ from typing import NoReturn
 
 import torch
 
-from config.schema import Config, DataConfig
-from utils.errors import DataFileError, UserError
-from utils.precision import Precision
-from utils.progress_bar import close_bars
+from simplepose.config.schema import Config, DataConfig
+from simplepose.utils.errors import DataFileError, UserError
+from simplepose.utils.precision import Precision
+from simplepose.utils.progress_bar import close_bars
 
 
 def worker_error_message(message: str) -> str:

@@ -9,9 +9,9 @@ import cv2
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from config.schema import Config, DataConfig
-from data.dataset import collate, worker_init_fn
-from engine.sampler import EpochSampler, groups_of
+from simplepose.config.schema import Config, DataConfig
+from simplepose.data.dataset import collate, worker_init_fn
+from simplepose.engine.sampler import EpochSampler, groups_of
 
 
 class ForkSafeLoader(DataLoader):

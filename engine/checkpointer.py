@@ -25,18 +25,18 @@ import numpy as np
 import torch
 from torch import nn
 
-from checkpoint.format import Checkpoint, CheckpointError
-from config.config_file import to_dict
-from config.schema import Config
-from config.skeleton import Skeleton
-from engine.position import TrainingPosition
-from models.posenet import WEIGHT_NEUTRAL_SETTINGS
-from models.weights import unwrap
-from utils import distributed as du
-from utils.code_version import code_version
-from utils.errors import UserError
-from utils.io import WriteError
-from utils.watchdog import beat
+from simplepose.checkpoint.format import Checkpoint, CheckpointError
+from simplepose.config.config_file import to_dict
+from simplepose.config.schema import Config
+from simplepose.config.skeleton import Skeleton
+from simplepose.engine.position import TrainingPosition
+from simplepose.models.posenet import WEIGHT_NEUTRAL_SETTINGS
+from simplepose.models.weights import unwrap
+from simplepose.utils import distributed as du
+from simplepose.utils.code_version import code_version
+from simplepose.utils.errors import UserError
+from simplepose.utils.io import WriteError
+from simplepose.utils.watchdog import beat
 
 log = logging.getLogger(__name__)
 

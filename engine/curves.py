@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.logger import read_metrics
-from utils.errors import UserError
-from utils.io import atomic_path
+from simplepose.engine.logger import read_metrics
+from simplepose.utils.errors import UserError
+from simplepose.utils.io import atomic_path
 
 
 def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:

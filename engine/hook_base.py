@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.position import TrainingPosition
+from simplepose.engine.position import TrainingPosition
 
 
 @dataclass

@@ -34,16 +34,16 @@ import time
 
 import torch
 
-from config.schema import DataConfig
-from engine.batch_errors import loader_errors
-from engine.checkpointer import Checkpointer
-from engine.hook_base import Hook, StepResult
-from engine.logger import Meter, MetricsLogger, step_values
-from engine.position import TrainingPosition
-from engine.validation import Validator, validation_metric
-from utils import distributed as du
-from utils.progress_bar import progress_bar
-from utils.watchdog import Watchdog, beat
+from simplepose.config.schema import DataConfig
+from simplepose.engine.batch_errors import loader_errors
+from simplepose.engine.checkpointer import Checkpointer
+from simplepose.engine.hook_base import Hook, StepResult
+from simplepose.engine.logger import Meter, MetricsLogger, step_values
+from simplepose.engine.position import TrainingPosition
+from simplepose.engine.validation import Validator, validation_metric
+from simplepose.utils import distributed as du
+from simplepose.utils.progress_bar import progress_bar
+from simplepose.utils.watchdog import Watchdog, beat
 
 log = logging.getLogger(__name__)
 

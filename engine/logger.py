@@ -19,11 +19,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from utils.errors import UserError
-from utils.io import atomic_write_text
+from simplepose.utils.errors import UserError
+from simplepose.utils.io import atomic_write_text
+from simplepose.utils.optional import install_hint
 
 log = logging.getLogger(__name__)
-TENSORBOARD_INSTALL = "pip install tensorboard"
+TENSORBOARD_INSTALL = install_hint("torch.utils.tensorboard")
 
 
 def _plain(v: Any) -> Any:

@@ -7,8 +7,8 @@ import re
 import torch
 from torch import nn
 
-from config.schema import TrainConfig
-from utils.errors import UserError
+from simplepose.config.schema import TrainConfig
+from simplepose.utils.errors import UserError
 
 
 def apply_freeze(model: nn.Module, patterns: list[str]) -> list[str]:

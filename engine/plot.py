@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import argparse
 
-from engine.curves import plot_run
-from utils.errors import cli_main
+from simplepose.engine.curves import plot_run
+from simplepose.utils.errors import cli_main
 
 
 @cli_main

@@ -23,22 +23,22 @@ from pathlib import Path
 
 import torch
 
-from checkpoint.format import Checkpoint
-from config.config_file import add_config_arguments, load_config, with_overrides
-from config.schema import Config
-from data.quickstart_data import prepare_synthetic_data
-from engine.batch_errors import dead_workers_named
-from engine.checkpointer import TrainState, check_same_model, resolve_resume
-from engine.curves import plot_run
-from engine.hook_base import Hook
-from engine.launch import DataParallelBalanced, Distributed, Launcher, SingleDevice
-from engine.run_folder import continues_folder, launch_owns
-from engine.trainer import Trainer
-from evaluate.prediction_sheet import draw_predictions
-from utils import distributed as du
-from utils.errors import UserError
-from utils.io import OUT_OF_SPACE_OR_READ_ONLY, disk_errors, write_error_message
-from utils.text import counted
+from simplepose.checkpoint.format import Checkpoint
+from simplepose.config.config_file import add_config_arguments, load_config, with_overrides
+from simplepose.config.schema import Config
+from simplepose.data.quickstart_data import prepare_synthetic_data
+from simplepose.engine.batch_errors import dead_workers_named
+from simplepose.engine.checkpointer import TrainState, check_same_model, resolve_resume
+from simplepose.engine.curves import plot_run
+from simplepose.engine.hook_base import Hook
+from simplepose.engine.launch import DataParallelBalanced, Distributed, Launcher, SingleDevice
+from simplepose.engine.run_folder import continues_folder, launch_owns
+from simplepose.engine.trainer import Trainer
+from simplepose.evaluate.prediction_sheet import draw_predictions
+from simplepose.utils import distributed as du
+from simplepose.utils.errors import UserError
+from simplepose.utils.io import OUT_OF_SPACE_OR_READ_ONLY, disk_errors, write_error_message
+from simplepose.utils.text import counted
 
 log = logging.getLogger(__name__)
 

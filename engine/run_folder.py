@@ -33,12 +33,12 @@ import re
 import socket
 from pathlib import Path
 
-from checkpoint.format import Checkpoint
-from config.schema import TrainConfig
-from engine.checkpointer import TrainState
-from utils import distributed as du
-from utils.errors import UserError
-from utils.io import atomic_write_text, check_writable
+from simplepose.checkpoint.format import Checkpoint
+from simplepose.config.schema import TrainConfig
+from simplepose.engine.checkpointer import TrainState
+from simplepose.utils import distributed as du
+from simplepose.utils.errors import UserError
+from simplepose.utils.io import atomic_write_text, check_writable
 
 log = logging.getLogger(__name__)
 

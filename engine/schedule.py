@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from config.schema import TrainConfig
+from simplepose.config.schema import TrainConfig
 
 
 @dataclass

@@ -17,31 +17,31 @@ from pathlib import Path
 
 import torch
 
-from checkpoint.format import Checkpoint
-from config.config_file import save_config
-from config.schema import Config
-from config.skeleton_file import skeleton_of
-from data.dataset import SimplePoseDataset, batch_to_device
-from engine.batch_errors import loader_errors, out_of_memory
-from engine.batches import TrainBatches
-from engine.checkpointer import Checkpointer, remove_stale_temporaries
-from engine.compile import choose_compile, compile_forward_loss
-from engine.hook_base import Hook, HookList, StepResult
-from engine.hooks import CheckpointHook, LoggingHook, ValidationHook, WatchdogHook
-from engine.launch import Launcher, SingleDevice
-from engine.logger import MetricsLogger, check_tensorboard
-from engine.optim import apply_freeze, batchnorm_eval, build_optimizer, fused_supported
-from engine.position import TrainingPosition
-from engine.process_setup import configure_cpu_threads, seed_everything
-from engine.run_folder import claim_run_folder
-from engine.schedule import LRSchedule
-from engine.validation import Validator
-from models import MultiTaskLoss, build_model
-from models.weights import LoadReport, unwrap
-from utils import distributed as du
-from utils.errors import DataFileError
-from utils.precision import precision_for
-from utils.watchdog import beat
+from simplepose.checkpoint.format import Checkpoint
+from simplepose.config.config_file import save_config
+from simplepose.config.schema import Config
+from simplepose.config.skeleton_file import skeleton_of
+from simplepose.data.dataset import SimplePoseDataset, batch_to_device
+from simplepose.engine.batch_errors import loader_errors, out_of_memory
+from simplepose.engine.batches import TrainBatches
+from simplepose.engine.checkpointer import Checkpointer, remove_stale_temporaries
+from simplepose.engine.compile import choose_compile, compile_forward_loss
+from simplepose.engine.hook_base import Hook, HookList, StepResult
+from simplepose.engine.hooks import CheckpointHook, LoggingHook, ValidationHook, WatchdogHook
+from simplepose.engine.launch import Launcher, SingleDevice
+from simplepose.engine.logger import MetricsLogger, check_tensorboard
+from simplepose.engine.optim import apply_freeze, batchnorm_eval, build_optimizer, fused_supported
+from simplepose.engine.position import TrainingPosition
+from simplepose.engine.process_setup import configure_cpu_threads, seed_everything
+from simplepose.engine.run_folder import claim_run_folder
+from simplepose.engine.schedule import LRSchedule
+from simplepose.engine.validation import Validator
+from simplepose.models import MultiTaskLoss, build_model
+from simplepose.models.weights import LoadReport, unwrap
+from simplepose.utils import distributed as du
+from simplepose.utils.errors import DataFileError
+from simplepose.utils.precision import precision_for
+from simplepose.utils.watchdog import beat
 
 log = logging.getLogger(__name__)
 

@@ -9,16 +9,16 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset
 
-from config.schema import Config
-from data.dataset import batch_to_device
-from engine.batches import make_loader
-from engine.logger import Meter
-from engine.sampler import EpochSampler
-from evaluate.evaluation import evaluate_model
-from models.eval_mode import eval_mode
-from models.weights import unwrap
-from utils import distributed as du
-from utils.precision import Precision
+from simplepose.config.schema import Config
+from simplepose.data.dataset import batch_to_device
+from simplepose.engine.batches import make_loader
+from simplepose.engine.logger import Meter
+from simplepose.engine.sampler import EpochSampler
+from simplepose.evaluate.evaluation import evaluate_model
+from simplepose.models.eval_mode import eval_mode
+from simplepose.models.weights import unwrap
+from simplepose.utils import distributed as du
+from simplepose.utils.precision import Precision
 
 
 def validation_metric(figures: dict[str, float]) -> float | None:

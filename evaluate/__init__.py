@@ -2,7 +2,7 @@
 
 The Python API (evaluate/estimator.py)::
 
-    from evaluate import PoseEstimator
+    from simplepose.evaluate import PoseEstimator
     people = PoseEstimator.from_checkpoint("runs/quickstart/best.pt")(cv2.imread("photo.jpg"))
 
 and across a video's frames, a folder of pictures or a camera (evaluate/track.py)::
@@ -20,15 +20,15 @@ import importlib
 from typing import TYPE_CHECKING
 
 _HOME = {
-    "FAST": "evaluate.fast_setting",
-    "Frame": "evaluate.estimator",
-    "Person": "codec.person",
-    "PoseEstimator": "evaluate.estimator",
-    "PoseTracker": "evaluate.track",
-    "Timing": "evaluate.estimator",
-    "TrackConfig": "config.schema",
-    "VideoFrame": "evaluate.estimator",
-    "coco_results_json": "evaluate.estimator",
+    "FAST": "simplepose.evaluate.fast_setting",
+    "Frame": "simplepose.evaluate.estimator",
+    "Person": "simplepose.codec.person",
+    "PoseEstimator": "simplepose.evaluate.estimator",
+    "PoseTracker": "simplepose.evaluate.track",
+    "Timing": "simplepose.evaluate.estimator",
+    "TrackConfig": "simplepose.config.schema",
+    "VideoFrame": "simplepose.evaluate.estimator",
+    "coco_results_json": "simplepose.evaluate.estimator",
 }
 
 __all__ = [
@@ -44,11 +44,11 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from codec.person import Person
-    from config.schema import TrackConfig
-    from evaluate.estimator import Frame, PoseEstimator, Timing, VideoFrame, coco_results_json
-    from evaluate.fast_setting import FAST
-    from evaluate.track import PoseTracker
+    from simplepose.codec.person import Person
+    from simplepose.config.schema import TrackConfig
+    from simplepose.evaluate.estimator import Frame, PoseEstimator, Timing, VideoFrame, coco_results_json
+    from simplepose.evaluate.fast_setting import FAST
+    from simplepose.evaluate.track import PoseTracker
 
 
 def __getattr__(name: str):

@@ -26,17 +26,23 @@ from pathlib import Path
 
 import torch
 
-from config.config_file import add_config_arguments, load_config
-from config.skeleton_check import NAME_MATCHES
-from evaluate.estimator import PoseEstimator
-from evaluate.evaluation import check_images_dir, evaluate_model, evaluate_oracle, predict_unannotated, score_results
-from evaluate.image_list import folder_image_list, image_info_list
-from evaluate.inference.checkpoint_model import load_model
-from evaluate.metrics.keypoint_stats import format_stats
-from utils import distributed as dist
-from utils.errors import UserError, cli_main
-from utils.io import check_writable, refuse_to_overwrite
-from utils.text import counted
+from simplepose.config.config_file import add_config_arguments, load_config
+from simplepose.config.skeleton_check import NAME_MATCHES
+from simplepose.evaluate.estimator import PoseEstimator
+from simplepose.evaluate.evaluation import (
+    check_images_dir,
+    evaluate_model,
+    evaluate_oracle,
+    predict_unannotated,
+    score_results,
+)
+from simplepose.evaluate.image_list import folder_image_list, image_info_list
+from simplepose.evaluate.inference.checkpoint_model import load_model
+from simplepose.evaluate.metrics.keypoint_stats import format_stats
+from simplepose.utils import distributed as dist
+from simplepose.utils.errors import UserError, cli_main
+from simplepose.utils.io import check_writable, refuse_to_overwrite
+from simplepose.utils.text import counted
 
 
 def build_parser() -> argparse.ArgumentParser:

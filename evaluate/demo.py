@@ -45,11 +45,11 @@ import math
 from dataclasses import replace
 from pathlib import Path
 
-from codec.person import Person
-from config.config_file import add_config_arguments, config_from_args, load_config, parse_overrides
-from config.schema import Config, TrackConfig
-from config.skeleton_file import skeleton_of
-from evaluate.demo_output import (
+from simplepose.codec.person import Person
+from simplepose.config.config_file import add_config_arguments, config_from_args, load_config, parse_overrides
+from simplepose.config.schema import Config, TrackConfig
+from simplepose.config.skeleton_file import skeleton_of
+from simplepose.evaluate.demo_output import (
     DEFAULT_OUT,
     RESULTS_NAME,
     Drawing,
@@ -61,19 +61,19 @@ from evaluate.demo_output import (
     planned_outputs,
     video_name,
 )
-from evaluate.estimator import PoseEstimator, coco_results_json
-from evaluate.fast_setting import fast_overrides
-from evaluate.image_list import file_image_ids
-from evaluate.inference.checkpoint_model import load_model
-from evaluate.inference.onnx_runner import providers_for
-from evaluate.inputs import Inputs, check_frames, open_inputs
-from evaluate.metrics.annotations import load_coco
-from evaluate.track import PoseTracker
-from utils.distributed import select_device
-from utils.errors import UserError, cli_main
-from utils.io import atomic_write_text, check_writable, refuse_to_overwrite
-from utils.progress_bar import progress_bar
-from utils.text import counted
+from simplepose.evaluate.estimator import PoseEstimator, coco_results_json
+from simplepose.evaluate.fast_setting import fast_overrides
+from simplepose.evaluate.image_list import file_image_ids
+from simplepose.evaluate.inference.checkpoint_model import load_model
+from simplepose.evaluate.inference.onnx_runner import providers_for
+from simplepose.evaluate.inputs import Inputs, check_frames, open_inputs
+from simplepose.evaluate.metrics.annotations import load_coco
+from simplepose.evaluate.track import PoseTracker
+from simplepose.utils.distributed import select_device
+from simplepose.utils.errors import UserError, cli_main
+from simplepose.utils.io import atomic_write_text, check_writable, refuse_to_overwrite
+from simplepose.utils.progress_bar import progress_bar
+from simplepose.utils.text import counted
 
 
 def ground_truth_estimator(args: argparse.Namespace, cfg: Config) -> PoseEstimator:

@@ -16,15 +16,15 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from codec.person import Person
-from config.skeleton import Skeleton
-from evaluate.draw import Trails, draw_detections, draw_tracked
-from evaluate.inputs import Inputs
-from evaluate.track import PoseTracker
-from utils.errors import UserError
-from utils.io import atomic_path, atomic_write_bytes
-from utils.text import counted
-from utils.video_writer import open_video_writer
+from simplepose.codec.person import Person
+from simplepose.config.skeleton import Skeleton
+from simplepose.evaluate.draw import Trails, draw_detections, draw_tracked
+from simplepose.evaluate.inputs import Inputs
+from simplepose.evaluate.track import PoseTracker
+from simplepose.utils.errors import UserError
+from simplepose.utils.io import atomic_path, atomic_write_bytes
+from simplepose.utils.text import counted
+from simplepose.utils.video_writer import open_video_writer
 
 DEFAULT_OUT = Path("runs/demo")  # without --out and --json: runs/demo/1, runs/demo/2, ... (the next free number)
 RESULTS_NAME = "results.json"  # the COCO results file of a default output folder

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import cv2
 import numpy as np
 
-from config.skeleton import Skeleton
+from simplepose.config.skeleton import Skeleton
 
 
 def draw_people(

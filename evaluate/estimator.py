@@ -25,26 +25,26 @@ from typing import Any, Protocol, overload
 import numpy as np
 import torch
 
-from codec.person import Person
-from codec.pose_codec import PoseCodec
-from config.config_file import with_overrides
-from config.schema import OUTPUT_STRIDE, Config, EvalConfig
-from config.skeleton import Skeleton
-from data.image_files import ImageFileError
-from evaluate.image_input import ImageLike, as_bgr_list
-from evaluate.inference.checkpoint_model import load_model
-from evaluate.inference.inference_setup import inference_setup
-from evaluate.inference.map_source import MapSource, network_source
-from evaluate.inference.multiscale import multiscale_maps_batch
-from evaluate.inference.onnx_runner import Providers, load_onnx, providers_for
-from evaluate.inference.oracle import annotation_oracle
-from evaluate.inputs import InputFrame, Inputs, open_inputs
-from evaluate.metrics.coco_results import coco_results, results_text
-from evaluate.video import VideoReader
-from models.fold import fold_batchnorm
-from models.weights import unwrap
-from utils.distributed import select_device
-from utils.text import counted
+from simplepose.codec.person import Person
+from simplepose.codec.pose_codec import PoseCodec
+from simplepose.config.config_file import with_overrides
+from simplepose.config.schema import OUTPUT_STRIDE, Config, EvalConfig
+from simplepose.config.skeleton import Skeleton
+from simplepose.data.image_files import ImageFileError
+from simplepose.evaluate.image_input import ImageLike, as_bgr_list
+from simplepose.evaluate.inference.checkpoint_model import load_model
+from simplepose.evaluate.inference.inference_setup import inference_setup
+from simplepose.evaluate.inference.map_source import MapSource, network_source
+from simplepose.evaluate.inference.multiscale import multiscale_maps_batch
+from simplepose.evaluate.inference.onnx_runner import Providers, load_onnx, providers_for
+from simplepose.evaluate.inference.oracle import annotation_oracle
+from simplepose.evaluate.inputs import InputFrame, Inputs, open_inputs
+from simplepose.evaluate.metrics.coco_results import coco_results, results_text
+from simplepose.evaluate.video import VideoReader
+from simplepose.models.fold import fold_batchnorm
+from simplepose.models.weights import unwrap
+from simplepose.utils.distributed import select_device
+from simplepose.utils.text import counted
 
 
 @dataclass(frozen=True)

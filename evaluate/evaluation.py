@@ -19,18 +19,18 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from config.schema import Config, EvalConfig
-from config.skeleton_file import skeleton_of
-from data.image_files import BadImages, image_path, read_decoded_checked
-from evaluate.estimator import PoseEstimator
-from evaluate.metrics.annotations import annotated_images, load_coco
-from evaluate.metrics.evaluator import KeypointEvaluator
-from evaluate.metrics.results_file import read_results
-from models.eval_mode import eval_mode
-from utils import distributed as dist
-from utils.errors import UserError
-from utils.progress_bar import progress_bar
-from utils.watchdog import beat
+from simplepose.config.schema import Config, EvalConfig
+from simplepose.config.skeleton_file import skeleton_of
+from simplepose.data.image_files import BadImages, image_path, read_decoded_checked
+from simplepose.evaluate.estimator import PoseEstimator
+from simplepose.evaluate.metrics.annotations import annotated_images, load_coco
+from simplepose.evaluate.metrics.evaluator import KeypointEvaluator
+from simplepose.evaluate.metrics.results_file import read_results
+from simplepose.models.eval_mode import eval_mode
+from simplepose.utils import distributed as dist
+from simplepose.utils.errors import UserError
+from simplepose.utils.progress_bar import progress_bar
+from simplepose.utils.watchdog import beat
 
 SKIP_OPTION = "--skip-bad (eval.skip_bad=true)"
 

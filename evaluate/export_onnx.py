@@ -19,9 +19,9 @@ from pathlib import Path
 
 import torch
 
-from config.config_file import add_config_arguments
-from evaluate.inference.checkpoint_model import load_model
-from evaluate.inference.onnx_export import (
+from simplepose.config.config_file import add_config_arguments
+from simplepose.evaluate.inference.checkpoint_model import load_model
+from simplepose.evaluate.inference.onnx_export import (
     DEFAULT_INPUT_SIZE,
     TOLERANCE,
     check_inputs,
@@ -29,10 +29,10 @@ from evaluate.inference.onnx_export import (
     export_metadata,
     export_onnx,
 )
-from evaluate.inference.onnx_runner import INPUT_NAME, OUTPUT_NAME
-from models.posenet import check_input_shape
-from utils.errors import UserError, cli_main
-from utils.io import refuse_to_overwrite
+from simplepose.evaluate.inference.onnx_runner import INPUT_NAME, OUTPUT_NAME
+from simplepose.models.posenet import check_input_shape
+from simplepose.utils.errors import UserError, cli_main
+from simplepose.utils.io import refuse_to_overwrite
 
 
 def input_size(text: str) -> tuple[int, int]:

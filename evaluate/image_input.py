@@ -22,8 +22,8 @@ import cv2
 import numpy as np
 from PIL import Image
 
-from data.image_files import read_image
-from utils.errors import UserError
+from simplepose.data.image_files import read_image
+from simplepose.utils.errors import UserError
 
 ImageLike = np.ndarray | Image.Image | str | Path  # what PoseEstimator takes as one image
 IMAGE_KINDS = (

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from data.coco_annotations import load_image_info
-from utils.errors import UserError
+from simplepose.data.coco_annotations import load_image_info
+from simplepose.utils.errors import UserError
 
 IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"}
 _TRAILING_NUMBER = re.compile(r"(\d+)$")

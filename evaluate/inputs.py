@@ -22,11 +22,11 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from data.image_files import ImageFileError, read_image
-from evaluate.image_input import as_bgr
-from evaluate.image_list import IMAGE_SUFFIXES, image_files
-from evaluate.video import VideoReader
-from utils.errors import UserError
+from simplepose.data.image_files import ImageFileError, read_image
+from simplepose.evaluate.image_input import as_bgr
+from simplepose.evaluate.image_list import IMAGE_SUFFIXES, image_files
+from simplepose.evaluate.video import VideoReader
+from simplepose.utils.errors import UserError
 
 VIDEO_SUFFIXES = {".mp4", ".avi", ".mov", ".mkv", ".webm"}
 

@@ -17,16 +17,16 @@ import cv2
 import numpy as np
 import torch
 
-from checkpoint.format import Checkpoint
-from codec.person import Person
-from config.schema import Config
-from config.skeleton import Skeleton
-from data.image_files import image_path, read_image
-from evaluate.draw import FONT, MIN_FONT_SCALE, draw_detections, draw_people
-from evaluate.estimator import PoseEstimator
-from evaluate.metrics.annotations import load_coco
-from models import build_model
-from utils.io import atomic_write_bytes
+from simplepose.checkpoint.format import Checkpoint
+from simplepose.codec.person import Person
+from simplepose.config.schema import Config
+from simplepose.config.skeleton import Skeleton
+from simplepose.data.image_files import image_path, read_image
+from simplepose.evaluate.draw import FONT, MIN_FONT_SCALE, draw_detections, draw_people
+from simplepose.evaluate.estimator import PoseEstimator
+from simplepose.evaluate.metrics.annotations import load_coco
+from simplepose.models import build_model
+from simplepose.utils.io import atomic_write_bytes
 
 TILE_HEIGHT = 256  # pixels of each image on the sheet
 PAIRS_PER_ROW = 2  # (ground truth | predictions) pairs side by side

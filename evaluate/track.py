@@ -35,11 +35,11 @@ from typing import NamedTuple
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from codec.person import Person
-from config.config_file import check_track
-from config.schema import TrackConfig
-from config.skeleton import Skeleton
-from evaluate.metrics.oks import BodyTemplate, oks_matrix, person_area
+from simplepose.codec.person import Person
+from simplepose.config.config_file import check_track
+from simplepose.config.schema import TrackConfig
+from simplepose.config.skeleton import Skeleton
+from simplepose.evaluate.metrics.oks import BodyTemplate, oks_matrix, person_area
 
 LOG = logging.getLogger(__name__)
 

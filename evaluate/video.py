@@ -18,7 +18,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from utils.errors import UserError
+from simplepose.utils.errors import UserError
 
 LOG = logging.getLogger(__name__)
 

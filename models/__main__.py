@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import argparse
 
-from config.config_file import add_config_arguments, config_from_args
-from config.skeleton_file import skeleton_of
-from models.summary import macs_and_shapes, meta_model, parameter_counts
-from utils.errors import cli_main
+from simplepose.config.config_file import add_config_arguments, config_from_args
+from simplepose.config.skeleton_file import skeleton_of
+from simplepose.models.summary import macs_and_shapes, meta_model, parameter_counts
+from simplepose.utils.errors import cli_main
 
 
 @cli_main

@@ -25,7 +25,7 @@ from torch.nn.modules.batchnorm import _BatchNorm
 from torch.nn.modules.conv import _ConvNd, _ConvTransposeNd
 from torch.nn.utils.fusion import fuse_conv_bn_eval
 
-from utils.errors import UserError
+from simplepose.utils.errors import UserError
 
 log = logging.getLogger(__name__)
 

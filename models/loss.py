@@ -25,13 +25,13 @@ from typing import Literal
 import torch
 from torch import nn
 
-from codec.layout import channel_groups
-from config.config_file import ConfigError
-from config.schema import Config, LossConfig
-from config.skeleton import Skeleton
-from config.skeleton_check import KeypointSet, check_compatible
-from config.skeleton_file import skeleton_of
-from utils.errors import UserError
+from simplepose.codec.layout import channel_groups
+from simplepose.config.config_file import ConfigError
+from simplepose.config.schema import Config, LossConfig
+from simplepose.config.skeleton import Skeleton
+from simplepose.config.skeleton_check import KeypointSet, check_compatible
+from simplepose.config.skeleton_file import skeleton_of
+from simplepose.utils.errors import UserError
 
 
 def channel_weights(cfg: LossConfig, skeleton: Skeleton) -> torch.Tensor:

@@ -32,11 +32,11 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from config.config_file import ConfigError
-from config.schema import OUTPUT_STRIDE, Config, ModelConfig
-from config.skeleton import Skeleton
-from config.skeleton_file import skeleton_of
-from models.layers import (
+from simplepose.config.config_file import ConfigError
+from simplepose.config.schema import OUTPUT_STRIDE, Config, ModelConfig
+from simplepose.config.skeleton import Skeleton
+from simplepose.config.skeleton_file import skeleton_of
+from simplepose.models.layers import (
     ConvBNAct,
     Residual,
     SqueezeExcitation,
@@ -44,7 +44,7 @@ from models.layers import (
     init_original,
     leaky_relu_,
 )
-from utils.errors import UserError
+from simplepose.utils.errors import UserError
 
 DEPTH = 4  # hourglass levels: four poolings
 STEM_STRIDE = OUTPUT_STRIDE  # the stem: conv stride 2, then a max-pool

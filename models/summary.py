@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from config.schema import ModelConfig
-from config.skeleton import Skeleton
-from models.posenet import PoseNet
+from simplepose.config.schema import ModelConfig
+from simplepose.config.skeleton import Skeleton
+from simplepose.models.posenet import PoseNet
 
 # Parts as in docs/network.md#shapes-and-size; "features" are the heads without their final 1x1 prediction conv
 # ("outs").

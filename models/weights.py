@@ -28,8 +28,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from config.schema import LossConfig
-from utils.errors import UserError
+from simplepose.config.schema import LossConfig
+from simplepose.utils.errors import UserError
 
 ORIGINAL_PREFIX = "posenet."
 WRAPPER_PREFIXES = ("module.", "_orig_mod.")  # DDP / DataParallel, torch.compile

@@ -11,8 +11,8 @@ from collections import Counter
 
 from torch import nn
 
-import train_distributed
-from engine.trainer import Trainer
+from simplepose import train_distributed
+from simplepose.engine.trainer import Trainer
 
 fit = Trainer.fit
 

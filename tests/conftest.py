@@ -21,6 +21,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from simplepose.utils.errors import UserError
+from simplepose.utils.paths import COCO_SAMPLE_ANNOTATIONS, coco_sample_dir
 from tests.helpers import (
     briefly_trained_model,
     make_synthetic_sample,
@@ -29,13 +31,11 @@ from tests.helpers import (
     tiny_model,
     tiny_model_cfg,
 )
-from utils.errors import UserError
-from utils.paths import COCO_SAMPLE_ANNOTATIONS, coco_sample_dir
 
 
 def converted(sample: Path, out: Path, input_size: int) -> Path:
     """The sample at ``sample`` (images/, annotations/) converted by data.coco_to_hdf5 to ``out`` for ``input_size``."""
-    from data.conversion import Source, convert
+    from simplepose.data.conversion import Source, convert
 
     convert([Source(sample / "images", sample / COCO_SAMPLE_ANNOTATIONS)], out, input_size=input_size, progress=False)
     return out
@@ -162,7 +162,7 @@ def sample_h5(request, sample_kind: str) -> Path:
 @pytest.fixture(scope="session")
 def synthetic_coco(tmp_path_factory) -> Path:
     """A small synthetic dataset (data.synthetic, 12 images, seed 0): images/ and annotations/."""
-    from data.synthetic_images import generate
+    from simplepose.data.synthetic_images import generate
 
     out = tmp_path_factory.mktemp("synthetic_coco")
     generate(out, num_images=12, seed=0, val_fraction=0.25)
@@ -172,8 +172,8 @@ def synthetic_coco(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def synthetic_crowdpose(tmp_path_factory) -> Path:
     """A small synthetic set of CrowdPose figures (data.synthetic --skeleton crowdpose, 16 images, seed 0)."""
-    from config.skeleton_file import load_skeleton
-    from data.synthetic_images import generate
+    from simplepose.config.skeleton_file import load_skeleton
+    from simplepose.data.synthetic_images import generate
 
     out = tmp_path_factory.mktemp("synthetic_crowdpose")
     generate(out, num_images=16, seed=0, val_fraction=0.25, skeleton=load_skeleton("crowdpose"))

@@ -25,9 +25,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from utils.errors import UserError, cli_main
-from utils.io import atomic_write_bytes
-from utils.paths import COCO_SAMPLE_ANNOTATIONS, COCO_SAMPLE_FETCHED, REPO_ROOT
+from simplepose.utils.errors import UserError, cli_main
+from simplepose.utils.io import atomic_write_bytes
+from simplepose.utils.paths import COCO_SAMPLE_ANNOTATIONS, COCO_SAMPLE_FETCHED, REPO_ROOT
 
 SHIPPED_ANNOTATIONS = COCO_SAMPLE_FETCHED / COCO_SAMPLE_ANNOTATIONS
 MANIFEST = COCO_SAMPLE_FETCHED / "images.json"

@@ -11,20 +11,20 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from checkpoint.format import Checkpoint
-from codec.layout import ChannelLayout
-from config.config_file import load_config
-from config.schema import Config, ModelConfig
-from config.skeleton import Skeleton
-from config.skeleton_file import load_skeleton
-from data.dataset import SimplePoseDataset, collate, images_to_float
-from engine.checkpointer import TrainState
-from engine.logger import read_metrics
-from engine.trainer import Trainer
-from evaluate.inference.oracle import OracleSource
-from evaluate.metrics.people_agreement import people_agreement  # noqa: F401  (the tests import it from here)
-from models import build_loss, build_model
-from utils.paths import COCO_SAMPLE_ANNOTATIONS, REPO_ROOT, TINY_PRESET
+from simplepose.checkpoint.format import Checkpoint
+from simplepose.codec.layout import ChannelLayout
+from simplepose.config.config_file import load_config
+from simplepose.config.schema import Config, ModelConfig
+from simplepose.config.skeleton import Skeleton
+from simplepose.config.skeleton_file import load_skeleton
+from simplepose.data.dataset import SimplePoseDataset, collate, images_to_float
+from simplepose.engine.checkpointer import TrainState
+from simplepose.engine.logger import read_metrics
+from simplepose.engine.trainer import Trainer
+from simplepose.evaluate.inference.oracle import OracleSource
+from simplepose.evaluate.metrics.people_agreement import people_agreement  # noqa: F401  (the tests import it from here)
+from simplepose.models import build_loss, build_model
+from simplepose.utils.paths import COCO_SAMPLE_ANNOTATIONS, REPO_ROOT, TINY_PRESET
 
 COCO = load_skeleton("coco")  # the paper's skeleton: the tests written against its channel layout use it
 COCO_LAYOUT = ChannelLayout.of(COCO)  # its channels: limbs 0-29, keypoints 30-47, person mask 48, max keypoint 49
@@ -37,7 +37,7 @@ SYNTHETIC_SAMPLE = {"num_images": 27, "seed": 0, "crowd_probability": 0.3, "crow
 def make_synthetic_sample(out: Path) -> Path:
     """Generate the synthetic sample in ``out`` (``images/``, ``annotations/person_keypoints_sample.json``), laid
     out like the real COCO sample; returns ``out``."""
-    from data.synthetic_images import generate
+    from simplepose.data.synthetic_images import generate
 
     generate(out, val_fraction=0, **SYNTHETIC_SAMPLE)
     (out / "annotations" / "person_keypoints_train.json").replace(out / COCO_SAMPLE_ANNOTATIONS)

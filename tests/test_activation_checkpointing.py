@@ -6,18 +6,18 @@ from __future__ import annotations
 import pytest
 import torch
 
-import models.posenet as posenet
-from checkpoint.format import Checkpoint, CheckpointError
-from config.config_file import load_config
-from config.schema import Config
-from data.dataset import SimplePoseDataset, collate, images_to_float
-from engine.checkpointer import check_same_model
-from engine.trainer import Trainer
-from evaluate.inference.checkpoint_model import load_model
-from models import MultiTaskLoss, build_model
-from models.weights import unwrap
+import simplepose.models.posenet as posenet
+from simplepose.checkpoint.format import Checkpoint, CheckpointError
+from simplepose.config.config_file import load_config
+from simplepose.config.schema import Config
+from simplepose.data.dataset import SimplePoseDataset, collate, images_to_float
+from simplepose.engine.checkpointer import check_same_model
+from simplepose.engine.trainer import Trainer
+from simplepose.evaluate.inference.checkpoint_model import load_model
+from simplepose.models import MultiTaskLoss, build_model
+from simplepose.models.weights import unwrap
+from simplepose.utils.paths import TINY_PRESET
 from tests.helpers import COCO
-from utils.paths import TINY_PRESET
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # fast on a busy 2-core machine
 TWO_STACKS = ["model.stacks=2", "loss.stack_weights=[1,1]"]  # the tiny preset with a merge between two stacks

@@ -17,15 +17,15 @@ import sys
 import h5py
 import pytest
 
-from config.config_file import ConfigError, load_config
-from config.skeleton_file import load_skeleton
-from data.coco_annotations import main_person_indices
-from data.conversion import Source, convert
-from data.image_files import ImageFileError
-from evaluate.evaluation import evaluate_oracle
+from simplepose.config.config_file import ConfigError, load_config
+from simplepose.config.skeleton_file import load_skeleton
+from simplepose.data.coco_annotations import main_person_indices
+from simplepose.data.conversion import Source, convert
+from simplepose.data.image_files import ImageFileError
+from simplepose.evaluate.evaluation import evaluate_oracle
+from simplepose.utils.errors import AnnotationError, UserError
+from simplepose.utils.paths import COCO_SAMPLE_ANNOTATIONS, REPO_ROOT, TINY_PRESET
 from tests.harness.bad_inputs import ids_past_int64, string_annotation_ids, without_labelled_people, without_main_people
-from utils.errors import AnnotationError, UserError
-from utils.paths import COCO_SAMPLE_ANNOTATIONS, REPO_ROOT, TINY_PRESET
 
 
 @pytest.fixture
@@ -102,7 +102,7 @@ def test_skip_bad_with_the_wrong_folder_stops_naming_it(command, synthetic_coco,
 
 
 def test_the_demo_counts_and_skips_an_unreadable_file(tiny_ckpt, synthetic_coco, tmp_path, capsys):
-    from evaluate import demo
+    from simplepose.evaluate import demo
 
     folder = tmp_path / "photos"
     folder.mkdir()
@@ -125,7 +125,7 @@ def test_the_demo_counts_and_skips_an_unreadable_file(tiny_ckpt, synthetic_coco,
 @pytest.mark.parametrize("given, named", [(None, "None, not an image (cv2.imread returns None"),
                                           (3.5, "is a float"), (b"\x00" * 3, "is a bytes")])  # fmt: skip
 def test_the_api_names_what_it_was_given(given, named, tiny_ckpt):
-    from evaluate.estimator import PoseEstimator
+    from simplepose.evaluate.estimator import PoseEstimator
 
     estimator = PoseEstimator.from_checkpoint(tiny_ckpt, "cpu", scales=[1.0], flip=False)
     with pytest.raises(UserError) as e:
@@ -247,7 +247,7 @@ ACCEPTED = {"string annotation ids": string_annotation_ids, "ids past +-2**63": 
 def test_both_keep_ids_the_file_gives_and_score_them_alike(edit, three, tmp_path):
     """String annotation ids and integers past int64 are accepted by both, kept as given in the HDF5 file (its
     file_id datasets), in the results JSON (image ids), and scored as the unedited file is."""
-    from data.h5_format import file_ids
+    from simplepose.data.h5_format import file_ids
 
     data = ACCEPTED[edit](copy.deepcopy(three[0]))
     converter, h5 = convert_decision(data, three[1], tmp_path / "edited")
@@ -285,7 +285,7 @@ def test_the_converter_takes_the_input_sizes_training_takes(size, three, tmp_pat
 
 
 def test_an_input_size_of_192_converts_and_trains(three, tmp_path):
-    from data.dataset import SimplePoseDataset
+    from simplepose.data.dataset import SimplePoseDataset
 
     converter, h5 = convert_decision(three[0], three[1], tmp_path, input_size=192)
     assert converter is None

@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 import torch
 
-import train
-from checkpoint import original as convert_original
-from config.config_file import load_config
-from evaluate import coco_eval
+from simplepose import train
+from simplepose.checkpoint import original as convert_original
+from simplepose.config.config_file import load_config
+from simplepose.evaluate import coco_eval
+from simplepose.utils.paths import REPO_ROOT
 from tests.harness.bad_inputs import CASE_NAMES, SECURITY_CASES, build_corpus, run_named
 from tests.harness.cases import result_of
 from tests.helpers import assert_ends_as_expected
-from utils.paths import REPO_ROOT
 
 # Corpus cases whose behaviour an existing test already asserts (they still run in the bad-input table command).
 TESTED_ELSEWHERE = {
@@ -122,7 +122,7 @@ def annotations_of(case) -> dict[int, dict]:
 def test_legal_oddities_are_kept_as_given_and_train(corpus, name):
     """Keypoints outside the image and zero-area boxes are stored unchanged, and every sample built from the file
     is finite (a zero-area box is never a main person: the box height scales the sample)."""
-    from data.dataset import SimplePoseDataset
+    from simplepose.data.dataset import SimplePoseDataset
 
     case, _ = corpus[name]
     settings, people = stored(case)

@@ -14,18 +14,18 @@ import pytest
 import torch
 
 from bench import data_pipeline, decoder_table, gpu_check, grouping, grouping_oracle, model, syncbn_check
-from config.config_file import load_config
-from config.schema import OUTPUT_STRIDE
-from data.dataset import SimplePoseDataset
-from evaluate.inference.map_source import ImageMeta, InputBatch
-from evaluate.inference.multiscale import fuse_flip
-from models import build_model
+from simplepose.config.config_file import load_config
+from simplepose.config.schema import OUTPUT_STRIDE
+from simplepose.data.dataset import SimplePoseDataset
+from simplepose.evaluate.inference.map_source import ImageMeta, InputBatch
+from simplepose.evaluate.inference.multiscale import fuse_flip
+from simplepose.models import build_model
+from simplepose.utils.paths import REPO_ROOT, TINY_PRESET
 from tests.harness import bad_input_table
 from tests.harness.bad_inputs import build_corpus
 from tests.harness.cases import run_cases
 from tests.harness.faults import write_fault_train_code
 from tests.helpers import COCO, COCO_LAYOUT, keypoints_oracle, person, save_tiny_checkpoint
-from utils.paths import REPO_ROOT, TINY_PRESET
 
 
 def test_data_pipeline_bench_prints_rate_and_every_stage(synthetic_sample_h5, capsys):
@@ -118,7 +118,7 @@ def test_the_oracle_table_shows_an_empty_crowd_group_as_a_dash_not_as_minus_one(
 def test_the_oracle_bench_decoders_are_what_their_names_say():
     """ "original" is the original's documented switch-back, "before" the defaults of the last release, "default" the
     defaults as they are."""
-    from config.schema import EvalConfig
+    from simplepose.config.schema import EvalConfig
 
     base = EvalConfig()
     original = grouping_oracle.decoder_config(base, "original")

@@ -17,15 +17,15 @@ import torch
 from functorch.compile import make_boxed_func
 from torch._dynamo.backends.common import aot_autograd
 
-import engine.compile as ec
-import engine.trainer as trainer_module
-from checkpoint.format import Checkpoint
-from config.config_file import load_config
-from config.skeleton_file import skeleton_of
-from engine.trainer import Trainer
-from models import MultiTaskLoss, build_model
+import simplepose.engine.compile as ec
+import simplepose.engine.trainer as trainer_module
+from simplepose.checkpoint.format import Checkpoint
+from simplepose.config.config_file import load_config
+from simplepose.config.skeleton_file import skeleton_of
+from simplepose.engine.trainer import Trainer
+from simplepose.models import MultiTaskLoss, build_model
+from simplepose.utils.paths import REPO_ROOT
 from tests.helpers import tiny_cfg
-from utils.paths import REPO_ROOT
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -68,7 +68,7 @@ def test_compiled_model_and_loss_match_eager_in_float64(case, caplog):
     eager_out, eager_total, eager_parts = step(eager_model)(images, targets, masks)
     eager_total.backward()
     fn = ec.compile_forward_loss(step(compiled_model), backend="aot_eager")
-    with caplog.at_level(logging.INFO, logger="engine.compile"):
+    with caplog.at_level(logging.INFO, logger="simplepose.engine.compile"):
         out, total, parts = fn(images, targets, masks)
     total.backward()
     assert "compiled model + loss: first call (trace + compile + run) took" in caplog.text
@@ -132,7 +132,7 @@ def test_auto_falls_back_to_eager_when_the_compiler_fails_and_on_raises(caplog):
 
     x = torch.arange(4.0)
     auto = ec.compile_forward_loss(forward_loss, backend=_failing_backend, fall_back=True)
-    with caplog.at_level(logging.WARNING, logger="engine.compile"):
+    with caplog.at_level(logging.WARNING, logger="simplepose.engine.compile"):
         total, _ = auto(x)
     assert total.item() == 12.0 and auto.fn is forward_loss  # eager from now on
     assert "C compiler" in caplog.text and "training eagerly" in caplog.text
@@ -195,7 +195,7 @@ def test_auto_falls_back_when_the_backward_graph_cannot_be_built_with_batchnorm_
     auto = ec.compile_forward_loss(eager_step, backend=_backend(failing_graph), fall_back=True, state=[model])
     optimisers = [torch.optim.SGD(m.parameters(), lr=0.1) for m in (model, eager)]
     for _ in range(2):
-        with caplog.at_level(logging.WARNING, logger="engine.compile"):
+        with caplog.at_level(logging.WARNING, logger="simplepose.engine.compile"):
             total, _ = auto(x)
         total.backward()
         want, _ = step(eager)(x)
@@ -225,7 +225,7 @@ def test_auto_raises_out_of_memory_and_internal_assertions_of_the_compiler_as_th
         return model(images).square().mean(), {}
 
     auto = ec.compile_forward_loss(forward_loss, backend=_backend(1, error), fall_back=True, state=[model])
-    with caplog.at_level(logging.WARNING, logger="engine.compile"), pytest.raises(type(error)) as raised:
+    with caplog.at_level(logging.WARNING, logger="simplepose.engine.compile"), pytest.raises(type(error)) as raised:
         auto(torch.rand(2, 3, 8, 8))
     assert raised.value is error and "training eagerly" not in caplog.text
     assert auto.compile_s is None and auto.fn is not forward_loss  # not switched to eager
@@ -243,7 +243,7 @@ def test_a_backward_compile_failure_under_auto_trains_as_eager_training_does(syn
             monkeypatch.setattr(ec, "BACKEND", _backend(1))
             monkeypatch.setattr(trainer_module, "choose_compile",
                                 lambda *a: ec.CompileChoice(True, "train.compile=auto: on (the test's)"))  # fmt: skip
-        with caplog.at_level(logging.WARNING, logger="engine.compile"):
+        with caplog.at_level(logging.WARNING, logger="simplepose.engine.compile"):
             Trainer(tiny_cfg(synthetic_h5_64, tmp_path / setting, f"train.compile={setting}", *extra)).fit()
         states[setting] = Checkpoint.load(tmp_path / setting / "last.pt").model
     assert "the compiler failed (RuntimeError: Failed to find C compiler" in caplog.text

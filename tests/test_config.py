@@ -4,7 +4,7 @@ import sys
 import pytest
 import yaml
 
-from config.config_file import (
+from simplepose.config.config_file import (
     RETIRED_KEYS,
     ConfigError,
     config_from_dict,
@@ -13,8 +13,8 @@ from config.config_file import (
     to_dict,
     with_overrides,
 )
-from config.schema import OUTPUT_STRIDE
-from utils.paths import REPO_ROOT
+from simplepose.config.schema import OUTPUT_STRIDE
+from simplepose.utils.paths import REPO_ROOT
 
 
 @pytest.mark.parametrize("preset", sorted((REPO_ROOT / "config").glob("*.yaml")))
@@ -80,7 +80,7 @@ def test_saved_config_round_trips(tmp_path):
 def test_cli_error_is_clean(tmp_path):
     """A bad override through a real command: one line on stderr, non-zero exit, no traceback."""
     code = (
-        "from config.config_file import load_config; from utils.errors import cli_main; "
+        "from simplepose.config.config_file import load_config; from simplepose.utils.errors import cli_main; "
         "import sys; sys.exit(cli_main(lambda: load_config(None, ['train.lrr=1']))())"
     )
     r = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True)

@@ -17,14 +17,14 @@ import cv2
 import numpy as np
 import pytest
 
-from config.config_file import load_config
-from config.skeleton_check import SkeletonMismatch
-from config.skeleton_file import load_skeleton
-from data.conversion import Source, convert
-from data.synthetic_images import generate
-from evaluate.evaluation import evaluate_oracle
-from evaluate.metrics.annotations import load_coco
-from evaluate.metrics.keypoint_stats import coco_keypoint_stats
+from simplepose.config.config_file import load_config
+from simplepose.config.skeleton_check import SkeletonMismatch
+from simplepose.config.skeleton_file import load_skeleton
+from simplepose.data.conversion import Source, convert
+from simplepose.data.synthetic_images import generate
+from simplepose.evaluate.evaluation import evaluate_oracle
+from simplepose.evaluate.metrics.annotations import load_coco
+from simplepose.evaluate.metrics.keypoint_stats import coco_keypoint_stats
 from tests.helpers import imperfect_results, pycocotools_stats
 
 CORPUS = Path(__file__).resolve().parent / "data" / "corpus"

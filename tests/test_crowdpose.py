@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 from pycocotools.coco import COCO
 
-from config.config_file import load_config, to_dict
-from config.skeleton_file import load_skeleton
-from data.conversion import Source, convert
-from evaluate import coco_eval
-from evaluate.metrics.crowdpose_eval import crowdpose_keypoint_stats
-from evaluate.metrics.keypoint_stats import coco_keypoint_stats
-from utils.paths import PAPER_PRESET, REPO_ROOT
+from simplepose.config.config_file import load_config, to_dict
+from simplepose.config.skeleton_file import load_skeleton
+from simplepose.data.conversion import Source, convert
+from simplepose.evaluate import coco_eval
+from simplepose.evaluate.metrics.crowdpose_eval import crowdpose_keypoint_stats
+from simplepose.evaluate.metrics.keypoint_stats import coco_keypoint_stats
+from simplepose.utils.paths import PAPER_PRESET, REPO_ROOT
 
 CROWDPOSE = load_skeleton("crowdpose")
 THRESHOLDS = np.linspace(0.5, 0.95, 10)

@@ -32,19 +32,19 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Sampler
 
-import engine.trainer
-from checkpoint.format import Checkpoint
-from config.config_file import config_from_args
-from data.conversion import Source, convert
-from data.synthetic_images import generate
-from engine.logger import read_metrics
-from engine.run import QUICKSTART_PRESET, parse_args
-from engine.trainer import Trainer
-from evaluate.metrics.annotations import load_coco
-from evaluate.metrics.keypoint_stats import coco_keypoint_stats
-from models.weights import unwrap
+import simplepose.engine.batches as engine_batches
+from simplepose.checkpoint.format import Checkpoint
+from simplepose.config.config_file import config_from_args
+from simplepose.data.conversion import Source, convert
+from simplepose.data.synthetic_images import generate
+from simplepose.engine.logger import read_metrics
+from simplepose.engine.run import QUICKSTART_PRESET, parse_args
+from simplepose.engine.trainer import Trainer
+from simplepose.evaluate.metrics.annotations import load_coco
+from simplepose.evaluate.metrics.keypoint_stats import coco_keypoint_stats
+from simplepose.models.weights import unwrap
+from simplepose.utils.paths import PAPER_PRESET, REPO_ROOT
 from tests.helpers import flat_optimizer_state, run_args, saved_state, subprocess_env, tiny_run_args, torchrun_command
-from utils.paths import PAPER_PRESET, REPO_ROOT
 
 CPU_DRY_RUN_SIZE = int(os.environ.get("SIMPLEPOSE_CUDA_TIER_ON_CPU") or 0)
 DEVICE = torch.device("cpu" if CPU_DRY_RUN_SIZE else "cuda")
@@ -162,7 +162,7 @@ def train_one_epoch(args: list[str], fixed_batch_steps: int = 0) -> Steps:
         trainer.batches.sampler = SameBatch(trainer.cfg.train.batch_size, fixed_batch_steps)
         trainer.batches.steps_per_epoch = fixed_batch_steps
     seen = Steps(trainer)
-    make_loader = engine.batches.make_loader
+    make_loader = engine_batches.make_loader
 
     def spying_loader(*loader_args, **kwargs):
         loader = make_loader(*loader_args, **kwargs)
@@ -175,7 +175,7 @@ def train_one_epoch(args: list[str], fixed_batch_steps: int = 0) -> Steps:
         x = inputs[0]
         seen.inputs.append((x.device.type, x.dtype, x.is_contiguous(memory_format=torch.channels_last)))
 
-    engine.batches.make_loader = spying_loader
+    engine_batches.make_loader = spying_loader
     model = unwrap(trainer.model)
     hook = model.register_forward_pre_hook(record_input)
     names = [n for n, p in model.named_parameters() if p.requires_grad]
@@ -183,7 +183,7 @@ def train_one_epoch(args: list[str], fixed_batch_steps: int = 0) -> Steps:
     try:
         trainer.train_epoch()
     finally:
-        engine.batches.make_loader = make_loader
+        engine_batches.make_loader = make_loader
         hook.remove()
         trainer.hooks.after_train(trainer.position)  # closes the metrics log
     seen.trainable = len(names)
@@ -361,7 +361,7 @@ def test_coco_eval_on_the_gpu_equals_the_cpu(small_checkpoint, odd_sized_set, tm
             "--scales", *EVAL_SCALES, "--flip"]  # fmt: skip
     without_tf32 = ("import sys, torch; torch.backends.cudnn.allow_tf32 = False; "
                     "torch.backends.cuda.matmul.allow_tf32 = False; "
-                    "from evaluate.coco_eval import main; sys.exit(main(sys.argv[1:]))")  # fmt: skip
+                    "from simplepose.evaluate.coco_eval import main; sys.exit(main(sys.argv[1:]))")  # fmt: skip
     commands = {
         "cpu": ["-m", "evaluate.coco_eval", *args, "--device", "cpu"],
         "gpu": ["-c", without_tf32, *args, "--device", DEVICE.type],

@@ -4,8 +4,8 @@ that reaches it or the reason none can on a CPU). The resize onto the decoding g
 import pytest
 import torch
 
-from utils.distributed import select_device
-from utils.errors import UserError
+from simplepose.utils.distributed import select_device
+from simplepose.utils.errors import UserError
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="asks for CUDA on a machine without it")

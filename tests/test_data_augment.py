@@ -5,8 +5,8 @@ import cv2
 import numpy as np
 import pytest
 
-from config.schema import AugmentConfig
-from data import augment
+from simplepose.config.schema import AugmentConfig
+from simplepose.data import augment
 from tests.helpers import COCO, left_right_pairs
 
 

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from pycocotools.coco import COCO
 
-from data.conversion import Source, convert
-from data.h5_format import MASK_IGNORE_BIT, MASK_PERSON_BIT, decode_mask_runs
-from data.image_files import ImageFileError
-from utils.errors import AnnotationError, UserError
+from simplepose.data.conversion import Source, convert
+from simplepose.data.h5_format import MASK_IGNORE_BIT, MASK_PERSON_BIT, decode_mask_runs
+from simplepose.data.image_files import ImageFileError
+from simplepose.utils.errors import AnnotationError, UserError
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -218,7 +218,7 @@ def test_file_names_cannot_escape_the_image_folder(tmp_path, small_set):
 
 
 def test_main_person_spacing_uses_each_persons_own_box():
-    from data.coco_annotations import main_person_indices
+    from simplepose.data.coco_annotations import main_person_indices
 
     def person(x, y, w, h):
         return {"bbox": [x, y, w, h], "num_keypoints": 10, "area": w * h / 2, "iscrowd": 0}
@@ -232,7 +232,7 @@ def test_main_person_spacing_uses_each_persons_own_box():
 
 def test_second_source_starts_at_its_offset(tmp_path, synthetic_sample_images, synthetic_sample_annotations):
     """The paper split adds val2017 from position 100 on; here the sample plays val2017 from position 20 on."""
-    from data.conversion import Source, convert
+    from simplepose.data.conversion import Source, convert
 
     data = json.loads(synthetic_sample_annotations.read_text())
     with_mains = {

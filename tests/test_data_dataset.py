@@ -10,13 +10,13 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from codec.targets import mask_scales
-from config.config_file import load_config
-from data import augment
-from data.dataset import SimplePoseDataset, collate, images_to_float
-from evaluate.inference.multiscale import prepare_input
+from simplepose.codec.targets import mask_scales
+from simplepose.config.config_file import load_config
+from simplepose.data import augment
+from simplepose.data.dataset import SimplePoseDataset, collate, images_to_float
+from simplepose.evaluate.inference.multiscale import prepare_input
+from simplepose.utils.errors import DataFileError, UserError
 from tests.helpers import COCO, COCO_LAYOUT
-from utils.errors import DataFileError, UserError
 
 
 @pytest.fixture(scope="module")
@@ -163,7 +163,7 @@ def test_refuses_a_file_for_another_input_size(synthetic_sample_h5, cfg):
 
 
 def test_show_sample_writes_a_panel_picture(synthetic_sample_h5, tmp_path):
-    from data.show_sample import main
+    from simplepose.data.show_sample import main
 
     out = tmp_path / "panel.png"
     assert main(["--h5", str(synthetic_sample_h5), "--index", "2", "--out", str(out), "--train"]) == 0
@@ -218,7 +218,7 @@ def test_uint8_images_become_the_float_images_of_before(train_set):
 def test_blob_reader_reads_what_h5py_reads(synthetic_sample_h5, tmp_path):
     import h5py
 
-    from data.blob_reader import BlobReader, map_file
+    from simplepose.data.blob_reader import BlobReader, map_file
 
     rng = np.random.default_rng(0)
     compressed = tmp_path / "compressed.h5"
@@ -240,7 +240,7 @@ def test_blob_reader_reads_what_h5py_reads(synthetic_sample_h5, tmp_path):
 def test_a_code_error_keeps_its_type_and_names_the_sample(synthetic_sample_h5, cfg, monkeypatch):
     """A failure that is not the file's fault (here a bug in building) is not turned into "rebuild the file": it
     keeps its type and traceback, with a note naming the sample, which the trainer shows for a worker's failure."""
-    from engine.batch_errors import worker_error_message
+    from simplepose.engine.batch_errors import worker_error_message
 
     dataset = SimplePoseDataset(synthetic_sample_h5, cfg, train=True)
     image_id = int(dataset.image_id[dataset.sample_image[3]])

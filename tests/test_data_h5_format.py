@@ -6,8 +6,8 @@ import h5py
 import numpy as np
 import pytest
 
-from data.h5_format import check_layout, decode_mask_runs, encode_mask_runs
-from utils.errors import DataFileError
+from simplepose.data.h5_format import check_layout, decode_mask_runs, encode_mask_runs
+from simplepose.utils.errors import DataFileError
 
 
 def test_mask_runs_decode_any_band_of_rows(sample_h5):

@@ -9,7 +9,7 @@ import cv2
 import numpy as np
 import pytest
 
-from data.jpeg import decode_bgra
+from simplepose.data.jpeg import decode_bgra
 
 REDUCED = {1: cv2.IMREAD_COLOR, 2: cv2.IMREAD_REDUCED_COLOR_2, 4: cv2.IMREAD_REDUCED_COLOR_4}
 
@@ -46,7 +46,7 @@ def test_exif_orientation_is_ignored(sample_jpegs):
 
 
 def test_exif_orientation_is_ignored_in_evaluation(sample_jpegs, tmp_path):
-    from data.image_files import read_image
+    from simplepose.data.image_files import read_image
 
     path = tmp_path / "tagged.jpg"
     path.write_bytes(with_exif_orientation(sample_jpegs[0], 6))

@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 from pycocotools.coco import COCO
 
-from config.config_file import load_config, set_key, validate
-from data.conversion import Source, convert
-from data.dataset import SimplePoseDataset
-from data.quickstart_data import prepare_synthetic_data
-from data.synthetic_clips import crossing_video, write_video
-from data.synthetic_images import generate
-from utils import video_writer
-from utils.errors import UserError
+from simplepose.config.config_file import load_config, set_key, validate
+from simplepose.data.conversion import Source, convert
+from simplepose.data.dataset import SimplePoseDataset
+from simplepose.data.quickstart_data import prepare_synthetic_data
+from simplepose.data.synthetic_clips import crossing_video, write_video
+from simplepose.data.synthetic_images import generate
+from simplepose.utils import video_writer
+from simplepose.utils.errors import UserError
 
 
 def test_deterministic_from_the_seed(tmp_path, synthetic_coco):

@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 import torch
 
-from codec.layout import channel_groups
-from codec.network_input import pixels_to_input, scale_input_
-from codec.pose_codec import PoseCodec
-from codec.targets import downscale_targets, draw_targets, keypoint_heatmaps, limb_heatmaps, mask_scales
-from config import skeleton as sk
-from config.schema import TargetConfig
+from simplepose.codec.layout import channel_groups
+from simplepose.codec.network_input import pixels_to_input, scale_input_
+from simplepose.codec.pose_codec import PoseCodec
+from simplepose.codec.targets import downscale_targets, draw_targets, keypoint_heatmaps, limb_heatmaps, mask_scales
+from simplepose.config import skeleton as sk
+from simplepose.config.schema import TargetConfig
 from tests.helpers import COCO, COCO_LAYOUT
 
 GRID = (128, 128)

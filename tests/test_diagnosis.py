@@ -10,16 +10,16 @@ import math
 import numpy as np
 import pytest
 
-from config.config_file import load_config
-from config.skeleton_file import load_skeleton
-from evaluate import coco_eval
-from evaluate.evaluation import score_results
-from evaluate.metrics.annotations import load_coco
-from evaluate.metrics.diagnosis import ERROR_TYPES, diagnose
-from evaluate.metrics.diagnosis_report import write_diagnosis
-from evaluate.metrics.keypoint_stats import keypoint_stats
+from simplepose.config.config_file import load_config
+from simplepose.config.skeleton_file import load_skeleton
+from simplepose.evaluate import coco_eval
+from simplepose.evaluate.evaluation import score_results
+from simplepose.evaluate.metrics.annotations import load_coco
+from simplepose.evaluate.metrics.diagnosis import ERROR_TYPES, diagnose
+from simplepose.evaluate.metrics.diagnosis_report import write_diagnosis
+from simplepose.evaluate.metrics.keypoint_stats import keypoint_stats
+from simplepose.utils.paths import COCO_SAMPLE_ANNOTATIONS
 from tests.helpers import COCO, FAINT_MAPS, train_a_few_steps
-from utils.paths import COCO_SAMPLE_ANNOTATIONS
 
 KINDS = ("jitter", "inversion", "swap", "miss")
 

@@ -14,10 +14,10 @@ import pytest
 import torch
 from torch import nn
 
-from checkpoint.format import Checkpoint
-from engine.launch import DataParallelBalanced, ModelWithLoss, sync_batchnorm
+from simplepose.checkpoint.format import Checkpoint
+from simplepose.engine.launch import DataParallelBalanced, ModelWithLoss, sync_batchnorm
+from simplepose.utils.paths import REPO_ROOT
 from tests.helpers import COCO, saved_state, subprocess_env, tiny_cfg, tiny_run_args, torchrun_command
-from utils.paths import REPO_ROOT
 
 # per process: batch 2, 4 steps, a checkpoint every 2 steps; BatchNorm in eval mode makes N x b == 1 x N*b exact
 RUN = ["train.epochs=1", "train.max_steps_per_epoch=4", "train.checkpoint_every_steps=2", "train.optimizer=sgd",
@@ -83,8 +83,8 @@ def test_two_processes_equal_one_process_with_twice_the_batch(synthetic_h5_64, t
     assert saved_state(two).position.global_step == saved_state(one).position.global_step == 4
     assert saved_state(two).ranks_in_sync is True  # every rank held bit-identical weights at the checkpoint
 
-    from engine.process_setup import seed_everything
-    from models import build_model
+    from simplepose.engine.process_setup import seed_everything
+    from simplepose.models import build_model
 
     seed_everything(0, False)
     init = build_model(tiny_cfg(synthetic_h5_64, tmp_path)).state_dict()
@@ -242,8 +242,8 @@ class SplitByHand(nn.Module):
 def test_balanced_data_parallel_gives_the_plain_loss_and_gradients(synthetic_h5_64, tmp_path, sizes):
     from torch.utils.data import DataLoader
 
-    from data.dataset import SimplePoseDataset, collate, images_to_float
-    from models import MultiTaskLoss, build_model
+    from simplepose.data.dataset import SimplePoseDataset, collate, images_to_float
+    from simplepose.models import MultiTaskLoss, build_model
 
     cfg = tiny_cfg(synthetic_h5_64, tmp_path)
     dataset = SimplePoseDataset(synthetic_h5_64, cfg, train=True)
@@ -272,7 +272,7 @@ def test_balanced_data_parallel_gives_the_plain_loss_and_gradients(synthetic_h5_
 
 
 def test_sync_batchnorm_conversion_replaces_every_batchnorm(synthetic_h5_64, tmp_path):
-    from models import build_model
+    from simplepose.models import build_model
 
     model = build_model(tiny_cfg(synthetic_h5_64, tmp_path))
     plain = [n for n, m in model.named_modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
@@ -287,7 +287,7 @@ def test_sync_batchnorm_conversion_replaces_every_batchnorm(synthetic_h5_64, tmp
 
 
 def test_restart_drops_metrics_past_the_checkpoint_and_a_cut_line(tmp_path):
-    from engine.logger import MetricsLogger, read_metrics
+    from simplepose.engine.logger import MetricsLogger, read_metrics
 
     logger = MetricsLogger(tmp_path, tensorboard=False)
     for step in (1, 2, 3):

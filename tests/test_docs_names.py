@@ -13,8 +13,8 @@ import importlib
 import re
 from pathlib import Path
 
-from config.schema import DataConfig
-from utils.paths import REPO_ROOT
+from simplepose.config.schema import DataConfig
+from simplepose.utils.paths import REPO_ROOT
 
 PACKAGES = ("utils", "config", "codec", "data", "models", "checkpoint", "evaluate", "engine", "bench", "tests")
 REFERENCE = re.compile(r"(?<![\w./-])((?:" + "|".join(PACKAGES) + r")(?:\.[A-Za-z_]\w*)+)")

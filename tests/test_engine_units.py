@@ -8,19 +8,19 @@ import sys
 import pytest
 import torch
 
-from checkpoint.format import Checkpoint, CheckpointError
-from config.config_file import load_config, to_dict
-from config.schema import Config
-from config.skeleton_file import load_skeleton
-from engine.checkpointer import TrainState, rng_state, set_rng_state
-from engine.hook_base import HookList
-from engine.hooks import CheckpointHook, ValidationHook
-from engine.logger import MetricsLogger, read_metrics
-from engine.position import TrainingPosition
-from engine.sampler import EpochSampler
-from engine.schedule import LRSchedule
+from simplepose.checkpoint.format import Checkpoint, CheckpointError
+from simplepose.config.config_file import load_config, to_dict
+from simplepose.config.schema import Config
+from simplepose.config.skeleton_file import load_skeleton
+from simplepose.engine.checkpointer import TrainState, rng_state, set_rng_state
+from simplepose.engine.hook_base import HookList
+from simplepose.engine.hooks import CheckpointHook, ValidationHook
+from simplepose.engine.logger import MetricsLogger, read_metrics
+from simplepose.engine.position import TrainingPosition
+from simplepose.engine.sampler import EpochSampler
+from simplepose.engine.schedule import LRSchedule
+from simplepose.utils.paths import REPO_ROOT
 from tests.helpers import saved_state
-from utils.paths import REPO_ROOT
 
 COCO = load_skeleton("coco")
 
@@ -154,12 +154,12 @@ def test_crash_between_temp_write_and_rename_keeps_previous_checkpoint(tmp_path)
     Checkpoint({"w": torch.zeros(4)}, origin="run 1").save(tmp_path / "last.pt")
     code = f"""
 import os, torch
-import utils.io as uio
+import simplepose.utils.io as uio
 real_replace = os.replace
 def die(src, dst):
     os._exit(9)  # the process dies right before the rename
 uio.os.replace = die
-from checkpoint.format import Checkpoint
+from simplepose.checkpoint.format import Checkpoint
 Checkpoint({{"w": torch.ones(4)}}, origin="run 2").save({str(tmp_path / "last.pt")!r})
 """
     r = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True)
@@ -183,8 +183,8 @@ def test_metrics_log_truncates_records_past_a_resume(tmp_path):
 def test_validation_does_not_autotune_cudnn_per_shape_and_gives_training_its_setting_back(monkeypatch, tmp_path):
     """In-training validation sees many padded shapes: cuDNN's autotuning (on for training) is off while it runs,
     and back afterwards, even when evaluation fails. The flag is read on the CPU too; only CUDA acts on it."""
-    import engine.validation as validation
-    from models import build_model
+    import simplepose.engine.validation as validation
+    from simplepose.models import build_model
 
     cfg = load_config(
         REPO_ROOT / "config" / "tiny.yaml",

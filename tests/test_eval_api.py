@@ -13,15 +13,17 @@ import pytest
 import torch
 from PIL import Image
 
-from checkpoint.format import CheckpointError
-from config.config_file import ConfigError
-from data.image_files import ImageFileError, read_image
-from evaluate import Person, PoseEstimator, coco_eval, coco_results_json
-from evaluate.estimator import Timing
-from evaluate.image_input import as_bgr
-from evaluate.inference.multiscale import multiscale_maps
-from evaluate.inputs import open_inputs
-from evaluate.metrics.annotations import load_coco
+from simplepose.checkpoint.format import CheckpointError
+from simplepose.config.config_file import ConfigError
+from simplepose.data.image_files import ImageFileError, read_image
+from simplepose.evaluate import Person, PoseEstimator, coco_eval, coco_results_json
+from simplepose.evaluate.estimator import Timing
+from simplepose.evaluate.image_input import as_bgr
+from simplepose.evaluate.inference.multiscale import multiscale_maps
+from simplepose.evaluate.inputs import open_inputs
+from simplepose.evaluate.metrics.annotations import load_coco
+from simplepose.utils.errors import UserError
+from simplepose.utils.paths import REPO_ROOT
 from tests.helpers import (
     COCO,
     COCO_LAYOUT,
@@ -35,8 +37,6 @@ from tests.helpers import (
     image_id,
     people_agreement,
 )
-from utils.errors import UserError
-from utils.paths import REPO_ROOT
 
 CPU = torch.device("cpu")
 

@@ -10,13 +10,13 @@ import pytest
 import torch
 from torch import nn
 
-from codec.person import Person
-from config.schema import Config
-from evaluate.evaluation import evaluate_model, evaluate_oracle
-from evaluate.metrics.coco_results import coco_results, results_text
-from evaluate.metrics.keypoint_stats import STAT_NAMES
+from simplepose.codec.person import Person
+from simplepose.config.schema import Config
+from simplepose.evaluate.evaluation import evaluate_model, evaluate_oracle
+from simplepose.evaluate.metrics.coco_results import coco_results, results_text
+from simplepose.evaluate.metrics.keypoint_stats import STAT_NAMES
+from simplepose.utils.paths import REPO_ROOT
 from tests.helpers import COCO, subprocess_env, torchrun_command
-from utils.paths import REPO_ROOT
 
 
 def single_scale_config(**eval_overrides) -> Config:

@@ -5,16 +5,16 @@ import dataclasses
 import numpy as np
 import pytest
 
-from codec.decoder.assemble import assemble_people, person_scores
-from codec.decoder.decode import decode_people
-from codec.decoder.limbs import match_limb, score_pairs
-from codec.decoder.peaks import find_peaks, local_maxima
-from codec.person import keypoint_array
-from codec.pose_codec import PoseCodec
-from codec.targets import draw_targets
-from config.config_file import config_from_dict, load_config, save_config, to_dict
-from config.schema import DecodeSettings, EvalConfig, TargetConfig
-from evaluate.metrics.coco_results import coco_results
+from simplepose.codec.decoder.assemble import assemble_people, person_scores
+from simplepose.codec.decoder.decode import decode_people
+from simplepose.codec.decoder.limbs import match_limb, score_pairs
+from simplepose.codec.decoder.peaks import find_peaks, local_maxima
+from simplepose.codec.person import keypoint_array
+from simplepose.codec.pose_codec import PoseCodec
+from simplepose.codec.targets import draw_targets
+from simplepose.config.config_file import config_from_dict, load_config, save_config, to_dict
+from simplepose.config.schema import DecodeSettings, EvalConfig, TargetConfig
+from simplepose.evaluate.metrics.coco_results import coco_results
 from tests.helpers import COCO, COCO_LAYOUT, internal_to_dataset, person, score_array
 
 STRIDE = 4

@@ -10,9 +10,9 @@ import cv2
 import numpy as np
 import pytest
 
-from data.image_files import read_image
-from evaluate import PoseEstimator, coco_eval, coco_results_json, demo, demo_output
-from evaluate.metrics.annotations import load_coco
+from simplepose.data.image_files import read_image
+from simplepose.evaluate import PoseEstimator, coco_eval, coco_results_json, demo, demo_output
+from simplepose.evaluate.metrics.annotations import load_coco
 from tests.helpers import LANDSCAPE, UNSCORED_IMAGES, InterruptedCamera
 
 FRAME_HW = (96, 128)
@@ -310,7 +310,7 @@ def test_demo_min_score_leaves_people_out_of_the_pictures_and_the_json(
 def test_demo_fast_is_one_scale_without_flip_in_auto_precision_as_the_apis_fast(
     trained_tiny_ckpt, synthetic_sample_images, tmp_path, capsys, one_thread
 ):
-    from evaluate import FAST
+    from simplepose.evaluate import FAST
     from tests.helpers import image_folder
 
     folder = image_folder(synthetic_sample_images, tmp_path / "images")

@@ -14,16 +14,16 @@ import pytest
 from pycocotools.coco import COCO as CocoApi
 
 from bench.tracking import found_person, frame_truth, identity_metrics, ids_of_identities
-from config.config_file import load_config
-from config.skeleton_file import load_skeleton
-from data import synthetic_video
-from data.synthetic_clips import coco_annotations, crossing_video, write_video
-from evaluate import PoseEstimator, PoseTracker, demo
-from evaluate import video as video_reader
-from evaluate.draw import track_color
-from evaluate.metrics.annotations import load_coco
+from simplepose.config.config_file import load_config
+from simplepose.config.skeleton_file import load_skeleton
+from simplepose.data import synthetic_video
+from simplepose.data.synthetic_clips import coco_annotations, crossing_video, write_video
+from simplepose.evaluate import PoseEstimator, PoseTracker, demo
+from simplepose.evaluate import video as video_reader
+from simplepose.evaluate.draw import track_color
+from simplepose.evaluate.metrics.annotations import load_coco
+from simplepose.utils.paths import REPO_ROOT
 from tests.helpers import InterruptedCamera
-from utils.paths import REPO_ROOT
 
 COCO = load_skeleton("coco")
 FAST = ["eval.scales=[1.0]", "eval.flip=false", "eval.boxsize=128"]  # the ground-truth maps at one scale

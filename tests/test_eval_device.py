@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 import torch
 
-from config.config_file import load_config, with_overrides
-from evaluate.evaluation import evaluate_model
-from evaluate.inference.checkpoint_model import load_model
-from evaluate.inference.multiscale import (
+from simplepose.config.config_file import load_config, with_overrides
+from simplepose.evaluate.evaluation import evaluate_model
+from simplepose.evaluate.inference.checkpoint_model import load_model
+from simplepose.evaluate.inference.multiscale import (
     bucket_size,
     input_sizes,
     make_batch,
@@ -24,10 +24,10 @@ from evaluate.inference.multiscale import (
     scale_factors,
     upload_images,
 )
-from models import build_model
-from models.fold import FoldError, fold_batchnorm
+from simplepose.models import build_model
+from simplepose.models.fold import FoldError, fold_batchnorm
+from simplepose.utils.paths import PAPER_PRESET
 from tests.helpers import tiny_model_cfg
-from utils.paths import PAPER_PRESET
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 log = logging.getLogger(__name__)
@@ -229,9 +229,9 @@ def test_asking_for_cuda_without_it_gives_each_commands_own_hint(tiny_ckpt, synt
                                                                 monkeypatch, capsys):  # fmt: skip
     """``--device cuda`` (``device="cuda"``) where CUDA is missing: one error naming how this command asks for the
     CPU, before any work; training keeps ``train.device=cpu``."""
-    from evaluate import PoseEstimator, coco_eval, demo
-    from utils.distributed import select_device
-    from utils.errors import UserError
+    from simplepose.evaluate import PoseEstimator, coco_eval, demo
+    from simplepose.utils.distributed import select_device
+    from simplepose.utils.errors import UserError
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert select_device("auto") == torch.device("cpu")
@@ -251,8 +251,8 @@ def test_asking_for_cuda_without_it_gives_each_commands_own_hint(tiny_ckpt, synt
 
 
 def test_a_name_that_is_no_device_and_a_gpu_that_is_not_there_are_named(monkeypatch):
-    from utils.distributed import select_device
-    from utils.errors import UserError
+    from simplepose.utils.distributed import select_device
+    from simplepose.utils.errors import UserError
 
     for name, said in (("gpu", "device 'gpu' is not a device: give auto, cpu, cuda or cuda:N (e.g. --device cpu)"),
                        ("mps", "device 'mps': this project runs on cpu or cuda")):  # fmt: skip

@@ -12,10 +12,10 @@ import json
 import numpy as np
 import pytest
 
-from config.skeleton_file import load_skeleton
-from evaluate import coco_eval
-from evaluate.metrics.annotations import load_coco
-from evaluate.metrics.keypoint_stats import keypoint_stats
+from simplepose.config.skeleton_file import load_skeleton
+from simplepose.evaluate import coco_eval
+from simplepose.evaluate.metrics.annotations import load_coco
+from simplepose.evaluate.metrics.keypoint_stats import keypoint_stats
 from tests.helpers import imperfect_results, pycocotools_stats
 
 COCO_SKELETON, CROWDPOSE = load_skeleton("coco"), load_skeleton("crowdpose")

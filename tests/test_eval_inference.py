@@ -4,11 +4,11 @@ import numpy as np
 import pytest
 import torch
 
-from codec.decoder.decode import decode_people
-from codec.person import keypoint_array
-from config.schema import EvalConfig, TargetConfig
-from evaluate.inference.map_source import network_source
-from evaluate.inference.multiscale import (
+from simplepose.codec.decoder.decode import decode_people
+from simplepose.codec.person import keypoint_array
+from simplepose.config.schema import EvalConfig, TargetConfig
+from simplepose.evaluate.inference.map_source import network_source
+from simplepose.evaluate.inference.multiscale import (
     decode_grid,
     fuse_flip,
     multiscale_maps,
@@ -17,8 +17,8 @@ from evaluate.inference.multiscale import (
     resize_to_grid,
     scale_factors,
 )
+from simplepose.utils.precision import precision_for
 from tests.helpers import COCO, COCO_LAYOUT, internal_to_dataset, keypoints_oracle, person, score_array
-from utils.precision import precision_for
 
 CPU = torch.device("cpu")
 

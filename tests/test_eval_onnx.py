@@ -10,18 +10,18 @@ import onnx
 import pytest
 import torch
 
-from codec.decoder.decode import decode_people
-from codec.person import keypoint_array
-from config.config_file import ConfigError, to_dict
-from data.synthetic_clips import crossing_video, write_video
-from evaluate import PoseEstimator, demo, export_onnx
-from evaluate.inference import onnx_export, onnx_runner
-from evaluate.inference.checkpoint_model import load_model
-from evaluate.inference.map_source import network_source
-from evaluate.inference.multiscale import multiscale_maps
-from models.posenet import InputShapeError
+from simplepose.codec.decoder.decode import decode_people
+from simplepose.codec.person import keypoint_array
+from simplepose.config.config_file import ConfigError, to_dict
+from simplepose.data.synthetic_clips import crossing_video, write_video
+from simplepose.evaluate import PoseEstimator, demo, export_onnx
+from simplepose.evaluate.inference import onnx_export, onnx_runner
+from simplepose.evaluate.inference.checkpoint_model import load_model
+from simplepose.evaluate.inference.map_source import network_source
+from simplepose.evaluate.inference.multiscale import multiscale_maps
+from simplepose.models.posenet import InputShapeError
+from simplepose.utils.errors import UserError
 from tests.helpers import AGREEMENT_IMAGES, COCO, assert_people_agree, people_agreement, tiny_model
-from utils.errors import UserError
 
 CPU = torch.device("cpu")
 IMAGES = AGREEMENT_IMAGES  # synthetic sample pictures: three padded input shapes per scale, enough people

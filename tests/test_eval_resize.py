@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from config.config_file import load_config
-from evaluate.inference import multiscale
-from evaluate.inference.multiscale import (
+from simplepose.config.config_file import load_config
+from simplepose.evaluate.inference import multiscale
+from simplepose.evaluate.inference.multiscale import (
     decode_grid,
     input_sizes,
     multiscale_maps,
@@ -18,8 +18,8 @@ from evaluate.inference.multiscale import (
     scale_factors,
     uses_torch_resize,
 )
+from simplepose.utils.paths import REPO_ROOT
 from tests.helpers import COCO
-from utils.paths import REPO_ROOT
 
 CPU = torch.device("cpu")
 PAPER_EVAL = load_config(REPO_ROOT / "config" / "simplepose_coco.yaml").eval  # 5 scales, 192-row grid

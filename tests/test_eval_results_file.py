@@ -8,13 +8,13 @@ import json
 
 import pytest
 
-from config.config_file import load_config
-from evaluate import coco_eval
-from evaluate.evaluation import evaluate_oracle, score_results
-from evaluate.metrics.keypoint_stats import STAT_NAMES
-from evaluate.metrics.results_file import ResultsError
+from simplepose.config.config_file import load_config
+from simplepose.evaluate import coco_eval
+from simplepose.evaluate.evaluation import evaluate_oracle, score_results
+from simplepose.evaluate.metrics.keypoint_stats import STAT_NAMES
+from simplepose.evaluate.metrics.results_file import ResultsError
+from simplepose.utils.errors import UserError
 from tests.helpers import COCO, imperfect_results, pycocotools_stats
-from utils.errors import UserError
 
 ORACLE = ["eval.scales=[1.0]", "eval.flip=false"]
 
@@ -168,7 +168,7 @@ def test_crowdpose_results_equal_xtcocotools(synthetic_crowdpose, tmp_path):
 
     import numpy as np
 
-    from config.skeleton_file import load_skeleton
+    from simplepose.config.skeleton_file import load_skeleton
 
     annotations = synthetic_crowdpose / "annotations" / "person_keypoints_train.json"
     results = imperfect_results(json.loads(annotations.read_text()), seed=1)

@@ -12,16 +12,16 @@ import numpy as np
 import pytest
 import torch
 
-from codec.person import keypoint_box
-from config.config_file import with_overrides
-from config.skeleton_file import load_skeleton
-from evaluate import Person, coco_eval, demo
-from evaluate import prediction_sheet as layout
-from evaluate.draw import draw_boxes, draw_detections, draw_people, draw_tracked, track_color
-from evaluate.inference.checkpoint_model import load_model
-from evaluate.metrics.annotations import load_coco
-from evaluate.metrics.coco_results import sort_results
-from evaluate.prediction_sheet import draw_predictions, ground_truth_keypoints, pair_tile
+from simplepose.codec.person import keypoint_box
+from simplepose.config.config_file import with_overrides
+from simplepose.config.skeleton_file import load_skeleton
+from simplepose.evaluate import Person, coco_eval, demo
+from simplepose.evaluate import prediction_sheet as layout
+from simplepose.evaluate.draw import draw_boxes, draw_detections, draw_people, draw_tracked, track_color
+from simplepose.evaluate.inference.checkpoint_model import load_model
+from simplepose.evaluate.metrics.annotations import load_coco
+from simplepose.evaluate.metrics.coco_results import sort_results
+from simplepose.evaluate.prediction_sheet import draw_predictions, ground_truth_keypoints, pair_tile
 from tests.helpers import LANDSCAPE, UNSCORED_IMAGES, image_folder, image_id
 
 # Single scale at a small box, for the briefly trained model (people in both UNSCORED_IMAGES).

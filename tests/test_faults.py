@@ -19,13 +19,16 @@ import h5py
 import pytest
 from torch.utils.data import Dataset
 
-import train
-from checkpoint.format import Checkpoint
-from config.schema import DataConfig
-from engine.batch_errors import LoaderError, worker_error_message
-from engine.hook_base import Hook
-from engine.run import run
-from engine.trainer import Trainer
+from simplepose import train
+from simplepose.checkpoint.format import Checkpoint
+from simplepose.config.schema import DataConfig
+from simplepose.engine.batch_errors import LoaderError, worker_error_message
+from simplepose.engine.hook_base import Hook
+from simplepose.engine.run import run
+from simplepose.engine.trainer import Trainer
+from simplepose.utils.errors import cli_main
+from simplepose.utils.io import WriteError
+from simplepose.utils.paths import REPO_ROOT
 from tests.harness.faults import (
     BROKEN,
     DEAD,
@@ -36,9 +39,6 @@ from tests.harness.faults import (
     write_fault,
 )
 from tests.helpers import saved_state, tiny_cfg, tiny_run_args
-from utils.errors import cli_main
-from utils.io import WriteError
-from utils.paths import REPO_ROOT
 
 SHORT = ["train.max_steps_per_epoch=2", "train.optimizer=sgd", "train.lr=0.01"]
 
@@ -204,7 +204,7 @@ def test_a_worker_death_reported_at_any_point_of_the_translation_ends_in_the_sam
 def test_a_death_reported_after_the_line_prints_nothing():
     """A worker's death that torch's SIGCHLD handler reports after the run's line is printed (the fault table saw one
     at the interpreter's exit, from an atexit hook): once a death is translated, SIGCHLD no longer raises."""
-    from engine import batch_errors as module
+    from simplepose.engine import batch_errors as module
 
     def torch_like(signum, frame):  # torch.utils.data._utils.signal_handling's handler, its failing worker listed
         raise RuntimeError(DEAD)

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-import utils.paths
+import simplepose.utils.paths as utils_paths
+from simplepose.utils.errors import UserError
+from simplepose.utils.paths import COCO_SAMPLE_ANNOTATIONS, coco_sample_dir
 from tests import fetch_coco_sample as fetch_module
 from tests.fetch_coco_sample import MANIFEST, SHIPPED_ANNOTATIONS, fetch
-from utils.errors import UserError
-from utils.paths import COCO_SAMPLE_ANNOTATIONS, coco_sample_dir
 
 OFFICIAL = "http://images.cocodataset.org/train2017/"
 
@@ -191,7 +191,7 @@ def test_the_shipped_annotations_and_manifest_list_the_same_27_photos():
     assert all(len(p.sha256) == 64 and p.size > 10_000 for p in photos)
     assert sum(p.size for p in photos) == 4_377_876
     assert "CC BY 4.0" in (SHIPPED_ANNOTATIONS.parents[1] / "README.md").read_text()
-    assert MANIFEST.parent == SHIPPED_ANNOTATIONS.parents[1] == utils.paths.COCO_SAMPLE_FETCHED
+    assert MANIFEST.parent == SHIPPED_ANNOTATIONS.parents[1] == utils_paths.COCO_SAMPLE_FETCHED
 
 
 def test_the_manifest_matches_the_real_photos_and_a_fetch_of_them_is_found(coco_sample, tmp_path, monkeypatch):
@@ -210,8 +210,8 @@ def test_where_the_tests_look_for_the_real_sample(tmp_path, monkeypatch, synthet
     """$SIMPLEPOSE_COCO_SAMPLE when set (a folder that is not a sample is an error), else tests/coco_sample once
     fetched, else ../shared/data/coco_sample; none: one line saying how to get it."""
     fetched, shared = tmp_path / "repo" / "tests" / "coco_sample", tmp_path / "shared" / "coco_sample"
-    monkeypatch.setattr(utils.paths, "COCO_SAMPLE_FETCHED", fetched)
-    monkeypatch.setattr(utils.paths, "COCO_SAMPLE_SHARED", shared)
+    monkeypatch.setattr(utils_paths, "COCO_SAMPLE_FETCHED", fetched)
+    monkeypatch.setattr(utils_paths, "COCO_SAMPLE_SHARED", shared)
     monkeypatch.delenv("SIMPLEPOSE_COCO_SAMPLE", raising=False)
     with pytest.raises(UserError) as e:
         coco_sample_dir()

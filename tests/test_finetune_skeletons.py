@@ -10,12 +10,12 @@ import logging
 import pytest
 import torch
 
-from checkpoint.format import Checkpoint
-from data.conversion import Source, convert
-from engine.logger import read_metrics
-from engine.trainer import Trainer
-from evaluate import coco_eval
-from models.weights import SKELETON_DEPENDENT, WeightsMismatch, unwrap
+from simplepose.checkpoint.format import Checkpoint
+from simplepose.data.conversion import Source, convert
+from simplepose.engine.logger import read_metrics
+from simplepose.engine.trainer import Trainer
+from simplepose.evaluate import coco_eval
+from simplepose.models.weights import SKELETON_DEPENDENT, WeightsMismatch, unwrap
 from tests.helpers import FAINT_MAPS, SHORT_RUN, assert_the_loss_fell, tiny_cfg
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -11,13 +11,13 @@ import numpy as np
 import pytest
 from scipy.optimize import linear_sum_assignment
 
-from codec.decoder.assemble import assemble_strongest_first
-from codec.decoder.decode import decode_people
-from codec.decoder.peaks import local_maxima
-from codec.person import keypoint_array
-from config.schema import DecodeSettings, EvalConfig, TargetConfig
-from evaluate.inference.multiscale import multiscale_maps
-from evaluate.metrics.oks import oks_matrix
+from simplepose.codec.decoder.assemble import assemble_strongest_first
+from simplepose.codec.decoder.decode import decode_people
+from simplepose.codec.decoder.peaks import local_maxima
+from simplepose.codec.person import keypoint_array
+from simplepose.config.schema import DecodeSettings, EvalConfig, TargetConfig
+from simplepose.evaluate.inference.multiscale import multiscale_maps
+from simplepose.evaluate.metrics.oks import oks_matrix
 from tests.helpers import COCO, keypoints_oracle, person
 
 CPU = "cpu"

@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from engine.hook_base import Hook
-from engine.trainer import Trainer
+from simplepose.engine.hook_base import Hook
+from simplepose.engine.trainer import Trainer
+from simplepose.utils.host_syncs import HostSyncCounter
 from tests.harness.faulty_trainer import with_faults
 from tests.helpers import tiny_cfg
-from utils.host_syncs import HostSyncCounter
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from data.conversion import Source, convert
-from data.dataset import SimplePoseDataset
-from data.image_files import IMREAD_FLAGS, read_image
+from simplepose.data.conversion import Source, convert
+from simplepose.data.dataset import SimplePoseDataset
+from simplepose.data.image_files import IMREAD_FLAGS, read_image
 from tests.helpers import SHORT_RUN, tiny_cfg
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -89,7 +89,7 @@ def test_every_format_opencv_reads_converts_keeping_the_original_bytes(synthetic
 
 
 def test_a_png_dataset_trains(synthetic_coco, tmp_path):
-    from engine.trainer import Trainer
+    from simplepose.engine.trainer import Trainer
 
     annotations, images, _ = reencoded(synthetic_coco, tmp_path, ("png8",))
     h5 = tmp_path / "png.h5"
@@ -112,8 +112,8 @@ def with_exif_orientation(jpeg: bytes, orientation: int) -> bytes:
 def test_exif_orientation_is_ignored_everywhere_the_same(synthetic_coco, trained_tiny_ckpt, tmp_path):
     """A photo tagged "rotate 90" (orientation 6): cv2.imread turns it, the project reads the stored pixels, and the
     API, the demo and the evaluation find the same people in it as in the untagged file."""
-    from evaluate import coco_eval, demo
-    from evaluate.estimator import PoseEstimator
+    from simplepose.evaluate import coco_eval, demo
+    from simplepose.evaluate.estimator import PoseEstimator
 
     data = json.loads((synthetic_coco / "annotations" / "person_keypoints_val.json").read_text())
     img = data["images"][0]
@@ -174,8 +174,8 @@ def with_orientation_tag(picture: np.ndarray, kind: str, orientation: int, **opt
 def test_a_tiff_is_read_as_stored_whatever_its_orientation_tag(orientation, compression):
     """OpenCV 5.0 turns a TIFF by its Orientation tag even with IMREAD_IGNORE_ORIENTATION: every reader of the
     project gets the stored pixels all the same, and the size check agrees with the stored size."""
-    from data.image_files import decode_image, inspect_image, stored_size
-    from data.jpeg import decode_bgra
+    from simplepose.data.image_files import decode_image, inspect_image, stored_size
+    from simplepose.data.jpeg import decode_bgra
 
     picture = np.random.default_rng(orientation).integers(0, 256, (5, 7, 3), dtype=np.uint8)  # 7 wide, 5 high
     data = with_orientation_tag(picture, "TIFF", orientation, compression=compression)
@@ -216,9 +216,9 @@ def test_a_rotated_tag_tiff_converts_and_evaluates_as_stored(sample, tmp_path):
     """The sample's first image as a TIFF tagged orientation 6, on its real annotations: with width/height it
     converts (the size check agrees), without them the stored size is recorded; the HDF5 keeps the bytes, the
     dataset and the evaluator read the stored pixels, and the oracle scores it as the JPEG."""
-    from config.config_file import load_config
-    from data.image_files import read_decoded_checked
-    from evaluate.evaluation import evaluate_oracle
+    from simplepose.config.config_file import load_config
+    from simplepose.data.image_files import read_decoded_checked
+    from simplepose.evaluate.evaluation import evaluate_oracle
     from tests.harness.bad_inputs import rotated_tiff
 
     data = json.loads((sample / "annotations" / "person_keypoints_sample.json").read_text())

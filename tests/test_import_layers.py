@@ -6,7 +6,8 @@ A module imports only modules of the layers below its own, or of its own package
 import each other (data and models are independent); no modules import each other, directly or round a circle.
 Inside ``evaluate`` the same rule holds for its stages: inference, metrics < the rest (``EVALUATE_STAGES``).
 Nothing but the tests imports a command (``command_modules``).
-Every import counts: at the top of a module, inside a function, or under ``TYPE_CHECKING``.
+Every import counts: at the top of a module, inside a function, or under ``TYPE_CHECKING``; each names the package
+(``simplepose.utils...``), never a bare folder name (``bare_imports``).
 
 The graph is read from the source with ``ast`` (nothing is imported), so the test is fast and sees lazy imports too.
 """
@@ -30,6 +31,7 @@ LAYERS: dict[str, int] = {
     "checkpoint": 4,
     "evaluate": 5,
     "engine": 6,
+    "__init__": 7,  # the package itself (simplepose): the API's names, looked up in evaluate
     "train": 7,
     "train_parallel": 7,
     "train_distributed": 7,
@@ -37,6 +39,11 @@ LAYERS: dict[str, int] = {
     "tests": 7,
 }
 ENTRY_LAYER = 7
+# The checkout's root is the package ``simplepose``: its modules import each other as ``simplepose.<package>...``
+# (``bare_imports``), never by the bare folder names, which would find a user's own ``utils`` or ``config`` first.
+PACKAGE = "simplepose"
+SUBPACKAGES = {name for name, layer in LAYERS.items() if layer < ENTRY_LAYER} | {"train", "train_parallel",
+                                                                                  "train_distributed"}  # fmt: skip
 
 # Stages inside evaluate/, the same rule one level down: the inference (images -> maps) and the metrics (people ->
 # figures) stand apart (each builds on the codec, a layer below); the rest of evaluate (the estimator API, the
@@ -80,7 +87,7 @@ def imports_of(module: str, source: str, modules: Mapping[str, Path]) -> set[str
         else:
             continue
         for name in names:
-            target = _resolve(name, modules)
+            target = _resolve(name.removeprefix(PACKAGE + "."), modules)
             if target is not None and target != module:
                 found.add(target)
     return found
@@ -232,6 +239,35 @@ def test_the_command_check_finds_a_library_importing_a_command():
     ]
 
 
+def bare_imports(root: Path = ROOT) -> list[str]:
+    """``file:line name`` for every absolute import, anywhere in the checkout, of one of the package's modules by its
+    bare name (``from utils.io import ...`` where ``from simplepose.utils.io import ...`` is meant)."""
+    bad = []
+    for path in module_files(root).values():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                names = [node.module]
+            else:
+                continue
+            bad += [f"{path.relative_to(root)}:{node.lineno} {n}" for n in names if n.split(".")[0] in SUBPACKAGES]
+    return bad
+
+
+def test_every_import_of_the_package_names_simplepose():
+    bad = bare_imports()
+    assert not bad, "imports by a bare folder name (write simplepose.<name>):\n  " + "\n  ".join(bad)
+
+
+def test_the_bare_import_check_finds_one(tmp_path):
+    (tmp_path / "engine").mkdir()
+    (tmp_path / "engine" / "__init__.py").write_text("")
+    (tmp_path / "engine" / "hooks.py").write_text("import json\nfrom simplepose.utils.io import atomic_write_text\n")
+    (tmp_path / "engine" / "trainer.py").write_text("from utils.io import atomic_write_text\nimport config.schema\n")
+    assert bare_imports(tmp_path) == ["engine/trainer.py:1 utils.io", "engine/trainer.py:2 config.schema"]
+
+
 def test_every_package_has_a_layer():
     top = {p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
     top |= {p.stem for p in ROOT.glob("*.py")}
@@ -268,7 +304,7 @@ def test_no_modules_import_each_other_round_a_circle():
 def test_the_checks_find_an_upward_import_and_a_circle(tmp_path):
     """The checks themselves, on a small tree that breaks both rules."""
     for package, body in {
-        "models": "from evaluate.decode import decode_people\n",  # up two layers
+        "models": "from simplepose.evaluate.decode import decode_people\n",  # up two layers
         "evaluate": "from evaluate import decode\n",
         "engine": "",
     }.items():
@@ -287,7 +323,7 @@ def test_the_checks_find_an_upward_import_and_a_circle(tmp_path):
 def test_the_codec_needs_no_more_than_numpy_and_opencv():
     """The codec (targets, decoder, layout) runs wherever the data pipeline or the decoder does: of the libraries
     outside the standard one it imports only numpy and OpenCV (no torch)."""
-    project = set(LAYERS)
+    project = set(LAYERS) | {PACKAGE}
     found = set()
     for path in sorted((ROOT / "codec").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):

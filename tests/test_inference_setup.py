@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 import torch
 
-import evaluate.inference.inference_setup as inference_setup_module
-import utils.precision as up
-from codec.decoder.decode import decode_people
-from codec.person import keypoint_array
-from config.schema import EvalConfig, TargetConfig
-from evaluate.estimator import PoseEstimator
-from evaluate.inference.multiscale import multiscale_maps
-from evaluate.inference.oracle import annotation_oracle
-from evaluate.metrics.annotations import load_coco
+import simplepose.evaluate.inference.inference_setup as inference_setup_module
+import simplepose.utils.precision as up
+from simplepose.codec.decoder.decode import decode_people
+from simplepose.codec.person import keypoint_array
+from simplepose.config.schema import EvalConfig, TargetConfig
+from simplepose.evaluate.estimator import PoseEstimator
+from simplepose.evaluate.inference.multiscale import multiscale_maps
+from simplepose.evaluate.inference.oracle import annotation_oracle
+from simplepose.evaluate.metrics.annotations import load_coco
 from tests.helpers import (
     AGREEMENT_IMAGES,
     COCO,

@@ -12,11 +12,11 @@ import sys
 
 import pytest
 
-from config.skeleton_check import SkeletonMismatch
-from config.skeleton_file import load_skeleton
-from data.conversion import Source, convert
-from evaluate.metrics.annotations import load_coco
-from utils.paths import REPO_ROOT
+from simplepose.config.skeleton_check import SkeletonMismatch
+from simplepose.config.skeleton_file import load_skeleton
+from simplepose.data.conversion import Source, convert
+from simplepose.evaluate.metrics.annotations import load_coco
+from simplepose.utils.paths import REPO_ROOT
 
 COCO = load_skeleton("coco")
 # 17 keypoints of another set (PoseTrack's order: head top and bottom where COCO has the eyes)

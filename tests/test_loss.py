@@ -1,12 +1,12 @@
 import pytest
 import torch
 
-from config.config_file import ConfigError
-from config.schema import Config, LossConfig
-from models import MultiTaskLoss
-from models.loss import build_loss
+from simplepose.config.config_file import ConfigError
+from simplepose.config.schema import Config, LossConfig
+from simplepose.models import MultiTaskLoss
+from simplepose.models.loss import build_loss
+from simplepose.utils.errors import UserError
 from tests.helpers import COCO
-from utils.errors import UserError
 
 
 def one_pixel_case(dtype=torch.float32):

@@ -1,13 +1,13 @@
 import pytest
 import torch
 
-from config.config_file import ConfigError, load_config
-from config.schema import Config, ModelConfig
-from models import PoseNet, build_model
-from models.posenet import InputShapeError, output_shapes
-from models.summary import macs_and_shapes, meta_model, parameter_counts
+from simplepose.config.config_file import ConfigError, load_config
+from simplepose.config.schema import Config, ModelConfig
+from simplepose.models import PoseNet, build_model
+from simplepose.models.posenet import InputShapeError, output_shapes
+from simplepose.models.summary import macs_and_shapes, meta_model, parameter_counts
+from simplepose.utils.paths import REPO_ROOT
 from tests.helpers import COCO
-from utils.paths import REPO_ROOT
 
 TINY = ModelConfig(stacks=2, inp_dim=16, increase=8, num_scales=5, head_channels=16, se_reduction=4)
 
@@ -132,7 +132,7 @@ def test_bf16_autocast_forward_and_backward():
 
 
 def test_summary_command_prints_counts_shapes_and_cost(capsys):
-    from models.__main__ import main
+    from simplepose.models.__main__ import main
 
     assert main(["--config", str(REPO_ROOT / "config" / "simplepose_coco.yaml")]) == 0
     out = capsys.readouterr().out

@@ -6,10 +6,10 @@ import sys
 
 import torch
 
-from config.config_file import load_config
-from data.dataset import SimplePoseDataset, collate, images_to_float
-from models import build_loss, build_model
-from utils.paths import REPO_ROOT
+from simplepose.config.config_file import load_config
+from simplepose.data.dataset import SimplePoseDataset, collate, images_to_float
+from simplepose.models import build_loss, build_model
+from simplepose.utils.paths import REPO_ROOT
 
 
 def test_tiny_model_lowers_the_loss_tenfold_on_two_samples(tmp_path, sample_images, sample_annotations, one_thread):

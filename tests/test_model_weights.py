@@ -7,12 +7,12 @@ The original key set is generated here from its naming rules and layer shapes
 import pytest
 import torch
 
-from checkpoint.format import Checkpoint, CheckpointError
-from checkpoint.original import main as convert_main
-from config.schema import ModelConfig
-from models import PoseNet, build_model
-from models.summary import meta_model
-from models.weights import WeightsMismatch, original_to_ours
+from simplepose.checkpoint.format import Checkpoint, CheckpointError
+from simplepose.checkpoint.original import main as convert_main
+from simplepose.config.schema import ModelConfig
+from simplepose.models import PoseNet, build_model
+from simplepose.models.summary import meta_model
+from simplepose.models.weights import WeightsMismatch, original_to_ours
 from tests.helpers import COCO
 
 TINY = ModelConfig(stacks=2, inp_dim=16, increase=8, num_scales=5, head_channels=16, se_reduction=4)

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from checkpoint import original as convert_original
-from data import coco_to_hdf5, synthetic, synthetic_video
-from evaluate import coco_eval, export_onnx
+from simplepose.checkpoint import original as convert_original
+from simplepose.data import coco_to_hdf5, synthetic, synthetic_video
+from simplepose.evaluate import coco_eval, export_onnx
+from simplepose.utils.paths import COCO_SAMPLE_ANNOTATIONS
 from tests.test_model_weights import tiny_original
-from utils.paths import COCO_SAMPLE_ANNOTATIONS
 
 
 def digest(path) -> str:

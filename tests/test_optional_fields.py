@@ -10,9 +10,9 @@ import logging
 import h5py
 import numpy as np
 
-from config.config_file import load_config
-from data.conversion import Source, convert
-from evaluate.evaluation import evaluate_oracle
+from simplepose.config.config_file import load_config
+from simplepose.data.conversion import Source, convert
+from simplepose.evaluate.evaluation import evaluate_oracle
 
 
 def stripped(root, tmp_path, name, *, regions: bool) -> object:

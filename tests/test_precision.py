@@ -7,12 +7,12 @@ import logging
 import pytest
 import torch
 
-import utils.precision as up
-from config.config_file import load_config
-from engine.trainer import Trainer
+import simplepose.utils.precision as up
+from simplepose.config.config_file import load_config
+from simplepose.engine.trainer import Trainer
+from simplepose.utils.errors import UserError
+from simplepose.utils.paths import TINY_PRESET
 from tests.helpers import saved_state
-from utils.errors import UserError
-from utils.paths import TINY_PRESET
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda", 0)
 NATIVE_CPU = up.Capabilities(True, "CPU with AVX512-BF16")
@@ -82,7 +82,7 @@ def test_the_fp16_and_loss_scaling_path_of_gpus_runs_on_the_cpu(synthetic_h5_64,
     """What train.amp=auto picks on GPUs without bf16 (fp16 autocast + GradScaler), forced on the CPU: overflowing
     gradients while the scale settles are the scaler's business (skipped silently, scale lowered), a non-finite
     loss is skipped and counted, steps apply once the scale fits, and the scaler's state is checkpointed."""
-    import engine.trainer as et
+    import simplepose.engine.trainer as et
     from tests.harness.faulty_trainer import with_faults
 
     fp16 = up.Precision(torch.float16, True, "forced for the test")

@@ -6,11 +6,11 @@ import sys
 
 import pytest
 
-from config.config_file import load_config
-from engine.curves import plot_run
-from engine.run import QUICKSTART_PRESET
-from engine.run_folder import run_files
-from utils.paths import REPO_ROOT
+from simplepose.config.config_file import load_config
+from simplepose.engine.curves import plot_run
+from simplepose.engine.run import QUICKSTART_PRESET
+from simplepose.engine.run_folder import run_files
+from simplepose.utils.paths import REPO_ROOT
 
 
 @pytest.mark.slow

@@ -11,11 +11,9 @@ import shutil
 
 import pytest
 
-import train
-import train_distributed
-import train_parallel
-from engine.run import restart_overrides
-from engine.run_folder import (
+from simplepose import train, train_distributed, train_parallel
+from simplepose.engine.run import restart_overrides
+from simplepose.engine.run_folder import (
     LAUNCH_FILE,
     RunFolderInUse,
     claim_run_folder,
@@ -24,7 +22,7 @@ from engine.run_folder import (
     launch_owns,
     run_files,
 )
-from engine.trainer import Trainer
+from simplepose.engine.trainer import Trainer
 from tests.helpers import saved_state, tiny_cfg, tiny_run_args
 
 SHORT = ["train.epochs=1", "train.max_steps_per_epoch=2", "train.optimizer=sgd", "train.lr=0.01"]

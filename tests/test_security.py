@@ -12,9 +12,11 @@ import h5py
 import pytest
 import torch
 
-from checkpoint import original as convert_original
-from data.conversion import Source, convert
-from data.h5_format import check_layout
+from simplepose.checkpoint import original as convert_original
+from simplepose.data.conversion import Source, convert
+from simplepose.data.h5_format import check_layout
+from simplepose.utils.errors import AnnotationError, DataFileError
+from simplepose.utils.paths import REPO_ROOT
 from tests.harness.bad_inputs import (
     PAYLOAD_MARKER,
     SECURITY_CASES,
@@ -25,8 +27,6 @@ from tests.harness.bad_inputs import (
 )
 from tests.harness.not_checkpoints import UNSAFE_ADVICE
 from tests.helpers import assert_ends_as_expected
-from utils.errors import AnnotationError, DataFileError
-from utils.paths import REPO_ROOT
 
 # ------------------------------------------------------------------------------------- the source tree
 
@@ -159,7 +159,7 @@ def test_the_evaluator_reads_a_folder_of_links_and_refuses_names_that_climb_out(
     """coco_eval --images DIR where DIR holds ``ln -s`` links to the pictures (shared storage, a subset): read as the
     files themselves, the same results byte for byte; a file_name with '..' or an absolute path is still refused, in
     one line naming the annotation file once."""
-    from evaluate import coco_eval
+    from simplepose.evaluate import coco_eval
 
     data = json.loads(synthetic_sample_annotations.read_text())
     data["images"] = data["images"][:3]

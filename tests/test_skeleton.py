@@ -5,10 +5,10 @@ import colorsys
 
 import numpy as np
 
-from codec.layout import ChannelLayout
-from config import skeleton as sk
-from config.skeleton import Skeleton
-from config.skeleton_file import load_skeleton
+from simplepose.codec.layout import ChannelLayout
+from simplepose.config import skeleton as sk
+from simplepose.config.skeleton import Skeleton
+from simplepose.config.skeleton_file import load_skeleton
 from tests.helpers import COCO_LAYOUT, channel_names, internal_to_dataset, left_right_pairs
 
 COCO = load_skeleton("coco")

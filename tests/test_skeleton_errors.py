@@ -9,14 +9,14 @@ import sys
 import pytest
 import yaml
 
-from codec.layout import ChannelLayout
-from config.config_file import load_config
-from config.skeleton import Skeleton, SkeletonFileError
-from config.skeleton_check import SkeletonMismatch
-from config.skeleton_file import load_skeleton, resolve_skeleton_path
-from data.conversion import Source, convert
+from simplepose.codec.layout import ChannelLayout
+from simplepose.config.config_file import load_config
+from simplepose.config.skeleton import Skeleton, SkeletonFileError
+from simplepose.config.skeleton_check import SkeletonMismatch
+from simplepose.config.skeleton_file import load_skeleton, resolve_skeleton_path
+from simplepose.data.conversion import Source, convert
+from simplepose.utils.paths import REPO_ROOT
 from tests.helpers import internal_to_dataset
-from utils.paths import REPO_ROOT
 
 # A small non-human chain of 6 keypoints: head - withers - hip - tail, with a left and a right paw at the withers.
 CHAIN = {

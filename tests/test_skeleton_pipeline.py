@@ -12,22 +12,22 @@ import pytest
 import torch
 import yaml
 
-from checkpoint.format import Checkpoint
-from codec.layout import ChannelLayout
-from config.config_file import load_config
-from config.skeleton import Skeleton
-from config.skeleton_check import SkeletonMismatch
-from config.skeleton_file import load_skeleton
-from data.conversion import Source, convert
-from data.dataset import SimplePoseDataset
-from engine.trainer import Trainer
-from evaluate import coco_eval
-from evaluate.evaluation import evaluate_oracle
-from evaluate.inference.checkpoint_model import load_model
-from evaluate.metrics.annotations import load_coco
-from models import PoseNet
+from simplepose.checkpoint.format import Checkpoint
+from simplepose.codec.layout import ChannelLayout
+from simplepose.config.config_file import load_config
+from simplepose.config.skeleton import Skeleton
+from simplepose.config.skeleton_check import SkeletonMismatch
+from simplepose.config.skeleton_file import load_skeleton
+from simplepose.data.conversion import Source, convert
+from simplepose.data.dataset import SimplePoseDataset
+from simplepose.engine.trainer import Trainer
+from simplepose.evaluate import coco_eval
+from simplepose.evaluate.evaluation import evaluate_oracle
+from simplepose.evaluate.inference.checkpoint_model import load_model
+from simplepose.evaluate.metrics.annotations import load_coco
+from simplepose.models import PoseNet
+from simplepose.utils.paths import TINY_PRESET
 from tests.helpers import tiny_cfg
-from utils.paths import TINY_PRESET
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 COCO = load_skeleton("coco")

@@ -10,15 +10,15 @@ import h5py
 import numpy as np
 import pytest
 
-from config.config_file import load_config
-from config.skeleton_file import load_skeleton
-from data.conversion import Source, convert
-from data.dataset import SimplePoseDataset
-from data.quickstart_data import prepare_synthetic_data
-from data.synthetic import main
-from data.synthetic_images import generate
-from engine.run import QUICKSTART_PRESET
-from evaluate import coco_eval
+from simplepose.config.config_file import load_config
+from simplepose.config.skeleton_file import load_skeleton
+from simplepose.data.conversion import Source, convert
+from simplepose.data.dataset import SimplePoseDataset
+from simplepose.data.quickstart_data import prepare_synthetic_data
+from simplepose.data.synthetic import main
+from simplepose.data.synthetic_images import generate
+from simplepose.engine.run import QUICKSTART_PRESET
+from simplepose.evaluate import coco_eval
 from tests.helpers import FAINT_MAPS, assert_the_loss_fell, train_a_few_steps
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -20,13 +20,13 @@ from bench.tracking import (
     noisy_people,
     track,
 )
-from config.config_file import ConfigError, load_config
-from config.schema import TrackConfig
-from config.skeleton_file import load_skeleton
-from data.synthetic_clips import SyntheticVideo, Walker, crossing_video, random_video, walker_poses
-from data.synthetic_images import COCO_PERSON
-from evaluate.metrics.oks import BodyTemplate, oks_matrix, person_area
-from evaluate.track import OneEuroFilter, PoseTracker, pair_similarity
+from simplepose.config.config_file import ConfigError, load_config
+from simplepose.config.schema import TrackConfig
+from simplepose.config.skeleton_file import load_skeleton
+from simplepose.data.synthetic_clips import SyntheticVideo, Walker, crossing_video, random_video, walker_poses
+from simplepose.data.synthetic_images import COCO_PERSON
+from simplepose.evaluate.metrics.oks import BodyTemplate, oks_matrix, person_area
+from simplepose.evaluate.track import OneEuroFilter, PoseTracker, pair_similarity
 from tests.helpers import COCO
 
 

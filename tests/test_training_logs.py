@@ -11,13 +11,13 @@ import sys
 import pytest
 from tqdm import tqdm
 
-import engine.logger as engine_logger
-from engine.logger import MetricsLogger
-from engine.trainer import Trainer
+import simplepose.engine.logger as engine_logger
+from simplepose.engine.logger import MetricsLogger
+from simplepose.engine.trainer import Trainer
+from simplepose.utils.errors import UserError
+from simplepose.utils.paths import COCO_SAMPLE_ANNOTATIONS, REPO_ROOT
+from simplepose.utils.progress_bar import ProgressLines, progress_bar
 from tests.helpers import subprocess_env, tiny_cfg, tiny_run_args
-from utils.errors import UserError
-from utils.paths import COCO_SAMPLE_ANNOTATIONS, REPO_ROOT
-from utils.progress_bar import ProgressLines, progress_bar
 
 SHORT = ["train.epochs=1", "train.max_steps_per_epoch=3", "train.log_every=1"]
 
@@ -37,30 +37,30 @@ def lines_of(bar_updates, total, every_s=30.0, step_s=1.0, caplog=None) -> list[
         clock.now += step_s
         bar.update(n)
     bar.close()
-    return [r.getMessage() for r in caplog.records if r.name == "utils.progress_bar"]
+    return [r.getMessage() for r in caplog.records if r.name == "simplepose.utils.progress_bar"]
 
 
 def test_a_log_file_gets_a_line_per_tenth_with_the_rate(caplog):
-    caplog.set_level(logging.INFO, logger="utils.progress_bar")
+    caplog.set_level(logging.INFO, logger="simplepose.utils.progress_bar")
     lines = lines_of([1] * 500, 500, step_s=0.25, caplog=caplog)
     assert len(lines) == 10
     assert lines[0] == "eval 50/500 img (10 %), 4 img/s" and lines[-1] == "eval 500/500 img (100 %), 4 img/s"
 
 
 def test_a_slow_loop_gets_a_line_at_least_every_so_many_seconds(caplog):
-    caplog.set_level(logging.INFO, logger="utils.progress_bar")
+    caplog.set_level(logging.INFO, logger="simplepose.utils.progress_bar")
     lines = lines_of([1] * 100, 100, every_s=4.0, step_s=1.0, caplog=caplog)
     assert [line.split("/")[0] for line in lines[:4]] == ["eval 4", "eval 8", "eval 10", "eval 14"]
 
 
 def test_without_a_total_a_line_every_so_many_seconds_and_one_at_the_end(caplog):
-    caplog.set_level(logging.INFO, logger="utils.progress_bar")
+    caplog.set_level(logging.INFO, logger="simplepose.utils.progress_bar")
     lines = lines_of([1] * 95, None, every_s=30.0, step_s=1.0, caplog=caplog)
     assert [line.split(" img")[0] for line in lines] == ["eval 30", "eval 60", "eval 90", "eval 95"]
 
 
 def test_figures_given_to_the_bar_appear_on_its_next_line(caplog):
-    caplog.set_level(logging.INFO, logger="utils.progress_bar")
+    caplog.set_level(logging.INFO, logger="simplepose.utils.progress_bar")
     clock = Clock()
     bar = ProgressLines(None, 4, "epoch 3", "step", initial=2, clock=clock)
     clock.now = 2.0

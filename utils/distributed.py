@@ -49,7 +49,7 @@ def select_device(name: str = "auto", cpu_hint: str = "train.device=cpu") -> tor
     ``cuda:N``. A name that is not a device, or CUDA asked for where there is none (or too few GPUs), is a UserError
     whose hint is ``cpu_hint``: how the caller's user asks for the CPU (training ``train.device=cpu``, a command's
     ``--device cpu``, the Python API's ``device="cpu"``)."""
-    from utils.errors import UserError
+    from simplepose.utils.errors import UserError
 
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"

@@ -67,7 +67,7 @@ def cli_main(fn: Callable[..., int | None]) -> Callable[..., int]:
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs) -> int:
-        from utils.logs import terminal_logging
+        from simplepose.utils.logs import terminal_logging
 
         with terminal_logging():
             try:

@@ -15,7 +15,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from utils.errors import UserError
+from simplepose.utils.errors import UserError
 
 HEAD_BYTES = 4096  # enough for every signature below (HDF5's may sit at 512, 1024 or 2048 after a user block)
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
-from utils.errors import UserError
+from simplepose.utils.errors import UserError
 
 
 class WriteError(UserError):

@@ -7,7 +7,7 @@ bars stay intact.
 
 A program using ``PoseEstimator`` or ``Trainer`` sees only warnings (Python's default); it can show the rest with
 ``setup_logging()`` or its own handlers, and quiet the project with
-``logging.getLogger("engine").setLevel(logging.WARNING)`` (or ``evaluate``, ``data``, ...; ``PACKAGES``).
+``logging.getLogger("simplepose").setLevel(logging.WARNING)`` (or one part: ``simplepose.engine``, ...).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 from tqdm import tqdm
 
-PACKAGES = ("config", "data", "models", "engine", "evaluate", "utils")  # the loggers' top-level names
+PACKAGES = ("simplepose",)  # the loggers' top-level names (every module logs as getLogger(__name__))
 _PREFIX = {logging.WARNING: "warning: ", logging.ERROR: "error: ", logging.CRITICAL: "error: "}
 
 

@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from utils.errors import UserError
+from simplepose.utils.errors import UserError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 TINY_PRESET = REPO_ROOT / "config" / "tiny.yaml"  # smoke runs and tests: a CPU run in seconds

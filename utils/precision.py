@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import torch
 
-from utils.errors import UserError
+from simplepose.utils.errors import UserError
 
 
 @dataclass(frozen=True)

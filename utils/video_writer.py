@@ -6,7 +6,7 @@ from pathlib import Path
 
 import cv2
 
-from utils.errors import UserError
+from simplepose.utils.errors import UserError
 
 VIDEO_CODEC = "mp4v"
 

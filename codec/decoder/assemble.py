@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from config.schema import DecodeSettings
+from simplepose.config.schema import DecodeSettings
 
 EMPTY = -1
 

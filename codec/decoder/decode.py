@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from codec.decoder.assemble import assemble_people, assemble_strongest_first, person_scores
-from codec.decoder.limbs import candidate_pairs, match_limb, score_pairs
-from codec.decoder.peaks import find_peaks
-from codec.layout import ChannelLayout
-from codec.person import Person
-from config.schema import DecodeSettings
-from config.skeleton import Skeleton
+from simplepose.codec.decoder.assemble import assemble_people, assemble_strongest_first, person_scores
+from simplepose.codec.decoder.limbs import candidate_pairs, match_limb, score_pairs
+from simplepose.codec.decoder.peaks import find_peaks
+from simplepose.codec.layout import ChannelLayout
+from simplepose.codec.person import Person
+from simplepose.config.schema import DecodeSettings
+from simplepose.config.skeleton import Skeleton
 
 MIN_KEYPOINT_SCORE = 1e-4  # the lowest score of a found keypoint (0 means not found); the results JSON keeps 4 decimals
 

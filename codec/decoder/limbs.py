@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from config.schema import DecodeSettings
+from simplepose.config.schema import DecodeSettings
 
 
 def score_pairs(

@@ -9,8 +9,8 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from codec.decoder.resample import cubic_weights
-from config.schema import DecodeSettings
+from simplepose.codec.decoder.resample import cubic_weights
+from simplepose.config.schema import DecodeSettings
 
 _KERNEL_3X3 = np.ones((3, 3), np.uint8)
 _CV_MAX_CHANNELS = 128  # OpenCV (5.0) filters take at most this many channels at once

@@ -13,12 +13,12 @@ import logging
 
 import torch
 
-from checkpoint.format import Checkpoint
-from config.config_file import load_config, parse_overrides, with_overrides
-from config.schema import Config
-from config.skeleton_file import skeleton_of
-from models import build_model
-from models.weights import infer_model_config, model_section_overrides
+from simplepose.checkpoint.format import Checkpoint
+from simplepose.config.config_file import load_config, parse_overrides, with_overrides
+from simplepose.config.schema import Config
+from simplepose.config.skeleton_file import skeleton_of
+from simplepose.models import build_model
+from simplepose.models.weights import infer_model_config, model_section_overrides
 
 log = logging.getLogger(__name__)
 

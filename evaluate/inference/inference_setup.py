@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import torch
 
-from config.schema import EvalConfig
-from utils.distributed import launch_rank
-from utils.precision import Capabilities, Precision, choose_precision, probe_capabilities
+from simplepose.config.schema import EvalConfig
+from simplepose.utils.distributed import launch_rank
+from simplepose.utils.precision import Capabilities, Precision, choose_precision, probe_capabilities
 
 log = logging.getLogger(__name__)
 

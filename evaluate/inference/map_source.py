@@ -16,7 +16,7 @@ from typing import Protocol
 
 import torch
 
-from utils.precision import Precision
+from simplepose.utils.precision import Precision
 
 
 @dataclass(frozen=True)

@@ -23,13 +23,13 @@ import cv2
 import numpy as np
 import torch
 
-from codec.decoder.resample import cubic_weights
-from codec.layout import ChannelLayout
-from codec.network_input import pixels_to_input, scale_input_
-from config.schema import OUTPUT_STRIDE, EvalConfig, ResizeBackend
-from config.skeleton import Skeleton
-from config.skeleton_check import KeypointSet, check_compatible
-from evaluate.inference.map_source import ImageMeta, InputBatch, MapSource
+from simplepose.codec.decoder.resample import cubic_weights
+from simplepose.codec.layout import ChannelLayout
+from simplepose.codec.network_input import pixels_to_input, scale_input_
+from simplepose.config.schema import OUTPUT_STRIDE, EvalConfig, ResizeBackend
+from simplepose.config.skeleton import Skeleton
+from simplepose.config.skeleton_check import KeypointSet, check_compatible
+from simplepose.evaluate.inference.map_source import ImageMeta, InputBatch, MapSource
 
 _FLIP_INDEX: dict[tuple[tuple[int, ...], torch.device], torch.Tensor] = {}  # (flip permutation, device) -> index
 

@@ -12,14 +12,13 @@ from collections.abc import Mapping
 from importlib.util import find_spec
 from pathlib import Path
 
-import onnx
 import torch
 from torch import nn
 
-from config.config_file import to_dict
-from config.schema import Config
-from config.skeleton import Skeleton
-from evaluate.inference.onnx_runner import (
+from simplepose.config.config_file import to_dict
+from simplepose.config.schema import Config
+from simplepose.config.skeleton import Skeleton
+from simplepose.evaluate.inference.onnx_runner import (
     CONFIG_KEY,
     INPUT_NAME,
     OUTPUT_NAME,
@@ -27,9 +26,10 @@ from evaluate.inference.onnx_runner import (
     OnnxSource,
     open_session,
 )
-from models.posenet import SIZE_MULTIPLE, check_input_shape
-from utils.errors import UserError
-from utils.io import atomic_write_bytes
+from simplepose.models.posenet import SIZE_MULTIPLE, check_input_shape
+from simplepose.utils.errors import UserError
+from simplepose.utils.io import atomic_write_bytes
+from simplepose.utils.optional import require
 
 TOLERANCE = 1e-4
 DEFAULT_INPUT_SIZE = (384, 512)  # (height, width) of the traced example: non-square, as the evaluator's inputs
@@ -78,6 +78,7 @@ def export_onnx(
 
     Returns the example input it was traced with, (1, 3, H, W) for ``input_hw`` = (H, W).
     """
+    onnx = require("onnx", "exporting ONNX")  # torch's exporter needs it too
     check_input_shape((1, 3, *input_hw))
     example = example_input(*input_hw)
     buffer = io.BytesIO()

@@ -22,14 +22,15 @@ from types import ModuleType
 import numpy as np
 import torch
 
-from config.config_file import ConfigError, config_from_dict, parse_overrides, with_overrides
-from config.schema import Config
-from config.skeleton import Skeleton
-from config.skeleton_file import skeleton_of
-from evaluate.inference.map_source import InputBatch
-from models.posenet import check_input_shape
-from utils.errors import UserError
-from utils.file_kind import existing_file_kind
+from simplepose.config.config_file import ConfigError, config_from_dict, parse_overrides, with_overrides
+from simplepose.config.schema import Config
+from simplepose.config.skeleton import Skeleton
+from simplepose.config.skeleton_file import skeleton_of
+from simplepose.evaluate.inference.map_source import InputBatch
+from simplepose.models.posenet import check_input_shape
+from simplepose.utils.errors import UserError
+from simplepose.utils.file_kind import existing_file_kind
+from simplepose.utils.optional import require
 
 CONFIG_KEY = "simplepose.config"  # the run's config, JSON of config.config_file.to_dict
 SKELETON_KEY = "simplepose.skeleton"  # the checkpoint's skeleton definition, JSON (absent when it had none)
@@ -39,15 +40,8 @@ Providers = list[str | tuple[str, dict]]
 
 
 def import_onnxruntime() -> ModuleType:
-    """The onnxruntime module; UserError saying how to install it when it is missing."""
-    try:
-        import onnxruntime  # optional dependency: only running an exported model needs it
-    except ImportError:
-        raise UserError(
-            "running an ONNX model needs ONNX Runtime: pip install onnxruntime (onnxruntime-gpu for CUDA)",
-            key="onnxruntime",
-        ) from None
-    return onnxruntime
+    """The onnxruntime module; UserError naming the extra that installs it when it is missing."""
+    return require("onnxruntime", "running an ONNX model (onnxruntime-gpu for CUDA)")
 
 
 def providers_for(device: str = "cpu", cpu_hint: str = 'providers="cpu"') -> Providers:

@@ -15,11 +15,11 @@ from collections.abc import Callable, Hashable
 import numpy as np
 import torch
 
-from codec.pose_codec import PoseCodec
-from config.schema import OUTPUT_STRIDE, TargetConfig
-from config.skeleton import Skeleton
-from data.coco_annotations import keypoint_category
-from evaluate.inference.map_source import ImageMeta, InputBatch
+from simplepose.codec.pose_codec import PoseCodec
+from simplepose.config.schema import OUTPUT_STRIDE, TargetConfig
+from simplepose.config.skeleton import Skeleton
+from simplepose.data.coco_annotations import keypoint_category
+from simplepose.evaluate.inference.map_source import ImageMeta, InputBatch
 
 
 def image_keypoints(annotations: list[dict], skeleton: Skeleton) -> np.ndarray:

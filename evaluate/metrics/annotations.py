@@ -8,11 +8,11 @@ import io
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from config.schema import EvalConfig, NameMatch
-from config.skeleton import Skeleton
-from data.coco_annotations import keypoint_category, load_coco_keypoints
-from evaluate.metrics.own_ids import ground_truth
-from utils.errors import AnnotationError
+from simplepose.config.schema import EvalConfig, NameMatch
+from simplepose.config.skeleton import Skeleton
+from simplepose.data.coco_annotations import keypoint_category, load_coco_keypoints
+from simplepose.evaluate.metrics.own_ids import ground_truth
+from simplepose.utils.errors import AnnotationError
 
 if TYPE_CHECKING:
     from pycocotools.coco import COCO

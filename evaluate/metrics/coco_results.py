@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from codec.person import Person
-from data.coco_annotations import PERSON_CATEGORY
+from simplepose.codec.person import Person
+from simplepose.data.coco_annotations import PERSON_CATEGORY
 
 
 def coco_results(

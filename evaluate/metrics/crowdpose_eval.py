@@ -18,7 +18,7 @@ import contextlib
 import io
 from collections.abc import Sequence
 
-from data.coco_annotations import BOX_AREA_FACTOR
+from simplepose.data.coco_annotations import BOX_AREA_FACTOR
 
 STAT_NAMES = ("AP", "AP50", "AP75", "AR", "AR50", "AR75", "AP_easy", "AP_medium", "AP_hard")  # COCOeval.stats order
 GROUPS = ("easy", "medium", "hard")

@@ -41,13 +41,13 @@ from pathlib import Path
 
 import numpy as np
 
-from config.skeleton import Skeleton
-from config.skeleton_file import load_skeleton
-from data.coco_annotations import BOX_AREA_FACTOR, keypoint_category, load_coco_keypoints
-from evaluate.metrics.crowdpose_eval import with_box_areas
-from evaluate.metrics.own_ids import empty_results, renumbered
-from evaluate.metrics.own_ids import ground_truth as own_ground_truth
-from evaluate.metrics.results_file import read_results
+from simplepose.config.skeleton import Skeleton
+from simplepose.config.skeleton_file import load_skeleton
+from simplepose.data.coco_annotations import BOX_AREA_FACTOR, keypoint_category, load_coco_keypoints
+from simplepose.evaluate.metrics.crowdpose_eval import with_box_areas
+from simplepose.evaluate.metrics.own_ids import empty_results, renumbered
+from simplepose.evaluate.metrics.own_ids import ground_truth as own_ground_truth
+from simplepose.evaluate.metrics.results_file import read_results
 
 ERROR_TYPES = ("good", "jitter", "inversion", "swap", "miss")
 CLASS_NAMES = {**dict(enumerate(ERROR_TYPES)), -1: None}  # a keypoint's class index -> its name (-1: unlabelled)

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from data.image_files import image_path, read_image
-from evaluate.metrics.diagnosis import CORRECTED, ERROR_TYPES, Diagnosis
-from utils.io import atomic_path, atomic_write_text
+from simplepose.data.image_files import image_path, read_image
+from simplepose.evaluate.metrics.diagnosis import CORRECTED, ERROR_TYPES, Diagnosis
+from simplepose.utils.io import atomic_path, atomic_write_text
 
 COLORS = {  # per error type (matplotlib colours)
     "good": "#3a9d5d",

@@ -16,15 +16,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from codec.person import Person
-from config.skeleton import Skeleton
-from data.coco_annotations import PERSON_CATEGORY
-from evaluate.metrics.coco_results import coco_results, results_text, sort_results
-from evaluate.metrics.diagnosis import diagnose
-from evaluate.metrics.diagnosis_report import summary_text, write_diagnosis
-from evaluate.metrics.keypoint_stats import keypoint_stats
-from utils import distributed as dist
-from utils.io import atomic_write_text
+from simplepose.codec.person import Person
+from simplepose.config.skeleton import Skeleton
+from simplepose.data.coco_annotations import PERSON_CATEGORY
+from simplepose.evaluate.metrics.coco_results import coco_results, results_text, sort_results
+from simplepose.evaluate.metrics.diagnosis import diagnose
+from simplepose.evaluate.metrics.diagnosis_report import summary_text, write_diagnosis
+from simplepose.evaluate.metrics.keypoint_stats import keypoint_stats
+from simplepose.utils import distributed as dist
+from simplepose.utils.io import atomic_write_text
 
 
 class KeypointEvaluator:

@@ -9,9 +9,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from config.skeleton import Skeleton
-from evaluate.metrics.crowdpose_eval import crowdpose_keypoint_stats, with_box_areas
-from evaluate.metrics.own_ids import empty_results, renumbered
+from simplepose.config.skeleton import Skeleton
+from simplepose.evaluate.metrics.crowdpose_eval import crowdpose_keypoint_stats, with_box_areas
+from simplepose.evaluate.metrics.own_ids import empty_results, renumbered
 
 STAT_NAMES = ("AP", "AP50", "AP75", "APm", "APl", "AR", "AR50", "AR75", "ARm", "ARl")
 

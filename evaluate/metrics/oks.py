@@ -22,7 +22,7 @@ import dataclasses
 
 import numpy as np
 
-from config.skeleton import Skeleton
+from simplepose.config.skeleton import Skeleton
 
 # An upright frontal person of height 1 (head top 0, soles 1), y down, the person's left at +x: body proportions of
 # an adult (shoulders 0.25 apart, hip joints 0.18, the upper arm 0.19 long, the forearm 0.15, thigh and shank 0.24),

@@ -19,7 +19,7 @@ import contextlib
 import io
 from collections.abc import Sequence
 
-from data.coco_annotations import CocoKeypoints
+from simplepose.data.coco_annotations import CocoKeypoints
 
 
 def ground_truth(checked: CocoKeypoints):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from evaluate.metrics.oks import oks_matrix
+from simplepose.evaluate.metrics.oks import oks_matrix
 
 
 def people_agreement(

@@ -16,9 +16,9 @@ import json
 import math
 from pathlib import Path
 
-from config.skeleton import Skeleton
-from utils.errors import UserError
-from utils.text import counted
+from simplepose.config.skeleton import Skeleton
+from simplepose.utils.errors import UserError
+from simplepose.utils.text import counted
 
 RESULT_FIELDS = ("image_id", "keypoints", "score")
 

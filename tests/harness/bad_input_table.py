@@ -19,9 +19,9 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
+from simplepose.utils.errors import cli_main
 from tests.harness.bad_inputs import CASE_NAMES, build_corpus, corpus_sample
 from tests.harness.cases import OUTCOMES, Case, CaseResult, run_cases
-from utils.errors import cli_main
 
 
 def print_report(cases: list[Case], results: list[CaseResult]) -> int:

@@ -24,19 +24,19 @@ from pathlib import Path
 import h5py
 import torch
 
-from checkpoint.format import Checkpoint
-from config.config_file import load_config
-from config.skeleton_file import load_skeleton
-from data.coco_annotations import main_person_indices
-from data.conversion import Source, convert
-from engine.checkpointer import TrainState, rng_state
-from engine.optim import build_optimizer
-from engine.position import TrainingPosition
-from models import build_model
+from simplepose.checkpoint.format import Checkpoint
+from simplepose.config.config_file import load_config
+from simplepose.config.skeleton_file import load_skeleton
+from simplepose.data.coco_annotations import main_person_indices
+from simplepose.data.conversion import Source, convert
+from simplepose.engine.checkpointer import TrainState, rng_state
+from simplepose.engine.optim import build_optimizer
+from simplepose.engine.position import TrainingPosition
+from simplepose.models import build_model
+from simplepose.utils.errors import UserError
+from simplepose.utils.paths import COCO_SAMPLE_ANNOTATIONS, TINY_PRESET, coco_sample_dir
 from tests.harness.cases import Case, CaseResult, Outcome, run_cases
 from tests.harness.not_checkpoints import InjectedObject, NotACheckpoint, make_not_checkpoints
-from utils.errors import UserError
-from utils.paths import COCO_SAMPLE_ANNOTATIONS, TINY_PRESET, coco_sample_dir
 
 PAYLOAD_MARKER = "payload_ran"  # a file a pickled payload would create if a checkpoint were unpickled unsafely
 
@@ -584,7 +584,7 @@ def _ckpt_is_a_folder(c: _Corpus, name: str) -> Case:
 def _earlier_run(c: _Corpus, case: Case) -> None:
     """Train the case's own command once (in this process), so that its folder holds a finished run; the case
     runs it again. Nothing is to be written by that second run (``outputs``: the folder it suggests)."""
-    from engine.trainer import Trainer
+    from simplepose.engine.trainer import Trainer
 
     overrides = [a for a in case.argv[case.argv.index(str(TINY_PRESET)) + 1 :] if not a.startswith("train.resume=")]
     loggers = [logging.getLogger(name) for name in ("engine", "utils")]  # its lines are not the case's
@@ -672,7 +672,7 @@ def _keypoint_names_absent(c: _Corpus, name: str) -> Case:
 
 @_case
 def _oracle_133_keypoints(c: _Corpus, name: str) -> Case:
-    from data.synthetic_images import generate
+    from simplepose.data.synthetic_images import generate
 
     d = c.out / f"{name}_set"
     generate(d, num_images=2, seed=3, val_fraction=0, skeleton=load_skeleton("coco_wholebody"))

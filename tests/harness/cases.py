@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from utils.paths import REPO_ROOT
+from simplepose.utils.paths import REPO_ROOT
 
 Outcome = Literal["clean_error", "counted_skip", "raw_traceback", "accepted"]
 OUTCOMES: tuple[Outcome, ...] = ("clean_error", "counted_skip", "raw_traceback", "accepted")

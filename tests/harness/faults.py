@@ -25,19 +25,19 @@ from pathlib import Path
 import h5py
 import torch
 
-import train
-import utils.io
-from checkpoint.format import Checkpoint
-from config.schema import DataConfig
-from data.conversion import Source, convert
-from data.synthetic_images import generate
-from engine import batch_errors
-from engine.batch_errors import LoaderError
+import simplepose.utils.io as utils_io
+from simplepose import train
+from simplepose.checkpoint.format import Checkpoint
+from simplepose.config.schema import DataConfig
+from simplepose.data.conversion import Source, convert
+from simplepose.data.synthetic_images import generate
+from simplepose.engine import batch_errors
+from simplepose.engine.batch_errors import LoaderError
+from simplepose.utils import progress_bar
+from simplepose.utils.errors import UserError
+from simplepose.utils.paths import REPO_ROOT, TINY_PRESET
 from tests.harness.cases import CaseResult
 from tests.helpers import saved_state, subprocess_env, tiny_run_args, torchrun_command
-from utils import progress_bar
-from utils.errors import UserError
-from utils.paths import REPO_ROOT, TINY_PRESET
 
 TRACEBACK = "Traceback (most recent call last)"
 CHECKPOINTS = ("last.pt", "best.pt")
@@ -81,7 +81,7 @@ def write_fault(code: int, name: str = "last.pt", skip: int = 0) -> Iterator[Non
     fails at the fsync of a temporary file already holding data, the worst case for clean-up.
     """
     prefix, seen = f".{name}.", [0]
-    real_mkstemp, real_fsync = utils.io.tempfile.mkstemp, utils.io.os.fsync
+    real_mkstemp, real_fsync = utils_io.tempfile.mkstemp, utils_io.os.fsync
 
     def fires() -> bool:
         seen[0] += 1
@@ -98,11 +98,11 @@ def write_fault(code: int, name: str = "last.pt", skip: int = 0) -> Iterator[Non
             raise OSError(code, os.strerror(code), target)
         real_fsync(fd)
 
-    utils.io.tempfile.mkstemp, utils.io.os.fsync = mkstemp, fsync
+    utils_io.tempfile.mkstemp, utils_io.os.fsync = mkstemp, fsync
     try:
         yield
     finally:
-        utils.io.tempfile.mkstemp, utils.io.os.fsync = real_mkstemp, real_fsync
+        utils_io.tempfile.mkstemp, utils_io.os.fsync = real_mkstemp, real_fsync
 
 
 def train_with_write_fault(code_name: str, skip: int, argv: list[str]) -> int:

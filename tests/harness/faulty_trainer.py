@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from engine.hook_base import Hook, StepResult
-from engine.position import TrainingPosition
-from engine.run import run
-from engine.trainer import Trainer
-from utils.errors import cli_main
+from simplepose.engine.hook_base import Hook, StepResult
+from simplepose.engine.position import TrainingPosition
+from simplepose.engine.run import run
+from simplepose.engine.trainer import Trainer
+from simplepose.utils.errors import cli_main
 
 
 class Crash(Exception):
