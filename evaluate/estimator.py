@@ -8,10 +8,9 @@
         frame.index, frame.timestamp, frame.people  # people with .track_id (evaluate/track.py)
 
 The one "image in, people out" path of the repository: ``evaluate.coco_eval``, the demo, the quick start's picture
-and the oracle all run through ``PoseEstimator.people``: a map source (a network, an ONNX file, or the oracle that
-draws the ground truth's own maps: evaluate/inference/map_source.py) under multi-scale + flip inference
-(evaluate/inference/multiscale.py), then the decoder (codec/decoder/decode.py), with the run's ``eval``
-settings.
+and the oracle all run through ``PoseEstimator.predict_batch``: a map source (a network, an ONNX file, or the
+oracle that draws the ground truth's own maps: evaluate/inference/map_source.py) under multi-scale + flip inference
+(evaluate/inference/multiscale.py), then the decoder (codec/decoder/decode.py), with the run's ``eval`` settings.
 """
 
 from __future__ import annotations
