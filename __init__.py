@@ -30,7 +30,6 @@ __all__ = [
     "PoseTracker",
     "Timing",
     "TrackConfig",
-    "VideoFrame",
     "coco_results_json",
 ]
 
@@ -43,7 +42,6 @@ if TYPE_CHECKING:
         PoseTracker,
         Timing,
         TrackConfig,
-        VideoFrame,
         coco_results_json,
     )
 

@@ -27,7 +27,6 @@ _HOME = {
     "PoseTracker": "simplepose.evaluate.track",
     "Timing": "simplepose.evaluate.estimator",
     "TrackConfig": "simplepose.config.schema",
-    "VideoFrame": "simplepose.evaluate.estimator",
     "coco_results_json": "simplepose.evaluate.estimator",
 }
 
@@ -39,14 +38,13 @@ __all__ = [
     "PoseTracker",
     "Timing",
     "TrackConfig",
-    "VideoFrame",
     "coco_results_json",
 ]
 
 if TYPE_CHECKING:
     from simplepose.codec.person import Person
     from simplepose.config.schema import TrackConfig
-    from simplepose.evaluate.estimator import Frame, PoseEstimator, Timing, VideoFrame, coco_results_json
+    from simplepose.evaluate.estimator import Frame, PoseEstimator, Timing, coco_results_json
     from simplepose.evaluate.fast_setting import FAST
     from simplepose.evaluate.track import PoseTracker
 

@@ -37,7 +37,7 @@ from simplepose.evaluate.inference.map_source import MapSource, network_source
 from simplepose.evaluate.inference.multiscale import multiscale_maps_batch
 from simplepose.evaluate.inference.onnx_runner import Providers, load_onnx, providers_for
 from simplepose.evaluate.inference.oracle import annotation_oracle
-from simplepose.evaluate.inputs import InputFrame, Inputs, open_inputs
+from simplepose.evaluate.inputs import InputFrame, open_inputs
 from simplepose.evaluate.metrics.coco_results import coco_results, results_text
 from simplepose.evaluate.video import VideoReader
 from simplepose.models.fold import fold_batchnorm
@@ -58,11 +58,8 @@ class Frame:
     error: ImageFileError | None = None  # why the picture could not be read (no people then)
 
 
-VideoFrame = Frame  # the name of the frames of ``PoseEstimator.video``
-
-
 class Tracker(Protocol):
-    """What ``PoseEstimator.video`` tracks with: ``evaluate.track.PoseTracker``."""
+    """What ``PoseEstimator.stream`` tracks with: ``evaluate.track.PoseTracker``."""
 
     def reset(self) -> None: ...
     def update(self, people: Sequence[Person], timestamp: float) -> list[Person]: ...
@@ -194,10 +191,6 @@ class PoseEstimator:
             if tracker is not None:
                 people = tracker.update(people, item.timestamp)
             yield Frame(item.index, item.timestamp, item.image, people, item.path)
-
-    def video(self, source: str | Path | int | VideoReader, tracker: Tracker | None = None) -> Iterator[Frame]:
-        """``stream`` of a video file, a camera (its index) or an opened ``VideoReader``."""
-        return self.stream(source if isinstance(source, (VideoReader, int)) else Inputs(video=Path(source)), tracker)
 
     def predict_batch(self, images: Sequence[ImageLike], keys: Sequence[Hashable] | None = None) -> list[list[Person]]:
         """The people of each image (any sizes, any kinds ``__call__`` takes), in the order given; up to

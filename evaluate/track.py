@@ -164,13 +164,6 @@ class PoseTracker:
         self.held_back = HeldBack()  # of the last update
         self.held_back_total = HeldBack()  # of every update since the last reset
 
-    @property
-    def num_tracks(self) -> tuple[int, int, int]:
-        """(tracks seen in the last frame, lost ones still waiting, new ones not yet confirmed)."""
-        confirmed = self._ids > 0
-        seen = int((confirmed & (self._lost == 0)).sum())
-        return seen, int(confirmed.sum()) - seen, int((~confirmed).sum())
-
     def update(self, people: Sequence[Person], timestamp: float) -> list[Person]:
         """The people of the frame at ``timestamp`` (seconds, increasing) whose track is confirmed, in the order
         given, with ``track_id`` set (and smoothed keypoints and box when ``cfg.smooth``). ``people``: ``Person``

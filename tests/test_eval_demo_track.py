@@ -108,7 +108,7 @@ def test_python_api_and_a_folder_of_frames_give_the_demos_ids(crossing_clip, tmp
 
     cfg = load_config(None, FAST)
     estimator = PoseEstimator.from_ground_truth(load_coco(gt_file, COCO), cfg, COCO)  # frame i: image i
-    frames = list(estimator.video(video_file, PoseTracker(COCO)))
+    frames = list(estimator.stream(video_file, PoseTracker(COCO)))
     assert [f.index for f in frames] == list(range(video.num_frames))
     assert [f.timestamp for f in frames] == pytest.approx([i / 15.0 for i in range(video.num_frames)])
     assert [sorted(p.track_id for p in f.people) for f in frames] == [
@@ -255,7 +255,7 @@ def test_min_score_is_the_trackers_gate(crossing_clip, trained_tiny_ckpt, tmp_pa
     estimator = PoseEstimator.from_checkpoint(trained_tiny_ckpt, device="cpu", scales=[1.0], flip=False, boxsize=128)
     tracker = PoseTracker(estimator.skeleton, cfg.track)
     by_hand = [tracker.update([p for p in f.people if p.score >= threshold], f.timestamp)
-               for f in estimator.video(video_file)]  # fmt: skip
+               for f in estimator.stream(video_file)]  # fmt: skip
     assert sorted((r["image_id"], r["track_id"]) for r in results) == sorted(
         (i, p.track_id) for i, people in enumerate(by_hand) for p in people
     )

@@ -26,7 +26,7 @@ from simplepose.config.skeleton_file import load_skeleton
 from simplepose.data.synthetic_clips import SyntheticVideo, Walker, crossing_video, random_video, walker_poses
 from simplepose.data.synthetic_images import COCO_PERSON
 from simplepose.evaluate.metrics.oks import BodyTemplate, oks_matrix, person_area
-from simplepose.evaluate.track import OneEuroFilter, PoseTracker, pair_similarity
+from simplepose.evaluate.track import HeldBack, OneEuroFilter, PoseTracker, pair_similarity
 from tests.helpers import COCO
 
 
@@ -312,15 +312,19 @@ def test_settings_out_of_range_and_bad_calls_are_refused():
         PoseTracker(COCO, TrackConfig(min_oks=0.0))
     assert e.value.key == "track.min_oks"
     assert load_config(None, ["track.smooth=true", "track.beta=0.1"]).track == TrackConfig(smooth=True, beta=0.1)
-    tracker = PoseTracker(COCO)
+    tracker = PoseTracker(COCO)  # min_hits=3: a track is confirmed at its third frame in a row
     person = found_person(np.zeros((17, 2)) + 50, np.ones(17, bool))
-    tracker.update([person], 1.0)
+    assert tracker.update([person], 1.0) == [] and tracker.held_back == HeldBack(unconfirmed=1)
     with pytest.raises(ValueError, match=r"timestamps must be finite and increase .* got 1.0 after 1.0"):
         tracker.update([person], 1.0)
     with pytest.raises(ValueError, match=r"person 1 has keypoints of shape \(6, 3\); .*'coco' gives \(17, 3\)"):
         tracker.update([person, found_person(np.zeros((6, 2)), np.ones(6, bool))], 2.0)
-    assert tracker.num_tracks == (0, 0, 1)  # a new track, its state as before the refused calls
-    assert tracker.update([], 3.0) == [] and tracker.num_tracks == (0, 0, 0)  # a new track ends at its first miss
+    # the refused calls left the new track as it was: its second frame holds it back, its third confirms it
+    assert tracker.update([person], 2.0) == [] and tracker.held_back == HeldBack(unconfirmed=1)
+    assert [p.track_id for p in tracker.update([person], 3.0)] == [1]
+    again = PoseTracker(COCO)  # a new track ends at its first miss: the person starts over, three frames again
+    assert again.update([person], 1.0) == again.update([], 2.0) == again.update([person], 3.0) == []
+    assert again.update([person], 4.0) == [] and [p.track_id for p in again.update([person], 5.0)] == [1]
 
 
 def test_identity_metrics_on_a_case_counted_by_hand():
