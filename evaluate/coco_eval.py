@@ -16,7 +16,7 @@ is byte-identical for any number of processes. The skeleton is the model's (the 
 ``--from-ground-truth``): results are in its dataset keypoint order, OKS uses its sigmas, and its ``evaluation``
 says which figures: COCO's, or CrowdPose's (evaluate/metrics/crowdpose_eval.py: AP, AR and AP easy/medium/hard). Without
 ``--annotations`` (a plain image folder, or an image-info JSON) the results JSON is written for an evaluation server
-and nothing is scored (evaluate/image_list.py: ids).
+and nothing is scored (evaluate/unannotated_images.py: ids).
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ from simplepose.evaluate.evaluation import (
     predict_unannotated,
     score_results,
 )
-from simplepose.evaluate.image_list import folder_image_list, image_info_list
 from simplepose.evaluate.inference.checkpoint_model import load_model
 from simplepose.evaluate.metrics.keypoint_stats import format_stats
+from simplepose.evaluate.unannotated_images import folder_image_list, image_info_list
 from simplepose.utils import distributed as dist
 from simplepose.utils.errors import UserError, cli_main
 from simplepose.utils.io import check_writable, refuse_to_overwrite

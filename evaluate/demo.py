@@ -15,17 +15,17 @@ images, not recursive), a pattern in quotes that the demo expands (``'dir/*.jpg'
 camera index. ``--out DIR`` gets ``<name>_pose.jpg`` per image (below the folder or the pattern's fixed start,
 sub-folders kept; ``a.jpg`` and ``a.png`` become ``a_jpg_pose.jpg`` and ``a_png_pose.jpg``), ``<name>_pose.mp4`` per
 video (``camera<N>_pose.mp4``); ``--json FILE`` the COCO keypoint results (image ids: the number each file name ends
-with, else 1..N, as evaluate/image_list.py; for a video or a camera, the frame index from 0). Without either, both go to
-a new numbered folder ``runs/demo/<n>`` (``results.json``; the number after the highest there, so no earlier run is
-touched), and the demo says which. A file of an earlier run in ``--out`` or at ``--json`` is never replaced silently:
-the demo stops before any work, naming it, unless ``--overwrite``. Every file is written atomically. Each picture shows
-the skeletons and each person's box with its score; ``--min-score S`` leaves people scored below S out of the pictures
-and the JSON, and says how many (with ``--track`` it is the tracker's gate, ``track.min_score``); by default everyone is
-kept. Prints the network time (resize, forward, flip fusion, scale averaging) and the decoding time (peaks, limbs,
-assembly) apart, per image, and images/s at the end. A camera is read until its stream ends or Ctrl-C, then what was
-read is written. Images are read in their stored pixel layout (EXIF orientation ignored), as evaluation reads them.
-``--from-ground-truth`` replaces the network by the annotations' own target maps (images must be listed in the
-annotation file; a video's frame i is the image of id i), to check drawing, decoding and tracking without a trained
+with, else 1..N, as evaluate/unannotated_images.py; for a video or a camera, the frame index from 0). Without either,
+both go to a new numbered folder ``runs/demo/<n>`` (``results.json``; the number after the highest there, so no earlier
+run is touched), and the demo says which. A file of an earlier run in ``--out`` or at ``--json`` is never replaced
+silently: the demo stops before any work, naming it, unless ``--overwrite``. Every file is written atomically. Each
+picture shows the skeletons and each person's box with its score; ``--min-score S`` leaves people scored below S out of
+the pictures and the JSON, and says how many (with ``--track`` it is the tracker's gate, ``track.min_score``); by
+default everyone is kept. Prints the network time (resize, forward, flip fusion, scale averaging) and the decoding time
+(peaks, limbs, assembly) apart, per image, and images/s at the end. A camera is read until its stream ends or Ctrl-C,
+then what was read is written. Images are read in their stored pixel layout (EXIF orientation ignored), as evaluation
+reads them. ``--from-ground-truth`` replaces the network by the annotations' own target maps (images must be listed in
+the annotation file; a video's frame i is the image of id i), to check drawing, decoding and tracking without a trained
 model. The skeleton is the checkpoint's (``data.skeleton`` for ``--from-ground-truth``). ``--device cuda`` without CUDA
 stops with the hint ``--device cpu``.
 
@@ -63,12 +63,12 @@ from simplepose.evaluate.demo_output import (
 )
 from simplepose.evaluate.estimator import PoseEstimator, coco_results_json
 from simplepose.evaluate.fast_setting import fast_overrides
-from simplepose.evaluate.image_list import file_image_ids
+from simplepose.evaluate.frame_sources import Inputs, check_frames, open_inputs
 from simplepose.evaluate.inference.checkpoint_model import load_model
 from simplepose.evaluate.inference.onnx_runner import providers_for
-from simplepose.evaluate.inputs import Inputs, check_frames, open_inputs
 from simplepose.evaluate.metrics.annotations import load_coco
 from simplepose.evaluate.track import PoseTracker
+from simplepose.evaluate.unannotated_images import file_image_ids
 from simplepose.utils.distributed import select_device
 from simplepose.utils.errors import UserError, cli_main
 from simplepose.utils.io import atomic_write_text, check_writable, refuse_to_overwrite
@@ -198,7 +198,8 @@ class Run:
         self.indices: list[int] = []  # of the images read
         self.results: list[list[Person]] = []
         self.seen = self.dropped = 0  # people, and people below --min-score (without tracking)
-        # pictures: the image id of each file and how they were made (evaluate/image_list.py); a video: frame indices
+        # pictures: the image id of each file and how they were made (evaluate/unannotated_images.py); a video: frame
+        # indices
         self.file_ids, self.id_rule = file_image_ids(list(inputs.images)) if not inputs.is_video else ([], "")
 
     def kept(self, people: list[Person]) -> list[Person]:
@@ -275,8 +276,8 @@ class Run:
             print(f"wrote {target}")
 
     def image_ids(self) -> list[int]:
-        """The id of each image read (evaluate/image_list.py: the number its name ends with, else 1..N); a video's
-        frame index."""
+        """The id of each image read (evaluate/unannotated_images.py: the number its name ends with, else 1..N); a
+        video's frame index."""
         if self.inputs.is_video:
             return self.indices
         return [self.file_ids[i] for i in self.indices]

@@ -19,7 +19,7 @@ import numpy as np
 from simplepose.codec.person import Person
 from simplepose.config.skeleton import Skeleton
 from simplepose.evaluate.draw import Trails, draw_detections, draw_tracked
-from simplepose.evaluate.inputs import Inputs
+from simplepose.evaluate.frame_sources import Inputs
 from simplepose.evaluate.track import PoseTracker
 from simplepose.utils.errors import UserError
 from simplepose.utils.io import atomic_path, atomic_write_bytes

@@ -30,14 +30,14 @@ from simplepose.config.config_file import with_overrides
 from simplepose.config.schema import OUTPUT_STRIDE, Config, EvalConfig
 from simplepose.config.skeleton import Skeleton
 from simplepose.data.image_files import ImageFileError
-from simplepose.evaluate.image_input import ImageLike, as_bgr_list
+from simplepose.evaluate.frame_sources import InputFrame, open_inputs
+from simplepose.evaluate.image_to_bgr import ImageLike, as_bgr_list
 from simplepose.evaluate.inference.checkpoint_model import load_model
 from simplepose.evaluate.inference.inference_setup import inference_setup
 from simplepose.evaluate.inference.map_source import MapSource, network_source
 from simplepose.evaluate.inference.multiscale import multiscale_maps_batch
 from simplepose.evaluate.inference.onnx_runner import Providers, load_onnx, providers_for
 from simplepose.evaluate.inference.oracle import annotation_oracle
-from simplepose.evaluate.inputs import InputFrame, open_inputs
 from simplepose.evaluate.metrics.coco_results import coco_results, results_text
 from simplepose.evaluate.video import VideoReader
 from simplepose.models.fold import fold_batchnorm
@@ -95,7 +95,7 @@ class Timing:
 
 class PoseEstimator:
     """Multi-person pose estimation on images (BGR uint8 arrays (H, W, 3) and the other kinds of
-    evaluate/image_input.py: paths, PIL images, greyscale, BGRA), with a network's ``eval`` settings.
+    evaluate/image_to_bgr.py: paths, PIL images, greyscale, BGRA), with a network's ``eval`` settings.
 
     ``source``: a map source (``evaluate.inference.map_source.MapSource``: input batch -> maps in ``skeleton``'s
     layout) run on ``device``. ``timing`` holds the last call's seconds, ``total_timing`` those of every call."""
@@ -168,15 +168,15 @@ class PoseEstimator:
     def __call__(self, images):
         """The people of one image, or of each image of a list or tuple (``predict_batch``). An image: a BGR uint8
         array (H, W, 3), a greyscale (H, W) or BGRA (H, W, 4) uint8 array, a PIL image, or a file path
-        (evaluate/image_input.py)."""
+        (evaluate/image_to_bgr.py)."""
         if isinstance(images, (list, tuple)):
             return self.predict_batch(images)
         return self.predict_batch([images])[0]
 
     def stream(self, inputs: Any, tracker: Tracker | None = None, fps: float = 30.0) -> Iterator[Frame]:
         """The people of each image of ``inputs``, one image at a time as it is read: a path, folder, quoted pattern,
-        video file or camera index (``evaluate.inputs.open_inputs``), an opened ``VideoReader``, an image array or
-        PIL image, or a list of images. ``tracker`` (a ``PoseTracker``, reset first): the people of confirmed tracks,
+        video file or camera index (``evaluate.frame_sources.open_inputs``), an opened ``VideoReader``, an image array
+        or PIL image, or a list of images. ``tracker`` (a ``PoseTracker``, reset first): the people of confirmed tracks,
         with their ``track_id`` (pictures count as frames ``1 / fps`` seconds apart). A picture that cannot be read
         comes as a frame with its ``error`` and no people; a video is closed when the loop ends or stops. Each image
         is named for the map source by its file, else by its index (the oracle's image id of a video's frame)."""

@@ -58,7 +58,7 @@ def predict_images(
     """Run ``estimator`` on the images ``image_ids`` (this rank's) and give their people to ``evaluator``.
 
     ``image_list``: {image id: {"file_name"[, "height", "width"]}} (pycocotools' ``coco.imgs`` or
-    evaluate/image_list.py). Images are read in order of their listed size and handed to the estimator
+    evaluate/unannotated_images.py). Images are read in order of their listed size and handed to the estimator
     ``eval.batch_size`` at a time (it batches those of one size together); each is named by its image id for the map
     source (the oracle's annotations). Each
     file is checked as the converter checks it (``data.image_files.read_decoded_checked``: missing, truncated, not an

@@ -18,9 +18,9 @@ from simplepose.config.config_file import ConfigError
 from simplepose.data.image_files import ImageFileError, read_image
 from simplepose.evaluate import Person, PoseEstimator, coco_eval, coco_results_json
 from simplepose.evaluate.estimator import Timing
-from simplepose.evaluate.image_input import as_bgr
+from simplepose.evaluate.frame_sources import open_inputs
+from simplepose.evaluate.image_to_bgr import as_bgr
 from simplepose.evaluate.inference.multiscale import multiscale_maps
-from simplepose.evaluate.inputs import open_inputs
 from simplepose.evaluate.metrics.annotations import load_coco
 from simplepose.utils.errors import UserError
 from simplepose.utils.paths import REPO_ROOT

@@ -23,8 +23,8 @@ import numpy as np
 from PIL import Image
 
 from simplepose.data.image_files import ImageFileError, read_image
-from simplepose.evaluate.image_input import as_bgr
-from simplepose.evaluate.image_list import IMAGE_SUFFIXES, image_files
+from simplepose.evaluate.image_to_bgr import as_bgr
+from simplepose.evaluate.unannotated_images import IMAGE_SUFFIXES, image_files
 from simplepose.evaluate.video import VideoReader
 from simplepose.utils.errors import UserError
 
@@ -56,7 +56,7 @@ class Inputs:
     images: tuple[Path, ...] | None = None
     video: Path | None = None
     camera: int | None = None
-    arrays: tuple[Any, ...] | None = None  # images as ``evaluate.image_input`` takes them
+    arrays: tuple[Any, ...] | None = None  # images as ``evaluate.image_to_bgr`` takes them
     root: Path = Path(".")
 
     @property
