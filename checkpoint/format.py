@@ -53,6 +53,7 @@ from simplepose.config.config_file import ConfigError, config_from_dict, to_dict
 from simplepose.config.schema import Config
 from simplepose.config.skeleton import Skeleton
 from simplepose.config.skeleton_check import KeypointSet, check_compatible, difference
+from simplepose.config.skeleton_definition import skeleton_from_dict
 from simplepose.config.skeleton_file import load_skeleton
 from simplepose.models.weights import (
     ORIGINAL_PREFIX,
@@ -179,7 +180,7 @@ class Checkpoint:
         return cls(
             model=state,
             config=config,
-            skeleton=Skeleton.from_dict(skeleton, f"saved in {file}") if isinstance(skeleton, Mapping) else None,
+            skeleton=skeleton_from_dict(skeleton, f"saved in {file}") if isinstance(skeleton, Mapping) else None,
             train_state=dict(train) if isinstance(train, Mapping) else None,
             code_version=code if isinstance(code, str) else "",
             origin=origin if isinstance(origin, str) else "",

@@ -152,23 +152,15 @@ def difference(expected: Skeleton, found: Skeleton | KeypointSet, need: Need) ->
     return None
 
 
-def mismatch(
-    expected: Skeleton,
-    found: Skeleton | KeypointSet,
-    *,
-    where: str,
-    need: Need,
-    fix: str,
-    expected_by: str = "this run",
-    **fields,
-) -> SkeletonMismatch | None:
+def mismatch(expected: Skeleton, found: Skeleton | KeypointSet, *, need: Need, **details) -> SkeletonMismatch | None:
     """The ``SkeletonMismatch`` ``check_compatible`` would raise, or None (for callers that count a mismatch
-    instead, such as the converter with --skip-bad)."""
+    instead, such as the converter with --skip-bad). ``details``: ``where``, ``fix``, ``expected_by`` and the
+    error's fields, as ``check_compatible`` takes them."""
     differs = difference(expected, found, need)
     if differs is None:
         return None
     found = found if isinstance(found, KeypointSet) else KeypointSet.of(found)
-    return SkeletonMismatch(expected, found, where, differs, fix, expected_by, **fields)
+    return SkeletonMismatch(expected, found, differs=differs, **details)
 
 
 def check_compatible(
@@ -184,7 +176,7 @@ def check_compatible(
     """``SkeletonMismatch`` unless ``found`` fits ``expected`` (see ``difference``). ``where``: what holds ``found``
     (``checkpoint runs/x/last.pt``, ``HDF5 file x.h5``, ``the network's output``...); ``fix``: what to do;
     ``fields``: ``file``, ``key``, ``sample`` of the error."""
-    error = mismatch(expected, found, where=where, need=need, fix=fix, expected_by=expected_by, **fields)
+    error = mismatch(expected, found, need=need, where=where, fix=fix, expected_by=expected_by, **fields)
     if error is not None:
         raise error
 

@@ -3,8 +3,9 @@
     skeleton = load_skeleton("coco")          # a name in config/skeletons/, or the path of a YAML file
     skeleton = skeleton_of(cfg)               # the one cfg.data.skeleton names
 
-The file format: docs/skeleton.md#skeleton-files; its validation is ``Skeleton.from_dict``'s (the same for the
-plain-dict form checkpoints and HDF5 files carry).
+The file format: docs/skeleton.md#skeleton-files; its validation is
+``config.skeleton_definition.skeleton_from_dict``'s (the same for the plain-dict form checkpoints and HDF5 files
+carry).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from simplepose.config.skeleton import SKELETON_DIR, Skeleton, SkeletonFileError
+from simplepose.config.skeleton_definition import skeleton_from_dict
 
 
 def resolve_skeleton_path(name_or_path: str | Path) -> Path:
@@ -55,7 +57,7 @@ def _load_file(path: Path, mtime_ns: int, size: int) -> Skeleton:
         raise SkeletonFileError(f"cannot read skeleton file {path}: {e}", file=path) from None
     if isinstance(data, dict) and "name" not in data:
         data = {"name": path.stem, **data}
-    return Skeleton.from_dict(data, str(path))
+    return skeleton_from_dict(data, str(path))
 
 
 def skeleton_of(cfg) -> Skeleton:

@@ -18,6 +18,7 @@ import numpy as np
 from simplepose.codec.layout import ChannelLayout
 from simplepose.config.config_file import add_config_arguments, config_from_args
 from simplepose.config.skeleton import Skeleton
+from simplepose.config.skeleton_definition import skeleton_from_dict
 from simplepose.data.dataset import SimplePoseDataset, read_settings
 from simplepose.utils.errors import UserError, cli_main
 from simplepose.utils.io import atomic_write_bytes
@@ -121,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = config_from_args(args)
     skeleton = None  # the file's own, unless a config or data.skeleton=... names one
     if not args.config and not any(o.startswith("data.skeleton=") for o in args.overrides) and settings.get("skeleton"):
-        skeleton = Skeleton.from_dict(settings["skeleton"], f"stored in {args.h5}")
+        skeleton = skeleton_from_dict(settings["skeleton"], f"stored in {args.h5}")
     ds = SimplePoseDataset(args.h5, cfg, train=args.train, skeleton=skeleton)
     if not 0 <= args.index < len(ds):
         raise UserError(f"--index {args.index} is out of range: {args.h5} has {len(ds)} samples")

@@ -7,7 +7,7 @@ import pytest
 
 from simplepose.codec.decoder.assemble import assemble_people, person_scores
 from simplepose.codec.decoder.decode import decode_people
-from simplepose.codec.decoder.limbs import match_limb, score_pairs
+from simplepose.codec.decoder.limbs import LimbPairs, match_limb, score_pairs
 from simplepose.codec.decoder.peaks import find_peaks, local_maxima
 from simplepose.codec.person import keypoint_array
 from simplepose.codec.pose_codec import PoseCodec
@@ -131,7 +131,7 @@ def test_limb_scoring_accepts_the_drawn_limb_only():
     assert accepted.tolist() == [[True, False]]
     assert score[0, 0] > 0.8
     assert length[0, 0] == pytest.approx(np.hypot(10, 35), rel=1e-6)
-    rows = match_limb(score, length, accepted, np.ones(1), np.ones(2))
+    rows = match_limb(LimbPairs(score, length, accepted), np.ones(1), np.ones(2))
     assert rows[:, :2].tolist() == [[0, 0]]
 
 
@@ -146,7 +146,7 @@ def test_limb_length_prior_penalises_long_limbs():
 def test_match_limb_is_one_to_one_and_greedy():
     score = np.array([[0.9, 0.8], [0.85, 0.2]])
     accepted = np.ones((2, 2), bool)
-    rows = match_limb(score, np.ones((2, 2)), accepted, np.ones(2), np.ones(2))
+    rows = match_limb(LimbPairs(score, np.ones((2, 2)), accepted), np.ones(2), np.ones(2))
     assert rows[:, :2].tolist() == [[0, 0], [1, 1]]
 
 

@@ -7,7 +7,7 @@ import numpy as np
 
 from simplepose.codec.layout import ChannelLayout
 from simplepose.config import skeleton as sk
-from simplepose.config.skeleton import Skeleton
+from simplepose.config.skeleton_definition import skeleton_from_dict
 from simplepose.config.skeleton_file import load_skeleton
 from tests.helpers import COCO_LAYOUT, channel_names, internal_to_dataset, left_right_pairs
 
@@ -131,6 +131,6 @@ def test_flip_keypoints_swaps_pairs():
 
 
 def test_the_plain_dict_form_round_trips():
-    again = Skeleton.from_dict(COCO.to_dict(), "a copy")
+    again = skeleton_from_dict(COCO.to_dict(), "a copy")
     assert again == COCO and again.same_layout(COCO) and ChannelLayout.of(again) == COCO_LAYOUT
     assert load_skeleton(COCO.source) is COCO  # a name and its path read the same file once

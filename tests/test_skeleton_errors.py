@@ -11,8 +11,9 @@ import yaml
 
 from simplepose.codec.layout import ChannelLayout
 from simplepose.config.config_file import load_config
-from simplepose.config.skeleton import Skeleton, SkeletonFileError
+from simplepose.config.skeleton import SkeletonFileError
 from simplepose.config.skeleton_check import SkeletonMismatch
+from simplepose.config.skeleton_definition import skeleton_from_dict
 from simplepose.config.skeleton_file import load_skeleton, resolve_skeleton_path
 from simplepose.data.conversion import Source, convert
 from simplepose.utils.paths import REPO_ROOT
@@ -58,7 +59,7 @@ def test_the_chain_loads_with_its_layout(tmp_path):
     assert chain.keypoint_flip == (0, 1, 3, 2, 4, 5) and chain.limb_flip == (0, 2, 1, 3, 4, 5)
     assert ChannelLayout.of(chain).flip[6:] == (6, 7, 9, 8, 10, 11, 12, 13)
     assert chain.draw_edges == tuple(chain.limbs) and len(chain.colors_bgr) == 6  # defaults: every limb, hue circle
-    assert Skeleton.from_dict(chain.to_dict()) == chain
+    assert skeleton_from_dict(chain.to_dict()) == chain
 
 
 BAD_SKELETONS = {  # what is wrong: (the definition, the entry the error names)

@@ -15,8 +15,8 @@ import yaml
 from simplepose.checkpoint.format import Checkpoint
 from simplepose.codec.layout import ChannelLayout
 from simplepose.config.config_file import load_config
-from simplepose.config.skeleton import Skeleton
 from simplepose.config.skeleton_check import SkeletonMismatch
+from simplepose.config.skeleton_definition import skeleton_from_dict
 from simplepose.config.skeleton_file import load_skeleton
 from simplepose.data.conversion import Source, convert
 from simplepose.data.dataset import SimplePoseDataset
@@ -82,7 +82,7 @@ def test_the_file_stores_the_skeleton_and_the_dataset_draws_its_channels(torso, 
     with h5py.File(torso_h5, "r") as f:
         settings = json.loads(f.attrs["settings"])
         assert f["people/keypoints"].shape[1:] == (6, 3)
-    assert Skeleton.from_dict(settings["skeleton"]) == skeleton and settings["skeleton_file"] == str(torso[0])
+    assert skeleton_from_dict(settings["skeleton"]) == skeleton and settings["skeleton_file"] == str(torso[0])
     ds = SimplePoseDataset(torso_h5, tiny_cfg(torso_h5, "unused", f"data.skeleton={torso[0]}"), train=True)
     assert len(ds) > 0 and ds.keypoints.shape[1:] == (7, 3)
     neck, ls, rs = (skeleton.index(n) for n in ("neck", "left_shoulder", "right_shoulder"))

@@ -42,11 +42,8 @@ def find_connections(
         if a1 == a0 or b1 == b0:
             connections.append(np.zeros((0, 4 if matched else 5)))
             continue
-        score, length, accepted = score_pairs(
-            limb_maps[k], peaks[a0:a1, :2], peaks[b0:b1, :2], scale_xy, image_height, params
-        )
-        pairs = match_limb if matched else candidate_pairs
-        rows = pairs(score, length, accepted, peaks[a0:a1, 2], peaks[b0:b1, 2])
+        pairs = score_pairs(limb_maps[k], peaks[a0:a1, :2], peaks[b0:b1, :2], scale_xy, image_height, params)
+        rows = (match_limb if matched else candidate_pairs)(pairs, peaks[a0:a1, 2], peaks[b0:b1, 2])
         rows[:, 0] += a0
         rows[:, 1] += b0
         connections.append(rows)

@@ -5,9 +5,20 @@ See docs/evaluation.md#limb-scoring.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from simplepose.config.schema import DecodeSettings
+
+
+class LimbPairs(NamedTuple):
+    """Every (a_i, b_j) candidate pair of one limb type, each (na, nb): ``score`` (mean sampled value plus the
+    length prior), ``length`` (image pixels), ``accepted`` (passes the criterion)."""
+
+    score: np.ndarray
+    length: np.ndarray
+    accepted: np.ndarray
 
 
 def score_pairs(
@@ -17,7 +28,7 @@ def score_pairs(
     scale_xy: tuple[float, float],
     image_height: float,
     params: DecodeSettings,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+) -> LimbPairs:
     """Score every (a_i, b_j) pair of one limb type.
 
     Args:
@@ -28,8 +39,8 @@ def score_pairs(
             the image width but passes the height).
         params: the threshold, the fraction of samples above it, the number of samples.
     Returns:
-        (score, length, accepted), each (na, nb): mean sampled value plus the length prior, the length in
-        image pixels, and whether the pair passes the criterion (enough samples above ``params.limb_threshold``,
+        ``LimbPairs`` (score, length, accepted), each (na, nb): mean sampled value plus the length prior, the length
+        in image pixels, and whether the pair passes the criterion (enough samples above ``params.limb_threshold``,
         positive score, non-zero length).
     """
     threshold, ratio, max_samples = params.limb_threshold, params.connect_ratio, params.limb_samples
@@ -49,41 +60,37 @@ def score_pairs(
     safe_length = np.where(length > 0, length, 1.0)
     score = samples.sum(-1) / n + np.minimum(0.5 * image_height / safe_length - 1.0, 0.0)
     accepted = (above >= ratio * n) & (score > 0) & (length > 0)
-    return score, length, accepted
+    return LimbPairs(score, length, accepted)
 
 
 def pair_keys(
-    score: np.ndarray, accepted: np.ndarray, a_score: np.ndarray, b_score: np.ndarray
+    pairs: LimbPairs, a_score: np.ndarray, b_score: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The accepted pairs of one limb type in a-major order: (i, j, limb score s, key), each (M,); the key, a pair's
     evidence, is ``0.5 s + 0.25 score(a_i) + 0.25 score(b_j)`` (the original's)."""
-    ii, jj = np.nonzero(accepted)
-    s = score[ii, jj]
+    ii, jj = np.nonzero(pairs.accepted)
+    s = pairs.score[ii, jj]
     return ii, jj, s, 0.5 * s + 0.25 * a_score[ii] + 0.25 * b_score[jj]
 
 
-def match_limb(
-    score: np.ndarray,
-    length: np.ndarray,
-    accepted: np.ndarray,
-    a_score: np.ndarray,
-    b_score: np.ndarray,
-) -> np.ndarray:
-    """Greedy one-to-one matching of the accepted pairs of one limb type.
+def match_limb(pairs: LimbPairs, a_score: np.ndarray, b_score: np.ndarray) -> np.ndarray:
+    """Greedy one-to-one matching of the accepted pairs of one limb type (``a_score`` (na,), ``b_score`` (nb,): the
+    candidates' peak scores).
 
     Pairs are taken in descending order of ``0.5 s + 0.25 score(a) + 0.25 score(b)`` (stable, so ties keep
     a-major order as the original); a pair is kept if neither end is used yet; at most min(na, nb) pairs.
     Returns (M, 4) rows (i, j, s, L): local candidate indices, limb score, length in image pixels.
     """
-    ii, jj, s, key = pair_keys(score, accepted, a_score, b_score)
+    ii, jj, s, key = pair_keys(pairs, a_score, b_score)
     if ii.size == 0:
         return np.zeros((0, 4))
     order = np.argsort(-key, kind="stable")
-    limit = min(score.shape)
+    limit = min(pairs.score.shape)
     used_a: set[int] = set()
     used_b: set[int] = set()
     rows = []
-    for i, j, sc, ln in zip(ii[order].tolist(), jj[order].tolist(), s[order].tolist(), length[ii, jj][order].tolist()):
+    lengths = pairs.length[ii, jj][order].tolist()
+    for i, j, sc, ln in zip(ii[order].tolist(), jj[order].tolist(), s[order].tolist(), lengths):
         if i in used_a or j in used_b:
             continue
         used_a.add(i)
@@ -94,13 +101,7 @@ def match_limb(
     return np.asarray(rows, np.float64)
 
 
-def candidate_pairs(
-    score: np.ndarray,
-    length: np.ndarray,
-    accepted: np.ndarray,
-    a_score: np.ndarray,
-    b_score: np.ndarray,
-) -> np.ndarray:
+def candidate_pairs(pairs: LimbPairs, a_score: np.ndarray, b_score: np.ndarray) -> np.ndarray:
     """Every accepted pair of one limb type, unmatched: (M, 5) rows (i, j, s, L, margin) in a-major order; the assembly
     settles which of them hold, largest margin first.
 
@@ -108,12 +109,12 @@ def candidate_pairs(
     best key of any other accepted pair sharing one of its ends (0 when none does). A connection that clearly beats
     its alternatives comes first; near-ties (parallel limbs of people side by side, one limb map covering two people's
     limbs) come last, when the clear connections have already built most of each person."""
-    ii, jj, s, key = pair_keys(score, accepted, a_score, b_score)
+    ii, jj, s, key = pair_keys(pairs, a_score, b_score)
     if ii.size:
-        keys = np.zeros(score.shape)
+        keys = np.zeros(pairs.score.shape)
         keys[ii, jj] = key
         key = key - np.maximum(_best_other(keys, ii, jj), _best_other(keys.T, jj, ii))
-    return np.column_stack([ii, jj, s, length[ii, jj], key]).astype(np.float64).reshape(-1, 5)
+    return np.column_stack([ii, jj, s, pairs.length[ii, jj], key]).astype(np.float64).reshape(-1, 5)
 
 
 def _best_other(keys: np.ndarray, ii: np.ndarray, jj: np.ndarray) -> np.ndarray:

@@ -25,6 +25,7 @@ import torch
 from simplepose.config.config_file import ConfigError, config_from_dict, parse_overrides, with_overrides
 from simplepose.config.schema import Config
 from simplepose.config.skeleton import Skeleton
+from simplepose.config.skeleton_definition import skeleton_from_dict
 from simplepose.config.skeleton_file import skeleton_of
 from simplepose.evaluate.inference.map_source import InputBatch
 from simplepose.models.posenet import check_input_shape
@@ -190,5 +191,5 @@ def load_onnx(
     session = open_session(path, providers)
     metadata = read_metadata(session, str(path))
     cfg = config_from_metadata(metadata, str(path), overrides)
-    skeleton = Skeleton.from_dict(metadata.skeleton, str(path)) if metadata.skeleton else skeleton_of(cfg)
+    skeleton = skeleton_from_dict(metadata.skeleton, str(path)) if metadata.skeleton else skeleton_of(cfg)
     return OnnxSource(session, metadata, skeleton), cfg
