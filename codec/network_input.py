@@ -1,5 +1,5 @@
 """The network's input encoding: BGR uint8 pixels times float32(1/255), so float32 BGR in [0, 1]
-(docs/data.md#dataset). Training (``data.dataset.images_to_float``) and test time
+(docs/data.md#dataset). Training (``data.batching.images_to_float``) and test time
 (``evaluate.inference.multiscale``) both scale here, so the two give the network the same values.
 """
 

@@ -1,4 +1,5 @@
-"""COCO person-keypoint annotations: loading with clear errors, per-image grouping, masks and main persons.
+"""COCO person-keypoint annotations: loading with clear errors and per-image grouping (the masks drawn from them:
+``data.person_masks``; the main persons chosen among them: ``data.main_person``).
 
 One reader for the converter and the evaluator (``load_coco_keypoints``), so that both accept, fill and refuse the
 same files. JSON is parsed as data (``json.load``), never evaluated. Every problem with the file is a
@@ -28,9 +29,6 @@ import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import numpy as np
-from pycocotools import mask as mask_utils
 
 from simplepose.config.skeleton import Skeleton
 from simplepose.config.skeleton_check import NameMatch, SkeletonMismatch, annotation_keypoints, file_keypoint_names
@@ -533,77 +531,3 @@ def _is_number(v) -> bool:
     if isinstance(v, float):
         return math.isfinite(v)
     return isinstance(v, int) and not isinstance(v, bool) and abs(v) < 1e15
-
-
-def segmentation_mask(ann: dict, height: int, width: int) -> np.ndarray:
-    """Decode one annotation's segmentation (polygons or RLE) to a (height, width) bool mask."""
-    seg = ann["segmentation"]
-    if isinstance(seg, list):
-        # A few COCO polygons have fewer than 3 points; pycocotools would read a 4-number one as a box.
-        polygons = [p for p in seg if len(p) >= 6]
-        rles = mask_utils.frPyObjects(polygons, height, width) if polygons else []
-        if not rles:
-            return np.zeros((height, width), bool)
-        rle = mask_utils.merge(rles)
-    elif isinstance(seg["counts"], list):
-        rle = mask_utils.frPyObjects(seg, height, width)
-    else:
-        rle = seg
-    return mask_utils.decode(rle).astype(bool)
-
-
-def image_masks(anns: list[dict], height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """The two masks of an image (docs/data.md#masks), uint8 {0, 255}, (height, width).
-
-    ``mask_miss``: 255 = supervise, 0 = ignore. Ignored: people without keypoints, and every crowd region
-    (all crowds unioned; fixes the original's one-crowd limit) minus the pixels of people with keypoints.
-    The original subtracted only the people listed before the crowd (order dependent;
-    docs/differences.md#crowd-regions); subtracting all labelled people is order independent and equals it when the
-    crowd comes last, as it usually does.
-    ``mask_all``: 255 = any person pixel, crowds included.
-    """
-    everyone = np.zeros((height, width), bool)
-    unlabelled = np.zeros((height, width), bool)
-    labelled = np.zeros((height, width), bool)
-    crowd = np.zeros((height, width), bool)
-    for ann in anns:
-        m = segmentation_mask(ann, height, width)
-        if ann["iscrowd"]:
-            crowd |= m
-        elif ann["num_keypoints"] <= 0:
-            unlabelled |= m
-        else:
-            labelled |= m
-        everyone |= m
-    ignore = unlabelled | (crowd & ~labelled)
-    return np.where(ignore, 0, 255).astype(np.uint8), np.where(everyone, 255, 0).astype(np.uint8)
-
-
-def main_person_indices(anns: list[dict], stale_bbox_bug: bool = False) -> list[int]:
-    """Indices (into ``anns``) of the main persons, one training sample each (docs/data.md#main-persons-and-samples).
-
-    A person is main iff it has >= 5 keypoints, area >= 32*32, and its bbox centre is at least 0.3 * ref away
-    from every main person chosen before it, where ref = max(w, h) of that earlier main person's bbox.
-    ``stale_bbox_bug=True`` reproduces the original, which used the image's last annotation's bbox for ref.
-    Unlike the original, a person with a zero-width or zero-height box is never main: augmentation scales the
-    sample by the box height, which would divide by zero (``has_empty_box``).
-    """
-    chosen: list[tuple[float, float, float]] = []  # (cx, cy, ref)
-    out = []
-    last_bbox = anns[-1]["bbox"] if anns else None
-    for i, ann in enumerate(anns):
-        if ann["iscrowd"] or ann["num_keypoints"] < 5 or ann["area"] < 32 * 32 or has_empty_box(ann):
-            continue
-        x, y, w, h = ann["bbox"]
-        cx, cy = x + w / 2, y + h / 2
-        if any(np.hypot(cx - px, cy - py) < 0.3 * ref for px, py, ref in chosen):
-            continue
-        ref_box = last_bbox if stale_bbox_bug else ann["bbox"]
-        chosen.append((cx, cy, max(ref_box[2], ref_box[3])))
-        out.append(i)
-    return out
-
-
-def has_empty_box(ann: dict) -> bool:
-    """The annotation's bbox has zero width or height (legal COCO, but useless for scaling a sample)."""
-    return ann["bbox"][2] <= 0 or ann["bbox"][3] <= 0

@@ -1,7 +1,7 @@
 """COCO person keypoints (JSON + image folder) to one HDF5 training file, streaming: ``convert`` (what
 ``python -m data.coco_to_hdf5`` runs) and ``rebuild_command`` (the command that makes a file again).
 
-Only images with at least one main person (``data.coco_annotations.main_person_indices``) are stored; each main
+Only images with at least one main person (``data.main_person.main_person_indices``) are stored; each main
 person is one sample. Left out and counted (``counts``, and the summary line): images without a main person
 (legal, e.g. no people), people with a zero-area box as main persons (they stay as other persons). Always
 refused, even with ``--skip-bad``: invalid JSON, duplicate image or annotation ids, ids of another type than the
@@ -31,13 +31,7 @@ from simplepose.config.config_file import check_input_size
 from simplepose.config.skeleton import Skeleton
 from simplepose.config.skeleton_check import NameMatch
 from simplepose.config.skeleton_file import load_skeleton
-from simplepose.data.coco_annotations import (
-    CocoKeypoints,
-    has_empty_box,
-    image_masks,
-    load_coco_keypoints,
-    main_person_indices,
-)
+from simplepose.data.coco_annotations import CocoKeypoints, load_coco_keypoints
 from simplepose.data.h5_format import (
     H5_FORMAT_VERSION,
     H5Writer,
@@ -47,6 +41,8 @@ from simplepose.data.h5_format import (
     mask_code,
 )
 from simplepose.data.image_files import MAX_SKIPPED_SHARE, BadImages, image_path, missing_files, read_checked
+from simplepose.data.main_person import has_empty_box, main_person_indices
+from simplepose.data.person_masks import image_masks
 from simplepose.utils.errors import UserError
 from simplepose.utils.io import atomic_path
 from simplepose.utils.progress_bar import progress_bar

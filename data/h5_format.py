@@ -32,7 +32,7 @@ Layout (``H5_FORMAT_VERSION`` 1). ``N`` images, ``P`` person annotations (crowds
                                                "ann-0", an integer past +-2**63), which then holds MISSING_ID (-1)
                                                there. ``file_ids`` reads the ids back either way.
 
-Masks (made by ``data.coco_annotations.image_masks``): ``mask_miss`` 255 = supervise / 0 = ignore, covering
+Masks (made by ``data.person_masks.image_masks``): ``mask_miss`` 255 = supervise / 0 = ignore, covering
 people without keypoints and all crowd regions; ``mask_all`` = every person pixel, crowds included.
 The other people of a sample are the image's non-crowd persons with keypoints, in annotation order.
 

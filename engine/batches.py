@@ -10,7 +10,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from simplepose.config.schema import Config, DataConfig
-from simplepose.data.dataset import collate, worker_init_fn
+from simplepose.data.batching import collate, worker_init_fn
 from simplepose.engine.sampler import EpochSampler, groups_of
 
 
@@ -34,7 +34,7 @@ class ForkSafeLoader(DataLoader):
 
 
 def make_loader(dataset: Dataset, sampler: Sampler, batch_size: int, cfg: DataConfig, device: torch.device):
-    """Batches of ``dataset`` in ``sampler``'s order (``data.dataset.collate``); a stuck worker raises after
+    """Batches of ``dataset`` in ``sampler``'s order (``data.batching.collate``); a stuck worker raises after
     ``cfg.loader_timeout`` seconds (engine.batch_errors turns that into a message naming the batch)."""
     return ForkSafeLoader(
         dataset,

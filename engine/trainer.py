@@ -21,7 +21,8 @@ from simplepose.checkpoint.format import Checkpoint
 from simplepose.config.config_file import save_config
 from simplepose.config.schema import Config
 from simplepose.config.skeleton_file import skeleton_of
-from simplepose.data.dataset import SimplePoseDataset, batch_to_device
+from simplepose.data.batching import batch_to_device
+from simplepose.data.dataset import SimplePoseDataset
 from simplepose.engine.batch_errors import loader_errors, out_of_memory
 from simplepose.engine.batches import TrainBatches
 from simplepose.engine.checkpointer import Checkpointer, remove_stale_temporaries

@@ -10,7 +10,7 @@ from torch import nn
 from torch.utils.data import Dataset
 
 from simplepose.config.schema import Config
-from simplepose.data.dataset import batch_to_device
+from simplepose.data.batching import batch_to_device
 from simplepose.engine.batches import make_loader
 from simplepose.engine.logger import Meter
 from simplepose.engine.sampler import EpochSampler

@@ -17,7 +17,8 @@ from simplepose.config.config_file import load_config
 from simplepose.config.schema import Config, ModelConfig
 from simplepose.config.skeleton import Skeleton
 from simplepose.config.skeleton_file import load_skeleton
-from simplepose.data.dataset import SimplePoseDataset, collate, images_to_float
+from simplepose.data.batching import collate, images_to_float
+from simplepose.data.dataset import SimplePoseDataset
 from simplepose.engine.checkpointer import TrainState
 from simplepose.engine.logger import read_metrics
 from simplepose.engine.trainer import Trainer

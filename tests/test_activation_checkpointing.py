@@ -10,7 +10,8 @@ import simplepose.models.posenet as posenet
 from simplepose.checkpoint.format import Checkpoint, CheckpointError
 from simplepose.config.config_file import load_config
 from simplepose.config.schema import Config
-from simplepose.data.dataset import SimplePoseDataset, collate, images_to_float
+from simplepose.data.batching import collate, images_to_float
+from simplepose.data.dataset import SimplePoseDataset
 from simplepose.engine.checkpointer import check_same_model
 from simplepose.engine.trainer import Trainer
 from simplepose.evaluate.inference.checkpoint_model import load_model

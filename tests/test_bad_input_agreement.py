@@ -19,9 +19,9 @@ import pytest
 
 from simplepose.config.config_file import ConfigError, load_config
 from simplepose.config.skeleton_file import load_skeleton
-from simplepose.data.coco_annotations import main_person_indices
 from simplepose.data.conversion import Source, convert
 from simplepose.data.image_files import ImageFileError
+from simplepose.data.main_person import main_person_indices
 from simplepose.evaluate.evaluation import evaluate_oracle
 from simplepose.utils.errors import AnnotationError, UserError
 from simplepose.utils.paths import COCO_SAMPLE_ANNOTATIONS, REPO_ROOT, TINY_PRESET

@@ -218,7 +218,7 @@ def test_file_names_cannot_escape_the_image_folder(tmp_path, small_set):
 
 
 def test_main_person_spacing_uses_each_persons_own_box():
-    from simplepose.data.coco_annotations import main_person_indices
+    from simplepose.data.main_person import main_person_indices
 
     def person(x, y, w, h):
         return {"bbox": [x, y, w, h], "num_keypoints": 10, "area": w * h / 2, "iscrowd": 0}

@@ -13,7 +13,8 @@ from torch.utils.data import DataLoader
 from simplepose.codec.targets import mask_scales
 from simplepose.config.config_file import load_config
 from simplepose.data import augment
-from simplepose.data.dataset import SimplePoseDataset, collate, images_to_float
+from simplepose.data.batching import collate, images_to_float
+from simplepose.data.dataset import SimplePoseDataset
 from simplepose.evaluate.inference.multiscale import prepare_input
 from simplepose.utils.errors import DataFileError, UserError
 from tests.helpers import COCO, COCO_LAYOUT

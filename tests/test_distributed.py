@@ -242,7 +242,8 @@ class SplitByHand(nn.Module):
 def test_balanced_data_parallel_gives_the_plain_loss_and_gradients(synthetic_h5_64, tmp_path, sizes):
     from torch.utils.data import DataLoader
 
-    from simplepose.data.dataset import SimplePoseDataset, collate, images_to_float
+    from simplepose.data.batching import collate, images_to_float
+    from simplepose.data.dataset import SimplePoseDataset
     from simplepose.models import MultiTaskLoss, build_model
 
     cfg = tiny_cfg(synthetic_h5_64, tmp_path)

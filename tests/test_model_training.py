@@ -7,7 +7,8 @@ import sys
 import torch
 
 from simplepose.config.config_file import load_config
-from simplepose.data.dataset import SimplePoseDataset, collate, images_to_float
+from simplepose.data.batching import collate, images_to_float
+from simplepose.data.dataset import SimplePoseDataset
 from simplepose.models import build_loss, build_model
 from simplepose.utils.paths import REPO_ROOT
 

@@ -27,8 +27,8 @@ import torch
 from simplepose.checkpoint.format import Checkpoint
 from simplepose.config.config_file import load_config
 from simplepose.config.skeleton_file import load_skeleton
-from simplepose.data.coco_annotations import main_person_indices
 from simplepose.data.conversion import Source, convert
+from simplepose.data.main_person import main_person_indices
 from simplepose.engine.checkpointer import TrainState, rng_state
 from simplepose.engine.optim import build_optimizer
 from simplepose.engine.position import TrainingPosition
