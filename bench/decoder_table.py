@@ -207,8 +207,8 @@ def decode_source(
         maps_source = cached(source.source_for(image_id, image.shape[:2]))
         for height in heights:
             grid_cfg = dataclasses.replace(source.cfg.eval, decode_height=height)
-            maps, scale = multiscale_maps(image, grid_cfg, maps_source, source.device, OUTPUT_STRIDE,
-                                          skeleton=source.skeleton, key=image_id)  # fmt: skip
+            maps, scale = multiscale_maps(image, grid_cfg, maps_source, source.device, skeleton=source.skeleton,
+                                          key=image_id)  # fmt: skip
             for c in candidates:
                 if c.decode_height == height:
                     people[c].append(decode_people(maps, c.apply(source.cfg.eval), scale, skeleton=source.skeleton))

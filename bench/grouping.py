@@ -21,21 +21,16 @@ import numpy as np
 import torch
 
 from simplepose.codec.decoder.decode import decode_people
+from simplepose.codec.layout import ChannelLayout
 from simplepose.config.config_file import add_config_arguments, config_from_args
 from simplepose.config.schema import OUTPUT_STRIDE, DecodeSettings
 from simplepose.config.skeleton import Skeleton
 from simplepose.config.skeleton_file import skeleton_of
 from simplepose.data.image_files import read_image
 from simplepose.evaluate.inference.map_source import ImageMeta, InputBatch
-from simplepose.evaluate.inference.multiscale import (
-    decode_grid,
-    fuse_flip,
-    make_batch,
-    prepare_input,
-    resize_to_grid,
-    scale_factors,
-)
+from simplepose.evaluate.inference.multiscale import fuse_flip, make_batch, prepare_input, resize_to_grid
 from simplepose.evaluate.inference.oracle import annotation_oracle
+from simplepose.evaluate.inference.plan import decode_grid, scale_factors
 from simplepose.evaluate.metrics.annotations import load_coco
 from simplepose.utils.errors import cli_main
 from simplepose.utils.paths import inputs_or_sample
@@ -59,7 +54,8 @@ def network_outputs(images_dir: Path, annotations: Path, cfg, skeleton: Skeleton
 
 def grid_maps(out, valid_hw, grid, flip: bool, stride: int, skeleton: Skeleton) -> np.ndarray:
     """Network-shaped output of one image -> (C, rows, cols) maps on the decoding grid."""
-    return resize_to_grid(fuse_flip(out, skeleton, flip), valid_hw, grid, stride)[0].transpose(2, 0, 1)
+    flip_index = torch.tensor(ChannelLayout.of(skeleton).flip) if flip else None
+    return resize_to_grid(fuse_flip(out, flip_index), valid_hw, grid, stride)[0].transpose(2, 0, 1)
 
 
 def post_network(out, valid_hw, grid, image_hw, cfg, stride: int, skeleton: Skeleton, params: DecodeSettings):

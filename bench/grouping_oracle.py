@@ -42,7 +42,7 @@ from bench.map_cache import cached
 from simplepose.codec.decoder.decode import decode_people
 from simplepose.codec.person import Person
 from simplepose.config.config_file import add_config_arguments, config_from_args
-from simplepose.config.schema import OUTPUT_STRIDE, EvalConfig
+from simplepose.config.schema import EvalConfig
 from simplepose.config.skeleton import Skeleton
 from simplepose.config.skeleton_file import skeleton_of
 from simplepose.evaluate.inference.multiscale import multiscale_maps
@@ -130,9 +130,7 @@ def oracle_maps(coco, image_id: int, cfg, skeleton: Skeleton, heights: list[int]
     out = {}
     for height in heights:
         grid_cfg = dataclasses.replace(cfg.eval, decode_height=height)
-        out[height] = multiscale_maps(
-            blank, grid_cfg, oracle, torch.device("cpu"), OUTPUT_STRIDE, skeleton=skeleton, key=image_id
-        )
+        out[height] = multiscale_maps(blank, grid_cfg, oracle, torch.device("cpu"), skeleton=skeleton, key=image_id)
     return out
 
 

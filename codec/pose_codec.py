@@ -59,4 +59,4 @@ class PoseCodec:
     def decode(self, maps: np.ndarray, scale: float | tuple[float, float] = 1.0) -> list[Person]:
         """The people of one image's averaged maps (``codec.decoder.decode.decode_people``): ``scale`` image pixels
         per map pixel, one number or (sx, sy)."""
-        return decode_people(maps, self.decoding, scale, skeleton=self.skeleton)
+        return decode_people(maps, self.decoding, scale, skeleton=self.skeleton, layout=self.layout)

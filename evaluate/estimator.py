@@ -27,7 +27,7 @@ import torch
 from simplepose.codec.person import Person
 from simplepose.codec.pose_codec import PoseCodec
 from simplepose.config.config_file import with_overrides
-from simplepose.config.schema import OUTPUT_STRIDE, Config, EvalConfig
+from simplepose.config.schema import Config, EvalConfig
 from simplepose.config.skeleton import Skeleton
 from simplepose.data.image_files import ImageFileError
 from simplepose.evaluate.frame_sources import InputFrame, open_inputs
@@ -38,6 +38,7 @@ from simplepose.evaluate.inference.map_source import MapSource, network_source
 from simplepose.evaluate.inference.multiscale import multiscale_maps_batch
 from simplepose.evaluate.inference.onnx_runner import Providers, load_onnx, providers_for
 from simplepose.evaluate.inference.oracle import annotation_oracle
+from simplepose.evaluate.inference.plan import InferencePlan
 from simplepose.evaluate.metrics.coco_results import coco_results, results_text
 from simplepose.evaluate.video import VideoReader
 from simplepose.models.fold import fold_batchnorm
@@ -98,16 +99,29 @@ class PoseEstimator:
     evaluate/image_to_bgr.py: paths, PIL images, greyscale, BGRA), with a network's ``eval`` settings.
 
     ``source``: a map source (``evaluate.inference.map_source.MapSource``: input batch -> maps in ``skeleton``'s
-    layout) run on ``device``. ``timing`` holds the last call's seconds, ``total_timing`` those of every call."""
+    layout) run on ``device``; ``plan``: what every image is run with, built here once (``InferencePlan``: the
+    settings, the codec with the skeleton and its channel layout, the flip index, the channel check). ``timing``
+    holds the last call's seconds, ``total_timing`` those of every call."""
 
     def __init__(self, source: MapSource, cfg: EvalConfig, skeleton: Skeleton, device: torch.device):
         self.source = source
-        self.cfg = cfg
-        self.codec = PoseCodec(skeleton, decoding=cfg)  # decodes with cfg's decoding fields (DecodeSettings)
-        self.skeleton = skeleton
+        self.plan = InferencePlan.of(skeleton, cfg)
         self.device = device
         self.timing = Timing()
         self.total_timing = Timing()
+
+    @property
+    def cfg(self) -> EvalConfig:
+        return self.plan.cfg
+
+    @property
+    def skeleton(self) -> Skeleton:
+        return self.plan.skeleton
+
+    @property
+    def codec(self) -> PoseCodec:
+        """Decodes with ``cfg``'s decoding fields (``DecodeSettings``)."""
+        return self.plan.codec
 
     @classmethod
     def from_checkpoint(cls, path: str | Path, device: str | torch.device = "auto", **eval_overrides: Any):
@@ -153,7 +167,7 @@ class PoseEstimator:
         if setup.channels_last:  # in place: without the fold's copy, ``model``'s weights change memory (not values)
             network = network.to(memory_format=torch.channels_last)
         source = network_source(network, setup.precision, setup.channels_last)
-        return cls(source, cfg, network.skeleton, device)
+        return cls(source, cfg, source.skeleton, device)
 
     @property
     def keypoint_names(self) -> tuple[str, ...]:
@@ -212,13 +226,7 @@ class PoseEstimator:
                 chunk = indices[start : start + step]
                 t0 = time.perf_counter()
                 maps = multiscale_maps_batch(
-                    [images[i] for i in chunk],
-                    self.cfg,
-                    self.source,
-                    self.device,
-                    OUTPUT_STRIDE,
-                    skeleton=self.skeleton,
-                    keys=[keys[i] for i in chunk],
+                    [images[i] for i in chunk], self.plan, self.source, self.device, [keys[i] for i in chunk]
                 )
                 t1 = time.perf_counter()  # the maps are in host memory: the device's queued work is done
                 for i, (one, scale) in zip(chunk, maps):

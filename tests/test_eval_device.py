@@ -21,9 +21,9 @@ from simplepose.evaluate.inference.multiscale import (
     make_batch,
     prepare_input,
     prepare_on_device,
-    scale_factors,
     upload_images,
 )
+from simplepose.evaluate.inference.plan import scale_factors
 from simplepose.models import build_model
 from simplepose.models.fold import FoldError, fold_batchnorm
 from simplepose.utils.paths import PAPER_PRESET

@@ -9,14 +9,13 @@ from simplepose.codec.person import keypoint_array
 from simplepose.config.schema import EvalConfig, TargetConfig
 from simplepose.evaluate.inference.map_source import network_source
 from simplepose.evaluate.inference.multiscale import (
-    decode_grid,
     fuse_flip,
     multiscale_maps,
     multiscale_maps_batch,
     prepare_input,
     resize_to_grid,
-    scale_factors,
 )
+from simplepose.evaluate.inference.plan import InferencePlan, decode_grid, scale_factors
 from simplepose.utils.precision import precision_for
 from tests.helpers import COCO, COCO_LAYOUT, internal_to_dataset, keypoints_oracle, person, score_array
 
@@ -41,10 +40,12 @@ def test_prepare_input_pads_bottom_right_to_max_downsample():
 def test_fuse_flip_undoes_mirror_and_channel_swap():
     direct = torch.rand(50, 8, 12)
     mirrored = direct.flip(-1)[list(COCO_LAYOUT.flip)]  # what a perfect network says about the mirror
-    fused = fuse_flip(torch.stack([direct, direct * 2, mirrored, mirrored * 2]), COCO)
+    plan = InferencePlan.of(COCO, EvalConfig())
+    fused = fuse_flip(torch.stack([direct, direct * 2, mirrored, mirrored * 2]), plan.flip_index(direct.device))
     assert fused.shape == (2, 50, 8, 12)
     assert torch.allclose(fused[0], direct) and torch.allclose(fused[1], direct * 2)
-    assert torch.equal(fuse_flip(direct[None], COCO, flip=False)[0], direct)
+    assert torch.equal(fuse_flip(direct[None], None)[0], direct)
+    assert plan.flip_index(direct.device) is plan.flip_index(direct.device)  # made once per device
 
 
 @pytest.mark.parametrize("grid", [(50, 75), (100, 150), (25, 38), (40, 60)])
@@ -94,7 +95,7 @@ def test_a_batch_of_images_gives_the_same_maps_as_one_by_one():
         return pooled * weights.view(1, 50, 1, 1) + torch.linspace(0, 1, pooled.shape[-1])
 
     cfg = EvalConfig(scales=[0.8, 1.2], boxsize=64, decode_height=40)
-    together = multiscale_maps_batch(images, cfg, predict, CPU, skeleton=COCO)
+    together = multiscale_maps_batch(images, InferencePlan.of(COCO, cfg), predict, CPU)
     for image, (maps, scale) in zip(images, together):
         alone, alone_scale = multiscale_maps(image, cfg, predict, CPU, skeleton=COCO)
         assert scale == alone_scale and np.allclose(maps, alone, atol=1e-6)

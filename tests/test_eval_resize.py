@@ -10,14 +10,13 @@ import torch
 from simplepose.config.config_file import load_config
 from simplepose.evaluate.inference import multiscale
 from simplepose.evaluate.inference.multiscale import (
-    decode_grid,
     input_sizes,
     multiscale_maps,
     prepare_input,
     resize_to_grid,
-    scale_factors,
     uses_torch_resize,
 )
+from simplepose.evaluate.inference.plan import decode_grid, scale_factors
 from simplepose.utils.paths import REPO_ROOT
 from tests.helpers import COCO
 

@@ -51,7 +51,12 @@ def find_connections(
 
 
 def decode_people(
-    maps: np.ndarray, params: DecodeSettings, scale: float | tuple[float, float] = 1.0, *, skeleton: Skeleton
+    maps: np.ndarray,
+    params: DecodeSettings,
+    scale: float | tuple[float, float] = 1.0,
+    *,
+    skeleton: Skeleton,
+    layout: ChannelLayout | None = None,
 ) -> list[Person]:
     """Decode the people of one image.
 
@@ -64,10 +69,11 @@ def decode_people(
         scale: image pixels per map pixel, one number or (sx, sy); a map pixel centre x maps to the image
             coordinate (x + 0.5) * sx - 0.5.
         skeleton: what each channel is, and the dataset order of the result.
+        layout: ``skeleton``'s channel layout when the caller holds it (``PoseCodec.layout``); else made here.
     """
     sx, sy = (scale, scale) if np.isscalar(scale) else scale
     maps = np.asarray(maps, dtype=np.float32)
-    layout = ChannelLayout.of(skeleton)
+    layout = ChannelLayout.of(skeleton) if layout is None else layout
     channels = layout.keypoints
     if maps.ndim != 3 or maps.shape[0] < channels.stop:
         raise ValueError(f"maps must be (>= {channels.stop}, h, w), got {maps.shape}")

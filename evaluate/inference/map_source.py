@@ -1,8 +1,8 @@
 """Map sources: what turns a batch of prepared test-time inputs into the network's maps.
 
 A map source is any callable ``source(batch: InputBatch) -> (B, C, Hp/4, Wp/4)`` tensor in the skeleton's channel
-layout. Three are provided: a PyTorch network (``network_source``), an exported ONNX file
-(``evaluate.inference.onnx_runner.OnnxSource``) and the oracle, which draws the ground truth's own target maps
+layout. Three are provided, each carrying its ``skeleton``: a PyTorch network (``NetworkSource``), an exported ONNX
+file (``evaluate.inference.onnx_runner.OnnxSource``) and the oracle, which draws the ground truth's own target maps
 (``evaluate.inference.oracle.OracleSource``). Each input batch carries, beside its pixels, the meta of every image
 in it (``ImageMeta``: which image, and how it was resized and padded), so that a source which needs the transform
 (the oracle) reads it there and the others ignore it.
@@ -16,6 +16,7 @@ from typing import Protocol
 
 import torch
 
+from simplepose.config.skeleton import Skeleton
 from simplepose.utils.precision import Precision
 
 
@@ -56,27 +57,36 @@ class MapSource(Protocol):
     def __call__(self, batch: InputBatch) -> torch.Tensor: ...
 
 
+class NetworkSource:
+    """The map source of a network returning outputs[stack][scale]: the last stack's finest output, as float32;
+    ``skeleton``: the network's (``model.skeleton``; None for a bare module without one)."""
+
+    def __init__(self, model: torch.nn.Module, precision: Precision | None = None, channels_last: bool = False):
+        finest = getattr(model, "finest_prediction", None)  # a PoseNet skips the heads evaluation never reads
+        self.forward: Callable[[torch.Tensor], torch.Tensor] = (
+            finest if finest is not None else (lambda pixels: model(pixels)[-1][0])
+        )
+        self.skeleton: Skeleton | None = getattr(model, "skeleton", None)
+        self.precision = precision
+        self.channels_last = channels_last
+
+    def __call__(self, batch: InputBatch) -> torch.Tensor:
+        pixels = batch.pixels
+        if self.channels_last:
+            pixels = pixels.contiguous(memory_format=torch.channels_last)
+        if self.precision is None:
+            return self.forward(pixels)
+        with self.precision.autocast(pixels.device):
+            return self.forward(pixels).float()
+
+
 def network_source(
     model: torch.nn.Module, precision: Precision | None = None, channels_last: bool = False
-) -> Callable[[InputBatch], torch.Tensor]:
-    """The map source of a network returning outputs[stack][scale]: the last stack's finest output, as float32.
-
-    ``precision``: the forward runs under its autocast (``evaluate.inference.inference_setup.inference_setup(cfg.eval,
-    device).precision``); None: float32. The output is cast back to float32 before any further step (averaging scales
-    in half precision would lose the small values the thresholds compare against). ``channels_last``: each batch is
-    given to the network in channels_last memory (the network should be converted too:
-    ``model.to(memory_format=torch.channels_last)``); the maps are the same up to rounding.
-    """
-    finest = getattr(model, "finest_prediction", None)  # a PoseNet skips the heads evaluation never reads
-    forward = finest if finest is not None else (lambda pixels: model(pixels)[-1][0])
-
-    def source(batch: InputBatch) -> torch.Tensor:
-        pixels = batch.pixels
-        if channels_last:
-            pixels = pixels.contiguous(memory_format=torch.channels_last)
-        if precision is None:
-            return forward(pixels)
-        with precision.autocast(pixels.device):
-            return forward(pixels).float()
-
-    return source
+) -> NetworkSource:
+    """The map source of ``model`` (``NetworkSource``). ``precision``: the forward runs under its autocast
+    (``evaluate.inference.inference_setup.inference_setup(cfg.eval, device).precision``); None: float32. The output is
+    cast back to float32 before any further step (averaging scales in half precision would lose the small values the
+    thresholds compare against). ``channels_last``: each batch is given to the network in channels_last memory (the
+    network should be converted too: ``model.to(memory_format=torch.channels_last)``); the maps are the same up to
+    rounding."""
+    return NetworkSource(model, precision, channels_last)

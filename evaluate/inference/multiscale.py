@@ -24,43 +24,11 @@ import numpy as np
 import torch
 
 from simplepose.codec.decoder.resample import cubic_weights
-from simplepose.codec.layout import ChannelLayout
 from simplepose.codec.network_input import pixels_to_input, scale_input_
-from simplepose.config.schema import OUTPUT_STRIDE, EvalConfig, ResizeBackend
+from simplepose.config.schema import EvalConfig, ResizeBackend
 from simplepose.config.skeleton import Skeleton
-from simplepose.config.skeleton_check import KeypointSet, check_compatible
 from simplepose.evaluate.inference.map_source import ImageMeta, InputBatch, MapSource
-
-_FLIP_INDEX: dict[tuple[tuple[int, ...], torch.device], torch.Tensor] = {}  # (flip permutation, device) -> index
-
-
-def scale_factors(height: int, width: int, cfg: EvalConfig) -> list[float]:
-    """Resize factor of every test scale: ``s * boxsize / height``, capped to max_height x max_width."""
-    out = []
-    for s in cfg.scales:
-        m = s * cfg.boxsize / height
-        if m * height > cfg.max_height or m * width > cfg.max_width:
-            m = min(cfg.max_height / height, cfg.max_width / width)
-        out.append(m)
-    return out
-
-
-# the fewest rows eval.decode_height=auto decodes on: a single-scale or small-input network's own output grid is too
-# coarse to keep apart the keypoints of people close together, and the bicubic maps lose nothing when upsampled
-AUTO_MIN_ROWS = 192
-
-
-def decode_grid(height: int, width: int, cfg: EvalConfig, stride: int = OUTPUT_STRIDE) -> tuple[int, int]:
-    """(rows, cols) of the grid the maps are averaged and decoded on (``eval.decode_height``); ``auto``: the rows of
-    the finest test scale's output (its input's, capped as ``scale_factors`` caps it, over ``stride``), at least
-    ``AUTO_MIN_ROWS``, at most the image's."""
-    rows = cfg.decode_height
-    if rows == "auto":
-        finest = max(scale_factors(height, width, cfg), default=1.0)
-        rows = min(height, max(AUTO_MIN_ROWS, math.ceil(height * finest / stride)))
-    if rows <= 0 or rows == height:
-        return height, width
-    return rows, max(1, round(width * rows / height))
+from simplepose.evaluate.inference.plan import InferencePlan, scale_factors
 
 
 def input_sizes(height: int, width: int, m: float, cfg: EvalConfig) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -144,20 +112,16 @@ def prepare_on_device(
     return scale_input_(batch)
 
 
-def fuse_flip(out: torch.Tensor, skeleton: Skeleton, flip: bool = True) -> torch.Tensor:
+def fuse_flip(out: torch.Tensor, flip_index: torch.Tensor | None) -> torch.Tensor:
     """(2n, C, h, w) predictions on n images then their mirrors -> (n, C, h, w) float32: each mirrored
-    prediction is mirrored back, its left/right channels swapped (the codec's ``ChannelLayout.flip``) and averaged
-    with the direct one. Without flip the (n, C, h, w) input is only cast to float32."""
+    prediction is mirrored back, its left/right channels swapped by ``flip_index`` (the codec's ``ChannelLayout.flip``
+    on the outputs' device: ``InferencePlan.flip_index``) and averaged with the direct one. ``flip_index`` None (no
+    flip): the (n, C, h, w) input is only cast to float32."""
     out = out.float()
-    if not flip:
+    if flip_index is None:
         return out
     n = out.shape[0] // 2
-    flip_channels = ChannelLayout.of(skeleton).flip
-    key = (flip_channels, out.device)
-    idx = _FLIP_INDEX.get(key)
-    if idx is None:
-        idx = _FLIP_INDEX[key] = torch.tensor(flip_channels, device=out.device)
-    fused = out[n:].index_select(1, idx).flip(-1)
+    fused = out[n:].index_select(1, flip_index).flip(-1)
     return fused.add_(out[:n]).mul_(0.5)
 
 
@@ -278,38 +242,31 @@ def scale_inputs(
 
 def multiscale_maps_batch(
     images: list[np.ndarray],
-    cfg: EvalConfig,
+    plan: InferencePlan,
     source: MapSource,
     device: torch.device,
-    stride: int = 4,
-    *,
-    skeleton: Skeleton,
     keys: Sequence[Hashable] | None = None,
 ) -> list[tuple[np.ndarray, tuple[float, float]]]:
-    """Average the fused maps of every test scale for BGR uint8 images of one size, in one batch per scale.
-    ``keys``: what names each image for the map source (``ImageMeta.key``; default: its position in ``images``).
+    """Average the fused maps of every test scale for BGR uint8 images of one size, in one batch per scale, as
+    ``plan`` says (its ``eval`` settings, grid, flip index and channel check). ``keys``: what names each image for
+    the map source (``ImageMeta.key``; default: its position in ``images``).
 
-    Returns per image: maps (C, rows, cols) float32 on the decoding grid in ``skeleton``'s layout and (sx, sy),
-    image pixels per grid pixel (what ``decode_people`` takes as ``scale``).
+    Returns per image: maps (C, rows, cols) float32 on the decoding grid in the plan's layout and (sx, sy), image
+    pixels per grid pixel (what ``decode_people`` takes as ``scale``).
     """
     h, w = images[0].shape[:2]
     if any(im.shape[:2] != (h, w) for im in images):
         raise ValueError("multiscale_maps_batch needs images of one size")
-    grid = decode_grid(h, w, cfg, stride)
+    cfg = plan.cfg
+    grid = plan.grid(h, w)
+    flip_index = plan.flip_index(device) if cfg.flip else None
     acc = None
     for batch in scale_inputs(images, cfg, device, keys):
         with torch.no_grad():
             out = source(batch)
-        check_compatible(
-            skeleton,
-            KeypointSet(num_channels=out.shape[1]),
-            where="the network's output",
-            need="layout",
-            expected_by="decoding",
-            fix="the network was trained for another skeleton: give its data.skeleton (a checkpoint carries its own)",
-        )
+        plan.check_channels(out.shape[1])
         valid = batch.metas[0].resized_hw
-        maps = resize_to_grid(fuse_flip(out, skeleton, cfg.flip), valid, grid, stride, cfg.resize_backend)
+        maps = resize_to_grid(fuse_flip(out, flip_index), valid, grid, plan.stride, cfg.resize_backend)
         acc = maps if acc is None else acc + maps
     n = len(cfg.scales)
     if isinstance(acc, torch.Tensor):
@@ -326,11 +283,11 @@ def multiscale_maps(
     cfg: EvalConfig,
     source: MapSource,
     device: torch.device,
-    stride: int = 4,
     *,
     skeleton: Skeleton,
     key: Hashable = 0,
 ) -> tuple[np.ndarray, tuple[float, float]]:
-    """``multiscale_maps_batch`` for one image (named ``key`` for the source): (maps (C, rows, cols) float32,
-    (sx, sy))."""
-    return multiscale_maps_batch([image], cfg, source, device, stride, skeleton=skeleton, keys=[key])[0]
+    """``multiscale_maps_batch`` for one image (named ``key`` for the source) under a plan made for it from
+    ``skeleton`` and ``cfg``: (maps (C, rows, cols) float32, (sx, sy)). A loop over images builds one
+    ``InferencePlan`` and calls ``multiscale_maps_batch`` instead."""
+    return multiscale_maps_batch([image], InferencePlan.of(skeleton, cfg), source, device, keys=[key])[0]
