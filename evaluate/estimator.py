@@ -25,7 +25,6 @@ import numpy as np
 import torch
 
 from simplepose.codec.person import Person
-from simplepose.codec.pose_codec import PoseCodec
 from simplepose.config.config_file import with_overrides
 from simplepose.config.schema import Config, EvalConfig
 from simplepose.config.skeleton import Skeleton
@@ -117,11 +116,6 @@ class PoseEstimator:
     @property
     def skeleton(self) -> Skeleton:
         return self.plan.skeleton
-
-    @property
-    def codec(self) -> PoseCodec:
-        """Decodes with ``cfg``'s decoding fields (``DecodeSettings``)."""
-        return self.plan.codec
 
     @classmethod
     def from_checkpoint(cls, path: str | Path, device: str | torch.device = "auto", **eval_overrides: Any):
@@ -230,7 +224,7 @@ class PoseEstimator:
                 )
                 t1 = time.perf_counter()  # the maps are in host memory: the device's queued work is done
                 for i, (one, scale) in zip(chunk, maps):
-                    out[i] = self.codec.decode(one, scale)
+                    out[i] = self.plan.codec.decode(one, scale)
                 self.timing.network_s += t1 - t0
                 self.timing.decoding_s += time.perf_counter() - t1
         self.total_timing.add(self.timing)

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 
 import torch
 
-from simplepose.codec.layout import ChannelLayout
 from simplepose.codec.pose_codec import PoseCodec
 from simplepose.config.schema import OUTPUT_STRIDE, EvalConfig
 from simplepose.config.skeleton import Skeleton
@@ -73,19 +72,15 @@ class InferencePlan:
     def skeleton(self) -> Skeleton:
         return self.codec.skeleton
 
-    @property
-    def layout(self) -> ChannelLayout:
-        return self.codec.layout
-
     def grid(self, height: int, width: int) -> tuple[int, int]:
         """``decode_grid`` of a height x width image under this plan's settings."""
         return decode_grid(height, width, self.cfg, self.stride)
 
     def flip_index(self, device: torch.device) -> torch.Tensor:
-        """``layout.flip`` as an index tensor on ``device``, made at its first use there."""
+        """The codec's ``layout.flip`` as an index tensor on ``device``, made at its first use there."""
         index = self._flip_index.get(device)
         if index is None:
-            index = self._flip_index[device] = torch.tensor(self.layout.flip, device=device)
+            index = self._flip_index[device] = torch.tensor(self.codec.layout.flip, device=device)
         return index
 
     def check_channels(self, num_channels: int) -> None:
