@@ -1,5 +1,6 @@
 """Validation during training: the loss on ``data.val`` and COCO AP on ``data.val_images`` / ``data.val_annotations``,
-sharded over the processes (every rank takes part, every rank receives the figures)."""
+sharded over the processes (every rank takes part, every rank receives the figures). The annotations are read and
+checked once, at the first evaluation, and held for the later ones (``evaluate.metrics.annotations.GroundTruth``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from simplepose.engine.batches import make_loader
 from simplepose.engine.logger import Meter
 from simplepose.engine.sampler import EpochSampler
 from simplepose.evaluate.evaluation import evaluate_model
+from simplepose.evaluate.metrics.annotations import GroundTruth, load_ground_truth
 from simplepose.models.eval_mode import eval_mode
 from simplepose.models.weights import unwrap
 from simplepose.utils import distributed as du
@@ -44,6 +46,13 @@ class Validator:
     ) -> None:
         self.cfg, self.model, self.loss, self.val_set, self.device = cfg, model, loss, val_set, device
         self.precision, self.rank, self.world_size = precision, rank, world_size
+        self._ground_truth: GroundTruth | None = None  # data.val_annotations, loaded at the first evaluation
+
+    def ground_truth(self, model: nn.Module) -> GroundTruth:
+        """``data.val_annotations`` read and checked for ``model``'s skeleton, once per run."""
+        if self._ground_truth is None:
+            self._ground_truth = load_ground_truth(self.cfg.data.val_annotations, model.skeleton, self.cfg.eval)
+        return self._ground_truth
 
     @property
     def enabled(self) -> bool:
@@ -72,7 +81,7 @@ class Validator:
                     stats, _ = evaluate_model(
                         model,
                         d.val_images,
-                        d.val_annotations,
+                        self.ground_truth(model),
                         self.cfg,
                         self.device,
                         out_json=out_json,

@@ -4,6 +4,8 @@ over torchrun ranks.
     stats, summary = evaluate_model(model, "coco/val2017", "person_keypoints_val2017.json", cfg, device)
     stats, summary = evaluate_oracle("coco/val2017", "person_keypoints_val2017.json", cfg)  # the decoder's ceiling
     stats, summary = score_results("their_results.json", "person_keypoints_val2017.json", cfg)  # any tool's file
+    truth = load_ground_truth("person_keypoints_val2017.json", model.skeleton, cfg.eval)  # once: then, each epoch
+    stats, summary = evaluate_model(model, "coco/val2017", truth, cfg, device)          # scored against the same
 
 Each rank takes a strided shard of the sorted image ids, reads and checks each file as the converter does, runs
 the estimator (``evaluate.estimator.PoseEstimator``: a network, an ONNX file or the oracle) on batches of up to
@@ -23,7 +25,7 @@ from simplepose.config.schema import Config, EvalConfig
 from simplepose.config.skeleton_file import skeleton_of
 from simplepose.data.image_files import BadImages, image_path, read_decoded_checked
 from simplepose.evaluate.estimator import PoseEstimator
-from simplepose.evaluate.metrics.annotations import annotated_images, load_coco
+from simplepose.evaluate.metrics.annotations import GroundTruth, load_ground_truth
 from simplepose.evaluate.metrics.evaluator import KeypointEvaluator
 from simplepose.evaluate.metrics.results_file import read_results
 from simplepose.models.eval_mode import eval_mode
@@ -62,7 +64,7 @@ def predict_images(
     ``eval.batch_size`` at a time (it batches those of one size together); each is named by its image id for the map
     source (the oracle's annotations). Each
     file is checked as the converter checks it (``data.image_files.read_decoded_checked``: missing, truncated, not an
-    image, another size than the list says; an image without a size gets its file's); a bad one stops the
+    image, another size than the list says; the list is only read); a bad one stops the
     evaluation, or with ``eval.skip_bad`` is skipped with a warning. Returns the skipped images ({"file",
     "image_id", "reason"}). ``listed_in``: the file the list comes from (an annotation or image-info file), named
     when a file_name leads outside ``images_dir``."""
@@ -90,8 +92,6 @@ def predict_images(
             bad.report(path, image_id, problem)
             bar.update(1)
             continue
-        if info.get("width") is None:  # as the converter: the file gives the size the annotations do not
-            info["width"], info["height"] = image.shape[1], image.shape[0]
         if len(pending) >= estimator.cfg.batch_size:
             flush()
         pending.append((image_id, image))
@@ -108,10 +108,12 @@ def run_evaluation(
     evaluator: KeypointEvaluator,
     progress: bool = True,
     listed_in: Path | str = "the image list",
+    bad_annotations: int = 0,
 ) -> tuple[list[int], dict[str, float] | None, str | None]:
     """Predict the images of ``image_list`` (``evaluated_ids``) sharded over the ranks, then evaluate: (the ids
     evaluated, bad images skipped left out; the evaluator's figures and summary, on every rank). More than half of
-    the images skipped as bad stops every rank."""
+    the images skipped as bad stops every rank. ``bad_annotations``: images already left out of ``image_list`` for
+    their annotations, which the summary counts with the bad files."""
     evaluator.reset()
     ids = evaluated_ids(image_list, estimator.cfg)
     mine = [ids[i] for i in dist.shard(len(ids))]
@@ -119,51 +121,54 @@ def run_evaluation(
     skipped = [s for part in dist.all_gather_object(skipped) for s in part]
     BadImages(Path(images_dir), estimator.cfg.skip_bad, SKIP_OPTION, skipped).check_share(len(ids))
     left = {s["image_id"] for s in skipped}
+    notes = ""
+    if bad_annotations or left:
+        notes = (
+            f"{bad_annotations + len(left)} images left out of the evaluation as bad ({bad_annotations} "
+            f"for their annotations, {len(left)} for their files; eval.skip_bad, warnings above)\n"
+        )
     ids = [i for i in ids if i not in left]
-    return (ids, *evaluator.evaluate(ids))
+    return (ids, *evaluator.evaluate(ids, notes))
 
 
 def evaluate_images(
     images_dir: str | Path,
-    annotations: str | Path,
+    annotations: str | Path | GroundTruth,
     estimator: PoseEstimator,
     out_json: str | Path | None = None,
     progress: bool = True,
-    coco=None,
     diagnose_dir: str | Path | None = None,
 ) -> tuple[dict[str, float], str]:
     """COCO keypoint AP/AR (or CrowdPose's figures, as the estimator's skeleton says) of ``estimator`` on the images
-    of ``annotations``: (stats, summary text) on every rank. ``coco``: the annotations already loaded by
-    ``load_coco`` (else read from ``annotations``). Images skipped as bad (``eval.skip_bad``) are left out of the
-    evaluation, and the summary says how many. ``diagnose_dir``: also diagnose the results there (rank 0)."""
+    of ``annotations`` (a file, read by ``load_ground_truth``, or a ``GroundTruth`` already loaded): (stats, summary
+    text) on every rank. Images skipped as bad (``eval.skip_bad``) are left out of the evaluation, and the summary
+    says how many. ``diagnose_dir``: also diagnose the results there (rank 0)."""
     check_images_dir(images_dir)
-    cfg = estimator.cfg
-    coco, image_list, category = annotated_images(annotations, estimator.skeleton, cfg, coco)
-    evaluator = KeypointEvaluator(estimator.skeleton, coco, category, out_json, diagnose_dir, images_dir)
-    ids, stats, summary = run_evaluation(images_dir, image_list, estimator, evaluator, progress, Path(annotations))
-    if dist.is_main_process():
-        bad_annotations = len(coco.imgs) - len(image_list)
-        bad_files = len(evaluated_ids(image_list, cfg)) - len(ids)
-        if bad_annotations or bad_files:
-            summary += (
-                f"{bad_annotations + bad_files} images left out of the evaluation as bad ({bad_annotations} "
-                f"for their annotations, {bad_files} for their files; eval.skip_bad, warnings above)\n"
-            )
-    return dist.broadcast_object((stats, summary))
+    truth = ground_truth_of(annotations, estimator.skeleton, estimator.cfg)
+    evaluator = KeypointEvaluator(estimator.skeleton, truth.coco, truth.category_id, out_json, diagnose_dir, images_dir)
+    images = truth.images
+    bad = len(truth.coco.imgs) - len(images)
+    _, stats, summary = run_evaluation(images_dir, images, estimator, evaluator, progress, truth.path, bad)
+    return stats, summary
+
+
+def ground_truth_of(annotations: str | Path | GroundTruth, skeleton, cfg: EvalConfig) -> GroundTruth:
+    """``annotations`` as a ``GroundTruth``: as given when one, else read from the file."""
+    return annotations if isinstance(annotations, GroundTruth) else load_ground_truth(annotations, skeleton, cfg)
 
 
 def evaluate_model(
     model: torch.nn.Module,
     images_dir: str | Path,
-    annotations: str | Path,
+    annotations: str | Path | GroundTruth,
     cfg: Config,
     device: torch.device,
     out_json: str | Path | None = None,
     progress: bool = True,
     diagnose_dir: str | Path | None = None,
 ) -> tuple[dict[str, float], str]:
-    """(stats, summary) of ``model`` (its skeleton: ``model.skeleton``), as ``evaluate_images``. The model is put in
-    eval mode and restored after."""
+    """(stats, summary) of ``model`` (its skeleton: ``model.skeleton``), as ``evaluate_images`` (``annotations``: a
+    file or a ``GroundTruth`` loaded once for many evaluations). The model is put in eval mode and restored after."""
     with eval_mode(model):
         estimator = PoseEstimator.from_model(model, cfg.eval, device)
         return evaluate_images(images_dir, annotations, estimator, out_json, progress, diagnose_dir=diagnose_dir)
@@ -180,9 +185,9 @@ def evaluate_oracle(
     """AP of decoding the ground-truth target maps (the decoder's upper bound), for the skeleton
     ``cfg.data.skeleton`` names: the oracle is the estimator's map source."""
     skeleton = skeleton_of(cfg)
-    coco = load_coco(annotations, skeleton, cfg.eval.skip_bad, cfg.eval.keypoint_names)
-    estimator = PoseEstimator.from_ground_truth(coco, cfg, skeleton)
-    return evaluate_images(images_dir, annotations, estimator, out_json, progress, coco, diagnose_dir)
+    truth = load_ground_truth(annotations, skeleton, cfg.eval)
+    estimator = PoseEstimator.from_ground_truth(truth.coco, cfg, skeleton)
+    return evaluate_images(images_dir, truth, estimator, out_json, progress, diagnose_dir)
 
 
 def score_results(
@@ -200,8 +205,9 @@ def score_results(
     many there are. ``diagnose_dir``: also diagnose the results there (its worst examples drawn on the images of
     ``images_dir`` when given)."""
     skeleton = skeleton_of(cfg)
-    coco, image_list, category = annotated_images(annotations, skeleton, cfg.eval)
-    ids = evaluated_ids(image_list, cfg.eval)
+    truth = load_ground_truth(annotations, skeleton, cfg.eval)
+    coco, category = truth.coco, truth.category_id
+    ids = evaluated_ids(truth.images, cfg.eval)
     results = read_results(results_file, coco, skeleton, category)
     scored = set(ids)
     left_out = sum(r["image_id"] not in scored for r in results)

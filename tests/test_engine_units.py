@@ -199,6 +199,7 @@ def test_validation_does_not_autotune_cudnn_per_shape_and_gives_training_its_set
         return {"AP": 0.5}, "summary"
 
     monkeypatch.setattr(validation, "evaluate_model", evaluate)
+    monkeypatch.setattr(validation, "load_ground_truth", lambda *args: "the annotations of ANN.json")
     monkeypatch.setattr(torch.backends.cudnn, "benchmark", True)
     model = build_model(cfg).train()
     validator = validation.Validator(cfg, model, None, None, torch.device("cpu"), None, 0, 1)

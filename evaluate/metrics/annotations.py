@@ -1,10 +1,12 @@
 """The annotations an evaluation scores against: a COCO or CrowdPose person_keypoints JSON read and checked as the
-converter reads it, with the evaluator's own ids (``evaluate.metrics.own_ids``)."""
+converter reads it, with the evaluator's own ids (``evaluate.metrics.own_ids``), once per run (``GroundTruth``:
+in-training validation loads it at its first evaluation and scores every later one against the same object)."""
 
 from __future__ import annotations
 
 import contextlib
 import io
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,27 +20,51 @@ if TYPE_CHECKING:
     from pycocotools.coco import COCO
 
 
+@dataclass(frozen=True)
+class GroundTruth:
+    """Annotations loaded and checked once (``load_ground_truth``): ``coco``, pycocotools' object (read, never written
+    to); ``category_id``, the keypoint category; ``path``, the file; ``bad_image_ids``, the images whose annotations
+    were bad, left out with ``eval.skip_bad``."""
+
+    coco: COCO
+    category_id: int
+    path: Path
+    bad_image_ids: frozenset[int] = frozenset()
+
+    @property
+    def images(self) -> dict[int, dict]:
+        """The images scored, by id (pycocotools' image entries): all but those with bad annotations."""
+        return {i: img for i, img in self.coco.imgs.items() if i not in self.bad_image_ids}
+
+
+def load_ground_truth(annotations: str | Path, skeleton: Skeleton, cfg: EvalConfig) -> GroundTruth:
+    """The annotations of a person_keypoints JSON, read and checked by the converter's own reader
+    (``data.coco_annotations.load_coco_keypoints``: the same errors, the same defaults for missing fields, the keypoint
+    names compared as ``cfg.keypoint_names`` says), with the evaluator's own ids (``evaluate.metrics.own_ids``); with
+    ``cfg.skip_bad`` images with bad annotations are listed in ``bad_image_ids`` (and left out of the evaluation)
+    instead of stopping it."""
+    path = Path(annotations)
+    checked = load_coco_keypoints(path, skeleton, cfg.skip_bad, cfg.keypoint_names, purpose="this evaluation")
+    coco = ground_truth(checked)
+    return GroundTruth(coco, keypoint_category(coco.dataset, skeleton, path), path, frozenset(checked.bad_image_ids))
+
+
 def load_coco(
     annotations: str | Path,
     skeleton: Skeleton | None = None,
     skip_bad: bool = False,
     keypoint_names: NameMatch = "exact",
 ):
-    """pycocotools COCO of a person_keypoints JSON. With ``skeleton``: read and checked by the converter's own reader
-    (``data.coco_annotations.load_coco_keypoints``: the same errors, the same defaults for missing fields, the keypoint
-    names compared as ``keypoint_names`` says), its annotations with the evaluator's own ids
-    (``evaluate.metrics.own_ids``);
-    ``skip_bad``: images with bad annotations are listed in ``coco.bad_image_ids`` (and left out of the evaluation)
-    instead of stopping it. Without ``skeleton``: the file as pycocotools reads it (for loading results against it);
-    UserError when missing or malformed."""
+    """pycocotools COCO of a person_keypoints JSON. With ``skeleton``: read and checked as ``load_ground_truth`` reads
+    it (``skip_bad``: bad annotations do not stop the reading; which images they were is ``GroundTruth``'s to
+    hold). Without ``skeleton``: the file as pycocotools reads it (for loading results against it); UserError when
+    missing or malformed."""
     from pycocotools.coco import COCO
 
     path = Path(annotations)
     if skeleton is not None:
         checked = load_coco_keypoints(path, skeleton, skip_bad, keypoint_names, purpose="this evaluation")
-        coco = ground_truth(checked)
-        coco.bad_image_ids = checked.bad_image_ids
-        return coco
+        return ground_truth(checked)
     if not path.is_file():
         raise AnnotationError(f"annotation file {path} not found (expected a COCO person_keypoints_*.json)", file=path)
     try:
@@ -46,15 +72,4 @@ def load_coco(
             coco = COCO(str(path))
     except (ValueError, KeyError, TypeError, AssertionError) as e:
         raise AnnotationError(f"annotation file {path} is not a valid COCO annotation file: {e}", file=path) from None
-    coco.bad_image_ids = set()
     return coco
-
-
-def annotated_images(
-    annotations: str | Path, skeleton: Skeleton, cfg: EvalConfig, coco=None
-) -> tuple[COCO, dict[int, dict], int]:
-    """What an evaluation scores against: (the annotations loaded by ``load_coco``, or ``coco`` when already loaded;
-    their images but those with bad annotations, by id; the keypoint category's id)."""
-    coco = coco if coco is not None else load_coco(annotations, skeleton, cfg.skip_bad, cfg.keypoint_names)
-    image_list = {i: img for i, img in coco.imgs.items() if i not in coco.bad_image_ids}
-    return coco, image_list, keypoint_category(coco.dataset, skeleton, annotations)
