@@ -10,7 +10,8 @@ over torchrun ranks.
 Each rank takes a strided shard of the sorted image ids, reads and checks each file as the converter does, runs
 the estimator (``evaluate.estimator.PoseEstimator``: a network, an ONNX file or the oracle) on batches of up to
 ``eval.batch_size`` images, and hands the people to the evaluator (``evaluate.metrics.evaluator.KeypointEvaluator``),
-which gathers them on rank 0, writes the results JSON and scores it; every rank receives the figures.
+which gathers them on rank 0; there ``report`` writes the results JSON, scores it and diagnoses it when asked; every
+rank receives the figures.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from simplepose.config.skeleton_file import skeleton_of
 from simplepose.data.image_files import BadImages, image_path, read_decoded_checked
 from simplepose.evaluate.estimator import PoseEstimator
 from simplepose.evaluate.metrics.annotations import GroundTruth, load_ground_truth
+from simplepose.evaluate.metrics.coco_results import write_results
 from simplepose.evaluate.metrics.evaluator import KeypointEvaluator
 from simplepose.evaluate.metrics.results_file import read_results
 from simplepose.models.eval_mode import eval_mode
@@ -109,11 +111,12 @@ def run_evaluation(
     progress: bool = True,
     listed_in: Path | str = "the image list",
     bad_annotations: int = 0,
-) -> tuple[list[int], dict[str, float] | None, str | None]:
-    """Predict the images of ``image_list`` (``evaluated_ids``) sharded over the ranks, then evaluate: (the ids
-    evaluated, bad images skipped left out; the evaluator's figures and summary, on every rank). More than half of
-    the images skipped as bad stops every rank. ``bad_annotations``: images already left out of ``image_list`` for
-    their annotations, which the summary counts with the bad files."""
+) -> tuple[list[int], str]:
+    """Predict the images of ``image_list`` (``evaluated_ids``) sharded over the ranks, their people given to
+    ``evaluator``: (the ids predicted, bad images skipped left out; the note saying how many images were left out as
+    bad, "" when none), on every rank. More than half of the images skipped as bad stops every rank.
+    ``bad_annotations``: images already left out of ``image_list`` for their annotations, which the note counts with
+    the bad files."""
     evaluator.reset()
     ids = evaluated_ids(image_list, estimator.cfg)
     mine = [ids[i] for i in dist.shard(len(ids))]
@@ -127,8 +130,31 @@ def run_evaluation(
             f"{bad_annotations + len(left)} images left out of the evaluation as bad ({bad_annotations} "
             f"for their annotations, {len(left)} for their files; eval.skip_bad, warnings above)\n"
         )
-    ids = [i for i in ids if i not in left]
-    return (ids, *evaluator.evaluate(ids, notes))
+    return [i for i in ids if i not in left], notes
+
+
+def report(
+    evaluator: KeypointEvaluator,
+    image_ids: list[int],
+    notes: str = "",
+    out_json: str | Path | None = None,
+    diagnose_dir: str | Path | None = None,
+    images_dir: str | Path | None = None,
+) -> tuple[dict[str, float] | None, str | None]:
+    """The evaluator's results of ``image_ids`` gathered on rank 0, written to ``out_json`` (when given), scored
+    (with annotations) and diagnosed into ``diagnose_dir`` (when given): (figures, pycocotools' table then ``notes``
+    then the diagnosis' summary) on every rank, broadcast once; (None, None) without annotations."""
+    results = evaluator.gather(image_ids)
+    stats, summary = None, None
+    if dist.is_main_process():
+        if out_json:
+            write_results(out_json, results)
+        if evaluator.coco is not None:
+            stats = evaluator.compute_metrics(results, image_ids)
+            summary = evaluator.summary + notes
+            if diagnose_dir is not None:
+                summary += evaluator.diagnose(results, image_ids, diagnose_dir, images_dir)
+    return dist.broadcast_object((stats, summary))
 
 
 def evaluate_images(
@@ -145,11 +171,11 @@ def evaluate_images(
     says how many. ``diagnose_dir``: also diagnose the results there (rank 0)."""
     check_images_dir(images_dir)
     truth = ground_truth_of(annotations, estimator.skeleton, estimator.cfg)
-    evaluator = KeypointEvaluator(estimator.skeleton, truth.coco, truth.category_id, out_json, diagnose_dir, images_dir)
+    evaluator = KeypointEvaluator(estimator.skeleton, truth.coco, truth.category_id)
     images = truth.images
     bad = len(truth.coco.imgs) - len(images)
-    _, stats, summary = run_evaluation(images_dir, images, estimator, evaluator, progress, truth.path, bad)
-    return stats, summary
+    ids, notes = run_evaluation(images_dir, images, estimator, evaluator, progress, truth.path, bad)
+    return report(evaluator, ids, notes, out_json, diagnose_dir, images_dir)
 
 
 def ground_truth_of(annotations: str | Path | GroundTruth, skeleton, cfg: EvalConfig) -> GroundTruth:
@@ -218,9 +244,9 @@ def score_results(
         notes.append(f"{without} of the {len(ids)} images have no result: scored as images where no one was found")
     if left_out:
         notes.append(f"{left_out} results of images outside the evaluated ones left out (eval.max_images, skip_bad)")
-    evaluator = KeypointEvaluator(skeleton, coco, category, None, diagnose_dir, images_dir)
+    evaluator = KeypointEvaluator(skeleton, coco, category)
     evaluator.process_results(results)
-    return evaluator.evaluate(ids, notes="".join(f"{n}\n" for n in notes))
+    return report(evaluator, ids, "".join(f"{n}\n" for n in notes), None, diagnose_dir, images_dir)
 
 
 def predict_unannotated(
@@ -232,6 +258,9 @@ def predict_unannotated(
 ) -> tuple[list[int], int]:
     """Write the results JSON of images without annotations (for an evaluation server): (the ids predicted, the
     number of people found, on rank 0; 0 elsewhere)."""
-    evaluator = KeypointEvaluator(estimator.skeleton, out_json=out_json)
-    ids, _, _ = run_evaluation(images_dir, image_list, estimator, evaluator, listed_in=listed_in)
-    return ids, len(evaluator.results)
+    evaluator = KeypointEvaluator(estimator.skeleton)
+    ids, _ = run_evaluation(images_dir, image_list, estimator, evaluator, listed_in=listed_in)
+    results = evaluator.gather(ids)
+    if dist.is_main_process():
+        write_results(out_json, results)
+    return ids, len(results)

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
 from simplepose.codec.person import Person
 from simplepose.data.coco_annotations import PERSON_CATEGORY
+from simplepose.utils.io import atomic_write_text
 
 
 def coco_results(
@@ -61,3 +63,8 @@ def results_text(results: list[dict]) -> str:
     if not results:
         return "[]\n"
     return "[\n" + ",\n".join(json.dumps(r, separators=(",", ":")) for r in results) + "\n]\n"
+
+
+def write_results(path: str | Path, results: list[dict]) -> None:
+    """``results_text`` of ``results`` written to ``path`` atomically (a reader never sees half a file)."""
+    atomic_write_text(path, results_text(results))
