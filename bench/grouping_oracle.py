@@ -234,7 +234,7 @@ def report(args: argparse.Namespace, cfg, skeleton: Skeleton) -> None:
             rows.append(Row(d, name, len(ids), stats, images_per_s=len(union) / max(seconds[d], 1e-9), **diag))
     e = cfg.eval
     print(f"{args.annotations}: {len(union)} images, scales {e.scales}, flip {e.flip}, boxsize {e.boxsize}")
-    print(table(rows, skeleton.evaluation == "crowdpose"))
+    print(table(rows, skeleton.scored_as_crowdpose))
     if args.json is not None:
         atomic_write_text(args.json, json.dumps([dataclasses.asdict(r) for r in rows], indent=1))
 

@@ -206,6 +206,12 @@ class Skeleton:
             **({"evaluation": self.evaluation} if self.evaluation != "coco" else {}),
         }
 
+    @property
+    def scored_as_crowdpose(self) -> bool:
+        """Whether results are scored as CrowdPose scores them (``evaluation: crowdpose``: OKS scale from the box,
+        AP easy / medium / hard by crowd index), not as COCO does."""
+        return self.evaluation == "crowdpose"
+
     def same_layout(self, other: Skeleton) -> bool:
         """Whether a network trained for ``other`` means the same by every channel and every result of this one
         (keypoints, derived rules, limbs and flips equal; name, sigmas and drawing may differ)."""

@@ -376,7 +376,7 @@ def generate(
         (out / "images" / name).write_bytes(buf.tobytes())  # the JSON files, written last, are atomic
         split = splits["val" if i >= num_images - num_val else "train"]
         entry = {"id": image_id, "file_name": name, "width": img.shape[1], "height": img.shape[0]}
-        if skeleton.evaluation == "crowdpose":
+        if skeleton.scored_as_crowdpose:
             entry["crowdIndex"] = crowd_index(anns)
         split["images"].append(entry)
         split["annotations"] += anns

@@ -122,7 +122,7 @@ def diagnose(
     if isinstance(results, (str, Path)):
         results = read_results(results, coco, skeleton, category)
     image_ids = sorted(coco.imgs) if image_ids is None else image_ids
-    crowdpose = skeleton.evaluation == "crowdpose"
+    crowdpose = skeleton.scored_as_crowdpose
     given = list(range(len(results)))  # the index in the list given of each result scored
     if crowdpose:
         given = [i for i in given if any(v > 0 for v in results[i]["keypoints"][2::3])]

@@ -50,7 +50,7 @@ def coco_keypoint_stats(
 def keypoint_stats(coco, results: list[dict], image_ids: list[int], skeleton: Skeleton) -> tuple[dict[str, float], str]:
     """(stats, printed table) of ``results`` as ``skeleton.evaluation`` says: COCO's keypoint figures or
     CrowdPose's, OKS with the skeleton's sigmas, on the evaluator's own ids (``evaluate.metrics.own_ids``)."""
-    if skeleton.evaluation == "crowdpose":
+    if skeleton.scored_as_crowdpose:
         return crowdpose_keypoint_stats(*renumbered(coco, results, image_ids), skeleton.sigmas)
     return coco_keypoint_stats(coco, results, image_ids, skeleton.sigmas)
 
