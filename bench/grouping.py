@@ -47,7 +47,8 @@ def network_outputs(images_dir: Path, annotations: Path, cfg, skeleton: Skeleton
         m = scale_factors(h, w, dataclasses.replace(cfg.eval, scales=[1.0]))[0]
         padded, (hr, wr) = prepare_input(image, m, cfg.eval)
         batch = make_batch([padded], cfg.eval.flip, torch.device("cpu"))
-        out = oracle(InputBatch(batch, (ImageMeta(image_id, (h, w), (hr, wr), tuple(batch.shape[2:])),)))
+        meta = ImageMeta(image_id, (h, w), (hr, wr), tuple(batch.shape[2:]))
+        out = oracle(InputBatch(batch, (meta,), cfg.eval.flip))
         items.append((out, (hr, wr), decode_grid(h, w, cfg.eval), (h, w)))
     return items
 

@@ -158,7 +158,8 @@ def test_degraded_maps_follow_the_documented_recipe():
     targets = load_config(None).targets
     oracle = keypoints_oracle(person(40, 5)[None] * (0.5, 0.5, 1), targets, COCO)
     meta = ImageMeta(0, (128, 160), (128, 160), (128, 160))
-    batch, d = InputBatch(torch.zeros(2, 3, 128, 160), (meta,)), decoder_table.Degradation()  # an image, its mirror
+    batch = InputBatch(torch.zeros(2, 3, 128, 160), (meta,), flipped=True)  # an image, its mirror
+    d = decoder_table.Degradation()
     n = COCO.num_limbs + COCO.num_keypoints  # the limb and keypoint channels come first
 
     def degraded(seed: int, source=oracle, **changes):

@@ -7,7 +7,7 @@ import torch
 from simplepose.codec.decoder.decode import decode_people
 from simplepose.codec.person import keypoint_array
 from simplepose.config.schema import EvalConfig, TargetConfig
-from simplepose.evaluate.inference.map_source import network_source
+from simplepose.evaluate.inference.map_source import ImageMeta, InputBatch, network_source
 from simplepose.evaluate.inference.multiscale import (
     fuse_flip,
     multiscale_maps,
@@ -35,6 +35,14 @@ def test_prepare_input_pads_bottom_right_to_max_downsample():
     assert (hr, wr) == (130, 195) and padded.shape == (192, 256, 3) and padded.dtype == np.float32
     assert padded[:130, :195].min() == pytest.approx(1.0)
     assert np.allclose(padded[130:], 128 / 255) and np.allclose(padded[:, 195:], 128 / 255)
+
+
+def test_an_input_batch_says_whether_it_holds_mirrors_and_is_checked():
+    meta = ImageMeta(0, (8, 8), (8, 8), (8, 8))
+    assert InputBatch(torch.zeros(2, 3, 8, 8), (meta,), flipped=True).flipped
+    assert not InputBatch(torch.zeros(2, 3, 8, 8), (meta, meta), flipped=False).flipped  # two images, no mirrors
+    with pytest.raises(ValueError, match="1 inputs for 1 images and their mirrors"):
+        InputBatch(torch.zeros(1, 3, 8, 8), (meta,), flipped=True)
 
 
 def test_fuse_flip_undoes_mirror_and_channel_swap():

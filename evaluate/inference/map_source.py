@@ -40,15 +40,17 @@ class ImageMeta:
 @dataclass(frozen=True)
 class InputBatch:
     """n images of one size at one test scale: ``pixels`` (n or 2n, 3, Hp, Wp) float32 BGR/255, the images and then,
-    when flipping, their mirrors; ``metas`` one per image (not per mirror)."""
+    when ``flipped``, their mirrors; ``metas`` one per image (not per mirror)."""
 
     pixels: torch.Tensor
     metas: tuple[ImageMeta, ...]
+    flipped: bool  # the mirrors follow the images (eval.flip), said by whoever made the batch
 
-    @property
-    def flipped(self) -> bool:
-        """Whether the mirrors follow the images."""
-        return self.pixels.shape[0] == 2 * len(self.metas)
+    def __post_init__(self) -> None:
+        if self.pixels.shape[0] != (2 if self.flipped else 1) * len(self.metas):
+            raise ValueError(
+                f"{self.pixels.shape[0]} inputs for {len(self.metas)} images {'and their mirrors' * self.flipped}"
+            )
 
 
 class MapSource(Protocol):

@@ -237,7 +237,8 @@ def scale_inputs(
         else:
             prepared = [prepare_input(im, m, cfg, padded) for im in images]
             pixels = make_batch([p for p, _ in prepared], cfg.flip, device)
-        yield InputBatch(pixels, tuple(ImageMeta(key, (h, w), (hr, wr), tuple(pixels.shape[2:])) for key in keys))
+        metas = tuple(ImageMeta(key, (h, w), (hr, wr), tuple(pixels.shape[2:])) for key in keys)
+        yield InputBatch(pixels, metas, cfg.flip)
 
 
 def multiscale_maps_batch(
