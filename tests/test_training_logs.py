@@ -146,7 +146,7 @@ def test_tensorboard_off_is_never_used(installed, tmp_path):
 
 
 def test_auto_without_tensorboard_says_so_once(not_installed, tmp_path, caplog):
-    caplog.set_level(logging.INFO, logger="engine")
+    caplog.set_level(logging.INFO, logger="simplepose.engine")
     logger = MetricsLogger(tmp_path, tensorboard="auto")
     logger.log("train", 0, 1, loss=1.0)
     said = [r.getMessage() for r in caplog.records if "TensorBoard" in r.getMessage()]
