@@ -12,7 +12,6 @@ import argparse
 import copy
 import dataclasses
 import difflib
-import math
 import types
 import typing
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from simplepose.config.schema import OUTPUT_STRIDE, Config, TrackConfig
+from simplepose.config.schema import OUTPUT_STRIDE, Config, Range, TrackConfig, range_of
 from simplepose.utils.errors import UserError
 from simplepose.utils.io import atomic_write_text
 
@@ -252,9 +251,34 @@ def check_input_size(size: int, key: str = "data.input_size") -> None:
     )
 
 
+def out_of_range(key: str, value: Any, limits: Range) -> ConfigError | None:
+    """The error naming ``key``, its ``value`` and ``limits`` when the value is outside them; None when inside (and
+    for None or a word such as ``auto``, which the type already checked)."""
+    if isinstance(value, list):
+        items_ok = len(value) >= limits.min_items and (limits.max_items is None or len(value) <= limits.max_items)
+        if items_ok and all(limits.holds(v) for v in value):
+            return None
+        return ConfigError(f"{key} must be {limits.describe(is_list=True)}, got {value}", key=key)
+    if value is None or isinstance(value, str) or limits.holds(value):
+        return None
+    return ConfigError(f"{key} must be {limits.describe()}, got {value}", key=key)
+
+
+def check_ranges(section: Any, prefix: str) -> None:
+    """ConfigError naming the first setting of the dataclass ``section`` (keys ``prefix.<field>``) out of its
+    declared ``Range``."""
+    for f in dataclasses.fields(section):
+        limits = range_of(f)
+        error = out_of_range(f"{prefix}.{f.name}", getattr(section, f.name), limits) if limits else None
+        if error is not None:
+            raise error
+
+
 def validate(cfg: Config) -> None:
-    """Cross-field checks that the types alone cannot express."""
-    m, d, loss = cfg.model, cfg.data, cfg.loss
+    """Every setting in its declared range (config.schema ``Range``), then the checks between settings."""
+    for f in dataclasses.fields(cfg):
+        check_ranges(getattr(cfg, f.name), f.name)
+    m, loss = cfg.model, cfg.loss
     if len(loss.stack_weights) != m.stacks:
         raise ConfigError(
             f"loss.stack_weights has {len(loss.stack_weights)} entries but model.stacks is {m.stacks}; "
@@ -267,51 +291,17 @@ def validate(cfg: Config) -> None:
             f"{m.num_scales}; give one weight per output scale",
             key="loss.scale_weights",
         )
-    if not 1 <= m.num_scales <= 5:
+    check_input_size(cfg.data.input_size)
+    a = cfg.augment
+    if a.scale_min > a.scale_max:
         raise ConfigError(
-            f"model.num_scales must be between 1 and 5 (the hourglass has 5 levels), got {m.num_scales}",
-            key="model.num_scales",
+            f"augment.scale_min ({a.scale_min}) must be <= augment.scale_max ({a.scale_max})", key="augment.scale_min"
         )
-    check_input_size(d.input_size)
-    if cfg.train.accumulate_steps < 1:
-        raise ConfigError(
-            f"train.accumulate_steps must be >= 1 (1: no accumulation), got {cfg.train.accumulate_steps}",
-            key="train.accumulate_steps",
-        )
-    if cfg.dist.timeout_s <= 0:
-        raise ConfigError(f"dist.timeout_s must be > 0 seconds, got {cfg.dist.timeout_s}", key="dist.timeout_s")
-    if d.loader_timeout < 0:
-        raise ConfigError(
-            f"data.loader_timeout must be >= 0 seconds (0 waits for ever), got {d.loader_timeout}",
-            key="data.loader_timeout",
-        )
-    if not cfg.eval.scales:
-        raise ConfigError("eval.scales must hold at least one scale, e.g. eval.scales=[1.0]", key="eval.scales")
-    if not cfg.eval.min_mean_score >= 0:
-        raise ConfigError(
-            f"eval.min_mean_score must be >= 0, got {cfg.eval.min_mean_score} (a person's mean keypoint evidence, "
-            "keypoint and link scores per keypoint); 0 keeps every person",
-            key="eval.min_mean_score",
-        )
-    check_track(cfg.track)
 
 
 def check_track(track: TrackConfig) -> None:
-    """ConfigError naming the first ``track.*`` setting out of its range."""
-    limits = [
-        ("min_score", not math.isnan(track.min_score), "a number (0: every person is tracked)"),
-        ("min_oks", 0 < track.min_oks <= 1, "in (0, 1]"),
-        ("min_iou", 0 < track.min_iou <= 1, "in (0, 1]"),
-        ("min_shared_keypoints", track.min_shared_keypoints >= 1, ">= 1"),
-        ("max_lost_frames", track.max_lost_frames >= 0, ">= 0 (0: a track ends on its first unmatched frame)"),
-        ("min_hits", track.min_hits >= 1, ">= 1 (1: every new person gets an id at once)"),
-        ("min_cutoff", track.min_cutoff > 0, "> 0 Hz"),
-        ("beta", track.beta >= 0, ">= 0 (0: a fixed cutoff)"),
-        ("derivative_cutoff", track.derivative_cutoff > 0, "> 0 Hz"),
-    ]
-    for name, ok, wanted in limits:
-        if not ok:
-            raise ConfigError(f"track.{name} must be {wanted}, got {getattr(track, name)}", key=f"track.{name}")
+    """ConfigError naming the first ``track.*`` setting out of its range (for a ``TrackConfig`` made in code)."""
+    check_ranges(track, "track")
 
 
 def to_dict(cfg: Config) -> dict:
