@@ -12,6 +12,7 @@ import argparse
 import copy
 import dataclasses
 import difflib
+import sys
 import types
 import typing
 from pathlib import Path
@@ -21,6 +22,7 @@ import yaml
 
 from simplepose.config.schema import OUTPUT_STRIDE, Config, Range, TrackConfig, range_of
 from simplepose.utils.errors import UserError
+from simplepose.utils.file_kind import file_kind
 from simplepose.utils.io import atomic_write_text
 
 
@@ -189,6 +191,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
             data = yaml.safe_load(p.read_text()) or {}
         except yaml.YAMLError as e:
             raise ConfigError(f"config file {p} is not valid YAML: {e}", file=p) from None
+        except UnicodeDecodeError:
+            raise not_a_config_file(p) from None
         if not isinstance(data, dict):
             raise ConfigError(f"config file {p} must hold a mapping of sections, got {type(data).__name__}", file=p)
         for key, value in _flatten(data).items():
@@ -202,6 +206,20 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         set_key(cfg, key, value, "command-line override")
     validate(cfg)
     return cfg
+
+
+def not_a_config_file(path: Path) -> ConfigError:
+    """The error for a binary file given as ``--config``: what it is and, for a checkpoint, where it goes."""
+    kind = file_kind(path)
+    if kind.name in ("zip", "pickle"):
+        return ConfigError(
+            f"--config {path} is {kind.description} (a checkpoint?), not a YAML config: continue its run with "
+            f"train.resume={path}, start from its weights with train.init_weights={path}, evaluate it with "
+            f"python -m evaluate.coco_eval --ckpt {path}",
+            file=path,
+        )
+    what = kind.description or "not text"
+    return ConfigError(f"--config {path} is {what}, not a YAML config (presets: config/*.yaml)", file=path)
 
 
 def config_from_dict(data: dict) -> Config:
@@ -314,9 +332,46 @@ def save_config(cfg: Config, path: str | Path) -> None:
 
 
 def add_config_arguments(parser: argparse.ArgumentParser, default: str | None = None) -> None:
-    """Add ``--config FILE`` and trailing ``key=value`` overrides to a command's parser."""
+    """Add ``--config FILE`` and trailing ``key=value`` overrides to a command's parser. An option the command does
+    not have whose name is a setting's (``--device cpu``, ``--batch-size 8``) is refused naming the override to use
+    instead (``train.device=cpu``)."""
     parser.add_argument("--config", default=default, help="YAML preset (e.g. config/quickstart.yaml)")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, e.g. train.lr=1e-4")
+    parse_known_args = parser.parse_known_args
+
+    def known_args_or_settings(args=None, namespace=None):
+        words = sys.argv[1:] if args is None else list(args)
+        parsed, extras = parse_known_args(words, namespace)
+        hints = [h for h in (setting_for_option(words, e) for e in extras if e.startswith("-")) if h]
+        if hints:
+            raise ConfigError("; ".join(text for _, text in hints), key=hints[0][0])
+        return parsed, extras
+
+    parser.parse_known_args = known_args_or_settings
+
+
+def setting_for_option(words: list[str], option: str) -> tuple[str, str] | None:
+    """For an unknown ``option`` among the command's ``words`` whose name is a config setting's (``--device``,
+    ``--batch-size``, ``--train.lr``): (the first key it may mean, the sentence naming the ``key=value`` override(s) to
+    give instead)."""
+    name, given, value = option.lstrip("-").partition("=")
+    if not given:
+        i = words.index(option)
+        after = words[i + 1] if i + 1 < len(words) else "-"
+        value = after if not after.startswith("-") and "=" not in after else "VALUE"
+    keys = keys_named(name.replace("-", "_"))
+    if not keys:
+        return None
+    instead = " or ".join(f"{k}={value}" for k in keys)
+    return keys[0], f"{option} is not an option of this command; settings are given as key=value: {instead}"
+
+
+def keys_named(name: str) -> list[str]:
+    """The dotted keys a name stands for: the key itself (``train.lr``), else every key whose last part it is."""
+    keys = all_keys()
+    if name in keys:
+        return [name]
+    return [k for k in keys if k.rsplit(".", 1)[-1] == name]
 
 
 def config_from_args(args: argparse.Namespace) -> Config:
