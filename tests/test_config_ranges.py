@@ -125,3 +125,10 @@ def test_the_command_refuses_a_setting_out_of_its_range_before_writing(words, tm
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert r.stderr.startswith("error: ") and words[0].split("=")[0] in r.stderr and "must be" in r.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_docs_name_every_ranged_setting():
+    text = (REPO_ROOT / "docs" / "training.md").read_text()
+    section = text.split("\n## Setting ranges\n", 1)[1].split("\n## ", 1)[0]
+    missing = [key for key, _, f in settings() if range_of(f) is not None and f"`{key}`" not in section]
+    assert missing == []
