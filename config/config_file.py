@@ -174,9 +174,23 @@ def _yaml_or_raw(raw: str) -> Any:
 def parse_override(text: str) -> tuple[str, Any]:
     """``"train.lr=1e-4"`` -> ``("train.lr", 1e-4)``; the value is parsed as YAML."""
     if "=" not in text:
-        raise ConfigError(f"override '{text}' is not of the form key=value (e.g. train.lr=1e-4)", key=text)
+        raise ConfigError(
+            f"override '{text}' is not of the form key=value (e.g. train.lr=1e-4){_meant(text)}", key=text
+        )
     key, raw = text.split("=", 1)
     return key.strip(), _yaml_or_raw(raw) if raw.strip() else ""
+
+
+def _meant(word: str) -> str:
+    """What a word given where a ``key=value`` belongs was probably meant as ("" when nothing fits)."""
+    suffix = Path(word).suffix.lower()
+    if suffix in (".yaml", ".yml"):
+        return f"; a preset is given as --config {word}"
+    if suffix in (".pt", ".pth"):
+        return f"; a checkpoint is given as train.resume={word} (continue its run) or train.init_weights={word}"
+    if word in all_keys():
+        return f"; write {word}=VALUE as one word, without spaces"
+    return ""
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:

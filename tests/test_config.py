@@ -141,3 +141,14 @@ def test_a_checkpoint_given_as_config_names_where_it_goes():
         load_config(ckpt)
     assert e.value.file == str(ckpt) and "not a YAML config" in str(e.value)
     assert f"train.resume={ckpt}" in str(e.value) and f"train.init_weights={ckpt}" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "word, meant",
+    [("config/tiny.yaml", "--config config/tiny.yaml"), ("runs/x/last.pt", "train.resume=runs/x/last.pt"),
+     ("train.device", "train.device=VALUE as one word")],
+)  # fmt: skip
+def test_a_word_without_equals_says_what_it_was_probably_meant_as(word, meant):
+    with pytest.raises(ConfigError) as e:
+        load_config(None, [word])
+    assert "is not of the form key=value" in str(e.value) and meant in str(e.value)
