@@ -92,7 +92,10 @@ def undone_if_start_fails(out_dir: str | Path, rank: int) -> Iterator[None]:
         yield
     except BaseException:
         if rank == 0 and not continued and out.is_dir() and not has_trained(out):
-            _remove_new_run_files(out, before, created)
+            try:
+                _remove_new_run_files(out, before, created)
+            except OSError as e:  # a read-only or vanished folder: the start's own error is the one to report
+                log.warning("could not remove what the failed start wrote to %s: %s", out, e)
         raise
 
 

@@ -12,6 +12,7 @@ import shutil
 import pytest
 
 from simplepose import train, train_distributed, train_parallel
+from simplepose.engine import run_folder
 from simplepose.engine.hook_base import Hook
 from simplepose.engine.run import restart_overrides, run
 from simplepose.engine.run_folder import (
@@ -22,6 +23,7 @@ from simplepose.engine.run_folder import (
     launch_id,
     launch_owns,
     run_files,
+    undone_if_start_fails,
 )
 from simplepose.engine.trainer import Trainer
 from tests.helpers import saved_state, tiny_cfg, tiny_run_args
@@ -166,6 +168,19 @@ def test_a_failed_start_in_an_existing_folder_keeps_its_other_files(synthetic_h5
         run("single", "", tiny_run_args(synthetic_h5_64, tmp_path, *SHORT),
             extra_hooks=lambda trainer: [FailsAt("before_train", RuntimeError("injected"))])  # fmt: skip
     assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
+
+
+def test_a_clean_up_that_fails_does_not_hide_why_the_start_failed(tmp_path, monkeypatch):
+    def refuse(*_):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(run_folder, "_remove_new_run_files", refuse)
+    out = tmp_path / "new"
+    with pytest.raises(RuntimeError, match="injected"), undone_if_start_fails(out, rank=0):
+        out.mkdir()
+        (out / "config.yaml").write_text("train: {}\n")
+        raise RuntimeError("injected")
+    assert (out / "config.yaml").is_file()
 
 
 def test_a_run_that_failed_after_its_first_record_keeps_it(synthetic_h5_64, tmp_path):
