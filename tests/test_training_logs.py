@@ -129,7 +129,7 @@ def test_progress_in_a_log_file_has_no_carriage_return(command, synthetic_h5_64,
     assert "\r" not in r.stdout and "\r" not in r.stderr
     assert expected in r.stdout
     if command == "train.py":  # a sample is a main person: the log says of how many images
-        with h5py.File(synthetic_h5_64) as f:
+        with h5py.File(synthetic_h5_64, "r", locking=False) as f:  # open elsewhere in this process too
             samples, images = len(f["samples/image"]), len(f["images/id"])
         assert f"{samples} samples (one per main person, of {images} images)" in r.stdout
 

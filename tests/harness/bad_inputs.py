@@ -587,7 +587,8 @@ def _earlier_run(c: _Corpus, case: Case) -> None:
     from simplepose.engine.trainer import Trainer
 
     overrides = [a for a in case.argv[case.argv.index(str(TINY_PRESET)) + 1 :] if not a.startswith("train.resume=")]
-    loggers = [logging.getLogger(name) for name in ("engine", "utils")]  # its lines are not the case's
+    # its lines are not the case's
+    loggers = [logging.getLogger(name) for name in ("simplepose.engine", "simplepose.utils")]
     levels = [lg.level for lg in loggers]
     try:
         for lg in loggers:
