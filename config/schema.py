@@ -131,14 +131,26 @@ class TrainConfig:
     # scaling: 1 GPU x accumulate_steps=4 then trains like 4 GPUs)
     lr: float = 2.5e-5
     lr_scale_world_size: bool = True
-    optimizer: Literal["sgd", "adam"] = "sgd"
+    # sgd, adam: the original's (weight decay on every parameter); adamw: decoupled weight decay, none on norm
+    # weights and biases (docs/training.md#modern-recipe)
+    optimizer: Literal["sgd", "adam", "adamw"] = "sgd"
     momentum: float = 0.9
     weight_decay: float = 5e-4
     warmup_epochs: float = 3.0  # linear warm-up over the first epochs; 0 turns it off
-    lr_step_epochs: int = 15  # multiply the LR by lr_gamma every this many epochs
+    # after the warm-up: step (the original: x lr_gamma every lr_step_epochs, the restart below) or cosine (from the
+    # base LR down to lr_floor x base at the last optimiser step, stepped per optimiser step)
+    lr_schedule: Literal["step", "cosine"] = "step"
+    lr_step_epochs: int = 15  # step: multiply the LR by lr_gamma every this many epochs
     lr_gamma: float = 0.2
     lr_restart_epoch: int | None = None  # original: 78 (restart to the base LR, then step every 5 epochs)
     lr_restart_step_epochs: int = 5
+    lr_floor: float = 0.05  # cosine: the last step's LR as a fraction of the base LR
+    # weight averaging: the decay of an exponential moving average of the weights (and BatchNorm statistics), updated
+    # after every optimiser step; validation and best.pt use the average (engine/ema.py). 0: off (the original)
+    ema: float = 0.0
+    # the decay ramps up as ema x (1 - exp(-updates / ema_warmup_steps)): early averages follow the fast-moving
+    # weights instead of their random start
+    ema_warmup_steps: int = 2000
     clip_grad_norm: float | None = None  # None: no clipping (the original's clipping was commented out)
     freeze: list[str] = field(default_factory=list)  # regex patterns of parameter names to freeze
     # auto: bf16 where the device computes it natively (AVX512-BF16/AMX CPUs, CUDA compute >= 8.0), fp16 with
