@@ -16,41 +16,21 @@ The API's names (``simplepose.evaluate``'s) are imported when first used, so ``i
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
-__version__ = "0.2.0"
+from simplepose import evaluate as _evaluate
 
+__version__ = "0.2.0"
 # the API: simplepose.evaluate's names, looked up there when first used
-__all__ = [
-    "FAST",
-    "Frame",
-    "Person",
-    "PoseEstimator",
-    "PoseTracker",
-    "Timing",
-    "TrackConfig",
-    "VideoFrame",
-    "coco_results_json",
-]
+__all__ = list(_evaluate.__all__)
 
 if TYPE_CHECKING:
-    from simplepose.evaluate import (
-        FAST,
-        Frame,
-        Person,
-        PoseEstimator,
-        PoseTracker,
-        Timing,
-        TrackConfig,
-        VideoFrame,
-        coco_results_json,
-    )
+    from simplepose.evaluate import *  # noqa: F403
 
 
 def __getattr__(name: str):
     if name in __all__:
-        value = getattr(importlib.import_module("simplepose.evaluate"), name)
+        value = getattr(_evaluate, name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'simplepose' has no attribute {name!r}")
