@@ -13,6 +13,7 @@ machine's own drift (other users) adds noise: alternate, repeat."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import multiprocessing
 import os
@@ -22,6 +23,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from simplepose.config.config_file import load_config
+from simplepose.data.quickstart_data import prepare_synthetic_data
+from simplepose.engine.run import QUICKSTART_PRESET
 from simplepose.utils.errors import cli_main
 from simplepose.utils.paths import REPO_ROOT
 
@@ -83,6 +87,12 @@ def measure(setting: dict[str, str], steps: int, work: Path, busy: bool) -> floa
         neighbour.join()
 
 
+def make_quickstart_data() -> None:
+    """The quick start's synthetic data where ``python train.py`` run from the checkout makes it (once)."""
+    data = load_config(QUICKSTART_PRESET).data
+    prepare_synthetic_data(dataclasses.replace(data, synthetic_dir=str(REPO_ROOT / data.synthetic_dir)))
+
+
 @cli_main
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.cpu_threads", description=__doc__.split("\n\n")[0])
@@ -91,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=1, help="repeat every measurement, alternating the settings")
     args = p.parse_args(argv)
     settings = [parse_setting(s) for s in args.settings]
-    subprocess.run([sys.executable, "train.py", "train.epochs=0"], cwd=REPO_ROOT, capture_output=True)  # data, once
+    make_quickstart_data()
     print(f"{os.cpu_count()} cores; quick-start preset, float32, {args.steps} timed steps per run, "
           f"{args.rounds} round(s)")  # fmt: skip
     results: dict[int, dict[bool, list[float]]] = {i: {False: [], True: []} for i in range(len(settings))}

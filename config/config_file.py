@@ -12,7 +12,7 @@ import argparse
 import copy
 import dataclasses
 import difflib
-import math
+import sys
 import types
 import typing
 from pathlib import Path
@@ -20,8 +20,9 @@ from typing import Any
 
 import yaml
 
-from simplepose.config.schema import OUTPUT_STRIDE, Config, TrackConfig
+from simplepose.config.schema import OUTPUT_STRIDE, Config, Range, TrackConfig, range_of
 from simplepose.utils.errors import UserError
+from simplepose.utils.file_kind import file_kind
 from simplepose.utils.io import atomic_write_text
 
 
@@ -173,9 +174,23 @@ def _yaml_or_raw(raw: str) -> Any:
 def parse_override(text: str) -> tuple[str, Any]:
     """``"train.lr=1e-4"`` -> ``("train.lr", 1e-4)``; the value is parsed as YAML."""
     if "=" not in text:
-        raise ConfigError(f"override '{text}' is not of the form key=value (e.g. train.lr=1e-4)", key=text)
+        raise ConfigError(
+            f"override '{text}' is not of the form key=value (e.g. train.lr=1e-4){_meant(text)}", key=text
+        )
     key, raw = text.split("=", 1)
     return key.strip(), _yaml_or_raw(raw) if raw.strip() else ""
+
+
+def _meant(word: str) -> str:
+    """What a word given where a ``key=value`` belongs was probably meant as ("" when nothing fits)."""
+    suffix = Path(word).suffix.lower()
+    if suffix in (".yaml", ".yml"):
+        return f"; a preset is given as --config {word}"
+    if suffix in (".pt", ".pth"):
+        return f"; a checkpoint is given as train.resume={word} (continue its run) or train.init_weights={word}"
+    if word in all_keys():
+        return f"; write {word}=VALUE as one word, without spaces"
+    return ""
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
@@ -205,6 +220,8 @@ def preset_chain(p: Path, inside: tuple[Path, ...] = ()) -> list[tuple[Path, dic
         data = yaml.safe_load(p.read_text()) or {}
     except yaml.YAMLError as e:
         raise ConfigError(f"config file {p} is not valid YAML: {e}", file=p) from None
+    except UnicodeDecodeError:
+        raise not_a_config_file(p) from None
     if not isinstance(data, dict):
         raise ConfigError(f"config file {p} must hold a mapping of sections, got {type(data).__name__}", file=p)
     base = data.pop("base", None)
@@ -216,6 +233,20 @@ def preset_chain(p: Path, inside: tuple[Path, ...] = ()) -> list[tuple[Path, dic
     if base_path.resolve() in (*inside, p.resolve()):
         raise ConfigError(f"config file {p}: base {base} leads back to {p.name} (a circle of presets)", file=p)
     return [*preset_chain(base_path, (*inside, p.resolve())), (p, data)]
+
+
+def not_a_config_file(path: Path) -> ConfigError:
+    """The error for a binary file given as ``--config``: what it is and, for a checkpoint, where it goes."""
+    kind = file_kind(path)
+    if kind.name in ("zip", "pickle"):
+        return ConfigError(
+            f"--config {path} is {kind.description} (a checkpoint?), not a YAML config: continue its run with "
+            f"train.resume={path}, start from its weights with train.init_weights={path}, evaluate it with "
+            f"python -m evaluate.coco_eval --ckpt {path}",
+            file=path,
+        )
+    what = kind.description or "not text"
+    return ConfigError(f"--config {path} is {what}, not a YAML config (presets: config/*.yaml)", file=path)
 
 
 def config_from_dict(data: dict) -> Config:
@@ -265,9 +296,34 @@ def check_input_size(size: int, key: str = "data.input_size") -> None:
     )
 
 
+def out_of_range(key: str, value: Any, limits: Range) -> ConfigError | None:
+    """The error naming ``key``, its ``value`` and ``limits`` when the value is outside them; None when inside (and
+    for None or a word such as ``auto``, which the type already checked)."""
+    if isinstance(value, list):
+        items_ok = len(value) >= limits.min_items and (limits.max_items is None or len(value) <= limits.max_items)
+        if items_ok and all(limits.holds(v) for v in value):
+            return None
+        return ConfigError(f"{key} must be {limits.describe(is_list=True)}, got {value}", key=key)
+    if value is None or isinstance(value, str) or limits.holds(value):
+        return None
+    return ConfigError(f"{key} must be {limits.describe()}, got {value}", key=key)
+
+
+def check_ranges(section: Any, prefix: str) -> None:
+    """ConfigError naming the first setting of the dataclass ``section`` (keys ``prefix.<field>``) out of its
+    declared ``Range``."""
+    for f in dataclasses.fields(section):
+        limits = range_of(f)
+        error = out_of_range(f"{prefix}.{f.name}", getattr(section, f.name), limits) if limits else None
+        if error is not None:
+            raise error
+
+
 def validate(cfg: Config) -> None:
-    """Cross-field checks that the types alone cannot express."""
-    m, d, loss = cfg.model, cfg.data, cfg.loss
+    """Every setting in its declared range (config.schema ``Range``), then the checks between settings."""
+    for f in dataclasses.fields(cfg):
+        check_ranges(getattr(cfg, f.name), f.name)
+    m, loss = cfg.model, cfg.loss
     if len(loss.stack_weights) != m.stacks:
         raise ConfigError(
             f"loss.stack_weights has {len(loss.stack_weights)} entries but model.stacks is {m.stacks}; "
@@ -280,51 +336,17 @@ def validate(cfg: Config) -> None:
             f"{m.num_scales}; give one weight per output scale",
             key="loss.scale_weights",
         )
-    if not 1 <= m.num_scales <= 5:
+    check_input_size(cfg.data.input_size)
+    a = cfg.augment
+    if a.scale_min > a.scale_max:
         raise ConfigError(
-            f"model.num_scales must be between 1 and 5 (the hourglass has 5 levels), got {m.num_scales}",
-            key="model.num_scales",
+            f"augment.scale_min ({a.scale_min}) must be <= augment.scale_max ({a.scale_max})", key="augment.scale_min"
         )
-    check_input_size(d.input_size)
-    if cfg.train.accumulate_steps < 1:
-        raise ConfigError(
-            f"train.accumulate_steps must be >= 1 (1: no accumulation), got {cfg.train.accumulate_steps}",
-            key="train.accumulate_steps",
-        )
-    if cfg.dist.timeout_s <= 0:
-        raise ConfigError(f"dist.timeout_s must be > 0 seconds, got {cfg.dist.timeout_s}", key="dist.timeout_s")
-    if d.loader_timeout < 0:
-        raise ConfigError(
-            f"data.loader_timeout must be >= 0 seconds (0 waits for ever), got {d.loader_timeout}",
-            key="data.loader_timeout",
-        )
-    if not cfg.eval.scales:
-        raise ConfigError("eval.scales must hold at least one scale, e.g. eval.scales=[1.0]", key="eval.scales")
-    if not cfg.eval.min_mean_score >= 0:
-        raise ConfigError(
-            f"eval.min_mean_score must be >= 0, got {cfg.eval.min_mean_score} (a person's mean keypoint evidence, "
-            "keypoint and link scores per keypoint); 0 keeps every person",
-            key="eval.min_mean_score",
-        )
-    check_track(cfg.track)
 
 
 def check_track(track: TrackConfig) -> None:
-    """ConfigError naming the first ``track.*`` setting out of its range."""
-    limits = [
-        ("min_score", not math.isnan(track.min_score), "a number (0: every person is tracked)"),
-        ("min_oks", 0 < track.min_oks <= 1, "in (0, 1]"),
-        ("min_iou", 0 < track.min_iou <= 1, "in (0, 1]"),
-        ("min_shared_keypoints", track.min_shared_keypoints >= 1, ">= 1"),
-        ("max_lost_frames", track.max_lost_frames >= 0, ">= 0 (0: a track ends on its first unmatched frame)"),
-        ("min_hits", track.min_hits >= 1, ">= 1 (1: every new person gets an id at once)"),
-        ("min_cutoff", track.min_cutoff > 0, "> 0 Hz"),
-        ("beta", track.beta >= 0, ">= 0 (0: a fixed cutoff)"),
-        ("derivative_cutoff", track.derivative_cutoff > 0, "> 0 Hz"),
-    ]
-    for name, ok, wanted in limits:
-        if not ok:
-            raise ConfigError(f"track.{name} must be {wanted}, got {getattr(track, name)}", key=f"track.{name}")
+    """ConfigError naming the first ``track.*`` setting out of its range (for a ``TrackConfig`` made in code)."""
+    check_ranges(track, "track")
 
 
 def to_dict(cfg: Config) -> dict:
@@ -337,9 +359,46 @@ def save_config(cfg: Config, path: str | Path) -> None:
 
 
 def add_config_arguments(parser: argparse.ArgumentParser, default: str | None = None) -> None:
-    """Add ``--config FILE`` and trailing ``key=value`` overrides to a command's parser."""
+    """Add ``--config FILE`` and trailing ``key=value`` overrides to a command's parser. An option the command does
+    not have whose name is a setting's (``--device cpu``, ``--batch-size 8``) is refused naming the override to use
+    instead (``train.device=cpu``)."""
     parser.add_argument("--config", default=default, help="YAML preset (e.g. config/quickstart.yaml)")
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, e.g. train.lr=1e-4")
+    parse_known_args = parser.parse_known_args
+
+    def known_args_or_settings(args=None, namespace=None):
+        words = sys.argv[1:] if args is None else list(args)
+        parsed, extras = parse_known_args(words, namespace)
+        hints = [h for h in (setting_for_option(words, e) for e in extras if e.startswith("-")) if h]
+        if hints:
+            raise ConfigError("; ".join(text for _, text in hints), key=hints[0][0])
+        return parsed, extras
+
+    parser.parse_known_args = known_args_or_settings
+
+
+def setting_for_option(words: list[str], option: str) -> tuple[str, str] | None:
+    """For an unknown ``option`` among the command's ``words`` whose name is a config setting's (``--device``,
+    ``--batch-size``, ``--train.lr``): (the first key it may mean, the sentence naming the ``key=value`` override(s) to
+    give instead)."""
+    name, given, value = option.lstrip("-").partition("=")
+    if not given:
+        i = words.index(option)
+        after = words[i + 1] if i + 1 < len(words) else "-"
+        value = after if not after.startswith("-") and "=" not in after else "VALUE"
+    keys = keys_named(name.replace("-", "_"))
+    if not keys:
+        return None
+    instead = " or ".join(f"{k}={value}" for k in keys)
+    return keys[0], f"{option} is not an option of this command; settings are given as key=value: {instead}"
+
+
+def keys_named(name: str) -> list[str]:
+    """The dotted keys a name stands for: the key itself (``train.lr``), else every key whose last part it is."""
+    keys = all_keys()
+    if name in keys:
+        return [name]
+    return [k for k in keys if k.rsplit(".", 1)[-1] == name]
 
 
 def config_from_args(args: argparse.Namespace) -> Config:

@@ -8,10 +8,72 @@ comment. Units: input pixels unless stated otherwise.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 OUTPUT_STRIDE = 4  # input pixels per cell of the finest output grid (the network's stem), not a setting
+
+
+@dataclass(frozen=True)
+class Range:
+    """The values a numeric setting (or each item of a list setting) may take: finite numbers from ``low`` to
+    ``high`` (None: unbounded; ``*_open``: the bound itself excluded); a list holds ``min_items`` to ``max_items``
+    items. ``note`` says what the ends mean ("0: never"). Declared once per field, checked by
+    config.config_file.validate."""
+
+    low: float | None = None
+    high: float | None = None
+    low_open: bool = False
+    high_open: bool = False
+    min_items: int = 0
+    max_items: int | None = None
+    note: str = ""
+
+    def holds(self, x: float) -> bool:
+        """Whether the number ``x`` is in the range."""
+        if not math.isfinite(x):
+            return False
+        above = self.low is None or (x > self.low if self.low_open else x >= self.low)
+        below = self.high is None or (x < self.high if self.high_open else x <= self.high)
+        return above and below
+
+    def bounds(self) -> str:
+        """The range of one number in words: ``>= 1``, ``> 0``, ``in [0, 1]``, ``a finite number``."""
+        if self.low is not None and self.high is not None:
+            return f"in {'(' if self.low_open else '['}{self.low:g}, {self.high:g}{')' if self.high_open else ']'}"
+        if self.low is not None:
+            return f"{'>' if self.low_open else '>='} {self.low:g}"
+        if self.high is not None:
+            return f"{'<' if self.high_open else '<='} {self.high:g}"
+        return "a finite number"
+
+    def describe(self, is_list: bool = False) -> str:
+        """The whole range in words, with its note."""
+        text = self.bounds()
+        if is_list:
+            n, m = self.min_items, self.max_items
+            count = f"{n}" if n == m else f"at least {n}" if m is None else f"{n} to {m}"
+            text = f"a list of {count} item(s), each {text}"
+        return f"{text} ({self.note})" if self.note else text
+
+
+COUNT = Range(1)  # a whole number of things, at least one
+NON_NEGATIVE = Range(0)
+POSITIVE = Range(0, low_open=True)
+FRACTION = Range(0, 1)  # probabilities, shares and thresholds of maps in [0, 1]
+
+
+def ranged(default: Any, limits: Range) -> Any:
+    """A dataclass field with ``default`` (a list is copied for every instance) and its ``Range``."""
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata={"range": limits})
+    return field(default=default, metadata={"range": limits})
+
+
+def range_of(f: Any) -> Range | None:
+    """The ``Range`` a dataclass field declares (None for text, booleans and choices)."""
+    return f.metadata.get("range")
 
 
 @dataclass
@@ -20,39 +82,40 @@ class DataConfig:
     val: str = ""  # HDF5 file for the validation loss (optional)
     val_images: str = ""  # image folder for validation AP (optional)
     val_annotations: str = ""  # COCO person_keypoints JSON for validation AP (optional)
-    input_size: int = 512  # square network input, pixels; the HDF5 file must be built for it
+    # square network input, pixels; the HDF5 file must be built for it
+    input_size: int = ranged(512, Range(64, note="a multiple of 64"))
     # The keypoint set: a name in config/skeletons/ or the path of a skeleton YAML file
     # (docs/skeleton.md#skeleton-files).
     # The HDF5 files must be converted with the same --skeleton; checkpoints carry it, so evaluation needs nothing.
     skeleton: str = "coco"
-    num_workers: int = 2  # DataLoader worker processes
+    num_workers: int = ranged(2, Range(0, note="0: load in the training process"))  # DataLoader worker processes
     pin_memory: bool = True  # only takes effect on CUDA
     # Seconds to wait for one batch from a DataLoader worker before stopping with an error naming the batch (a
     # worker stuck without dying: a deadlock, a hung network file system); 0 waits for ever; only applies with
     # num_workers > 0. A healthy worker hands over a batch in well under a second (a few seconds for the first
     # of an epoch, or from a cold network disk), so 600 never fires on slow but working storage, yet stops a
     # hung run within 10 min, before DDP's 30 min collective timeout would hide the cause on the other ranks.
-    loader_timeout: float = 600.0
+    loader_timeout: float = ranged(600.0, Range(0, note="0: wait for ever"))
     # The quick start (train.py without --config and without data.train) makes synthetic data here, once.
     synthetic_dir: str = "cache/synthetic"
-    synthetic_images: int = 600
-    synthetic_seed: int = 0
+    synthetic_images: int = ranged(600, COUNT)
+    synthetic_seed: int = ranged(0, NON_NEGATIVE)
 
 
 @dataclass
 class AugmentConfig:
     """Random augmentation (docs/data.md#augmentation)."""
 
-    target_dist: float = 0.6  # main person's bbox height as a fraction of the input size
-    scale_prob: float = 0.8
-    scale_min: float = 0.7
-    scale_max: float = 1.3
-    max_rotate_degree: float = 40.0
-    center_perturb_max: float = 50.0  # output pixels
-    flip_prob: float = 0.5
-    tint_prob: float = 0.2
+    target_dist: float = ranged(0.6, POSITIVE)  # main person's bbox height as a fraction of the input size
+    scale_prob: float = ranged(0.8, FRACTION)
+    scale_min: float = ranged(0.7, POSITIVE)
+    scale_max: float = ranged(1.3, POSITIVE)
+    max_rotate_degree: float = ranged(40.0, Range(0, 180))
+    center_perturb_max: float = ranged(50.0, NON_NEGATIVE)  # output pixels
+    flip_prob: float = ranged(0.5, FRACTION)
+    tint_prob: float = ranged(0.2, FRACTION)
     hue_wrap: bool = False  # False: clip hue like the original; True: wrap around the hue circle
-    border_bgr: list[int] = field(default_factory=lambda: [124, 127, 127])
+    border_bgr: list[int] = ranged([124, 127, 127], Range(0, 255, min_items=3, max_items=3, note="blue, green, red"))
     # data pipeline speed-ups (data owner). reduced_decode: decode the JPEG at 1/2, 1/4 or 1/8 size when the
     # affine shrinks the image at least that much (False: always full size, like the original).
     reduced_decode: bool = True
@@ -67,12 +130,14 @@ class AugmentConfig:
 class TargetConfig:
     """Training targets (docs/data.md#targets)."""
 
-    sigma: float = 9.0  # keypoint Gaussian sigma, input pixels
-    keypoint_gaussian_thre: float = 0.015  # only sizes the keypoint window (half-size 7 cells at sigma 9)
-    limb_sigma: float = 7.0  # limb Gaussian sigma of the distance to the limb, input pixels
-    limb_margin: float = 4.0  # margin around a limb's bounding box, input pixels (original paf_thre)
-    limb_gaussian_thre: float = 0.015  # faithful mode: limb values <= this are replaced by limb_floor
-    limb_floor: float = 0.01
+    sigma: float = ranged(9.0, POSITIVE)  # keypoint Gaussian sigma, input pixels
+    # only sizes the keypoint window (half-size 7 cells at sigma 9)
+    keypoint_gaussian_thre: float = ranged(0.015, Range(0, 1, low_open=True, high_open=True))
+    limb_sigma: float = ranged(7.0, POSITIVE)  # limb Gaussian sigma of the distance to the limb, input pixels
+    # margin around a limb's bounding box, input pixels (original paf_thre)
+    limb_margin: float = ranged(4.0, NON_NEGATIVE)
+    limb_gaussian_thre: float = ranged(0.015, FRACTION)  # faithful mode: limb values <= this are replaced by limb_floor
+    limb_floor: float = ranged(0.01, FRACTION)
     # faithful: distance to the infinite line inside the segment's box, floor, mean over people
     #           (reproduces the original and its golden values);
     # fixed: distance to the segment, Gaussian band not clipped by the box, max over people, no floor.
@@ -83,13 +148,14 @@ class TargetConfig:
 class ModelConfig:
     """Identity-Mapping Hourglass Network (docs/network.md#network)."""
 
-    stacks: int = 4
-    inp_dim: int = 256  # channels entering each hourglass; the stem makes exactly 256
-    increase: int = 128  # channel increment per hourglass level
-    num_scales: int = 5  # output scales per stack (strides 4, 8, 16, 32, 64)
+    stacks: int = ranged(4, COUNT)
+    inp_dim: int = ranged(256, COUNT)  # channels entering each hourglass; the stem makes exactly 256
+    increase: int = ranged(128, NON_NEGATIVE)  # channel increment per hourglass level
+    # output scales per stack (strides 4, 8, 16, 32, 64)
+    num_scales: int = ranged(5, Range(1, 5, note="the hourglass has 5 levels"))
     bn: bool = True
-    head_channels: int = 256
-    se_reduction: int = 16
+    head_channels: int = ranged(256, COUNT)
+    se_reduction: int = ranged(16, COUNT)
     # Training keeps only the inputs of the stem, of each hourglass and of each stack's heads, and recomputes
     # their activations in the backward pass (torch.utils.checkpoint): a fraction of the activation memory for
     # longer steps (docs/benchmarks.md#activation-checkpointing); the same gradients and BatchNorm statistics.
@@ -102,17 +168,17 @@ class ModelConfig:
 class LossConfig:
     """Multi-scale focal L2 loss (docs/network.md#loss)."""
 
-    gamma: float = 1.0  # the original code's effective value; its README credits gamma = 2
-    alpha: float = 0.0
-    beta: float = 0.0
-    pos_threshold: float = 0.01  # target >= this is a positive pixel
-    limb_weight: float = 1.0
-    keypoint_weight: float = 3.0
-    person_mask_weight: float = 0.1
-    max_keypoint_weight: float = 1.0
-    stack_weights: list[float] = field(default_factory=lambda: [1.0, 1.0, 1.0, 1.0])
-    scale_weights: list[float] = field(default_factory=lambda: [0.1, 0.2, 0.4, 1.6, 6.4])
-    mask_threshold: float = 0.5  # resized ignore-mask values below this become 0
+    gamma: float = ranged(1.0, NON_NEGATIVE)  # the original code's effective value; its README credits gamma = 2
+    alpha: float = ranged(0.0, NON_NEGATIVE)
+    beta: float = ranged(0.0, NON_NEGATIVE)
+    pos_threshold: float = ranged(0.01, FRACTION)  # target >= this is a positive pixel
+    limb_weight: float = ranged(1.0, NON_NEGATIVE)
+    keypoint_weight: float = ranged(3.0, NON_NEGATIVE)
+    person_mask_weight: float = ranged(0.1, NON_NEGATIVE)
+    max_keypoint_weight: float = ranged(1.0, NON_NEGATIVE)
+    stack_weights: list[float] = ranged([1.0, 1.0, 1.0, 1.0], Range(0, min_items=1, note="one per stack"))
+    scale_weights: list[float] = ranged([0.1, 0.2, 0.4, 1.6, 6.4], Range(0, min_items=1, note="one per output scale"))
+    mask_threshold: float = ranged(0.5, FRACTION)  # resized ignore-mask values below this become 0
     # actual: divide by the batch the loss really sees (fixed); configured: by train.batch_size (original)
     batch_divisor: Literal["actual", "configured"] = "actual"
 
@@ -122,36 +188,41 @@ class TrainConfig:
     """Optimiser, schedule and run control (docs/training.md#schedule, docs/training.md#one-optimiser-step,
     docs/training.md#training-engine-loop-hooks-checkpoint)."""
 
-    epochs: int = 100
-    batch_size: int = 4  # per process and micro-batch
+    epochs: int = ranged(100, COUNT)
+    batch_size: int = ranged(4, COUNT)  # per process and micro-batch
     # Gradient accumulation: micro-batches of batch_size per optimiser step (effective batch: batch_size x
     # accumulate_steps x processes). The schedule, the logs and checkpoint_every_steps count optimiser steps.
-    accumulate_steps: int = 1
+    accumulate_steps: int = ranged(1, Range(1, note="1: no accumulation"))
     # per process and micro-batch; multiplied by processes x accumulate_steps when lr_scale_world_size (linear
     # scaling: 1 GPU x accumulate_steps=4 then trains like 4 GPUs)
-    lr: float = 2.5e-5
+    lr: float = ranged(2.5e-5, NON_NEGATIVE)
     lr_scale_world_size: bool = True
     # sgd, adam: the original's (weight decay on every parameter); adamw: decoupled weight decay, none on norm
     # weights and biases (docs/training.md#modern-recipe)
     optimizer: Literal["sgd", "adam", "adamw"] = "sgd"
-    momentum: float = 0.9
-    weight_decay: float = 5e-4
-    warmup_epochs: float = 3.0  # linear warm-up over the first epochs; 0 turns it off
+    momentum: float = ranged(0.9, FRACTION)
+    weight_decay: float = ranged(5e-4, NON_NEGATIVE)
+    # linear warm-up over the first epochs
+    warmup_epochs: float = ranged(3.0, Range(0, note="0: no warm-up"))
     # after the warm-up: step (the original: x lr_gamma every lr_step_epochs, the restart below) or cosine (from the
     # base LR down to lr_floor x base at the last optimiser step, stepped per optimiser step)
     lr_schedule: Literal["step", "cosine"] = "step"
-    lr_step_epochs: int = 15  # step: multiply the LR by lr_gamma every this many epochs
-    lr_gamma: float = 0.2
-    lr_restart_epoch: int | None = None  # original: 78 (restart to the base LR, then step every 5 epochs)
-    lr_restart_step_epochs: int = 5
-    lr_floor: float = 0.05  # cosine: the last step's LR as a fraction of the base LR
+    # step: multiply the LR by lr_gamma every this many epochs
+    lr_step_epochs: int = ranged(15, Range(0, note="0: no step decay"))
+    lr_gamma: float = ranged(0.2, POSITIVE)
+    # original: 78 (restart to the base LR, then step every 5 epochs)
+    lr_restart_epoch: int | None = ranged(None, NON_NEGATIVE)
+    lr_restart_step_epochs: int = ranged(5, COUNT)
+    # cosine: the last step's LR as a fraction of the base LR
+    lr_floor: float = ranged(0.05, FRACTION)
     # weight averaging: the decay of an exponential moving average of the weights (and BatchNorm statistics), updated
-    # after every optimiser step; validation and best.pt use the average (engine/ema.py). 0: off (the original)
-    ema: float = 0.0
+    # after every optimiser step; validation and best.pt use the average (engine/ema.py)
+    ema: float = ranged(0.0, Range(0, 1, high_open=True, note="0: off, the original"))
     # the decay ramps up as ema x (1 - exp(-updates / ema_warmup_steps)): early averages follow the fast-moving
     # weights instead of their random start
-    ema_warmup_steps: int = 2000
-    clip_grad_norm: float | None = None  # None: no clipping (the original's clipping was commented out)
+    ema_warmup_steps: int = ranged(2000, COUNT)
+    # the original's clipping was commented out
+    clip_grad_norm: float | None = ranged(None, Range(0, note="0 or null: no clipping"))
     freeze: list[str] = field(default_factory=list)  # regex patterns of parameter names to freeze
     # auto: bf16 where the device computes it natively (AVX512-BF16/AMX CPUs, CUDA compute >= 8.0), fp16 with
     # loss scaling on older GPUs, else float32 (utils/precision.py has the table); the run log says which
@@ -160,20 +231,22 @@ class TrainConfig:
     # torch.compile of the model and the loss as one function (engine/compile.py). auto: on for CUDA, off on the
     # CPU, where it measured no gain (docs/benchmarks.md#compiled-training); the run's first lines say which and why
     compile: Literal["auto", "on", "off"] = "auto"
-    seed: int = 0
+    seed: int = ranged(0, NON_NEGATIVE)
     deterministic: bool = False
     # the run's folder; a new run refuses a folder holding another run's files (engine/run_folder.py): continue
     # that run with resume=auto, or give a free folder
     out_dir: str = "runs/simplepose"
     resume: str = ""  # "", "auto" (out_dir/last.pt if present) or a checkpoint path
     init_weights: str = ""  # weights to start from (ours or the original's), not a resume
-    val_every: int = 1  # epochs between validations; 0 turns validation off
-    log_every: int = 10  # steps between log lines
+    val_every: int = ranged(1, Range(0, note="0: no validation"))  # epochs between validations
+    log_every: int = ranged(10, COUNT)  # steps between log lines
     # TensorBoard event files in out_dir/tensorboard beside metrics.jsonl (an optional package: pip install
     # tensorboard). auto: when installed, else one line at the start says so; on: refuse to start without it; off
     tensorboard: Literal["auto", "on", "off"] = "auto"
-    checkpoint_every_steps: int = 0  # also write last.pt every N steps; 0: only at epoch ends
-    max_steps_per_epoch: int = 0  # 0: the whole epoch; >0 shortens epochs (smoke runs)
+    # also write last.pt every N steps
+    checkpoint_every_steps: int = ranged(0, Range(0, note="0: at epoch ends only"))
+    # shortens epochs (smoke runs)
+    max_steps_per_epoch: int = ranged(0, Range(0, note="0: the whole epoch"))
     device: str = "auto"  # auto, cpu, cuda, cuda:1, ...
     # BatchNorm layers stay in eval mode while training (running statistics fixed, affine parameters still
     # trained): for fine-tuning with small per-device batches, and what makes N processes x batch b exactly
@@ -188,10 +261,10 @@ class DistConfig:
     # the run with an error naming the rank and the step; torchrun --max-restarts then resumes from last.pt.
     # Keep it above the longest silent stretch of a healthy run (a validation of rank-sharded images beats per
     # batch; a checkpoint write on a slow disk does not).
-    timeout_s: float = 1800.0
+    timeout_s: float = ranged(1800.0, Range(0, low_open=True, note="seconds"))
     backend: Literal["auto", "nccl", "gloo"] = "auto"
     find_unused_parameters: bool = False
-    dp_device_ids: list[int] = field(default_factory=list)  # DataParallel: empty = all visible GPUs
+    dp_device_ids: list[int] = ranged([], NON_NEGATIVE)  # DataParallel: empty = all visible GPUs
 
 
 ResizeBackend = Literal["auto", "opencv", "torch"]  # eval.resize_backend
@@ -209,10 +282,10 @@ class DecodeSettings:
     ``EvalConfig`` as they take a ``DecodeSettings``."""
 
     # peaks (codec/decoder/peaks.py)
-    peak_threshold: float = 0.1  # thre1
+    peak_threshold: float = ranged(0.1, FRACTION)  # thre1
     # half-size of the peak windows: decoding-grid pixels for the refinement (and window_mean), pixels of the
     # scale-1 network input for the input_window score
-    refine_radius: int = 2
+    refine_radius: int = ranged(2, NON_NEGATIVE)
     # sub-pixel peak position: value-weighted centroid of the refinement window (original) or the vertex of
     # a parabola through the log values of the peak and its neighbours (exact for Gaussian peaks)
     refine_mode: RefineMode = "quadratic"
@@ -224,35 +297,36 @@ class DecodeSettings:
     peak_score: PeakScore = "input_window"
     # keep at most this many strongest peaks per keypoint type (guards flat maps of untrained models, where
     # every pixel is a peak); 0: no limit, as the original
-    max_peaks: int = 100
+    max_peaks: int = ranged(100, Range(0, note="0: no limit"))
     # where neighbouring pixels tie at a peak's top (a plateau: maps rounded to bf16 or fp16 have many), one of them
     # is the peak; false: each is (the original), duplicates of one keypoint that split its person in two
     one_per_plateau: bool = True
     # scale 1 resizes the image height to this; the input_window score samples one pixel of that input apart
-    boxsize: int = 512
+    boxsize: int = ranged(512, COUNT)
     # limb scoring (codec/decoder/limbs.py)
-    limb_threshold: float = 0.1  # thre2
-    connect_ratio: float = 0.8  # fraction of limb samples above limb_threshold
-    limb_samples: int = 20  # mid_num
+    limb_threshold: float = ranged(0.1, FRACTION)  # thre2
+    connect_ratio: float = ranged(0.8, FRACTION)  # fraction of limb samples above limb_threshold
+    limb_samples: int = ranged(20, COUNT)  # mid_num
     # assembly into people (codec/decoder/assemble.py)
     # how connections become people: strongest_first (every accepted connection of every limb type, strongest
     # first, joins two partial people whose keypoint types do not overlap) or limb_order (the original: limb by
     # limb in the skeleton's order, one-to-one per limb, then connection_tolerance and remove_recon settle the
     # rest). docs/evaluation.md#person-assembly
     grouping: Grouping = "strongest_first"
-    len_rate: float = 16.0  # a merged limb may be at most this many times a person's longest
-    connection_tolerance: float = 0.7  # limb_order: merge two people through a link this strong
+    len_rate: float = ranged(16.0, POSITIVE)  # a merged limb may be at most this many times a person's longest
+    connection_tolerance: float = ranged(0.7, NON_NEGATIVE)  # limb_order: merge two people through a link this strong
     remove_recon: bool = False  # limb_order: a contested keypoint goes to its stronger link
     # after the connections, join partial people that no limb joined (a person whose middle keypoints are hidden, or
     # not found, falls apart into pieces) when one completes the other (no keypoint type in common) and their nearest
     # keypoints are within this many times the larger one's size (its keypoints' box diagonal), nearest first;
     # 0: never (the original). docs/benchmarks.md#grouping-in-crowds
-    join_fragments: float = 0.75
+    join_fragments: float = ranged(0.75, Range(0, note="0: never"))
     # drop people with fewer keypoints; 1 also returns keypoints no limb reached as one-keypoint people
     # (ranked after every person of 2+ keypoints, so they only add recall: docs/benchmarks.md#decoder-settings).
     # The original's filter (count < 2) never fired.
-    min_parts: int = 1
-    min_mean_score: float = 0.45  # drop people whose total / count is below this; >= 0
+    min_parts: int = ranged(1, COUNT)
+    # drop people whose total / count is below this
+    min_mean_score: float = ranged(0.45, Range(0, note="0 keeps every person"))
 
 
 @dataclass
@@ -263,12 +337,14 @@ class EvalConfig(DecodeSettings):
     ``DecodeSettings`` (what ``codec.decoder`` reads), the rest is the multi-scale inference
     (evaluate/inference/multiscale.py) and how it runs."""
 
-    scales: list[float] = field(default_factory=lambda: [0.5, 1.0, 1.5, 2.0, 3.0])
+    scales: list[float] = ranged(
+        [0.5, 1.0, 1.5, 2.0, 3.0], Range(0, low_open=True, min_items=1, note="multiples of eval.boxsize")
+    )
     flip: bool = True
-    pad_value: int = 128
-    max_downsample: int = 64  # pad the input to a multiple of this
-    max_height: int = 2600  # cap of the resized image, pixels
-    max_width: int = 3800
+    pad_value: int = ranged(128, Range(0, 255))
+    max_downsample: int = ranged(64, COUNT)  # pad the input to a multiple of this
+    max_height: int = ranged(2600, COUNT)  # cap of the resized image, pixels
+    max_width: int = ranged(3800, COUNT)
     # rows of the grid the scales are averaged and decoded on: a speed setting. 192 decodes several times faster than
     # the image's size and loses nothing on COCO-like scenes, 1.4 oracle AP where people crowd (same-type keypoints a
     # few pixels apart merge: docs/benchmarks.md#grouping-in-crowds). auto: as many rows as the finest test scale's
@@ -276,8 +352,8 @@ class EvalConfig(DecodeSettings):
     # hold no finer detail. 0: the image's own size (original).
     # Original decoder: decode_height=0 refine_mode=centroid refine_xy_swap_bug=true min_parts=2
     # peak_score=window_mean max_peaks=0 grouping=limb_order one_per_plateau=false join_fragments=0
-    decode_height: int | Literal["auto"] = 192
-    max_images: int = 0  # 0: all images
+    decode_height: int | Literal["auto"] = ranged(192, Range(0, note="0: the image's own size"))
+    max_images: int = ranged(0, Range(0, note="0: all images"))
     # Bad images and annotations of an evaluation's annotation file (missing, truncated or other-size images, bad
     # values, annotations of unlisted images) stop it naming the file (false), or are left out with a warning and
     # counted (true; more than half of the images left out stops it all the same): the converter's --skip-bad.
@@ -294,7 +370,8 @@ class EvalConfig(DecodeSettings):
     # the network and its inputs in channels_last memory at test time. auto: on the CPU in bf16 (measured faster;
     # in float32 it was not: docs/benchmarks.md#inference-on-the-cpu), off on GPUs (not measured there yet)
     channels_last: Literal["auto", "on", "off"] = "auto"
-    batch_size: int = 1  # images of one size per forward (their mirrors join the same batch when flipping)
+    # images of one size per forward (their mirrors join the same batch when flipping)
+    batch_size: int = ranged(1, COUNT)
     # what resizes each scale's maps onto the decoding grid: OpenCV (on the CPU; the maps are copied there)
     # or torch (on the network's device); auto: OpenCV when the network runs on the CPU, torch otherwise.
     # Both give the same maps (bicubic, same pixel-centre alignment) to float32 rounding.
@@ -323,27 +400,29 @@ class TrackConfig:
     # People scored below this are not tracked (nor reported): the decoder's fragments of a person (a few keypoints,
     # ranked last for AP) would each start a track. 0.9167 = 0.5 + 0.5 * 5 / 6: a total keypoint and link score of
     # 5 (codec/decoder/assemble.py person_scores); 0: everyone.
-    min_score: float = 0.9167
+    min_score: float = ranged(0.9167, Range(note="0: every person is tracked"))
     # A person may continue a track when their OKS with the track's last pose moved on by the track's velocity (the
     # skeleton's sigmas, over the keypoints found in both, scale: the larger of the two poses' whole-body sizes,
     # evaluate/metrics/oks.py:person_area) is at least min_oks; when fewer than min_shared_keypoints are found in both,
     # when
     # the IoU of their boxes is at least min_iou.
-    min_oks: float = 0.3
-    min_iou: float = 0.3
-    min_shared_keypoints: int = 2
-    max_lost_frames: int = 30  # frames an unmatched track waits for its person (occlusion, a missed detection)
+    min_oks: float = ranged(0.3, Range(0, 1, low_open=True))
+    min_iou: float = ranged(0.3, Range(0, 1, low_open=True))
+    min_shared_keypoints: int = ranged(2, COUNT)
+    # frames an unmatched track waits for its person (occlusion, a missed detection)
+    max_lost_frames: int = ranged(30, Range(0, note="0: a track ends on its first unmatched frame"))
     # frames in a row a new track must be matched in before it gets an id and its people are reported (1: at once);
     # fewer false tracks from one-frame detections, for a person's first min_hits - 1 frames unreported
-    min_hits: int = 3
+    min_hits: int = ranged(3, Range(1, note="1: every new person gets an id at once"))
     smooth: bool = False  # One-Euro smoothing of each track's keypoints (False: the detector's keypoints as they are)
     # One-Euro filter per keypoint: cutoff (Hz) = min_cutoff + beta x speed (px/s). Lower min_cutoff: steadier
     # keypoints at rest, more lag when moving slowly; higher beta: less lag when moving fast, more jitter then.
     # Speeds are in pixels: for people n times as large in the picture, divide beta by n. The defaults were chosen
     # on synthetic walkers 80-140 px tall at 30 fps: docs/benchmarks.md#tracking.
-    min_cutoff: float = 1.0
-    beta: float = 0.04
-    derivative_cutoff: float = 1.0  # Hz: how much the speed that drives the cutoff is itself smoothed
+    min_cutoff: float = ranged(1.0, Range(0, low_open=True, note="Hz"))
+    beta: float = ranged(0.04, Range(0, note="0: a fixed cutoff"))
+    # Hz: how much the speed that drives the cutoff is itself smoothed
+    derivative_cutoff: float = ranged(1.0, Range(0, low_open=True, note="Hz"))
 
 
 @dataclass

@@ -252,6 +252,11 @@ class SimplePoseDataset(torch.utils.data.Dataset):
     def __len__(self) -> int:
         return len(self.sample_image)
 
+    @property
+    def num_images(self) -> int:
+        """The images of the file (a sample is a main person: an image of several gives several, one of none none)."""
+        return len(self.height)
+
     def set_epoch(self, epoch: int) -> None:
         """Select the epoch whose random augmentation the next items use (shared with worker processes)."""
         self._epoch[0] = int(epoch)

@@ -32,7 +32,7 @@ from simplepose.engine.checkpointer import TrainState, check_same_model, resolve
 from simplepose.engine.curves import plot_run
 from simplepose.engine.hook_base import Hook
 from simplepose.engine.launch import DataParallelBalanced, Distributed, Launcher, SingleDevice
-from simplepose.engine.run_folder import continues_folder, launch_owns
+from simplepose.engine.run_folder import continues_folder, launch_owns, undone_if_start_fails
 from simplepose.engine.trainer import Trainer
 from simplepose.evaluate.prediction_sheet import draw_predictions
 from simplepose.utils import distributed as du
@@ -151,7 +151,9 @@ def run(
             previous_hook, threading.excepthook = threading.excepthook, _quiet_disk_errors_in_threads
             try:
                 start = time.perf_counter()
-                with disk_errors(resume_hint):  # a full disk or read-only folder while writing logs, config or plots
+                # a full disk or read-only folder while writing logs, config or plots; a start that fails leaves
+                # no run behind
+                with disk_errors(resume_hint), undone_if_start_fails(cfg.train.out_dir, rank):
                     trainer = Trainer(cfg, launcher)
                     if extra_hooks is not None:
                         trainer.register_hooks(extra_hooks(trainer))

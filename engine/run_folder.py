@@ -30,7 +30,10 @@ import json
 import logging
 import os
 import re
+import shutil
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from simplepose.checkpoint.format import Checkpoint
@@ -62,6 +65,67 @@ def run_files(out_dir: str | Path) -> list[Path]:
         return []
     found = [out / name for name in RUN_FILES if (out / name).exists()]
     return found + [p for pattern in RUN_FILE_PATTERNS for p in sorted(out.glob(pattern))]
+
+
+def has_trained(out_dir: Path) -> bool:
+    """Whether a run in ``out_dir`` got as far as a checkpoint or a metrics record (its results, never removed)."""
+    if (out_dir / "last.pt").exists() or (out_dir / "best.pt").exists():
+        return True
+    try:
+        with open(out_dir / "metrics.jsonl", "rb") as f:
+            return any(line.strip() for line in f)
+    except OSError:
+        return False
+
+
+@contextmanager
+def undone_if_start_fails(out_dir: str | Path, rank: int) -> Iterator[None]:
+    """Around a new run's start and training: when it fails (any exception, Ctrl-C included) before its first
+    checkpoint or metrics record, rank 0 removes the run files it made in ``out_dir`` (config.yaml, an empty
+    metrics.jsonl, tensorboard/, the launch file) and the folders it created, so that the same command can simply be
+    run again. A folder that held run files before (a continued run) is left as it is."""
+    out = Path(out_dir)
+    created = _first_missing(out)
+    before = set(os.listdir(out)) if out.is_dir() else set()
+    continued = bool(run_files(out))
+    try:
+        yield
+    except BaseException:
+        if rank == 0 and not continued and out.is_dir() and not has_trained(out):
+            try:
+                _remove_new_run_files(out, before, created)
+            except OSError as e:  # a read-only or vanished folder: the start's own error is the one to report
+                log.warning("could not remove what the failed start wrote to %s: %s", out, e)
+        raise
+
+
+def _first_missing(path: Path) -> Path | None:
+    """The outermost folder of ``path`` (itself included) that does not exist yet; None when it exists."""
+    missing = None
+    for p in [path, *path.parents]:
+        if p.exists():
+            break
+        missing = p
+    return missing
+
+
+def _remove_new_run_files(out: Path, before: set[str], created: Path | None) -> None:
+    """Remove the run files of ``out`` not in ``before`` (names), then the empty folders up to ``created``."""
+    new = [p for p in [*run_files(out), out / LAUNCH_FILE] if p.name not in before and p.exists()]
+    for p in new:
+        if p.is_dir():
+            shutil.rmtree(p)
+        else:
+            p.unlink()
+    log.debug("the run stopped before it trained: removed what it had written to %s", out)
+    if created is None:
+        return
+    for folder in [out, *out.parents]:
+        if any(folder.iterdir()):
+            break
+        folder.rmdir()
+        if folder == created:
+            break
 
 
 def continues_folder(train: TrainConfig) -> bool:

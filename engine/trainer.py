@@ -113,7 +113,8 @@ class Trainer:
             log.info("precision: %s (%s)", self.precision.name, self.precision.reason)
             log.info(
                 f"{self.launcher.name}: {self.world_size} process(es) on {self.device}, {len(self.train_set)} "
-                f"samples, {self.steps_per_epoch} steps/epoch, {sum(p.numel() for p in self.params):,} trainable "
+                f"samples (one per main person, of {self.train_set.num_images} images), {self.steps_per_epoch} "
+                f"steps/epoch, {sum(p.numel() for p in self.params):,} trainable "
                 f"parameters" + (f" ({len(self.frozen)} tensors frozen)" if self.frozen else "")
             )
 

@@ -15,6 +15,7 @@ Anything else (float or 16-bit arrays, other shapes, an empty image, None, bytes
 
 from __future__ import annotations
 
+import glob
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ import numpy as np
 from PIL import Image
 
 from simplepose.data.image_files import read_image
+from simplepose.evaluate.video import VIDEO_SUFFIXES
 from simplepose.utils.errors import UserError
 
 ImageLike = np.ndarray | Image.Image | str | Path  # what PoseEstimator takes as one image
@@ -36,6 +38,7 @@ def as_bgr(image: Any, index: int) -> np.ndarray:
     """The (H, W, 3) uint8 BGR pixels of one image given to the API (the module docstring says which kinds), at
     ``index`` in the call (for the message)."""
     if isinstance(image, (str, Path)):
+        refuse_many_pictures(image, index)
         return read_image(image)
     if isinstance(image, Image.Image):
         return _pil_to_bgr(image, index)
@@ -51,6 +54,28 @@ def as_bgr(image: Any, index: int) -> np.ndarray:
     else:
         what = f"a {type(image).__name__}"
     raise _refused(index, what)
+
+
+def refuse_many_pictures(path: str | Path, index: int) -> None:
+    """UserError pointing to ``PoseEstimator.stream`` when the path of image ``index`` is a folder, a pattern or a
+    video: inputs of many pictures, which ``estimator(...)`` (one image, or a list) does not read."""
+    p = Path(path)
+    if p.is_dir():
+        what = "a folder"
+    elif glob.has_magic(str(path)) and not p.exists():
+        what = "a pattern"
+    elif p.suffix.lower() in VIDEO_SUFFIXES:
+        what = "a video"
+    else:
+        return
+    raise UserError(
+        f"image {index}: {path} is {what}; estimator(...) reads single images (or a list of them): for the "
+        f"{'frames' if what == 'a video' else 'pictures'} of {what}, one at a time, use "
+        f"estimator.stream({str(path)!r})",
+        file=path,
+        key="image",
+        sample=index,
+    )
 
 
 def as_bgr_list(images: Any) -> list[np.ndarray]:

@@ -25,10 +25,8 @@ from PIL import Image
 from simplepose.data.image_files import ImageFileError, read_image
 from simplepose.evaluate.image_input import as_bgr
 from simplepose.evaluate.image_list import IMAGE_SUFFIXES, image_files
-from simplepose.evaluate.video import VideoReader
+from simplepose.evaluate.video import VIDEO_SUFFIXES, VideoReader
 from simplepose.utils.errors import UserError
-
-VIDEO_SUFFIXES = {".mp4", ".avi", ".mov", ".mkv", ".webm"}
 
 
 @dataclass(frozen=True)

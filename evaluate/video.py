@@ -20,6 +20,8 @@ import numpy as np
 
 from simplepose.utils.errors import UserError
 
+VIDEO_SUFFIXES = {".mp4", ".avi", ".mov", ".mkv", ".webm"}  # files read as videos (evaluate.inputs)
+
 LOG = logging.getLogger(__name__)
 
 DEFAULT_FPS = 30.0

@@ -68,7 +68,11 @@ TESTED_ELSEWHERE = {
 # The commands refuse these before any work, so calling their main() in this process is cheap.
 IN_PROCESS = ("ckpt_nan_weights", "ckpt_invalid_config", "ckpt_is_hdf5", "ckpt_is_onnx", "ckpt_is_an_image",
               "ckpt_is_yaml", "ckpt_is_json", "ckpt_random_bytes", "ckpt_empty", "ckpt_is_a_folder",
-              "second_run_same_folder", "second_run_resume_from_elsewhere")  # fmt: skip
+              "second_run_same_folder", "second_run_resume_from_elsewhere",
+              # issue 45: refused before training
+              "batch_size_zero", "lr_negative", "num_workers_negative", "epochs_zero", "warmup_negative",
+              "device_as_option", "checkpoint_as_config", "data_smaller_than_a_step", "scales_zero_eval",
+              "scales_option_zero_eval")  # fmt: skip
 MAINS = {("-m", "evaluate.coco_eval"): coco_eval.main, ("-m", "checkpoint.original"): convert_original.main,
          ("train.py",): train.main}  # fmt: skip
 NAMES = [n for n in CASE_NAMES if n not in {*SECURITY_CASES, *TESTED_ELSEWHERE, *IN_PROCESS}]

@@ -108,7 +108,7 @@ def test_a_compiled_run_accumulates_like_eager_and_its_checkpoint_loads_plainly(
     weights = {}
     for setting in ("off", "on"):
         caplog.clear()
-        with caplog.at_level(logging.INFO, logger="engine"):
+        with caplog.at_level(logging.INFO, logger="simplepose.engine"):
             t = Trainer(tiny_cfg(synthetic_h5_64, tmp_path / setting, f"train.compile={setting}", *extra))
             t.fit()
         messages = [r.getMessage() for r in caplog.records]

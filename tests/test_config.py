@@ -107,3 +107,48 @@ def test_with_overrides_returns_a_validated_copy_and_leaves_the_original_alone()
     with pytest.raises(ConfigError) as e:
         with_overrides(cfg, {"model.stacks": 2}, "test")
     assert e.value.key == "loss.stack_weights"
+
+
+@pytest.mark.parametrize(
+    "words, instead",
+    [
+        (["--device", "cpu"], "train.device=cpu"),
+        (["--epochs=3"], "train.epochs=3"),
+        (["--batch-size", "8"], "train.batch_size=8 or eval.batch_size=8"),
+        (["--train.lr", "1e-3"], "train.lr=1e-3"),
+        (["--lr"], "train.lr=VALUE"),
+    ],
+)
+def test_an_option_named_as_a_setting_names_the_override_to_give(words, instead, capsys):
+    from simplepose import train
+
+    assert train.main([*words, "train.out_dir=/nonexistent/never"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: {words[0]} is not an option of this command; settings are given as key=value: {instead}\n"
+
+
+def test_an_unknown_option_that_is_no_setting_is_left_to_argparse(capsys):
+    from simplepose import train
+
+    with pytest.raises(SystemExit) as e:
+        train.main(["--no-such-thing", "train.out_dir=/nonexistent/never"])
+    assert e.value.code == 2 and "unrecognized arguments: --no-such-thing" in capsys.readouterr().err
+
+
+def test_a_checkpoint_given_as_config_names_where_it_goes():
+    ckpt = next((REPO_ROOT / "tests" / "data" / "checkpoints").glob("*.pt"))
+    with pytest.raises(ConfigError) as e:
+        load_config(ckpt)
+    assert e.value.file == str(ckpt) and "not a YAML config" in str(e.value)
+    assert f"train.resume={ckpt}" in str(e.value) and f"train.init_weights={ckpt}" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "word, meant",
+    [("config/tiny.yaml", "--config config/tiny.yaml"), ("runs/x/last.pt", "train.resume=runs/x/last.pt"),
+     ("train.device", "train.device=VALUE as one word")],
+)  # fmt: skip
+def test_a_word_without_equals_says_what_it_was_probably_meant_as(word, meant):
+    with pytest.raises(ConfigError) as e:
+        load_config(None, [word])
+    assert "is not of the form key=value" in str(e.value) and meant in str(e.value)

@@ -277,6 +277,22 @@ def test_a_missing_file_and_a_single_image_for_a_batch_are_named(tiny_ckpt, tmp_
         estimator.predict_batch("photo.jpg")
 
 
+@pytest.mark.parametrize(
+    "given, what, read_as", [("photos", "a folder", "pictures"), ("photos/*.jpg", "a pattern", "pictures"),
+                             ("clip.mp4", "a video", "frames")],
+)  # fmt: skip
+def test_inputs_of_many_pictures_point_to_stream(given, what, read_as, tiny_ckpt, tmp_path):
+    """A folder, a pattern or a video given where one image is expected: refused naming ``stream``."""
+    (tmp_path / "photos").mkdir()
+    estimator = PoseEstimator.from_checkpoint(tiny_ckpt, device="cpu")
+    path = str(tmp_path / given)
+    for call in (lambda: estimator(path), lambda: estimator([np.zeros((64, 64, 3), np.uint8), path])):
+        with pytest.raises(UserError) as e:
+            call()
+        assert f"{path} is {what}" in str(e.value) and f"the {read_as} of {what}" in str(e.value)
+        assert f"estimator.stream({path!r})" in str(e.value) and e.value.file == path
+
+
 def test_coco_results_json_is_the_file_coco_eval_writes(
     trained_tiny_ckpt, synthetic_sample_images, synthetic_sample_annotations, tmp_path, one_thread
 ):

@@ -295,7 +295,7 @@ def test_readme_video_example_runs(crossing_clip, trained_tiny_ckpt, tmp_path, o
     out = tmp_path / "synth_video"
     command = next(line for line in section.splitlines() if line.startswith("python -m data.synthetic_video"))
     args = command.split("#")[0].split()[3:]
-    assert args[:2] == ["--out", "synth_video"]
+    assert args[:2] == ["--out", "runs/synth_video"]
     assert synthetic_video.main(["--out", str(out), *args[2:], "--frames", "12", "--people", "2"]) == 0
     gt = CocoApi(str(out / "annotations.json"))
     assert len(gt.getImgIds()) == 12 and {a["track_id"] for a in gt.loadAnns(gt.getAnnIds())} <= {1, 2}

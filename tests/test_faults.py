@@ -1,7 +1,7 @@
 """Quick fault-injection cases on the synthetic sample with a tiny model (`python -m tests.harness.fault_table` runs
 the long ones):
 kill -9 mid-run then resume, a full disk and a read-only folder at the checkpoint write, a corrupt sample inside
-a DataLoader worker, a DataLoader worker stuck without dying."""
+a DataLoader worker, a DataLoader worker stuck without dying, starts that fail."""
 
 from __future__ import annotations
 
@@ -33,7 +33,10 @@ from tests.harness.faults import (
     BROKEN,
     DEAD,
     SAMPLE,
+    Tally,
     deaths_at_every_point,
+    failed_starts,
+    start_faults,
     temporaries,
     translated_with_death_at,
     write_fault,
@@ -222,3 +225,11 @@ def test_a_death_reported_after_the_line_prints_nothing():
         assert signal.getsignal(signal.SIGCHLD) == signal.SIG_DFL
     finally:
         signal.signal(signal.SIGCHLD, previous if previous is not None else signal.SIG_DFL)
+
+
+def test_failed_starts_end_in_one_line_and_leave_no_run_folder(synthetic_h5_64, tmp_path):
+    """The fault table's failed starts (through the real command): each a clean error, none leaves its folder."""
+    tally = Tally()
+    start_faults(synthetic_h5_64, tmp_path, tally)
+    assert tally.failures == [] and tally.lost == {}
+    assert tally.clean_errors == tally.fault_cases == len(failed_starts(synthetic_h5_64)) and tally.raw_tracebacks == 0

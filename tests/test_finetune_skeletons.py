@@ -43,7 +43,7 @@ def test_from_coco_to_crowdpose_the_heads_start_afresh_the_rest_loads_and_it_tra
 ):
     saved = Checkpoint.load(coco_checkpoint).model
     run = tmp_path / "run"
-    with caplog.at_level(logging.INFO, logger="engine"):
+    with caplog.at_level(logging.INFO, logger="simplepose.engine"):
         trainer = Trainer(tiny_cfg(crowdpose_h5, run, *TWO_STACKS, *SHORT_RUN, "data.skeleton=crowdpose",
                                    f"train.init_weights={coco_checkpoint}"))  # fmt: skip
     state = unwrap(trainer.model).state_dict()

@@ -86,7 +86,7 @@ def test_the_choice_is_logged_once_per_process(monkeypatch, caplog):
     monkeypatch.setattr(inference_setup_module, "_LOGGED", set())
     monkeypatch.setattr(inference_setup_module, "probe_capabilities", lambda device: AVX2_CPU)
     model = tiny_model().eval()
-    with caplog.at_level(logging.INFO, logger="evaluate"):
+    with caplog.at_level(logging.INFO, logger="simplepose.evaluate"):
         for _ in range(2):
             PoseEstimator.from_model(model, EvalConfig(amp="auto"), CPU)
         PoseEstimator.from_model(model, EvalConfig(amp="auto", channels_last="on"), CPU)
@@ -107,7 +107,7 @@ def test_under_torchrun_only_rank_0_prints_the_inference_line(monkeypatch, caplo
     monkeypatch.setattr(inference_setup_module, "_LOGGED", set())
     monkeypatch.setattr(inference_setup_module, "probe_capabilities", lambda device: AVX2_CPU)
     monkeypatch.setenv("RANK", rank)
-    with caplog.at_level(logging.DEBUG, logger="evaluate"):
+    with caplog.at_level(logging.DEBUG, logger="simplepose.evaluate"):
         inference_setup_module.inference_setup(EvalConfig(), CPU)
     (record,) = [r for r in caplog.records if r.getMessage().startswith("inference:")]
     assert record.levelno == level
@@ -117,7 +117,7 @@ def test_under_torchrun_only_rank_0_prints_the_inference_line(monkeypatch, caplo
 def test_float32_by_default_with_the_faster_choice_named_where_there_is_one(monkeypatch, caplog, caps, hint):
     monkeypatch.setattr(inference_setup_module, "_LOGGED", set())
     monkeypatch.setattr(inference_setup_module, "probe_capabilities", lambda device: caps)
-    with caplog.at_level(logging.INFO, logger="evaluate"):
+    with caplog.at_level(logging.INFO, logger="simplepose.evaluate"):
         setup = inference_setup_module.inference_setup(EvalConfig(), CPU)
     assert (setup.precision.dtype, setup.channels_last) == (None, False)
     (line,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("inference:")]

@@ -72,7 +72,7 @@ def test_bf16_held_back_by_onednns_isa_limit_is_not_native(monkeypatch):
 def test_a_run_on_a_cpu_without_native_bf16_says_it_chose_float32(synthetic_h5_64, tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(up, "probe_capabilities", lambda device: AVX2_CPU)
     cfg = load_config(TINY_PRESET, [f"data.train={synthetic_h5_64}", f"train.out_dir={tmp_path}", "train.amp=auto"])
-    with caplog.at_level(logging.INFO, logger="engine"):
+    with caplog.at_level(logging.INFO, logger="simplepose.engine"):
         t = Trainer(cfg)
     assert t.precision.dtype is None and not t.scaler.is_enabled()
     assert "precision: float32 (train.amp=auto: float32 on the CPU without AVX512-BF16 or AMX" in caplog.text

@@ -12,7 +12,9 @@ import shutil
 import pytest
 
 from simplepose import train, train_distributed, train_parallel
-from simplepose.engine.run import restart_overrides
+from simplepose.engine import run_folder
+from simplepose.engine.hook_base import Hook
+from simplepose.engine.run import restart_overrides, run
 from simplepose.engine.run_folder import (
     LAUNCH_FILE,
     RunFolderInUse,
@@ -21,6 +23,7 @@ from simplepose.engine.run_folder import (
     launch_id,
     launch_owns,
     run_files,
+    undone_if_start_fails,
 )
 from simplepose.engine.trainer import Trainer
 from tests.helpers import saved_state, tiny_cfg, tiny_run_args
@@ -128,6 +131,66 @@ def test_a_run_without_a_checkpoint_yet_is_still_a_run(synthetic_h5_64, tmp_path
     with pytest.raises(RunFolderInUse) as e:
         Trainer(tiny_cfg(synthetic_h5_64, tmp_path, *SHORT))
     assert "config.yaml, no checkpoint yet" in str(e.value) and "finished" not in str(e.value)
+
+
+class FailsAt(Hook):
+    """Raises ``error`` at the hook ``stage`` (a Hook method's name) of the step ``step`` (the first: 0)."""
+
+    def __init__(self, stage: str, error: BaseException, step: int = 0) -> None:
+        self.error, self.step = error, step
+        setattr(self, stage, self.fail)
+
+    def fail(self, position, *_) -> None:
+        if position.global_step >= self.step:
+            raise self.error
+
+
+@pytest.mark.parametrize(
+    "stage, error",
+    [("before_train", RuntimeError("injected")), ("before_step", KeyboardInterrupt()), ("before_epoch", MemoryError())],
+)
+def test_a_start_that_fails_leaves_no_run_folder_and_the_same_command_then_runs(
+    synthetic_h5_64, tmp_path, stage, error
+):
+    """A run that stops before its first checkpoint or metrics record removes what it wrote, and the folders it
+    made; the next run into that folder is not refused."""
+    out = tmp_path / "runs" / "new"
+    args = tiny_run_args(synthetic_h5_64, out, *SHORT)
+    with pytest.raises(type(error)):
+        run("single", "", args, extra_hooks=lambda trainer: [FailsAt(stage, error)])
+    assert not (tmp_path / "runs").exists()
+    assert train.main(args) == 0 and (out / "last.pt").is_file()
+
+
+def test_a_failed_start_in_an_existing_folder_keeps_its_other_files(synthetic_h5_64, tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(RuntimeError):
+        run("single", "", tiny_run_args(synthetic_h5_64, tmp_path, *SHORT),
+            extra_hooks=lambda trainer: [FailsAt("before_train", RuntimeError("injected"))])  # fmt: skip
+    assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
+
+
+def test_a_clean_up_that_fails_does_not_hide_why_the_start_failed(tmp_path, monkeypatch):
+    def refuse(*_):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(run_folder, "_remove_new_run_files", refuse)
+    out = tmp_path / "new"
+    with pytest.raises(RuntimeError, match="injected"), undone_if_start_fails(out, rank=0):
+        out.mkdir()
+        (out / "config.yaml").write_text("train: {}\n")
+        raise RuntimeError("injected")
+    assert (out / "config.yaml").is_file()
+
+
+def test_a_run_that_failed_after_its_first_record_keeps_it(synthetic_h5_64, tmp_path):
+    out = tmp_path / "run"
+    with pytest.raises(RuntimeError):
+        run("single", "", tiny_run_args(synthetic_h5_64, out, *SHORT, "train.log_every=1"),
+            extra_hooks=lambda trainer: [FailsAt("before_step", RuntimeError("injected"), step=1)])  # fmt: skip
+    assert {"config.yaml", "metrics.jsonl"} <= {p.name for p in out.iterdir()}
+    with pytest.raises(RunFolderInUse):
+        Trainer(tiny_cfg(synthetic_h5_64, out, *SHORT))
 
 
 # ---------------------------------------------------------------------------------------------- torchrun restarts

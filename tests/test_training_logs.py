@@ -3,11 +3,17 @@ file (utils/progress_bar.py), and TensorBoard as ``train.tensorboard`` says (aut
 
 from __future__ import annotations
 
+import fcntl
 import io
 import logging
+import os
+import pty
+import struct
 import subprocess
 import sys
+import termios
 
+import h5py
 import pytest
 from tqdm import tqdm
 
@@ -72,19 +78,38 @@ def test_figures_given_to_the_bar_appear_on_its_next_line(caplog):
     assert lines == ["epoch 3 3/4 step (75 %), 0.5 step/s, loss=0.12"]  # the rate counts from where it started
 
 
-class Terminal(io.StringIO):
-    def isatty(self) -> bool:
-        return True
+@pytest.fixture
+def pseudo_terminal():
+    """A pseudo-terminal's writing end, opened as a text file: without a size, as ``script`` makes one."""
+    leader, follower = pty.openpty()
+    with os.fdopen(follower, "w") as stream:
+        yield stream
+    os.close(leader)
 
 
-def test_a_terminal_gets_a_tqdm_bar_and_a_log_file_does_not(monkeypatch):
-    monkeypatch.setattr(sys, "stderr", Terminal())
+def set_size(stream, rows: int, columns: int) -> None:
+    fcntl.ioctl(stream.fileno(), termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
+
+
+def test_a_terminal_gets_a_tqdm_bar_and_a_log_file_does_not(monkeypatch, pseudo_terminal):
+    set_size(pseudo_terminal, 24, 80)
+    monkeypatch.setattr(sys, "stderr", pseudo_terminal)
     with progress_bar(range(3), desc="x") as bar:
         assert isinstance(bar, tqdm)
     monkeypatch.setattr(sys, "stderr", io.StringIO())
     bar = progress_bar(range(3), desc="x")
     assert isinstance(bar, ProgressLines) and bar.total == 3 and list(bar) == [0, 1, 2]
     assert sys.stderr.getvalue() == ""
+
+
+def test_a_terminal_without_a_size_gets_lines(monkeypatch, pseudo_terminal, caplog):
+    """Under ``script`` stderr is a terminal of 0 columns, where tqdm draws nothing: progress comes as lines."""
+    caplog.set_level(logging.INFO, logger="simplepose.utils.progress_bar")
+    monkeypatch.setattr(sys, "stderr", pseudo_terminal)
+    assert pseudo_terminal.isatty() and os.get_terminal_size(pseudo_terminal.fileno()).columns == 0
+    bar = progress_bar(range(10), desc="epoch 0", unit="step")
+    assert isinstance(bar, ProgressLines) and list(bar) == list(range(10))
+    assert [r.getMessage() for r in caplog.records][-1].startswith("epoch 0 10/10 step (100 %)")
 
 
 @pytest.mark.parametrize("command", ["train.py", "data.coco_to_hdf5"])
@@ -103,6 +128,10 @@ def test_progress_in_a_log_file_has_no_carriage_return(command, synthetic_h5_64,
     assert r.returncode == 0, r.stderr[-2000:]
     assert "\r" not in r.stdout and "\r" not in r.stderr
     assert expected in r.stdout
+    if command == "train.py":  # a sample is a main person: the log says of how many images
+        with h5py.File(synthetic_h5_64) as f:
+            samples, images = len(f["samples/image"]), len(f["images/id"])
+        assert f"{samples} samples (one per main person, of {images} images)" in r.stdout
 
 
 # ---------------------------------------------------------------------------------------------- TensorBoard
@@ -146,7 +175,7 @@ def test_tensorboard_off_is_never_used(installed, tmp_path):
 
 
 def test_auto_without_tensorboard_says_so_once(not_installed, tmp_path, caplog):
-    caplog.set_level(logging.INFO, logger="engine")
+    caplog.set_level(logging.INFO, logger="simplepose.engine")
     logger = MetricsLogger(tmp_path, tensorboard="auto")
     logger.log("train", 0, 1, loss=1.0)
     said = [r.getMessage() for r in caplog.records if "TensorBoard" in r.getMessage()]

@@ -6,9 +6,10 @@
     bar.update(1); bar.set_postfix(loss="0.12"); bar.close()
 
 A bar redraws itself with carriage returns (``\\r``), which a log file (CI, ``nohup``, a pipe: stderr is not a
-terminal) keeps as one ever-growing line. There the same calls log plain lines instead (``logging``, INFO, so they go
-where the command's other lines go), one at each tenth of the total and at least every ``every_s`` seconds while it
-runs (only the latter when the total is unknown), and one at the end:
+terminal) keeps as one ever-growing line, and which a terminal without a size (``script``) does not show at all. There
+the same calls log plain lines instead (``logging``, INFO, so they go where the command's other lines go), one at each
+tenth of the total and at least every ``every_s`` seconds while it runs (only the latter when the total is unknown),
+and one at the end:
 
     eval 120/500 img (24 %), 3.1 img/s
     epoch 3 40/400 step (10 %), 2.4 step/s, loss=0.1204, lr=0.0025
@@ -20,6 +21,7 @@ starts on a line of its own.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from collections.abc import Iterable, Iterator
@@ -33,13 +35,23 @@ EVERY_S = 30.0  # at most this long between two lines in a log file
 
 
 def interactive(stream: TextIO | None = None) -> bool:
-    """Whether ``stream`` (default: stderr, where tqdm draws) shows a bar as a bar: a terminal, or a notebook."""
+    """Whether ``stream`` (default: stderr, where tqdm draws) shows a bar as a bar: a terminal that has a width (a
+    pseudo-terminal without a size, as under ``script`` or some CI runners, gets no bar drawn at all), or a
+    notebook."""
     stream = stream if stream is not None else sys.stderr
     try:
         tty = stream.isatty()
     except (AttributeError, ValueError):  # no isatty, or a closed stream
         tty = False
-    return tty or "ipykernel" in sys.modules
+    return (tty and terminal_columns(stream) > 0) or "ipykernel" in sys.modules
+
+
+def terminal_columns(stream: TextIO) -> int:
+    """The width of the terminal ``stream`` writes to, in characters; 0 when it has none (or is no terminal)."""
+    try:
+        return os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, OSError, ValueError):
+        return 0
 
 
 def progress_bar(

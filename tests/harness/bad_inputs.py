@@ -1137,6 +1137,74 @@ def _demo_onnx_is_a_checkpoint(c: _Corpus, name: str) -> Case:
                 ("not an ONNX model", "--ckpt", "python -m evaluate.export_onnx"), d)  # fmt: skip
 
 
+# ---- issue 45: settings out of their range, the wrong tool, a failed start leaves no run folder
+
+
+def _refused_start(c: _Corpus, name: str, what: str, extra: list[str], names: tuple[str, ...]) -> Case:
+    """A training command refused before it trains: a clean error naming ``names``, and no run folder left."""
+    case = c.train_case(name, what, "clean_error", c.h5(), extra=extra, names=names)
+    case.outputs = [case.folder]
+    return case
+
+
+@_case
+def _batch_size_zero(c: _Corpus, name: str) -> Case:
+    return _refused_start(c, name, "train.batch_size=0", ["train.batch_size=0"], ("train.batch_size", ">= 1", "got 0"))
+
+
+@_case
+def _lr_negative(c: _Corpus, name: str) -> Case:
+    return _refused_start(c, name, "train.lr=-1", ["train.lr=-1"], ("train.lr", ">= 0", "got -1.0"))
+
+
+@_case
+def _num_workers_negative(c: _Corpus, name: str) -> Case:
+    return _refused_start(c, name, "data.num_workers=-1", ["data.num_workers=-1"], ("data.num_workers", ">= 0"))
+
+
+@_case
+def _epochs_zero(c: _Corpus, name: str) -> Case:
+    return _refused_start(c, name, "train.epochs=0", ["train.epochs=0"], ("train.epochs", ">= 1", "got 0"))
+
+
+@_case
+def _warmup_negative(c: _Corpus, name: str) -> Case:
+    return _refused_start(
+        c, name, "train.warmup_epochs=-1", ["train.warmup_epochs=-1"], ("train.warmup_epochs", ">= 0")
+    )
+
+
+@_case
+def _device_as_option(c: _Corpus, name: str) -> Case:
+    return _refused_start(c, name, "--device cpu given to train.py", ["--device", "cpu"], ("train.device=cpu",))
+
+
+@_case
+def _checkpoint_as_config(c: _Corpus, name: str) -> Case:
+    ckpt = str(c.checkpoint())
+    case = _refused_start(c, name, "a checkpoint as --config", [], (ckpt, f"train.resume={ckpt}"))
+    case.argv[case.argv.index("--config") + 1] = ckpt
+    return case
+
+
+@_case
+def _data_smaller_than_a_step(c: _Corpus, name: str) -> Case:
+    return _refused_start(c, name, "a batch larger than the data (fails after the run folder is made)",
+                          ["train.batch_size=1000"], ("train.batch_size", str(c.h5())))  # fmt: skip
+
+
+@_case
+def _scales_zero_eval(c: _Corpus, name: str) -> Case:
+    return c.oracle_case(name, "eval.scales=[0]", "clean_error", c.base, extra=["eval.scales=[0]"],
+                         names=("eval.scales", "> 0", "got [0.0]"))  # fmt: skip
+
+
+@_case
+def _scales_option_zero_eval(c: _Corpus, name: str) -> Case:
+    return c.oracle_case(name, "--scales 0", "clean_error", c.base, extra=["--scales", "0"],
+                         names=("eval.scales", "> 0", "got [0.0]"))  # fmt: skip
+
+
 CASE_NAMES: tuple[str, ...] = tuple(_BUILDERS)
 
 

@@ -25,6 +25,8 @@ data.coco_to_hdf5):
   loadable, no temporary file left.
 - a JPEG corrupted in the HDF5 file and a DataLoader worker killed by SIGKILL (num_workers=1): exit 2 and a
   message naming the sample (or the step and the batch then loading) and what to do.
+- starts that fail (a setting out of its range, a setting given as an option, a missing data file, data smaller
+  than one step): exit 2, a message naming what to change, and no run folder left behind.
 - a DataLoader worker's death reported while a loader failure (a dead worker, a sample's error, a broken
   connection) is being translated into its line: torch's SIGCHLD handler raises it between any two bytecodes, so
   a trace function raises it at each line the translation executes in turn (deterministic); each must end in the
@@ -47,15 +49,18 @@ from tests.harness.cases import OUTCOMES
 from tests.harness.faults import (
     Tally,
     disk_faults,
+    failed_starts,
     kill_and_resume,
     loader_faults,
     make_data,
+    start_faults,
     torchrun_worker_death,
     translation_faults,
 )
 
 NO_DATA_LOST = ("no unloadable or half-written checkpoint, no stray temporary file, every resumed run bit-identical "
-                "to the uninterrupted one, no changed previous checkpoint")  # fmt: skip
+                "to the uninterrupted one, no changed previous checkpoint, no run folder left by a failed "
+                "start")  # fmt: skip
 
 
 def table_rows(t: Tally, trials: int, disk_kinds: list[str]) -> list[tuple[str, str, str]]:
@@ -87,7 +92,8 @@ def table_rows(t: Tally, trials: int, disk_kinds: list[str]) -> list[tuple[str, 
             "bad inputs tried",
             f"{len(t.corpus) + t.fault_cases}",
             f"{corpus_note}; {t.fault_cases} fault cases ({', '.join(disk_kinds)}; "
-            f"corrupt JPEG in a worker; worker SIGKILL; a worker's death raised at each of the "
+            f"corrupt JPEG in a worker; worker SIGKILL; {len(failed_starts(Path()))} failed starts; a worker's "
+            f"death raised at each of the "
             f"{t.translation_points} lines of a loader failure's translation)",
         ),
         (
@@ -127,9 +133,10 @@ def run_all(work: Path, trials: int, seed: int, tally: Tally) -> list[str]:
     def disk_and_loader() -> list[str]:
         kinds = disk_faults(train_h5, work, tally)
         loader_faults(train_h5, work, tally)
+        start_faults(train_h5, work, tally)
         return kinds
 
-    disk_kinds = timed("disk and loader faults", disk_and_loader)
+    disk_kinds = timed("disk, loader and start faults", disk_and_loader)
     timed("a worker's death at each point of a translation", lambda: translation_faults(tally))
     tally.corpus = timed("bad-input corpus", lambda: run_corpus(work / "bad_inputs"))
     return disk_kinds

@@ -421,6 +421,31 @@ def loader_faults(train_h5: Path, work: Path, tally: Tally) -> None:
     classify_error(tally, "DataLoader worker killed by SIGKILL", r, ["DataLoader worker", "step", "num_workers"])
 
 
+# ---------------------------------------------------------------------------------------------- e. failed starts
+def failed_starts(train_h5: Path) -> list[tuple[str, list[str], list[str]]]:
+    """(name, what is added to a tiny run's command, what its error must name) of starts that fail: a setting out of
+    its range, a setting given as an option, a data file that is not there, data smaller than one step (the last two
+    after the run folder was made)."""
+    missing = train_h5.with_name("missing.h5")
+    return [
+        ("a setting out of its range", ["train.batch_size=0"], ["train.batch_size", ">= 1", "got 0"]),
+        ("a setting given as an option", ["--device", "cpu"], ["--device", "train.device=cpu"]),
+        ("a missing data file", [f"data.train={missing}"], ["data.train", str(missing)]),
+        ("data smaller than one step", ["train.batch_size=1000"], ["train.batch_size", str(train_h5)]),
+    ]
+
+
+def start_faults(train_h5: Path, work: Path, tally: Tally) -> None:
+    """Each failed start: a clean error naming what to change, and no run folder left behind (else the same command,
+    corrected, would be refused the folder)."""
+    for name, extra, must_name in failed_starts(train_h5):
+        out_dir = work / "failed_start" / name.replace(" ", "_") / "run"
+        r = run_train([*tiny_run_args(train_h5, out_dir), *extra])
+        classify_error(tally, f"failed start: {name}", r, must_name)
+        if out_dir.exists():
+            tally.lose("run folder left by a failed start", f"{name}: {sorted(p.name for p in out_dir.iterdir())}")
+
+
 # ---- a worker's death reported at any point of a failure's translation (torch's SIGCHLD handler raises between
 # bytecodes): deterministic, a trace function raises it at the N-th line
 
