@@ -15,38 +15,22 @@ interrupted comparison continues where it stopped.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
-import sys
-import time
 from pathlib import Path
 
+from bench.quickstart_runs import last_validation, mean_spread, train
 from simplepose.config.config_file import load_config
 from simplepose.engine.run import QUICKSTART_PRESET
 from simplepose.evaluate.metrics.diagnosis import ERROR_TYPES, diagnose
-from simplepose.utils.errors import UserError, cli_main
+from simplepose.utils.errors import cli_main
 from simplepose.utils.paths import REPO_ROOT
 
 NAMES = {"off": "float32", "bf16": "bf16", "fp16": "fp16"}
 
 
-def train(precision: str, seed: int, out: Path, overrides: list[str]) -> float:
-    """Train one run into ``out`` (kept when it is already complete); returns the wall seconds (0: kept)."""
-    if (out / "last.pt").is_file():
-        return 0.0
-    args = [sys.executable, "train.py", f"train.amp={precision}", f"train.seed={seed}", f"train.out_dir={out}"]
-    start = time.perf_counter()
-    done = subprocess.run([*args, *overrides], cwd=REPO_ROOT, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise UserError(f"run {out} failed (exit {done.returncode}): {done.stderr.strip().splitlines()[-1:]}")
-    return time.perf_counter() - start
-
-
 def figures(out: Path, annotations: Path) -> dict:
     """The last validation's AP and the diagnosis of its results."""
-    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    last = [r for r in records if r["kind"] == "val" and "AP" in r][-1]
+    last = last_validation(out)
     found = diagnose(annotations, out / f"val_results_epoch{last['epoch']}.json")
     total = max(sum(found.keypoint_errors.values()), 1)
     return {
@@ -54,11 +38,6 @@ def figures(out: Path, annotations: Path) -> dict:
         "shares": {k: v / total for k, v in found.keypoint_errors.items()},
         "gains": found.ap_gains,
     }
-
-
-def mean_spread(values: list[float]) -> str:
-    spread = statistics.stdev(values) if len(values) > 1 else 0.0
-    return f"{statistics.mean(values):.3f} +- {spread:.3f}"
 
 
 @cli_main
@@ -76,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     for seed in args.seeds:
         for precision in args.precisions:
             out = Path(args.out).resolve() / f"{precision}_seed{seed}"
-            seconds = train(precision, seed, out, args.overrides)
+            seconds = train(out, [f"train.amp={precision}", f"train.seed={seed}", *args.overrides])
             row = figures(out, annotations)
             rows[precision].append(row)
             shares = ", ".join(f"{k} {v:.1%}" for k, v in row["shares"].items())

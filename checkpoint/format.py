@@ -19,10 +19,13 @@ Format 2 (written now):
     skeleton        the network's skeleton definition (config.skeleton.Skeleton.to_dict), if known
     code_version    git commit of the code that wrote it ("" if unknown)
     origin          where the weights came from when not trained here (e.g. ``original:PoseNet_52_epoch.pth``)
+    averaged        only when ``model`` holds a weight average instead of the trained weights: what kind
+                    (``ema 0.999``: the exponential moving average of engine/ema.py, in best.pt of a run with
+                    train.ema; such a file holds no train_state: a run resumes from last.pt, which keeps both)
     train_state     only in checkpoints a run resumes from: optimizer, scaler ({} without loss scaling), epoch, step,
                     global_step, best_metric, counters (engine.position.TrainingPosition), world_size, rng (every
                     global RNG state, one per rank), ranks_in_sync (every rank held the same parameters when it was
-                    written)
+                    written), ema (under train.ema: the weight average's state dict and update count)
 
 Also read: format 1 (the same entries flat at the top level, ``version`` for the code version, ``rng`` one state or a
 list by rank, and a ``scheduler`` entry that nothing needs: the schedule is a function of the position and the
@@ -105,6 +108,7 @@ class Checkpoint:
     train_state: dict[str, Any] | None = None
     code_version: str = ""
     origin: str = ""
+    averaged: str = ""
     model_settings: dict[str, Any] | None = None
     config_problem: str = field(default="", compare=False)
     file: str = field(default="", compare=False)
@@ -127,6 +131,8 @@ class Checkpoint:
             out["skeleton"] = self.skeleton.to_dict()
         if self.origin:
             out["origin"] = self.origin
+        if self.averaged:
+            out["averaged"] = self.averaged
         if self.train_state is not None:
             out["train_state"] = self.train_state
         return out
@@ -184,6 +190,7 @@ class Checkpoint:
             train_state=dict(train) if isinstance(train, Mapping) else None,
             code_version=code if isinstance(code, str) else "",
             origin=origin if isinstance(origin, str) else "",
+            averaged=obj.get("averaged", "") if isinstance(obj.get("averaged", ""), str) else "",
             model_settings=dict(section) if isinstance(section, Mapping) else None,
             config_problem=problem,
             file=file,
@@ -233,6 +240,8 @@ class Checkpoint:
         ]
         if self.train_state is not None:
             parts.append("with a training state")
+        if self.averaged:
+            parts.append(f"averaged weights ({self.averaged})")
         if self.origin:
             parts.append(f"from {self.origin}")
         if self.code_version:

@@ -197,18 +197,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     """Defaults, then the YAML file (if any), then ``key=value`` overrides; validated. The one way a command
     builds its config; later changes go through ``with_overrides``."""
     cfg = Config()
-    if path:
-        p = Path(path)
-        if not p.is_file():
-            raise ConfigError(f"config file {p} not found (presets live in config/*.yaml)", file=p)
-        try:
-            data = yaml.safe_load(p.read_text()) or {}
-        except yaml.YAMLError as e:
-            raise ConfigError(f"config file {p} is not valid YAML: {e}", file=p) from None
-        except UnicodeDecodeError:
-            raise not_a_config_file(p) from None
-        if not isinstance(data, dict):
-            raise ConfigError(f"config file {p} must hold a mapping of sections, got {type(data).__name__}", file=p)
+    for p, data in preset_chain(Path(path)) if path else []:
         for key, value in _flatten(data).items():
             try:
                 set_key(cfg, key, value, f"in {p}")
@@ -220,6 +209,30 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         set_key(cfg, key, value, "command-line override")
     validate(cfg)
     return cfg
+
+
+def preset_chain(p: Path, inside: tuple[Path, ...] = ()) -> list[tuple[Path, dict]]:
+    """The sections of preset ``p``, after those of the preset its top-level ``base:`` names (a path relative to
+    ``p``'s folder, itself possibly with a base), in the order they apply."""
+    if not p.is_file():
+        raise ConfigError(f"config file {p} not found (presets live in config/*.yaml)", file=p)
+    try:
+        data = yaml.safe_load(p.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"config file {p} is not valid YAML: {e}", file=p) from None
+    except UnicodeDecodeError:
+        raise not_a_config_file(p) from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {p} must hold a mapping of sections, got {type(data).__name__}", file=p)
+    base = data.pop("base", None)
+    if base is None:
+        return [(p, data)]
+    if not isinstance(base, str) or not base:
+        raise ConfigError(f"config file {p}: base must name a preset file, got {base!r}", file=p, key="base")
+    base_path = p.parent / base
+    if base_path.resolve() in (*inside, p.resolve()):
+        raise ConfigError(f"config file {p}: base {base} leads back to {p.name} (a circle of presets)", file=p)
+    return [*preset_chain(base_path, (*inside, p.resolve())), (p, data)]
 
 
 def not_a_config_file(path: Path) -> ConfigError:

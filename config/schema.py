@@ -197,17 +197,30 @@ class TrainConfig:
     # scaling: 1 GPU x accumulate_steps=4 then trains like 4 GPUs)
     lr: float = ranged(2.5e-5, NON_NEGATIVE)
     lr_scale_world_size: bool = True
-    optimizer: Literal["sgd", "adam"] = "sgd"
+    # sgd, adam: the original's (weight decay on every parameter); adamw: decoupled weight decay, none on norm
+    # weights and biases (docs/training.md#modern-recipe)
+    optimizer: Literal["sgd", "adam", "adamw"] = "sgd"
     momentum: float = ranged(0.9, FRACTION)
     weight_decay: float = ranged(5e-4, NON_NEGATIVE)
     # linear warm-up over the first epochs
     warmup_epochs: float = ranged(3.0, Range(0, note="0: no warm-up"))
-    # multiply the LR by lr_gamma every this many epochs
+    # after the warm-up: step (the original: x lr_gamma every lr_step_epochs, the restart below) or cosine (from the
+    # base LR down to lr_floor x base at the last optimiser step, stepped per optimiser step)
+    lr_schedule: Literal["step", "cosine"] = "step"
+    # step: multiply the LR by lr_gamma every this many epochs
     lr_step_epochs: int = ranged(15, Range(0, note="0: no step decay"))
     lr_gamma: float = ranged(0.2, POSITIVE)
     # original: 78 (restart to the base LR, then step every 5 epochs)
     lr_restart_epoch: int | None = ranged(None, NON_NEGATIVE)
     lr_restart_step_epochs: int = ranged(5, COUNT)
+    # cosine: the last step's LR as a fraction of the base LR
+    lr_floor: float = ranged(0.05, FRACTION)
+    # weight averaging: the decay of an exponential moving average of the weights (and BatchNorm statistics), updated
+    # after every optimiser step; validation and best.pt use the average (engine/ema.py)
+    ema: float = ranged(0.0, Range(0, 1, high_open=True, note="0: off, the original"))
+    # the decay ramps up as ema x (1 - exp(-updates / ema_warmup_steps)): early averages follow the fast-moving
+    # weights instead of their random start
+    ema_warmup_steps: int = ranged(2000, COUNT)
     # the original's clipping was commented out
     clip_grad_norm: float | None = ranged(None, Range(0, note="0 or null: no clipping"))
     freeze: list[str] = field(default_factory=list)  # regex patterns of parameter names to freeze

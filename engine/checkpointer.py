@@ -29,6 +29,7 @@ from simplepose.checkpoint.format import Checkpoint, CheckpointError
 from simplepose.config.config_file import to_dict
 from simplepose.config.schema import Config
 from simplepose.config.skeleton import Skeleton
+from simplepose.engine.ema import WeightAverage
 from simplepose.engine.position import TrainingPosition
 from simplepose.models.posenet import WEIGHT_NEUTRAL_SETTINGS
 from simplepose.models.weights import unwrap
@@ -52,6 +53,7 @@ class TrainState:
     rng: list[dict[str, Any]] = field(default_factory=list)  # rng_state() of every rank, by rank
     scaler: dict[str, Any] = field(default_factory=dict)  # GradScaler state; {} without loss scaling
     ranks_in_sync: bool = True
+    ema: dict[str, Any] = field(default_factory=dict)  # WeightAverage.state_dict(); {} without train.ema
 
     def to_dict(self) -> dict[str, Any]:
         p = self.position
@@ -66,6 +68,7 @@ class TrainState:
             "world_size": self.world_size,
             "rng": list(self.rng),
             "ranks_in_sync": self.ranks_in_sync,
+            **({"ema": self.ema} if self.ema else {}),
         }
 
     @classmethod
@@ -86,6 +89,7 @@ class TrainState:
             rng=list(rng) if isinstance(rng, (list, tuple)) else [rng],
             scaler=dict(d.get("scaler") or {}),
             ranks_in_sync=bool(d.get("ranks_in_sync", True)),
+            ema=dict(d.get("ema") or {}),
         )
 
     @classmethod
@@ -117,9 +121,10 @@ class Checkpointer:
         scaler: torch.amp.GradScaler,
         rank: int,
         world_size: int,
+        ema: WeightAverage | None = None,
     ) -> None:
         self.cfg, self.skeleton, self.model, self.optimizer, self.scaler = cfg, skeleton, model, optimizer, scaler
-        self.rank, self.world_size = rank, world_size
+        self.rank, self.world_size, self.ema = rank, world_size, ema
         self.out_dir = Path(cfg.train.out_dir)
         self.last_saved_step: int | None = None  # the global step out_dir/last.pt holds (None: none of this run yet)
 
@@ -149,7 +154,7 @@ class Checkpointer:
                 self.scaler.state_dict() if self.scaler.is_enabled() else {},
                 in_sync,
             )
-            ckpt = Checkpoint(unwrap(self.model).state_dict(), self.cfg, self.skeleton, state.to_dict(), code_version())
+            ckpt = self._checkpoint(name, state)
             try:
                 ckpt.save(self.out_dir / name)
             except WriteError as e:
@@ -164,6 +169,16 @@ class Checkpointer:
             )
         if name == "last.pt":
             self.last_saved_step = position.global_step
+
+    def _checkpoint(self, name: str, state: TrainState) -> Checkpoint:
+        """What ``name`` holds: the trained weights and the training state (with the weight average's, under
+        train.ema), except best.pt of a run with train.ema, which holds the average alone (what was validated)."""
+        if self.ema is not None and name == "best.pt":
+            averaged = f"ema {self.cfg.train.ema:g}"
+            return Checkpoint(self.ema.module.state_dict(), self.cfg, self.skeleton, averaged=averaged,
+                              code_version=code_version())  # fmt: skip
+        state.ema = self.ema.state_dict() if self.ema is not None else {}
+        return Checkpoint(unwrap(self.model).state_dict(), self.cfg, self.skeleton, state.to_dict(), code_version())
 
     def restore(self, position: TrainingPosition, steps_per_epoch: int) -> Path | None:
         """Resume from ``train.resume`` (the file every rank agrees on; None: a fresh start): check that it fits this
@@ -200,6 +215,7 @@ class Checkpointer:
             ) from None
         if state.scaler:
             self.scaler.load_state_dict(state.scaler)
+        self._restore_average(state, path)
         saved = state.position
         position.epoch, position.step, position.global_step = saved.epoch, saved.step, saved.global_step
         position.best_metric = saved.best_metric
@@ -223,6 +239,19 @@ class Checkpointer:
                 f" (written by code {ckpt.code_version})" if ckpt.code_version else "",
             )
         return path
+
+    def _restore_average(self, state: TrainState, path: Path) -> None:
+        """The weight average as saved; a checkpoint without one (train.ema newly on) starts it at the weights."""
+        if self.ema is None:
+            if state.ema and self.rank == 0:
+                log.info("%s holds a weight average, which this run (train.ema=0) does not continue", path)
+            return
+        if state.ema:
+            self.ema.load_state_dict(state.ema)
+            return
+        self.ema.reset_to(self.model)
+        if self.rank == 0:
+            log.info("%s holds no weight average: train.ema starts one at its weights", path)
 
 
 def agreed_resume_path(resume: str, out_dir: Path) -> Path | None:

@@ -38,8 +38,13 @@ def batchnorm_eval(model: nn.Module) -> None:
 
 
 def build_optimizer(params: list[nn.Parameter], cfg: TrainConfig, fused: bool = False) -> torch.optim.Optimizer:
-    """SGD or Adam; ``fused``: one kernel per parameter group and dtype (ask ``fused_supported`` first)."""
+    """SGD, Adam or AdamW; ``fused``: one kernel per parameter group and dtype (ask ``fused_supported`` first).
+
+    SGD and Adam decay every parameter, as the original did; AdamW decays the weights of convolutions and linear
+    layers only: ``decay_groups``."""
     extra = {"fused": True} if fused else {}
+    if cfg.optimizer == "adamw":
+        return torch.optim.AdamW(decay_groups(params, cfg.weight_decay), lr=cfg.lr, **extra)
     if cfg.optimizer == "adam":
         return torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay, **extra)
     opt = torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay, **extra)
@@ -51,17 +56,25 @@ def build_optimizer(params: list[nn.Parameter], cfg: TrainConfig, fused: bool = 
     return opt
 
 
+def decay_groups(params: list[nn.Parameter], weight_decay: float) -> list[dict]:
+    """Two parameter groups: tensors of 2+ dimensions (convolution and linear weights) with ``weight_decay``, the
+    rest (biases, BatchNorm and other norm weights) without, as is usual with AdamW (decay pulls a norm's scale
+    towards 0 and shifts its bias for no regularising gain). Order kept, so optimizer states line up on resume."""
+    decayed = [p for p in params if p.ndim > 1]
+    plain = [p for p in params if p.ndim <= 1]
+    return [{"params": decayed, "weight_decay": weight_decay}, {"params": plain, "weight_decay": 0.0}]
+
+
 def fused_supported(optimizer: str, device: torch.device, dtype: torch.dtype = torch.float32) -> bool:
     """Whether this torch has a fused ``optimizer`` step for parameters of ``dtype`` on ``device`` that honours
     ``found_inf`` (a step skipped on the device), found by running one on a 2-element tensor there."""
     try:
         p = torch.zeros(2, device=device, dtype=dtype, requires_grad=True)
         p.grad = torch.ones_like(p)
-        opt = (
-            torch.optim.Adam([p], lr=1.0, fused=True)
-            if optimizer == "adam"
-            else torch.optim.SGD([p], lr=1.0, momentum=0.9, fused=True)
-        )
+        if optimizer in ("adam", "adamw"):
+            opt = (torch.optim.AdamW if optimizer == "adamw" else torch.optim.Adam)([p], lr=1.0, fused=True)
+        else:
+            opt = torch.optim.SGD([p], lr=1.0, momentum=0.9, fused=True)
         opt.found_inf = torch.ones((), device=device)
         opt.step()
         return bool((p.detach() == 0).all())  # skipped, as asked

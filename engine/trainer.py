@@ -27,6 +27,7 @@ from simplepose.engine.batch_errors import loader_errors, out_of_memory
 from simplepose.engine.batches import TrainBatches
 from simplepose.engine.checkpointer import Checkpointer, remove_stale_temporaries
 from simplepose.engine.compile import choose_compile, compile_forward_loss
+from simplepose.engine.ema import WeightAverage
 from simplepose.engine.hook_base import Hook, HookList, StepResult
 from simplepose.engine.hooks import CheckpointHook, LoggingHook, ValidationHook, WatchdogHook
 from simplepose.engine.launch import Launcher, SingleDevice
@@ -93,6 +94,8 @@ class Trainer:
             self.step_forward = compile_forward_loss(
                 self.step_forward, say=self.is_main, fall_back=t.compile == "auto", state=(model, self.loss_fn)
             )
+        # the weight average starts at the initial (or init_weights') weights; a resume below replaces it
+        self.ema = WeightAverage(model, t.ema, t.ema_warmup_steps) if t.ema else None
         self.schedule = LRSchedule.from_config(t, self.steps_per_epoch, self.world_size)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision.grad_scaler)
         # a fused step takes the skip as a device flag; without one (or with fp16 loss scaling) it is read back
@@ -100,7 +103,7 @@ class Trainer:
 
         self.position = TrainingPosition()
         self.checkpointer = Checkpointer(
-            cfg, self.skeleton, self.model, self.optimizer, self.scaler, self.rank, self.world_size
+            cfg, self.skeleton, self.model, self.optimizer, self.scaler, self.rank, self.world_size, self.ema
         )
         if self.is_main:
             remove_stale_temporaries(self.out_dir)  # left by a process killed while writing a checkpoint
@@ -124,8 +127,9 @@ class Trainer:
         """The standard hooks (engine/hooks.py), each given what it uses."""
         t = self.cfg.train
         logger = MetricsLogger(self.out_dir, enabled=self.is_main, tensorboard=t.tensorboard)
+        validated = self.ema.module if self.ema else self.model  # the weights best.pt keeps
         validator = Validator(
-            self.cfg, self.model, self.loss_fn, self.val_set, self.device, self.precision, self.rank, self.world_size
+            self.cfg, validated, self.loss_fn, self.val_set, self.device, self.precision, self.rank, self.world_size
         )
         samples_per_step = self.world_size * t.batch_size * t.accumulate_steps
         return [
@@ -201,6 +205,8 @@ class Trainer:
         total = torch.stack(losses).mean()
         breakdown = {k: torch.stack([b[k].detach() for b in breakdowns]).mean(0) for k in breakdowns[0]}
         applied, skipped, grad_norm = self.scaled_update(total) if self.scaler.is_enabled() else self.update(total)
+        if self.ema is not None:
+            self.ema.update(self.model, applied)
         self.position.count_skip(skipped)
         scale = self.scaler.get_scale() if self.scaler.is_enabled() else None
         return StepResult(total, breakdown, grad_norm, applied, samples, lr, scale)

@@ -41,10 +41,11 @@ from tests.helpers import saved_state, subprocess_env, tiny_run_args, torchrun_c
 
 TRACEBACK = "Traceback (most recent call last)"
 CHECKPOINTS = ("last.pt", "best.pt")
-# 6 epochs of 2 steps, last.pt after every step, validation (val loss) and best.pt after every epoch
+# 6 epochs of 2 steps, last.pt after every step, validation (val loss) and best.pt after every epoch; with weight
+# averaging, so that a resume must continue the average exactly too (best.pt then holds the average alone)
 RUN_STEPS = 6 * 2
 RUN = ["train.epochs=6", "train.max_steps_per_epoch=2", "train.checkpoint_every_steps=1", "train.val_every=1",
-       "train.optimizer=sgd", "train.lr=0.01"]  # fmt: skip
+       "train.optimizer=sgd", "train.lr=0.01", "train.ema=0.9", "train.ema_warmup_steps=2"]  # fmt: skip
 ENV = subprocess_env(OMP_NUM_THREADS="1")
 
 
@@ -178,13 +179,20 @@ def check_checkpoints(out_dir: Path, tally: Tally, when: str) -> dict[str, Check
 
 
 def same_training_state(a: Checkpoint, b: Checkpoint) -> bool:
+    """The same weights, optimiser state, weight average and step (best.pt of an averaged run: its weights alone)."""
+
     def tensors(ckpt: Checkpoint) -> list[torch.Tensor]:
-        opt = [v for s in saved_state(ckpt).optimizer["state"].values() for v in s.values() if torch.is_tensor(v)]
-        return [*ckpt.model.values(), *opt]
+        if ckpt.train_state is None:
+            return list(ckpt.model.values())
+        state = saved_state(ckpt)
+        opt = [v for s in state.optimizer["state"].values() for v in s.values() if torch.is_tensor(v)]
+        return [*ckpt.model.values(), *opt, *state.ema.get("model", {}).values()]
+
+    def step(ckpt: Checkpoint) -> int | None:
+        return None if ckpt.train_state is None else saved_state(ckpt).position.global_step
 
     ta, tb = tensors(a), tensors(b)
-    same_step = saved_state(a).position.global_step == saved_state(b).position.global_step
-    return same_step and len(ta) == len(tb) and all(map(torch.equal, ta, tb))
+    return step(a) == step(b) and len(ta) == len(tb) and all(map(torch.equal, ta, tb))
 
 
 def classify_error(tally: Tally, name: str, r: subprocess.CompletedProcess, must_name: list[str]) -> None:

@@ -1,0 +1,39 @@
+"""Quick-start training runs for the benches that compare settings over seeds (bench.precision_seeds,
+bench.recipes): one run per folder, kept when complete so that an interrupted comparison continues."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from simplepose.utils.errors import UserError
+from simplepose.utils.paths import REPO_ROOT
+
+
+def train(out: Path, overrides: list[str]) -> float:
+    """``python train.py train.out_dir=out overrides...`` (the quick start) unless ``out`` holds a finished run;
+    returns the wall seconds (0: kept)."""
+    if (out / "last.pt").is_file():
+        return 0.0
+    args = [sys.executable, "train.py", f"train.out_dir={out}", *overrides]
+    start = time.perf_counter()
+    done = subprocess.run(args, cwd=REPO_ROOT, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise UserError(f"run {out} failed (exit {done.returncode}): {done.stderr.strip().splitlines()[-1:]}")
+    return time.perf_counter() - start
+
+
+def last_validation(out: Path) -> dict:
+    """The last validation record of the run in ``out`` that has an AP (metrics.jsonl)."""
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    return [r for r in records if r["kind"] == "val" and "AP" in r][-1]
+
+
+def mean_spread(values: list[float], digits: int = 3) -> str:
+    """``mean +- sample standard deviation`` (0 for one value)."""
+    spread = statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{statistics.mean(values):.{digits}f} +- {spread:.{digits}f}"

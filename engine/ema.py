@@ -1,0 +1,74 @@
+"""Weight averaging: an exponential moving average (EMA) of a network's weights, kept beside the trained ones.
+
+    ema = WeightAverage(model, decay=0.999, warmup_steps=2000)
+    ...optimizer.step()
+    ema.update(model, applied)          # after every optimiser step; applied: 0-d bool tensor (a skipped step: no-op)
+    evaluate(ema.module)                # validation and best.pt use the average
+
+The average covers the whole state dict: parameters and the floating-point buffers (BatchNorm's running mean and
+variance) are averaged, integer buffers (``num_batches_tracked``) copied, as the EMAs of ultralytics and timm do.
+The decay ramps up with the number of applied updates ``n`` as ``decay x (1 - exp(-n / warmup_steps))``, so that the
+first averages follow the fast-moving early weights instead of holding on to the random start. Everything stays on
+the device: the update reads nothing back to the host (the step's ``applied`` flag scales the update there).
+
+Under DDP every process keeps its own average of identical weights (gradients are all-reduced, buffers broadcast from
+rank 0), so the averages agree; checkpoints hold rank 0's. Why not ``torch.optim.swa_utils.AveragedModel``:
+docs/libraries.md.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+from torch import nn
+
+from simplepose.models.weights import unwrap
+
+
+class WeightAverage:
+    """The EMA of ``model``'s state (``model`` possibly wrapped: DDP, DataParallel, channels_last kept)."""
+
+    def __init__(self, model: nn.Module, decay: float, warmup_steps: int) -> None:
+        self.decay, self.warmup_steps = decay, warmup_steps
+        self.module = copy.deepcopy(unwrap(model)).eval()
+        self.module.requires_grad_(False)
+        device = next(self.module.parameters()).device
+        self.updates = torch.zeros((), dtype=torch.float64, device=device)  # applied updates so far
+        self._floats, self._ints = _split(self.module)
+
+    def update(self, model: nn.Module, applied: torch.Tensor | bool = True) -> None:
+        """Move the average towards ``model``'s current state (the trained network, same architecture)."""
+        floats, ints = _split(unwrap(model))
+        applied = torch.as_tensor(applied, device=self.updates.device)
+        self.updates += applied.to(self.updates.dtype)
+        # the weight of the new state: 1 - decay(n), 0 for a skipped step
+        decay = self.decay * (1.0 - torch.exp(-self.updates / self.warmup_steps))
+        weight = ((1.0 - decay) * applied).float()
+        with torch.no_grad():
+            deltas = torch._foreach_sub(floats, self._floats)
+            torch._foreach_mul_(deltas, weight)
+            torch._foreach_add_(self._floats, deltas)
+            for mine, theirs in zip(self._ints, ints):
+                mine.copy_(torch.where(applied, theirs, mine))
+
+    def state_dict(self) -> dict[str, Any]:
+        """What a checkpoint keeps to continue the average exactly: its state dict and the update count."""
+        return {"model": self.module.state_dict(), "updates": self.updates.item()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.module.load_state_dict(state["model"])
+        self.updates.fill_(float(state["updates"]))
+
+    def reset_to(self, model: nn.Module) -> None:
+        """Start the average at ``model``'s current state (a resume from a checkpoint that holds none)."""
+        self.module.load_state_dict(unwrap(model).state_dict())
+        self.updates.zero_()
+
+
+def _split(module: nn.Module) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """The module's state tensors, floating-point ones and the others, in state-dict order."""
+    state = module.state_dict(keep_vars=True)
+    tensors = [t.data if isinstance(t, nn.Parameter) else t for t in state.values()]
+    return [t for t in tensors if t.is_floating_point()], [t for t in tensors if not t.is_floating_point()]

@@ -1,0 +1,185 @@
+"""The modern recipe beside the original one: weight averaging (engine/ema.py), AdamW without decay on norms and
+biases, the cosine schedule; each alone on small tensors, then in the training engine (best.pt holds the validated
+average, last.pt both, a resume continues the average bit for bit)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from simplepose.checkpoint.format import Checkpoint
+from simplepose.config.schema import TrainConfig
+from simplepose.engine.ema import WeightAverage
+from simplepose.engine.hooks import ValidationHook
+from simplepose.engine.optim import build_optimizer
+from simplepose.engine.schedule import LRSchedule
+from simplepose.engine.trainer import Trainer
+from simplepose.models.weights import unwrap
+from tests.helpers import tiny_cfg
+
+
+def small_net() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(2, 3, 3), nn.BatchNorm2d(3), nn.ReLU())
+
+
+# ---------------------------------------------------------------------------------------------- the schedule
+
+
+def test_cosine_warms_up_then_falls_to_its_floor_at_the_last_step():
+    t = TrainConfig(lr=1.0, lr_scale_world_size=False, warmup_epochs=1, epochs=5, lr_schedule="cosine", lr_floor=0.1)
+    s = LRSchedule.from_config(t, steps_per_epoch=10)
+    rates = [s.lr(e, i) for e in range(5) for i in range(10)]
+    assert rates[:10] == pytest.approx([(i + 1) / 10 for i in range(10)])  # linear warm-up
+    after = rates[10:]
+    assert after[0] == pytest.approx(1.0) and after[-1] == pytest.approx(0.1)
+    assert all(a > b for a, b in zip(after, after[1:]))  # falls at every optimiser step
+    middle = 10 + (49 - 10) / 2  # half-way down the cosine: halfway between base and floor
+    assert s.lr(0, 0) < 1 and LRSchedule.cosine_factor(s, middle) == pytest.approx(0.55)
+
+
+def test_the_step_schedule_stays_the_original():
+    t = TrainConfig(lr=1.0, lr_scale_world_size=False, warmup_epochs=0, epochs=40)
+    s = LRSchedule.from_config(t, steps_per_epoch=10)
+    assert [s.lr(e, 0) for e in (0, 14, 15, 30)] == pytest.approx([1.0, 1.0, 0.2, 0.04])
+
+
+# ---------------------------------------------------------------------------------------------- AdamW
+
+
+def test_adamw_decays_convolution_weights_and_leaves_norms_and_biases():
+    net = small_net()
+    before = {k: v.detach().clone() for k, v in net.named_parameters()}
+    opt = build_optimizer(list(net.parameters()), TrainConfig(optimizer="adamw", lr=0.1, weight_decay=0.5))
+    assert isinstance(opt, torch.optim.AdamW)
+    for p in net.parameters():
+        p.grad = torch.zeros_like(p)  # no gradient: only the decoupled decay moves a parameter
+    opt.step()
+    after = dict(net.named_parameters())
+    assert torch.allclose(after["0.weight"], before["0.weight"] * (1 - 0.1 * 0.5))
+    for name in ("0.bias", "1.weight", "1.bias"):
+        assert torch.equal(after[name], before[name]), name
+
+
+def test_sgd_and_adam_still_decay_every_parameter():
+    for optimizer in ("sgd", "adam"):
+        opt = build_optimizer(list(small_net().parameters()), TrainConfig(optimizer=optimizer, weight_decay=0.5))
+        assert [g["weight_decay"] for g in opt.param_groups] == [0.5]
+
+
+# ---------------------------------------------------------------------------------------------- the average
+
+
+def test_the_average_follows_the_closed_form_with_its_warm_up():
+    net = small_net()
+    start = net[0].weight.detach().clone()
+    ema = WeightAverage(net, decay=0.9, warmup_steps=3)
+    target = torch.ones_like(start)
+    expected = start.clone()
+    for n in range(1, 6):
+        with torch.no_grad():
+            net[0].weight.copy_(target * n)
+        ema.update(net, torch.tensor(True))
+        d = 0.9 * (1 - math.exp(-n / 3))
+        expected = d * expected + (1 - d) * target * n
+    assert torch.allclose(ema.module[0].weight, expected, atol=1e-6)
+    assert ema.updates.item() == 5
+
+
+def test_a_skipped_step_leaves_the_average_and_its_count():
+    net = small_net()
+    ema = WeightAverage(net, decay=0.5, warmup_steps=1)
+    before = {k: v.clone() for k, v in ema.module.state_dict().items()}
+    with torch.no_grad():
+        net[0].weight.add_(1.0)
+        net[1].num_batches_tracked += 7
+    ema.update(net, torch.tensor(False))
+    assert ema.updates.item() == 0
+    for k, v in ema.module.state_dict().items():
+        assert torch.equal(v, before[k]), k
+
+
+def test_batchnorm_statistics_are_averaged_and_the_batch_count_copied():
+    net = small_net()
+    ema = WeightAverage(net, decay=0.5, warmup_steps=1e-9)  # no warm-up: decay 0.5 from the first update
+    net.train()
+    net(torch.randn(4, 2, 6, 6) + 3.0)  # moves running_mean, counts one batch
+    ema.update(net, torch.tensor(True))
+    bn, averaged = net[1], ema.module[1]
+    assert torch.allclose(averaged.running_mean, 0.5 * torch.zeros(3) + 0.5 * bn.running_mean)
+    assert averaged.num_batches_tracked.item() == bn.num_batches_tracked.item() == 1
+    assert not averaged.training and not any(p.requires_grad for p in ema.module.parameters())
+
+
+def test_the_average_restores_exactly_from_its_state():
+    net = small_net()
+    ema = WeightAverage(net, decay=0.9, warmup_steps=2)
+    with torch.no_grad():
+        net[0].weight.mul_(3)
+    ema.update(net)
+    again = WeightAverage(small_net(), decay=0.9, warmup_steps=2)
+    again.load_state_dict(ema.state_dict())
+    for (k, a), b in zip(ema.module.state_dict().items(), again.module.state_dict().values()):
+        assert torch.equal(a, b), k
+    assert again.updates.item() == ema.updates.item() == 1
+
+
+# ---------------------------------------------------------------------------------------------- in the engine
+
+RECIPE = ["train.ema=0.8", "train.ema_warmup_steps=2", "train.optimizer=adamw", "train.weight_decay=0.05",
+          "train.lr=5e-3", "train.lr_schedule=cosine", "train.max_steps_per_epoch=3"]  # fmt: skip
+
+
+def ema_state(trainer: Trainer) -> dict[str, torch.Tensor]:
+    return {k: v.clone() for k, v in trainer.ema.module.state_dict().items()}
+
+
+def test_a_resume_continues_the_average_bit_for_bit(synthetic_h5_64, tmp_path):
+    full = Trainer(tiny_cfg(synthetic_h5_64, tmp_path / "full", *RECIPE, "train.epochs=2"))
+    full.fit()
+    # the cosine depends on the run's length: the first half is told the same train.epochs and stopped after one
+    first = Trainer(tiny_cfg(synthetic_h5_64, tmp_path / "split", *RECIPE, "train.epochs=2"))
+    first.train_epoch()
+    first.checkpointer.save("last.pt", type(first.position)(epoch=1, step=0, global_step=3))
+    resumed = Trainer(tiny_cfg(synthetic_h5_64, tmp_path / "split", *RECIPE, "train.epochs=2", "train.resume=auto"))
+    assert resumed.ema.updates.item() == 3
+    resumed.fit()
+    a, b = ema_state(full), ema_state(resumed)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    raw_a, raw_b = unwrap(full.model).state_dict(), unwrap(resumed.model).state_dict()
+    assert all(torch.equal(raw_a[k], raw_b[k]) for k in raw_a)
+    assert not all(torch.equal(a[k], raw_a[k]) for k in a)  # the average is not the trained weights
+
+
+def test_best_pt_holds_the_validated_average_and_last_pt_both(synthetic_h5_64, tmp_path):
+    out = tmp_path / "run"
+    trainer = Trainer(tiny_cfg(synthetic_h5_64, out, *RECIPE, "train.epochs=1", f"data.val={synthetic_h5_64}",
+                               "train.val_every=1"))  # fmt: skip
+    summary = trainer.fit()
+    best, last = Checkpoint.load(out / "best.pt"), Checkpoint.load(out / "last.pt")
+    assert best.averaged == "ema 0.8" and best.train_state is None
+    assert all(torch.equal(best.model[k], v) for k, v in trainer.ema.module.state_dict().items())
+    assert last.averaged == "" and "ema" in last.train_state
+    raw = unwrap(trainer.model).state_dict()
+    assert all(torch.equal(last.model[k], v) for k, v in raw.items())
+    assert all(torch.equal(last.train_state["ema"]["model"][k], v) for k, v in best.model.items())
+    # validation ran on the average: its loss is the average's, not the trained weights'
+    (validator,) = [h.validator for h in trainer.hooks.hooks if isinstance(h, ValidationHook)]
+    assert validator.model is trainer.ema.module
+    assert summary["val_loss"] == pytest.approx(validator.val_loss(trainer.ema.module), rel=1e-6)
+    assert summary["val_loss"] != pytest.approx(validator.val_loss(unwrap(trainer.model).eval()), rel=1e-6)
+
+
+def test_the_recipe_bench_settings_are_what_their_names_say():
+    from bench.recipes import RECIPES
+    from simplepose.config.config_file import load_config
+    from simplepose.engine.run import QUICKSTART_PRESET
+
+    t = {name: load_config(QUICKSTART_PRESET, settings).train for name, settings in RECIPES.items()}
+    assert (t["original"].optimizer, t["original"].lr_schedule, t["original"].ema) == ("adam", "step", 0)
+    assert t["ema"].ema > 0 and (t["ema"].optimizer, t["ema"].lr_schedule) == ("adam", "step")
+    assert (t["adamw_cosine"].optimizer, t["adamw_cosine"].lr_schedule, t["adamw_cosine"].ema) == ("adamw", "cosine", 0)
+    assert (t["all"].optimizer, t["all"].lr_schedule) == ("adamw", "cosine") and t["all"].ema > 0
