@@ -320,7 +320,9 @@ def check_ranges(section: Any, prefix: str) -> None:
 
 
 def validate(cfg: Config) -> None:
-    """Every setting in its declared range (config.schema ``Range``), then the checks between settings."""
+    """Every setting in its declared range (config.schema ``Range``), then the checks between settings. The input
+    size first: its own check also names the valid sizes, as the converter's does."""
+    check_input_size(cfg.data.input_size)
     for f in dataclasses.fields(cfg):
         check_ranges(getattr(cfg, f.name), f.name)
     m, loss = cfg.model, cfg.loss
@@ -336,7 +338,6 @@ def validate(cfg: Config) -> None:
             f"{m.num_scales}; give one weight per output scale",
             key="loss.scale_weights",
         )
-    check_input_size(cfg.data.input_size)
     a = cfg.augment
     if a.scale_min > a.scale_max:
         raise ConfigError(
