@@ -32,7 +32,9 @@ class WeightAverage:
 
     def __init__(self, model: nn.Module, decay: float, warmup_steps: int) -> None:
         self.decay, self.warmup_steps = decay, warmup_steps
-        self.module = copy.deepcopy(unwrap(model)).eval()
+        self.source = unwrap(model)
+        self._source_state = _split(self.source)  # the trained tensors, found once: the same objects every step
+        self.module = copy.deepcopy(self.source).eval()
         self.module.requires_grad_(False)
         device = next(self.module.parameters()).device
         self.updates = torch.zeros((), dtype=torch.float64, device=device)  # applied updates so far
@@ -40,7 +42,8 @@ class WeightAverage:
 
     def update(self, model: nn.Module, applied: torch.Tensor | bool = True) -> None:
         """Move the average towards ``model``'s current state (the trained network, same architecture)."""
-        floats, ints = _split(unwrap(model))
+        module = unwrap(model)
+        floats, ints = self._source_state if module is self.source else _split(module)
         applied = torch.as_tensor(applied, device=self.updates.device)
         self.updates += applied.to(self.updates.dtype)
         # the weight of the new state: 1 - decay(n), 0 for a skipped step
