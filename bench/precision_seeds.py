@@ -18,7 +18,7 @@ import argparse
 import statistics
 from pathlib import Path
 
-from bench.quickstart_runs import last_validation, mean_spread, train
+from bench.quickstart_runs import last_validation, mean_spread, prepare_data, train
 from simplepose.config.config_file import load_config
 from simplepose.engine.run import QUICKSTART_PRESET
 from simplepose.evaluate.metrics.diagnosis import ERROR_TYPES, diagnose
@@ -48,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="runs/precision_seeds", help="folder of the runs (one sub-folder each)")
     p.add_argument("overrides", nargs="*", help="key=value settings for every run (e.g. train.epochs=3)")
     args = p.parse_args(argv)
+    prepare_data(args.overrides)
     synthetic = Path(load_config(QUICKSTART_PRESET, args.overrides).data.synthetic_dir)
     annotations = (REPO_ROOT / synthetic if not synthetic.is_absolute() else synthetic) / "annotations"
     annotations = annotations / "person_keypoints_val.json"  # train.py runs in the repository's root

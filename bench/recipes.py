@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from bench.quickstart_runs import last_validation, mean_spread, train
+from bench.quickstart_runs import last_validation, mean_spread, prepare_data, train
 from simplepose.utils.errors import cli_main
 
 # the quick start's own recipe is config/quickstart.yaml's; each entry changes only what it names
@@ -50,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="runs/recipes", help="folder of the runs (one sub-folder each)")
     p.add_argument("overrides", nargs="*", help="key=value settings for every run (e.g. train.epochs=3)")
     args = p.parse_args(argv)
+    prepare_data(args.overrides)
     print(f"{cpu_name()}, {torch.get_num_threads()} threads, torch {torch.__version__}", flush=True)
     aps: dict[str, list[float]] = {name: [] for name in args.recipes}
     minutes: dict[str, list[float]] = {name: [] for name in args.recipes}

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simplepose.config.skeleton import Skeleton
+import numpy as np
+
+from simplepose.config.skeleton import VIS_UNLABELLED, Skeleton
 
 
 @dataclass(frozen=True)
@@ -62,3 +64,22 @@ class ChannelLayout:
 def channel_groups(skeleton: Skeleton) -> dict[str, slice]:
     """The channels of each loss group in ``skeleton``'s layout: limb, keypoint, person_mask, max_keypoint."""
     return ChannelLayout.of(skeleton).groups()
+
+
+def labelled_channels(skeleton: Skeleton, annotated: np.ndarray) -> np.ndarray:
+    """(C,) float32 loss weight per channel of a sample whose source annotates the dataset keypoints ``annotated``
+    ((D,) bool, dataset order): 0 for the keypoint map of each internal keypoint the source cannot label (a
+    derived one when any of its sources is missing), for every limb that touches one, and for the max over the
+    keypoint maps (it would teach those keypoints as background); 1 elsewhere (the person mask is every source's).
+    """
+    vis = np.where(np.asarray(annotated, bool), 2.0, 0.0).astype(np.float32)
+    person = np.zeros((1, skeleton.num_dataset_keypoints, 3), np.float32)
+    person[0, :, 2] = vis
+    known = skeleton.to_internal(person)[0, :, 2] < VIS_UNLABELLED  # (K,) internal keypoints the source labels
+    layout = ChannelLayout.of(skeleton)
+    weight = np.ones(layout.num_channels, np.float32)
+    weight[layout.keypoints] = known
+    weight[layout.limbs] = [known[a] and known[b] for a, b in skeleton.limbs]
+    if not known.all():
+        weight[layout.max_keypoint] = 0
+    return weight
