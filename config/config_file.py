@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from simplepose.config.schema import OUTPUT_STRIDE, Config, Range, TrackConfig, range_of
+from simplepose.config.schema import OUTPUT_STRIDE, Config, DataConfig, Range, TrackConfig, range_of
 from simplepose.utils.errors import UserError
 from simplepose.utils.file_kind import file_kind
 from simplepose.utils.io import atomic_write_text
@@ -338,10 +338,38 @@ def validate(cfg: Config) -> None:
             f"{m.num_scales}; give one weight per output scale",
             key="loss.scale_weights",
         )
+    check_sources(cfg.data)
     a = cfg.augment
     if a.scale_min > a.scale_max:
         raise ConfigError(
             f"augment.scale_min ({a.scale_min}) must be <= augment.scale_max ({a.scale_max})", key="augment.scale_min"
+        )
+
+
+def check_sources(d: DataConfig) -> None:
+    """The per-source lists each have one entry per ``data.train_sources`` entry (or none)."""
+    n = len(d.train_sources)
+    for key in ("source_weights", "source_val_images", "source_val_annotations"):
+        given = getattr(d, key)
+        if given and len(given) != n:
+            raise ConfigError(
+                f"data.{key} has {len(given)} entries but data.train_sources has {n}; give one per source, in the "
+                "same order (or none)",
+                key=f"data.{key}",
+            )
+    for i, (images, annotation_file) in enumerate(zip(d.source_val_images, d.source_val_annotations)):
+        if bool(images) != bool(annotation_file):
+            raise ConfigError(
+                f"source {i} ({d.train_sources[i]}) has validation "
+                f"{'images but no annotations' if images else 'annotations but no images'}; give both "
+                "data.source_val_images and data.source_val_annotations for it, or neither ('')",
+                key="data.source_val_annotations" if images else "data.source_val_images",
+            )
+    if bool(d.source_val_images) != bool(d.source_val_annotations):
+        raise ConfigError(
+            "data.source_val_images and data.source_val_annotations go together: give both (one entry per source) "
+            "or neither",
+            key="data.source_val_annotations" if d.source_val_images else "data.source_val_images",
         )
 
 

@@ -82,6 +82,15 @@ class DataConfig:
     val: str = ""  # HDF5 file for the validation loss (optional)
     val_images: str = ""  # image folder for validation AP (optional)
     val_annotations: str = ""  # COCO person_keypoints JSON for validation AP (optional)
+    # Several training files at once (docs/data.md#several-datasets), each converted with its own keypoints and
+    # matched onto data.skeleton's by name; when given, data.train is not read.
+    train_sources: list[str] = field(default_factory=list)
+    # each source's share of an epoch's samples (relative; empty: in proportion to the sources' sizes)
+    source_weights: list[float] = ranged([], Range(0, low_open=True, note="one per data.train_sources entry"))
+    # per source (aligned with data.train_sources; "" for none): validation images and annotations in data.skeleton's
+    # keypoint names (python -m data.map_keypoints maps other names); validation reports AP per source
+    source_val_images: list[str] = field(default_factory=list)
+    source_val_annotations: list[str] = field(default_factory=list)
     # square network input, pixels; the HDF5 file must be built for it
     input_size: int = ranged(512, Range(64, note="a multiple of 64"))
     # The keypoint set: a name in config/skeletons/ or the path of a skeleton YAML file

@@ -3,6 +3,7 @@ its uint8 images turned into the network's float input there (docs/data.md#datas
 
     loader = DataLoader(ds, batch_size=B, collate_fn=collate, worker_init_fn=worker_init_fn, ...)
     images, targets, masks = batch_to_device(batch, device)   # images (B, 3, H, W) float32 BGR/255
+    labelled = labelled_to_device(batch, device)              # (B, C) or None: several sources only
 """
 
 from __future__ import annotations
@@ -39,6 +40,13 @@ def batch_to_device(
     targets = [t.to(device, non_blocking=True) for t in batch["targets"]]
     masks = [m.to(device, non_blocking=True) for m in batch["masks"]]
     return images, targets, masks
+
+
+def labelled_to_device(batch: dict, device: torch.device) -> torch.Tensor | None:
+    """The batch's (B, C) channel weights (0: a channel its sample's source cannot teach; data.keypoint_mapping)
+    on ``device``, or None for a batch of one source's samples, whose every channel is taught."""
+    labelled = batch.get("labelled")
+    return None if labelled is None else labelled.to(device, non_blocking=True)
 
 
 def collate(samples: list[dict]) -> dict:

@@ -50,6 +50,7 @@ from simplepose.data.h5_format import (
     file_ids,
 )
 from simplepose.data.jpeg import decode_bgra
+from simplepose.data.keypoint_mapping import KeypointMapping
 from simplepose.utils.errors import DataFileError, UserError
 
 # Look-up tables from the stored mask code (bit 0 ignore, bit 1 person) to the two {0,255} masks.
@@ -122,7 +123,9 @@ class SimplePoseDataset(torch.utils.data.Dataset):
     Item: ``{"image": (3, H, W) uint8 BGR (a view of (H, W, 3) pixels), "targets": [(C, h/2^k, w/2^k)],
     "masks": [(1, h/2^k, w/2^k)], "meta": {"image_id", "index", "epoch", "flip"}}`` with ``h = H / stride``
     and k < ``cfg.model.num_scales``; ``image_id`` is the int64 id column's (-1 for an id past +-2**63, which
-    ``file_image_id`` holds).
+    ``file_image_id`` holds). With a ``mapping`` (the file is one of several sources, its keypoints mapped onto
+    ``skeleton`` by name) the item also holds ``"labelled"``: (C,) float32, 0 for the channels its source cannot
+    teach (``data.keypoint_mapping``).
     Masks are the ignore masks (1 = supervise), resized and thresholded per scale (docs/data.md#five-scales).
     Batch with ``collate`` and convert images with ``images_to_float`` (see the module docstring for why).
     ``train=False`` applies the identity augmentation (the main person is still centred and scaled).
@@ -130,7 +133,14 @@ class SimplePoseDataset(torch.utils.data.Dataset):
     have been converted for its keypoints.
     """
 
-    def __init__(self, h5_path: str | Path, cfg: Config, train: bool, skeleton: Skeleton | None = None):
+    def __init__(
+        self,
+        h5_path: str | Path,
+        cfg: Config,
+        train: bool,
+        skeleton: Skeleton | None = None,
+        mapping: KeypointMapping | None = None,
+    ):
         keep_freed_memory()
         self.path = str(h5_path)
         self.cfg = cfg
@@ -153,16 +163,22 @@ class SimplePoseDataset(torch.utils.data.Dataset):
                 key="data.input_size",
             )
         self.settings = settings
-        # the file's dataset keypoints must be this skeleton's (the limbs may differ: they are drawn at load time)
-        check_compatible(
-            self.skeleton,
-            stored_keypoints(settings),
-            where=f"HDF5 file {h5_path}",
-            need="keypoints",
-            fix=f"set data.skeleton={settings.get('skeleton_file', 'coco')} (the file's), or convert the annotations "
-            f"again: {rebuild_command(settings, h5_path, cfg.data.input_size, self.skeleton.reference())}",
-            file=str(h5_path),
-        )
+        # one of several sources: its keypoints mapped onto the skeleton's by name, each sample saying which channels
+        # it teaches ("labelled"); else the file's dataset keypoints must be the skeleton's (the limbs may differ:
+        # they are drawn at load time)
+        self.mapping = mapping
+        source_keypoints = mapping.source_keypoints if mapping else self.skeleton.dataset_keypoints
+        if mapping is None:
+            rebuild = rebuild_command(settings, h5_path, cfg.data.input_size, self.skeleton.reference())
+            check_compatible(
+                self.skeleton,
+                stored_keypoints(settings),
+                where=f"HDF5 file {h5_path}",
+                need="keypoints",
+                fix=f"set data.skeleton={settings.get('skeleton_file', 'coco')} (the file's), or convert the "
+                f"annotations again: {rebuild}",
+                file=str(h5_path),
+            )
         if not settings["counts"]["samples"]:
             raise DataFileError(
                 f"{h5_path} holds no samples: none of its images has a main person (>= 5 keypoints, area >= 32x32); "
@@ -185,15 +201,15 @@ class SimplePoseDataset(torch.utils.data.Dataset):
             self.has_person = f["images/has_person"][:]
             # Per-person records are small (about 0.25 kB each): kept in memory, keypoints already internal.
             stored = f["people/keypoints"]
-            if stored.shape[1:] != (self.skeleton.num_dataset_keypoints, 3):
+            if stored.shape[1:] != (len(source_keypoints), 3):
                 raise DataFileError(
                     f"{h5_path}: people/keypoints has shape {stored.shape}, not (P, "
-                    f"{self.skeleton.num_dataset_keypoints}, 3) as its settings say (damaged); "
+                    f"{len(source_keypoints)}, 3) as its settings say (damaged); "
                     f"rebuild it: {rebuild_command(settings, h5_path, cfg.data.input_size)}",
                     file=h5_path,
                     key="people/keypoints",
                 )
-            self.keypoints = self.skeleton.to_internal(stored[:])
+            self.keypoints = self.skeleton.to_internal(mapping.apply(stored[:]) if mapping else stored[:])
             self.bbox = f["people/bbox"][:]
             self.has_keypoints = (f["people/num_keypoints"][:] > 0) & ~f["people/iscrowd"][:]
         self.input_hw = (cfg.data.input_size, cfg.data.input_size)
@@ -363,6 +379,9 @@ class SimplePoseDataset(torch.utils.data.Dataset):
         masks = self.codec.encode_masks(mask_miss, cfg.model.num_scales, cfg.loss.mask_threshold)
         targets = self.codec.encode(keypoints, mask_all, self.grid_hw, cfg.model.num_scales)
         sample = sample_tensors(warped, targets, masks)
+        if self.mapping is not None:
+            labelled = self.mapping.labelled_mirrored if params.flip else self.mapping.labelled
+            sample["labelled"] = torch.from_numpy(labelled)
         sample["meta"] = {"image_id": int(self.image_id[image]), "index": index, "epoch": epoch, "flip": params.flip}
         return sample
 

@@ -60,7 +60,9 @@ class TrainBatches:
         self.dataset, self.data_cfg, self.device = dataset, cfg.data, device
         self.batch_size, self.accumulate_steps = t.batch_size, t.accumulate_steps
         # the sampler's batch is one optimiser step: accumulate_steps micro-batches of batch_size
-        self.sampler = EpochSampler(len(dataset), t.seed, True, rank, world_size, t.batch_size * t.accumulate_steps)
+        weights = dataset.sample_weights() if hasattr(dataset, "sample_weights") else None  # several sources
+        step_size = t.batch_size * t.accumulate_steps
+        self.sampler = EpochSampler(len(dataset), t.seed, True, rank, world_size, step_size, weights)
         self.steps_per_epoch = self.sampler.batches_per_epoch()
         if t.max_steps_per_epoch > 0:
             self.steps_per_epoch = min(self.steps_per_epoch, t.max_steps_per_epoch)
@@ -80,6 +82,8 @@ class TrainBatches:
         """``samples [..], image ids [..]`` of this process's batch ``step`` of ``epoch``, for messages."""
         samples = self.sampler.batch_at(epoch, step)
         ds = self.dataset
+        if callable(getattr(ds, "image_id", None)):  # several sources
+            return f"samples {samples}, image ids {[ds.image_id(i) for i in samples]}"
         if not hasattr(ds, "image_id"):
             return f"samples {samples}"
         return f"samples {samples}, image ids {[int(ds.image_id[ds.sample_image[i]]) for i in samples]}"

@@ -152,7 +152,7 @@ def _restore(saved: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
 def compile_forward_loss(
     fn: Callable, backend=None, say: bool = True, fall_back: bool = False, state: Sequence[torch.nn.Module] = ()
 ) -> TimedFirstCall:
-    """``fn(images, targets, masks) -> (total, breakdown)`` compiled as one graph (model and loss); with
+    """``fn(images, targets, masks, labelled) -> (total, breakdown)`` compiled as one graph (model and loss); with
     ``fall_back``, ``fn`` itself where the compiler fails, the buffers of ``state`` (the model, the loss) as before
     the failed call (``TimedFirstCall``)."""
     compiled = torch.compile(fn, backend=backend or BACKEND, dynamic=False)

@@ -32,8 +32,8 @@ class ModelWithLoss(nn.Module):
         super().__init__()
         self.module, self.loss = model, loss
 
-    def forward(self, images, targets, masks):
-        total, breakdown = self.loss(self.module(images), targets, masks, reduction="sum")
+    def forward(self, images, targets, masks, labelled=None):
+        total, breakdown = self.loss(self.module(images), targets, masks, labelled, reduction="sum")
         # A leading replica axis, so DataParallel's gather stacks replicas instead of mixing their entries.
         return total.unsqueeze(0), {k: v.unsqueeze(0) for k, v in breakdown.items()}
 
@@ -50,9 +50,9 @@ class Launcher:
     def wrap(self, model: nn.Module, loss: nn.Module) -> nn.Module:
         return model
 
-    def forward_loss(self, wrapped: nn.Module, loss: nn.Module, images, targets, masks):
-        """(total loss, breakdown) of a batch, averaged over its samples."""
-        return loss(wrapped(images), targets, masks)
+    def forward_loss(self, wrapped: nn.Module, loss: nn.Module, images, targets, masks, labelled=None):
+        """(total loss, breakdown) of a batch, averaged over its samples (``labelled``: the loss's)."""
+        return loss(wrapped(images), targets, masks, labelled)
 
     def no_sync(self, wrapped: nn.Module) -> AbstractContextManager:
         """Context for a backward pass whose gradients are not yet to be synchronised (accumulation)."""
@@ -118,7 +118,7 @@ class DataParallelBalanced(Launcher):
             return module
         return nn.DataParallel(module, device_ids=self.device_ids or None)
 
-    def forward_loss(self, wrapped: nn.Module, loss: nn.Module, images, targets, masks):
-        total, breakdown = wrapped(images, targets, masks)
+    def forward_loss(self, wrapped: nn.Module, loss: nn.Module, images, targets, masks, labelled=None):
+        total, breakdown = wrapped(images, targets, masks, labelled)
         n = images.shape[0]  # the global batch: replica sums over it give the per-sample mean
         return total.sum(0) / n, {k: v.sum(0) / n for k, v in breakdown.items()}

@@ -33,7 +33,7 @@ from simplepose.engine.curves import plot_run
 from simplepose.engine.hook_base import Hook
 from simplepose.engine.launch import DataParallelBalanced, Distributed, Launcher, SingleDevice
 from simplepose.engine.run_folder import continues_folder, launch_owns, undone_if_start_fails
-from simplepose.engine.trainer import Trainer
+from simplepose.engine.trainer import Trainer, training_data
 from simplepose.evaluate.prediction_sheet import draw_predictions
 from simplepose.utils import distributed as du
 from simplepose.utils.errors import UserError
@@ -114,7 +114,7 @@ def quickstart_overrides(cfg: Config, rank: int) -> dict[str, str]:
 def resolved_config(cfg: Config, quickstart: bool, rank: int) -> Config:
     """``cfg`` with what the launch adds: ``train.resume=auto`` after an elastic restart, the quick start's data."""
     derived = restart_overrides(cfg)
-    if quickstart and not cfg.data.train:
+    if quickstart and not cfg.data.train and not cfg.data.train_sources:
         derived.update(quickstart_overrides(cfg, rank))
     return with_overrides(cfg, derived, "set by the launcher") if derived else cfg
 
@@ -137,7 +137,7 @@ def run(
 
     # a DataLoader worker's death reported anywhere (torch raises it from a signal handler, at any point: also while
     # another error is reported or the processes are shut down) ends in its one line, never a traceback
-    with dead_workers_named(cfg.data.train, cfg.data, position):
+    with dead_workers_named(training_data(cfg), cfg.data, position):
         rank = start_processes(kind, cfg)
         try:
             cfg = resolved_config(cfg, quickstart, rank)

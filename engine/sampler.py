@@ -1,6 +1,7 @@
 """The order in which a run visits the training samples: one sampler for one process and for many.
 
-Each epoch's permutation depends only on (seed, epoch), so a resumed run sees the same order. Under DDP rank r
+Each epoch's permutation (or, with sampling weights, its draws) depends only on (seed, epoch), so a resumed run sees
+the same order. Under DDP rank r
 takes every world_size-th index of that permutation, so the i-th batches of all ranks together are exactly
 the i-th batch of a single process whose batch is world_size times larger.
 """
@@ -15,10 +16,21 @@ from torch.utils.data import Sampler
 
 class EpochSampler(Sampler[int]):
     def __init__(
-        self, size: int, seed: int = 0, shuffle: bool = True, rank: int = 0, world_size: int = 1, batch_size: int = 1
+        self,
+        size: int,
+        seed: int = 0,
+        shuffle: bool = True,
+        rank: int = 0,
+        world_size: int = 1,
+        batch_size: int = 1,
+        weights: torch.Tensor | None = None,
     ) -> None:
-        """Yield the indices of this rank, in whole batches (a trailing partial batch is dropped)."""
-        self.size, self.seed, self.shuffle = size, seed, shuffle
+        """Yield the indices of this rank, in whole batches (a trailing partial batch is dropped). ``weights``: (size,)
+        drawing weights (several sources, each with its share): each epoch is then ``size`` draws with replacement
+        in those proportions instead of a permutation."""
+        if weights is not None and (weights.shape != (size,) or not bool((weights >= 0).all()) or weights.sum() <= 0):
+            raise ValueError(f"sampler weights must be ({size},), non-negative, not all 0; got {tuple(weights.shape)}")
+        self.size, self.seed, self.shuffle, self.weights = size, seed, shuffle, weights
         self.rank, self.world_size, self.batch_size = rank, world_size, batch_size
         self.epoch = 0
         self.skip_batches = 0
@@ -43,7 +55,10 @@ class EpochSampler(Sampler[int]):
     def _indices(self, epoch: int) -> list[int]:
         if self.shuffle:
             g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
-            order = torch.randperm(self.size, generator=g).tolist()
+            if self.weights is not None:
+                order = torch.multinomial(self.weights, self.size, replacement=True, generator=g).tolist()
+            else:
+                order = torch.randperm(self.size, generator=g).tolist()
         else:
             order = list(range(self.size))
         used = self.batches_per_epoch() * self.world_size * self.batch_size

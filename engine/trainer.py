@@ -16,13 +16,15 @@ from functools import partial
 from pathlib import Path
 
 import torch
+from torch.utils.data import Dataset
 
 from simplepose.checkpoint.format import Checkpoint
 from simplepose.config.config_file import save_config
 from simplepose.config.schema import Config
 from simplepose.config.skeleton_file import skeleton_of
-from simplepose.data.batching import batch_to_device
+from simplepose.data.batching import batch_to_device, labelled_to_device
 from simplepose.data.dataset import SimplePoseDataset
+from simplepose.data.sources import open_sources
 from simplepose.engine.batch_errors import loader_errors, out_of_memory
 from simplepose.engine.batches import TrainBatches
 from simplepose.engine.checkpointer import Checkpointer, remove_stale_temporaries
@@ -68,15 +70,15 @@ class Trainer:
         self.precision = precision_for(t.amp, self.device, "train.amp")
         self.skeleton = skeleton_of(cfg)  # handed to the data, the model and the loss; saved in checkpoints
 
-        self.train_set = training_file(cfg, "data.train", train=True)
+        self.train_set = training_set(cfg)
         self.val_set = training_file(cfg, "data.val", train=False) if cfg.data.val else None
         self.batches = TrainBatches(self.train_set, cfg, self.rank, self.world_size, self.device)
         if self.steps_per_epoch == 0:
             raise DataFileError(
-                f"{cfg.data.train} holds {len(self.train_set)} samples, fewer than one optimiser step of "
+                f"{training_data(cfg)} holds {len(self.train_set)} samples, fewer than one optimiser step of "
                 f"{t.batch_size} x {t.accumulate_steps} micro-batches x {self.world_size} processes; lower "
                 f"train.batch_size or train.accumulate_steps",
-                file=cfg.data.train,
+                file=training_data(cfg),
             )
 
         model = build_model(cfg, self.skeleton).to(self.device)
@@ -167,7 +169,7 @@ class Trainer:
             batchnorm_eval(self.model)
         self.hooks.before_epoch(p)
         where = lambda: f"{p.where()}, next batch: {self.batches.describe(p.epoch, p.step)}"  # noqa: E731
-        with loader_errors(self.cfg.data.train, self.cfg.data, where):
+        with loader_errors(training_data(self.cfg), self.cfg.data, where):
             for micro_batches in self.batches.epoch(p.epoch, p.step):
                 self.hooks.before_step(p)
                 result = self.train_step(micro_batches, self.schedule.lr(p.epoch, p.step))
@@ -186,13 +188,14 @@ class Trainer:
         losses, breakdowns, samples = [], [], 0
         for i, batch in enumerate(micro_batches):
             images, targets, masks = batch_to_device(batch, self.device, self.cfg.train.channels_last)
+            labelled = labelled_to_device(batch, self.device)
             last = i == len(micro_batches) - 1
             try:
                 # gradients are all-reduced once, with the last micro-batch's backward
                 with nullcontext() if last else self.launcher.no_sync(self.model):
                     beat("forward pass", where)
                     with self.precision.autocast(self.device):
-                        total, breakdown = self.step_forward(images, targets, masks)
+                        total, breakdown = self.step_forward(images, targets, masks, labelled)
                     beat("backward pass", where)
                     # backward runs even for a non-finite loss so that every DDP rank joins the same all-reduce
                     self.scaler.scale(total / len(micro_batches)).backward()
@@ -252,6 +255,19 @@ class Trainer:
         applied = loss_finite and bool(torch.isfinite(grad_norm))
         skipped = torch.tensor(int(not loss_finite), device=self.device)
         return torch.tensor(applied, device=self.device), skipped, grad_norm
+
+
+def training_data(cfg: Config) -> str:
+    """The training file, or the files of ``data.train_sources``, for messages."""
+    return ", ".join(cfg.data.train_sources) if cfg.data.train_sources else cfg.data.train
+
+
+def training_set(cfg: Config) -> Dataset:
+    """The training samples: ``data.train_sources`` mixed (data.sources) when given, else ``data.train``."""
+    d = cfg.data
+    if d.train_sources:
+        return open_sources(d.train_sources, cfg, train=True, weights=d.source_weights or None)
+    return training_file(cfg, "data.train", train=True)
 
 
 def training_file(cfg: Config, key: str, train: bool) -> SimplePoseDataset:

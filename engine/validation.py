@@ -1,6 +1,8 @@
-"""Validation during training: the loss on ``data.val`` and COCO AP on ``data.val_images`` / ``data.val_annotations``,
-sharded over the processes (every rank takes part, every rank receives the figures). The annotations are read and
-checked once, at the first evaluation, and held for the later ones (``evaluate.metrics.annotations.GroundTruth``)."""
+"""Validation during training: the loss on ``data.val`` and COCO AP on ``data.val_images`` / ``data.val_annotations``
+and on each training source's (``data.source_val_images`` / ``data.source_val_annotations``, figures named
+``SOURCE/AP``, ...), sharded over the processes (every rank takes part, every rank receives the figures). The
+annotations are read and checked once, at the first evaluation, and held for the later ones
+(``evaluate.metrics.annotations.GroundTruth``)."""
 
 from __future__ import annotations
 
@@ -10,8 +12,9 @@ import torch
 from torch import nn
 from torch.utils.data import Dataset
 
-from simplepose.config.schema import Config
-from simplepose.data.batching import batch_to_device
+from simplepose.config.schema import Config, DataConfig
+from simplepose.data.batching import batch_to_device, labelled_to_device
+from simplepose.data.sources import source_names
 from simplepose.engine.batches import make_loader
 from simplepose.engine.logger import Meter
 from simplepose.engine.sampler import EpochSampler
@@ -21,6 +24,17 @@ from simplepose.models.eval_mode import eval_mode
 from simplepose.models.weights import unwrap
 from simplepose.utils import distributed as du
 from simplepose.utils.precision import Precision
+
+
+def validation_sets(d: DataConfig) -> list[tuple[str, str, str]]:
+    """(name, images, annotations) of each AP measured at validation: ``data.val_images`` (name "") and each source's
+    (named as data.sources names the sources)."""
+    sets = [("", d.val_images, d.val_annotations)] if d.val_images and d.val_annotations else []
+    names = source_names(d.train_sources)
+    for name, images, annotation_file in zip(names, d.source_val_images, d.source_val_annotations):
+        if images and annotation_file:
+            sets.append((name, images, annotation_file))
+    return sets
 
 
 def validation_metric(figures: dict[str, float]) -> float | None:
@@ -46,24 +60,26 @@ class Validator:
     ) -> None:
         self.cfg, self.model, self.loss, self.val_set, self.device = cfg, model, loss, val_set, device
         self.precision, self.rank, self.world_size = precision, rank, world_size
-        self._ground_truth: GroundTruth | None = None  # data.val_annotations, loaded at the first evaluation
+        self.sets = validation_sets(cfg.data)
+        self._ground_truth: dict[str, GroundTruth] = {}  # by annotation file, loaded at the first evaluation
 
-    def ground_truth(self, model: nn.Module) -> GroundTruth:
-        """``data.val_annotations`` read and checked for ``model``'s skeleton, once per run."""
-        if self._ground_truth is None:
-            self._ground_truth = load_ground_truth(self.cfg.data.val_annotations, model.skeleton, self.cfg.eval)
-        return self._ground_truth
+    def ground_truth(self, model: nn.Module, annotation_file: str) -> GroundTruth:
+        """``annotation_file`` read and checked for ``model``'s skeleton, once per run."""
+        if annotation_file not in self._ground_truth:
+            self._ground_truth[annotation_file] = load_ground_truth(annotation_file, model.skeleton, self.cfg.eval)
+        return self._ground_truth[annotation_file]
 
     @property
     def enabled(self) -> bool:
-        d = self.cfg.data
-        return self.val_set is not None or bool(d.val_images and d.val_annotations)
+        return self.val_set is not None or bool(self.sets)
 
     @torch.no_grad()
     def validate(self, epoch: int) -> dict[str, float]:
         """``val_loss`` (when there is a validation file) and the COCO figures (``AP``, ``AP50``, ... when there are
-        validation images); rank 0 writes the results to ``train.out_dir/val_results_epoch{epoch}.json`` and, with
-        ``eval.diagnose``, their diagnosis to ``train.out_dir/diagnosis_epoch{epoch}/``."""
+        validation images; ``SOURCE/AP``, ... per source with its own, and then ``AP`` is their mean unless
+        data.val_images gives it); rank 0 writes the results to ``train.out_dir/val_results_epoch{epoch}.json``
+        (``..._SOURCE.json``) and, with ``eval.diagnose``, their diagnosis to ``train.out_dir/diagnosis_epoch{epoch}/``
+        (``..._SOURCE/``)."""
         out: dict[str, float] = {}
         # training autotunes cuDNN (one batch shape); validation images come in many padded shapes, each of which
         # would be autotuned once more: heuristics there, the training's setting back after
@@ -73,24 +89,32 @@ class Validator:
             with eval_mode(unwrap(self.model)) as model:
                 if self.val_set is not None:
                     out["val_loss"] = self.val_loss(model)
-                d = self.cfg.data
-                if d.val_images and d.val_annotations:
-                    run = Path(self.cfg.train.out_dir)
-                    out_json = run / f"val_results_epoch{epoch}.json" if self.rank == 0 else None
-                    diagnose_dir = run / f"diagnosis_epoch{epoch}" if self.cfg.eval.diagnose else None
-                    stats, _ = evaluate_model(
-                        model,
-                        d.val_images,
-                        self.ground_truth(model),
-                        self.cfg,
-                        self.device,
-                        out_json=out_json,
-                        diagnose_dir=diagnose_dir,
-                    )
-                    out.update({k: float(v) for k, v in stats.items()})
+                for name, images, annotation_file in self.sets:
+                    stats = self.average_precision(model, epoch, name, images, annotation_file)
+                    out.update({f"{name}/{k}" if name else k: v for k, v in stats.items()})
+                per_source = [out[f"{name}/AP"] for name, _, _ in self.sets if name]
+                if "AP" not in out and per_source:
+                    out["AP"] = sum(per_source) / len(per_source)
         finally:
             torch.backends.cudnn.benchmark = autotune
         return out
+
+    def average_precision(self, model: nn.Module, epoch: int, name: str, images: str, annotation_file: str) -> dict:
+        """The COCO figures of one validation set (``name``: "" for data.val_images, else the source's)."""
+        run = Path(self.cfg.train.out_dir)
+        tail = f"_{name.replace('/', '_')}" if name else ""
+        out_json = run / f"val_results_epoch{epoch}{tail}.json" if self.rank == 0 else None
+        diagnose_dir = run / f"diagnosis_epoch{epoch}{tail}" if self.cfg.eval.diagnose else None
+        stats, _ = evaluate_model(
+            model,
+            images,
+            self.ground_truth(model, annotation_file),
+            self.cfg,
+            self.device,
+            out_json=out_json,
+            diagnose_dir=diagnose_dir,
+        )
+        return {k: float(v) for k, v in stats.items()}
 
     def val_loss(self, model: nn.Module) -> float:
         """Mean loss per sample over the validation file (each rank a strided share, averaged over the ranks)."""
@@ -101,6 +125,6 @@ class Validator:
         for batch in make_loader(self.val_set, sampler, 1, self.cfg.data, self.device):
             images, targets, masks = batch_to_device(batch, self.device, self.cfg.train.channels_last)
             with self.precision.autocast(self.device):
-                total, _ = self.loss(model(images), targets, masks)
+                total, _ = self.loss(model(images), targets, masks, labelled_to_device(batch, self.device))
             meter.update(float(total.item()), images.shape[0])
         return du.all_reduce_mean(torch.tensor(meter.mean, device=self.device)).item()

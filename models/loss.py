@@ -54,6 +54,8 @@ class MultiTaskLoss(nn.Module):
         outputs: ``outputs[t][k]`` (B, C, h_k, w_k), any float dtype (cast to at least float32).
         targets: ``targets[k]`` (B, C, h_k, w_k), already block-averaged to scale k by the data pipeline.
         masks: ``masks[k]`` (B, 1, h_k, w_k), already resized and thresholded (1 = use, 0 = ignore).
+        labelled: (B, C) weight per sample and channel, or None (all 1): 0 leaves a channel its sample's source
+            does not annotate out of the loss (several sources, data.keypoint_mapping): no gradient reaches it.
     Returns:
         total: 0-d tensor (float32, or float64 for float64 predictions).
         breakdown: detached tensors, each a share of ``total`` (the parts of one kind sum to it):
@@ -95,10 +97,11 @@ class MultiTaskLoss(nn.Module):
         outputs: list[list[torch.Tensor]],
         targets: list[torch.Tensor],
         masks: list[torch.Tensor],
+        labelled: torch.Tensor | None = None,
         reduction: Literal["mean", "sum"] | None = None,
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """``reduction`` overrides the constructor's for this call (the DataParallel wrapper asks for sums)."""
-        self._check(outputs, targets, masks)
+        self._check(outputs, targets, masks, labelled)
         reduction = reduction or self.reduction
         _check_reduction(reduction)
         device = outputs[0][0].device
@@ -108,7 +111,10 @@ class MultiTaskLoss(nn.Module):
             for stack_outputs in outputs:
                 rows.append(
                     torch.stack(
-                        [self._channel_sums(p.to(dtype), targets[k], masks[k]) for k, p in enumerate(stack_outputs)]
+                        [
+                            self._channel_sums(p.to(dtype), targets[k], masks[k], labelled)
+                            for k, p in enumerate(stack_outputs)
+                        ]
                     )
                 )
             weight = self.stack_scale_weight.to(device, dtype)[:, :, None] * self.channel_weight.to(device, dtype)
@@ -123,7 +129,9 @@ class MultiTaskLoss(nn.Module):
         }
         return total, breakdown
 
-    def _channel_sums(self, p: torch.Tensor, g: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+    def _channel_sums(
+        self, p: torch.Tensor, g: torch.Tensor, m: torch.Tensor, labelled: torch.Tensor | None
+    ) -> torch.Tensor:
         """(C,) masked focal-L2 sums over batch and pixels of one stack and scale."""
         c = self.cfg
         g, m = g.to(p.dtype), m.to(p.dtype)
@@ -132,14 +140,18 @@ class MultiTaskLoss(nn.Module):
         phi = torch.where(positive, 1 - p + c.alpha, p + c.beta).abs()
         if c.gamma != 1:
             phi = phi.pow(c.gamma)
-        return ((p - g).square() * phi * m).sum((0, 2, 3))
+        per_pixel = (p - g).square() * phi * m
+        if labelled is None:
+            return per_pixel.sum((0, 2, 3))
+        # per sample and channel first, so that a channel left out contributes exactly nothing, gradient included
+        return (per_pixel.sum((2, 3)) * labelled.to(p.dtype)).sum(0)
 
     def _divisor(self, batch: int, reduction: str) -> float:
         if reduction == "sum":
             return 1.0
         return float(self.configured_batch_size if self.cfg.batch_divisor == "configured" else batch)
 
-    def _check(self, outputs, targets, masks) -> None:
+    def _check(self, outputs, targets, masks, labelled=None) -> None:
         stacks, scales = len(outputs), len(outputs[0])
         if stacks != len(self.cfg.stack_weights) or scales != len(self.cfg.scale_weights):
             raise ConfigError(
@@ -160,6 +172,11 @@ class MultiTaskLoss(nn.Module):
             expected_by="the loss",
             fix="build the model and the loss for the same skeleton (data.skeleton)",
         )
+        if labelled is not None and tuple(labelled.shape) != tuple(outputs[0][0].shape[:2]):
+            raise UserError(
+                f"labelled has shape {tuple(labelled.shape)}, the predictions need (batch, channels) = "
+                f"{tuple(outputs[0][0].shape[:2])}: one weight per sample and output channel"
+            )
         for k in range(scales):
             want = tuple(outputs[0][k].shape)
             if tuple(targets[k].shape) != want or tuple(masks[k].shape) != (want[0], 1, *want[2:]):

@@ -56,6 +56,7 @@ def test_validation_reads_the_annotations_once_per_run(synthetic_sample_annotati
     monkeypatch.setattr(validation, "load_ground_truth", counted)
     model = tiny_model()
     validator = Validator(cfg, model, torch.nn.Identity(), None, torch.device("cpu"), None, 0, 1)
-    first = validator.ground_truth(model)
-    assert validator.ground_truth(model) is first and validator.ground_truth(model) is first
+    path = str(synthetic_sample_annotations)
+    first = validator.ground_truth(model, path)
+    assert validator.ground_truth(model, path) is first and validator.ground_truth(model, path) is first
     assert loads == [str(synthetic_sample_annotations)] and len(first.images) == 27
