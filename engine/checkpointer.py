@@ -138,6 +138,8 @@ class Checkpointer:
         position.settle()
         rngs = du.all_gather_object(rng_state())
         in_sync = ranks_in_sync(unwrap(self.model))
+        if self.ema is not None:  # each rank keeps its own average of the same weights: they must agree too
+            in_sync = ranks_in_sync(self.ema.module) and in_sync
         error: tuple[str, int | None] = ("", None)
         if self.rank == 0:
             if not in_sync:

@@ -21,7 +21,7 @@ from tests.helpers import COCO, saved_state, subprocess_env, tiny_cfg, tiny_run_
 
 # per process: batch 2, 4 steps, a checkpoint every 2 steps; BatchNorm in eval mode makes N x b == 1 x N*b exact
 RUN = ["train.epochs=1", "train.max_steps_per_epoch=4", "train.checkpoint_every_steps=2", "train.optimizer=sgd",
-       "train.lr=0.01", "train.bn_eval=true"]  # fmt: skip
+       "train.lr=0.01", "train.bn_eval=true", "train.ema=0.5", "train.ema_warmup_steps=1"]  # fmt: skip
 TIMES: dict[str, float] = {}
 
 
@@ -81,7 +81,7 @@ def test_two_processes_equal_one_process_with_twice_the_batch(synthetic_h5_64, t
     two, one = Checkpoint.load(out2 / "last.pt"), Checkpoint.load(tmp_path / "last.pt")
     assert saved_state(two).world_size == 2 and saved_state(one).world_size == 1
     assert saved_state(two).position.global_step == saved_state(one).position.global_step == 4
-    assert saved_state(two).ranks_in_sync is True  # every rank held bit-identical weights at the checkpoint
+    assert saved_state(two).ranks_in_sync is True  # every rank held bit-identical weights and averages
 
     from simplepose.engine.process_setup import seed_everything
     from simplepose.models import build_model
@@ -91,6 +91,12 @@ def test_two_processes_equal_one_process_with_twice_the_batch(synthetic_h5_64, t
     moved = max((two.model[k] - init[k]).abs().max().item() for k in init if init[k].is_floating_point())
     assert moved > 1e-3  # training changed the weights, so equality below is not trivial
     assert_close_states(two.model, one.model)
+    # the weight average (train.ema) of two processes is that of one process with their whole batch
+    averages = saved_state(two).ema, saved_state(one).ema
+    assert averages[0]["updates"] == averages[1]["updates"] == 4
+    assert_close_states(averages[0]["model"], averages[1]["model"])
+    floats = [k for k in init if init[k].is_floating_point()]
+    assert max((averages[0]["model"][k] - two.model[k]).abs().max().item() for k in floats) > 1e-4  # not the weights
     states = (saved_state(two).optimizer["state"].values(), saved_state(one).optimizer["state"].values())
     momenta = [(a["momentum_buffer"], b["momentum_buffer"]) for a, b in zip(*states)]
     assert momenta and all(torch.allclose(a, b, rtol=1e-4, atol=1e-7) for a, b in momenta)
