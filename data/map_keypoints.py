@@ -1,0 +1,106 @@
+"""Write a COCO-format person-keypoints JSON again with its keypoints on another skeleton, matched by name.
+
+    python -m data.map_keypoints --annotations crowdpose_val.json --skeleton coco --out crowdpose_val_coco.json \\
+        [--rename head_top=head ...]
+
+Prints what is kept, what the file cannot label (unlabelled: 0, 0, 0 in every annotation) and what is dropped.
+``--rename OLD=NEW`` (repeatable) renames a keypoint of the file before matching, for a dataset that spells a point
+differently. An existing --out is never replaced; the file is written whole or not at all. The mapping itself:
+``data.annotation_mapping.map_annotation_file``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from simplepose.config.skeleton_file import load_skeleton
+from simplepose.data.annotation_mapping import map_annotation_file
+from simplepose.utils.errors import AnnotationError, UserError, cli_main
+from simplepose.utils.io import atomic_write_bytes
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m data.map_keypoints", description=__doc__.split("\n\n")[0])
+    p.add_argument(
+        "--annotations",
+        required=True,
+        type=Path,
+        help="COCO-format person_keypoints JSON whose person category names its keypoints",
+    )
+    p.add_argument(
+        "--skeleton",
+        required=True,
+        help="the skeleton to map onto: a name in config/skeletons/ (coco, crowdpose) or a skeleton YAML file",
+    )
+    p.add_argument("--out", required=True, type=Path, help="JSON file to write (must not exist)")
+    p.add_argument(
+        "--rename",
+        action="append",
+        default=[],
+        metavar="OLD=NEW",
+        help="rename the file's keypoint OLD to NEW before matching by name (repeatable)",
+    )
+    return p
+
+
+def parse_renames(items: list[str]) -> dict[str, str]:
+    """``["a=b", ...]`` -> ``{"a": "b", ...}``; UserError for an item that is not OLD=NEW or an OLD given twice."""
+    out: dict[str, str] = {}
+    for item in items:
+        old, sep, new = item.partition("=")
+        old, new = old.strip(), new.strip()
+        if not sep or not old or not new:
+            raise UserError(f"--rename {item!r}: write it as OLD=NEW, e.g. --rename head_top=head", key="--rename")
+        if old in out:
+            raise UserError(f"--rename: {old!r} is renamed twice ({out[old]!r} and {new!r}); give it once")
+        out[old] = new
+    return out
+
+
+def read_json(path: Path) -> dict:
+    if not path.is_file():
+        raise AnnotationError(f"annotation file {path} not found; pass a COCO-format person_keypoints JSON", file=path)
+    try:
+        with open(path, "rb") as f:
+            return json.load(f)
+    except json.JSONDecodeError as e:
+        raise AnnotationError(
+            f"annotation file {path} is not valid JSON ({e.msg} at line {e.lineno}, column {e.colno}); the file looks "
+            "truncated or corrupt: download it again",
+            file=path,
+        ) from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise AnnotationError(f"cannot read annotation file {path}: {e}", file=path) from None
+
+
+@cli_main
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    rename = parse_renames(args.rename)
+    if args.out.resolve() == args.annotations.resolve():
+        raise UserError(
+            f"--out {args.out} is the --annotations file: write the mapped annotations to another path", file=args.out
+        )
+    if args.out.exists():
+        raise UserError(
+            f"{args.out} exists: an earlier file is never replaced; pick another --out path, or delete it",
+            file=args.out,
+        )
+    skeleton = load_skeleton(args.skeleton)
+    mapped, mapping = map_annotation_file(read_json(args.annotations), skeleton, str(args.annotations), rename)
+    print(mapping.coverage())
+    atomic_write_bytes(args.out, json.dumps(mapped, separators=(",", ":")).encode())
+    people = sum(isinstance(a, dict) and "keypoints" in a for a in mapped["annotations"])
+    print(
+        f"wrote {args.out}: {len(mapped.get('images') or [])} images, {len(mapped['annotations'])} annotations "
+        f"({people} with keypoints) in skeleton {skeleton.name}'s {len(skeleton.dataset_keypoints)} keypoints"
+        + (f"; dropped from every annotation: {', '.join(mapping.dropped)}" if mapping.dropped else "")
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
