@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import platform
 import statistics
 import subprocess
 import sys
@@ -49,3 +50,11 @@ def mean_spread(values: list[float], digits: int = 3) -> str:
     """``mean +- sample standard deviation`` (0 for one value)."""
     spread = statistics.stdev(values) if len(values) > 1 else 0.0
     return f"{statistics.mean(values):.{digits}f} +- {spread:.{digits}f}"
+
+
+def cpu_name() -> str:
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        return next(line.split(":", 1)[1].strip() for line in lines if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()

@@ -14,13 +14,12 @@ continues where it stopped; the wall times of kept runs are not known again, and
 from __future__ import annotations
 
 import argparse
-import platform
 import statistics
 from pathlib import Path
 
 import torch
 
-from bench.quickstart_runs import last_validation, mean_spread, prepare_data, train
+from bench.quickstart_runs import cpu_name, last_validation, mean_spread, prepare_data, train
 from simplepose.utils.errors import cli_main
 
 # the quick start's own recipe is config/quickstart.yaml's; each entry changes only what it names
@@ -32,14 +31,6 @@ RECIPES: dict[str, list[str]] = {
     "adamw_cosine": [*ADAMW_COSINE, "train.ema=0"],
     "all": [*ADAMW_COSINE, *EMA],
 }
-
-
-def cpu_name() -> str:
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-        return next(line.split(":", 1)[1].strip() for line in lines if line.startswith("model name"))
-    except (OSError, StopIteration):
-        return platform.processor() or platform.machine()
 
 
 @cli_main

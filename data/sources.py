@@ -46,6 +46,11 @@ class SourceMix(torch.utils.data.Dataset):
     def __len__(self) -> int:
         return self.offsets[-1]
 
+    @property
+    def num_images(self) -> int:
+        """The images of every source."""
+        return sum(s.num_images for s in self.sources)
+
     def locate(self, index: int) -> tuple[int, int]:
         """(source, index within it) of sample ``index``."""
         s = bisect.bisect_right(self.offsets, index) - 1

@@ -1,0 +1,204 @@
+"""Several datasets at once: each source's keypoints mapped onto the training skeleton by name, what a source does
+not annotate left out of the loss (no gradient), sources drawn by their weights, and AP per source."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from simplepose.codec.layout import ChannelLayout
+from simplepose.config.config_file import ConfigError, load_config
+from simplepose.config.schema import LossConfig
+from simplepose.config.skeleton_file import load_skeleton
+from simplepose.data.batching import collate, labelled_to_device
+from simplepose.data.conversion import Source, convert
+from simplepose.data.keypoint_mapping import KeypointMapping
+from simplepose.data.sources import open_sources
+from simplepose.engine.sampler import EpochSampler
+from simplepose.models.loss import MultiTaskLoss
+from simplepose.utils.errors import DataFileError
+from simplepose.utils.paths import REPO_ROOT
+from tests.helpers import FAINT_MAPS, SHORT_RUN, read_metrics, tiny_cfg
+
+COCO, CROWDPOSE = load_skeleton("coco"), load_skeleton("crowdpose")
+COCO_ONLY = ("nose", "left_eye", "right_eye", "left_ear", "right_ear")
+
+
+@pytest.fixture(scope="module")
+def sources(synthetic_coco: Path, synthetic_crowdpose: Path, tmp_path_factory) -> dict[str, Path]:
+    """The synthetic COCO and CrowdPose sets' training splits, each converted with its own keypoints (input 64)."""
+    out = tmp_path_factory.mktemp("sources")
+    files = {}
+    for name, root in (("coco", synthetic_coco), ("crowdpose", synthetic_crowdpose)):
+        h5 = out / f"{name}64.h5"
+        train = root / "annotations" / "person_keypoints_train.json"
+        convert([Source(root / "images", train)], h5, 64, progress=False, skeleton=name)
+        files[name] = h5
+    return files
+
+
+def test_crowdpose_keypoints_land_on_coco_names_and_the_rest_is_unlabelled():
+    mapping = KeypointMapping.by_name(CROWDPOSE.dataset_keypoints, COCO, "crowd.h5")
+    assert mapping.missing == COCO_ONLY and mapping.dropped == ("head", "neck")
+    people = np.arange(2 * 14 * 3, dtype=np.float32).reshape(2, 14, 3) + 1
+    mapped = mapping.apply(people)
+    assert mapped.shape == (2, 17, 3)
+    for j, name in enumerate(COCO.dataset_keypoints):
+        if name in COCO_ONLY:
+            assert (mapped[:, j] == 0).all()
+        else:
+            np.testing.assert_array_equal(mapped[:, j], people[:, CROWDPOSE.dataset_keypoints.index(name)])
+    assert "12 of coco's 17 keypoints" in mapping.coverage() and "neck: coco derives its own" in mapping.coverage()
+
+
+def test_the_channels_a_source_cannot_teach_are_its_missing_keypoints_their_limbs_and_the_max_map():
+    mapping = KeypointMapping.by_name(COCO.dataset_keypoints, CROWDPOSE, "coco.h5")
+    layout = ChannelLayout.of(CROWDPOSE)
+    weight = mapping.labelled
+    for k, name in enumerate(CROWDPOSE.keypoints):
+        assert weight[layout.keypoints][k] == (name not in ("head", "neck"))
+    for limb, (a, b) in enumerate(CROWDPOSE.limbs):
+        touches = {CROWDPOSE.keypoints[a], CROWDPOSE.keypoints[b]} & {"head", "neck"}
+        assert weight[limb] == (not touches)
+    assert weight[layout.person_mask] == 1 and weight[layout.max_keypoint] == 0
+    full = KeypointMapping.by_name(CROWDPOSE.dataset_keypoints, CROWDPOSE, "crowd.h5")
+    assert full.identity and full.labelled.all()
+
+
+def test_a_source_with_no_shared_name_is_refused_naming_the_file_and_the_names():
+    with pytest.raises(DataFileError, match=r"dogs\.h5.*'snout'.*matched by name"):
+        KeypointMapping.by_name(("snout", "tail"), COCO, "dogs.h5")
+
+
+def test_unlabelled_channels_get_exactly_zero_gradient_and_leave_the_loss_unchanged():
+    """The loss and its gradient with a channel left out: no gradient reaches that channel of that sample, whatever
+    the prediction there; the other samples' and channels' terms are as without it."""
+    torch.manual_seed(0)
+    c, scales = CROWDPOSE.num_channels, 2
+    loss = MultiTaskLoss(LossConfig(stack_weights=[1], scale_weights=[1, 1]), CROWDPOSE)
+    outputs = [[torch.rand(2, c, 8 >> k, 8 >> k, requires_grad=True) for k in range(scales)]]
+    targets = [torch.rand(2, c, 8 >> k, 8 >> k) for k in range(scales)]
+    masks = [torch.ones(2, 1, 8 >> k, 8 >> k) for k in range(scales)]
+    labelled = torch.ones(2, c)
+    labelled[1] = torch.from_numpy(KeypointMapping.by_name(COCO.dataset_keypoints, CROWDPOSE, "coco.h5").labelled)
+    total, _ = loss(outputs, targets, masks, labelled)
+    total.backward()
+    off = labelled[1] == 0
+    for p in outputs[0]:
+        assert (p.grad[1, off] == 0).all() and (p.grad[1, ~off] != 0).any() and (p.grad[0] != 0).any()
+    # the same prediction with wild values in the left-out channels: the same loss
+    wild = [[p.detach().clone() for p in outputs[0]]]
+    for p in wild[0]:
+        p[1, off] = 7.0
+    again, _ = loss(wild, targets, masks, labelled)
+    assert torch.equal(again, total.detach())
+    # every channel labelled is the loss without ``labelled``
+    plain, _ = loss(outputs, targets, masks)
+    ones, _ = loss(outputs, targets, masks, torch.ones(2, c))
+    torch.testing.assert_close(ones, plain)
+    with pytest.raises(Exception, match="one weight per sample and output channel"):
+        loss(outputs, targets, masks, torch.ones(3, c))
+
+
+def test_the_mix_gives_each_sample_its_sources_channels_mirrored_with_it(sources, tmp_path):
+    cfg = tiny_cfg(sources["coco"], tmp_path / "run", "data.skeleton=crowdpose")
+    mix = open_sources([str(sources["coco"]), str(sources["crowdpose"])], cfg, train=True)
+    coco_part = len(mix.sources[0])
+    assert len(mix) == coco_part + len(mix.sources[1]) and mix.names == ["coco64", "crowdpose64"]
+    mapping = mix.sources[0].mapping
+    flips = set()
+    for i in range(coco_part):
+        sample = mix[i]
+        want = mapping.labelled_mirrored if sample["meta"]["flip"] else mapping.labelled
+        np.testing.assert_array_equal(sample["labelled"].numpy(), want)
+        flips.add(sample["meta"]["flip"])
+    assert mix[coco_part]["labelled"].numpy().all()  # CrowdPose's own samples teach every channel
+    # a COCO person's head and neck are never drawn: their keypoint maps stay empty
+    layout = ChannelLayout.of(CROWDPOSE)
+    head = layout.keypoints.start + CROWDPOSE.index("head")
+    assert all(float(mix[i]["targets"][0][head].max()) == 0 for i in range(coco_part))
+    batch = collate([mix[0], mix[coco_part]])
+    assert labelled_to_device(batch, torch.device("cpu")).shape == (2, CROWDPOSE.num_channels)
+
+
+def test_weights_set_each_sources_share_of_an_epoch_reproducibly():
+    weights = torch.cat([torch.full((10,), 0.25 / 10, dtype=torch.float64), torch.full((90,), 0.75 / 90)])
+    sampler = EpochSampler(100, seed=3, weights=weights)
+    draws = [i for e in range(40) for i in sampler._indices(e)]
+    share = np.mean(np.array(draws) < 10)
+    assert abs(share - 0.25) < 0.03  # 4000 draws: the standard error is 0.007
+    assert sampler._indices(5) == EpochSampler(100, seed=3, weights=weights)._indices(5)
+    assert sampler._indices(5) != sampler._indices(6)
+
+
+@pytest.mark.parametrize(
+    "overrides, key",
+    [
+        (["data.train_sources=[a.h5,b.h5]", "data.source_weights=[1]"], "data.source_weights"),
+        (["data.train_sources=[a.h5]", "data.source_weights=[0]"], "data.source_weights"),
+        (["data.train_sources=[a.h5]", "data.source_val_images=[img]"], "data.source_val_annotations"),
+        (["data.train_sources=[a.h5,b.h5]", "data.source_val_images=[img,'']", "data.source_val_annotations=['',x]"],
+         "data.source_val_annotations"),
+    ],
+)  # fmt: skip
+def test_per_source_lists_out_of_step_are_refused_naming_the_key(overrides, key):
+    with pytest.raises(ConfigError) as e:
+        load_config(REPO_ROOT / "config" / "tiny.yaml", overrides)
+    assert e.value.key == key
+
+
+def test_two_skeletons_train_together_and_validation_reports_ap_per_source(
+    sources, synthetic_coco, synthetic_crowdpose, tmp_path, one_thread
+):
+    """COCO and CrowdPose figures trained as one run on COCO's skeleton: the loss falls, each source's AP is
+    measured on its own validation split (CrowdPose's mapped onto COCO's names), and AP is their mean."""
+    from simplepose.data.annotation_mapping import map_annotation_file
+    from simplepose.engine.trainer import Trainer
+
+    crowd_val = json.loads((synthetic_crowdpose / "annotations" / "person_keypoints_val.json").read_text())
+    mapped, _ = map_annotation_file(crowd_val, COCO, "crowdpose val")
+    (tmp_path / "crowd_val_coco.json").write_text(json.dumps(mapped))
+    run = tmp_path / "run"
+    d = "data."
+    Trainer(
+        tiny_cfg(
+            sources["coco"],
+            run,
+            *SHORT_RUN,
+            *FAINT_MAPS,
+            f"{d}train_sources=[{sources['coco']},{sources['crowdpose']}]",
+            f"{d}source_weights=[1,1]",
+            f"{d}source_val_images=[{synthetic_coco / 'images'},{synthetic_crowdpose / 'images'}]",
+            f"{d}source_val_annotations=[{synthetic_coco / 'annotations/person_keypoints_val.json'},"
+            f"{tmp_path / 'crowd_val_coco.json'}]",
+            "eval.max_images=2",
+            "train.val_every=2",
+        )
+    ).fit()
+    records = read_metrics(run)
+    val = [r for r in records if r["kind"] == "val"][-1]
+    assert {"coco64/AP", "crowdpose64/AP", "AP"} <= set(val)
+    assert val["AP"] == pytest.approx((val["coco64/AP"] + val["crowdpose64/AP"]) / 2)
+    assert (run / f"val_results_epoch{val['epoch']}_crowdpose64.json").is_file()
+    losses = [r["loss"] for r in records if r["kind"] == "train"]
+    assert losses[-1] < losses[0]
+
+
+def test_a_missing_source_is_named_with_the_command_that_makes_it(sources, tmp_path):
+    cfg = tiny_cfg(sources["coco"], tmp_path / "run")
+    with pytest.raises(DataFileError, match=r"data.train_sources: .*gone\.h5: no such file.*coco_to_hdf5") as e:
+        open_sources([str(sources["coco"]), str(tmp_path / "gone.h5")], cfg, train=True)
+    assert e.value.key == "data.train_sources"
+
+
+def test_each_sources_coverage_is_logged_when_the_set_opens(sources, tmp_path, caplog):
+    cfg = tiny_cfg(sources["coco"], tmp_path / "run")
+    with caplog.at_level("INFO", logger="simplepose.data.sources"):
+        open_sources([str(sources["coco"]), str(sources["crowdpose"])], cfg, train=True)
+    lines = [r.getMessage() for r in caplog.records]
+    assert any("coco64.h5: 17 of coco's 17 keypoints, 50 of 50 channels taught" in line for line in lines)
+    assert any("crowdpose64.h5: 12 of coco's 17 keypoints" in line and "unlabelled: nose" in line for line in lines)
