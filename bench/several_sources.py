@@ -74,7 +74,6 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     out = Path(args.out).resolve()
     sets = make_sources(REPO_ROOT / "cache" / "synthetic_sources", args.images)
-    names = dict(zip(SKELETONS, source_names([sets[n]["train"] for n in SKELETONS])))
     schedule = [
         f"train.epochs={args.epochs}",
         f"train.max_steps_per_epoch={args.steps}",
@@ -92,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
             settings = [*schedule, *source_overrides(sets, members), f"train.seed={seed}", *args.overrides]
             seconds = train(folder, settings)
             figures = last_validation(folder)
+            # the figures' names are the run's own sources' (data.sources.source_names)
+            names = dict(zip(members, source_names([sets[m]["train"] for m in members])))
             for member in members:
                 ap.setdefault((run, member), []).append(figures[f"{names[member]}/AP"])
             if seconds:
