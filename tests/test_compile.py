@@ -25,7 +25,7 @@ from simplepose.config.skeleton_file import skeleton_of
 from simplepose.engine.trainer import Trainer
 from simplepose.models import MultiTaskLoss, build_model
 from simplepose.utils.paths import REPO_ROOT
-from tests.helpers import tiny_cfg
+from tests.helpers import saved_state, tiny_cfg
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -104,8 +104,9 @@ def test_compile_auto_is_on_for_cuda_and_off_on_the_cpu():
 def test_a_compiled_run_accumulates_like_eager_and_its_checkpoint_loads_plainly(synthetic_h5_64, tmp_path, caplog,
                                                                                 monkeypatch):  # fmt: skip
     monkeypatch.setattr(ec, "BACKEND", "aot_eager")
-    extra = ["train.max_steps_per_epoch=2", "train.accumulate_steps=2", "train.optimizer=adam", "train.lr=1e-3"]
-    weights = {}
+    extra = ["train.max_steps_per_epoch=2", "train.accumulate_steps=2", "train.optimizer=adam", "train.lr=1e-3",
+             "train.ema=0.5", "train.ema_warmup_steps=1"]  # fmt: skip
+    weights, averages = {}, {}
     for setting in ("off", "on"):
         caplog.clear()
         with caplog.at_level(logging.INFO, logger="simplepose.engine"):
@@ -114,10 +115,13 @@ def test_a_compiled_run_accumulates_like_eager_and_its_checkpoint_loads_plainly(
         messages = [r.getMessage() for r in caplog.records]
         assert messages[0].startswith(f"compile: {setting} (train.compile={setting}")  # the run's first line
         assert any("compiled model + loss: first call" in m for m in messages) == (setting == "on")
-        weights[setting] = Checkpoint.load(tmp_path / setting / "last.pt").model
+        last = Checkpoint.load(tmp_path / setting / "last.pt")
+        weights[setting], averages[setting] = last.model, saved_state(last).ema["model"]
     assert weights["on"].keys() == weights["off"].keys()  # no _orig_mod. prefixes: the module is not wrapped
     for name, w in weights["off"].items():
         torch.testing.assert_close(weights["on"][name], w, rtol=1e-5, atol=1e-6, msg=name)
+        # the weight average reads the parameters the compiled step updates
+        torch.testing.assert_close(averages["on"][name], averages["off"][name], rtol=1e-5, atol=1e-6, msg=name)
     plain = build_model(load_config(REPO_ROOT / "config" / "tiny.yaml"))
     plain.load_state_dict(weights["on"])  # strict
 
