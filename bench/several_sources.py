@@ -1,10 +1,13 @@
 """Two datasets of different keypoints trained together, beside each trained alone for the same steps: a synthetic
 COCO-skeleton set and a synthetic CrowdPose-skeleton set, on the quick start's network and COCO's skeleton.
 
-    python -m bench.several_sources [--images 300] [--epochs 6] [--steps 40] [--seeds 0] [--out DIR] [key=value ...]
+    python -m bench.several_sources [--images 300] [--epochs 6] [--steps 40] [--seeds 0] [--figures persons|drawn]
+                                    [--out DIR] [key=value ...]
 
 Three runs per seed (``python train.py`` with ``data.train_sources``): COCO alone, CrowdPose alone (its head and
-neck dropped, COCO's nose, eyes and ears unlabelled: left out of its loss), both together with equal weights. Every
+neck dropped, COCO's nose, eyes and ears unlabelled: left out of its loss), both together with equal weights. The
+CrowdPose-skeleton set (``make_sources``) is by default other synthetic people annotated in CrowdPose's keypoints, so
+that a name means the same point in both sets, as in the real datasets. Every
 run takes the same optimiser steps (``--epochs`` x ``--steps``). Each source's AP is measured on its own synthetic
 validation split, CrowdPose's mapped onto COCO's names (``data.annotation_mapping``), so it counts the 12 keypoints
 the two share. Prints one row per source: AP alone, AP together, and each run's wall time.
@@ -22,6 +25,7 @@ from bench.quickstart_runs import cpu_name, last_validation, train
 from simplepose.config.config_file import load_config
 from simplepose.config.skeleton_file import load_skeleton
 from simplepose.data.annotation_mapping import map_annotation_file
+from simplepose.data.conversion import Source, convert
 from simplepose.data.quickstart_data import prepare_synthetic_data
 from simplepose.data.sources import source_names
 from simplepose.engine.run import QUICKSTART_PRESET
@@ -32,21 +36,57 @@ from simplepose.utils.paths import REPO_ROOT
 SKELETONS = ("coco", "crowdpose")
 
 
-def make_sources(root: Path, images: int) -> dict[str, dict[str, str]]:
-    """Each skeleton's synthetic set under ``root/NAME`` (made once): its training file and its validation images
-    and annotations in COCO's keypoint names."""
+def mapped_file(source: Path, skeleton: str, out: Path) -> Path:
+    """``source`` (COCO-format annotations) in ``skeleton``'s keypoint names at ``out`` (made once)."""
+    if not out.is_file():
+        data, _ = map_annotation_file(json.loads(source.read_text()), load_skeleton(skeleton), str(source))
+        out.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(out, json.dumps(data))
+    return out
+
+
+def make_sources(root: Path, images: int, figures: str) -> dict[str, dict[str, str]]:
+    """The two synthetic sets under ``root`` (made once): each one's training file and its validation images and
+    annotations in COCO's keypoint names. The CrowdPose-skeleton set: ``persons``, other synthetic people (another
+    seed) annotated in CrowdPose's 14 keypoints (their head top and neck unlabelled: these people have none marked;
+    nose, eyes and ears not annotated), or ``drawn``, CrowdPose figures drawn from its limb graph (whose shapes
+    differ from the people's)."""
     sets = {}
-    for name in SKELETONS:
-        cfg = load_config(QUICKSTART_PRESET, [f"data.skeleton={name}", f"data.synthetic_images={images}"])
-        made = prepare_synthetic_data(dataclasses.replace(cfg.data, synthetic_dir=str(root / name)))
-        annotations = made["data.val_annotations"]
-        if name != "coco":
-            mapped = root / f"{name}_val_coco.json"
-            if not mapped.is_file():
-                data, _ = map_annotation_file(json.loads(Path(annotations).read_text()), load_skeleton("coco"), name)
-                atomic_write_text(mapped, json.dumps(data))
-            annotations = str(mapped)
-        sets[name] = {"train": made["data.train"], "images": made["data.val_images"], "annotations": annotations}
+    coco = load_config(QUICKSTART_PRESET, [f"data.synthetic_images={images}"]).data
+    made = prepare_synthetic_data(dataclasses.replace(coco, synthetic_dir=str(root / "coco")))
+    sets["coco"] = {
+        "train": made["data.train"],
+        "images": made["data.val_images"],
+        "annotations": made["data.val_annotations"],
+    }
+    if figures == "drawn":
+        crowd = dataclasses.replace(coco, skeleton="crowdpose", synthetic_dir=str(root / "crowdpose_drawn"))
+        made = prepare_synthetic_data(crowd)
+        val = mapped_file(Path(made["data.val_annotations"]), "coco", root / "crowdpose_drawn_val_coco.json")
+        sets["crowdpose"] = {"train": made["data.train"], "images": made["data.val_images"], "annotations": str(val)}
+        return sets
+    others = prepare_synthetic_data(dataclasses.replace(coco, synthetic_seed=1, synthetic_dir=str(root / "persons1")))
+    folder = root / "crowdpose_persons"
+    train_json = mapped_file(
+        Path(others["data.val_annotations"]).with_name("person_keypoints_train.json"),
+        "crowdpose",
+        folder / "train.json",
+    )
+    val = mapped_file(
+        mapped_file(Path(others["data.val_annotations"]), "crowdpose", folder / "val.json"),
+        "coco",
+        folder / "val_coco.json",
+    )
+    h5 = folder / f"train{coco.input_size}.h5"
+    if not h5.is_file():
+        convert(
+            [Source(Path(others["data.val_images"]), train_json)],
+            h5,
+            coco.input_size,
+            progress=False,
+            skeleton="crowdpose",
+        )
+    sets["crowdpose"] = {"train": str(h5), "images": others["data.val_images"], "annotations": str(val)}
     return sets
 
 
@@ -69,11 +109,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--epochs", type=int, default=6)
     p.add_argument("--steps", type=int, default=40, help="optimiser steps per epoch, in every run")
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
+    p.add_argument("--figures", choices=["persons", "drawn"], default="persons", help="the CrowdPose-skeleton set")
     p.add_argument("--out", default="runs/several_sources", help="folder of the runs (one sub-folder each)")
     p.add_argument("overrides", nargs="*", help="key=value settings for every run")
     args = p.parse_args(argv)
     out = Path(args.out).resolve()
-    sets = make_sources(REPO_ROOT / "cache" / "synthetic_sources", args.images)
+    sets = make_sources(REPO_ROOT / "cache" / "synthetic_sources", args.images, args.figures)
     schedule = [
         f"train.epochs={args.epochs}",
         f"train.max_steps_per_epoch={args.steps}",
