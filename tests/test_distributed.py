@@ -233,23 +233,26 @@ class SplitByHand(nn.Module):
         super().__init__()
         self.module, self.sizes = module, sizes
 
-    def forward(self, images, targets, masks):
+    def forward(self, images, targets, masks, labelled=None):
         totals, parts = [], []
-        for chunk in zip(images.split(self.sizes), *(t.split(self.sizes) for t in targets),
-                         *(m.split(self.sizes) for m in masks)):  # fmt: skip
+        labels = labelled.split(self.sizes) if labelled is not None else [None] * len(self.sizes)
+        for label, chunk in zip(labels, zip(images.split(self.sizes), *(t.split(self.sizes) for t in targets),
+                                            *(m.split(self.sizes) for m in masks))):  # fmt: skip
             n = len(targets)
-            total, breakdown = self.module(chunk[0], list(chunk[1 : 1 + n]), list(chunk[1 + n :]))
+            total, breakdown = self.module(chunk[0], list(chunk[1 : 1 + n]), list(chunk[1 + n :]), label)
             totals.append(total)
             parts.append(breakdown)
         return torch.cat(totals), {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
 
 
 @pytest.mark.parametrize("sizes", [[2, 2], [3, 1]])
-def test_balanced_data_parallel_gives_the_plain_loss_and_gradients(synthetic_h5_64, tmp_path, sizes):
+@pytest.mark.parametrize("one_source", [True, False], ids=["one source", "a sample of a source without faces"])
+def test_balanced_data_parallel_gives_the_plain_loss_and_gradients(synthetic_h5_64, tmp_path, sizes, one_source):
     from torch.utils.data import DataLoader
 
     from simplepose.data.batching import collate, images_to_float
     from simplepose.data.dataset import SimplePoseDataset
+    from simplepose.data.keypoint_mapping import KeypointMapping
     from simplepose.models import MultiTaskLoss, build_model
 
     cfg = tiny_cfg(synthetic_h5_64, tmp_path)
@@ -265,10 +268,15 @@ def test_balanced_data_parallel_gives_the_plain_loss_and_gradients(synthetic_h5_
         total.backward()
         return total.detach(), breakdown, [p.grad.clone() for p in model.parameters()]
 
-    plain = loss_and_grads(lambda: loss(model(images), targets, masks))
+    labelled = None
+    if not one_source:  # the last sample's source lacks the face keypoints (data.keypoint_mapping)
+        labelled = torch.ones(4, COCO.num_channels)
+        faceless = COCO.dataset_keypoints[5:]
+        labelled[3] = torch.from_numpy(KeypointMapping.by_name(faceless, COCO, "faceless.h5").labelled)
+    plain = loss_and_grads(lambda: loss(model(images), targets, masks, labelled))
     launcher = DataParallelBalanced(torch.device("cpu"))
     replicas = SplitByHand(ModelWithLoss(model, loss), sizes)
-    balanced = loss_and_grads(lambda: launcher.forward_loss(replicas, loss, images, targets, masks))
+    balanced = loss_and_grads(lambda: launcher.forward_loss(replicas, loss, images, targets, masks, labelled))
 
     assert plain[0].item() > 0
     assert abs(balanced[0].item() - plain[0].item()) <= 1e-6 * plain[0].item()
