@@ -46,7 +46,7 @@ class KeypointMapping:
             raise DataFileError(
                 f"{source}: none of its keypoints {list(names)} is one of the training skeleton "
                 f"{skeleton.name}'s {list(skeleton.dataset_keypoints)}; keypoints are matched by name: rename them "
-                "in the annotations (python -m data.map_keypoints) and convert the file again",
+                "(python -m data.map_keypoints --rename OLD=NEW), then convert the annotations again",
                 file=source,
             )
         return cls(source=source, source_keypoints=names, skeleton=skeleton, take=take)
