@@ -6,8 +6,10 @@ Skipped without a CUDA GPU, so the plain CPU run of the suite skips them at once
 runs the same code on the CPU with the paper preset at SIZE input (e.g. 64): a check of this file's code, not of
 a GPU (the fp16 test and the CUDA-only assertions skip then).
 
-- training steps of the paper preset at 512 on a fixed batch in fp16 + GradScaler, in bf16 and with channels_last;
-- a resume on the GPU: 32 fp16 steps straight against 16 + train.resume=auto + 16, train.deterministic=true;
+- training steps of the paper preset at 512 on a fixed batch in fp16 + GradScaler, in bf16 and with channels_last,
+  with the weight average (train.ema) counting the applied steps only;
+- a resume on the GPU: 32 fp16 steps straight against 16 + train.resume=auto + 16, train.deterministic=true, the
+  weight average continued bit for bit;
 - python -m evaluate.coco_eval on the GPU against the CPU over images of odd sizes, same checkpoint;
 - torchrun with one process and dist.sync_bn=true;
 - DataLoader workers with pinned memory feeding the GPU.
@@ -204,7 +206,8 @@ def test_paper_preset_trains_on_a_fixed_batch(paper_h5, tmp_path, amp, channels_
     steps = FIXED_BATCH_STEPS
     seen = train_one_epoch(paper_args(paper_h5, tmp_path, f"train.amp={amp}", f"train.channels_last={channels_last}",
                                       "data.num_workers=0", "train.batch_size=2", "train.optimizer=adam",
-                                      "train.lr=1e-3", "train.weight_decay=0"), steps)  # fmt: skip
+                                      "train.lr=1e-3", "train.weight_decay=0", "train.ema=0.9",
+                                      "train.ema_warmup_steps=2"), steps)  # fmt: skip
     t = seen.trainer
     skipped = t.position.counters["skipped_nonfinite"]
     # fp16: GradScaler starts at 2**16 and halves once per step whose scaled gradients overflowed (the scaler skips
@@ -224,6 +227,11 @@ def test_paper_preset_trains_on_a_fixed_batch(paper_h5, tmp_path, amp, channels_
         assert steps - overflows >= 6, f"{overflows} of {steps} steps overflowed"
     else:
         assert not t.scaler.is_enabled()
+    # the weight average moved with the applied steps only (fp16: not with the overflows the scaler skipped), and
+    # stays in float32 whatever the autocast
+    assert t.ema.updates.item() == steps - overflows - skipped
+    averaged = [v for v in t.ema.module.state_dict().values() if v.is_floating_point()]
+    assert all(v.dtype == torch.float32 and torch.isfinite(v).all() for v in averaged)
     if channels_last:
         assert all(x[2] for x in seen.inputs)
         convs = [p for p in t.params if p.dim() == 4 and p.shape[2:] != (1, 1)]
@@ -239,14 +247,15 @@ def state_distance(a: dict, b: dict) -> float:
 def test_resume_continues_the_run_exactly(paper_h5, tmp_path):
     """2 x 16 steps straight against 16, then train.resume=auto and 16 more, each a train.py process, in fp16 with
     GradScaler (train.amp=fp16; the first ~13 steps overflow and are skipped, see FIXED_BATCH_STEPS) and
-    deterministic kernels (train.deterministic=true, CUBLAS_WORKSPACE_CONFIG set). Bit-identical weights,
-    optimizer state, logged losses and GradScaler state are asserted when no kernel reported itself
-    nondeterministic (with warn_only, PyTorch warns once for each op lacking a deterministic CUDA
-    implementation); otherwise the resumed weights must lie within 1 % of the distance the last 16 steps moved
-    them (atomic-add rounding, not a lost state)."""
+    deterministic kernels (train.deterministic=true, CUBLAS_WORKSPACE_CONFIG set), with the weight average
+    (train.ema). Bit-identical weights, weight average, optimizer state, logged losses and GradScaler state are
+    asserted when no kernel reported itself nondeterministic (with warn_only, PyTorch warns once for each op lacking
+    a deterministic CUDA implementation); otherwise the resumed weights must lie within 1 % of the distance the last
+    16 steps moved them (atomic-add rounding, not a lost state)."""
     half_steps = 16 if DEVICE.type == "cuda" else 2
     common = ["train.deterministic=true", "train.batch_size=2", f"train.max_steps_per_epoch={half_steps}",
-              "data.num_workers=0", f"train.amp={'fp16' if DEVICE.type == 'cuda' else 'off'}"]  # fmt: skip
+              "data.num_workers=0", f"train.amp={'fp16' if DEVICE.type == 'cuda' else 'off'}", "train.ema=0.9",
+              "train.ema_warmup_steps=2"]  # fmt: skip
     train = [sys.executable, "train.py"]
     runs = [run_command([*train, *paper_args(paper_h5, tmp_path / "straight", *common, "train.epochs=2")])]
     runs.append(run_command([*train, *paper_args(paper_h5, tmp_path / "split", *common, "train.epochs=1")]))
@@ -276,6 +285,9 @@ def test_resume_continues_the_run_exactly(paper_h5, tmp_path):
     assert train_losses(tmp_path / "straight") == train_losses(tmp_path / "split")
     for key in straight.model:
         assert torch.equal(straight.model[key], resumed.model[key]), key
+    ema_a, ema_b = saved_state(straight).ema, saved_state(resumed).ema  # the weight average, continued exactly
+    assert ema_a["updates"] == ema_b["updates"] > 0
+    assert all(torch.equal(v, ema_b["model"][k]) for k, v in ema_a["model"].items())
     a, b = flat_optimizer_state(saved_state(straight).optimizer), flat_optimizer_state(saved_state(resumed).optimizer)
     assert len(a) == len(b) > 0 and all(torch.equal(x, y) for x, y in zip(a, b))
 

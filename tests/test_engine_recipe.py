@@ -18,6 +18,7 @@ from simplepose.engine.optim import build_optimizer
 from simplepose.engine.schedule import LRSchedule
 from simplepose.engine.trainer import Trainer
 from simplepose.models.weights import unwrap
+from tests.harness.faulty_trainer import with_faults
 from tests.helpers import tiny_cfg
 
 
@@ -137,14 +138,16 @@ def ema_state(trainer: Trainer) -> dict[str, torch.Tensor]:
     return {k: v.clone() for k, v in trainer.ema.module.state_dict().items()}
 
 
-def test_a_resume_continues_the_average_bit_for_bit(synthetic_h5_64, tmp_path):
-    full = Trainer(tiny_cfg(synthetic_h5_64, tmp_path / "full", *RECIPE, "train.epochs=2"))
+@pytest.mark.parametrize("amp", ["off", "bf16"])
+def test_a_resume_continues_the_average_bit_for_bit(synthetic_h5_64, tmp_path, amp):
+    recipe = [*RECIPE, f"train.amp={amp}", "train.epochs=2"]
+    full = Trainer(tiny_cfg(synthetic_h5_64, tmp_path / "full", *recipe))
     full.fit()
     # the cosine depends on the run's length: the first half is told the same train.epochs and stopped after one
-    first = Trainer(tiny_cfg(synthetic_h5_64, tmp_path / "split", *RECIPE, "train.epochs=2"))
+    first = Trainer(tiny_cfg(synthetic_h5_64, tmp_path / "split", *recipe))
     first.train_epoch()
     first.checkpointer.save("last.pt", type(first.position)(epoch=1, step=0, global_step=3))
-    resumed = Trainer(tiny_cfg(synthetic_h5_64, tmp_path / "split", *RECIPE, "train.epochs=2", "train.resume=auto"))
+    resumed = Trainer(tiny_cfg(synthetic_h5_64, tmp_path / "split", *recipe, "train.resume=auto"))
     assert resumed.ema.updates.item() == 3
     resumed.fit()
     a, b = ema_state(full), ema_state(resumed)
@@ -152,6 +155,32 @@ def test_a_resume_continues_the_average_bit_for_bit(synthetic_h5_64, tmp_path):
     raw_a, raw_b = unwrap(full.model).state_dict(), unwrap(resumed.model).state_dict()
     assert all(torch.equal(raw_a[k], raw_b[k]) for k in raw_a)
     assert not all(torch.equal(a[k], raw_a[k]) for k in a)  # the average is not the trained weights
+
+
+def test_under_bf16_autocast_the_average_stays_float32_and_a_nan_step_leaves_it(synthetic_h5_64, tmp_path):
+    trainer = with_faults(Trainer(tiny_cfg(synthetic_h5_64, tmp_path, *RECIPE, "train.amp=bf16", "train.epochs=2")),
+                          nan_steps={4})  # fmt: skip
+    assert trainer.precision.dtype == torch.bfloat16
+    before_nan: dict[str, torch.Tensor] = {}
+    train_step = trainer.train_step
+
+    def train_step_and_compare(*args):
+        poisoned = trainer.position.global_step == 4  # the position moves on after the step returns
+        if poisoned:
+            before_nan.update(ema_state(trainer))
+        result = train_step(*args)
+        if poisoned:
+            after = ema_state(trainer)
+            assert all(torch.equal(after[k], v) for k, v in before_nan.items()), "the skipped step moved the average"
+        return result
+
+    trainer.train_step = train_step_and_compare
+    trainer.fit()
+    assert before_nan and trainer.position.counters["skipped_nonfinite"] == 1
+    assert trainer.ema.updates.item() == trainer.position.global_step - 1 == 5
+    state = trainer.ema.module.state_dict()
+    floats = [v for v in state.values() if v.is_floating_point()]
+    assert floats and all(v.dtype == torch.float32 and torch.isfinite(v).all() for v in floats)
 
 
 def test_best_pt_holds_the_validated_average_and_last_pt_both(synthetic_h5_64, tmp_path):
