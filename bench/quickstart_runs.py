@@ -40,10 +40,14 @@ def train(out: Path, overrides: list[str]) -> float:
     return time.perf_counter() - start
 
 
+def read_records(out: Path) -> list[dict]:
+    """The records of the run in ``out`` (metrics.jsonl)."""
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
+
+
 def last_validation(out: Path) -> dict:
-    """The last validation record of the run in ``out`` that has an AP (metrics.jsonl)."""
-    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
-    return [r for r in records if r["kind"] == "val" and "AP" in r][-1]
+    """The last validation record of the run in ``out`` that has an AP."""
+    return [r for r in read_records(out) if r["kind"] == "val" and "AP" in r][-1]
 
 
 def mean_spread(values: list[float], digits: int = 3) -> str:

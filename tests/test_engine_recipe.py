@@ -4,6 +4,7 @@ average, last.pt both, a resume continues the average bit for bit)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -212,3 +213,7 @@ def test_the_recipe_bench_settings_are_what_their_names_say():
     assert t["ema"].ema > 0 and (t["ema"].optimizer, t["ema"].lr_schedule) == ("adam", "step")
     assert (t["adamw_cosine"].optimizer, t["adamw_cosine"].lr_schedule, t["adamw_cosine"].ema) == ("adamw", "cosine", 0)
     assert (t["all"].optimizer, t["all"].lr_schedule) == ("adamw", "cosine") and t["all"].ema > 0
+    # the small batch changes the batch alone: the same samples in twice the optimiser steps
+    batches = {n: x.batch_size for n, x in t.items()}
+    assert batches == {"original": 8, "ema": 8, "adamw_cosine": 8, "all": 8, "batch4": 4}
+    assert t["batch4"] == dataclasses.replace(t["original"], batch_size=4)
