@@ -56,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--samples", type=int, default=320, help="--speed: samples trained per measurement")
     p.add_argument("overrides", nargs="*", help="key=value settings for every run (e.g. train.epochs=3)")
     args = p.parse_args(argv)
+    if args.rounds < 1 or args.samples < 1:
+        p.error(f"--rounds and --samples take 1 or more (given {args.rounds} and {args.samples})")
     prepare_data(args.overrides)
     print(f"{cpu_name()}, {torch.get_num_threads()} threads, torch {torch.__version__}", flush=True)
     if args.speed:
