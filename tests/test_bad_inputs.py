@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import h5py
 import numpy as np
@@ -17,10 +18,11 @@ import torch
 from simplepose import train
 from simplepose.checkpoint import original as convert_original
 from simplepose.config.config_file import load_config
+from simplepose.data import coco_to_hdf5
 from simplepose.evaluate import coco_eval
 from simplepose.utils.paths import REPO_ROOT
-from tests.harness.bad_inputs import CASE_NAMES, SECURITY_CASES, build_corpus, run_named
-from tests.harness.cases import result_of
+from tests.harness.bad_inputs import CASE_NAMES, SECURITY_CASES, build_corpus
+from tests.harness.cases import Case, run_cases, run_in_process
 from tests.helpers import assert_ends_as_expected
 
 # Corpus cases whose behaviour an existing test already asserts (they still run in the bad-input table command).
@@ -74,7 +76,9 @@ IN_PROCESS = ("ckpt_nan_weights", "ckpt_invalid_config", "ckpt_is_hdf5", "ckpt_i
               "device_as_option", "checkpoint_as_config", "data_smaller_than_a_step", "scales_zero_eval",
               "scales_option_zero_eval")  # fmt: skip
 MAINS = {("-m", "evaluate.coco_eval"): coco_eval.main, ("-m", "checkpoint.original"): convert_original.main,
-         ("train.py",): train.main}  # fmt: skip
+         ("-m", "data.coco_to_hdf5"): coco_to_hdf5.main, ("train.py",): train.main}  # fmt: skip
+# Of the other cases, those whose command can run in this process (the rest train, or run the demo, in subprocesses)
+IN_PROCESS_COMMANDS = {("-m", "data.coco_to_hdf5"), ("-m", "evaluate.coco_eval"), ("-m", "checkpoint.original")}
 NAMES = [n for n in CASE_NAMES if n not in {*SECURITY_CASES, *TESTED_ELSEWHERE, *IN_PROCESS}]
 
 
@@ -82,10 +86,28 @@ def test_every_case_is_tested_somewhere():
     assert set(CASE_NAMES) == {*NAMES, *SECURITY_CASES, *TESTED_ELSEWHERE, *IN_PROCESS}
 
 
+def command_of(case) -> tuple[str, ...]:
+    """The command a case runs, as a key of MAINS (``("-m", "evaluate.coco_eval")``, ``("train.py",)`` ...)."""
+    return ("-m", case.argv[2]) if case.argv[1] == "-m" else (case.argv[1],)
+
+
+def run_here(case):
+    command = command_of(case)
+    return run_in_process(case, MAINS[command], case.argv[1 + len(command) :])
+
+
 @pytest.fixture(scope="module")
 def corpus(synthetic_sample, tmp_path_factory):
-    """{name: (case, result)}, every case run once (two at a time)."""
-    return run_named(synthetic_sample, tmp_path_factory.mktemp("bad_inputs"), NAMES)
+    """{name: (case, result)}, every case run once: the converter's and the evaluation's here, one after another,
+    while the training and demo cases (which train, or set the process's threads) run beside them as subprocesses."""
+    cases = build_corpus(synthetic_sample, tmp_path_factory.mktemp("bad_inputs"), only=NAMES)
+    here = [c for c in cases if command_of(c) in IN_PROCESS_COMMANDS]
+    apart = [c for c in cases if command_of(c) not in IN_PROCESS_COMMANDS]
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        elsewhere = pool.submit(run_cases, apart, 2)
+        results = {c.name: (c, run_here(c)) for c in here}
+        results.update({c.name: (c, r) for c, r in zip(apart, elsewhere.result())})
+    return results
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -99,13 +121,30 @@ def in_process_cases(synthetic_sample, tmp_path_factory):
 
 
 @pytest.mark.parametrize("name", IN_PROCESS)
-def test_checkpoint_case_in_process(in_process_cases, name, capsys):
+def test_checkpoint_case_in_process(in_process_cases, name):
     case = in_process_cases[name]
-    command = next(c for c in MAINS if tuple(case.argv[1 : 1 + len(c)]) == c)
-    capsys.readouterr()
-    rc = MAINS[command](case.argv[1 + len(command) :])
-    printed = capsys.readouterr()
-    assert_ends_as_expected(case, result_of(case, rc, printed.out, printed.err))
+    assert_ends_as_expected(case, run_here(case))
+
+
+@pytest.mark.parametrize("name", ["keypoints_wrong_count_skip_bad", "keypoint_nan", "results_control"])
+def test_a_case_ends_alike_in_process_and_in_a_subprocess(synthetic_sample, tmp_path, name):
+    """The corpus runs most cases in this process: their outcome and message are the subprocess's."""
+    here, apart = (build_corpus(synthetic_sample, tmp_path / where, only=[name])[0] for where in ("here", "apart"))
+    ran_here, ran_apart = run_here(here), run_cases([apart])[0]
+    assert ran_here.outcome == ran_apart.outcome == apart.expected
+    assert ran_here.message == ran_apart.message.replace(str(tmp_path / "apart"), str(tmp_path / "here"))
+
+
+def test_an_exception_escaping_a_command_is_a_raw_traceback_in_process(tmp_path):
+    case = Case("crash", "a command that dies", ["python", "-m", "x"], "clean_error", [tmp_path / "out"])
+
+    def dies(args):
+        (tmp_path / "out").write_text("half")
+        raise ValueError("not a user error")
+
+    result = run_in_process(case, dies, [])
+    assert (result.outcome, result.partial_output) == ("raw_traceback", True)
+    assert "ValueError: not a user error" in result.message
 
 
 def stored(case) -> tuple[dict, dict]:

@@ -1,4 +1,5 @@
-"""A case (one bad input and the command that consumes it), running it in a subprocess and classifying the result.
+"""A case (one bad input and the command that consumes it), running it (in a subprocess, or by calling the command's
+``main`` in this process) and classifying the result.
 
 Outcomes: ``clean_error`` (non-zero exit, an ``error:`` message), ``counted_skip`` (exit 0, the output reports a
 non-zero count of skipped / left-out items), ``raw_traceback`` (a Python traceback, or a failure without a message)
@@ -8,9 +9,13 @@ temporary file was left behind.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 import subprocess
+import traceback
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,6 +80,27 @@ def run_case(case: Case, timeout: float = 300) -> CaseResult:
     except subprocess.TimeoutExpired:
         return CaseResult(case.name, "raw_traceback", bool(leftover_temporaries(case.folder)), f"timed out {timeout}s")
     return result_of(case, proc.returncode, proc.stdout, proc.stderr)
+
+
+def run_in_process(case: Case, main: Callable[[list[str]], int], args: list[str]) -> CaseResult:
+    """Run ``case`` by calling its command's ``main(args)`` from the repo root, stdout and stderr captured: what a
+    subprocess costs in start-up (Python and torch imported anew) is saved. An exception that escapes ``main`` is
+    printed as the subprocess would print it, so it classifies as a raw traceback. One case at a time: the streams
+    and the working folder are the process's."""
+    out, err = io.StringIO(), io.StringIO()
+    before = os.getcwd()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            os.chdir(REPO_ROOT)
+            rc = main(args)
+        except SystemExit as e:  # argparse's usage errors (their message already printed)
+            rc = e.code if isinstance(e.code, int) else int(e.code is not None)
+        except Exception:  # noqa: BLE001  what a subprocess would die of
+            traceback.print_exc()
+            rc = 1
+        finally:
+            os.chdir(before)
+    return result_of(case, rc, out.getvalue(), err.getvalue())
 
 
 def result_of(case: Case, returncode: int, stdout: str, stderr: str) -> CaseResult:
