@@ -208,12 +208,18 @@ def test_the_recipe_bench_settings_are_what_their_names_say():
     from simplepose.config.config_file import load_config
     from simplepose.engine.run import QUICKSTART_PRESET
 
-    t = {name: load_config(QUICKSTART_PRESET, settings).train for name, settings in RECIPES.items()}
+    configs = {name: load_config(QUICKSTART_PRESET, settings) for name, settings in RECIPES.items()}
+    t = {name: c.train for name, c in configs.items()}
     assert (t["original"].optimizer, t["original"].lr_schedule, t["original"].ema) == ("adam", "step", 0)
     assert t["ema"].ema > 0 and (t["ema"].optimizer, t["ema"].lr_schedule) == ("adam", "step")
     assert (t["adamw_cosine"].optimizer, t["adamw_cosine"].lr_schedule, t["adamw_cosine"].ema) == ("adamw", "cosine", 0)
     assert (t["all"].optimizer, t["all"].lr_schedule) == ("adamw", "cosine") and t["all"].ema > 0
     # the small batch changes the batch alone: the same samples in twice the optimiser steps
     batches = {n: x.batch_size for n, x in t.items()}
-    assert batches == {"original": 8, "ema": 8, "adamw_cosine": 8, "all": 8, "batch4": 4}
+    assert batches == {"original": 8, "original_wide": 8, "ema": 8, "adamw_cosine": 8, "all": 8, "batch4": 4}
     assert t["batch4"] == dataclasses.replace(t["original"], batch_size=4)
+    # the quick start's halved target widths, and the original's in original_wide and the rows measured with them
+    widths = {n: (c.targets.sigma, c.targets.limb_sigma) for n, c in configs.items()}
+    assert widths.pop("original") == (4.5, 3.5)
+    assert set(widths.values()) == {(9.0, 7.0)}
+    assert t["original_wide"] == t["original"]
