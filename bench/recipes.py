@@ -38,15 +38,16 @@ BATCH_SIZE = "train.batch_size=8"  # the quick start's batch until 2026-12-05
 # the original's target widths (sigma 9, limb sigma 7 input pixels, set for 512 input), the quick start's until
 # 2026-12-05; its preset now halves them for its 192 input (docs/benchmarks.md#training-recipes)
 WIDE_TARGETS = ["targets.sigma=9", "targets.limb_sigma=7"]
+ORIGINAL = ["train.optimizer=adam", "train.lr_schedule=step", "train.ema=0"]
 RECIPES: dict[str, list[str]] = {
-    "original": ["train.optimizer=adam", "train.lr_schedule=step", "train.ema=0", BATCH_SIZE],
-    "original_wide": ["train.optimizer=adam", "train.lr_schedule=step", "train.ema=0", BATCH_SIZE, *WIDE_TARGETS],
+    "original": [*ORIGINAL, BATCH_SIZE],
+    "original_wide": [*ORIGINAL, BATCH_SIZE, *WIDE_TARGETS],
     # measured with the original's widths, and kept so
     "ema": ["train.optimizer=adam", "train.lr_schedule=step", *EMA, BATCH_SIZE, *WIDE_TARGETS],
     "adamw_cosine": [*ADAMW_COSINE, "train.ema=0", BATCH_SIZE, *WIDE_TARGETS],
     "all": [*ADAMW_COSINE, *EMA, BATCH_SIZE, *WIDE_TARGETS],
     # the original's recipe at half the batch: twice the optimiser steps for the same samples
-    "batch4": ["train.optimizer=adam", "train.lr_schedule=step", "train.ema=0", "train.batch_size=4", *WIDE_TARGETS],
+    "batch4": [*ORIGINAL, "train.batch_size=4", *WIDE_TARGETS],
 }
 
 
