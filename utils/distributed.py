@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import datetime
 import os
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -161,6 +162,33 @@ def broadcast_object(obj: Any, src: int = 0) -> Any:
     box = [obj]
     dist.broadcast_object_list(box, src=src)
     return box[0]
+
+
+T = TypeVar("T")
+
+
+def agreed(check: Callable[[], T]) -> T:
+    """``check()`` on every rank, and one verdict for all (a collective): when it raises a ``UserError`` on any rank,
+    every rank raises one with the same message (the lowest failing rank's; when only some ranks failed, the message
+    says which, e.g. a file that is not on every node), so that no rank goes on to wait for the others. Returns this
+    rank's result."""
+    from simplepose.utils.errors import UserError
+
+    try:
+        value, error = check(), None
+    except UserError as e:
+        value, error = None, e
+    seen = all_gather_object(None if error is None else (str(error), error.file, error.key))
+    failed = [(rank, e) for rank, e in enumerate(seen) if e is not None]
+    if not failed:
+        return value  # type: ignore[return-value]
+    _, (message, file, key) = failed[0]
+    if len(failed) < len(seen):
+        ranks = ", ".join(str(rank) for rank, _ in failed)
+        message += f" (on rank {ranks} of {len(seen)} processes only: is the path on every node's filesystem?)"
+    if error is not None and str(error) == message:
+        raise error
+    raise UserError(message, file=file, key=key)
 
 
 def all_reduce_mean(t: torch.Tensor) -> torch.Tensor:
