@@ -143,7 +143,7 @@ class Trainer:
             WatchdogHook(self.cfg.dist.timeout_s, self.rank, self.world_size),
             LoggingHook(logger, self.steps_per_epoch, t.log_every, samples_per_step, self.device, self.is_main),
             ValidationHook(validator, t.val_every, t.epochs, logger, self.cfg.data, self.is_main),
-            CheckpointHook(self.checkpointer, t.checkpoint_every_steps),
+            CheckpointHook(self.checkpointer, t.checkpoint_every_steps, t.checkpoint_every_minutes),
         ]
 
     def register_hooks(self, hooks: list[Hook]) -> None:
