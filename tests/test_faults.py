@@ -320,3 +320,18 @@ def test_failed_starts_end_in_one_line_and_leave_no_run_folder(synthetic_h5_64, 
     start_faults(synthetic_h5_64, tmp_path, tally)
     assert tally.failures == [] and tally.lost == {}
     assert tally.clean_errors == tally.fault_cases == len(failed_starts(synthetic_h5_64)) and tally.raw_tracebacks == 0
+
+
+def test_the_fault_table_runs_to_its_end_and_prints_its_table(capsys):
+    """``python -m tests.harness.fault_table`` prints its table after its scenarios (it crashed there, on
+    ``failed_starts(Path())``): here the quickest scenario, in process; every row, the failures none."""
+    from tests.harness import fault_table
+
+    assert fault_table.main(["--scenarios", "translation"]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in out.splitlines()[2:] if "|" in line}
+    names = ["trials", "SIGTERM stops", "kills", "checkpoints loadable", "resumes completed", "bad inputs tried",
+             "clean errors", "raw tracebacks", "data lost"]  # fmt: skip
+    assert list(rows) == names
+    assert int(rows["bad inputs tried"]) == int(rows["clean errors"]) >= 10  # each point of the translation
+    assert rows["raw tracebacks"] == rows["data lost"] == "0" and "min, seed 0" in out
