@@ -247,3 +247,31 @@ def test_second_source_starts_at_its_offset(tmp_path, synthetic_sample_images, s
     assert settings["counts"]["images"] == alone["counts"]["images"] + len(with_mains)
     with h5py.File(tmp_path / "mix.h5") as f:
         assert set(f["images/id"][alone["counts"]["images"] :]) == with_mains
+
+
+def test_image_masks_are_the_union_of_each_persons_region(sample_annotations):
+    """The masks drawn group by group (each group's regions merged as RLEs, decoded once) equal those of every
+    person's region decoded on its own and combined pixel by pixel (crowds: the synthetic sample's uncompressed RLEs,
+    the real sample's polygons and RLEs)."""
+    from pycocotools import mask as mask_utils
+
+    from simplepose.data.person_masks import image_masks
+
+    coco = COCO(str(sample_annotations))
+    for image_id, img in coco.imgs.items():
+        anns = coco.imgToAnns[image_id]
+        h, w = img["height"], img["width"]
+        region = {a["id"]: mask_utils.decode(coco.annToRLE(a)).astype(bool) for a in anns}
+        none = np.zeros((h, w), bool)
+        labelled = np.logical_or.reduce(
+            [region[a["id"]] for a in anns if not a["iscrowd"] and a["num_keypoints"]] + [none]
+        )
+        unlabelled = np.logical_or.reduce(
+            [region[a["id"]] for a in anns if not a["iscrowd"] and not a["num_keypoints"]] + [none]
+        )
+        crowd = np.logical_or.reduce([region[a["id"]] for a in anns if a["iscrowd"]] + [none])
+        mask_miss, mask_all = image_masks(anns, h, w)
+        assert mask_miss.flags.c_contiguous and mask_miss.dtype == mask_all.dtype == np.uint8
+        assert np.array_equal(mask_miss == 0, unlabelled | (crowd & ~labelled)), image_id
+        assert np.array_equal(mask_all == 255, labelled | unlabelled | crowd), image_id
+        assert set(np.unique(mask_miss)) <= {0, 255} and set(np.unique(mask_all)) <= {0, 255}
