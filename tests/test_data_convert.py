@@ -249,6 +249,23 @@ def test_second_source_starts_at_its_offset(tmp_path, synthetic_sample_images, s
         assert set(f["images/id"][alone["counts"]["images"] :]) == with_mains
 
 
+def test_worker_processes_write_the_same_file(
+    tmp_path, synthetic_sample_images, synthetic_sample_annotations, synthetic_sample_h5
+):
+    """Reading, checking and drawing the masks in 2 worker processes (their results taken in order) writes the file
+    the one-process conversion wrote (the session's ``synthetic_sample_h5``), dataset for dataset, settings
+    included."""
+    source = Source(synthetic_sample_images, synthetic_sample_annotations)
+    out = convert([source], tmp_path / "w2.h5", 256, progress=False, workers=2)
+    with h5py.File(synthetic_sample_h5) as one, h5py.File(tmp_path / "w2.h5") as two:
+        names: list[str] = []
+        one.visititems(lambda name, obj: names.append(name) if isinstance(obj, h5py.Dataset) else None)
+        assert len(names) >= 19 and all(name in two for name in names)
+        for name in names:
+            assert np.array_equal(one[name][:], two[name][:]), name
+        assert json.loads(one.attrs["settings"]) == out == json.loads(two.attrs["settings"])
+
+
 def test_image_masks_are_the_union_of_each_persons_region(sample_annotations):
     """The masks drawn group by group (each group's regions merged as RLEs, decoded once) equal those of every
     person's region decoded on its own and combined pixel by pixel (crowds: the synthetic sample's uncompressed RLEs,
