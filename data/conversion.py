@@ -164,14 +164,15 @@ def convert(
     progress: bool = True,
     skeleton: str | Skeleton = "coco",
     keypoint_names: NameMatch = "exact",
-    workers: int | None = None,
+    workers: int | None = 0,
 ) -> dict:
     """Build the HDF5 file at ``out`` (atomically) and return its settings dict. ``skeleton``: the keypoint set of
     the annotations (a ``Skeleton``, or a name in config/skeletons/ or a YAML path); ``keypoint_names``: how the
     file's keypoint names are compared with the skeleton's (``config.skeleton_check.NameMatch``). ``workers``: worker
     processes that read, check and draw the images' masks (``utils.ordered_pool``; 0: all here; None: one per core
-    the process may use, up to ``MAX_AUTO_WORKERS``, from ``POOL_FROM`` images on). The file is the same for any
-    number."""
+    the process may use, up to ``MAX_AUTO_WORKERS``, from ``POOL_FROM`` images on; the command's default). The file
+    is the same for any number. Workers are spawned, so a script that calls this with workers must hold its own code
+    under ``if __name__ == "__main__":`` (Python's rule for spawned processes)."""
     out = Path(out)
     check_input_size(input_size, "--input-size")
     skeleton_file = skeleton.reference() if isinstance(skeleton, Skeleton) else str(skeleton)
@@ -181,7 +182,9 @@ def convert(
             raise UserError(
                 f"image folder {s.images} not found; pass the folder holding the image files (--images)", file=s.images
             )
-    loaded = [(s, load_coco_keypoints(s.annotations, skeleton, skip_bad, keypoint_names)) for s in sources]
+    loaded = [
+        (s, load_coco_keypoints(s.annotations, skeleton, skip_bad, keypoint_names, compact=True)) for s in sources
+    ]
     skipped: list[dict] = []
     counts = {
         "images_in_annotations": 0,

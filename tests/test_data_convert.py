@@ -292,3 +292,30 @@ def test_image_masks_are_the_union_of_each_persons_region(sample_annotations):
         assert np.array_equal(mask_miss == 0, unlabelled | (crowd & ~labelled)), image_id
         assert np.array_equal(mask_all == 255, labelled | unlabelled | crowd), image_id
         assert set(np.unique(mask_miss)) <= {0, 255} and set(np.unique(mask_all)) <= {0, 255}
+
+
+@pytest.mark.parametrize("bad", [[1.0, 2.0, True, 4.0, 5.0, 6.0], [1.0, 2.0, float("nan"), 4.0, 5.0, 6.0], "0 0 5 5"])
+def test_compact_reading_keeps_polygons_and_refuses_what_the_plain_one_refuses(tmp_path, small_set, bad):
+    """The converter reads polygons into arrays (compact): the same values; a polygon of a boolean, a NaN or a
+    string is refused the same way with or without it, naming the field."""
+    from simplepose.config.skeleton_file import load_skeleton
+    from simplepose.data.coco_annotations import load_coco_keypoints
+
+    data = small_set[0]
+    annotations = write_json(tmp_path / "good.json", data)
+    coco = load_skeleton("coco")
+    plain, compact = (load_coco_keypoints(annotations, coco, compact=c) for c in (False, True))
+    for image_id, anns in plain.annotations_by_image.items():
+        for a, b in zip(anns, compact.annotations_by_image[image_id]):
+            if isinstance(a["segmentation"], list):
+                assert all(isinstance(p, np.ndarray) for p in b["segmentation"])
+                assert [list(p) for p in b["segmentation"]] == a["segmentation"]
+    person = next(a for a in data["annotations"] if not a.get("iscrowd"))
+    person["segmentation"] = [bad]
+    write_json(tmp_path / "bad.json", data)
+    messages = []
+    for c in (False, True):
+        with pytest.raises(AnnotationError, match="'segmentation' must be polygons") as e:
+            load_coco_keypoints(tmp_path / "bad.json", coco, compact=c)
+        messages.append(str(e.value))
+    assert messages[0] == messages[1]
