@@ -31,9 +31,12 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
+import cv2
 import numpy as np
+import torch
 
 from bench.scale_data import (
     TRAIN2017_IMAGES,
@@ -44,6 +47,9 @@ from bench.scale_data import (
     scaled_annotations,
 )
 from bench.timing import loader_rate
+from simplepose.config.config_file import load_config
+from simplepose.data.conversion import Source, convert
+from simplepose.data.dataset import SimplePoseDataset
 from simplepose.utils.errors import UserError, cli_main
 from simplepose.utils.paths import COCO_SAMPLE_ANNOTATIONS, REPO_ROOT, coco_sample_dir
 
@@ -211,14 +217,24 @@ def evict_from_page_cache(path: Path) -> bool:
     return True
 
 
+def read_stage_us(ds: SimplePoseDataset, indices: list[int]) -> float:
+    """Microseconds per sample of the dataset's reads alone (the sample's people, its image's JPEG bytes and mask
+    runs; nothing decoded): the part of a sample that depends on the file."""
+    t0 = time.perf_counter()
+    for i in indices:
+        image = int(ds.sample_image[i])
+        ds.read_people(i)
+        ds.read_jpeg(image)
+        ds.read_masks(image, both=True)
+    return (time.perf_counter() - t0) / len(indices) * 1e6
+
+
 def loader_rates(large: Path, small: Path, input_size: int, args: argparse.Namespace) -> tuple[dict, str]:
     """{(reading, workers): best samples/s} over random indices: the sample's file, the largest file (cached), the
-    largest file with its pages evicted from the page cache first, taken in turn; a note on the eviction."""
-    import torch
-
-    from simplepose.config.config_file import load_config
-    from simplepose.data.dataset import SimplePoseDataset
-
+    largest file with its pages evicted from the page cache first, taken in turn; {(reading, "read"): the best
+    ``read_stage_us``}; a note on the eviction."""
+    cv2.setNumThreads(1)  # one thread here too, as in each worker (data.batching.worker_init_fn): 0 workers = one core
+    torch.set_num_threads(1)
     cfg = load_config(None, [f"data.input_size={input_size}"])
     sets = {"sample": SimplePoseDataset(small, cfg, train=True), "largest": SimplePoseDataset(large, cfg, train=True)}
     readings = (("sample", "sample"), ("largest", "largest"), ("evicted", "largest"))
@@ -234,6 +250,13 @@ def loader_rates(large: Path, small: Path, input_size: int, args: argparse.Names
                     evicted = evict_from_page_cache(large) and evicted
                 rate = loader_rate(ds, workers, 1, args.samples, torch.device("cpu"), indices=indices)
                 best[reading, workers] = max(best.get((reading, workers), 0.0), rate)
+    for _ in range(args.rounds):
+        for reading, name in readings:
+            if reading == "evicted":
+                evict_from_page_cache(large)
+            indices = rng.integers(0, len(sets[name]), 10 * args.samples).tolist()
+            us = read_stage_us(sets[name], indices)
+            best[reading, "read"] = min(best.get((reading, "read"), us), us)
     note = "its pages evicted from the page cache first" if evicted else "NOT evicted (no posix_fadvise here)"
     return best, note
 
@@ -258,9 +281,10 @@ print(json.dumps(evaluation_stages(sys.argv[1], Path(sys.argv[2]), Path(sys.argv
 
 
 def evaluate_sizes(sample: Path, images: int, people: int, work: Path) -> dict[str, list]:
-    """Both evaluation paths on ``images`` train2017-shaped images (all with people) with ``people`` results each."""
+    """Both evaluation paths on ``images`` val2017-shaped images (54 % with people, as train2017) with ``people``
+    results each (every image, people or not: a network finds some everywhere)."""
     base = sample_annotations(sample / COCO_SAMPLE_ANNOTATIONS)
-    truth = scaled_annotations(base, images, people_share=1.0)
+    truth = scaled_annotations(base, images)
     truth_file, results_file = work / f"val_{images}.json", work / f"results_{images}x{people}.json"
     truth_file.write_text(json.dumps(truth))
     results_file.write_text(json.dumps(results_for(truth, people, 17)))
@@ -276,7 +300,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench_scale_") as tmp:
         work = args.workdir or Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        print(f"real COCO sample {sample} reused under new ids; {os.cpu_count()} CPUs, input size {args.input_size}")
+        print(
+            f"real COCO sample {sample} reused under new ids; {os.cpu_count()} CPUs, load average "
+            f"{os.getloadavg()[0]:.1f}, input size {args.input_size}"
+        )
         rows = []
         if "convert" in args.parts or "loader" in args.parts:
             print("conversion (a fresh process each; peak: resident memory of the converting process):")
@@ -286,8 +313,6 @@ def main(argv: list[str] | None = None) -> int:
                 print(extrapolation([r for r in rows if r["workers"] == w]))
             print(worker_ratios(rows, args.convert_workers))
         if "loader" in args.parts:
-            from simplepose.data.conversion import Source, convert
-
             small = work / "sample.h5"
             small.unlink(missing_ok=True)
             source = Source(sample / "images", sample / COCO_SAMPLE_ANNOTATIONS)
@@ -301,16 +326,24 @@ def main(argv: list[str] | None = None) -> int:
                     f"  {workers} workers: sample file {s:.1f}, largest file ({rows[-1]['images']} images) {big:.1f}, "
                     f"ratio {big / s:.2f}; the largest, {note}: {cold:.1f}, ratio {cold / s:.2f}"
                 )
+            s, big, cold = (best[reading, "read"] for reading in ("sample", "largest", "evicted"))
+            print(
+                f"  reads alone (people, JPEG bytes, mask runs; best of {args.rounds}), us per sample: sample file "
+                f"{s:.0f}, largest {big:.0f}, largest evicted {cold:.0f}"
+            )
         if "eval" in args.parts:
             found = evaluate_sizes(sample, args.eval_images, args.eval_people, work)
             scale = VAL2017_IMAGES / args.eval_images
             for path, title in (("results", "evaluate.coco_eval --results"), ("training", "in-training validation")):
                 stages = found[path]
-                total = sum(s for _, s, _ in stages)
+                total, cpu = (sum(stage[k] for stage in stages) for k in (1, 2))
                 print(f"evaluation, {title}: {args.eval_images} images x {args.eval_people} results")
-                for name, seconds, peak in stages:
-                    print(f"  {name:<40} {seconds:>7.2f} s  peak {peak:>6.0f} MB")
-                print(f"  {'total':<40} {total:>7.2f} s  (x{scale:.1f} for val2017's {VAL2017_IMAGES:,} images)")
+                for name, seconds, cpu_s, peak in stages:
+                    print(f"  {name:<40} {seconds:>7.2f} s {cpu_s:>7.2f} CPU s  peak {peak:>6.0f} MB")
+                print(
+                    f"  {'total':<40} {total:>7.2f} s {cpu:>7.2f} CPU s  (x{scale:.1f} for val2017's "
+                    f"{VAL2017_IMAGES:,} images)"
+                )
     return 0
 
 

@@ -42,7 +42,7 @@ def test_evaluation_stages_score_as_coco_eval_does(tmp_path, coco_sample):
     stats, _ = score_results(tmp_path / "results.json", tmp_path / "truth.json", load_config(None, []))
     for path, last in (("results", "gathering"), ("training", "results JSON written")):
         stages = evaluation_stages(path, tmp_path / "truth.json", tmp_path / "results.json", tmp_path)
-        names = [name for name, _, _ in stages]
+        names = [stage[0] for stage in stages]
         assert names[1] == "ground truth read and checked" and names[-3] == last and names[-2] == "COCO evaluation"
         assert names[-1].startswith(f"AP {stats['AP']:.3f};")  # the figure coco_eval --results prints
     assert (tmp_path / "val_results.json").is_file()
@@ -61,6 +61,7 @@ def test_scale_bench_prints_a_row_per_conversion_and_the_loader_rates(tmp_path, 
     )
     reading = r"0 workers: sample file [0-9.]+, largest file \(20 images\) [0-9.]+, ratio [0-9.]+; the largest, its"
     assert re.search(reading + r" pages evicted from the page cache first: [0-9.]+, ratio [0-9.]+", out)
+    assert re.search(r"us per sample: sample file \d+, largest \d+, largest evicted \d+", out)
 
 
 @pytest.mark.parametrize("argv", [["--eval-images", "0"], ["--sizes", "0"], ["--convert-workers", "-1"]])
