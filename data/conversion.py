@@ -172,7 +172,7 @@ def convert(
     processes that read, check and draw the images' masks (``utils.ordered_pool``; 0: all here; None: one per core
     the process may use, up to ``MAX_AUTO_WORKERS``, from ``POOL_FROM`` images on; the command's default). The file
     is the same for any number. Workers are spawned, so a script that calls this with workers must hold its own code
-    under ``if __name__ == "__main__":`` (Python's rule for spawned processes)."""
+    under a main guard (Python's rule for spawned processes: multiprocessing's "safe importing of main module")."""
     out = Path(out)
     check_input_size(input_size, "--input-size")
     skeleton_file = skeleton.reference() if isinstance(skeleton, Skeleton) else str(skeleton)
