@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from simplepose.config.presets import preset_names, preset_path
 from simplepose.config.schema import OUTPUT_STRIDE, Config, DataConfig, Range, TrackConfig, range_of
 from simplepose.utils.errors import UserError
 from simplepose.utils.file_kind import file_kind
@@ -197,7 +198,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     """Defaults, then the YAML file (if any), then ``key=value`` overrides; validated. The one way a command
     builds its config; later changes go through ``with_overrides``."""
     cfg = Config()
-    for p, data in preset_chain(Path(path)) if path else []:
+    for p, data in preset_chain(preset_file(path)) if path else []:
         for key, value in _flatten(data).items():
             try:
                 set_key(cfg, key, value, f"in {p}")
@@ -209,6 +210,20 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         set_key(cfg, key, value, "command-line override")
     validate(cfg)
     return cfg
+
+
+def preset_file(given: str | Path) -> Path:
+    """The file ``--config given`` names: a YAML file, or a shipped preset by name from anywhere (``tiny``,
+    ``tiny.yaml``, ``config/tiny.yaml``: ``config.presets``); ConfigError listing the presets when neither."""
+    path = preset_path(given)
+    if path is not None:
+        return path
+    what = "a folder" if Path(given).is_dir() else "no such file"
+    raise ConfigError(
+        f"--config {given}: {what}, and no preset of that name; give a preset by name ({', '.join(preset_names())}; "
+        "e.g. --config tiny) or the path of a YAML config file",
+        file=given,
+    )
 
 
 def preset_chain(p: Path, inside: tuple[Path, ...] = ()) -> list[tuple[Path, dict]]:
@@ -391,7 +406,9 @@ def add_config_arguments(parser: argparse.ArgumentParser, default: str | None = 
     """Add ``--config FILE`` and trailing ``key=value`` overrides to a command's parser. An option the command does
     not have whose name is a setting's (``--device cpu``, ``--batch-size 8``) is refused naming the override to use
     instead (``train.device=cpu``)."""
-    parser.add_argument("--config", default=default, help="YAML preset (e.g. config/quickstart.yaml)")
+    parser.add_argument(
+        "--config", default=default, help="a preset by name (e.g. tiny, simplepose_coco) or a YAML config file"
+    )
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, e.g. train.lr=1e-4")
     parse_known_args = parser.parse_known_args
 
