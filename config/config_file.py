@@ -63,8 +63,21 @@ def all_keys(cls: type = Config, prefix: str = "") -> list[str]:
     return keys
 
 
+def _same_section_matches(key: str) -> list[str]:
+    """The keys of ``key``'s section whose last part is close to its last part, best first: the initials of its
+    words (``learning_rate``, ``lerning_rate`` -> ``lr``), a longer name it begins (``warmup`` -> ``warmup_epochs``),
+    then one spelt alike (``epocs`` -> ``epochs``)."""
+    section, _, leaf = key.rpartition(".")
+    leaves = {k.rpartition(".")[2]: k for k in all_keys() if k.rpartition(".")[0] == section}
+    initials = "".join(word[0] for word in leaf.split("_") if word)
+    found = [leaves[initials]] if "_" in leaf and initials in leaves else []
+    found += [k for n, k in leaves.items() if n.startswith(f"{leaf}_")]
+    alike = difflib.get_close_matches(leaf, leaves, n=3, cutoff=0.6)
+    return list(dict.fromkeys(found + [leaves[n] for n in alike]))
+
+
 def _unknown_key(key: str, where: str) -> ConfigError:
-    close = difflib.get_close_matches(key, all_keys(), n=3, cutoff=0.5)
+    close = _same_section_matches(key)[:3] or difflib.get_close_matches(key, all_keys(), n=3, cutoff=0.5)
     if not close:  # try matching the last component alone, e.g. "lr" -> "train.lr"
         leaf = key.rsplit(".", 1)[-1]
         close = [k for k in all_keys() if k.rsplit(".", 1)[-1] == leaf] or difflib.get_close_matches(
