@@ -20,6 +20,7 @@ import numpy as np
 
 from simplepose.codec.layout import ChannelLayout, labelled_channels
 from simplepose.config.skeleton import Skeleton
+from simplepose.utils.commands import command
 from simplepose.utils.errors import DataFileError
 
 
@@ -46,7 +47,7 @@ class KeypointMapping:
             raise DataFileError(
                 f"{source}: none of its keypoints {list(names)} is one of the training skeleton "
                 f"{skeleton.name}'s {list(skeleton.dataset_keypoints)}; keypoints are matched by name: rename them "
-                "(python -m data.map_keypoints --rename OLD=NEW), then convert the annotations again",
+                f"({command('data.map_keypoints', '--rename OLD=NEW')}), then convert the annotations again",
                 file=source,
             )
         return cls(source=source, source_keypoints=names, skeleton=skeleton, take=take)

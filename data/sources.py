@@ -22,6 +22,7 @@ from simplepose.config.skeleton import Skeleton
 from simplepose.config.skeleton_file import skeleton_of
 from simplepose.data.dataset import SimplePoseDataset, read_settings, stored_keypoints
 from simplepose.data.keypoint_mapping import KeypointMapping
+from simplepose.utils.commands import command
 from simplepose.utils.errors import DataFileError
 
 log = logging.getLogger(__name__)
@@ -95,8 +96,8 @@ def open_sources(paths: list[str], cfg: Config, train: bool, weights: list[float
     for path in paths:
         if not Path(path).is_file():
             raise DataFileError(
-                f"data.train_sources: {path}: no such file (make it with `python -m data.coco_to_hdf5 ... "
-                f"--out {path}`)",
+                f"data.train_sources: {path}: no such file (make it with "
+                f"`{command('data.coco_to_hdf5', f'... --out {path}')}`)",
                 file=path,
                 key="data.train_sources",
             )
