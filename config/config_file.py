@@ -22,6 +22,7 @@ import yaml
 
 from simplepose.config.presets import preset_names, preset_path
 from simplepose.config.schema import OUTPUT_STRIDE, Config, DataConfig, Range, TrackConfig, range_of
+from simplepose.utils.commands import command
 from simplepose.utils.errors import UserError
 from simplepose.utils.file_kind import file_kind
 from simplepose.utils.io import atomic_write_text
@@ -270,7 +271,7 @@ def not_a_config_file(path: Path) -> ConfigError:
         return ConfigError(
             f"--config {path} is {kind.description} (a checkpoint?), not a YAML config: continue its run with "
             f"train.resume={path}, start from its weights with train.init_weights={path}, evaluate it with "
-            f"python -m evaluate.coco_eval --ckpt {path}",
+            + command("evaluate.coco_eval", f"--ckpt {path}"),
             file=path,
         )
     what = kind.description or "not text"

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from simplepose.config.skeleton import Skeleton
 from simplepose.config.skeleton_check import NameMatch, SkeletonMismatch, annotation_keypoints, file_keypoint_names
+from simplepose.utils.commands import command
 from simplepose.utils.errors import AnnotationError
 from simplepose.utils.file_kind import file_kind
 
@@ -100,7 +101,7 @@ def not_json(path: Path, fix: str) -> AnnotationError:
     (``utils.file_kind``), and ``fix``; an HDF5 file is named as the converter's output."""
     kind = file_kind(path)
     if kind.name == "hdf5":
-        what = "an HDF5 file (a converted training file, written by python -m data.coco_to_hdf5?)"
+        what = f"an HDF5 file (a converted training file, written by {command('data.coco_to_hdf5')}?)"
     else:
         what = kind.description or "not a text file"
     return AnnotationError(f"annotation file {path} is {what}, not COCO-format JSON: {fix}", file=path)

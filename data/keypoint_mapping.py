@@ -24,6 +24,7 @@ from simplepose.codec.layout import ChannelLayout, labelled_channels
 from simplepose.config.keypoint_names import point_key
 from simplepose.config.schema import NameMatch
 from simplepose.config.skeleton import Skeleton
+from simplepose.utils.commands import command
 from simplepose.utils.errors import DataFileError
 
 
@@ -67,7 +68,7 @@ class KeypointMapping:
         if twice:
             raise DataFileError(
                 f"{source}: keypoints {' and '.join(map(str, twice))} name one point; rename one of them "
-                "(python -m data.map_keypoints --rename OLD=NEW) or match exact names (--keypoint-names exact)",
+                f"({command('data.map_keypoints', '--rename OLD=NEW')}) or match exact names (--keypoint-names exact)",
                 file=source,
             )
         take = tuple(
@@ -79,7 +80,8 @@ class KeypointMapping:
             raise DataFileError(
                 f"{source}: none of its keypoints {list(names)} is one of the training skeleton "
                 f"{skeleton.name}'s {list(skeleton.dataset_keypoints)}, however spelt; keypoints are matched by name: "
-                "rename them (python -m data.map_keypoints --rename OLD=NEW), then convert the annotations again",
+                f"rename them ({command('data.map_keypoints', '--rename OLD=NEW')}), then convert the annotations "
+                "again",
                 file=source,
             )
         return cls(source=source, source_keypoints=names, skeleton=skeleton, take=take)

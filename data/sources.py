@@ -22,6 +22,7 @@ from simplepose.config.skeleton import Skeleton
 from simplepose.config.skeleton_file import skeleton_of
 from simplepose.data.dataset import SimplePoseDataset, read_settings, stored_keypoints
 from simplepose.data.keypoint_mapping import KeypointMapping
+from simplepose.utils.commands import command
 from simplepose.utils.errors import DataFileError
 
 log = logging.getLogger(__name__)
@@ -96,12 +97,15 @@ def check_training_file(path: str | Path, key: str) -> None:
     if Path(path).is_dir():
         raise DataFileError(
             f"{where} is a folder; training reads one HDF5 file made from images and annotations: convert them with "
-            f"`python -m data.coco_to_hdf5 --images {path} --annotations FILE.json --out FILE.h5` and give the .h5",
+            f"`{command('data.coco_to_hdf5', f'--images {path} --annotations FILE.json --out FILE.h5')}` and give the "
+            ".h5",
             file=path,
             key=key,
         )
     raise DataFileError(
-        f"{where}: no such file (make it with `python -m data.coco_to_hdf5 ... --out {path}`)", file=path, key=key
+        f"{where}: no such file (make it with `{command('data.coco_to_hdf5', f'... --out {path}')}`)",
+        file=path,
+        key=key,
     )
 
 

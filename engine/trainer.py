@@ -43,6 +43,7 @@ from simplepose.engine.validation import Validator
 from simplepose.models import MultiTaskLoss, build_model
 from simplepose.models.weights import LoadReport, unwrap
 from simplepose.utils import distributed as du
+from simplepose.utils.commands import command
 from simplepose.utils.errors import DataFileError
 from simplepose.utils.precision import precision_for
 from simplepose.utils.watchdog import beat
@@ -275,7 +276,7 @@ def training_file(cfg: Config, key: str, train: bool) -> SimplePoseDataset:
     path = cfg.data.train if key == "data.train" else cfg.data.val
     if not path:
         raise DataFileError(
-            f"{key} is empty: give the HDF5 file made by `python -m data.coco_to_hdf5` ({key}=FILE)", key=key
+            f"{key} is empty: give the HDF5 file made by `{command('data.coco_to_hdf5')}` ({key}=FILE)", key=key
         )
     check_training_file(path, key)
     return SimplePoseDataset(path, cfg, train=train, skeleton=skeleton_of(cfg))

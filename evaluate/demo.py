@@ -69,6 +69,7 @@ from simplepose.evaluate.inference.onnx_runner import providers_for
 from simplepose.evaluate.metrics.annotations import load_coco
 from simplepose.evaluate.track import PoseTracker
 from simplepose.evaluate.unannotated_images import file_image_ids
+from simplepose.utils.commands import command
 from simplepose.utils.distributed import select_device
 from simplepose.utils.errors import UserError, cli_main
 from simplepose.utils.io import atomic_write_text, check_writable, no_empty_folders_on_failure, refuse_to_overwrite
@@ -126,9 +127,9 @@ def build_estimator(args: argparse.Namespace) -> tuple[PoseEstimator, TrackConfi
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m evaluate.demo", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog=command("evaluate.demo"), description=__doc__.split("\n\n")[0])
     p.add_argument("--ckpt", help="checkpoint")
-    p.add_argument("--onnx", help="ONNX model written by python -m evaluate.export_onnx (run by ONNX Runtime)")
+    p.add_argument("--onnx", help=f"ONNX model written by {command('evaluate.export_onnx')} (run by ONNX Runtime)")
     p.add_argument("--from-ground-truth", action="store_true", help="draw the annotations' decoded target maps")
     p.add_argument("--annotations", help="COCO annotations (with --from-ground-truth)")
     p.add_argument(
