@@ -50,6 +50,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from simplepose.utils.commands import command
 from simplepose.utils.errors import DataFileError
 
 H5_FORMAT_VERSION = 1  # bump when the layout changes: the dataset refuses files of another version
@@ -112,7 +113,8 @@ def file_ids(f: h5py.File, column: str) -> list:
 
 def mask_code(mask_miss: np.ndarray, mask_all: np.ndarray) -> np.ndarray:
     """Pack the two {0,255} (H, W) masks into one (H, W) uint8 image of bits (see the module docstring)."""
-    return ((mask_miss == 0) * MASK_IGNORE_BIT + (mask_all > 0) * MASK_PERSON_BIT).astype(np.uint8)
+    ignore = (mask_miss == 0).view(np.uint8) * np.uint8(MASK_IGNORE_BIT)
+    return ignore | (mask_all > 0).view(np.uint8) * np.uint8(MASK_PERSON_BIT)
 
 
 def encode_mask_runs(code: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -234,11 +236,11 @@ def check_layout(f: h5py.File, path: str | Path) -> dict:
 
     ``settings`` is parsed as JSON data, never evaluated; anything else (an edited attribute, a Python
     expression, a file of another tool, a missing dataset) is a DataFileError naming the file and the rebuild."""
-    rebuild = "rebuild it with `python -m data.coco_to_hdf5`"
+    rebuild = f"rebuild it with `{command('data.coco_to_hdf5')}`"
     raw = f.attrs.get(SETTINGS_ATTR)
     if raw is None:
         raise DataFileError(
-            f"{path} was not made by `python -m data.coco_to_hdf5` (no settings attribute); the original "
+            f"{path} was not made by `{command('data.coco_to_hdf5')}` (no settings attribute); the original "
             "project's HDF5 files are not supported: rebuild it from the COCO files",
             file=path,
             key=SETTINGS_ATTR,

@@ -24,12 +24,13 @@ from simplepose.config.skeleton import Skeleton
 from simplepose.config.skeleton_file import skeleton_of
 from simplepose.data.dataset import SimplePoseDataset
 from simplepose.data.image_files import image_path
-from simplepose.data.sources import open_sources, source_names
+from simplepose.data.sources import check_training_file, open_sources, source_names
 from simplepose.engine.checkpointer import TrainState, check_same_model, resolve_resume
 from simplepose.engine.validation import validation_sets
 from simplepose.evaluate.evaluation import evaluated_ids
 from simplepose.evaluate.metrics.annotations import GroundTruth, load_ground_truth
 from simplepose.utils import distributed as du
+from simplepose.utils.commands import command
 from simplepose.utils.errors import DataFileError, UserError
 from simplepose.utils.text import counted
 
@@ -85,14 +86,9 @@ def training_file(cfg: Config, key: str, train: bool) -> SimplePoseDataset:
     path = cfg.data.train if key == "data.train" else cfg.data.val
     if not path:
         raise DataFileError(
-            f"{key} is empty: give the HDF5 file made by `python -m data.coco_to_hdf5` ({key}=FILE)", key=key
+            f"{key} is empty: give the HDF5 file made by `{command('data.coco_to_hdf5')}` ({key}=FILE)", key=key
         )
-    if not Path(path).is_file():
-        raise DataFileError(
-            f"{key}={path}: no such file (make it with `python -m data.coco_to_hdf5 ... --out {path}`)",
-            file=path,
-            key=key,
-        )
+    check_training_file(path, key)
     return SimplePoseDataset(path, cfg, train=train, skeleton=skeleton_of(cfg))
 
 
