@@ -150,7 +150,7 @@ def check_images(images: str, key: str, truth: GroundTruth, cfg: Config) -> None
 
 def checkpoint(path: str, key: str) -> Checkpoint:
     """The checkpoint of setting ``key`` (``train.init_weights``, ``train.resume``), read; its errors name the key."""
-    if not Path(path).is_file():
+    if not Path(path).exists():
         raise UserError(f"{key}={path}: no such checkpoint file", file=path, key=key)
     try:
         return Checkpoint.load(path)
