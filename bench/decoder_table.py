@@ -64,8 +64,8 @@ from simplepose.evaluate.metrics.keypoint_stats import coco_keypoint_stats
 from simplepose.models.weights import unwrap
 from simplepose.utils.distributed import select_device
 from simplepose.utils.errors import UserError, cli_main
-from simplepose.utils.paths import inputs_or_sample
 from simplepose.utils.progress_bar import progress_bar
+from tests.paths import inputs_or_sample
 
 _EVAL_DEFAULTS = EvalConfig()
 _EVAL_TYPES = typing.get_type_hints(EvalConfig)

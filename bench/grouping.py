@@ -33,7 +33,7 @@ from simplepose.evaluate.inference.oracle import annotation_oracle
 from simplepose.evaluate.inference.plan import decode_grid, scale_factors
 from simplepose.evaluate.metrics.annotations import load_coco
 from simplepose.utils.errors import cli_main
-from simplepose.utils.paths import inputs_or_sample
+from tests.paths import inputs_or_sample
 
 
 def network_outputs(images_dir: Path, annotations: Path, cfg, skeleton: Skeleton, limit: int = 0):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from simplepose.config.config_file import ConfigError, load_config, to_dict
-from simplepose.utils.paths import PAPER_PRESET, REPO_ROOT
+from tests.paths import PAPER_PRESET, REPO_ROOT
 
 MODERN = REPO_ROOT / "config" / "simplepose_coco_modern.yaml"
 

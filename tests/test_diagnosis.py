@@ -18,8 +18,8 @@ from simplepose.evaluate.metrics.annotations import load_coco
 from simplepose.evaluate.metrics.diagnosis import ERROR_TYPES, diagnose
 from simplepose.evaluate.metrics.diagnosis_report import write_diagnosis
 from simplepose.evaluate.metrics.keypoint_stats import keypoint_stats
-from simplepose.utils.paths import COCO_SAMPLE_ANNOTATIONS
 from tests.helpers import COCO, FAINT_MAPS, train_a_few_steps
+from tests.paths import COCO_SAMPLE_ANNOTATIONS
 
 KINDS = ("jitter", "inversion", "swap", "miss")
 

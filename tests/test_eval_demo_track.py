@@ -22,8 +22,8 @@ from simplepose.evaluate import PoseEstimator, PoseTracker, demo
 from simplepose.evaluate import video as video_reader
 from simplepose.evaluate.draw import track_color
 from simplepose.evaluate.metrics.annotations import load_coco
-from simplepose.utils.paths import REPO_ROOT
 from tests.helpers import InterruptedCamera
+from tests.paths import REPO_ROOT
 
 COCO = load_skeleton("coco")
 FAST = ["eval.scales=[1.0]", "eval.flip=false", "eval.boxsize=128"]  # the ground-truth maps at one scale

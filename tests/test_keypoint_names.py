@@ -16,7 +16,7 @@ from simplepose.config.skeleton_check import SkeletonMismatch
 from simplepose.config.skeleton_file import load_skeleton
 from simplepose.data.conversion import Source, convert
 from simplepose.evaluate.metrics.annotations import load_coco
-from simplepose.utils.paths import REPO_ROOT
+from tests.paths import REPO_ROOT
 
 COCO = load_skeleton("coco")
 # 17 keypoints of another set (PoseTrack's order: head top and bottom where COCO has the eyes)

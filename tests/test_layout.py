@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 
-from simplepose.utils.paths import REPO_ROOT
+from tests.paths import REPO_ROOT
 
 
 def imported_modules(source: str) -> set[str]:

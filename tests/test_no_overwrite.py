@@ -15,7 +15,7 @@ import torch
 from simplepose.checkpoint import original as convert_original
 from simplepose.data import coco_to_hdf5, synthetic, synthetic_video
 from simplepose.evaluate import coco_eval, export_onnx
-from simplepose.utils.paths import COCO_SAMPLE_ANNOTATIONS
+from tests.paths import COCO_SAMPLE_ANNOTATIONS
 from tests.test_model_weights import tiny_original
 
 

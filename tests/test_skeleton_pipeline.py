@@ -26,8 +26,8 @@ from simplepose.evaluate.evaluation import evaluate_oracle
 from simplepose.evaluate.inference.checkpoint_model import load_model
 from simplepose.evaluate.metrics.annotations import load_coco
 from simplepose.models import PoseNet
-from simplepose.utils.paths import TINY_PRESET
 from tests.helpers import tiny_cfg
+from tests.paths import TINY_PRESET
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 COCO = load_skeleton("coco")
