@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import tests.own_tree  # noqa: F401  (first of the project: stops at once when simplepose is another tree's)
 from simplepose.utils.errors import UserError
 from tests.helpers import (
     briefly_trained_model,
