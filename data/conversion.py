@@ -195,6 +195,7 @@ def convert(
             if problem is not None:
                 bad_images[p.source].report(p.path, p.img["id"], problem)
                 continue
+            assert data is not None and size is not None  # read_checked gives both when nothing is wrong
             _add_image(
                 cols,
                 {**p.img, "width": size[0], "height": size[1]},
