@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from simplepose.checkpoint.format import CheckpointError
+from simplepose.checkpoint.format import Checkpoint, CheckpointError
 from simplepose.config.config_file import load_config
 from simplepose.config.schema import TrainConfig
 from simplepose.engine.optim import build_optimizer, weight_decay_of
@@ -21,7 +21,7 @@ from simplepose.engine.run import QUICKSTART_PRESET, finished_message, validatio
 from simplepose.engine.schedule import LRSchedule
 from simplepose.engine.trainer import Trainer
 from simplepose.utils.paths import PAPER_PRESET, REPO_ROOT
-from tests.helpers import tiny_cfg
+from tests.helpers import saved_state, tiny_cfg
 
 COSINE = TrainConfig(lr=1.0, lr_scale_world_size=False, warmup_epochs=1, epochs=5, lr_schedule="cosine", lr_floor=0.1)
 
@@ -151,9 +151,17 @@ def test_a_finished_cosine_run_trained_on_keeps_its_floor_and_the_log_says_so(sy
     recipe = [*SHORT, "train.optimizer=adamw", "train.lr_schedule=cosine", "train.lr_floor=0.1"]
     first = lrs_of(Trainer(tiny_cfg(synthetic_h5_64, tmp_path, *recipe)))
     assert first[-1] == pytest.approx(5e-4)  # the floor: 0.1 x 5e-3
+    last = tmp_path / "last.pt"
+    plan = {"kind": "cosine", "epochs": 1, "floor": 0.1, "decay_from": None, "decay_from_factor": 1.0}
+    assert saved_state(last).schedule == plan
+    ckpt = Checkpoint.load(last)
+    del ckpt.train_state["schedule"]  # as checkpoints written before the plan was kept: read from their config
+    ckpt.save(last)
     with caplog.at_level(logging.INFO, logger="simplepose.engine"):
         more = lrs_of(Trainer(tiny_cfg(synthetic_h5_64, tmp_path, *recipe, "train.epochs=2", "train.resume=auto")))
     assert more == pytest.approx([5e-4] * 2)
+    replanned = {**plan, "epochs": 2, "decay_from": 1.0, "decay_from_factor": pytest.approx(0.1)}
+    assert saved_state(last).schedule == replanned  # the next checkpoint keeps the plan it follows
     lines = caplog.messages
     assert any(m.startswith("train.epochs 1 -> 2 on resume: the cosine decay had reached its floor") for m in lines)
     assert "this resume changes the recipe: train.epochs 1 -> 2" in lines
