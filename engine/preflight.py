@@ -16,15 +16,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from torch.utils.data import Dataset
-
 from simplepose.checkpoint.format import Checkpoint
 from simplepose.config.schema import Config
 from simplepose.config.skeleton import Skeleton
 from simplepose.config.skeleton_file import skeleton_of
 from simplepose.data.dataset import SimplePoseDataset
 from simplepose.data.image_files import image_path
-from simplepose.data.sources import check_training_file, open_sources, source_names
+from simplepose.data.sources import SourceMix, check_training_file, open_sources, source_names
 from simplepose.engine.checkpointer import TrainState, check_same_model, resolve_resume
 from simplepose.engine.validation import validation_sets
 from simplepose.evaluate.evaluation import evaluated_ids
@@ -41,7 +39,7 @@ class RunInputs:
     checkpoints of ``train.init_weights`` and ``train.resume`` (None when not given; ``resume``: also None for
     ``auto`` before the run's first checkpoint)."""
 
-    train_set: Dataset
+    train_set: SimplePoseDataset | SourceMix
     val_set: SimplePoseDataset | None
     ground_truth: dict[str, GroundTruth] = field(default_factory=dict)
     init_weights: Checkpoint | None = None
@@ -73,7 +71,7 @@ def _open(cfg: Config, skeleton: Skeleton) -> RunInputs:
     return inputs
 
 
-def training_set(cfg: Config) -> Dataset:
+def training_set(cfg: Config) -> SimplePoseDataset | SourceMix:
     """The training samples: ``data.train_sources`` mixed (data.sources) when given, else ``data.train``."""
     d = cfg.data
     if d.train_sources:
