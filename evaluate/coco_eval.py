@@ -42,6 +42,7 @@ from simplepose.evaluate.inference.checkpoint_model import load_model
 from simplepose.evaluate.metrics.annotations import load_ground_truth
 from simplepose.evaluate.metrics.keypoint_stats import format_stats
 from simplepose.evaluate.unannotated_images import folder_image_list, image_info_list
+from simplepose.models.weights import carried_skeleton
 from simplepose.utils import distributed as dist
 from simplepose.utils.commands import command
 from simplepose.utils.errors import UserError, cli_main
@@ -175,7 +176,7 @@ def opened_model(args: argparse.Namespace, overrides: list[str], device: torch.d
     model's skeleton)."""
     model, cfg = load_model(args.ckpt, args.config, overrides, device)
     check_images_dir(args.images)
-    truth = load_ground_truth(args.annotations, model.skeleton, cfg.eval)
+    truth = load_ground_truth(args.annotations, carried_skeleton(model), cfg.eval)
     checked_outputs(args)
     return model, cfg, truth
 
