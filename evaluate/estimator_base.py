@@ -14,6 +14,7 @@ averaged multi-scale + flip maps, decodes them (``plan.codec``) and times the tw
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
@@ -33,6 +34,8 @@ from simplepose.evaluate.inference.plan import InferencePlan
 from simplepose.evaluate.metrics.coco_results import coco_results, results_text
 from simplepose.evaluate.video import VideoReader
 from simplepose.utils.text import counted
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -132,13 +135,15 @@ class EstimatorBase:
         video file or camera index (``evaluate.frame_sources.open_inputs``), an opened ``VideoReader``, an image array
         or PIL image, or a list of images. ``tracker`` (a ``PoseTracker``, reset first): the people of confirmed tracks,
         with their ``track_id`` (pictures count as frames ``1 / fps`` seconds apart). A picture that cannot be read
-        comes as a frame with its ``error`` and no people; a video is closed when the loop ends or stops. Each image
-        is named for the map source by its file, else by its index (the oracle's image id of a video's frame)."""
+        comes as a frame with its ``error`` and no people, and is logged (a warning naming the file and why); a video
+        is closed when the loop ends or stops. Each image is named for the map source by its file, else by its index
+        (the oracle's image id of a video's frame)."""
         frames = reader_frames(inputs) if isinstance(inputs, VideoReader) else open_inputs(inputs).frames(fps)
         if tracker is not None:
             tracker.reset()
         for item in frames:
             if item.image is None:
+                log.warning("%s: skipped, %s (%s)", item.path, getattr(item.error, "reason", "unreadable"), item.error)
                 yield Frame(item.index, item.timestamp, None, [], item.path, item.error)
                 continue
             people = self.predict_batch([item.image], [item.key])[0]
