@@ -22,6 +22,7 @@ The names below are imported when first used, so that importing a part of ``eval
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import TYPE_CHECKING
 
 _HOME = {
@@ -63,10 +64,10 @@ def __getattr__(name: str):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     try:
         module = importlib.import_module(_HOME[name])
-    except ModuleNotFoundError as e:
-        if e.name != "torch":
+    except ModuleNotFoundError:
+        if importlib.util.find_spec("torch") is not None:
             raise
-        raise ModuleNotFoundError(
+        raise ModuleNotFoundError(  # the runtime install has neither torch nor the modules on it
             f"{name} needs PyTorch, which is not installed (the runtime install without it runs exported models: "
             "from simplepose import OnnxPoseEstimator)",
             name="torch",

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import math
 from dataclasses import replace
 from pathlib import Path
@@ -80,17 +81,15 @@ from simplepose.utils.text import counted
 def torch_path(option: str) -> ModuleType:
     """``evaluate.estimator`` (PoseEstimator and PyTorch); UserError when PyTorch is not installed (the runtime
     install), saying how ``option`` (--ckpt, --from-ground-truth) is replaced there."""
-    try:
-        from simplepose.evaluate import estimator
-    except ModuleNotFoundError as e:
-        if e.name != "torch":
-            raise
+    if importlib.util.find_spec("torch") is None:  # the runtime install has neither torch nor the modules on it
         raise UserError(
             f"{option} needs PyTorch, which is not installed (this install runs exported models only): export the "
             f"checkpoint where PyTorch is installed ({command('evaluate.export_onnx', '--ckpt CKPT --out model.onnx')})"
             " and give --onnx model.onnx",
             key=option,
-        ) from None
+        )
+    from simplepose.evaluate import estimator
+
     return estimator
 
 

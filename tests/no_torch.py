@@ -2,17 +2,21 @@
 installed), so that a test sees what the runtime install without it runs:
 
     python -m tests.no_torch simplepose.evaluate.demo --onnx model.onnx --input photos/ --json found.json
+
+``NO_TORCH_ALSO=a,b`` makes those modules unimportable too: the project's modules the runtime's wheel leaves out.
 """
 
 from __future__ import annotations
 
+import os
 import runpy
 import sys
 
 
 def block_torch() -> None:
     """``import torch`` (and any ``torch.*``) raises ModuleNotFoundError from now on in this process."""
-    sys.modules["torch"] = None  # type: ignore[assignment]  # the import system's "not importable" entry
+    for name in ["torch", *filter(None, os.environ.get("NO_TORCH_ALSO", "").split(","))]:
+        sys.modules[name] = None  # type: ignore[assignment]  # the import system's "not importable" entry
 
 
 if __name__ == "__main__":

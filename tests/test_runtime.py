@@ -86,15 +86,23 @@ def test_the_demo_runs_an_onnx_model_without_torch(trained_onnx, synthetic_sampl
     assert out_json.read_text() == coco_results_json([int(f.stem) for f in files], want)
 
 
-def test_without_torch_the_pytorch_paths_say_what_to_do(tiny_ckpt, synthetic_sample_images, tmp_path):
+@pytest.mark.parametrize("installed", ["all modules", "the runtime's modules"])
+def test_without_torch_the_pytorch_paths_say_what_to_do(installed, tiny_ckpt, synthetic_sample_images, tmp_path):
+    """With torch unimportable, and also the modules the runtime's wheel leaves out (as in its install)."""
+    env = {}
+    if installed == "the runtime's modules":
+        left_out = {f"simplepose.{name}" for name in module_files()} - runtime_closure()[0]
+        env["NO_TORCH_ALSO"] = ",".join(
+            sorted(m for m in left_out if not m.startswith(("simplepose.tests", "simplepose.bench")))
+        )
     image = str(synthetic_sample_images / AGREEMENT_IMAGES[0])
     run = without_torch(["-m", "tests.no_torch", "simplepose.evaluate.demo", "--ckpt", str(tiny_ckpt), "--input",
-                         image, "--json", str(tmp_path / "x.json")])  # fmt: skip
+                         image, "--json", str(tmp_path / "x.json")], **env)  # fmt: skip
     assert run.returncode == 2 and not (tmp_path / "x.json").exists()
     lines = run.stderr.strip().splitlines()
     assert len(lines) == 1 and "--ckpt needs PyTorch" in lines[0] and "--onnx model.onnx" in lines[0], run.stderr
     code = "from tests.no_torch import block_torch; block_torch(); from simplepose import PoseEstimator"
-    run = without_torch(["-c", code])
+    run = without_torch(["-c", code], **env)
     assert run.returncode == 1 and "PoseEstimator needs PyTorch" in run.stderr and "OnnxPoseEstimator" in run.stderr
 
 
