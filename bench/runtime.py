@@ -110,6 +110,8 @@ def main_rows(args) -> list[str]:
         export_onnx(model, path, (size, size), metadata=export_metadata(cfg, model.skeleton))
         for setting, scales in SCALE_SETS.items():
             over = dict(scales=scales, flip=True, amp="off", channels_last="off")
+            if args.boxsize:
+                over["boxsize"] = args.boxsize
             runtime = OnnxPoseEstimator.from_onnx(path, **over)
             network = runtime.network
             if args.threads:  # the same thread count for ONNX Runtime's sessions as for PyTorch
@@ -142,12 +144,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--images", required=True, help="folder of .jpg images")
     p.add_argument("--count", type=int, default=3, help="images per round")
     p.add_argument("--rounds", type=int, default=3, help="rounds of the three estimators in turn")
+    p.add_argument("--boxsize", type=int, default=0, help="eval.boxsize (rows of scale 1); 0: the checkpoint's")
     p.add_argument("--threads", type=int, default=1, help="threads of PyTorch and ONNX Runtime; 0: their defaults")
     args = p.parse_args(argv)
+    if args.count < 1 or args.rounds < 1 or args.boxsize < 0 or args.threads < 0:
+        raise UserError(
+            "--count and --rounds must be >= 1, --boxsize and --threads >= 0; got "
+            f"{args.count}, {args.rounds}, {args.boxsize}, {args.threads}"
+        )
     if args.threads:
         torch.set_num_threads(args.threads)
-    if args.count < 1 or args.rounds < 1:
-        raise UserError("--count and --rounds must be >= 1")
     for line in sizes():
         print(line)
     print("| setting | path | images/s, median (range) | against the PyTorch network |")

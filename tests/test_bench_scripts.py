@@ -304,7 +304,8 @@ def test_runtime_bench_prints_both_install_sizes_and_a_row_per_path_and_setting(
 ):
     from bench import runtime
 
-    argv = ["--ckpt", str(tiny_ckpt), "--images", str(synthetic_sample_images), "--count", "1", "--rounds", "1"]
+    argv = ["--ckpt", str(tiny_ckpt), "--images", str(synthetic_sample_images), "--count", "1", "--rounds", "1",
+            "--boxsize", "64"]  # fmt: skip
     assert runtime.main(argv) == 0
     out = capsys.readouterr().out
     sizes = re.findall(r"^install size, (PyTorch path|runtime): ([0-9]+) MB", out, re.M)
