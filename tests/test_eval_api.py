@@ -345,3 +345,12 @@ def test_stream_gives_the_people_of_every_kind_of_input_as_predict_does(
     assert [f.path for f in frames] == [None] * 3
     for frame, n in zip(frames, names):
         assert [p.score for p in frame.people] == pytest.approx([p.score for p in want[n]], abs=1e-6)
+
+
+def test_a_name_the_api_lacks_is_named_with_its_package():
+    import simplepose
+    from simplepose import evaluate
+
+    for module in (simplepose, evaluate):
+        with pytest.raises(AttributeError, match=rf"^module '{module.__name__}' has no attribute 'PoseEstimater'$"):
+            module.PoseEstimater  # noqa: B018
