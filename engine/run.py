@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from simplepose.checkpoint.format import Checkpoint
-from simplepose.config.config_file import add_config_arguments, load_config, with_overrides
+from simplepose.config.config_file import add_config_arguments, load_config, preset_file, with_overrides
 from simplepose.config.schema import Config
 from simplepose.data.quickstart_data import prepare_synthetic_data
 from simplepose.engine.batch_errors import dead_workers_named
@@ -141,8 +141,8 @@ def run(
     """Parse the command line, resolve the config, pick the launcher, train, report. ``extra_hooks(trainer)``: hooks
     to add to the trainer's (tests/harness injects faults with one)."""
     args = parse_args(description, argv, kind)
-    quickstart = args.config is None or Path(args.config).resolve() == QUICKSTART_PRESET
     cfg = load_config(args.config or QUICKSTART_PRESET, args.overrides)
+    quickstart = args.config is None or preset_file(args.config).resolve() == QUICKSTART_PRESET
     trainer: Trainer | None = None
 
     def position() -> str:

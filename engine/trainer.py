@@ -24,7 +24,7 @@ from simplepose.config.schema import Config
 from simplepose.config.skeleton_file import skeleton_of
 from simplepose.data.batching import batch_to_device, labelled_to_device
 from simplepose.data.dataset import SimplePoseDataset
-from simplepose.data.sources import open_sources
+from simplepose.data.sources import check_training_file, open_sources
 from simplepose.engine.batch_errors import loader_errors, out_of_memory
 from simplepose.engine.batches import TrainBatches
 from simplepose.engine.checkpointer import Checkpointer, remove_stale_temporaries
@@ -278,12 +278,7 @@ def training_file(cfg: Config, key: str, train: bool) -> SimplePoseDataset:
         raise DataFileError(
             f"{key} is empty: give the HDF5 file made by `{command('data.coco_to_hdf5')}` ({key}=FILE)", key=key
         )
-    if not Path(path).is_file():
-        raise DataFileError(
-            f"{key}={path}: no such file (make it with `{command('data.coco_to_hdf5', f'... --out {path}')}`)",
-            file=path,
-            key=key,
-        )
+    check_training_file(path, key)
     return SimplePoseDataset(path, cfg, train=train, skeleton=skeleton_of(cfg))
 
 

@@ -4,6 +4,7 @@ greyscale, BGRA, mixed lists) and what it refuses, COCO results JSON identical t
 it: tests/test_eval_demo.py; from_onnx: tests/test_eval_onnx.py."""
 
 import json
+import logging
 import math
 import runpy
 
@@ -354,3 +355,16 @@ def test_a_name_the_api_lacks_is_named_with_its_package():
     for module in (simplepose, evaluate):
         with pytest.raises(AttributeError, match=rf"^module '{module.__name__}' has no attribute 'PoseEstimater'$"):
             module.PoseEstimater  # noqa: B018
+
+
+def test_stream_logs_an_item_it_cannot_read(tiny_ckpt, tmp_path, caplog):
+    """``stream("notes.txt")``: one frame without an image, its ``error`` saying why, and a warning naming the file
+    (a program sees warnings by default)."""
+    (tmp_path / "notes.txt").write_text("shopping list\n")
+    estimator = PoseEstimator.from_checkpoint(tiny_ckpt, device="cpu", scales=[1.0], flip=False, boxsize=64)
+    with caplog.at_level(logging.WARNING, logger="simplepose"):
+        frames = list(estimator.stream(str(tmp_path / "notes.txt")))
+    assert len(frames) == 1 and frames[0].image is None and frames[0].people == []
+    assert frames[0].error is not None and frames[0].path == tmp_path / "notes.txt"
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warned == [f"{tmp_path / 'notes.txt'}: skipped, {frames[0].error.reason} ({frames[0].error})"]
