@@ -71,6 +71,7 @@ class _Planned:
     mains: list[int]
     path: Path
     source: int  # index into the sources
+    box_regions: list[bool]  # per person of anns: no segmentation in the annotations, its box is its region
 
 
 def _plan(
@@ -106,7 +107,8 @@ def _plan(
             if not mains:
                 counts["images_without_main_person"] += 1
                 continue
-            mine.append(_Planned(img, anns, mains, image_path(source.images, img, coco.path), k))
+            boxes = coco.box_regions.get(img["id"], [False] * len(anns))
+            mine.append(_Planned(img, anns, mains, image_path(source.images, img, coco.path), k, boxes))
         missing = missing_files([p.path for p in mine])
         if missing and not bad.skip_bad:
             listed = "\n  ".join(map(str, missing[:10])) + ("\n  ..." if len(missing) > 10 else "")
@@ -182,7 +184,7 @@ def convert(
         "samples": 0,
         "images_without_main_person": 0,
         "people_with_empty_box": 0,
-        "people_with_box_as_region": sum(c.stand_ins for _, c in loaded),
+        "people_with_box_as_region": sum(sum(boxes) for _, c in loaded for boxes in c.box_regions.values()),
         "images_without_size": sum(c.images_without_size for _, c in loaded),
     }
     bad_images = [BadImages(s.images, skip_bad) for s in sources]
@@ -202,6 +204,7 @@ def convert(
                 p.mains,
                 data,
                 skeleton.num_dataset_keypoints,
+                p.box_regions,
             )
             counts["images"] += 1
             counts["people"] += len(p.anns)
@@ -241,7 +244,15 @@ def _columns_needing_file_ids(planned: list[_Planned]) -> tuple[str, ...]:
     return tuple(c for c, values in ids.items() if any(v is not None and not fits_id_column(v) for v in values))
 
 
-def _add_image(cols: RowBuffer, img: dict, anns: list[dict], mains: list[int], data: bytes, num_keypoints: int) -> None:
+def _add_image(
+    cols: RowBuffer,
+    img: dict,
+    anns: list[dict],
+    mains: list[int],
+    data: bytes,
+    num_keypoints: int,
+    box_regions: list[bool],
+) -> None:
     h, w = img["height"], img["width"]
     mask_miss, mask_all = image_masks(anns, h, w)
     first_person = sum(cols.person_counts)
@@ -261,6 +272,7 @@ def _add_image(cols: RowBuffer, img: dict, anns: list[dict], mains: list[int], d
         cols.people["num_keypoints"].append(ann["num_keypoints"])
         cols.people["iscrowd"].append(bool(ann["iscrowd"]))
         cols.people["annotation_id"].append(ann.get("id"))  # as given (None: none); data.h5_format stores it
+    cols.people["box_region"] += box_regions
     for m in mains:
         cols.samples["image"].append(image_row)
         cols.samples["person"].append(first_person + m)
