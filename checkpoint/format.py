@@ -68,6 +68,7 @@ from simplepose.models.weights import (
     strip_wrappers,
     unwrap,
 )
+from simplepose.utils.commands import command
 from simplepose.utils.errors import UserError
 from simplepose.utils.file_kind import FileKind, existing_file_kind
 from simplepose.utils.io import atomic_write_bytes
@@ -334,11 +335,11 @@ def _read(path: Path) -> Any:
         raise CheckpointError(_unreadable_message(path, kind, e), file=path) from None
 
 
-# What to give instead, by the kind of file given where a checkpoint was expected (utils.file_kind).
+# What to give instead, by the kind of file given where a checkpoint was expected (utils.file_kind); {convert} and
+# {demo}: the commands, spelled when the message is made.
 _INSTEAD = {
-    "hdf5": "a dataset converted by python -m data.coco_to_hdf5 is given to training as data.train=FILE (or "
-    "data.val=FILE)",
-    "onnx": "an exported network runs with python -m evaluate.demo --onnx FILE or PoseEstimator.from_onnx(FILE); "
+    "hdf5": "a dataset converted by {convert} is given to training as data.train=FILE (or data.val=FILE)",
+    "onnx": "an exported network runs with {demo} or PoseEstimator.from_onnx(FILE); "
     "training and COCO evaluation take the .pt checkpoint it was exported from",
     "json": "annotations are given as --annotations FILE, a config as --config FILE",
     "text": "a config is given as --config FILE (or key=value overrides)",
@@ -362,7 +363,9 @@ def not_a_checkpoint(path: str | Path, kind: FileKind) -> str:
             f"or re-save it, or {_EXPECTED}"
         )
     what = f"{path} is {kind.description}, not a PyTorch checkpoint"
-    instead = _INSTEAD.get(kind.name)
+    instead = _INSTEAD.get(kind.name, "").format(
+        convert=command("data.coco_to_hdf5"), demo=command("evaluate.demo", "--onnx FILE")
+    )
     return f"{what}: {instead}; here {_EXPECTED}" if instead else f"{what}; {_EXPECTED}"
 
 

@@ -20,7 +20,9 @@ from typing import Any
 
 import yaml
 
+from simplepose.config.presets import preset_names, preset_path
 from simplepose.config.schema import OUTPUT_STRIDE, Config, DataConfig, Range, TrackConfig, range_of
+from simplepose.utils.commands import command
 from simplepose.utils.errors import UserError
 from simplepose.utils.file_kind import file_kind
 from simplepose.utils.io import atomic_write_text
@@ -62,8 +64,21 @@ def all_keys(cls: type = Config, prefix: str = "") -> list[str]:
     return keys
 
 
+def _same_section_matches(key: str) -> list[str]:
+    """The keys of ``key``'s section whose last part is close to its last part, best first: the initials of its
+    words (``learning_rate``, ``lerning_rate`` -> ``lr``), a longer name it begins (``warmup`` -> ``warmup_epochs``),
+    then one spelt alike (``epocs`` -> ``epochs``)."""
+    section, _, leaf = key.rpartition(".")
+    leaves = {k.rpartition(".")[2]: k for k in all_keys() if k.rpartition(".")[0] == section}
+    initials = "".join(word[0] for word in leaf.split("_") if word)
+    found = [leaves[initials]] if "_" in leaf and initials in leaves else []
+    found += [k for n, k in leaves.items() if n.startswith(f"{leaf}_")]
+    alike = difflib.get_close_matches(leaf, leaves, n=3, cutoff=0.6)
+    return list(dict.fromkeys(found + [leaves[n] for n in alike]))
+
+
 def _unknown_key(key: str, where: str) -> ConfigError:
-    close = difflib.get_close_matches(key, all_keys(), n=3, cutoff=0.5)
+    close = _same_section_matches(key)[:3] or difflib.get_close_matches(key, all_keys(), n=3, cutoff=0.5)
     if not close:  # try matching the last component alone, e.g. "lr" -> "train.lr"
         leaf = key.rsplit(".", 1)[-1]
         close = [k for k in all_keys() if k.rsplit(".", 1)[-1] == leaf] or difflib.get_close_matches(
@@ -197,7 +212,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     """Defaults, then the YAML file (if any), then ``key=value`` overrides; validated. The one way a command
     builds its config; later changes go through ``with_overrides``."""
     cfg = Config()
-    for p, data in preset_chain(Path(path)) if path else []:
+    for p, data in preset_chain(preset_file(path)) if path else []:
         for key, value in _flatten(data).items():
             try:
                 set_key(cfg, key, value, f"in {p}")
@@ -209,6 +224,20 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         set_key(cfg, key, value, "command-line override")
     validate(cfg)
     return cfg
+
+
+def preset_file(given: str | Path) -> Path:
+    """The file ``--config given`` names: a YAML file, or a shipped preset by name from anywhere (``tiny``,
+    ``tiny.yaml``, ``config/tiny.yaml``: ``config.presets``); ConfigError listing the presets when neither."""
+    path = preset_path(given)
+    if path is not None:
+        return path
+    what = "a folder" if Path(given).is_dir() else "no such file"
+    raise ConfigError(
+        f"--config {given}: {what}, and no preset of that name; give a preset by name ({', '.join(preset_names())}; "
+        "e.g. --config tiny) or the path of a YAML config file",
+        file=given,
+    )
 
 
 def preset_chain(p: Path, inside: tuple[Path, ...] = ()) -> list[tuple[Path, dict]]:
@@ -242,7 +271,7 @@ def not_a_config_file(path: Path) -> ConfigError:
         return ConfigError(
             f"--config {path} is {kind.description} (a checkpoint?), not a YAML config: continue its run with "
             f"train.resume={path}, start from its weights with train.init_weights={path}, evaluate it with "
-            f"python -m evaluate.coco_eval --ckpt {path}",
+            + command("evaluate.coco_eval", f"--ckpt {path}"),
             file=path,
         )
     what = kind.description or "not text"
@@ -391,7 +420,9 @@ def add_config_arguments(parser: argparse.ArgumentParser, default: str | None = 
     """Add ``--config FILE`` and trailing ``key=value`` overrides to a command's parser. An option the command does
     not have whose name is a setting's (``--device cpu``, ``--batch-size 8``) is refused naming the override to use
     instead (``train.device=cpu``)."""
-    parser.add_argument("--config", default=default, help="YAML preset (e.g. config/quickstart.yaml)")
+    parser.add_argument(
+        "--config", default=default, help="a preset by name (e.g. tiny, simplepose_coco) or a YAML config file"
+    )
     parser.add_argument("overrides", nargs="*", metavar="key=value", help="config overrides, e.g. train.lr=1e-4")
     parse_known_args = parser.parse_known_args
 

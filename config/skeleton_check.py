@@ -18,20 +18,21 @@ names, OKS sigmas and drawing may differ), ``"keypoints"`` for data (the same da
 the limbs are drawn at load time, so they may differ).
 
 Names: a definition, an HDF5 file and an annotation file's category (``file_keypoint_names``) tell them, and they are
-compared as ``match`` says (``NameMatch``): ``exact`` (the default), ``spelling`` (equal once case, spaces, hyphens,
-underscores and dots are ignored: ``Right-ankle`` is ``right_ankle``) or ``position`` (not compared: the file's are
-other names of the same keypoints in the same order, on the user's word). A refusal names both lists and the first
-difference. A file whose category lists no names is accepted with one log line: its order is taken on trust.
+compared as ``match`` says (``NameMatch``): ``exact`` (the default), ``spelling`` (the same point however spelt,
+``config.keypoint_names``: ``Right-ankle`` and ``RAnkle`` are ``right_ankle``) or ``position`` (not compared: the
+file's are other names of the same keypoints in the same order, on the user's word). A refusal names both lists and
+the first difference. A file whose category lists no names is accepted with one log line: its order is taken on
+trust.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import typing
 from dataclasses import dataclass
 from typing import Literal
 
+from simplepose.config.keypoint_names import point_key
 from simplepose.config.schema import NameMatch
 from simplepose.config.skeleton import Skeleton
 from simplepose.utils.errors import UserError
@@ -132,9 +133,9 @@ def first_difference(expected: tuple[str, ...], found: tuple[str, ...]) -> tuple
 
 
 def spelling(name: str) -> str:
-    """A keypoint name without case, spaces, hyphens, underscores and dots: ``Right-ankle``, ``right ankle`` and
-    ``right_ankle`` are one spelling."""
-    return re.sub(r"[\s_.\-]+", "", name).lower()
+    """A keypoint name's point, whatever its spelling (``config.keypoint_names.point_key``): ``Right-ankle``,
+    ``r ankle``, ``RAnkle`` and ``right_ankle`` are one point."""
+    return point_key(name)
 
 
 def difference(expected: Skeleton, found: Skeleton | KeypointSet, need: Need) -> Difference | None:

@@ -4,8 +4,9 @@
     mapped, mapping = map_annotation_file(json.load(f), load_skeleton("coco"), "crowdpose_val.json")
     mapping.coverage()      # what is kept, what the file cannot label, what is dropped
 
-The file's person category names its keypoints (``keypoints``, in the order of every annotation's list); a name
-that the file spells differently from the skeleton can be renamed first (``rename``). The names are matched as
+The file's person category names its keypoints (``keypoints``, in the order of every annotation's list), matched
+however the dataset spells them (``Right Shoulder``, ``r shoulder``, ``RShoulder``: ``config.keypoint_names``); a
+name for another point can be renamed first (``rename``). The names are matched as
 ``data.keypoint_mapping.KeypointMapping`` matches them: a skeleton keypoint the file lacks is unlabelled (0, 0, 0),
 a file keypoint the skeleton lacks is dropped. The result is the same file with that category's ``keypoints`` and
 ``skeleton`` the target skeleton's, and every annotation's ``keypoints`` (crowds' included) mapped and its
@@ -16,26 +17,27 @@ shared with it).
 
 from __future__ import annotations
 
+from simplepose.config.schema import NameMatch
 from simplepose.config.skeleton import Skeleton
 from simplepose.data.keypoint_mapping import KeypointMapping
 from simplepose.utils.errors import AnnotationError
 
 
 def map_annotation_file(
-    data: dict, skeleton: Skeleton, source: str, rename: dict[str, str] | None = None
+    data: dict, skeleton: Skeleton, source: str, rename: dict[str, str] | None = None, match: NameMatch = "spelling"
 ) -> tuple[dict, KeypointMapping]:
     """(``data`` with its keypoints in ``skeleton``'s dataset order, the mapping used). ``data``: a parsed COCO-format
     person-keypoints JSON; ``source``: its file, for messages; ``rename``: a keypoint name of the file -> the name to
-    match it by, applied first. AnnotationError naming the file (and the annotation) for a file without keypoint
-    names, a rename of a name the file does not have, or an annotation whose keypoint list does not hold the file's
-    keypoints."""
+    match it by, applied first; ``match``: how names are compared (``KeypointMapping.by_name``). AnnotationError
+    naming the file (and the annotation) for a file without keypoint names, a rename of a name the file does not
+    have, or an annotation whose keypoint list does not hold the file's keypoints."""
     if not isinstance(data, dict) or not isinstance(data.get("annotations"), list):
         raise AnnotationError(
             f"{source} has no 'annotations' list: pass a COCO-format person_keypoints JSON", file=source
         )
     index, category = _keypoint_category(data, source)
     names = _renamed(tuple(category["keypoints"]), rename or {}, source)
-    mapping = KeypointMapping.by_name(names, skeleton, source)
+    mapping = KeypointMapping.by_name(names, skeleton, source, match)
     out = dict(data)
     categories = list(data["categories"])
     categories[index] = {

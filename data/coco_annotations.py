@@ -32,7 +32,9 @@ from pathlib import Path
 
 from simplepose.config.skeleton import Skeleton
 from simplepose.config.skeleton_check import NameMatch, SkeletonMismatch, annotation_keypoints, file_keypoint_names
+from simplepose.utils.commands import command
 from simplepose.utils.errors import AnnotationError
+from simplepose.utils.file_kind import file_kind
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +96,17 @@ class CocoKeypoints:
     @property
     def bad_image_ids(self) -> set[int]:
         return {b["image_id"] for b in self.bad}
+
+
+def not_json(path: Path, fix: str) -> AnnotationError:
+    """The error for an annotation file that is not text (its bytes do not decode): what it is, by its signature
+    (``utils.file_kind``), and ``fix``; an HDF5 file is named as the converter's output."""
+    kind = file_kind(path)
+    if kind.name == "hdf5":
+        what = f"an HDF5 file (a converted training file, written by {command('data.coco_to_hdf5')}?)"
+    else:
+        what = kind.description or "not a text file"
+    return AnnotationError(f"annotation file {path} is {what}, not COCO-format JSON: {fix}", file=path)
 
 
 def _fix_hint(path: Path) -> str:
@@ -319,7 +332,9 @@ def _read_annotation_json(path: Path, need_annotations: bool = True) -> dict:
             f"the file looks truncated or corrupt: download it again",
             file=path,
         ) from None
-    except (OSError, UnicodeDecodeError) as e:
+    except UnicodeDecodeError:
+        raise not_json(path, "pass the COCO person_keypoints_*.json file") from None
+    except OSError as e:
         raise AnnotationError(f"cannot read annotation file {path}: {e}; {_fix_hint(path)}", file=path) from None
     if not isinstance(data, dict) or not isinstance(data.get("images"), list):
         raise AnnotationError(

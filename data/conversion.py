@@ -43,6 +43,7 @@ from simplepose.data.h5_format import (
 from simplepose.data.image_files import MAX_SKIPPED_SHARE, BadImages, image_path, missing_files, read_checked
 from simplepose.data.main_person import has_empty_box, main_person_indices
 from simplepose.data.person_masks import image_masks
+from simplepose.utils.commands import command
 from simplepose.utils.errors import UserError
 from simplepose.utils.io import atomic_path
 from simplepose.utils.progress_bar import progress_bar
@@ -282,7 +283,7 @@ def rebuild_command(settings: dict, path: str | Path, input_size: int, skeleton:
     """The command of this converter that makes ``path`` again from the sources its ``settings`` (the file's stored
     build settings) name, for ``input_size`` and ``skeleton`` (a --skeleton value; default: the file's own). Its
     options are those of ``data.coco_to_hdf5.build_parser``; the dataset quotes it when a file does not fit a run."""
-    parts = ["python -m data.coco_to_hdf5"]
+    parts = [command("data.coco_to_hdf5")]
     parts += [f"--images {settings['images'][0]}", f"--annotations {settings['annotations'][0]}"]
     if len(settings["images"]) > 1:
         parts += [f"--split {settings['split']}", f"--val-images {settings['images'][1]}"]

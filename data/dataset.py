@@ -54,6 +54,7 @@ from simplepose.data.h5_format import (
 )
 from simplepose.data.jpeg import decode_bgra
 from simplepose.data.keypoint_mapping import KeypointMapping
+from simplepose.utils.commands import command
 from simplepose.utils.errors import DataFileError, UserError
 
 log = logging.getLogger(__name__)
@@ -96,14 +97,14 @@ def read_settings(h5_path: str | Path) -> dict:
     path = Path(h5_path)
     if not path.is_file():
         raise DataFileError(
-            f"HDF5 file {path} not found; make it with `python -m data.coco_to_hdf5 ... --out {path}`", file=path
+            f"HDF5 file {path} not found; make it with `{command('data.coco_to_hdf5', f'... --out {path}')}`", file=path
         )
     try:
         with _open(path) as f:
             return check_layout(f, path)
     except OSError:
         raise DataFileError(
-            f"{path} is not a readable HDF5 file; rebuild it with `python -m data.coco_to_hdf5`", file=path
+            f"{path} is not a readable HDF5 file; rebuild it with `{command('data.coco_to_hdf5')}`", file=path
         ) from None
 
 

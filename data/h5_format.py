@@ -52,6 +52,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
+from simplepose.utils.commands import command
 from simplepose.utils.errors import DataFileError
 
 H5_FORMAT_VERSION = 1  # bump when the layout changes: the dataset refuses files of another version
@@ -239,11 +240,11 @@ def check_layout(f: h5py.File, path: str | Path) -> dict:
 
     ``settings`` is parsed as JSON data, never evaluated; anything else (an edited attribute, a Python
     expression, a file of another tool, a missing dataset) is a DataFileError naming the file and the rebuild."""
-    rebuild = "rebuild it with `python -m data.coco_to_hdf5`"
+    rebuild = f"rebuild it with `{command('data.coco_to_hdf5')}`"
     raw = f.attrs.get(SETTINGS_ATTR)
     if raw is None:
         raise DataFileError(
-            f"{path} was not made by `python -m data.coco_to_hdf5` (no settings attribute); the original "
+            f"{path} was not made by `{command('data.coco_to_hdf5')}` (no settings attribute); the original "
             "project's HDF5 files are not supported: rebuild it from the COCO files",
             file=path,
             key=SETTINGS_ATTR,

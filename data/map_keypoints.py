@@ -1,11 +1,14 @@
 """Write a COCO-format person-keypoints JSON again with its keypoints on another skeleton, matched by name.
 
     python -m data.map_keypoints --annotations crowdpose_val.json --skeleton coco --out crowdpose_val_coco.json \\
-        [--rename head_top=head ...]
+        [--keypoint-names spelling|exact|position] [--rename OLD=NEW ...]
 
 Prints what is kept, what the file cannot label (unlabelled: 0, 0, 0 in every annotation) and what is dropped.
-``--rename OLD=NEW`` (repeatable) renames a keypoint of the file before matching, for a dataset that spells a point
-differently. An existing --out is never replaced; the file is written whole or not at all. The mapping itself:
+Names are matched however the dataset spells them (``--keypoint-names spelling``, the default: AI Challenger's
+``Right Shoulder``, MPII's ``r shoulder``, OpenPose's ``RShoulder`` are ``right_shoulder``; docs/keypoint_sets.md
+lists each dataset's); ``exact`` matches equal names only, ``position`` takes the file's keypoints as the skeleton's
+in order. ``--rename OLD=NEW`` (repeatable) renames a keypoint of the file before matching, for a name the rule does
+not know. An existing --out is never replaced; the file is written whole or not at all. The mapping itself:
 ``data.annotation_mapping.map_annotation_file``.
 """
 
@@ -16,14 +19,17 @@ import json
 import sys
 from pathlib import Path
 
+from simplepose.config.skeleton_check import NAME_MATCHES
 from simplepose.config.skeleton_file import load_skeleton
 from simplepose.data.annotation_mapping import map_annotation_file
+from simplepose.data.coco_annotations import not_json
+from simplepose.utils.commands import command
 from simplepose.utils.errors import AnnotationError, UserError, cli_main
 from simplepose.utils.io import atomic_write_bytes
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m data.map_keypoints", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog=command("data.map_keypoints"), description=__doc__.split("\n\n")[0])
     p.add_argument(
         "--annotations",
         required=True,
@@ -36,6 +42,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="the skeleton to map onto: a name in config/skeletons/ (coco, crowdpose) or a skeleton YAML file",
     )
     p.add_argument("--out", required=True, type=Path, help="JSON file to write (must not exist)")
+    p.add_argument(
+        "--keypoint-names",
+        choices=NAME_MATCHES,
+        default="spelling",
+        help="how the file's keypoint names meet the skeleton's: spelling (default: the same point however spelt, "
+        "'Right Shoulder', 'r shoulder', 'RShoulder'), exact, or position (the skeleton's keypoints in order)",
+    )
     p.add_argument(
         "--rename",
         action="append",
@@ -72,7 +85,9 @@ def read_json(path: Path) -> dict:
             "truncated or corrupt: download it again",
             file=path,
         ) from None
-    except (OSError, UnicodeDecodeError) as e:
+    except UnicodeDecodeError:
+        raise not_json(path, "pass the COCO-format person_keypoints JSON whose keypoints to map") from None
+    except OSError as e:
         raise AnnotationError(f"cannot read annotation file {path}: {e}", file=path) from None
 
 
@@ -90,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
             file=args.out,
         )
     skeleton = load_skeleton(args.skeleton)
-    mapped, mapping = map_annotation_file(read_json(args.annotations), skeleton, str(args.annotations), rename)
+    data = read_json(args.annotations)
+    mapped, mapping = map_annotation_file(data, skeleton, str(args.annotations), rename, args.keypoint_names)
     print(mapping.coverage())
     atomic_write_bytes(args.out, json.dumps(mapped, separators=(",", ":")).encode())
     people = sum(isinstance(a, dict) and "keypoints" in a for a in mapped["annotations"])

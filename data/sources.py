@@ -22,6 +22,7 @@ from simplepose.config.skeleton import Skeleton
 from simplepose.config.skeleton_file import skeleton_of
 from simplepose.data.dataset import SimplePoseDataset, read_settings, stored_keypoints
 from simplepose.data.keypoint_mapping import KeypointMapping
+from simplepose.utils.commands import command
 from simplepose.utils.errors import DataFileError
 
 log = logging.getLogger(__name__)
@@ -87,19 +88,34 @@ def source_names(paths: list[str]) -> list[str]:
     return [stem if stems.count(stem) == 1 else f"{Path(p).parent.name}/{stem}" for stem, p in zip(stems, paths)]
 
 
+def check_training_file(path: str | Path, key: str) -> None:
+    """DataFileError unless ``path`` (config key ``key``) is a file: for a folder, that it is one and that a
+    converted HDF5 file goes there; for nothing there, the command that makes it."""
+    if Path(path).is_file():
+        return
+    where = f"{key}={path}" if key != "data.train_sources" else f"{key}: {path}"
+    if Path(path).is_dir():
+        raise DataFileError(
+            f"{where} is a folder; training reads one HDF5 file made from images and annotations: convert them with "
+            f"`{command('data.coco_to_hdf5', f'--images {path} --annotations FILE.json --out FILE.h5')}` and give the "
+            ".h5",
+            file=path,
+            key=key,
+        )
+    raise DataFileError(
+        f"{where}: no such file (make it with `{command('data.coco_to_hdf5', f'... --out {path}')}`)",
+        file=path,
+        key=key,
+    )
+
+
 def open_sources(paths: list[str], cfg: Config, train: bool, weights: list[float] | None = None) -> SourceMix:
     """The files of ``data.train_sources`` as one ``SourceMix`` for ``cfg.data.skeleton``, each mapped by name and its
     coverage logged. A missing file is named with the command that makes it."""
     skeleton = skeleton_of(cfg)
     sources = []
     for path in paths:
-        if not Path(path).is_file():
-            raise DataFileError(
-                f"data.train_sources: {path}: no such file (make it with `python -m data.coco_to_hdf5 ... "
-                f"--out {path}`)",
-                file=path,
-                key="data.train_sources",
-            )
+        check_training_file(path, "data.train_sources")
         mapping = source_mapping(path, skeleton)
         log.info("source %s", mapping.coverage())
         sources.append(SimplePoseDataset(path, cfg, train=train, skeleton=skeleton, mapping=mapping))

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from simplepose.config.skeleton_file import load_skeleton
 from simplepose.data.synthetic_images import generate
+from simplepose.utils.commands import command
 from simplepose.utils.errors import cli_main
 from simplepose.utils.io import refuse_to_overwrite
 
@@ -36,7 +37,7 @@ def planned_files(out: Path) -> list[Path]:
 
 @cli_main
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m data.synthetic", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog=command("data.synthetic"), description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, type=Path, help="output folder")
     p.add_argument("--num-images", type=int, default=600)
     p.add_argument("--seed", type=int, default=0)
@@ -56,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"wrote {args.out}: {counts['train']} training and {counts['val']} validation images")
     given = "" if args.skeleton == "coco" else f" --skeleton {args.skeleton}"
     print(
-        f"next: python -m data.coco_to_hdf5 --images {args.out}/images "
+        f"next: {command('data.coco_to_hdf5')} --images {args.out}/images "
         f"--annotations {args.out}/annotations/person_keypoints_train.json --out {args.out}/train256.h5 "
         f"--input-size 256{given}"
     )

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 import torch
 from torch._functorch import config as functorch_config
 
+from simplepose.utils.commands import command
+
 log = logging.getLogger(__name__)
 
 BACKEND = "inductor"  # the tests trace with "aot_eager": inductor's C++ builds take minutes on a 2-core CPU
@@ -41,8 +43,8 @@ def choose_compile(setting: str, device: torch.device, launcher: str = "single")
     if launcher == "data_parallel" and device.type == "cuda":
         return CompileChoice(
             False,
-            "train.compile=auto: off under nn.DataParallel, whose replicas torch.compile does "
-            "not trace (train_distributed.py compiles)",
+            "train.compile=auto: off under nn.DataParallel, whose replicas torch.compile does not trace (DDP, "
+            f"{command('train_distributed', torchrun='--nproc_per_node=N')}, compiles)",
         )
     if device.type == "cuda":
         return CompileChoice(True, "train.compile=auto: on for CUDA, where a step is bound by kernel launches")

@@ -8,6 +8,7 @@ import torch
 from torch import nn
 
 from simplepose.config.schema import TrainConfig
+from simplepose.utils.commands import command
 from simplepose.utils.errors import UserError
 
 
@@ -26,7 +27,7 @@ def apply_freeze(model: nn.Module, patterns: list[str]) -> list[str]:
             p.requires_grad_(False)
             frozen.append(name)
     if not frozen:
-        raise UserError(f"train.freeze={patterns} matches no parameter name (see `python -m models` for names)")
+        raise UserError(f"train.freeze={patterns} matches no parameter name (see `{command('models')}` for names)")
     return frozen
 
 

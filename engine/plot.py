@@ -8,12 +8,17 @@ from __future__ import annotations
 import argparse
 
 from simplepose.engine.curves import plot_run
+from simplepose.utils.commands import command, commands_here
 from simplepose.utils.errors import cli_main
 
 
 @cli_main
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog=command("engine.plot"),
+        description=commands_here(__doc__),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("run_dir")
     parser.add_argument("--out", default=None, help="PNG path (default RUN_DIR/curves.png)")
     args = parser.parse_args(argv)

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from simplepose.checkpoint.format import Checkpoint
-from simplepose.config.config_file import add_config_arguments, load_config, with_overrides
+from simplepose.config.config_file import add_config_arguments, load_config, preset_file, with_overrides
 from simplepose.config.schema import Config
 from simplepose.data.quickstart_data import prepare_synthetic_data
 from simplepose.engine.batch_errors import dead_workers_named
@@ -36,6 +36,7 @@ from simplepose.engine.run_folder import continues_folder, launch_owns, undone_i
 from simplepose.engine.trainer import Trainer, training_data
 from simplepose.evaluate.prediction_sheet import draw_predictions
 from simplepose.utils import distributed as du
+from simplepose.utils.commands import command, commands_here
 from simplepose.utils.errors import UserError
 from simplepose.utils.io import OUT_OF_SPACE_OR_READ_ONLY, disk_errors, write_error_message
 from simplepose.utils.text import counted
@@ -43,16 +44,25 @@ from simplepose.utils.text import counted
 log = logging.getLogger(__name__)
 
 QUICKSTART_PRESET = Path(__file__).resolve().parents[1] / "config" / "quickstart.yaml"
-# how each kind of launch is started, for the command lines the hints give
-PROGRAMS = {
-    "single": "python train.py",
-    "data_parallel": "python train_parallel.py",
-    "distributed": "torchrun --nproc_per_node={n} train_distributed.py",
-}
+# the launcher (a module of the package) of each kind of launch, for its usage line and the hints' command lines
+LAUNCHERS = {"single": "train", "data_parallel": "train_parallel", "distributed": "train_distributed"}
 
 
-def parse_args(description: str, argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+def program(kind: str) -> str:
+    """The command that starts ``kind``'s launcher where the user is (``utils.commands``; under torchrun with this
+    launch's number of processes)."""
+    torchrun = f"--nproc_per_node={du.env_world_size()}" if kind == "distributed" else ""
+    return command(LAUNCHERS[kind], torchrun=torchrun)
+
+
+def parse_args(description: str, argv: list[str] | None, kind: str = "single") -> argparse.Namespace:
+    """The launcher's arguments; ``description`` (its docstring, written as the checkout's root spells commands) and
+    the usage line spelled as the launch was started."""
+    parser = argparse.ArgumentParser(
+        prog=command(LAUNCHERS[kind], torchrun="--nproc_per_node=N" if kind == "distributed" else ""),
+        description=commands_here(description),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_config_arguments(parser)
     return parser.parse_args(argv)
 
@@ -62,7 +72,8 @@ def start_processes(kind: str, cfg: Config) -> int:
     if kind != "distributed":
         return 0
     if not du.under_torchrun():
-        log.info("note: not started by torchrun; training in one process (use: torchrun --nproc_per_node=N ...)")
+        use = command("train_distributed", "...", torchrun="--nproc_per_node=N")
+        log.info("note: not started by torchrun; training in one process (use: %s)", use)
     # collectives may wait a minute longer than the stall watchdog, which then reports first and by name
     du.init_distributed(du.select_device(cfg.train.device), cfg.dist.backend, timeout_s=cfg.dist.timeout_s + 60)
     return du.get_rank()
@@ -75,7 +86,9 @@ def make_launcher(kind: str, cfg: Config) -> Launcher:
     if kind == "data_parallel":
         device = du.select_device(cfg.train.device)
         if device.type != "cuda":
-            log.info("note: no GPU visible; DataParallel falls back to one process on the CPU (as train.py)")
+            log.info(
+                "note: no GPU visible; DataParallel falls back to one process on the CPU (as %s)", command("train")
+            )
         elif torch.cuda.device_count() > 1:
             device = torch.device("cuda", (cfg.dist.dp_device_ids or [0])[0])
         return DataParallelBalanced(device, device_ids=cfg.dist.dp_device_ids or None)
@@ -127,9 +140,9 @@ def run(
 ) -> int:
     """Parse the command line, resolve the config, pick the launcher, train, report. ``extra_hooks(trainer)``: hooks
     to add to the trainer's (tests/harness injects faults with one)."""
-    args = parse_args(description, argv)
-    quickstart = args.config is None or Path(args.config).resolve() == QUICKSTART_PRESET
+    args = parse_args(description, argv, kind)
     cfg = load_config(args.config or QUICKSTART_PRESET, args.overrides)
+    quickstart = args.config is None or preset_file(args.config).resolve() == QUICKSTART_PRESET
     trainer: Trainer | None = None
 
     def position() -> str:
@@ -174,8 +187,7 @@ def run(
 
 def command_line(kind: str, argv: list[str] | None) -> list[str]:
     """The command that started this run (``kind``'s program and its arguments), as words."""
-    program = PROGRAMS[kind].format(n=du.env_world_size())
-    return [*program.split(), *(sys.argv[1:] if argv is None else argv)]
+    return [*program(kind).split(), *(sys.argv[1:] if argv is None else argv)]
 
 
 def with_settings(command: list[str], settings: dict[str, str]) -> str:

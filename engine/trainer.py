@@ -24,7 +24,7 @@ from simplepose.config.schema import Config
 from simplepose.config.skeleton_file import skeleton_of
 from simplepose.data.batching import batch_to_device, labelled_to_device
 from simplepose.data.dataset import SimplePoseDataset
-from simplepose.data.sources import open_sources
+from simplepose.data.sources import check_training_file, open_sources
 from simplepose.engine.batch_errors import loader_errors, out_of_memory
 from simplepose.engine.batches import TrainBatches
 from simplepose.engine.checkpointer import Checkpointer, remove_stale_temporaries
@@ -43,6 +43,7 @@ from simplepose.engine.validation import Validator
 from simplepose.models import MultiTaskLoss, build_model
 from simplepose.models.weights import LoadReport, unwrap
 from simplepose.utils import distributed as du
+from simplepose.utils.commands import command
 from simplepose.utils.errors import DataFileError
 from simplepose.utils.precision import precision_for
 from simplepose.utils.watchdog import beat
@@ -276,14 +277,9 @@ def training_file(cfg: Config, key: str, train: bool) -> SimplePoseDataset:
     path = cfg.data.train if key == "data.train" else cfg.data.val
     if not path:
         raise DataFileError(
-            f"{key} is empty: give the HDF5 file made by `python -m data.coco_to_hdf5` ({key}=FILE)", key=key
+            f"{key} is empty: give the HDF5 file made by `{command('data.coco_to_hdf5')}` ({key}=FILE)", key=key
         )
-    if not Path(path).is_file():
-        raise DataFileError(
-            f"{key}={path}: no such file (make it with `python -m data.coco_to_hdf5 ... --out {path}`)",
-            file=path,
-            key=key,
-        )
+    check_training_file(path, key)
     return SimplePoseDataset(path, cfg, train=train, skeleton=skeleton_of(cfg))
 
 

@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str):
     if name not in _HOME:
-        raise AttributeError(f"module 'evaluate' has no attribute {name!r}")
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(importlib.import_module(_HOME[name]), name)
     globals()[name] = value
     return value

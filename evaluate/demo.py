@@ -69,9 +69,10 @@ from simplepose.evaluate.inference.onnx_runner import providers_for
 from simplepose.evaluate.metrics.annotations import load_coco
 from simplepose.evaluate.track import PoseTracker
 from simplepose.evaluate.unannotated_images import file_image_ids
+from simplepose.utils.commands import command
 from simplepose.utils.distributed import select_device
 from simplepose.utils.errors import UserError, cli_main
-from simplepose.utils.io import atomic_write_text, check_writable, refuse_to_overwrite
+from simplepose.utils.io import atomic_write_text, check_writable, no_empty_folders_on_failure, refuse_to_overwrite
 from simplepose.utils.progress_bar import progress_bar
 from simplepose.utils.text import counted
 
@@ -126,9 +127,9 @@ def build_estimator(args: argparse.Namespace) -> tuple[PoseEstimator, TrackConfi
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m evaluate.demo", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog=command("evaluate.demo"), description=__doc__.split("\n\n")[0])
     p.add_argument("--ckpt", help="checkpoint")
-    p.add_argument("--onnx", help="ONNX model written by python -m evaluate.export_onnx (run by ONNX Runtime)")
+    p.add_argument("--onnx", help=f"ONNX model written by {command('evaluate.export_onnx')} (run by ONNX Runtime)")
     p.add_argument("--from-ground-truth", action="store_true", help="draw the annotations' decoded target maps")
     p.add_argument("--annotations", help="COCO annotations (with --from-ground-truth)")
     p.add_argument(
@@ -181,9 +182,9 @@ def check_arguments(args: argparse.Namespace, inputs: Inputs) -> None:
             "the demo expands (--input 'dir/*.jpg', --input 'dir/**/*.jpg' for sub-folders too)",
             key="input",
         )
-    for folder in (args.out, args.json and Path(args.json).parent):
+    for folder, option in ((args.out, "--out"), (args.json and Path(args.json).parent, "the folder of --json")):
         if folder:
-            check_writable(folder)
+            check_writable(folder, option)
     if (args.track or args.smooth) and not inputs.is_video:
         check_frames(inputs.images, args.input)
 
@@ -217,9 +218,8 @@ class Run:
         paths, skipped = self.inputs.images, []
         writer = PictureWriter(self.out_dir, self.inputs) if self.out_dir is not None else None
         for frame in self.estimator.stream(self.inputs, self.tracker, self.args.fps):
-            if frame.error is not None:
+            if frame.error is not None:  # the stream has logged it: a warning naming the file and why
                 skipped.append(frame)
-                print(f"{frame.path.name}: skipped, {frame.error.reason} ({frame.error})")
                 continue
             people = self.kept(frame.people)
             notes = [f"{len(frame.people) - len(people)} below --min-score"] if len(people) < len(frame.people) else []
@@ -314,31 +314,30 @@ def main(argv: list[str] | None = None) -> int:
     json_file = Path(args.json) if args.json else None
     if not (default_out or args.overwrite):
         refuse_to_overwrite(planned_outputs(inputs, out_dir, json_file), "--out / --json")
-    estimator, track_cfg = build_estimator(args)
-    tracker = None
-    if args.track or args.smooth:
-        if args.smooth and not args.track:
-            print("--smooth smooths tracks: tracking too")
-        gate = track_cfg.min_score if args.min_score is None else args.min_score
-        tracker = PoseTracker(
-            estimator.skeleton, replace(track_cfg, smooth=track_cfg.smooth or args.smooth, min_score=gate)
-        )
-    if default_out:
-        fresh_base = not DEFAULT_OUT.exists()
-        out_dir = new_run_folder()
-        json_file = out_dir / RESULTS_NAME
-        print(f"writing to {out_dir} (pictures and {RESULTS_NAME}; --out DIR and --json FILE choose)")
-    run = Run(args, inputs, estimator, tracker, out_dir)
-    try:
-        run.video() if inputs.is_video else run.images()
-    except BaseException:
+    # a failed start (a missing checkpoint, no readable image) leaves no empty output folder, nor an empty runs/
+    with no_empty_folders_on_failure(out_dir, json_file and json_file.parent, DEFAULT_OUT if default_out else None):
+        estimator, track_cfg = build_estimator(args)
+        tracker = None
+        if args.track or args.smooth:
+            if args.smooth and not args.track:
+                print("--smooth smooths tracks: tracking too")
+            gate = track_cfg.min_score if args.min_score is None else args.min_score
+            tracker = PoseTracker(
+                estimator.skeleton, replace(track_cfg, smooth=track_cfg.smooth or args.smooth, min_score=gate)
+            )
         if default_out:
-            with contextlib.suppress(OSError):
-                out_dir.rmdir()  # only when empty: nothing was written
-                if fresh_base:
-                    DEFAULT_OUT.rmdir()
-        raise
-    run.report(json_file)
+            out_dir = new_run_folder()
+            json_file = out_dir / RESULTS_NAME
+            print(f"writing to {out_dir} (pictures and {RESULTS_NAME}; --out DIR and --json FILE choose)")
+        run = Run(args, inputs, estimator, tracker, out_dir)
+        try:
+            run.video() if inputs.is_video else run.images()
+        except BaseException:
+            if default_out:
+                with contextlib.suppress(OSError):
+                    out_dir.rmdir()  # only when empty: nothing was written
+            raise
+        run.report(json_file)
     return 0
 
 

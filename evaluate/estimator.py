@@ -15,6 +15,7 @@ oracle that draws the ground truth's own maps: evaluate/inference/map_source.py)
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass
@@ -44,6 +45,8 @@ from simplepose.models.fold import fold_batchnorm
 from simplepose.models.weights import unwrap
 from simplepose.utils.distributed import select_device
 from simplepose.utils.text import counted
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -186,13 +189,15 @@ class PoseEstimator:
         video file or camera index (``evaluate.frame_sources.open_inputs``), an opened ``VideoReader``, an image array
         or PIL image, or a list of images. ``tracker`` (a ``PoseTracker``, reset first): the people of confirmed tracks,
         with their ``track_id`` (pictures count as frames ``1 / fps`` seconds apart). A picture that cannot be read
-        comes as a frame with its ``error`` and no people; a video is closed when the loop ends or stops. Each image
-        is named for the map source by its file, else by its index (the oracle's image id of a video's frame)."""
+        comes as a frame with its ``error`` and no people, and is logged (a warning naming the file and why); a video
+        is closed when the loop ends or stops. Each image is named for the map source by its file, else by its index
+        (the oracle's image id of a video's frame)."""
         frames = reader_frames(inputs) if isinstance(inputs, VideoReader) else open_inputs(inputs).frames(fps)
         if tracker is not None:
             tracker.reset()
         for item in frames:
             if item.image is None:
+                log.warning("%s: skipped, %s (%s)", item.path, getattr(item.error, "reason", "unreadable"), item.error)
                 yield Frame(item.index, item.timestamp, None, [], item.path, item.error)
                 continue
             people = self.predict_batch([item.image], [item.key])[0]

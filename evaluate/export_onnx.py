@@ -31,6 +31,7 @@ from simplepose.evaluate.inference.onnx_export import (
 )
 from simplepose.evaluate.inference.onnx_runner import INPUT_NAME, OUTPUT_NAME
 from simplepose.models.posenet import check_input_shape
+from simplepose.utils.commands import command
 from simplepose.utils.errors import UserError, cli_main
 from simplepose.utils.io import refuse_to_overwrite
 
@@ -45,7 +46,7 @@ def input_size(text: str) -> tuple[int, int]:
 
 @cli_main
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m evaluate.export_onnx", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog=command("evaluate.export_onnx"), description=__doc__.split("\n\n")[0])
     p.add_argument("--ckpt", required=True)
     p.add_argument("--out", required=True, help="ONNX file to write (an existing one: with --overwrite)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")

@@ -11,12 +11,13 @@ import argparse
 from simplepose.config.config_file import add_config_arguments, config_from_args
 from simplepose.config.skeleton_file import skeleton_of
 from simplepose.models.summary import macs_and_shapes, meta_model, parameter_counts
+from simplepose.utils.commands import command
 from simplepose.utils.errors import cli_main
 
 
 @cli_main
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m models", description="Summary of the configured network.")
+    parser = argparse.ArgumentParser(prog=command("models"), description="Summary of the configured network.")
     add_config_arguments(parser)
     cfg = config_from_args(parser.parse_args(argv))
     m, size, skeleton = cfg.model, cfg.data.input_size, skeleton_of(cfg)

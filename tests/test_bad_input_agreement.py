@@ -111,8 +111,8 @@ def test_the_demo_counts_and_skips_an_unreadable_file(tiny_ckpt, synthetic_coco,
     (folder / "broken.jpg").write_bytes(b"\xff\xd8 not really a JPEG")
     out = tmp_path / "demo.json"
     assert demo.main(["--ckpt", str(tiny_ckpt), "--input", str(folder), "--json", str(out), *ORACLE]) == 0
-    printed = capsys.readouterr().out
-    assert "broken.jpg: skipped, not an image" in printed and "1 of 3 files skipped as unreadable" in printed
+    printed = capsys.readouterr()
+    assert "broken.jpg: skipped, not an image" in printed.err and "1 of 3 files skipped as unreadable" in printed.out
     assert isinstance(json.loads(out.read_text()), list)
     (folder / "broken.jpg").rename(folder / "only.jpg")
     for path in folder.glob("0*.jpg"):

@@ -18,8 +18,8 @@ import torch
 from simplepose import train
 from simplepose.checkpoint import original as convert_original
 from simplepose.config.config_file import load_config
-from simplepose.data import coco_to_hdf5
-from simplepose.evaluate import coco_eval
+from simplepose.data import coco_to_hdf5, map_keypoints
+from simplepose.evaluate import coco_eval, demo
 from simplepose.utils.paths import REPO_ROOT
 from tests.harness.bad_inputs import CASE_NAMES, SECURITY_CASES, build_corpus
 from tests.harness.cases import Case, run_cases, run_in_process
@@ -74,9 +74,13 @@ IN_PROCESS = ("ckpt_nan_weights", "ckpt_invalid_config", "ckpt_is_hdf5", "ckpt_i
               # issue 45: refused before training
               "batch_size_zero", "lr_negative", "num_workers_negative", "epochs_zero", "warmup_negative",
               "device_as_option", "checkpoint_as_config", "data_smaller_than_a_step", "scales_zero_eval",
-              "scales_option_zero_eval")  # fmt: skip
+              "scales_option_zero_eval",
+              # issue 52: hints naming the real cause, refused (or mapped) before any work
+              "train_source_is_a_folder", "config_key_misspelt", "config_preset_unknown", "map_keypoints_hdf5",
+              "map_keypoints_aic_spelling", "demo_out_is_a_file", "demo_missing_checkpoint")  # fmt: skip
 MAINS = {("-m", "evaluate.coco_eval"): coco_eval.main, ("-m", "checkpoint.original"): convert_original.main,
-         ("-m", "data.coco_to_hdf5"): coco_to_hdf5.main, ("train.py",): train.main}  # fmt: skip
+         ("-m", "data.coco_to_hdf5"): coco_to_hdf5.main, ("train.py",): train.main,
+         ("-m", "data.map_keypoints"): map_keypoints.main, ("-m", "evaluate.demo"): demo.main}  # fmt: skip
 # Of the other cases, those whose command can run in this process (the rest train, or run the demo, in subprocesses)
 IN_PROCESS_COMMANDS = {("-m", "data.coco_to_hdf5"), ("-m", "evaluate.coco_eval"), ("-m", "checkpoint.original")}
 NAMES = [n for n in CASE_NAMES if n not in {*SECURITY_CASES, *TESTED_ELSEWHERE, *IN_PROCESS}]

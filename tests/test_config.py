@@ -62,6 +62,22 @@ def test_bad_overrides_name_the_key(override, key, suggested):
     assert suggested is None or suggested in e.value.suggestions
 
 
+@pytest.mark.parametrize(
+    "given, first",
+    [
+        ("train.lerning_rate", "train.lr"),  # the initials of its words, in its section
+        ("train.learning_rate", "train.lr"),
+        ("train.warmup", "train.warmup_epochs"),  # a longer name of its section that it begins
+        ("train.epocs", "train.epochs"),
+        ("eval.scale", "eval.scales"),
+    ],
+)
+def test_an_unknown_key_suggests_its_sections_closest_name_first(given, first):
+    with pytest.raises(ConfigError) as e:
+        load_config(None, [f"{given}=1"])
+    assert e.value.suggestions[0] == first and f"closest valid names: {first}" in str(e.value)
+
+
 def test_unknown_key_in_yaml_names_file(tmp_path):
     p = tmp_path / "bad.yaml"
     p.write_text("train:\n  epohcs: 3\n")

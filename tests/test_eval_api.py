@@ -4,6 +4,7 @@ greyscale, BGRA, mixed lists) and what it refuses, COCO results JSON identical t
 it: tests/test_eval_demo.py; from_onnx: tests/test_eval_onnx.py."""
 
 import json
+import logging
 import math
 import runpy
 
@@ -345,3 +346,16 @@ def test_stream_gives_the_people_of_every_kind_of_input_as_predict_does(
     assert [f.path for f in frames] == [None] * 3
     for frame, n in zip(frames, names):
         assert [p.score for p in frame.people] == pytest.approx([p.score for p in want[n]], abs=1e-6)
+
+
+def test_stream_logs_an_item_it_cannot_read(tiny_ckpt, tmp_path, caplog):
+    """``stream("notes.txt")``: one frame without an image, its ``error`` saying why, and a warning naming the file
+    (a program sees warnings by default)."""
+    (tmp_path / "notes.txt").write_text("shopping list\n")
+    estimator = PoseEstimator.from_checkpoint(tiny_ckpt, device="cpu", scales=[1.0], flip=False, boxsize=64)
+    with caplog.at_level(logging.WARNING, logger="simplepose"):
+        frames = list(estimator.stream(str(tmp_path / "notes.txt")))
+    assert len(frames) == 1 and frames[0].image is None and frames[0].people == []
+    assert frames[0].error is not None and frames[0].path == tmp_path / "notes.txt"
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warned == [f"{tmp_path / 'notes.txt'}: skipped, {frames[0].error.reason} ({frames[0].error})"]

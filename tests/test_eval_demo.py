@@ -5,6 +5,7 @@ trip, a camera stopped by Ctrl-C, the default numbered output folder, no earlier
 
 import json
 import shutil
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -147,6 +148,8 @@ def test_demo_camera_reads_until_ctrl_c_then_writes_what_it_has(
         ("json_exists", "{tmp}/r.json exists: an earlier result is never replaced silently; give --overwrite"),
         ("two_models", "give one of --ckpt CKPT, --onnx FILE"),
         ("onnx_model_override", "--onnx takes only eval.* and track.* overrides"),
+        ("missing_ckpt", "checkpoint {tmp}/none.pt not found"),
+        ("out_is_a_file", "--out {tmp}/r.json is a file, not a folder: name a folder"),
     ],
 )
 def test_demo_bad_input_gives_one_clean_error(case, expected, tiny_ckpt, tmp_path, capsys):
@@ -164,6 +167,8 @@ def test_demo_bad_input_gives_one_clean_error(case, expected, tiny_ckpt, tmp_pat
         "min_score_nan": [*ckpt, "--input", str(tmp_path / "bad.jpg"), "--min-score", "nan", *out],
         "json_exists": [*ckpt, "--input", str(tmp_path / "bad.jpg"), *out],
         "two_models": [*ckpt, "--onnx", str(tmp_path / "m.onnx"), "--input", str(tmp_path / "bad.jpg"), *out],
+        "missing_ckpt": ["--ckpt", str(tmp_path / "none.pt"), "--input", str(tmp_path / "bad.jpg"), *out],
+        "out_is_a_file": [*ckpt, "--input", str(tmp_path / "bad.jpg"), "--out", str(tmp_path / "r.json")],
         "onnx_model_override": [
             "--onnx",
             str(tmp_path / "m.onnx"),
@@ -173,13 +178,25 @@ def test_demo_bad_input_gives_one_clean_error(case, expected, tiny_ckpt, tmp_pat
             "data.skeleton=coco",
         ],  # fmt: skip
     }[case]
-    if case == "json_exists":
+    if case in ("json_exists", "out_is_a_file"):
         (tmp_path / "r.json").write_text("[]\n")  # an earlier run's results
     assert demo.main([*argv, "eval.boxsize=64"] if case != "onnx_model_override" else argv) == 2
     err = capsys.readouterr().err
     assert expected.format(tmp=tmp_path) in err and "Traceback" not in err
     assert not (tmp_path / "r.json").exists() or (tmp_path / "r.json").read_text() == "[]\n"
-    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+    assert not (tmp_path / "out").exists()  # a failed start leaves no (empty) folder
+
+
+@pytest.mark.parametrize("failure", ["missing_ckpt", "unreadable_input"])
+def test_a_failed_start_leaves_no_empty_runs_folder(failure, tiny_ckpt, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)  # runs/demo would be made here
+    Path("notes.txt").write_text("not a picture\n")
+    ckpt = "none.pt" if failure == "missing_ckpt" else str(tiny_ckpt)
+    assert demo.main(["--ckpt", ckpt, "--input", "notes.txt", "eval.boxsize=64"]) == 2
+    assert "error: " in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+    assert demo.main(["--ckpt", ckpt, "--input", "notes.txt", "--out", "a/b", "eval.boxsize=64"]) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
 
 
 def test_demo_expands_a_quoted_pattern_recursively_keeping_sub_folders(trained_tiny_ckpt, synthetic_sample_images,

@@ -116,11 +116,11 @@ def test_coco_onto_crowdpose_leaves_head_and_neck_unlabelled_and_keeps_float_coo
     assert mapped["annotations"][0]["num_keypoints"] == 11
 
 
-def test_rename_matches_a_differently_spelled_keypoint():
-    names = ["top_of_head" if n == "head" else n for n in CROWDPOSE.dataset_keypoints]
+def test_rename_matches_a_keypoint_named_otherwise():
+    names = ["crown" if n == "head" else n for n in CROWDPOSE.dataset_keypoints]  # no spelling of the head's top
     _, plain = map_annotation_file(dataset(names), CROWDPOSE, "x.json")
-    assert plain.missing == ("head",) and plain.dropped == ("top_of_head",)
-    mapped, renamed = map_annotation_file(dataset(names), CROWDPOSE, "x.json", {"top_of_head": "head"})
+    assert plain.missing == ("head",) and plain.dropped == ("crown",)
+    mapped, renamed = map_annotation_file(dataset(names), CROWDPOSE, "x.json", {"crown": "head"})
     assert renamed.missing == () and renamed.identity
     assert mapped["annotations"][0]["keypoints"] == dataset(names)["annotations"][0]["keypoints"]
 
@@ -225,3 +225,15 @@ def test_a_missing_or_corrupt_annotation_file_is_one_line(tmp_path, capsys):
     assert map_keypoints.main(["--annotations", str(bad), "--skeleton", "coco", "--out", str(out)]) == 2
     assert "not valid JSON" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_an_hdf5_file_given_as_annotations_is_named_as_one(tmp_path, capsys):
+    h5py = pytest.importorskip("h5py")
+    with h5py.File(tmp_path / "train.h5", "w") as f:
+        f["x"] = np.arange(3)
+    out = tmp_path / "b.json"
+    argv = ["--annotations", str(tmp_path / "train.h5"), "--skeleton", "coco", "--out", str(out)]
+    assert map_keypoints.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "is an HDF5 file" in err and "not COCO-format JSON" in err and "utf-8" not in err
+    assert err.count("\n") == 1 and not out.exists()

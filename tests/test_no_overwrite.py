@@ -15,6 +15,7 @@ import torch
 from simplepose.checkpoint import original as convert_original
 from simplepose.data import coco_to_hdf5, synthetic, synthetic_video
 from simplepose.evaluate import coco_eval, export_onnx
+from simplepose.utils.io import WriteError, check_writable
 from simplepose.utils.paths import COCO_SAMPLE_ANNOTATIONS
 from tests.test_model_weights import tiny_original
 
@@ -74,3 +75,24 @@ def test_the_synthetic_generators_keep_an_earlier_set_unless_overwrite(main, arg
     ]  # nothing else written either
     assert main([*args, "--out", str(out), "--overwrite"]) == 0
     assert (out / "annotations.json").is_file() or (out / "annotations" / "person_keypoints_train.json").is_file()
+
+
+@pytest.mark.parametrize("name", ["converter", "evaluator", "export", "conversion"])
+def test_a_failed_start_leaves_no_empty_out_folder(name, commands, tmp_path, capsys):
+    main, args = commands[name]
+    i = next(i for i, a in enumerate(args) if a in ("--images", "--ckpt", "--weights"))
+    args = [*args[: i + 1], str(tmp_path / "missing"), *args[i + 2 :]]  # its input (images, checkpoint...) missing
+    assert main([*args, "--out", str(tmp_path / "new" / "deeper" / "result")]) == 2
+    assert "missing" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()
+
+
+def test_the_writable_check_leaves_nothing_and_names_a_file_in_the_way(tmp_path):
+    check_writable(tmp_path / "a" / "b", "--out")  # proved writable, then removed again: made when written
+    assert sorted(tmp_path.iterdir()) == []
+    (tmp_path / "results.json").write_text("[]")
+    with pytest.raises(WriteError, match=r"^--out .*results\.json is a file, not a folder: name a folder"):
+        check_writable(tmp_path / "results.json", "--out")
+    with pytest.raises(WriteError, match=r"a part of the path is a file, not a folder"):
+        check_writable(tmp_path / "results.json" / "below")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]

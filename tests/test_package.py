@@ -176,6 +176,12 @@ def test_the_wheel_installs_and_runs_in_a_fresh_venv(tiny_ckpt, synthetic_sample
                python=python)  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
     assert (user / "model.onnx").stat().st_size > 10_000
+    # presets by name from the installed package, whatever the folder (issue 52 item 7)
+    presets = "from simplepose.config.config_file import preset_file; import sys; print(preset_file(sys.argv[1]))"
+    for given in ("tiny", "tiny.yaml", "config/tiny.yaml", "simplepose_coco_modern"):
+        r = run_in(user, ["-c", presets, given], python=python)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert Path(r.stdout.strip()).resolve().is_relative_to(venv.resolve()), r.stdout
 
 
 def _pyproject() -> dict:

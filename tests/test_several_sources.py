@@ -19,6 +19,7 @@ from simplepose.data.conversion import Source, convert
 from simplepose.data.keypoint_mapping import KeypointMapping
 from simplepose.data.sources import open_sources
 from simplepose.engine.sampler import EpochSampler
+from simplepose.engine.trainer import training_file
 from simplepose.models.loss import MultiTaskLoss
 from simplepose.utils.errors import DataFileError
 from simplepose.utils.paths import REPO_ROOT
@@ -193,6 +194,18 @@ def test_a_missing_source_is_named_with_the_command_that_makes_it(sources, tmp_p
     with pytest.raises(DataFileError, match=r"data.train_sources: .*gone\.h5: no such file.*coco_to_hdf5") as e:
         open_sources([str(sources["coco"]), str(tmp_path / "gone.h5")], cfg, train=True)
     assert e.value.key == "data.train_sources"
+
+
+def test_a_folder_given_as_a_training_file_is_named_as_a_folder(sources, tmp_path):
+    cfg = tiny_cfg(sources["coco"], tmp_path / "run")
+    (tmp_path / "images").mkdir()
+    with pytest.raises(DataFileError, match=r"data.train_sources: .*images is a folder; .*--images .*images") as e:
+        open_sources([str(sources["coco"]), str(tmp_path / "images")], cfg, train=True)
+    assert e.value.key == "data.train_sources" and "no such file" not in str(e.value)
+    cfg.data.train = str(tmp_path / "images")
+    with pytest.raises(DataFileError, match=r"data.train=.*images is a folder; training reads one HDF5 file") as e:
+        training_file(cfg, "data.train", train=True)
+    assert e.value.key == "data.train"
 
 
 def test_each_sources_coverage_is_logged_when_the_set_opens(sources, tmp_path, caplog):

@@ -62,13 +62,20 @@ _ADVICE = {
     errno.EPERM: "permission denied: make the folder writable or write to another one",
 }
 OUT_OF_SPACE_OR_READ_ONLY = frozenset(_ADVICE)
+_PATH_ADVICE = {
+    errno.EEXIST: "a file of that name is in the way where a folder is needed: name a folder, or a path below one",
+    errno.ENOTDIR: "a part of the path is a file, not a folder: name a path below a folder",
+    errno.EISDIR: "it is a folder: name a file inside it",
+}
 
 
 def write_error_message(path: str | Path, error: OSError) -> str:
     """``cannot write PATH: <reason> (<errno name>); <what to do>`` for an OSError met while writing PATH."""
     name = errno.errorcode.get(error.errno or 0, "")
     reason = error.strerror or str(error)
-    advice = _ADVICE.get(error.errno or 0, "check that the folder exists and is writable")
+    advice = _ADVICE.get(error.errno or 0) or _PATH_ADVICE.get(
+        error.errno or 0, "check that the folder exists and is writable"
+    )
     return f"cannot write {path}: {reason}{f' ({name})' if name else ''}; {advice}"
 
 
@@ -85,16 +92,59 @@ def disk_errors(hint: str = "") -> Iterator[None]:
         raise WriteError(write_error_message(path, e) + (f"; {hint}" if hint else ""), path, e.errno) from None
 
 
-def check_writable(folder: str | Path) -> None:
-    """Create ``folder`` if needed and prove a file can be made in it; UserError (naming it) if not."""
+def check_writable(folder: str | Path, option: str = "") -> None:
+    """Prove a file can be made in ``folder`` (making it, and its missing parents, for the proof only: they are
+    removed again, so a command that fails later leaves no empty folder); WriteError naming it (as ``option``, the
+    command's option, when given) if not, and for a file where the folder should be."""
     folder = Path(folder)
+    named = f"{option} {folder}" if option else str(folder)
+    if folder.exists() and not folder.is_dir():
+        raise WriteError(
+            f"{named} is a file, not a folder: name a folder to write into (a missing one is made)", folder, None
+        )
+    made = missing_folders(folder)
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=".write-check.", dir=folder)
         os.close(fd)
         os.unlink(probe)
     except OSError as e:
-        raise WriteError(write_error_message(folder, e), folder, e.errno) from None
+        raise WriteError(write_error_message(named, e), folder, e.errno) from None
+    finally:
+        remove_empty_folders(made)
+
+
+def missing_folders(folder: str | Path) -> list[Path]:
+    """``folder`` and its parents that do not exist yet, innermost first (what ``mkdir(parents=True)`` would make)."""
+    missing = []
+    for p in (Path(folder), *Path(folder).parents):
+        if p.exists() or p == p.parent:
+            break
+        missing.append(p)
+    return missing
+
+
+def remove_empty_folders(folders: list[Path]) -> None:
+    """Remove each of ``folders`` (innermost first) that is empty; one that holds anything stays, and so do its
+    parents."""
+    for p in folders:
+        try:
+            p.rmdir()
+        except OSError:
+            return
+
+
+@contextlib.contextmanager
+def no_empty_folders_on_failure(*paths: str | Path | None) -> Iterator[None]:
+    """The folders of ``paths`` that do not exist yet are removed again, if still empty, when the block fails: a
+    command that stops leaves no empty output folder behind (None entries are skipped)."""
+    made = [missing_folders(p) for p in paths if p is not None]
+    try:
+        yield
+    except BaseException:
+        for folders in made:
+            remove_empty_folders(folders)
+        raise
 
 
 def refuse_to_overwrite(files: list[Path], options: str = "--out") -> None:

@@ -6,6 +6,7 @@ import json
 import os
 from pathlib import Path
 
+from simplepose.utils.commands import command
 from simplepose.utils.errors import UserError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -16,7 +17,7 @@ COCO_SAMPLE_ANNOTATIONS = Path("annotations") / "person_keypoints_sample.json"
 
 COCO_SAMPLE_FETCHED = REPO_ROOT / "tests" / "coco_sample"  # the shipped annotations; images/ once fetched (ignored)
 COCO_SAMPLE_SHARED = REPO_ROOT / ".." / "shared" / "data" / "coco_sample"  # this project's own machines
-FETCH_COMMAND = "python -m tests.fetch_coco_sample"
+FETCH_COMMAND = command("tests.fetch_coco_sample")  # the checkout's root alone
 
 
 def missing_sample_images(root: Path) -> list[str]:

@@ -29,6 +29,7 @@ from simplepose.config.skeleton_definition import skeleton_from_dict
 from simplepose.config.skeleton_file import skeleton_of
 from simplepose.evaluate.inference.map_source import InputBatch
 from simplepose.models.posenet import check_input_shape
+from simplepose.utils.commands import command
 from simplepose.utils.errors import UserError
 from simplepose.utils.file_kind import existing_file_kind
 from simplepose.utils.optional import require
@@ -109,7 +110,7 @@ def open_session(path: str | Path, providers: Providers | None = None):
     file."""
     ort = import_onnxruntime()
     path = Path(path)
-    kind = existing_file_kind(path, "ONNX model", UserError, " (write one with python -m evaluate.export_onnx)")
+    kind = existing_file_kind(path, "ONNX model", UserError, f" (write one with {command('evaluate.export_onnx')})")
     if kind.name in _NOT_ONNX:
         raise UserError(f"{path} is {kind.description}, not an ONNX model: {_NOT_ONNX[kind.name](path)}", file=path)
     try:
@@ -122,8 +123,8 @@ def open_session(path: str | Path, providers: Providers | None = None):
 def _checkpoint_instead(path: Path) -> str:
     return (
         f"a PyTorch checkpoint (training's .pt) is given with --ckpt {path} (PoseEstimator.from_checkpoint); to "
-        f"run it with ONNX Runtime, export it first: python -m evaluate.export_onnx --ckpt {path} --out "
-        f"{path.with_suffix('.onnx')}"
+        "run it with ONNX Runtime, export it first: "
+        + command("evaluate.export_onnx", f"--ckpt {path} --out {path.with_suffix('.onnx')}")
     )
 
 
@@ -131,8 +132,12 @@ def _checkpoint_instead(path: Path) -> str:
 _NOT_ONNX = {
     "zip": _checkpoint_instead,
     "pickle": _checkpoint_instead,
-    "hdf5": lambda path: "a dataset converted by python -m data.coco_to_hdf5 is given to training as data.train=FILE",
-    "empty": lambda path: "a copy or export that did not finish? Export it again with python -m evaluate.export_onnx",
+    "hdf5": lambda path: (
+        f"a dataset converted by {command('data.coco_to_hdf5')} is given to training as data.train=FILE"
+    ),
+    "empty": lambda path: (
+        f"a copy or export that did not finish? Export it again with {command('evaluate.export_onnx')}"
+    ),
 }
 
 
@@ -142,7 +147,7 @@ def read_metadata(session, source: str) -> OnnxMetadata:
     if CONFIG_KEY not in props:
         raise UserError(
             f"{source} carries no SimplePose config in its metadata ({CONFIG_KEY}); export the checkpoint with "
-            f"python -m evaluate.export_onnx, which stores what evaluation needs",
+            f"{command('evaluate.export_onnx')}, which stores what evaluation needs",
             file=source,
             key=CONFIG_KEY,
         )

@@ -1206,6 +1206,79 @@ def _scales_option_zero_eval(c: _Corpus, name: str) -> Case:
                          names=("eval.scales", "> 0", "got [0.0]"))  # fmt: skip
 
 
+# ---- issue 52: hints that name the real cause; presets by name; datasets' own keypoint spellings
+
+
+@_case
+def _train_source_is_a_folder(c: _Corpus, name: str) -> Case:
+    return _refused_start(c, name, "a folder of images given as data.train", [f"data.train={c.images}"],
+                          ("data.train=", "is a folder", "coco_to_hdf5"))  # fmt: skip
+
+
+@_case
+def _config_key_misspelt(c: _Corpus, name: str) -> Case:
+    return _refused_start(c, name, "train.lerning_rate=1e-3", ["train.lerning_rate=1e-3"],
+                          ("train.lerning_rate", "closest valid names: train.lr"))  # fmt: skip
+
+
+@_case
+def _config_preset_unknown(c: _Corpus, name: str) -> Case:
+    case = _refused_start(c, name, "--config tinny (no such preset)", [], ("--config tinny", "no preset", "tiny"))
+    case.argv[case.argv.index("--config") + 1] = "tinny"
+    return case
+
+
+def _map_keypoints_case(c: _Corpus, name: str, what: str, expected: Outcome, annotations: Path, names=()) -> Case:
+    d = c.case_dir(name)
+    out = d / "mapped.json"
+    argv = [sys.executable, "-m", "data.map_keypoints", "--annotations", str(annotations), "--skeleton", "coco",
+            "--out", str(out)]  # fmt: skip
+    return Case(name, what, argv, expected, [out], names, d)
+
+
+@_case
+def _map_keypoints_hdf5(c: _Corpus, name: str) -> Case:
+    return _map_keypoints_case(c, name, "an HDF5 file given to map_keypoints as annotations", "clean_error", c.h5(),
+                               ("is an HDF5 file", "not COCO-format JSON"))  # fmt: skip
+
+
+@_case
+def _map_keypoints_aic_spelling(c: _Corpus, name: str) -> Case:
+    """AI Challenger's 14 keypoints as its files spell them ("Right Shoulder"), onto COCO: no --rename needed."""
+    aic = ["Right Shoulder", "Right Elbow", "Right Wrist", "Left Shoulder", "Left Elbow", "Left Wrist", "Right Hip",
+           "Right Knee", "Right Ankle", "Left Hip", "Left Knee", "Left Ankle", "Head top", "Neck"]  # fmt: skip
+    data = copy.deepcopy(c.base)
+    data["categories"][0]["keypoints"] = aic
+    for ann in data["annotations"]:
+        ann["keypoints"] = ann["keypoints"][: 3 * len(aic)]
+    path = c.out / f"{name}.json"
+    path.write_text(json.dumps(data))
+    return _map_keypoints_case(c, name, "AI Challenger's spelling ('Right Shoulder') onto COCO", "accepted", path)
+
+
+def _demo_case(c: _Corpus, name: str, what: str, out: Path, extra: list[str], names: tuple[str, ...]) -> Case:
+    argv = [sys.executable, "-m", "evaluate.demo", "--input", str(c.images), "--out", str(out), "--device", "cpu",
+            *extra]  # fmt: skip
+    return Case(name, what, argv, "clean_error", [out], names, out.parent)
+
+
+@_case
+def _demo_out_is_a_file(c: _Corpus, name: str) -> Case:
+    d = c.case_dir(name)
+    (d / "results.json").write_text("[]\n")  # an earlier file where the folder is asked for
+    case = _demo_case(c, name, "demo --out naming an existing file", d / "results.json",
+                      ["--ckpt", str(c.checkpoint())], ("--out", "is a file, not a folder"))  # fmt: skip
+    case.outputs = []  # the file was there before (test_eval_demo.py checks that it stays as it was)
+    return case
+
+
+@_case
+def _demo_missing_checkpoint(c: _Corpus, name: str) -> Case:
+    d = c.case_dir(name)
+    return _demo_case(c, name, "demo with a missing checkpoint: no empty --out folder left", d / "new" / "pictures",
+                      ["--ckpt", str(d / "none.pt")], ("none.pt", "not found"))  # fmt: skip
+
+
 CASE_NAMES: tuple[str, ...] = tuple(_BUILDERS)
 
 
