@@ -28,13 +28,22 @@ def median_ms(fn, warmup: int, iters: int, sync=None) -> float:
     return statistics.median(times)
 
 
-def loader_rate(ds: SimplePoseDataset, num_workers: int, batch_size: int, batches: int, device: torch.device) -> float:
+def loader_rate(
+    ds: SimplePoseDataset,
+    num_workers: int,
+    batch_size: int,
+    batches: int,
+    device: torch.device,
+    indices: list[int] | None = None,
+) -> float:
     """Samples/s of a training DataLoader as the trainer builds it (engine.batches.make_loader: pinned memory on
     CUDA when data.pin_memory) with ``num_workers`` worker processes, every tensor of each batch moved to
     ``device``. The clock starts once each worker has handed over its first batch (worker start-up excluded) and
-    runs for ``batches`` more."""
+    runs for ``batches`` more. ``indices``: the samples read, in order (default: 0, 1, 2, ... round the dataset);
+    at least ``(max(1, num_workers) + batches) * batch_size`` of them."""
     warm = max(1, num_workers)
-    indices = [i % len(ds) for i in range((warm + batches) * batch_size)]
+    if indices is None:
+        indices = [i % len(ds) for i in range((warm + batches) * batch_size)]
     loader = make_loader(ds, indices, batch_size, dataclasses.replace(ds.cfg.data, num_workers=num_workers), device)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     start = 0.0

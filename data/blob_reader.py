@@ -31,6 +31,7 @@ class BlobReader:
         self.mapped &= layout in (h5py.h5d.CONTIGUOUS, h5py.h5d.CHUNKED)
         self.chunk = dataset.chunks[0] if layout == h5py.h5d.CHUNKED else None
         self.chunk_offsets: dict[int, int | None] = {}  # chunk index -> byte offset in the file, as met
+        self.chunk_table: np.ndarray | None = None  # every chunk's byte offset (-1: not allocated), read at first use
 
     def _file_offset(self, index: int) -> tuple[int | None, int]:
         """(byte offset of element ``index`` in the file or None if unknown, index of the end of its chunk)."""
@@ -38,9 +39,14 @@ class BlobReader:
             base = self.dataset.id.get_offset()
             return (None if base is None else base + index * self.itemsize), len(self.dataset)
         c, within = divmod(index, self.chunk)
-        if c not in self.chunk_offsets:
-            self.chunk_offsets[c] = self.dataset.id.get_chunk_info_by_coord((c * self.chunk,)).byte_offset
-        base = self.chunk_offsets[c]
+        if self.chunk_table is None:
+            self.chunk_table = chunk_table(self.dataset)
+        if self.chunk_table.size:
+            base = int(self.chunk_table[c]) if self.chunk_table[c] >= 0 else None
+        else:  # an h5py without chunk_iter: one look-up per chunk met
+            if c not in self.chunk_offsets:
+                self.chunk_offsets[c] = self.dataset.id.get_chunk_info_by_coord((c * self.chunk,)).byte_offset
+            base = self.chunk_offsets[c]
         return (None if base is None else base + within * self.itemsize), (c + 1) * self.chunk
 
     def read(self, a: int, b: int) -> np.ndarray:
@@ -60,6 +66,26 @@ class BlobReader:
             ]
             pos = end
         return out
+
+
+def chunk_table(dataset: h5py.Dataset) -> np.ndarray:
+    """The byte offset in the file of each chunk of a chunked 1-D dataset, by chunk index (-1: not allocated), read
+    in one pass over the chunk index; an empty array where h5py cannot iterate chunks (before h5py 3.8).
+
+    One look-up per chunk instead costs a search of the index each time (0.2 ms per chunk of a 1.4 GB file's JPEG
+    bytes, more as the file grows), and random reads meet a new chunk nearly every sample
+    (docs/benchmarks.md#scale)."""
+    chunk = dataset.chunks[0]
+    table = np.full(-(-len(dataset) // chunk), -1, np.int64)
+
+    def seen(info) -> None:
+        table[info.chunk_offset[0] // chunk] = info.byte_offset
+
+    try:
+        dataset.id.chunk_iter(seen)
+    except AttributeError:
+        return np.zeros(0, np.int64)
+    return table
 
 
 def map_file(path: str) -> np.ndarray:

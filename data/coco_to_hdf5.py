@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from simplepose.config.skeleton_check import NAME_MATCHES
-from simplepose.data.conversion import VAL_HOLDOUT, Source, convert
+from simplepose.data.conversion import MAX_AUTO_WORKERS, POOL_FROM, VAL_HOLDOUT, Source, convert
 from simplepose.data.image_files import MAX_SKIPPED_SHARE
 from simplepose.utils.commands import command
 from simplepose.utils.errors import UserError, cli_main
@@ -86,6 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
         "position (not compared: other names for the same keypoints, on your word). A file listing no names is "
         "read in the skeleton's order, with a note",
     )
+    p.add_argument(
+        "--workers",
+        type=int,
+        help=f"processes that read, check and draw the images (0: none, all in this one; default: one per core, up to "
+        f"{MAX_AUTO_WORKERS}, from {POOL_FROM} images on); the file is the same for any number",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
 
@@ -98,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
         if not (args.val_images and args.val_annotations):
             raise UserError("--split train2017+val2017 needs --val-images and --val-annotations")
         sources.append(Source(args.val_images, args.val_annotations, start=VAL_HOLDOUT))
+    if args.workers is not None and args.workers < 0:
+        raise UserError(f"--workers must be 0 or more, got {args.workers}")
     if not args.overwrite:
         refuse_to_overwrite([args.out])
     settings = convert(
@@ -110,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         not args.no_progress,
         args.skeleton,
         args.keypoint_names,
+        args.workers,
     )
     c = settings["counts"]
     print(

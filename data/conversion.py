@@ -21,6 +21,7 @@ coding, settings) is described and written by ``data.h5_format``.
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,12 +47,15 @@ from simplepose.data.person_masks import image_masks
 from simplepose.utils.commands import command
 from simplepose.utils.errors import UserError
 from simplepose.utils.io import atomic_path
+from simplepose.utils.ordered_pool import ordered_map
 from simplepose.utils.progress_bar import progress_bar
 
 log = logging.getLogger(__name__)
 
 VAL_HOLDOUT = 100  # paper split: the first 100 val2017 images stay out of training (the original validated on them)
 _FLUSH_EVERY = 64  # images buffered before appending to the file
+POOL_FROM = 500  # images from which ``workers=None`` reads and draws them in worker processes (their start: ~1 s)
+MAX_AUTO_WORKERS = 8
 
 
 @dataclass
@@ -163,10 +167,15 @@ def convert(
     progress: bool = True,
     skeleton: str | Skeleton = "coco",
     keypoint_names: NameMatch = "exact",
+    workers: int | None = 0,
 ) -> dict:
     """Build the HDF5 file at ``out`` (atomically) and return its settings dict. ``skeleton``: the keypoint set of
     the annotations (a ``Skeleton``, or a name in config/skeletons/ or a YAML path); ``keypoint_names``: how the
-    file's keypoint names are compared with the skeleton's (``config.skeleton_check.NameMatch``)."""
+    file's keypoint names are compared with the skeleton's (``config.skeleton_check.NameMatch``). ``workers``: worker
+    processes that read, check and draw the images' masks (``utils.ordered_pool``; 0: all here; None: one per core
+    the process may use, up to ``MAX_AUTO_WORKERS``, from ``POOL_FROM`` images on; the command's default). The file
+    is the same for any number. Workers are spawned, so a script that calls this with workers must hold its own code
+    under a main guard (Python's rule for spawned processes: multiprocessing's "safe importing of main module")."""
     out = Path(out)
     check_input_size(input_size, "--input-size")
     skeleton_file = skeleton.reference() if isinstance(skeleton, Skeleton) else str(skeleton)
@@ -176,7 +185,9 @@ def convert(
             raise UserError(
                 f"image folder {s.images} not found; pass the folder holding the image files (--images)", file=s.images
             )
-    loaded = [(s, load_coco_keypoints(s.annotations, skeleton, skip_bad, keypoint_names)) for s in sources]
+    loaded = [
+        (s, load_coco_keypoints(s.annotations, skeleton, skip_bad, keypoint_names, compact=True)) for s in sources
+    ]
     skipped: list[dict] = []
     counts = {
         "images_in_annotations": 0,
@@ -193,20 +204,17 @@ def convert(
     with atomic_path(out) as tmp, h5py.File(tmp, "w") as f:
         writer = H5Writer(f, skeleton.num_dataset_keypoints, _columns_needing_file_ids(planned))
         cols = RowBuffer()
-        for p in progress_bar(planned, desc=f"converting to {out.name}", unit="img", disable=not progress):
-            data, size, problem = read_checked(p.path, p.img)
+        num_keypoints = skeleton.num_dataset_keypoints
+        jobs = ((p.path, p.img, p.anns) for p in planned)
+        prepared = ordered_map(_prepare, jobs, _worker_count(workers, len(planned)))
+        desc = f"converting to {out.name}"
+        bar = progress_bar(zip(planned, prepared), total=len(planned), desc=desc, unit="img", disable=not progress)
+        for p, (data, size, problem, masks) in bar:
             if problem is not None:
                 bad_images[p.source].report(p.path, p.img["id"], problem)
                 continue
-            _add_image(
-                cols,
-                {**p.img, "width": size[0], "height": size[1]},
-                p.anns,
-                p.mains,
-                data,
-                skeleton.num_dataset_keypoints,
-                p.box_regions,
-            )
+            img = {**p.img, "width": size[0], "height": size[1]}
+            _add_image(cols, img, p.anns, p.mains, data, masks, num_keypoints, p.box_regions)
             counts["images"] += 1
             counts["people"] += len(p.anns)
             counts["samples"] += len(p.mains)
@@ -245,26 +253,48 @@ def _columns_needing_file_ids(planned: list[_Planned]) -> tuple[str, ...]:
     return tuple(c for c, values in ids.items() if any(v is not None and not fits_id_column(v) for v in values))
 
 
+def _worker_count(workers: int | None, images: int) -> int:
+    """The worker processes of a conversion of ``images`` images (``convert``'s ``workers``)."""
+    if workers is not None:
+        return max(0, workers)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return min(cores, MAX_AUTO_WORKERS) if images >= POOL_FROM and cores > 1 else 0
+
+
+def _prepare(job: tuple[Path, dict, list[dict]]) -> tuple[bytes | None, tuple[int, int] | None, str | None, tuple]:
+    """An image's work before writing (in a worker process, or here): its file read and checked
+    (``read_checked``), its masks drawn and run-length coded. (bytes, (width, height), None, (mask runs,
+    has_ignore, has_person)), or (None, None, what is wrong, ()) for a bad file."""
+    path, img, anns = job
+    data, size, problem = read_checked(path, img)
+    if problem is not None:
+        return None, None, problem, ()
+    mask_miss, mask_all = image_masks(anns, size[1], size[0])
+    runs = encode_mask_runs(mask_code(mask_miss, mask_all))
+    return data, size, None, (runs, bool((mask_miss == 0).any()), bool(mask_all.any()))
+
+
 def _add_image(
     cols: RowBuffer,
     img: dict,
     anns: list[dict],
     mains: list[int],
     data: bytes,
+    masks: tuple,
     num_keypoints: int,
     box_regions: list[bool],
 ) -> None:
-    h, w = img["height"], img["width"]
-    mask_miss, mask_all = image_masks(anns, h, w)
+    """Buffer one image's rows: ``masks`` as ``_prepare`` gives them; ``box_regions`` per person of ``anns``."""
+    runs, has_ignore, has_person = masks
     first_person = sum(cols.person_counts)
     image_row = len(cols)
     cols.image["id"].append(img["id"])
-    cols.image["height"].append(h)
-    cols.image["width"].append(w)
-    cols.image["has_ignore"].append(bool((mask_miss == 0).any()))
-    cols.image["has_person"].append(bool(mask_all.any()))
+    cols.image["height"].append(img["height"])
+    cols.image["width"].append(img["width"])
+    cols.image["has_ignore"].append(has_ignore)
+    cols.image["has_person"].append(has_person)
     cols.jpeg.append(data)
-    cols.mask.append(encode_mask_runs(mask_code(mask_miss, mask_all)))
+    cols.mask.append(runs)
     cols.person_counts.append(len(anns))
     for ann in anns:
         cols.people["keypoints"].append(np.asarray(ann["keypoints"], np.float32).reshape(num_keypoints, 3))

@@ -118,7 +118,8 @@ def file_ids(f: h5py.File, column: str) -> list:
 
 def mask_code(mask_miss: np.ndarray, mask_all: np.ndarray) -> np.ndarray:
     """Pack the two {0,255} (H, W) masks into one (H, W) uint8 image of bits (see the module docstring)."""
-    return ((mask_miss == 0) * MASK_IGNORE_BIT + (mask_all > 0) * MASK_PERSON_BIT).astype(np.uint8)
+    ignore = (mask_miss == 0).view(np.uint8) * np.uint8(MASK_IGNORE_BIT)
+    return ignore | (mask_all > 0).view(np.uint8) * np.uint8(MASK_PERSON_BIT)
 
 
 def encode_mask_runs(code: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

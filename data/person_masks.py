@@ -6,21 +6,25 @@ import numpy as np
 from pycocotools import mask as mask_utils
 
 
-def segmentation_mask(ann: dict, height: int, width: int) -> np.ndarray:
-    """Decode one annotation's segmentation (polygons or RLE) to a (height, width) bool mask."""
+def segmentation_rles(ann: dict, height: int, width: int) -> list[dict]:
+    """One annotation's segmentation (polygons or RLE) as pycocotools RLEs of a (height, width) image; their union
+    is its region ([]: none)."""
     seg = ann["segmentation"]
     if isinstance(seg, list):
         # A few COCO polygons have fewer than 3 points; pycocotools would read a 4-number one as a box.
         polygons = [p for p in seg if len(p) >= 6]
-        rles = mask_utils.frPyObjects(polygons, height, width) if polygons else []
-        if not rles:
-            return np.zeros((height, width), bool)
-        rle = mask_utils.merge(rles)
-    elif isinstance(seg["counts"], list):
-        rle = mask_utils.frPyObjects(seg, height, width)
-    else:
-        rle = seg
-    return mask_utils.decode(rle).astype(bool)
+        return mask_utils.frPyObjects(polygons, height, width) if polygons else []
+    if isinstance(seg["counts"], list):
+        return [mask_utils.frPyObjects(seg, height, width)]
+    return [seg]
+
+
+def union_mask(rles: list[dict], height: int, width: int) -> np.ndarray:
+    """The (height, width) bool union of RLEs (merged as RLEs, decoded once), in column-major order as pycocotools
+    decodes it (``.T`` is a row-major (width, height) view)."""
+    if not rles:
+        return np.zeros((height, width), bool, order="F")
+    return mask_utils.decode(mask_utils.merge(rles) if len(rles) > 1 else rles[0]).view(bool)
 
 
 def image_masks(anns: list[dict], height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
@@ -32,19 +36,15 @@ def image_masks(anns: list[dict], height: int, width: int) -> tuple[np.ndarray, 
     docs/differences.md#crowd-regions); subtracting all labelled people is order independent and equals it when the
     crowd comes last, as it usually does.
     ``mask_all``: 255 = any person pixel, crowds included.
+    Each of the three groups (crowds, people without keypoints, people with) is merged as RLEs and decoded once.
     """
-    everyone = np.zeros((height, width), bool)
-    unlabelled = np.zeros((height, width), bool)
-    labelled = np.zeros((height, width), bool)
-    crowd = np.zeros((height, width), bool)
+    groups: dict[str, list[dict]] = {"crowd": [], "unlabelled": [], "labelled": []}
     for ann in anns:
-        m = segmentation_mask(ann, height, width)
-        if ann["iscrowd"]:
-            crowd |= m
-        elif ann["num_keypoints"] <= 0:
-            unlabelled |= m
-        else:
-            labelled |= m
-        everyone |= m
+        group = "crowd" if ann["iscrowd"] else "unlabelled" if ann["num_keypoints"] <= 0 else "labelled"
+        groups[group] += segmentation_rles(ann, height, width)
+    # worked on as row-major (width, height) views of pycocotools' column-major masks, transposed once at the end
+    crowd, unlabelled, labelled = (union_mask(groups[g], height, width).T for g in ("crowd", "unlabelled", "labelled"))
     ignore = unlabelled | (crowd & ~labelled)
-    return np.where(ignore, 0, 255).astype(np.uint8), np.where(everyone, 255, 0).astype(np.uint8)
+    everyone = crowd | unlabelled | labelled
+    off, on = np.uint8(0), np.uint8(255)
+    return np.ascontiguousarray(np.where(ignore, off, on).T), np.ascontiguousarray(np.where(everyone, on, off).T)

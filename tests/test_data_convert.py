@@ -247,3 +247,75 @@ def test_second_source_starts_at_its_offset(tmp_path, synthetic_sample_images, s
     assert settings["counts"]["images"] == alone["counts"]["images"] + len(with_mains)
     with h5py.File(tmp_path / "mix.h5") as f:
         assert set(f["images/id"][alone["counts"]["images"] :]) == with_mains
+
+
+def test_worker_processes_write_the_same_file(
+    tmp_path, synthetic_sample_images, synthetic_sample_annotations, synthetic_sample_h5
+):
+    """Reading, checking and drawing the masks in 2 worker processes (their results taken in order) writes the file
+    the one-process conversion wrote (the session's ``synthetic_sample_h5``), dataset for dataset, settings
+    included."""
+    source = Source(synthetic_sample_images, synthetic_sample_annotations)
+    out = convert([source], tmp_path / "w2.h5", 256, progress=False, workers=2)
+    with h5py.File(synthetic_sample_h5) as one, h5py.File(tmp_path / "w2.h5") as two:
+        names: list[str] = []
+        one.visititems(lambda name, obj: names.append(name) if isinstance(obj, h5py.Dataset) else None)
+        assert len(names) >= 19 and all(name in two for name in names)
+        for name in names:
+            assert np.array_equal(one[name][:], two[name][:]), name
+        assert json.loads(one.attrs["settings"]) == out == json.loads(two.attrs["settings"])
+
+
+def test_image_masks_are_the_union_of_each_persons_region(sample_annotations):
+    """The masks drawn group by group (each group's regions merged as RLEs, decoded once) equal those of every
+    person's region decoded on its own and combined pixel by pixel (crowds: the synthetic sample's uncompressed RLEs,
+    the real sample's polygons and RLEs)."""
+    from pycocotools import mask as mask_utils
+
+    from simplepose.data.person_masks import image_masks
+
+    coco = COCO(str(sample_annotations))
+    for image_id, img in coco.imgs.items():
+        anns = coco.imgToAnns[image_id]
+        h, w = img["height"], img["width"]
+        region = {a["id"]: mask_utils.decode(coco.annToRLE(a)).astype(bool) for a in anns}
+        none = np.zeros((h, w), bool)
+        labelled = np.logical_or.reduce(
+            [region[a["id"]] for a in anns if not a["iscrowd"] and a["num_keypoints"]] + [none]
+        )
+        unlabelled = np.logical_or.reduce(
+            [region[a["id"]] for a in anns if not a["iscrowd"] and not a["num_keypoints"]] + [none]
+        )
+        crowd = np.logical_or.reduce([region[a["id"]] for a in anns if a["iscrowd"]] + [none])
+        mask_miss, mask_all = image_masks(anns, h, w)
+        assert mask_miss.flags.c_contiguous and mask_miss.dtype == mask_all.dtype == np.uint8
+        assert np.array_equal(mask_miss == 0, unlabelled | (crowd & ~labelled)), image_id
+        assert np.array_equal(mask_all == 255, labelled | unlabelled | crowd), image_id
+        assert set(np.unique(mask_miss)) <= {0, 255} and set(np.unique(mask_all)) <= {0, 255}
+
+
+@pytest.mark.parametrize("bad", [[1.0, 2.0, True, 4.0, 5.0, 6.0], [1.0, 2.0, float("nan"), 4.0, 5.0, 6.0], "0 0 5 5"])
+def test_compact_reading_keeps_polygons_and_refuses_what_the_plain_one_refuses(tmp_path, small_set, bad):
+    """The converter reads polygons into arrays (compact): the same values; a polygon of a boolean, a NaN or a
+    string is refused the same way with or without it, naming the field."""
+    from simplepose.config.skeleton_file import load_skeleton
+    from simplepose.data.coco_annotations import load_coco_keypoints
+
+    data = small_set[0]
+    annotations = write_json(tmp_path / "good.json", data)
+    coco = load_skeleton("coco")
+    plain, compact = (load_coco_keypoints(annotations, coco, compact=c) for c in (False, True))
+    for image_id, anns in plain.annotations_by_image.items():
+        for a, b in zip(anns, compact.annotations_by_image[image_id]):
+            if isinstance(a["segmentation"], list):
+                assert all(isinstance(p, np.ndarray) for p in b["segmentation"])
+                assert [list(p) for p in b["segmentation"]] == a["segmentation"]
+    person = next(a for a in data["annotations"] if not a.get("iscrowd"))
+    person["segmentation"] = [bad]
+    write_json(tmp_path / "bad.json", data)
+    messages = []
+    for c in (False, True):
+        with pytest.raises(AnnotationError, match="'segmentation' must be polygons") as e:
+            load_coco_keypoints(tmp_path / "bad.json", coco, compact=c)
+        messages.append(str(e.value))
+    assert messages[0] == messages[1]

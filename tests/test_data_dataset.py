@@ -238,6 +238,35 @@ def test_blob_reader_reads_what_h5py_reads(synthetic_sample_h5, tmp_path):
                     assert got.dtype == f[name].dtype and np.array_equal(got, f[name][a:b])
 
 
+def test_blob_reader_finds_every_chunk_in_one_pass(tmp_path, monkeypatch):
+    """The chunk offsets read in one pass over the index (``chunk_table``) are those HDF5 gives chunk by chunk,
+    never-written chunks included (-1: read through h5py, its fill value); reads are the same with the table and with
+    the one-by-one look-ups of an h5py without ``chunk_iter``."""
+    import h5py
+
+    from simplepose.data import blob_reader
+    from simplepose.data.blob_reader import BlobReader, chunk_table, map_file
+
+    path = tmp_path / "holes.h5"
+    with h5py.File(path, "w") as f:
+        d = f.create_dataset("x", (5000,), np.uint32, chunks=(64,), maxshape=(None,))
+        d[:1000] = np.arange(1000)
+        d[3000:] = np.arange(3000, 5000)  # chunks 16 to 45 never written
+    rng = np.random.default_rng(1)
+    ranges = [(0, 5000), (990, 3010), (1500, 1600)] + [sorted(rng.integers(0, 5001, 2)) for _ in range(40)]
+    with h5py.File(path, "r", locking=False) as f:
+        d = f["x"]
+        table = chunk_table(d)
+        expected = [d.id.get_chunk_info_by_coord((c * 64,)).byte_offset for c in range(len(table))]
+        assert len(table) == 79 and [None if t < 0 else t for t in table.tolist()] == expected
+        assert (table[16:46] == -1).all() and (table[:16] >= 0).all() and (table[46:] >= 0).all()
+        with_table = [BlobReader(d, map_file(str(path))).read(a, b) for a, b in ranges]
+        monkeypatch.setattr(blob_reader, "chunk_table", lambda dataset: np.zeros(0, np.int64))
+        one_by_one = [BlobReader(d, map_file(str(path))).read(a, b) for a, b in ranges]
+        for (a, b), x, y in zip(ranges, with_table, one_by_one):
+            assert np.array_equal(x, d[a:b]) and np.array_equal(y, d[a:b]), (a, b)
+
+
 def test_a_code_error_keeps_its_type_and_names_the_sample(synthetic_sample_h5, cfg, monkeypatch):
     """A failure that is not the file's fault (here a bug in building) is not turned into "rebuild the file": it
     keeps its type and traceback, with a note naming the sample, which the trainer shows for a worker's failure."""
