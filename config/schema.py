@@ -210,7 +210,9 @@ class TrainConfig:
     # weights and biases (docs/training.md#modern-recipe)
     optimizer: Literal["sgd", "adam", "adamw"] = "sgd"
     momentum: float = ranged(0.9, FRACTION)
-    weight_decay: float = ranged(5e-4, NON_NEGATIVE)
+    # null: the optimiser's own default, sgd 5e-4 (the original's), adam 0, adamw 0.05 (docs/training.md#weight-decay);
+    # the run's recipe line says which applies
+    weight_decay: float | None = ranged(None, NON_NEGATIVE)
     # linear warm-up over the first epochs
     warmup_epochs: float = ranged(3.0, Range(0, note="0: no warm-up"))
     # after the warm-up: step (the original: x lr_gamma every lr_step_epochs, the restart below) or cosine (from the

@@ -30,7 +30,10 @@ from simplepose.config.config_file import to_dict
 from simplepose.config.schema import Config
 from simplepose.config.skeleton import Skeleton
 from simplepose.engine.ema import WeightAverage
+from simplepose.engine.optim import load_optimizer_state
 from simplepose.engine.position import TrainingPosition
+from simplepose.engine.recipe import recipe_changes
+from simplepose.engine.schedule import LRSchedule
 from simplepose.models.posenet import WEIGHT_NEUTRAL_SETTINGS
 from simplepose.models.weights import unwrap
 from simplepose.utils import distributed as du
@@ -54,6 +57,7 @@ class TrainState:
     scaler: dict[str, Any] = field(default_factory=dict)  # GradScaler state; {} without loss scaling
     ranks_in_sync: bool = True
     ema: dict[str, Any] = field(default_factory=dict)  # WeightAverage.state_dict(); {} without train.ema
+    schedule: dict[str, Any] = field(default_factory=dict)  # LRSchedule.state_dict(); {} in earlier checkpoints
 
     def to_dict(self) -> dict[str, Any]:
         p = self.position
@@ -69,6 +73,7 @@ class TrainState:
             "rng": list(self.rng),
             "ranks_in_sync": self.ranks_in_sync,
             **({"ema": self.ema} if self.ema else {}),
+            **({"schedule": self.schedule} if self.schedule else {}),
         }
 
     @classmethod
@@ -90,6 +95,7 @@ class TrainState:
             scaler=dict(d.get("scaler") or {}),
             ranks_in_sync=bool(d.get("ranks_in_sync", True)),
             ema=dict(d.get("ema") or {}),
+            schedule=dict(d.get("schedule") or {}),
         )
 
     @classmethod
@@ -122,9 +128,10 @@ class Checkpointer:
         rank: int,
         world_size: int,
         ema: WeightAverage | None = None,
+        schedule: LRSchedule | None = None,
     ) -> None:
         self.cfg, self.skeleton, self.model, self.optimizer, self.scaler = cfg, skeleton, model, optimizer, scaler
-        self.rank, self.world_size, self.ema = rank, world_size, ema
+        self.rank, self.world_size, self.ema, self.schedule = rank, world_size, ema, schedule
         self.out_dir = Path(cfg.train.out_dir)
         self.last_saved_step: int | None = None  # the global step out_dir/last.pt holds (None: none of this run yet)
 
@@ -156,6 +163,7 @@ class Checkpointer:
                 rngs,
                 self.scaler.state_dict() if self.scaler.is_enabled() else {},
                 in_sync,
+                schedule=self.schedule.state_dict() if self.schedule is not None else {},
             )
             ckpt = self._checkpoint(name, state)
             try:
@@ -186,7 +194,8 @@ class Checkpointer:
     def restore(self, position: TrainingPosition, steps_per_epoch: int) -> Path | None:
         """Resume from ``train.resume`` (the file every rank agrees on; None: a fresh start): check that it fits this
         run, load the weights (strictly), the optimiser and scaler states, ``position`` and (same world size) this
-        rank's RNG states. Returns the file resumed from."""
+        rank's RNG states; the learning-rate plan into ``schedule`` (a changed train.epochs re-plans the cosine). What
+        the resume changes in the recipe is logged, named. Returns the file resumed from."""
         path = agreed_resume_path(self.cfg.train.resume, self.out_dir)
         if path is None:
             if self.rank == 0 and self.cfg.train.resume == "auto":
@@ -196,6 +205,7 @@ class Checkpointer:
             return None
         ckpt = Checkpoint.load(path)
         check_same_model(ckpt, self.cfg)
+        saved_cfg = ckpt.run_config()
         state = TrainState.of(ckpt)
         if state is None:
             raise CheckpointError(
@@ -210,12 +220,7 @@ class Checkpointer:
             fix=f"resume with the same data.skeleton, or start a new "
             f"run (train.out_dir) with train.init_weights={path}",
         )
-        try:
-            self.optimizer.load_state_dict(state.optimizer)
-        except (ValueError, KeyError) as e:
-            raise CheckpointError(
-                f"optimizer state in {path} does not fit this run ({e}); same train.freeze?", file=path, key="optimizer"
-            ) from None
+        self._restore_optimizer(state, path, saved_cfg)
         if state.scaler:
             self.scaler.load_state_dict(state.scaler)
         self._restore_average(state, path)
@@ -230,6 +235,7 @@ class Checkpointer:
             position.step = min(steps_per_epoch, position.step * state.world_size // self.world_size)
         if state.rng and state.world_size == self.world_size:
             set_rng_state(state.rng[self.rank])
+        changes = self._restore_schedule(state, saved_cfg, position, steps_per_epoch)
         if self.rank == 0:
             if not state.ranks_in_sync:
                 log.warning("%s was written while the processes' weights differed; it holds rank 0's", path)
@@ -241,7 +247,55 @@ class Checkpointer:
                 position.global_step,
                 f" (written by code {ckpt.code_version})" if ckpt.code_version else "",
             )
+            for line in changes:
+                log.info(line)
         return path
+
+    def _restore_optimizer(self, state: TrainState, path: Path, saved_cfg: Config | None) -> None:
+        """The saved optimiser state (moments, step counts) under this run's settings (decay, momentum: the config's);
+        none when train.optimizer changed (named on the resume's recipe line)."""
+        t = self.cfg.train
+        if saved_cfg is not None and saved_cfg.train.optimizer != t.optimizer:
+            return
+        try:
+            load_optimizer_state(self.optimizer, state.optimizer)
+        except (ValueError, KeyError) as e:
+            if saved_cfg is None:
+                cause = f"resume with the train.optimizer and train.freeze it was trained with (now {t.optimizer}, "
+                cause += f"{t.freeze})"
+            elif saved_cfg.train.freeze != t.freeze:
+                cause = f"train.freeze changed ({saved_cfg.train.freeze} -> {t.freeze}): resume with the same"
+            else:
+                cause = "it was saved for other trainable parameters"
+            raise CheckpointError(
+                f"the {t.optimizer} state in {path} does not fit this run's trainable parameters ({e}); {cause}, or "
+                f"start a new run from its weights (train.init_weights={path}, another train.out_dir)",
+                file=path,
+                key="optimizer",
+            ) from None
+
+    def _restore_schedule(
+        self, state: TrainState, saved_cfg: Config | None, position: TrainingPosition, steps_per_epoch: int
+    ) -> list[str]:
+        """The saved run's learning-rate plan continued in ``schedule`` (re-planned when train.epochs changed), and
+        the lines naming what the resume changes: the recipe's settings, the rate there, the cosine's plan."""
+        if saved_cfg is None:
+            return []
+        saved = LRSchedule.from_config(saved_cfg.train, steps_per_epoch, state.world_size)
+        plan = state.schedule or saved.state_dict()
+        saved.resume(plan, position.epoch, position.step)
+        replanned = self.schedule.resume(plan, position.epoch, position.step) if self.schedule is not None else None
+        changes = recipe_changes(saved_cfg.train, self.cfg.train, state.world_size, self.world_size)
+        lines = [replanned] if replanned else []
+        if changes:
+            rate = ""
+            if self.schedule is not None:
+                before, now = (s.lr(position.epoch, position.step) for s in (saved, self.schedule))
+                if not math.isclose(before, now, rel_tol=1e-9):
+                    rate = f"; the learning rate at global step {position.global_step:,}: {before:.3g} before, "
+                    rate += f"{now:.3g} now"
+            lines.insert(0, f"this resume changes the recipe: {'; '.join(changes)}{rate}")
+        return lines
 
     def _restore_average(self, state: TrainState, path: Path) -> None:
         """The weight average as saved; a checkpoint without one (train.ema newly on) starts it at the weights."""

@@ -38,17 +38,40 @@ def batchnorm_eval(model: nn.Module) -> None:
             m.eval()
 
 
+# train.weight_decay=null: SGD the original's, Adam torch's (none), AdamW that of today's pose recipes
+# (docs/training.md#weight-decay)
+DEFAULT_WEIGHT_DECAY = {"sgd": 5e-4, "adam": 0.0, "adamw": 0.05}
+
+
+def weight_decay_of(cfg: TrainConfig) -> float:
+    """The weight decay the optimiser applies: ``train.weight_decay``, or the optimiser's default when it is null."""
+    return DEFAULT_WEIGHT_DECAY[cfg.optimizer] if cfg.weight_decay is None else cfg.weight_decay
+
+
+def describe_optimizer(cfg: TrainConfig) -> str:
+    """The optimiser and its decay in words, e.g. ``adamw (weight decay 0.05: adamw's default; none on biases and
+    norm weights)``."""
+    decay = weight_decay_of(cfg)
+    source = f"{cfg.optimizer}'s default" if cfg.weight_decay is None else "train.weight_decay"
+    words = (f"weight decay {decay:g}" if decay else "no weight decay") + f": {source}"
+    if decay and cfg.optimizer == "adamw":
+        words += "; none on biases and norm weights"
+    momentum = f"momentum {cfg.momentum:g}, " if cfg.optimizer == "sgd" else ""
+    return f"{cfg.optimizer} ({momentum}{words})"
+
+
 def build_optimizer(params: list[nn.Parameter], cfg: TrainConfig, fused: bool = False) -> torch.optim.Optimizer:
     """SGD, Adam or AdamW; ``fused``: one kernel per parameter group and dtype (ask ``fused_supported`` first).
 
     SGD and Adam decay every parameter, as the original did; AdamW decays the weights of convolutions and linear
-    layers only: ``decay_groups``."""
+    layers only: ``decay_groups``. The decay is ``weight_decay_of(cfg)``."""
     extra = {"fused": True} if fused else {}
+    decay = weight_decay_of(cfg)
     if cfg.optimizer == "adamw":
-        return torch.optim.AdamW(decay_groups(params, cfg.weight_decay), lr=cfg.lr, **extra)
+        return torch.optim.AdamW(decay_groups(params, decay), lr=cfg.lr, **extra)
     if cfg.optimizer == "adam":
-        return torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay, **extra)
-    opt = torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay, **extra)
+        return torch.optim.Adam(params, lr=cfg.lr, weight_decay=decay, **extra)
+    opt = torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=decay, **extra)
     if fused and cfg.momentum:
         # fused SGD fills the momentum buffers with empty_like on its first step: a first step skipped on the
         # device (found_inf) would leave them uninitialised. Zeros give the same first update (buf = grad).
@@ -81,3 +104,14 @@ def fused_supported(optimizer: str, device: torch.device, dtype: torch.dtype = t
         return bool((p.detach() == 0).all())  # skipped, as asked
     except (RuntimeError, TypeError, ValueError, NotImplementedError):
         return False
+
+
+def load_optimizer_state(optimizer: torch.optim.Optimizer, state: dict) -> None:
+    """A saved optimiser state into ``optimizer``: its per-parameter state (moments, step counts) only; every group
+    setting (learning rate, weight decay, momentum, betas, fused, ...) stays ``optimizer``'s, the run's config, as
+    ``load_state_dict`` alone would overwrite them with the saved run's. ValueError or KeyError when it does not fit
+    (other parameter groups or sizes)."""
+    settings = [{k: v for k, v in group.items() if k != "params"} for group in optimizer.param_groups]
+    optimizer.load_state_dict(state)
+    for group, own in zip(optimizer.param_groups, settings):
+        group.update(own)

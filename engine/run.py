@@ -34,6 +34,7 @@ from simplepose.engine.hook_base import Hook
 from simplepose.engine.launch import DataParallelBalanced, Distributed, Launcher, SingleDevice
 from simplepose.engine.run_folder import continues_folder, launch_owns, undone_if_start_fails
 from simplepose.engine.trainer import Trainer, training_data
+from simplepose.engine.validation import validation_sets
 from simplepose.evaluate.prediction_sheet import draw_predictions
 from simplepose.utils import distributed as du
 from simplepose.utils.commands import command, commands_here
@@ -223,10 +224,11 @@ def finished_message(cfg: Config, path: str, epochs: int, global_step: int, comm
     """What a resume of a finished run says instead of training: what the checkpoint holds, that nothing changed,
     and the command that trains further (the same, with a higher ``train.epochs``)."""
     more = with_settings(command, {"train.epochs": str(epochs + 1)})
+    floor = "; its cosine schedule has ended and trains on at its floor" if cfg.train.lr_schedule == "cosine" else ""
     return (
         f"{path} holds a finished run: {counted(epochs, 'epoch')} done of train.epochs={cfg.train.epochs} (global step "
         f"{global_step}); nothing was trained and no file was changed. To train further, raise train.epochs (above "
-        f"{epochs}), e.g.: {more}"
+        f"{epochs}{floor}), e.g.: {more}"
     )
 
 
@@ -257,13 +259,30 @@ def _quiet_disk_errors_in_threads(args: threading.ExceptHookArgs) -> None:
     threading.__excepthook__(args)
 
 
+def validation_lines(cfg: Config, result: dict) -> list[str]:
+    """The last validation's COCO figures in the closing summary, only those measured: the AP of data.val_images
+    (with its AP50 and AR), or else the mean of the sources' APs, named as such; then each source's own."""
+    sets = validation_sets(cfg.data)
+    sources = [name for name, _, _ in sets if name and f"{name}/AP" in result]
+    lines = []
+    if "AP" in result and any(not name for name, _, _ in sets):
+        lines.append(f"validation {figures(result)}" + (" on data.val_images" if sources else ""))
+    elif "AP" in result and sources:
+        lines.append(f"validation AP {result['AP']:.3f}: the mean of the {len(sources)} sources' AP")
+    lines += [f"  source {name}: {figures(result, name + '/')}" for name in sources]
+    return lines
+
+
+def figures(result: dict, prefix: str = "") -> str:
+    """``AP 0.212 (AP50 0.540, AR 0.300)`` of the figures named ``prefix + 'AP'``, ...: those measured only."""
+    more = [f"{k} {result[prefix + k]:.3f}" for k in ("AP50", "AR") if prefix + k in result]
+    return f"AP {result[prefix + 'AP']:.3f}" + (f" ({', '.join(more)})" if more else "")
+
+
 def report(cfg: Config, result: dict, seconds: float, quickstart: bool) -> None:
     out = Path(cfg.train.out_dir)
     curves = plot_run(out)
-    lines = [f"done in {seconds / 60:.1f} min"]
-    if "AP" in result:
-        ap, ap50, ar = result["AP"], result.get("AP50", 0.0), result.get("AR", 0.0)
-        lines.append(f"validation AP {ap:.3f} (AP50 {ap50:.3f}, AR {ar:.3f})")
+    lines = [f"done in {seconds / 60:.1f} min", *validation_lines(cfg, result)]
     lines += [
         f"checkpoints: {out / 'last.pt'}" + (f", {out / 'best.pt'}" if (out / "best.pt").is_file() else ""),
         f"metrics:     {out / 'metrics.jsonl'}",

@@ -37,6 +37,7 @@ from simplepose.engine.logger import MetricsLogger, check_tensorboard
 from simplepose.engine.optim import apply_freeze, batchnorm_eval, build_optimizer, fused_supported
 from simplepose.engine.position import TrainingPosition
 from simplepose.engine.process_setup import configure_cpu_threads, seed_everything
+from simplepose.engine.recipe import recipe_line
 from simplepose.engine.run_folder import claim_run_folder
 from simplepose.engine.schedule import LRSchedule
 from simplepose.engine.validation import Validator
@@ -106,8 +107,8 @@ class Trainer:
 
         self.position = TrainingPosition()
         self.checkpointer = Checkpointer(
-            cfg, self.skeleton, self.model, self.optimizer, self.scaler, self.rank, self.world_size, self.ema
-        )
+            cfg, self.skeleton, self.model, self.optimizer, self.scaler, self.rank, self.world_size, self.ema,
+            self.schedule)  # fmt: skip
         if self.is_main:
             remove_stale_temporaries(self.out_dir)  # left by a process killed while writing a checkpoint
         self.checkpointer.restore(self.position, self.steps_per_epoch)
@@ -121,6 +122,7 @@ class Trainer:
                 f"steps/epoch, {sum(p.numel() for p in self.params):,} trainable "
                 f"parameters" + (f" ({len(self.frozen)} tensors frozen)" if self.frozen else "")
             )
+            log.info(recipe_line(t, self.schedule, self.world_size, self.position.global_step))
 
     @property
     def steps_per_epoch(self) -> int:

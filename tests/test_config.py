@@ -28,7 +28,8 @@ def test_paper_preset_holds_the_original_values():
     assert (cfg.model.stacks, cfg.model.inp_dim, cfg.model.increase) == (4, 256, 128)
     assert cfg.loss.scale_weights == [0.1, 0.2, 0.4, 1.6, 6.4]
     assert (cfg.targets.sigma, cfg.targets.limb_sigma, cfg.targets.limb_margin) == (9, 7, 4)
-    assert (cfg.train.batch_size, cfg.train.lr, cfg.train.weight_decay) == (4, 2.5e-5, 5e-4)
+    assert (cfg.train.batch_size, cfg.train.lr, cfg.train.optimizer) == (4, 2.5e-5, "sgd")
+    assert cfg.train.weight_decay is None  # SGD's default, the original's 5e-4 (tests/test_engine_resume_recipe.py)
     assert cfg.eval.scales == [0.5, 1.0, 1.5, 2.0, 3.0]
 
 
