@@ -144,7 +144,8 @@ def test_without_syncbn_every_process_ends_each_step_with_the_same_statistics_an
     from tests.harness.plain_batchnorm_ranks import run_rank
 
     start = time.perf_counter()
-    torch.multiprocessing.spawn(run_rank, args=(2, str(tmp_path)), nprocs=2)
+    # forked: the children start with this process's modules imported (each sets one thread before any torch work)
+    torch.multiprocessing.start_processes(run_rank, args=(2, str(tmp_path)), nprocs=2, start_method="fork")
     print(f"2 processes: {time.perf_counter() - start:.1f} s wall")
     ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in range(2)]
     assert all(not r["in_sync_before"] and r["in_sync_after"] for r in ranks)

@@ -1,7 +1,7 @@
 """Two processes (gloo, CPU) train a small BatchNorm network under DDP without SyncBN, each on batches of its own,
 with a weight average; each saves what it held, for tests/test_distributed.py to compare.
 
-    torch.multiprocessing.spawn(run_rank, args=(2, str(out_dir)), nprocs=2)
+    torch.multiprocessing.start_processes(run_rank, args=(2, str(out_dir)), nprocs=2, start_method="fork")
 
 Per rank, ``out_dir/rank{r}.pt``: ``before`` (its BatchNorm running statistics after its last forward pass, before
 they were averaged), ``model`` and ``average`` (the state dicts after the last step), ``in_sync_before`` /
