@@ -27,7 +27,7 @@ from simplepose.config.config_file import load_config
 from simplepose.data.quickstart_data import prepare_synthetic_data
 from simplepose.engine.run import QUICKSTART_PRESET
 from simplepose.utils.errors import cli_main
-from simplepose.utils.paths import REPO_ROOT
+from tests.paths import REPO_ROOT
 
 DEFAULT_SETTINGS = [
     "threads=default",  # what train.py picks by itself: cores - workers threads, GOMP_SPINCOUNT=1000 (utils/openmp.py)

@@ -56,16 +56,17 @@ from simplepose.data.image_files import image_path, read_image
 from simplepose.evaluate.estimator import PoseEstimator
 from simplepose.evaluate.inference.checkpoint_model import load_model
 from simplepose.evaluate.inference.map_source import InputBatch, MapSource
-from simplepose.evaluate.inference.multiscale import multiscale_maps
+from simplepose.evaluate.inference.multiscale import multiscale_maps_batch
 from simplepose.evaluate.inference.oracle import annotation_oracle
-from simplepose.evaluate.metrics.annotations import load_coco
+from simplepose.evaluate.inference.plan import InferencePlan
+from simplepose.evaluate.metrics.annotations import load_ground_truth
 from simplepose.evaluate.metrics.coco_results import coco_results
 from simplepose.evaluate.metrics.keypoint_stats import coco_keypoint_stats
-from simplepose.models.weights import unwrap
+from simplepose.models.weights import carried_skeleton
 from simplepose.utils.distributed import select_device
 from simplepose.utils.errors import UserError, cli_main
-from simplepose.utils.paths import inputs_or_sample
 from simplepose.utils.progress_bar import progress_bar
+from tests.paths import inputs_or_sample
 
 _EVAL_DEFAULTS = EvalConfig()
 _EVAL_TYPES = typing.get_type_hints(EvalConfig)
@@ -202,13 +203,16 @@ def decode_source(
     """Every candidate's people on every image of ``source``, in ``source.image_ids`` order."""
     people: dict[Candidate, list[list[Person]]] = {c: [] for c in candidates}
     heights = sorted({c.decode_height for c in candidates}, reverse=True)
+    plans = {
+        h: InferencePlan.of(source.skeleton, dataclasses.replace(source.cfg.eval, decode_height=h)) for h in heights
+    }
     for image_id in progress_bar(source.image_ids, desc=source.name, unit="img", disable=not progress):
         image = read_image(image_path(source.images_dir, source.coco.imgs[image_id], "the annotation file"))
         maps_source = cached(source.source_for(image_id, image.shape[:2]))
         for height in heights:
-            grid_cfg = dataclasses.replace(source.cfg.eval, decode_height=height)
-            maps, scale = multiscale_maps(image, grid_cfg, maps_source, source.device, skeleton=source.skeleton,
-                                          key=image_id)  # fmt: skip
+            ((maps, scale),) = multiscale_maps_batch(
+                [image], plans[height], maps_source, source.device, keys=[image_id]
+            )
             for c in candidates:
                 if c.decode_height == height:
                     people[c].append(decode_people(maps, c.apply(source.cfg.eval), scale, skeleton=source.skeleton))
@@ -234,8 +238,8 @@ def oracle_sources(args: argparse.Namespace, cfg: Config, device: torch.device) 
     """(a) and (c) on the real COCO sample (or --images / --annotations)."""
     images, annotations = inputs_or_sample(args.images, args.annotations)
     skeleton = skeleton_of(cfg)
-    coco = load_coco(annotations, skeleton)
-    ids = sorted(coco.getImgIds())[: args.limit or None]
+    gt = load_ground_truth(annotations, skeleton, cfg.eval)  # eval.skip_bad: bad images left out
+    coco, ids = gt.coco, sorted(gt.images)[: args.limit or None]
     sigma, d = cfg.targets.sigma, Degradation()
 
     truth = annotation_oracle(coco, cfg.targets, skeleton)
@@ -260,9 +264,9 @@ def model_source(args: argparse.Namespace, device: torch.device) -> Source:
     if not annotations.is_file():
         raise UserError(f"{annotations} not found: give --val-dir, the folder the quick start made (python -m "
                         "data.synthetic --out DIR makes one)")  # fmt: skip
-    skeleton = unwrap(model).skeleton
-    coco = load_coco(annotations, skeleton)
-    ids = sorted(coco.getImgIds())[: args.limit or None]
+    skeleton = carried_skeleton(model)
+    gt = load_ground_truth(annotations, skeleton, cfg.eval)
+    coco, ids = gt.coco, sorted(gt.images)[: args.limit or None]
     network = PoseEstimator.from_model(model, cfg.eval, device).source  # the API's network, maps cached here
     return Source("(b) model", coco, ids, val_dir / "images", cfg, lambda image_id, hw: network, device, skeleton)
 

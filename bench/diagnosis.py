@@ -27,7 +27,7 @@ from simplepose.config.config_file import load_config
 from simplepose.evaluate.evaluation import score_results
 from simplepose.evaluate.metrics.diagnosis import diagnose
 from simplepose.utils.errors import cli_main
-from simplepose.utils.paths import REPO_ROOT
+from tests.paths import REPO_ROOT
 
 SHIPPED_SAMPLE = REPO_ROOT / "tests" / "coco_sample" / "annotations" / "person_keypoints_sample.json"
 

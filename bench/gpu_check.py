@@ -9,7 +9,7 @@ Sections; one that fails prints its error and the others still run (the exit sta
          evaluation GPU vs CPU, torchrun + SyncBN, loader workers with pinned memory;
   train  samples/s of the trainer's own step (Trainer.train_step) of the paper preset at 512 in bf16,
          channels_last, eager and compiled (train.compile), at batch 4 and 16 (halved until it fits); peak memory;
-         model FLOPs utilisation; host syncs per step between logs (utils.host_syncs); the compile time; a profiler
+         model FLOPs utilisation; host syncs per step between logs (tests.host_syncs); the compile time; a profiler
          table of the top kernels of a compiled step. One batch of the sample, reused: the data is timed apart;
   data   samples/s of the training DataLoader with 1, 2, 4, 8 ... workers on the real COCO sample at 512, set
          beside the training rate: how many workers keep one GPU fed;
@@ -50,7 +50,7 @@ from simplepose.evaluate.estimator import PoseEstimator, Timing
 from simplepose.models import build_model
 from simplepose.models.summary import macs_and_shapes
 from simplepose.utils.errors import UserError, cli_main
-from simplepose.utils.paths import COCO_SAMPLE_ANNOTATIONS, PAPER_PRESET, REPO_ROOT, coco_sample_dir
+from tests.paths import COCO_SAMPLE_ANNOTATIONS, PAPER_PRESET, REPO_ROOT, coco_sample_dir
 
 SECTIONS = ("tests", "train", "data", "eval")
 # Dense (no sparsity) bf16/fp16 tensor-core peak at boost clock, TFLOP/s, from NVIDIA's datasheets; the first
@@ -200,10 +200,10 @@ def training_file(rig: Rig, tmp: Path) -> Path:
 def trainer_step_rate(rig: Rig, h5: Path, batch: int, compiled: bool, out: Path) -> dict:
     """Samples/s of ``Trainer.train_step`` (engine/trainer.py: the real step, with its fused optimiser, device-side
     skip and, when ``compiled``, the compiled model + loss) of the paper preset in bf16 at ``batch``; the host
-    syncs of a step between logs (utils.host_syncs) and the compile time."""
+    syncs of a step between logs (tests.host_syncs) and the compile time."""
     import simplepose.engine.compile as ec
     from simplepose.engine.trainer import Trainer
-    from simplepose.utils.host_syncs import HostSyncCounter
+    from tests.host_syncs import HostSyncCounter
 
     ec.BACKEND = rig.compile_backend
     cfg = load_config(PAPER_PRESET, [f"data.input_size={rig.input_size}", f"train.batch_size={batch}",

@@ -31,17 +31,18 @@ from simplepose.evaluate.inference.map_source import ImageMeta, InputBatch
 from simplepose.evaluate.inference.multiscale import fuse_flip, make_batch, prepare_input, resize_to_grid
 from simplepose.evaluate.inference.oracle import annotation_oracle
 from simplepose.evaluate.inference.plan import decode_grid, scale_factors
-from simplepose.evaluate.metrics.annotations import load_coco
+from simplepose.evaluate.metrics.annotations import load_ground_truth
 from simplepose.utils.errors import cli_main
-from simplepose.utils.paths import inputs_or_sample
+from tests.paths import inputs_or_sample
 
 
 def network_outputs(images_dir: Path, annotations: Path, cfg, skeleton: Skeleton, limit: int = 0):
     """Per image: (network-shaped output (2 or 1, C, h, w), resized size, grid size, image size)."""
-    coco = load_coco(annotations, skeleton)
+    truth = load_ground_truth(annotations, skeleton, cfg.eval)  # eval.skip_bad: bad images left out
+    coco = truth.coco
     oracle = annotation_oracle(coco, cfg.targets, skeleton)
     items = []
-    for image_id in sorted(coco.getImgIds())[: limit or None]:
+    for image_id in sorted(truth.images)[: limit or None]:
         image = read_image(images_dir / coco.imgs[image_id]["file_name"])
         h, w = image.shape[:2]
         m = scale_factors(h, w, dataclasses.replace(cfg.eval, scales=[1.0]))[0]

@@ -45,9 +45,10 @@ from simplepose.config.config_file import add_config_arguments, config_from_args
 from simplepose.config.schema import EvalConfig
 from simplepose.config.skeleton import Skeleton
 from simplepose.config.skeleton_file import skeleton_of
-from simplepose.evaluate.inference.multiscale import multiscale_maps
+from simplepose.evaluate.inference.multiscale import multiscale_maps_batch
 from simplepose.evaluate.inference.oracle import annotation_oracle
-from simplepose.evaluate.metrics.annotations import load_coco
+from simplepose.evaluate.inference.plan import InferencePlan
+from simplepose.evaluate.metrics.annotations import load_ground_truth
 from simplepose.evaluate.metrics.coco_results import coco_results
 from simplepose.evaluate.metrics.diagnosis import diagnose
 from simplepose.evaluate.metrics.keypoint_stats import keypoint_stats
@@ -122,23 +123,23 @@ class Row:
     images_per_s: float
 
 
-def oracle_maps(coco, image_id: int, cfg, skeleton: Skeleton, heights: list[int]) -> dict[int, tuple]:
-    """{decode height: (maps, scale)} of one image's oracle, on a blank picture of its size."""
+def oracle_maps(coco, image_id: int, cfg, skeleton: Skeleton, plans: dict[int, InferencePlan]) -> dict[int, tuple]:
+    """{decode height: (maps, scale)} of one image's oracle, on a blank picture of its size, under each height's
+    plan (``plans``: made once per run)."""
     info = coco.imgs[image_id]
     blank = np.zeros((int(info["height"]), int(info["width"]), 3), np.uint8)
     oracle = cached(annotation_oracle(coco, cfg.targets, skeleton))
-    out = {}
-    for height in heights:
-        grid_cfg = dataclasses.replace(cfg.eval, decode_height=height)
-        out[height] = multiscale_maps(blank, grid_cfg, oracle, torch.device("cpu"), skeleton=skeleton, key=image_id)
-    return out
+    cpu = torch.device("cpu")
+    return {h: multiscale_maps_batch([blank], plan, oracle, cpu, keys=[image_id])[0] for h, plan in plans.items()}
 
 
 def decode_all(coco, ids: list[int], cfg, skeleton: Skeleton, decoders: list[str], progress: bool, jobs: int = 1):
     """{decoder: [people of each image]} and {decoder: seconds spent decoding}."""
     global _WORK
     configs = {d: decoder_config(cfg.eval, d) for d in decoders}
-    _WORK = (coco, cfg, skeleton, configs)
+    heights = dict.fromkeys(c.decode_height for c in configs.values())
+    plans = {h: InferencePlan.of(skeleton, dataclasses.replace(cfg.eval, decode_height=h)) for h in heights}
+    _WORK = (coco, cfg, skeleton, configs, plans)
     people: dict[str, list[list[Person]]] = {d: [] for d in decoders}
     seconds = dict.fromkeys(decoders, 0.0)
     with multiprocessing.get_context("fork").Pool(jobs) if jobs > 1 else contextlib.nullcontext() as pool:
@@ -150,14 +151,13 @@ def decode_all(coco, ids: list[int], cfg, skeleton: Skeleton, decoders: list[str
     return people, seconds
 
 
-_WORK = None  # (coco, cfg, skeleton, {decoder: EvalConfig}) of decode_all, read by its worker processes
+_WORK = None  # (coco, cfg, skeleton, {decoder: EvalConfig}, {height: plan}) of decode_all, read by its workers
 
 
 def _decode_one(image_id: int) -> dict[str, tuple[list[Person], float]]:
-    coco, cfg, skeleton, configs = _WORK
+    coco, cfg, skeleton, configs, plans = _WORK
     torch.set_num_threads(1)
-    heights = list(dict.fromkeys(c.decode_height for c in configs.values()))
-    maps = oracle_maps(coco, image_id, cfg, skeleton, heights)
+    maps = oracle_maps(coco, image_id, cfg, skeleton, plans)
     out = {}
     for d, c in configs.items():
         m, scale = maps[c.decode_height]
@@ -220,9 +220,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def report(args: argparse.Namespace, cfg, skeleton: Skeleton) -> None:
     """Decode, score and print the table (and write --json)."""
-    coco = load_coco(args.annotations, skeleton)
+    truth = load_ground_truth(args.annotations, skeleton, cfg.eval)  # eval.skip_bad: bad images left out
+    coco = truth.coco
     subsets = {name: subset_ids(coco, name) for name in args.subsets}
-    union = sorted(set().union(*subsets.values()))[: args.limit or None]
+    union = sorted(set().union(*subsets.values()) & set(truth.images))[: args.limit or None]
     kept = set(union)
     subsets = {name: [i for i in ids if i in kept] for name, ids in subsets.items()}
     people, seconds = decode_all(coco, union, cfg, skeleton, args.decoders, args.progress, args.jobs)

@@ -26,7 +26,7 @@ from simplepose.data.conversion import Source, convert
 from simplepose.data.dataset import SimplePoseDataset
 from simplepose.data.synthetic_images import generate
 from simplepose.utils.errors import cli_main
-from simplepose.utils.paths import TINY_PRESET
+from tests.paths import TINY_PRESET
 
 
 def as_png(root: Path, out: Path) -> Path:

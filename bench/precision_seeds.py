@@ -23,7 +23,7 @@ from simplepose.config.config_file import load_config
 from simplepose.engine.run import QUICKSTART_PRESET
 from simplepose.evaluate.metrics.diagnosis import ERROR_TYPES, diagnose
 from simplepose.utils.errors import cli_main
-from simplepose.utils.paths import REPO_ROOT
+from tests.paths import REPO_ROOT
 
 NAMES = {"off": "float32", "bf16": "bf16", "fp16": "fp16"}
 

@@ -16,7 +16,7 @@ from simplepose.config.config_file import load_config
 from simplepose.data.quickstart_data import prepare_synthetic_data
 from simplepose.engine.run import QUICKSTART_PRESET
 from simplepose.utils.errors import UserError
-from simplepose.utils.paths import REPO_ROOT
+from tests.paths import REPO_ROOT
 
 
 def prepare_data(overrides: list[str]) -> None:

@@ -51,7 +51,7 @@ from simplepose.config.config_file import load_config
 from simplepose.data.conversion import Source, convert
 from simplepose.data.dataset import SimplePoseDataset
 from simplepose.utils.errors import UserError, cli_main
-from simplepose.utils.paths import COCO_SAMPLE_ANNOTATIONS, REPO_ROOT, coco_sample_dir
+from tests.paths import COCO_SAMPLE_ANNOTATIONS, REPO_ROOT, coco_sample_dir
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -31,7 +31,7 @@ from simplepose.data.sources import source_names
 from simplepose.engine.run import QUICKSTART_PRESET
 from simplepose.utils.errors import cli_main
 from simplepose.utils.io import atomic_write_text
-from simplepose.utils.paths import REPO_ROOT
+from tests.paths import REPO_ROOT
 
 SKELETONS = ("coco", "crowdpose")
 

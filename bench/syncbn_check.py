@@ -22,7 +22,7 @@ from simplepose.config.config_file import add_config_arguments, config_from_args
 from simplepose.engine.launch import sync_batchnorm
 from simplepose.utils import distributed as du
 from simplepose.utils.errors import UserError, cli_main
-from simplepose.utils.paths import TINY_PRESET
+from tests.paths import TINY_PRESET
 
 TOLERANCE = 1e-4
 

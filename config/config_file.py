@@ -57,7 +57,7 @@ def all_keys(cls: type = Config, prefix: str = "") -> list[str]:
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         t = hints[f.name]
-        if dataclasses.is_dataclass(t):
+        if isinstance(t, type) and dataclasses.is_dataclass(t):
             keys += all_keys(t, f"{prefix}{f.name}.")
         else:
             keys.append(prefix + f.name)
@@ -407,7 +407,8 @@ def check_track(track: TrackConfig) -> None:
     check_ranges(track, "track")
 
 
-def to_dict(cfg: Config) -> dict:
+def to_dict(cfg: Any) -> dict:
+    """A config, or one of its sections (``cfg.model``), as nested plain dicts."""
     return dataclasses.asdict(cfg)
 
 
@@ -434,7 +435,7 @@ def add_config_arguments(parser: argparse.ArgumentParser, default: str | None = 
             raise ConfigError("; ".join(text for _, text in hints), key=hints[0][0])
         return parsed, extras
 
-    parser.parse_known_args = known_args_or_settings
+    parser.parse_known_args = known_args_or_settings  # type: ignore[method-assign]  # this parser's, wrapped
 
 
 def setting_for_option(words: list[str], option: str) -> tuple[str, str] | None:

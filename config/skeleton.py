@@ -138,7 +138,7 @@ class Skeleton:
     @cached_property
     def colors_bgr(self) -> tuple[tuple[int, int, int], ...]:
         """One BGR colour per limb (the ``colors`` list cycled, or the hue circle in limb order)."""
-        if self.colors == HUE_CIRCLE:
+        if isinstance(self.colors, str):  # HUE_CIRCLE, the one word the definition allows
             n = self.num_limbs
             return tuple(
                 (int(255 * b), int(255 * g), int(255 * r))
@@ -229,10 +229,11 @@ def _frozen(a: np.ndarray) -> np.ndarray:
     return a
 
 
-def _mirrored_limbs(limbs, keypoint_flip) -> list[int | None]:
-    """For each limb, the index of the limb joining its ends' mirrors (None when there is none)."""
+def _mirrored_limbs(limbs, keypoint_flip) -> list[int]:
+    """For each limb, the index of the limb joining its ends' mirrors (a skeleton's definition has one for every
+    limb: config.skeleton_definition checks it)."""
     index = {frozenset(limb): i for i, limb in enumerate(limbs)}
-    return [index.get(frozenset((keypoint_flip[a], keypoint_flip[b]))) for a, b in limbs]
+    return [index[frozenset((keypoint_flip[a], keypoint_flip[b]))] for a, b in limbs]
 
 
 class SkeletonFileError(UserError):

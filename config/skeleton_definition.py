@@ -274,7 +274,7 @@ class _Parser:
             raise self.fail(f"'draw' must be a mapping of {', '.join(_DRAW_KEYS)}, got {value!r}", "fix it", key="draw")
         index = {frozenset(limb): i for i, limb in enumerate(limbs)}
         every = sorted({n for limb in limbs for n in limb})
-        drawn = range(len(limbs))
+        drawn = list(range(len(limbs)))
         if "sample_limbs" in value:
             drawn = []
             for i, pair in enumerate(self.pairs(value["sample_limbs"], "draw.sample_limbs", tuple(every), "keypoints")):

@@ -282,7 +282,7 @@ def keypoint_category(data: dict, skeleton: Skeleton, path: Path | str) -> int:
         return PERSON_CATEGORY
     if len(listed) == 1:
         return listed[0].get("id", PERSON_CATEGORY)
-    fitting = [c.get("id") for c in listed if len(c["keypoints"]) == skeleton.num_dataset_keypoints]
+    fitting = [c.get("id", PERSON_CATEGORY) for c in listed if len(c["keypoints"]) == skeleton.num_dataset_keypoints]
     if len(fitting) == 1 or PERSON_CATEGORY in fitting:
         return fitting[0] if len(fitting) == 1 else PERSON_CATEGORY
     raise AnnotationError(

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 from simplepose.config.skeleton_check import NAME_MATCHES
+from simplepose.data.command_options import add_annotation_file_options
 from simplepose.data.conversion import MAX_AUTO_WORKERS, POOL_FROM, VAL_HOLDOUT, Source, convert
 from simplepose.data.image_files import MAX_SKIPPED_SHARE
 from simplepose.utils.commands import command
@@ -37,8 +38,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         help="folder of the image files (e.g. coco/train2017; JPEG, PNG, BMP, WebP: any format OpenCV reads)",
     )
-    p.add_argument("--annotations", required=True, type=Path, help="COCO person_keypoints_*.json")
-    p.add_argument("--out", required=True, type=Path, help="HDF5 file to write (an existing one: with --overwrite)")
+    add_annotation_file_options(
+        p,
+        skeleton="the keypoint set of the annotations (train with the same data.skeleton)",
+        out="HDF5 file to write (an existing one: with --overwrite)",
+        skeleton_default="coco",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     p.add_argument(
         "--input-size",
@@ -70,12 +75,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--main-person-bbox-bug",
         action="store_true",
         help="reproduce the original's main-person spacing bug (uses the last annotation's bbox)",
-    )
-    p.add_argument(
-        "--skeleton",
-        default="coco",
-        help="the keypoint set of the annotations: a name in config/skeletons/ (coco) or a skeleton YAML file; "
-        "train with the same data.skeleton",
     )
     p.add_argument(
         "--keypoint-names",

@@ -213,6 +213,7 @@ def convert(
             if problem is not None:
                 bad_images[p.source].report(p.path, p.img["id"], problem)
                 continue
+            assert data is not None and size is not None  # read_checked gives both when nothing is wrong
             img = {**p.img, "width": size[0], "height": size[1]}
             _add_image(cols, img, p.anns, p.mains, data, masks, num_keypoints, p.box_regions)
             counts["images"] += 1
@@ -269,6 +270,7 @@ def _prepare(job: tuple[Path, dict, list[dict]]) -> tuple[bytes | None, tuple[in
     data, size, problem = read_checked(path, img)
     if problem is not None:
         return None, None, problem, ()
+    assert size is not None  # read_checked gives it when nothing is wrong
     mask_miss, mask_all = image_masks(anns, size[1], size[0])
     runs = encode_mask_runs(mask_code(mask_miss, mask_all))
     return data, size, None, (runs, bool((mask_miss == 0).any()), bool(mask_all.any()))

@@ -25,7 +25,7 @@ import contextlib
 import functools
 import io
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,7 +44,7 @@ _JPEG_START, _JPEG_END = b"\xff\xd8", b"\xff\xd9"
 _TIFF_STARTS = (b"II*\0", b"MM\0*", b"II+\0", b"MM\0+")  # little / big endian, classic / BigTIFF
 _ORIENTATION_TAG = 0x0112  # TIFF and EXIF: 1 as stored; 2-8 flips and turns
 # What undoes the turn OpenCV applies for each orientation value (each is its own inverse but 6 and 8).
-_UNDO_ORIENTATION = {
+_UNDO_ORIENTATION: dict[int, Callable[[np.ndarray], np.ndarray]] = {
     2: lambda a: cv2.flip(a, 1),
     3: lambda a: cv2.rotate(a, cv2.ROTATE_180),
     4: lambda a: cv2.flip(a, 0),
@@ -145,7 +145,7 @@ def stored_size(data: bytes | np.ndarray) -> tuple[int, int] | None:
         if small is None:
             return None
         # the reduced size rounds up: read the exact size from the header
-        with Image.open(io.BytesIO(data)) as im:
+        with Image.open(io.BytesIO(data if isinstance(data, bytes) else data.tobytes())) as im:
             return im.size
     full = _imdecode(buffer, cv2.IMREAD_GRAYSCALE | cv2.IMREAD_IGNORE_ORIENTATION)
     return None if full is None else (full.shape[1], full.shape[0])
@@ -162,6 +162,7 @@ def inspect_image(
         return None, "not an image (the file is empty or a few bytes)"
     if is_jpeg(data) and _JPEG_END not in data[-4096:] and _truncated(data):
         return None, "truncated or corrupt JPEG (it does not decode to its end)"
+    size: tuple[int, int] | None
     if decoded is not None:
         size = (decoded.shape[1], decoded.shape[0])
     else:

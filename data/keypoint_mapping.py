@@ -64,10 +64,10 @@ class KeypointMapping:
         groups: dict[str, list[str]] = {}
         for n, k in zip(names, keys):
             groups.setdefault(k, []).append(n)
-        twice = [group for group in groups.values() if len(group) > 1]
-        if twice:
+        spelt_twice = [group for group in groups.values() if len(group) > 1]
+        if spelt_twice:
             raise DataFileError(
-                f"{source}: keypoints {' and '.join(map(str, twice))} name one point; rename one of them "
+                f"{source}: keypoints {' and '.join(map(str, spelt_twice))} name one point; rename one of them "
                 f"({command('data.map_keypoints', '--rename OLD=NEW')}) or match exact names (--keypoint-names exact)",
                 file=source,
             )

@@ -24,7 +24,7 @@ def main_person_indices(anns: list[dict], stale_bbox_bug: bool = False) -> list[
         cx, cy = x + w / 2, y + h / 2
         if any(np.hypot(cx - px, cy - py) < 0.3 * ref for px, py, ref in chosen):
             continue
-        ref_box = last_bbox if stale_bbox_bug else ann["bbox"]
+        ref_box = last_bbox if stale_bbox_bug and last_bbox is not None else ann["bbox"]
         chosen.append((cx, cy, max(ref_box[2], ref_box[3])))
         out.append(i)
     return out

@@ -23,6 +23,7 @@ from simplepose.config.skeleton_check import NAME_MATCHES
 from simplepose.config.skeleton_file import load_skeleton
 from simplepose.data.annotation_mapping import map_annotation_file
 from simplepose.data.coco_annotations import not_json
+from simplepose.data.command_options import add_annotation_file_options
 from simplepose.utils.commands import command
 from simplepose.utils.errors import AnnotationError, UserError, cli_main
 from simplepose.utils.io import atomic_write_bytes
@@ -30,18 +31,12 @@ from simplepose.utils.io import atomic_write_bytes
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=command("data.map_keypoints"), description=__doc__.split("\n\n")[0])
-    p.add_argument(
-        "--annotations",
-        required=True,
-        type=Path,
-        help="COCO-format person_keypoints JSON whose person category names its keypoints",
+    add_annotation_file_options(
+        p,
+        skeleton="the skeleton to map onto",
+        out="JSON file to write (must not exist)",
+        annotations="; its person category names its keypoints",
     )
-    p.add_argument(
-        "--skeleton",
-        required=True,
-        help="the skeleton to map onto: a name in config/skeletons/ (coco, crowdpose) or a skeleton YAML file",
-    )
-    p.add_argument("--out", required=True, type=Path, help="JSON file to write (must not exist)")
     p.add_argument(
         "--keypoint-names",
         choices=NAME_MATCHES,

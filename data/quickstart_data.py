@@ -28,7 +28,11 @@ def prepare_synthetic_data(d: DataConfig) -> dict[str, str]:
     ``data.val_annotations``. ``d`` itself is not changed."""
     root = Path(d.synthetic_dir)
     images, ann = root / "images", root / "annotations"
-    wanted = {"num_images": d.synthetic_images, "seed": d.synthetic_seed, "format_version": H5_FORMAT_VERSION}
+    wanted: dict[str, object] = {
+        "num_images": d.synthetic_images,
+        "seed": d.synthetic_seed,
+        "format_version": H5_FORMAT_VERSION,
+    }
     if d.skeleton != "coco":  # COCO's caches made before skeletons existed stay valid
         wanted["skeleton"] = d.skeleton
     marker = root / "synthetic.json"

@@ -30,7 +30,8 @@ log = logging.getLogger(__name__)
 
 def source_mapping(path: str | Path, skeleton: Skeleton) -> KeypointMapping:
     """The mapping of the keypoints the converted file ``path`` holds onto ``skeleton``'s, by name."""
-    return KeypointMapping.by_name(stored_keypoints(read_settings(path)).dataset_keypoints, skeleton, str(path))
+    names = stored_keypoints(read_settings(path)).dataset_keypoints or ()
+    return KeypointMapping.by_name(names, skeleton, str(path))
 
 
 class SourceMix(torch.utils.data.Dataset):

@@ -232,7 +232,8 @@ def crossing_video(
 
 def coco_annotations(video: SyntheticVideo, name: str = "video") -> dict:
     """The video's ground truth as a COCO keypoint file: image id = frame index, ``track_id`` = the identity."""
-    images, annotations = [], []
+    images: list[dict] = []
+    annotations: list[dict] = []
     h, w = video.size
     for i, (_, people) in enumerate(video.frames()):
         images.append({"id": i, "file_name": f"{name}_{i:06d}.jpg", "width": w, "height": h, "frame_id": i})

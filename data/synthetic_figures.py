@@ -104,7 +104,8 @@ class Figure:
 
 def _limb_kind(a: int, b: int, mirror: Sequence[int]) -> tuple[int, int]:
     """The same key for limb (a, b) and its mirror."""
-    return min(tuple(sorted((a, b))), tuple(sorted((mirror[a], mirror[b]))))
+    ma, mb = mirror[a], mirror[b]
+    return min((min(a, b), max(a, b)), (min(ma, mb), max(ma, mb)))
 
 
 def _sides(skeleton: Skeleton) -> list[int]:
@@ -159,4 +160,5 @@ def _rest_angles(order: list[int], parent: list[int], side: list[int], mirror: S
 def _palette(n: int) -> list[tuple[int, int, int]]:
     """``n`` distinct saturated BGR colours, neighbours in the list far apart on the hue circle."""
     step = 0.381966  # the golden angle as a fraction of the circle
-    return [tuple(int(255 * c) for c in colorsys.hsv_to_rgb((i * step) % 1.0, 0.75, 0.9))[::-1] for i in range(n)]
+    rgb = [colorsys.hsv_to_rgb((i * step) % 1.0, 0.75, 0.9) for i in range(n)]
+    return [(int(255 * b), int(255 * g), int(255 * r)) for r, g, b in rgb]

@@ -282,7 +282,7 @@ def person_annotation(kp, visible: np.ndarray, covered: np.ndarray, h: int, w: i
     if not polys:
         return None
     ys, xs = np.nonzero(visible)
-    keypoints = [0] * (3 * num_keypoints)
+    keypoints: list[float] = [0] * (3 * num_keypoints)
     num = 0
     if kp is not None:
         for j, (x, y) in enumerate(kp):
@@ -359,7 +359,7 @@ def generate(
     (out / "images").mkdir(parents=True, exist_ok=True)
     (out / "annotations").mkdir(parents=True, exist_ok=True)
     num_val = int(round(num_images * val_fraction))
-    splits = {"train": {"images": [], "annotations": []}, "val": {"images": [], "annotations": []}}
+    splits: dict[str, dict[str, list[dict]]] = {s: {"images": [], "annotations": []} for s in ("train", "val")}
     ann_id = 1
     for i in range(num_images):
         rng = np.random.default_rng([seed, i])

@@ -47,7 +47,7 @@ class LoaderError(DataFileError):
         self.where = where
 
 
-def _user_error_names(cls: type = UserError) -> set[str]:
+def _user_error_names(cls: type[BaseException] = UserError) -> set[str]:
     """The class names of UserError and its subclasses (an error raised in a worker reaches us as text)."""
     return {cls.__name__}.union(*(_user_error_names(c) for c in cls.__subclasses__()))
 

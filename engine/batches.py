@@ -4,6 +4,7 @@ batches of each epoch in optimiser steps (``TrainBatches``)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import cv2
 import torch
@@ -55,7 +56,7 @@ class TrainBatches:
 
     ``steps_per_epoch``: optimiser steps per epoch (at most ``train.max_steps_per_epoch`` when set)."""
 
-    def __init__(self, dataset: Dataset, cfg: Config, rank: int, world_size: int, device: torch.device) -> None:
+    def __init__(self, dataset: Any, cfg: Config, rank: int, world_size: int, device: torch.device) -> None:
         t = cfg.train
         self.dataset, self.data_cfg, self.device = dataset, cfg.data, device
         self.batch_size, self.accumulate_steps = t.batch_size, t.accumulate_steps

@@ -372,7 +372,8 @@ def ranks_in_sync(model: nn.Module) -> bool:
 
 def rng_state() -> dict[str, Any]:
     """Every global RNG state, as tensors and plain values (loadable with weights_only=True)."""
-    np_state = np.random.get_state()
+    np_state = np.random.get_state(legacy=True)
+    assert isinstance(np_state, tuple)  # the legacy form: (name, keys, pos, has_gauss, cached_gaussian)
     state: dict[str, Any] = {
         "torch": torch.get_rng_state(),
         "numpy": (np_state[0], torch.from_numpy(np_state[1].astype(np.int64)), *np_state[2:]),

@@ -115,9 +115,10 @@ class TimedFirstCall:
 def compiler_cause(err: BaseException) -> BaseException:
     """The error inside a compiler's wrappers (``BackendCompilerFailed``, inductor's ``InductorError``)."""
     seen = set()
-    while isinstance(getattr(err, "inner_exception", None), BaseException) and id(err) not in seen:
+    inner = getattr(err, "inner_exception", None)
+    while isinstance(inner, BaseException) and id(err) not in seen:
         seen.add(id(err))
-        err = err.inner_exception
+        err, inner = inner, getattr(inner, "inner_exception", None)
     return err
 
 

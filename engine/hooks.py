@@ -31,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from typing import Any
 
 import torch
 
@@ -88,7 +89,7 @@ class LoggingHook(Hook):
     ) -> None:
         self.logger, self.steps_per_epoch, self.log_every = logger, steps_per_epoch, log_every
         self.samples_per_step, self.device, self.is_main = samples_per_step, device, is_main  # all processes
-        self.bar = None  # this epoch's progress bar (utils.progress_bar)
+        self.bar: Any = None  # this epoch's progress bar (utils.progress_bar)
 
     def before_train(self, position: TrainingPosition) -> None:
         # records past the position were written by a run that died after its last checkpoint: every step once
@@ -219,7 +220,7 @@ class CheckpointHook(Hook):
         position.settle()  # before the copy below, which starts without the device-side count
         metric = validation_metric(summary)
         improved = metric is not None and metric > position.best_metric
-        if improved:
+        if metric is not None and improved:
             position.best_metric = metric
         end = dataclasses.replace(position, epoch=position.epoch + 1, step=0)  # where a resumed run starts
         if improved:

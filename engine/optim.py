@@ -65,13 +65,13 @@ def build_optimizer(params: list[nn.Parameter], cfg: TrainConfig, fused: bool = 
 
     SGD and Adam decay every parameter, as the original did; AdamW decays the weights of convolutions and linear
     layers only: ``decay_groups``. The decay is ``weight_decay_of(cfg)``."""
-    extra = {"fused": True} if fused else {}
+    fused_or_default = True if fused else None  # None: torch's default
     decay = weight_decay_of(cfg)
     if cfg.optimizer == "adamw":
-        return torch.optim.AdamW(decay_groups(params, decay), lr=cfg.lr, **extra)
+        return torch.optim.AdamW(decay_groups(params, decay), lr=cfg.lr, fused=fused_or_default)
     if cfg.optimizer == "adam":
-        return torch.optim.Adam(params, lr=cfg.lr, weight_decay=decay, **extra)
-    opt = torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=decay, **extra)
+        return torch.optim.Adam(params, lr=cfg.lr, weight_decay=decay, fused=fused_or_default)
+    opt = torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=decay, fused=fused_or_default)
     if fused and cfg.momentum:
         # fused SGD fills the momentum buffers with empty_like on its first step: a first step skipped on the
         # device (found_inf) would leave them uninitialised. Zeros give the same first update (buf = grad).
@@ -95,11 +95,12 @@ def fused_supported(optimizer: str, device: torch.device, dtype: torch.dtype = t
     try:
         p = torch.zeros(2, device=device, dtype=dtype, requires_grad=True)
         p.grad = torch.ones_like(p)
+        opt: torch.optim.Optimizer
         if optimizer in ("adam", "adamw"):
             opt = (torch.optim.AdamW if optimizer == "adamw" else torch.optim.Adam)([p], lr=1.0, fused=True)
         else:
             opt = torch.optim.SGD([p], lr=1.0, momentum=0.9, fused=True)
-        opt.found_inf = torch.ones((), device=device)
+        opt.found_inf = torch.ones((), device=device)  # type: ignore[union-attr]  # read by torch's fused step
         opt.step()
         return bool((p.detach() == 0).all())  # skipped, as asked
     except (RuntimeError, TypeError, ValueError, NotImplementedError):

@@ -155,7 +155,8 @@ def run(
         rank = start_processes(kind, cfg)
         try:
             cfg = resolved_config(cfg, quickstart, rank)
-            finished = du.broadcast_object(finished_run(cfg) if rank == 0 else None)  # before anything is written
+            # before anything is written
+            finished: tuple[str, int, int] | None = du.broadcast_object(finished_run(cfg) if rank == 0 else None)
             if finished is not None:
                 if rank == 0:
                     print(finished_message(cfg, *finished, command_line(kind, argv)))

@@ -11,12 +11,13 @@ which process sees which samples. Walk-through: docs/training.md#training-engine
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from contextlib import nullcontext
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import torch
-from torch.utils.data import Dataset
 
 from simplepose.checkpoint.format import Checkpoint
 from simplepose.config.config_file import save_config
@@ -24,7 +25,7 @@ from simplepose.config.schema import Config
 from simplepose.config.skeleton_file import skeleton_of
 from simplepose.data.batching import batch_to_device, labelled_to_device
 from simplepose.data.dataset import SimplePoseDataset
-from simplepose.data.sources import check_training_file, open_sources
+from simplepose.data.sources import SourceMix, check_training_file, open_sources
 from simplepose.engine.batch_errors import loader_errors, out_of_memory
 from simplepose.engine.batches import TrainBatches
 from simplepose.engine.checkpointer import Checkpointer, remove_stale_temporaries
@@ -42,7 +43,7 @@ from simplepose.engine.run_folder import claim_run_folder
 from simplepose.engine.schedule import LRSchedule
 from simplepose.engine.validation import Validator
 from simplepose.models import MultiTaskLoss, build_model
-from simplepose.models.weights import LoadReport, unwrap
+from simplepose.models.weights import LoadReport, carried_skeleton, unwrap
 from simplepose.utils import distributed as du
 from simplepose.utils.commands import command
 from simplepose.utils.errors import DataFileError
@@ -93,7 +94,7 @@ class Trainer:
         self.params = [p for p in model.parameters() if p.requires_grad]
         fused = fused_supported(t.optimizer, self.device)
         self.optimizer = build_optimizer(self.params, t, fused=fused)
-        self.step_forward = partial(self.launcher.forward_loss, self.model, self.loss_fn)
+        self.step_forward: Callable[..., Any] = partial(self.launcher.forward_loss, self.model, self.loss_fn)
         if self.compile.enabled:
             self.step_forward = compile_forward_loss(
                 self.step_forward, say=self.is_main, fall_back=t.compile == "auto", state=(model, self.loss_fn)
@@ -152,7 +153,8 @@ class Trainer:
     def fit(self) -> dict[str, float]:
         """Train from the current position to ``train.epochs``; returns the last epoch's summary (training and
         validation figures)."""
-        p, summary = self.position, {}
+        p = self.position
+        summary: dict[str, float] = {}
         try:
             self.hooks.before_train(p)
             while p.epoch < self.cfg.train.epochs:
@@ -236,7 +238,7 @@ class Trainer:
         # gradients are the same on every rank (all-reduced), losses are not: agree on the flag
         applied = du.all_ranks(torch.isfinite(total) & torch.isfinite(grad_norm))
         if self.device_skip:
-            self.optimizer.found_inf = (~applied).to(torch.float32)
+            self.optimizer.found_inf = (~applied).to(torch.float32)  # type: ignore[attr-defined]  # the fused step reads it
             self.optimizer.step()
         elif bool(applied):
             self.optimizer.step()
@@ -266,7 +268,7 @@ def training_data(cfg: Config) -> str:
     return ", ".join(cfg.data.train_sources) if cfg.data.train_sources else cfg.data.train
 
 
-def training_set(cfg: Config) -> Dataset:
+def training_set(cfg: Config) -> SimplePoseDataset | SourceMix:
     """The training samples: ``data.train_sources`` mixed (data.sources) when given, else ``data.train``."""
     d = cfg.data
     if d.train_sources:
@@ -296,7 +298,7 @@ def init_weights(model: torch.nn.Module, path: str, say: bool = True) -> LoadRep
         loaded = len(unwrap(model).state_dict()) - len(report.reinitialised)
         log.info(
             f"train.init_weights={path} was trained for {ckpt.keypoints().describe()}, this run uses "
-            f"{unwrap(model).skeleton.describe()}: loaded the {loaded} tensors that do not depend on the skeleton; "
+            f"{carried_skeleton(model).describe()}: loaded the {loaded} tensors that do not depend on the skeleton; "
             f"re-initialised the {len(report.reinitialised)} that do:\n  " + "\n  ".join(report.reinitialised)
         )
     return report

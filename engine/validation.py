@@ -10,10 +10,10 @@ from pathlib import Path
 
 import torch
 from torch import nn
-from torch.utils.data import Dataset
 
 from simplepose.config.schema import Config, DataConfig
 from simplepose.data.batching import batch_to_device, labelled_to_device
+from simplepose.data.dataset import SimplePoseDataset
 from simplepose.data.sources import source_names
 from simplepose.engine.batches import make_loader
 from simplepose.engine.logger import Meter
@@ -21,7 +21,7 @@ from simplepose.engine.sampler import EpochSampler
 from simplepose.evaluate.evaluation import evaluate_model
 from simplepose.evaluate.metrics.annotations import GroundTruth, load_ground_truth
 from simplepose.models.eval_mode import eval_mode
-from simplepose.models.weights import unwrap
+from simplepose.models.weights import carried_skeleton, unwrap
 from simplepose.utils import distributed as du
 from simplepose.utils.precision import Precision
 
@@ -52,7 +52,7 @@ class Validator:
         cfg: Config,
         model: nn.Module,
         loss: nn.Module,
-        val_set: Dataset | None,
+        val_set: SimplePoseDataset | None,
         device: torch.device,
         precision: Precision,
         rank: int,
@@ -66,7 +66,8 @@ class Validator:
     def ground_truth(self, model: nn.Module, annotation_file: str) -> GroundTruth:
         """``annotation_file`` read and checked for ``model``'s skeleton, once per run."""
         if annotation_file not in self._ground_truth:
-            self._ground_truth[annotation_file] = load_ground_truth(annotation_file, model.skeleton, self.cfg.eval)
+            skeleton = carried_skeleton(model)
+            self._ground_truth[annotation_file] = load_ground_truth(annotation_file, skeleton, self.cfg.eval)
         return self._ground_truth[annotation_file]
 
     @property
@@ -118,6 +119,8 @@ class Validator:
 
     def val_loss(self, model: nn.Module) -> float:
         """Mean loss per sample over the validation file (each rank a strided share, averaged over the ranks)."""
+        if self.val_set is None:
+            raise ValueError("Validator.val_loss: no data.val file")
         sampler = EpochSampler(
             len(self.val_set), shuffle=False, rank=self.rank, world_size=self.world_size, batch_size=1
         )

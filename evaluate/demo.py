@@ -49,6 +49,7 @@ from simplepose.codec.person import Person
 from simplepose.config.config_file import add_config_arguments, config_from_args, load_config, parse_overrides
 from simplepose.config.schema import Config, TrackConfig
 from simplepose.config.skeleton_file import skeleton_of
+from simplepose.data.image_files import ImageFileError
 from simplepose.evaluate.demo_output import (
     DEFAULT_OUT,
     RESULTS_NAME,
@@ -66,7 +67,7 @@ from simplepose.evaluate.fast_setting import fast_overrides
 from simplepose.evaluate.frame_sources import Inputs, check_frames, open_inputs
 from simplepose.evaluate.inference.checkpoint_model import load_model
 from simplepose.evaluate.inference.onnx_runner import providers_for
-from simplepose.evaluate.metrics.annotations import load_coco
+from simplepose.evaluate.metrics.annotations import load_ground_truth
 from simplepose.evaluate.track import PoseTracker
 from simplepose.evaluate.unannotated_images import file_image_ids
 from simplepose.utils.commands import command
@@ -81,12 +82,13 @@ def ground_truth_estimator(args: argparse.Namespace, cfg: Config) -> PoseEstimat
     """The oracle's estimator for ``--from-ground-truth``: an image file is found by its name in the annotations, a
     video's frame by its index (the image whose id is the frame index)."""
     skeleton = skeleton_of(cfg)
-    coco = load_coco(args.annotations, skeleton, cfg.eval.skip_bad, cfg.eval.keypoint_names)
-    by_name = {info["file_name"]: image_id for image_id, info in coco.imgs.items()}
+    truth = load_ground_truth(args.annotations, skeleton, cfg.eval)
+    images = truth.images  # those with bad annotations (eval.skip_bad) left out, as an evaluation leaves them out
+    by_name = {info["file_name"]: image_id for image_id, info in images.items()}
 
     def image_id_of(key: Path | int) -> int:
         if isinstance(key, int):
-            if key not in coco.imgs:
+            if key not in images:
                 raise UserError(
                     f"frame {key} has no image of id {key} in {args.annotations} (a video's frame i is image i)"
                 )
@@ -95,7 +97,7 @@ def ground_truth_estimator(args: argparse.Namespace, cfg: Config) -> PoseEstimat
             return by_name[key.name]
         raise UserError(f"image {key.name} is not listed in {args.annotations}")
 
-    return PoseEstimator.from_ground_truth(coco, cfg, skeleton, image_id_of)
+    return PoseEstimator.from_ground_truth(truth.coco, cfg, skeleton, image_id_of)
 
 
 def onnx_overrides(overrides: list[str], config: str | None) -> tuple[dict, TrackConfig]:
@@ -215,12 +217,16 @@ class Run:
     def images(self) -> None:
         """Each picture: drawn into ``out_dir``, one line each; a file that cannot be read is skipped with a line
         and counted (the others go on); UserError when none could be read."""
-        paths, skipped = self.inputs.images, []
+        paths = self.inputs.images
+        skipped: list[tuple[Path, ImageFileError]] = []
         writer = PictureWriter(self.out_dir, self.inputs) if self.out_dir is not None else None
         for frame in self.estimator.stream(self.inputs, self.tracker, self.args.fps):
+            path = frame.path
+            assert path is not None  # a picture's frame names its file
             if frame.error is not None:  # the stream has logged it: a warning naming the file and why
-                skipped.append(frame)
+                skipped.append((path, frame.error))
                 continue
+            assert frame.image is not None  # read without an error
             people = self.kept(frame.people)
             notes = [f"{len(frame.people) - len(people)} below --min-score"] if len(people) < len(frame.people) else []
             if self.tracker is not None:
@@ -228,23 +234,21 @@ class Run:
             self.indices.append(frame.index)
             self.results.append(people)
             if writer is not None:
-                writer.write(frame.index, self.drawing(frame.image, people), frame.path)
+                writer.write(frame.index, self.drawing(frame.image, people), path)
             t = self.estimator.timing
             held = f" ({'; '.join(notes)})" if notes else ""
             print(
-                f"{frame.path.name}: {counted(len(people), 'person', 'people')}{held}, network "
+                f"{path.name}: {counted(len(people), 'person', 'people')}{held}, network "
                 f"{t.network_s * 1000:.1f} ms, decoding {t.decoding_s * 1000:.1f} ms"
             )
         print(f"image ids: {self.id_rule}")
         if skipped:
-            names = ", ".join(f.path.name for f in skipped[:5])
+            names = ", ".join(p.name for p, _ in skipped[:5])
             more = " ..." if len(skipped) > 5 else ""
             print(f"{len(skipped)} of {len(paths)} files skipped as unreadable: {names}{more}")
             if not self.results:
-                first = skipped[0]
-                raise UserError(
-                    f"none of the {len(paths)} image files could be read; the first: {first.error}", file=first.path
-                )
+                first, error = skipped[0]
+                raise UserError(f"none of the {len(paths)} image files could be read; the first: {error}", file=first)
 
     def video(self) -> None:
         """Every frame of a video or camera, drawn into ``out_dir/<name>_pose.mp4``, with a progress bar. Ctrl-C ends
@@ -333,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             run.video() if inputs.is_video else run.images()
         except BaseException:
-            if default_out:
+            if default_out and out_dir is not None:
                 with contextlib.suppress(OSError):
                     out_dir.rmdir()  # only when empty: nothing was written
             raise

@@ -54,7 +54,7 @@ def video_name(inputs: Inputs) -> str:
 
 def planned_outputs(inputs: Inputs, out_dir: Path | None, json_file: Path | None) -> list[Path]:
     """Every file a run would write: the pictures (or the video) in ``out_dir``, the JSON file."""
-    files = []
+    files: list[Path] = []
     if out_dir is not None:
         if inputs.is_video:
             files.append(out_dir / video_name(inputs))

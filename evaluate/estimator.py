@@ -42,7 +42,7 @@ from simplepose.evaluate.inference.plan import InferencePlan
 from simplepose.evaluate.metrics.coco_results import coco_results, results_text
 from simplepose.evaluate.video import VideoReader
 from simplepose.models.fold import fold_batchnorm
-from simplepose.models.weights import unwrap
+from simplepose.models.weights import carried_skeleton, unwrap
 from simplepose.utils.distributed import select_device
 from simplepose.utils.text import counted
 
@@ -138,16 +138,19 @@ class PoseEstimator:
         if isinstance(providers, str):
             providers = providers_for(providers)
         source, cfg = load_onnx(path, providers)
+        assert source.skeleton is not None  # load_onnx gives the file's (else data.skeleton's)
         cfg_eval = eval_settings(cfg, eval_overrides, "PoseEstimator.from_onnx")
         return cls(source, cfg_eval, source.skeleton, torch.device("cpu"))  # ONNX Runtime takes host tensors
 
     @classmethod
     def from_ground_truth(
-        cls, coco, cfg: Config, skeleton: Skeleton, image_id_of: Callable[[Hashable], int] | None = None
+        cls, coco, cfg: Config, skeleton: Skeleton, image_id_of: Callable[[Any], int] | None = None
     ) -> PoseEstimator:
         """The oracle: the target maps of the annotations of a pycocotools ``COCO`` (``evaluate.metrics.annotations
-        .load_coco``) in place of a network, decoded with ``cfg.eval`` (drawn with ``cfg.targets``). Images are named
-        by their image ids (``people(images, keys=ids)``), or by any key ``image_id_of`` turns into one."""
+        .load_ground_truth(...).coco``) in place of a network, decoded with ``cfg.eval`` (drawn with
+        ``cfg.targets``). The oracle finds an image's people by its key: its image id (``predict_batch(images,
+        keys=ids)``; without keys, and for ``estimator(image)``, the keys are the positions 0, 1, ...), or any key
+        ``image_id_of`` turns into one (the demo's: a file by its name, a video frame by its index)."""
         oracle = annotation_oracle(coco, cfg.targets, skeleton, image_id_of)
         return cls(oracle, cfg.eval, skeleton, torch.device("cpu"))
 
@@ -164,7 +167,7 @@ class PoseEstimator:
         if setup.channels_last:  # in place: without the fold's copy, ``model``'s weights change memory (not values)
             network = network.to(memory_format=torch.channels_last)
         source = network_source(network, setup.precision, setup.channels_last)
-        return cls(source, cfg, source.skeleton, device)
+        return cls(source, cfg, carried_skeleton(network), device)
 
     @property
     def keypoint_names(self) -> tuple[str, ...]:
@@ -174,7 +177,7 @@ class PoseEstimator:
     @overload
     def __call__(self, images: ImageLike) -> list[Person]: ...
     @overload
-    def __call__(self, images: Sequence[ImageLike]) -> list[list[Person]]: ...
+    def __call__(self, images: list[ImageLike] | tuple[ImageLike, ...]) -> list[list[Person]]: ...
 
     def __call__(self, images):
         """The people of one image, or of each image of a list or tuple (``predict_batch``). An image: a BGR uint8

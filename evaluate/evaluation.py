@@ -91,7 +91,7 @@ def predict_images(
         path = image_path(images_dir, info, listed_in)
         image, problem = read_decoded_checked(path, info)
         if image is None:
-            bad.report(path, image_id, problem)
+            bad.report(path, image_id, problem or "unreadable")
             bar.update(1)
             continue
         if len(pending) >= estimator.cfg.batch_size:
@@ -157,6 +157,14 @@ def report(
     return dist.broadcast_object((stats, summary))
 
 
+def figures_of(reported: tuple[dict[str, float] | None, str | None]) -> tuple[dict[str, float], str]:
+    """``report``'s (figures, summary) where there are annotations to score on: never None."""
+    stats, summary = reported
+    if stats is None or summary is None:
+        raise ValueError("report gave no figures: the evaluator holds no annotations")
+    return stats, summary
+
+
 def evaluate_images(
     images_dir: str | Path,
     annotations: str | Path | GroundTruth,
@@ -175,7 +183,7 @@ def evaluate_images(
     images = truth.images
     bad = len(truth.coco.imgs) - len(images)
     ids, notes = run_evaluation(images_dir, images, estimator, evaluator, progress, truth.path, bad)
-    return report(evaluator, ids, notes, out_json, diagnose_dir, images_dir)
+    return figures_of(report(evaluator, ids, notes, out_json, diagnose_dir, images_dir))
 
 
 def ground_truth_of(annotations: str | Path | GroundTruth, skeleton, cfg: EvalConfig) -> GroundTruth:
@@ -246,7 +254,7 @@ def score_results(
         notes.append(f"{left_out} results of images outside the evaluated ones left out (eval.max_images, skip_bad)")
     evaluator = KeypointEvaluator(skeleton, coco, category)
     evaluator.process_results(results)
-    return report(evaluator, ids, "".join(f"{n}\n" for n in notes), None, diagnose_dir, images_dir)
+    return figures_of(report(evaluator, ids, "".join(f"{n}\n" for n in notes), None, diagnose_dir, images_dir))
 
 
 def predict_unannotated(

@@ -31,6 +31,7 @@ from simplepose.evaluate.inference.onnx_export import (
 )
 from simplepose.evaluate.inference.onnx_runner import INPUT_NAME, OUTPUT_NAME
 from simplepose.models.posenet import check_input_shape
+from simplepose.models.weights import carried_skeleton
 from simplepose.utils.commands import command
 from simplepose.utils.errors import UserError, cli_main
 from simplepose.utils.io import refuse_to_overwrite
@@ -67,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         refuse_to_overwrite([Path(args.out)])
 
     model, cfg = load_model(args.ckpt, args.config, args.overrides, torch.device("cpu"))
-    skeleton = model.skeleton
+    skeleton = carried_skeleton(model)
     export_onnx(model, args.out, (height, width), args.opset, export_metadata(cfg, skeleton))
     print(
         f"wrote {args.out}: input {INPUT_NAME} (batch, 3, height, width), output {OUTPUT_NAME} (batch, "

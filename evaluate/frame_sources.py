@@ -51,7 +51,7 @@ class Inputs:
     """Image files (in order, ``root`` the folder or a pattern's fixed start below which their sub-folders count), a
     video file, a camera index, or in-memory images: one of them."""
 
-    images: tuple[Path, ...] | None = None
+    images: tuple[Path, ...] = ()
     video: Path | None = None
     camera: int | None = None
     arrays: tuple[Any, ...] | None = None  # images as ``evaluate.image_to_bgr`` takes them
@@ -69,7 +69,10 @@ class Inputs:
 
     def open_video(self) -> VideoReader:
         """The reader of a video file or a camera (``is_video``)."""
-        return VideoReader(self.camera if self.camera is not None else self.video)
+        source = self.camera if self.camera is not None else self.video
+        if source is None:
+            raise ValueError("Inputs.open_video: neither a video file nor a camera")
+        return VideoReader(source)
 
     def frames(self, fps: float = 30.0) -> Iterator[InputFrame]:
         """Each image in order (pictures ``1 / fps`` seconds apart; a video's at its own rate), read as it comes."""
@@ -84,10 +87,11 @@ class Inputs:
             return
         for index, path in enumerate(self.images):
             try:
-                image, error = read_image(path), None
+                pixels: np.ndarray | None = read_image(path)
+                error: ImageFileError | None = None
             except ImageFileError as e:
-                image, error = None, e
-            yield InputFrame(index, index / fps, image, path, error)
+                pixels, error = None, e
+            yield InputFrame(index, index / fps, pixels, path, error)
 
 
 def open_inputs(given: Any) -> Inputs:

@@ -24,7 +24,7 @@ from simplepose.config.skeleton import Skeleton
 from simplepose.data.image_files import image_path, read_image
 from simplepose.evaluate.draw import FONT, MIN_FONT_SCALE, draw_detections, draw_people
 from simplepose.evaluate.estimator import PoseEstimator
-from simplepose.evaluate.metrics.annotations import load_coco
+from simplepose.evaluate.metrics.annotations import load_ground_truth
 from simplepose.models import build_model
 from simplepose.utils.io import atomic_write_bytes
 
@@ -47,9 +47,10 @@ def draw_predictions(cfg: Config, run_dir: str | Path, num_images: int = 6) -> P
     model = build_model(cfg).eval()
     Checkpoint.load(ckpt).load_into(model)
     estimator = PoseEstimator.from_model(model, cfg.eval, torch.device("cpu"))
-    coco = load_coco(cfg.data.val_annotations, model.skeleton)
+    annotations = load_ground_truth(cfg.data.val_annotations, model.skeleton, cfg.eval)
+    coco = annotations.coco
     pairs = []
-    for image_id in sorted(coco.getImgIds())[:num_images]:
+    for image_id in sorted(annotations.images)[:num_images]:
         image = read_image(image_path(Path(cfg.data.val_images), coco.imgs[image_id], cfg.data.val_annotations))
         (found,) = estimator.predict_batch([image])
         truth = ground_truth_keypoints(coco, image_id, model.skeleton)

@@ -158,7 +158,8 @@ class PoseTracker:
         self._hits = np.zeros(0, np.int64)  # frames matched (in a row while new)
         self._lost = np.zeros(0, np.int64)  # frames since the last match
         self._ids = np.zeros(0, np.int64)  # 0 while new
-        self._smooth = (np.zeros((0, k, 2)), np.zeros((0, k, 2)), np.zeros((0, k)))  # one_euro's state
+        # one_euro's state
+        self._smooth: tuple[np.ndarray, ...] = (np.zeros((0, k, 2)), np.zeros((0, k, 2)), np.zeros((0, k)))
         self._next_id = 1
         self._last: float | None = None
         self.held_back = HeldBack()  # of the last update

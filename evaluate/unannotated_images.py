@@ -39,9 +39,10 @@ def folder_image_list(folder: str | Path) -> tuple[dict[int, dict], str]:
 
 def file_image_ids(files: list[Path]) -> tuple[list[int], str]:
     """(the image id of each file, how they were made: a phrase for the output), by the rule above."""
-    numbers = [_TRAILING_NUMBER.search(f.stem) for f in files]
-    if all(numbers) and len({int(m.group(1)) for m in numbers}) == len(files):
-        return [int(m.group(1)) for m in numbers], "the number each file name ends with (000000000139.jpg -> 139)"
+    found = [_TRAILING_NUMBER.search(f.stem) for f in files]
+    numbers = [int(m.group(1)) for m in found if m is not None]
+    if len(numbers) == len(files) and len(set(numbers)) == len(files):
+        return numbers, "the number each file name ends with (000000000139.jpg -> 139)"
     rule = "1..N in sorted file-name order (not every file name ends with a number of its own)"
     return list(range(1, len(files) + 1)), rule
 

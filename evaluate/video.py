@@ -32,7 +32,7 @@ class VideoReader:
 
     def __init__(self, source: str | Path | int):
         self.camera = source if isinstance(source, int) else None
-        self.path = None if self.camera is not None else Path(source)
+        self.path = None if isinstance(source, int) else Path(source)
         self._cap = cv2.VideoCapture(self.camera if self.camera is not None else str(self.path))
         if not self._cap.isOpened():
             self._cap.release()
@@ -47,7 +47,7 @@ class VideoReader:
 
     @property
     def name(self) -> str:
-        return f"camera{self.camera}" if self.camera is not None else self.path.stem
+        return f"camera{self.camera}" if self.path is None else self.path.stem
 
     def describe(self) -> str:
         """For messages: ``video PATH`` or ``camera N``."""

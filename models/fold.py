@@ -91,8 +91,7 @@ def fold_batchnorm(model: nn.Module) -> nn.Module:
             len(left),
             ", ".join(left[:10]) + (", ..." if len(left) > 10 else ""),
         )
-    folded.folded_batchnorms = len(done)
-    folded.left_batchnorms = left
+    vars(folded).update(folded_batchnorms=len(done), left_batchnorms=left)  # plain attributes, as setattr keeps them
     return folded
 
 
@@ -105,11 +104,11 @@ def _direct_pairs(owner: nn.Module, graph: fx.Graph, held: Counter) -> list[tupl
     read = {str(n.target).split(".")[0] for n in graph.nodes if n.op == "get_attr"}
     pairs = []
     for node in graph.nodes:
-        bn = children.get(node.target) if node.op == "call_module" else None
+        bn = children.get(str(node.target)) if node.op == "call_module" else None
         if not isinstance(bn, _BatchNorm) or node.kwargs or len(node.args) != 1:
             continue
         source = node.args[0]
-        conv = children.get(source.target) if isinstance(source, fx.Node) and source.op == "call_module" else None
+        conv = children.get(str(source.target)) if isinstance(source, fx.Node) and source.op == "call_module" else None
         if (
             isinstance(conv, _ConvNd)
             and len(source.users) == 1

@@ -64,6 +64,9 @@ class MultiTaskLoss(nn.Module):
     Runs without host-device synchronisation and outside autocast.
     """
 
+    channel_weight: torch.Tensor  # (C,) buffers, registered in __init__
+    stack_scale_weight: torch.Tensor  # (T, S)
+
     def __init__(
         self,
         cfg: Config | LossConfig | None,
@@ -73,7 +76,8 @@ class MultiTaskLoss(nn.Module):
     ):
         super().__init__()
         if isinstance(cfg, Config):  # the whole config: its loss section and train.batch_size
-            cfg, configured_batch_size = cfg.loss, cfg.train.batch_size
+            configured_batch_size = cfg.train.batch_size
+            cfg = cfg.loss
         cfg = cfg or LossConfig()
         _check_reduction(reduction)
         if sum(cfg.stack_weights) <= 0 or sum(cfg.scale_weights) <= 0:

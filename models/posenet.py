@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from functools import partial
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import torch
 import torch.nn.functional as F
@@ -108,7 +108,7 @@ class Hourglass(nn.Module):
         return features
 
     def _level(self, d: int, x: torch.Tensor, features: list[torch.Tensor]) -> torch.Tensor:
-        level = self.levels[d]
+        level = cast(HourglassLevel, self.levels[d])
         skip = level.skip(x)
         low = level.down(F.max_pool2d(x, 2))
         low = level.inner(low) if level.inner is not None else self._level(d + 1, low, features)
@@ -200,7 +200,7 @@ class PoseNet(nn.Module):
         finest = self.hourglasses[last](x)[0]
         if cache:
             finest = finest + cache[0]
-        return self.heads[last][0](finest)[1]
+        return self.stack_heads(last)[0](finest)[1]
 
     def recomputes_activations(self) -> bool:
         """Whether this forward keeps only the inputs of its units and recomputes their activations in the
@@ -216,6 +216,14 @@ class PoseNet(nn.Module):
         """
         return self.cfg.checkpoint_activations and self.training and torch.is_grad_enabled()
 
+    def stack_heads(self, t: int) -> nn.ModuleList:
+        """Stack t's heads, one per scale."""
+        return cast(nn.ModuleList, self.heads[t])
+
+    def stack_merges(self, t: int) -> nn.ModuleList:
+        """Stack t's merges into stack t+1, one per scale (none after the last stack)."""
+        return cast(nn.ModuleList, self.merges[t])
+
     def stack_features(self, t: int, x: torch.Tensor) -> list[torch.Tensor]:
         """Stack t's hourglass features F_0 .. F_{num_scales-1} of its input x."""
         return self.hourglasses[t](x)[: self.cfg.num_scales]
@@ -229,9 +237,9 @@ class PoseNet(nn.Module):
         merges and returns ``x`` and ``cache`` as they came."""
         if cache:
             feats = [f + c for f, c in zip(feats, cache)]
-        pairs = [head(f) for head, f in zip(self.heads[t], feats)]
+        pairs = [head(f) for head, f in zip(self.stack_heads(t), feats)]
         if t < len(self.merges):
-            cache = [merge(g, y) for merge, (g, y) in zip(self.merges[t], pairs)]
+            cache = [merge(g, y) for merge, (g, y) in zip(self.stack_merges(t), pairs)]
             x = self.next_stack_input(x, cache)
         return [y for _, y in pairs], x, cache
 

@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from simplepose.config.schema import LossConfig
+from simplepose.config.skeleton import Skeleton
 from simplepose.utils.errors import UserError
 
 ORIGINAL_PREFIX = "posenet."
@@ -177,6 +178,18 @@ def fitting_overrides(state: Mapping[str, torch.Tensor], model: nn.Module) -> di
     if "model.stacks" in fits:
         fits["loss.stack_weights"] = [1] * found["stacks"]
     return fits
+
+
+def carried_skeleton(model: nn.Module) -> Skeleton:
+    """The skeleton a network carries (``PoseNet.skeleton``), inside any wrapper (``unwrap``); UserError for a network
+    without one."""
+    skeleton = getattr(unwrap(model), "skeleton", None)
+    if not isinstance(skeleton, Skeleton):
+        raise UserError(
+            f"the network ({type(unwrap(model)).__name__}) carries no skeleton: build it with "
+            "simplepose.models.posenet.build_model, which sets model.skeleton"
+        )
+    return skeleton
 
 
 def unwrap(model: nn.Module) -> nn.Module:

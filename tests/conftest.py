@@ -2,7 +2,7 @@
 
 Two samples of COCO-format people, laid out alike (``images/`` and ``annotations/person_keypoints_sample.json``):
 
-* the real COCO sample (``coco_sample*``: 27 train2017 photos), found by ``utils.paths.coco_sample_dir``
+* the real COCO sample (``coco_sample*``: 27 train2017 photos), found by ``tests.paths.coco_sample_dir``
   (``$SIMPLEPOSE_COCO_SAMPLE``, ``tests/coco_sample`` once ``python -m tests.fetch_coco_sample`` has filled it, or
   ``../shared/data/coco_sample``). Without it the tests that use it are skipped, with one line saying how to get it;
 * the synthetic sample (``synthetic_sample*``), generated once per session (tests.helpers.make_synthetic_sample):
@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 import torch
 
+import tests.own_tree  # noqa: F401  (first of the project: stops at once when simplepose is another tree's)
 from simplepose.utils.errors import UserError
-from simplepose.utils.paths import COCO_SAMPLE_ANNOTATIONS, coco_sample_dir
 from tests.helpers import (
     briefly_trained_model,
     make_synthetic_sample,
@@ -31,6 +31,7 @@ from tests.helpers import (
     tiny_model,
     tiny_model_cfg,
 )
+from tests.paths import COCO_SAMPLE_ANNOTATIONS, coco_sample_dir
 
 
 def converted(sample: Path, out: Path, input_size: int) -> Path:
@@ -59,7 +60,7 @@ REAL_SAMPLE_FIXTURES = {"coco_sample", "coco_sample_h5"}
 
 @functools.cache
 def real_sample_missing() -> str | None:
-    """Why the tests on the real sample are skipped: the one-line message of utils.paths.coco_sample_dir; None when
+    """Why the tests on the real sample are skipped: the one-line message of tests.paths.coco_sample_dir; None when
     it is found, or when $SIMPLEPOSE_COCO_SAMPLE asks for one (a wrong setting fails those tests instead)."""
     try:
         coco_sample_dir()

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from simplepose.utils.errors import UserError, cli_main
 from simplepose.utils.io import atomic_write_bytes
-from simplepose.utils.paths import COCO_SAMPLE_ANNOTATIONS, COCO_SAMPLE_FETCHED, REPO_ROOT
+from tests.paths import COCO_SAMPLE_ANNOTATIONS, COCO_SAMPLE_FETCHED, REPO_ROOT
 
 SHIPPED_ANNOTATIONS = COCO_SAMPLE_FETCHED / COCO_SAMPLE_ANNOTATIONS
 MANIFEST = COCO_SAMPLE_FETCHED / "images.json"

@@ -25,7 +25,7 @@ from simplepose.engine.trainer import Trainer
 from simplepose.evaluate.inference.oracle import OracleSource
 from simplepose.evaluate.metrics.people_agreement import people_agreement  # noqa: F401  (the tests import it from here)
 from simplepose.models import build_loss, build_model
-from simplepose.utils.paths import COCO_SAMPLE_ANNOTATIONS, REPO_ROOT, TINY_PRESET
+from tests.paths import COCO_SAMPLE_ANNOTATIONS, REPO_ROOT, TINY_PRESET
 
 COCO = load_skeleton("coco")  # the paper's skeleton: the tests written against its channel layout use it
 COCO_LAYOUT = ChannelLayout.of(COCO)  # its channels: limbs 0-29, keypoints 30-47, person mask 48, max keypoint 49

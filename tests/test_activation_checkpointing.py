@@ -17,8 +17,8 @@ from simplepose.engine.trainer import Trainer
 from simplepose.evaluate.inference.checkpoint_model import load_model
 from simplepose.models import MultiTaskLoss, build_model
 from simplepose.models.weights import unwrap
-from simplepose.utils.paths import TINY_PRESET
 from tests.helpers import COCO
+from tests.paths import TINY_PRESET
 
 pytestmark = pytest.mark.usefixtures("one_thread")  # fast on a busy 2-core machine
 TWO_STACKS = ["model.stacks=2", "loss.stack_weights=[1,1]"]  # the tiny preset with a merge between two stacks

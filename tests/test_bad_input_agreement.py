@@ -24,8 +24,8 @@ from simplepose.data.image_files import ImageFileError
 from simplepose.data.main_person import main_person_indices
 from simplepose.evaluate.evaluation import evaluate_oracle
 from simplepose.utils.errors import AnnotationError, UserError
-from simplepose.utils.paths import COCO_SAMPLE_ANNOTATIONS, REPO_ROOT, TINY_PRESET
 from tests.harness.bad_inputs import ids_past_int64, string_annotation_ids, without_labelled_people, without_main_people
+from tests.paths import COCO_SAMPLE_ANNOTATIONS, REPO_ROOT, TINY_PRESET
 
 
 @pytest.fixture

@@ -20,10 +20,10 @@ from simplepose.checkpoint import original as convert_original
 from simplepose.config.config_file import load_config
 from simplepose.data import coco_to_hdf5, map_keypoints
 from simplepose.evaluate import coco_eval, demo
-from simplepose.utils.paths import REPO_ROOT
 from tests.harness.bad_inputs import CASE_NAMES, SECURITY_CASES, build_corpus
 from tests.harness.cases import Case, run_cases, run_in_process
 from tests.helpers import assert_ends_as_expected
+from tests.paths import REPO_ROOT
 
 # Corpus cases whose behaviour an existing test already asserts (they still run in the bad-input table command).
 TESTED_ELSEWHERE = {

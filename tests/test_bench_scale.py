@@ -13,7 +13,7 @@ from bench.scale_eval import evaluation_stages
 from simplepose.config.config_file import load_config
 from simplepose.evaluate.evaluation import score_results
 from simplepose.utils.errors import UserError
-from simplepose.utils.paths import COCO_SAMPLE_ANNOTATIONS
+from tests.paths import COCO_SAMPLE_ANNOTATIONS
 
 
 def test_the_scaled_set_has_train2017s_share_of_images_with_people(coco_sample):

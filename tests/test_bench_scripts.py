@@ -20,12 +20,12 @@ from simplepose.data.dataset import SimplePoseDataset
 from simplepose.evaluate.inference.map_source import ImageMeta, InputBatch
 from simplepose.evaluate.inference.multiscale import fuse_flip
 from simplepose.models import build_model
-from simplepose.utils.paths import REPO_ROOT, TINY_PRESET
 from tests.harness import bad_input_table
 from tests.harness.bad_inputs import build_corpus
 from tests.harness.cases import run_cases
 from tests.harness.faults import write_fault_train_code
 from tests.helpers import COCO, COCO_LAYOUT, keypoints_oracle, person, save_tiny_checkpoint
+from tests.paths import REPO_ROOT, TINY_PRESET
 
 
 def test_data_pipeline_bench_prints_rate_and_every_stage(synthetic_sample_h5, capsys):

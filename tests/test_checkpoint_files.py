@@ -15,9 +15,9 @@ from simplepose.engine.trainer import Trainer
 from simplepose.evaluate import coco_eval
 from simplepose.evaluate.estimator import PoseEstimator
 from simplepose.utils.file_kind import file_kind, kind_of
-from simplepose.utils.paths import COCO_SAMPLE_ANNOTATIONS
 from tests.harness.not_checkpoints import UNSAFE_ADVICE, make_not_checkpoints
 from tests.helpers import tiny_cfg
+from tests.paths import COCO_SAMPLE_ANNOTATIONS
 
 KINDS = ("hdf5", "onnx", "jpeg", "png", "yaml", "json", "random_bytes", "empty", "truncated", "python_objects",
          "folder")  # fmt: skip

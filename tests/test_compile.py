@@ -24,8 +24,8 @@ from simplepose.config.config_file import load_config
 from simplepose.config.skeleton_file import skeleton_of
 from simplepose.engine.trainer import Trainer
 from simplepose.models import MultiTaskLoss, build_model
-from simplepose.utils.paths import REPO_ROOT
 from tests.helpers import saved_state, tiny_cfg
+from tests.paths import REPO_ROOT
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

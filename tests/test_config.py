@@ -14,7 +14,7 @@ from simplepose.config.config_file import (
     with_overrides,
 )
 from simplepose.config.schema import OUTPUT_STRIDE
-from simplepose.utils.paths import REPO_ROOT
+from tests.paths import REPO_ROOT
 
 
 @pytest.mark.parametrize("preset", sorted((REPO_ROOT / "config").glob("*.yaml")))

@@ -9,7 +9,7 @@ import pytest
 
 from simplepose.config.config_file import ConfigError, load_config, preset_file, to_dict
 from simplepose.config.presets import preset_names
-from simplepose.utils.paths import PAPER_PRESET, REPO_ROOT
+from tests.paths import PAPER_PRESET, REPO_ROOT
 
 MODERN = REPO_ROOT / "config" / "simplepose_coco_modern.yaml"
 

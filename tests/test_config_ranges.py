@@ -16,7 +16,7 @@ import pytest
 from simplepose import train
 from simplepose.config.config_file import load_config
 from simplepose.config.schema import Config, Range, range_of
-from simplepose.utils.paths import REPO_ROOT
+from tests.paths import REPO_ROOT
 
 
 def settings(cls: type = Config, prefix: str = "") -> list[tuple[str, typing.Any, dataclasses.Field]]:

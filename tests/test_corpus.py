@@ -18,12 +18,13 @@ import numpy as np
 import pytest
 
 from simplepose.config.config_file import load_config
+from simplepose.config.schema import EvalConfig
 from simplepose.config.skeleton_check import SkeletonMismatch
 from simplepose.config.skeleton_file import load_skeleton
 from simplepose.data.conversion import Source, convert
 from simplepose.data.synthetic_images import generate
 from simplepose.evaluate.evaluation import evaluate_oracle
-from simplepose.evaluate.metrics.annotations import load_coco
+from simplepose.evaluate.metrics.annotations import load_ground_truth
 from simplepose.evaluate.metrics.keypoint_stats import coco_keypoint_stats
 from tests.helpers import imperfect_results, pycocotools_stats
 
@@ -212,7 +213,7 @@ def through_the_pipeline(annotations: Path, images: Path, skeleton_name: str, na
     data = json.loads(annotations.read_text())
     oracle_results = json.loads(out.read_text())
     assert {r["image_id"] for r in oracle_results} <= {img["id"] for img in data["images"]}  # the file's own ids
-    coco = load_coco(annotations, skeleton, keypoint_names=names)
+    coco = load_ground_truth(annotations, skeleton, EvalConfig(keypoint_names=names)).coco
     figures = {"oracle AP": oracle["AP"]}
     # the oracle's results and imperfect ones (figures inside (0, 1), sensitive to any matching difference)
     for kind, results in (("oracle", oracle_results), ("imperfect", imperfect_results(reference or data))):
@@ -244,7 +245,7 @@ def test_a_layout_converts_scores_and_agrees_with_pycocotools(layout, generated,
 def test_the_real_coco_file_and_results(tmp_path):
     annotations, images, results = real_coco(tmp_path)
     figures = through_the_pipeline(annotations, images, "coco", "exact", tmp_path)
-    coco = load_coco(annotations, load_skeleton("coco"))
+    coco = load_ground_truth(annotations, load_skeleton("coco"), EvalConfig()).coco
     ours, _ = coco_keypoint_stats(coco, results, sorted(coco.imgs), load_skeleton("coco").sigmas)
     data = json.loads(annotations.read_text())
     theirs = pycocotools_filled(data, results, load_skeleton("coco").sigmas)

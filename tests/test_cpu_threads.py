@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from simplepose.utils.paths import REPO_ROOT
 from tests.helpers import subprocess_env
+from tests.paths import REPO_ROOT
 
 # imports a module and prints GOMP_SPINCOUNT as it was at the moment torch started loading
 SPIN_WHEN_TORCH_LOADS = """

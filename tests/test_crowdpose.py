@@ -17,7 +17,7 @@ from simplepose.data.conversion import Source, convert
 from simplepose.evaluate import coco_eval
 from simplepose.evaluate.metrics.crowdpose_eval import crowdpose_keypoint_stats
 from simplepose.evaluate.metrics.keypoint_stats import coco_keypoint_stats
-from simplepose.utils.paths import PAPER_PRESET, REPO_ROOT
+from tests.paths import PAPER_PRESET, REPO_ROOT
 
 CROWDPOSE = load_skeleton("crowdpose")
 THRESHOLDS = np.linspace(0.5, 0.95, 10)

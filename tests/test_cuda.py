@@ -45,8 +45,8 @@ from simplepose.engine.trainer import Trainer
 from simplepose.evaluate.metrics.annotations import load_coco
 from simplepose.evaluate.metrics.keypoint_stats import coco_keypoint_stats
 from simplepose.models.weights import unwrap
-from simplepose.utils.paths import PAPER_PRESET, REPO_ROOT
 from tests.helpers import flat_optimizer_state, run_args, saved_state, subprocess_env, tiny_run_args, torchrun_command
+from tests.paths import PAPER_PRESET, REPO_ROOT
 
 CPU_DRY_RUN_SIZE = int(os.environ.get("SIMPLEPOSE_CUDA_TIER_ON_CPU") or 0)
 DEVICE = torch.device("cpu" if CPU_DRY_RUN_SIZE else "cuda")

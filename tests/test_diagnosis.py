@@ -11,15 +11,16 @@ import numpy as np
 import pytest
 
 from simplepose.config.config_file import load_config
+from simplepose.config.schema import EvalConfig
 from simplepose.config.skeleton_file import load_skeleton
 from simplepose.evaluate import coco_eval
 from simplepose.evaluate.evaluation import score_results
-from simplepose.evaluate.metrics.annotations import load_coco
+from simplepose.evaluate.metrics.annotations import load_ground_truth
 from simplepose.evaluate.metrics.diagnosis import ERROR_TYPES, diagnose
 from simplepose.evaluate.metrics.diagnosis_report import write_diagnosis
 from simplepose.evaluate.metrics.keypoint_stats import keypoint_stats
-from simplepose.utils.paths import COCO_SAMPLE_ANNOTATIONS
 from tests.helpers import COCO, FAINT_MAPS, train_a_few_steps
+from tests.paths import COCO_SAMPLE_ANNOTATIONS
 
 KINDS = ("jitter", "inversion", "swap", "miss")
 
@@ -151,7 +152,7 @@ def test_injected_errors_are_classified_by_the_definitions(sample_annotations, t
     for kind in KINDS:
         assert found.keypoint_errors[kind] >= 1
     # the costs: each corrected type alone gives AP back; the baseline is the evaluation's own AP
-    coco = load_coco(sample_annotations, COCO)
+    coco = load_ground_truth(sample_annotations, COCO, EvalConfig()).coco
     stats, _ = keypoint_stats(coco, results, sorted(coco.imgs), COCO)
     assert found.ap["baseline"] == pytest.approx(stats["AP"], abs=1e-12)
     assert found.ap["+jitter"] >= found.ap["baseline"]

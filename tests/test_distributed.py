@@ -16,8 +16,8 @@ from torch import nn
 
 from simplepose.checkpoint.format import Checkpoint
 from simplepose.engine.launch import DataParallelBalanced, ModelWithLoss, sync_batchnorm
-from simplepose.utils.paths import REPO_ROOT
 from tests.helpers import COCO, saved_state, subprocess_env, tiny_cfg, tiny_run_args, torchrun_command
+from tests.paths import REPO_ROOT
 
 # per process: batch 2, 4 steps, a checkpoint every 2 steps; BatchNorm in eval mode makes N x b == 1 x N*b exact
 RUN = ["train.epochs=1", "train.max_steps_per_epoch=4", "train.checkpoint_every_steps=2", "train.optimizer=sgd",

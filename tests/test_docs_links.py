@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from simplepose.utils.paths import REPO_ROOT
+from tests.paths import REPO_ROOT
 
 FENCE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.S | re.M)
 INLINE_CODE = re.compile(r"`[^`\n]*`")

@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 
 from simplepose.config.schema import DataConfig
-from simplepose.utils.paths import REPO_ROOT
+from tests.paths import REPO_ROOT
 
 PACKAGES = ("utils", "config", "codec", "data", "models", "checkpoint", "evaluate", "engine", "bench", "tests")
 SUBPACKAGES = PACKAGES[:-2]  # simplepose.<folder>; bench/ and tests/ are the checkout's own

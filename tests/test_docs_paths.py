@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from simplepose.utils.paths import REPO_ROOT
+from tests.paths import REPO_ROOT
 from tests.test_docs_names import doc_files
 
 FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)

@@ -13,9 +13,9 @@ from simplepose.checkpoint.format import Checkpoint, CheckpointError
 from simplepose.engine.trainer import Trainer
 from simplepose.models.weights import WeightsMismatch, unwrap
 from simplepose.utils.errors import DataFileError
-from simplepose.utils.paths import REPO_ROOT
 from tests.harness.faulty_trainer import with_faults
 from tests.helpers import flat_optimizer_state, saved_state, tiny_cfg
+from tests.paths import REPO_ROOT
 
 
 def model_state(trainer):

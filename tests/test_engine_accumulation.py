@@ -12,9 +12,9 @@ import torch
 from simplepose.engine.batch_errors import OutOfMemory
 from simplepose.engine.trainer import Trainer
 from simplepose.models.weights import unwrap
-from simplepose.utils.paths import REPO_ROOT
 from tests.harness.faulty_trainer import Crash, with_faults
 from tests.helpers import saved_state, tiny_cfg, tiny_run_args
+from tests.paths import REPO_ROOT
 
 # BatchNorm in eval mode: the statistics of a micro-batch of 2 and of a batch of 4 differ otherwise
 COMMON = ["train.epochs=1", "train.max_steps_per_epoch=3", "train.optimizer=sgd", "train.bn_eval=true",

@@ -20,8 +20,8 @@ from simplepose.engine.recipe import recipe_changes, recipe_line
 from simplepose.engine.run import QUICKSTART_PRESET, finished_message, validation_lines
 from simplepose.engine.schedule import LRSchedule
 from simplepose.engine.trainer import Trainer
-from simplepose.utils.paths import PAPER_PRESET, REPO_ROOT
 from tests.helpers import saved_state, tiny_cfg
+from tests.paths import PAPER_PRESET, REPO_ROOT
 
 COSINE = TrainConfig(lr=1.0, lr_scale_world_size=False, warmup_epochs=1, epochs=5, lr_schedule="cosine", lr_floor=0.1)
 

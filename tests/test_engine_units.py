@@ -19,8 +19,8 @@ from simplepose.engine.logger import MetricsLogger, read_metrics
 from simplepose.engine.position import TrainingPosition
 from simplepose.engine.sampler import EpochSampler
 from simplepose.engine.schedule import LRSchedule
-from simplepose.utils.paths import REPO_ROOT
 from tests.helpers import saved_state
+from tests.paths import REPO_ROOT
 
 COCO = load_skeleton("coco")
 

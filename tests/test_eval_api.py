@@ -24,7 +24,6 @@ from simplepose.evaluate.image_to_bgr import as_bgr
 from simplepose.evaluate.inference.multiscale import multiscale_maps
 from simplepose.evaluate.metrics.annotations import load_coco
 from simplepose.utils.errors import UserError
-from simplepose.utils.paths import REPO_ROOT
 from tests.helpers import (
     COCO,
     COCO_LAYOUT,
@@ -38,6 +37,7 @@ from tests.helpers import (
     image_id,
     people_agreement,
 )
+from tests.paths import REPO_ROOT
 
 CPU = torch.device("cpu")
 

@@ -15,8 +15,8 @@ from simplepose.config.schema import Config
 from simplepose.evaluate.evaluation import evaluate_model, evaluate_oracle
 from simplepose.evaluate.metrics.coco_results import coco_results, results_text
 from simplepose.evaluate.metrics.keypoint_stats import STAT_NAMES
-from simplepose.utils.paths import REPO_ROOT
 from tests.helpers import COCO, subprocess_env, torchrun_command
+from tests.paths import REPO_ROOT
 
 
 def single_scale_config(**eval_overrides) -> Config:

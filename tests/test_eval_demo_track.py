@@ -15,15 +15,16 @@ from pycocotools.coco import COCO as CocoApi
 
 from bench.tracking import found_person, frame_truth, identity_metrics, ids_of_identities
 from simplepose.config.config_file import load_config
+from simplepose.config.schema import EvalConfig
 from simplepose.config.skeleton_file import load_skeleton
 from simplepose.data import synthetic_video
 from simplepose.data.synthetic_clips import coco_annotations, crossing_video, write_video
 from simplepose.evaluate import PoseEstimator, PoseTracker, demo
 from simplepose.evaluate import video as video_reader
 from simplepose.evaluate.draw import track_color
-from simplepose.evaluate.metrics.annotations import load_coco
-from simplepose.utils.paths import REPO_ROOT
+from simplepose.evaluate.metrics.annotations import load_ground_truth
 from tests.helpers import InterruptedCamera
+from tests.paths import REPO_ROOT
 
 COCO = load_skeleton("coco")
 FAST = ["eval.scales=[1.0]", "eval.flip=false", "eval.boxsize=128"]  # the ground-truth maps at one scale
@@ -107,7 +108,8 @@ def test_python_api_and_a_folder_of_frames_give_the_demos_ids(crossing_clip, tmp
     from_demo = people_of(json.loads(out_json.read_text()), video.num_frames)
 
     cfg = load_config(None, FAST)
-    estimator = PoseEstimator.from_ground_truth(load_coco(gt_file, COCO), cfg, COCO)  # frame i: image i
+    truth = load_ground_truth(gt_file, COCO, EvalConfig())
+    estimator = PoseEstimator.from_ground_truth(truth.coco, cfg, COCO)  # frame i: image i
     frames = list(estimator.stream(video_file, PoseTracker(COCO)))
     assert [f.index for f in frames] == list(range(video.num_frames))
     assert [f.timestamp for f in frames] == pytest.approx([i / 15.0 for i in range(video.num_frames)])

@@ -26,8 +26,8 @@ from simplepose.evaluate.inference.multiscale import (
 from simplepose.evaluate.inference.plan import scale_factors
 from simplepose.models import build_model
 from simplepose.models.fold import FoldError, fold_batchnorm
-from simplepose.utils.paths import PAPER_PRESET
 from tests.helpers import tiny_model_cfg
+from tests.paths import PAPER_PRESET
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 log = logging.getLogger(__name__)

@@ -12,9 +12,10 @@ import json
 import numpy as np
 import pytest
 
+from simplepose.config.schema import EvalConfig
 from simplepose.config.skeleton_file import load_skeleton
 from simplepose.evaluate import coco_eval
-from simplepose.evaluate.metrics.annotations import load_coco
+from simplepose.evaluate.metrics.annotations import load_ground_truth
 from simplepose.evaluate.metrics.keypoint_stats import keypoint_stats
 from tests.helpers import imperfect_results, pycocotools_stats
 
@@ -45,7 +46,7 @@ def renumbered_file(data: dict, results: list[dict], how: str, seed: int = 1) ->
 def our_stats(tmp_path, data: dict, results: list[dict], skeleton, name: str) -> dict[str, float]:
     path = tmp_path / f"{name}.json"
     path.write_text(json.dumps(data))
-    coco = load_coco(path, skeleton)
+    coco = load_ground_truth(path, skeleton, EvalConfig()).coco
     return keypoint_stats(coco, results, sorted(coco.imgs), skeleton)[0]
 
 
@@ -106,7 +107,7 @@ def test_the_oracle_of_a_file_numbered_from_0_writes_the_files_ids(synthetic_coc
         written = json.loads(out.read_text())
         assert written and {r["image_id"] for r in written} <= {img["id"] for img in renumbered["images"]}
         figures[how] = keypoint_stats(
-            load_coco(path, COCO_SKELETON),
+            load_ground_truth(path, COCO_SKELETON, EvalConfig()).coco,
             written,
             [img["id"] for img in renumbered["images"]],
             COCO_SKELETON,

@@ -17,8 +17,8 @@ from simplepose.evaluate.inference.multiscale import (
     uses_torch_resize,
 )
 from simplepose.evaluate.inference.plan import decode_grid, scale_factors
-from simplepose.utils.paths import REPO_ROOT
 from tests.helpers import COCO
+from tests.paths import REPO_ROOT
 
 CPU = torch.device("cpu")
 PAPER_EVAL = load_config(REPO_ROOT / "config" / "simplepose_coco.yaml").eval  # 5 scales, 192-row grid

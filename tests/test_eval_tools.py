@@ -14,12 +14,13 @@ import torch
 
 from simplepose.codec.person import keypoint_box
 from simplepose.config.config_file import with_overrides
+from simplepose.config.schema import EvalConfig
 from simplepose.config.skeleton_file import load_skeleton
 from simplepose.evaluate import Person, coco_eval, demo
 from simplepose.evaluate import prediction_sheet as layout
 from simplepose.evaluate.draw import draw_boxes, draw_detections, draw_people, draw_tracked, track_color
 from simplepose.evaluate.inference.checkpoint_model import load_model
-from simplepose.evaluate.metrics.annotations import load_coco
+from simplepose.evaluate.metrics.annotations import load_coco, load_ground_truth
 from simplepose.evaluate.metrics.coco_results import sort_results
 from simplepose.evaluate.prediction_sheet import draw_predictions, ground_truth_keypoints, pair_tile
 from tests.helpers import LANDSCAPE, UNSCORED_IMAGES, image_folder, image_id
@@ -214,7 +215,7 @@ def test_the_quick_start_sheet_shows_each_image_beside_its_ground_truth(
     caption, tile_height, gap = layout.CAPTION_HEIGHT, layout.TILE_HEIGHT, layout.PAIR_GAP
     assert sheet.shape[0] == caption + 8 + gap + rows * (caption + tile_height + gap)
 
-    coco = load_coco(synthetic_sample_annotations, load_skeleton("coco"))
+    coco = load_ground_truth(synthetic_sample_annotations, load_skeleton("coco"), EvalConfig()).coco
     image_id = sorted(coco.getImgIds())[0]
     image = cv2.imread(str(synthetic_sample_images / coco.imgs[image_id]["file_name"]))
     truth = ground_truth_keypoints(coco, image_id, load_skeleton("coco"))

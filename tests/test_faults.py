@@ -28,7 +28,6 @@ from simplepose.engine.run import run
 from simplepose.engine.trainer import Trainer
 from simplepose.utils.errors import cli_main
 from simplepose.utils.io import WriteError
-from simplepose.utils.paths import REPO_ROOT
 from tests.harness.faults import (
     BROKEN,
     DEAD,
@@ -42,6 +41,7 @@ from tests.harness.faults import (
     write_fault,
 )
 from tests.helpers import saved_state, tiny_cfg, tiny_run_args
+from tests.paths import REPO_ROOT
 
 SHORT = ["train.max_steps_per_epoch=2", "train.optimizer=sgd", "train.lr=0.01"]
 

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-import simplepose.utils.paths as utils_paths
+import tests.paths as utils_paths
 from simplepose.utils.errors import UserError
-from simplepose.utils.paths import COCO_SAMPLE_ANNOTATIONS, coco_sample_dir
 from tests import fetch_coco_sample as fetch_module
 from tests.fetch_coco_sample import MANIFEST, SHIPPED_ANNOTATIONS, fetch
+from tests.paths import COCO_SAMPLE_ANNOTATIONS, coco_sample_dir
 
 OFFICIAL = "http://images.cocodataset.org/train2017/"
 

@@ -1,4 +1,4 @@
-"""A training step reads nothing back to the host between log steps (counted with utils.host_syncs: the aten ops and
+"""A training step reads nothing back to the host between log steps (counted with tests.host_syncs: the aten ops and
 tensor methods that need values on the host), and the non-finite skip decided on the device still skips."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import torch
 
 from simplepose.engine.hook_base import Hook
 from simplepose.engine.trainer import Trainer
-from simplepose.utils.host_syncs import HostSyncCounter
 from tests.harness.faulty_trainer import with_faults
 from tests.helpers import tiny_cfg
+from tests.host_syncs import HostSyncCounter
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -12,11 +12,12 @@ import sys
 
 import pytest
 
+from simplepose.config.schema import EvalConfig
 from simplepose.config.skeleton_check import SkeletonMismatch
 from simplepose.config.skeleton_file import load_skeleton
 from simplepose.data.conversion import Source, convert
-from simplepose.evaluate.metrics.annotations import load_coco
-from simplepose.utils.paths import REPO_ROOT
+from simplepose.evaluate.metrics.annotations import load_ground_truth
+from tests.paths import REPO_ROOT
 
 COCO = load_skeleton("coco")
 # 17 keypoints of another set (PoseTrack's order: head top and bottom where COCO has the eyes)
@@ -46,7 +47,7 @@ def test_other_names_are_refused_naming_both_lists_and_the_first_difference(synt
     assert ", ".join(POSETRACK_NAMES) in text and ", ".join(COCO.dataset_keypoints) in text
     assert "--keypoint-names spelling" in text and not (tmp_path / "out.h5").exists()
     with pytest.raises(SkeletonMismatch) as e:  # the evaluator: the same check
-        load_coco(path, COCO)
+        load_ground_truth(path, COCO, EvalConfig())
     assert e.value.first_difference == (1, "head_bottom", "left_eye") and "eval.keypoint_names" in str(e.value)
     cmd = [sys.executable, "-m", "data.coco_to_hdf5", "--images", str(images), "--annotations", str(path), "--out",
            str(tmp_path / "out.h5"), "--no-progress"]  # fmt: skip
@@ -66,7 +67,7 @@ def test_names_differing_only_in_spelling_need_the_switch(synthetic_coco, tmp_pa
         settings = convert([Source(images, path)], tmp_path / "out.h5", 64, progress=False, keypoint_names="spelling")
     assert settings["keypoint_names"] == {"match": "spelling", "files": [spelt]}
     assert "Left-Eye = left_eye" in caplog.text
-    load_coco(path, COCO, keypoint_names="spelling")  # the evaluator accepts it the same way
+    load_ground_truth(path, COCO, EvalConfig(keypoint_names="spelling"))  # the evaluator accepts it the same way
     # a misspelt name is not a spelling variant
     path, _ = with_names(synthetic_coco, tmp_path, ["nose", "left_eyes", *spelt[2:]])
     with pytest.raises(SkeletonMismatch) as e:

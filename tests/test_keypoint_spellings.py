@@ -17,7 +17,7 @@ from simplepose.config.skeleton_file import load_skeleton
 from simplepose.data import map_keypoints
 from simplepose.data.keypoint_mapping import KeypointMapping
 from simplepose.utils.errors import DataFileError
-from simplepose.utils.paths import REPO_ROOT
+from tests.paths import REPO_ROOT
 
 COCO = load_skeleton("coco")
 

@@ -1,10 +1,13 @@
-"""The code shipped to users (everything outside tests/) does not depend on the test suite."""
+"""The code shipped to users (the package: everything outside tests/, bench/ and the build's folders) does not
+depend on the test suite. The benches, not shipped, use what the tests use to find the repository and the sample
+(tests/paths.py)."""
 
 from __future__ import annotations
 
 import ast
 
-from simplepose.utils.paths import REPO_ROOT
+from tests.own_tree import package_modules
+from tests.paths import REPO_ROOT
 
 
 def imported_modules(source: str) -> set[str]:
@@ -22,13 +25,8 @@ def test_imported_modules_sees_every_form_of_import():
     assert imported_modules(source) == {"tests.conftest", "tests", "tests.test_engine"}
 
 
-def shipped(path) -> bool:
-    parts = path.relative_to(REPO_ROOT).parts
-    return not any(part.startswith(".") or part in ("tests", "runs", "cache") for part in parts)
-
-
 def test_shipped_code_does_not_import_the_tests():
-    files = [p for p in REPO_ROOT.rglob("*.py") if shipped(p)]
+    files = [REPO_ROOT / rel for rel in package_modules(REPO_ROOT)]  # what the wheel holds (tests/own_tree.py)
     assert any(p.parts[-2:] == ("engine", "trainer.py") for p in files)
     found = [f"{p.relative_to(REPO_ROOT)}: {m}" for p in files for m in sorted(imported_modules(p.read_text()))
              if m == "tests" or m.startswith("tests.")]  # fmt: skip

@@ -9,10 +9,12 @@ import json
 import numpy as np
 import pytest
 
+from simplepose.config.schema import EvalConfig
 from simplepose.config.skeleton_file import load_skeleton
-from simplepose.data import map_keypoints
+from simplepose.data import coco_to_hdf5, map_keypoints
 from simplepose.data.annotation_mapping import map_annotation_file
-from simplepose.evaluate.metrics.annotations import load_coco
+from simplepose.data.command_options import SKELETON_FORMS
+from simplepose.evaluate.metrics.annotations import load_ground_truth
 from simplepose.utils.errors import AnnotationError, UserError
 
 COCO = load_skeleton("coco")
@@ -162,11 +164,11 @@ def test_the_command_writes_a_file_the_evaluator_reads_for_the_target_skeleton(t
     assert "12 of coco's 17 keypoints" in printed
     assert "unlabelled: nose, left_eye, right_eye, left_ear, right_ear" in printed
     assert "head, neck" in printed and f"wrote {out}: 2 images, 4 annotations" in printed
-    coco = load_coco(out, COCO)
+    coco = load_ground_truth(out, COCO, EvalConfig()).coco
     assert len(coco.getAnnIds()) == 4
     assert json.loads(out.read_text())["images"][0]["crowdIndex"] == 0.25
     with pytest.raises(UserError):  # the source file itself is not COCO's 17
-        load_coco(src, COCO)
+        load_ground_truth(src, COCO, EvalConfig())
 
 
 def test_the_command_renames(tmp_path, capsys):
@@ -176,7 +178,7 @@ def test_the_command_renames(tmp_path, capsys):
     argv = ["--annotations", src, "--skeleton", "crowdpose", "--out", str(out), "--rename", "head_top=head"]
     assert map_keypoints.main(argv) == 0
     assert "14 of crowdpose's 14 keypoints" in capsys.readouterr().out
-    load_coco(out, CROWDPOSE)
+    load_ground_truth(out, CROWDPOSE, EvalConfig())
 
 
 @pytest.mark.parametrize(
@@ -237,3 +239,19 @@ def test_an_hdf5_file_given_as_annotations_is_named_as_one(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "is an HDF5 file" in err and "not COCO-format JSON" in err and "utf-8" not in err
     assert err.count("\n") == 1 and not out.exists()
+
+
+def test_the_converter_and_the_mapper_read_their_file_options_alike(tmp_path, capsys):
+    """--annotations, --skeleton and --out are written once (data.command_options): the same parsing and words."""
+    parsed = {
+        "converter": coco_to_hdf5.build_parser().parse_args(["--images", "i", "--annotations", "a.json", "--out", "o"]),
+        "mapper": map_keypoints.build_parser().parse_args(["--annotations", "a.json", "--skeleton", "x", "--out", "o"]),
+    }
+    assert {type(a.annotations) for a in parsed.values()} == {type(a.out) for a in parsed.values()} == {type(tmp_path)}
+    assert parsed["converter"].skeleton == "coco"  # the converter's default
+    with pytest.raises(SystemExit):
+        map_keypoints.build_parser().parse_args(["--annotations", "a.json", "--out", "o"])  # the mapper's: required
+    assert "--skeleton" in capsys.readouterr().err
+    for command in (coco_to_hdf5, map_keypoints):
+        text = " ".join(command.build_parser().format_help().split())
+        assert SKELETON_FORMS in text and "COCO-format person_keypoints JSON" in text

@@ -6,8 +6,8 @@ from simplepose.config.schema import Config, ModelConfig
 from simplepose.models import PoseNet, build_model
 from simplepose.models.posenet import InputShapeError, output_shapes
 from simplepose.models.summary import macs_and_shapes, meta_model, parameter_counts
-from simplepose.utils.paths import REPO_ROOT
 from tests.helpers import COCO
+from tests.paths import REPO_ROOT
 
 TINY = ModelConfig(stacks=2, inp_dim=16, increase=8, num_scales=5, head_channels=16, se_reduction=4)
 

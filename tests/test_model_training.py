@@ -10,7 +10,7 @@ from simplepose.config.config_file import load_config
 from simplepose.data.batching import collate, images_to_float
 from simplepose.data.dataset import SimplePoseDataset
 from simplepose.models import build_loss, build_model
-from simplepose.utils.paths import REPO_ROOT
+from tests.paths import REPO_ROOT
 
 
 def test_tiny_model_lowers_the_loss_tenfold_on_two_samples(tmp_path, sample_images, sample_annotations, one_thread):

@@ -16,7 +16,7 @@ from simplepose.checkpoint import original as convert_original
 from simplepose.data import coco_to_hdf5, synthetic, synthetic_video
 from simplepose.evaluate import coco_eval, export_onnx
 from simplepose.utils.io import WriteError, check_writable
-from simplepose.utils.paths import COCO_SAMPLE_ANNOTATIONS
+from tests.paths import COCO_SAMPLE_ANNOTATIONS
 from tests.test_model_weights import tiny_original
 
 

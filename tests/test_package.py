@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -21,7 +22,7 @@ from simplepose.evaluate import PoseEstimator
 from simplepose.models.posenet import build_model
 from simplepose.utils.errors import UserError
 from simplepose.utils.optional import require
-from simplepose.utils.paths import REPO_ROOT
+from tests.paths import REPO_ROOT
 
 ONE_SCALE = ["eval.scales=[1.0]", "eval.flip=false"]
 # written by `python train.py --config config/tiny.yaml` (model shrunk to 8 channels) on f18947d, the last commit
@@ -38,7 +39,11 @@ def outside_env(**extra: str) -> dict[str, str]:
 
 
 def run_in(folder: Path, argv: list[str], python: str = sys.executable, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([python, *argv], cwd=folder, env=outside_env(**env), capture_output=True, text=True,
+    environment = outside_env(**env)
+    if python != sys.executable and "PYTHONPATH" not in env:
+        # a fresh venv sees what its own site-packages give, not a folder linking simplepose to a worktree
+        environment.pop("PYTHONPATH", None)
+    return subprocess.run([python, *argv], cwd=folder, env=environment, capture_output=True, text=True,
                           timeout=600)  # fmt: skip
 
 
@@ -139,9 +144,11 @@ def test_the_wheel_installs_and_runs_in_a_fresh_venv(tiny_ckpt, synthetic_sample
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[1] for n in names if n.startswith("simplepose/") and n.count("/") > 1}
     assert tops == {"checkpoint", "codec", "config", "data", "engine", "evaluate", "models", "utils"}
-    assert {"simplepose/__init__.py", "simplepose/train.py", "simplepose/train_distributed.py",
+    assert {"simplepose/__init__.py", "simplepose/train.py", "simplepose/train_distributed.py", "simplepose/py.typed",
             "simplepose/config/tiny.yaml", "simplepose/config/skeletons/coco.yaml"} <= set(names)  # fmt: skip
     assert not [n for n in names if any(part in n.split("/") for part in ("tests", "bench", "cache", "runs"))]
+    # what only the tests and benches use stays in tests/: the sample's whereabouts, the host-read counter
+    assert not [n for n in names if n.endswith(("/paths.py", "/host_syncs.py")) or "build_backend" in n]
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
@@ -182,6 +189,47 @@ def test_the_wheel_installs_and_runs_in_a_fresh_venv(tiny_ckpt, synthetic_sample
         r = run_in(user, ["-c", presets, given], python=python)
         assert r.returncode == 0, r.stderr[-2000:]
         assert Path(r.stdout.strip()).resolve().is_relative_to(venv.resolve()), r.stdout
+
+
+NOT_THE_PACKAGE = shutil.ignore_patterns(
+    ".git", "build", "cache", "runs", "tests", "bench", "docs", "__pycache__", ".*_cache"
+)
+EDITABLE_CHECK = """
+import importlib.util, json, sys
+import simplepose
+print(json.dumps({"package": simplepose.__file__, "path": sys.path,
+                  "tests": importlib.util.find_spec("simplepose.tests") is not None}))
+"""
+
+
+@pytest.mark.slow
+def test_the_editable_install_is_a_link_tree_that_static_tools_see(tmp_path):
+    """The README's install line, in a fresh venv, of a copy of the package's files: ``simplepose`` is a folder on
+    ``sys.path`` (a .pth line to the link tree, where pyright and mypy look; no import hook) whose files are the
+    checkout's (an edit takes effect), holding what the wheel holds (``simplepose.tests`` does not import)."""
+    checkout = tmp_path / "checkout"  # the install writes its link tree into build/ there, not into this checkout
+    shutil.copytree(REPO_ROOT, checkout, ignore=NOT_THE_PACKAGE)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=300)
+    python = str(venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python"))
+    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    outer = {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}  # dependencies, as in the wheel test
+    Path(site, "outer_dependencies.pth").write_text("\n".join(sorted(outer)) + "\n")
+    r = subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "--no-index",
+                        "--no-build-isolation", "--disable-pip-version-check", "-q", "-e", f"{checkout}[dev]"],
+                       capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+
+    user = tmp_path / "user"
+    user.mkdir()
+    r = run_in(user, ["-c", EDITABLE_CHECK], python=python)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert Path(out["package"]).samefile(checkout / "__init__.py") and not out["tests"]
+    folders = [Path(p) / "simplepose" for p in out["path"] if p and (Path(p) / "simplepose" / "engine").is_dir()]
+    assert folders and (folders[0] / "engine" / "ema.py").samefile(checkout / "engine" / "ema.py")
+    assert not (folders[0] / "tests").exists() and (folders[0] / "py.typed").is_file()
 
 
 def _pyproject() -> dict:

@@ -11,8 +11,8 @@ import simplepose.utils.precision as up
 from simplepose.config.config_file import load_config
 from simplepose.engine.trainer import Trainer
 from simplepose.utils.errors import UserError
-from simplepose.utils.paths import TINY_PRESET
 from tests.helpers import saved_state
+from tests.paths import TINY_PRESET
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda", 0)
 NATIVE_CPU = up.Capabilities(True, "CPU with AVX512-BF16")

@@ -10,7 +10,7 @@ from simplepose.config.config_file import load_config
 from simplepose.engine.curves import plot_run
 from simplepose.engine.run import QUICKSTART_PRESET
 from simplepose.engine.run_folder import run_files
-from simplepose.utils.paths import REPO_ROOT
+from tests.paths import REPO_ROOT
 
 
 @pytest.mark.slow

@@ -15,8 +15,8 @@ import pytest
 from simplepose import train
 from simplepose.data import coco_to_hdf5, synthetic
 from simplepose.evaluate import coco_eval
-from simplepose.utils.paths import REPO_ROOT
 from tests.helpers import FAINT_MAPS, SHORT_RUN
+from tests.paths import REPO_ROOT
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 # What each command gets on top of the README's arguments (later arguments win), so that it runs in seconds.

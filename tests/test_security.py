@@ -16,7 +16,6 @@ from simplepose.checkpoint import original as convert_original
 from simplepose.data.conversion import Source, convert
 from simplepose.data.h5_format import check_layout
 from simplepose.utils.errors import AnnotationError, DataFileError
-from simplepose.utils.paths import REPO_ROOT
 from tests.harness.bad_inputs import (
     PAYLOAD_MARKER,
     SECURITY_CASES,
@@ -27,6 +26,7 @@ from tests.harness.bad_inputs import (
 )
 from tests.harness.not_checkpoints import UNSAFE_ADVICE
 from tests.helpers import assert_ends_as_expected
+from tests.paths import REPO_ROOT
 
 # ------------------------------------------------------------------------------------- the source tree
 

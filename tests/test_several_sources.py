@@ -22,8 +22,8 @@ from simplepose.engine.sampler import EpochSampler
 from simplepose.engine.trainer import training_file
 from simplepose.models.loss import MultiTaskLoss
 from simplepose.utils.errors import DataFileError
-from simplepose.utils.paths import REPO_ROOT
 from tests.helpers import FAINT_MAPS, SHORT_RUN, read_metrics, tiny_cfg
+from tests.paths import REPO_ROOT
 
 COCO, CROWDPOSE = load_skeleton("coco"), load_skeleton("crowdpose")
 COCO_ONLY = ("nose", "left_eye", "right_eye", "left_ear", "right_ear")

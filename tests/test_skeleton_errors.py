@@ -16,8 +16,8 @@ from simplepose.config.skeleton_check import SkeletonMismatch
 from simplepose.config.skeleton_definition import skeleton_from_dict
 from simplepose.config.skeleton_file import load_skeleton, resolve_skeleton_path
 from simplepose.data.conversion import Source, convert
-from simplepose.utils.paths import REPO_ROOT
 from tests.helpers import internal_to_dataset
+from tests.paths import REPO_ROOT
 
 # A small non-human chain of 6 keypoints: head - withers - hip - tail, with a left and a right paw at the withers.
 CHAIN = {

@@ -15,6 +15,7 @@ import yaml
 from simplepose.checkpoint.format import Checkpoint
 from simplepose.codec.layout import ChannelLayout
 from simplepose.config.config_file import load_config
+from simplepose.config.schema import EvalConfig
 from simplepose.config.skeleton_check import SkeletonMismatch
 from simplepose.config.skeleton_definition import skeleton_from_dict
 from simplepose.config.skeleton_file import load_skeleton
@@ -24,10 +25,10 @@ from simplepose.engine.trainer import Trainer
 from simplepose.evaluate import coco_eval
 from simplepose.evaluate.evaluation import evaluate_oracle
 from simplepose.evaluate.inference.checkpoint_model import load_model
-from simplepose.evaluate.metrics.annotations import load_coco
+from simplepose.evaluate.metrics.annotations import load_ground_truth
 from simplepose.models import PoseNet
-from simplepose.utils.paths import TINY_PRESET
 from tests.helpers import tiny_cfg
+from tests.paths import TINY_PRESET
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 COCO = load_skeleton("coco")
@@ -181,7 +182,7 @@ def test_resuming_with_another_skeleton_is_refused(torso, torso_h5, synthetic_h5
 def test_evaluating_annotations_of_another_keypoint_count_names_the_file_and_the_annotation(torso):
     first = json.loads(torso[1].read_text())["annotations"][0]["id"]
     with pytest.raises(SkeletonMismatch) as e:
-        load_coco(torso[1], COCO)
+        load_ground_truth(torso[1], COCO, EvalConfig())
     m = e.value
     assert (m.file, m.key, m.differs, m.found.num_dataset_keypoints, m.expected.name) == (
         str(torso[1]), "keypoints", "keypoint count", 6, "coco")  # fmt: skip

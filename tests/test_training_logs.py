@@ -21,9 +21,9 @@ import simplepose.engine.logger as engine_logger
 from simplepose.engine.logger import MetricsLogger
 from simplepose.engine.trainer import Trainer
 from simplepose.utils.errors import UserError
-from simplepose.utils.paths import COCO_SAMPLE_ANNOTATIONS, REPO_ROOT
 from simplepose.utils.progress_bar import ProgressLines, progress_bar
 from tests.helpers import subprocess_env, tiny_cfg, tiny_run_args
+from tests.paths import COCO_SAMPLE_ANNOTATIONS, REPO_ROOT
 
 SHORT = ["train.epochs=1", "train.max_steps_per_epoch=3", "train.log_every=1"]
 

@@ -167,7 +167,10 @@ def atomic_write(path: str | Path, write: Callable[[IO[bytes]], None]) -> None:
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    atomic_write(path, lambda f: f.write(data))
+    def write(f: IO[bytes]) -> None:
+        f.write(data)
+
+    atomic_write(path, write)
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:

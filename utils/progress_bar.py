@@ -24,7 +24,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sized
 from typing import Any, TextIO
 
 from tqdm import tqdm
@@ -67,7 +67,7 @@ def progress_bar(
     """A tqdm bar when stderr is interactive (``tqdm_options`` go to it, e.g. ``leave=False``), else a
     ``ProgressLines`` with the same ``update``, ``set_postfix``, ``close`` and iteration. ``total`` defaults to
     ``len(iterable)`` where it has one."""
-    if total is None and iterable is not None and hasattr(iterable, "__len__"):
+    if total is None and isinstance(iterable, Sized):
         total = len(iterable)
     if disable or interactive():
         return tqdm(iterable, total=total, desc=desc, unit=unit, disable=disable, initial=initial, **tqdm_options)
@@ -100,7 +100,7 @@ class ProgressLines:
         self.next_tenth = self._tenth_after(initial)
         self.postfix = ""
         self.closed = False
-        self.said_at = None  # n of the last line
+        self.said_at: int | None = None  # n of the last line
 
     def __iter__(self) -> Iterator:
         for item in self.iterable if self.iterable is not None else ():

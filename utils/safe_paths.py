@@ -1,7 +1,8 @@
 """Paths built from untrusted names (an annotation file's ``file_name``), kept inside their folder.
 
-Separate from ``utils.paths``, which locates the repository's own files: this module judges names that come
-from user data, for the converter (``data.coco_to_hdf5``) and the evaluator (``evaluate.coco_eval``).
+Separate from ``tests/paths.py``, which locates the repository's own files for the tests and benches: this module
+judges names that come from user data, for the converter (``data.coco_to_hdf5``) and the evaluator
+(``evaluate.coco_eval``).
 
 The names are judged, not the files: a name that climbs out of the folder (a ``..`` part, an absolute path, a
 drive) is refused, whatever is there. Links in the folder are the user's own (a folder of ``ln -s`` links to shared

@@ -41,7 +41,8 @@ def beat(phase: str, where: str = "") -> None:
 def main_thread_location() -> tuple[bool, str]:
     """(waiting in a collective, ``file:line (function)`` of the innermost frame of this repository's code) of the
     main thread."""
-    frame = sys._current_frames().get(threading.main_thread().ident)
+    ident = threading.main_thread().ident
+    frame = sys._current_frames().get(ident) if ident is not None else None
     waiting, code = False, "unknown"
     while frame is not None:
         name = frame.f_code.co_filename

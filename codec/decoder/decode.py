@@ -71,7 +71,7 @@ def decode_people(
         skeleton: what each channel is, and the dataset order of the result.
         layout: ``skeleton``'s channel layout when the caller holds it (``PoseCodec.layout``); else made here.
     """
-    sx, sy = (scale, scale) if np.isscalar(scale) else scale
+    sx, sy = (float(s) for s in np.broadcast_to(np.asarray(scale, dtype=np.float64), (2,)))
     maps = np.asarray(maps, dtype=np.float32)
     layout = ChannelLayout.of(skeleton) if layout is None else layout
     channels = layout.keypoints

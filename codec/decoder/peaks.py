@@ -112,8 +112,8 @@ def _refine_in_window(heat, k, y, x, r: int, out: np.ndarray, window_score: bool
         return
     ki, yi, xi = k[inside], y[inside], x[inside]
     off = np.arange(-r, r + 1)
-    oy, ox = np.meshgrid(off, off, indexing="ij")
-    oy, ox = oy.ravel(), ox.ravel()
+    grid_y, grid_x = np.meshgrid(off, off, indexing="ij")
+    oy, ox = grid_y.ravel(), grid_x.ravel()
     window = heat[ki[:, None], yi[:, None] + oy, xi[:, None] + ox].astype(np.float64)  # (M, (2r+1)^2)
     if mode == "centroid":
         total = window.sum(1)

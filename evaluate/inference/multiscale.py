@@ -46,7 +46,8 @@ def prepare_input(
 
     Returns the padded (Hp, Wp, 3) float32 BGR/255 array and the resized (rows, cols) before padding.
     """
-    (hr, wr), (hp, wp) = input_sizes(*image.shape[:2], m, cfg)
+    height, width = image.shape[:2]
+    (hr, wr), (hp, wp) = input_sizes(height, width, m, cfg)
     if padded_hw is not None:
         hp, wp = padded_hw
     resized = cv2.resize(image, (wr, hr), interpolation=cv2.INTER_CUBIC)
@@ -232,12 +233,12 @@ def scale_inputs(
         (hr, wr), padded = input_sizes(h, w, m, cfg)
         if buckets:
             padded = (bucket_size(padded[0], cfg.max_downsample), bucket_size(padded[1], cfg.max_downsample))
-        if on_device:
+        if uploaded is not None:  # on_device
             pixels = prepare_on_device(uploaded, (hr, wr), padded, cfg)
         else:
             prepared = [prepare_input(im, m, cfg, padded) for im in images]
             pixels = make_batch([p for p, _ in prepared], cfg.flip, device)
-        metas = tuple(ImageMeta(key, (h, w), (hr, wr), tuple(pixels.shape[2:])) for key in keys)
+        metas = tuple(ImageMeta(key, (h, w), (hr, wr), (pixels.shape[2], pixels.shape[3])) for key in keys)
         yield InputBatch(pixels, metas, cfg.flip)
 
 
@@ -269,11 +270,13 @@ def multiscale_maps_batch(
         valid = batch.metas[0].resized_hw
         maps = resize_to_grid(fuse_flip(out, flip_index), valid, grid, plan.stride, cfg.resize_backend)
         acc = maps if acc is None else acc + maps
+    if acc is None:
+        raise ValueError("multiscale_maps_batch: no test scale (eval.scales is empty)")
     n = len(cfg.scales)
     if isinstance(acc, torch.Tensor):
         maps = (acc / n).cpu().numpy()
     else:
-        maps = (acc / n).transpose(0, 3, 1, 2)
+        maps = np.asarray(acc / n).transpose(0, 3, 1, 2)
     maps = np.nan_to_num(maps, copy=False)
     scale = (w / grid[1], h / grid[0])
     return [(one, scale) for one in maps]

@@ -55,8 +55,8 @@ def check_inputs(height: int, width: int) -> list[torch.Tensor]:
     """The inputs the export is checked on: the traced example's size (batch 1) and a batch of 2 at another
     non-square size (height and width swapped; a square example gets 64 more columns), so that a batch, height or
     width frozen into the graph would show."""
-    other = (width, height) if height != width else (height, width + SIZE_MULTIPLE)
-    return [example_input(height, width), example_input(*other, batch=2, seed=1)]
+    other_h, other_w = (width, height) if height != width else (height, width + SIZE_MULTIPLE)
+    return [example_input(height, width), example_input(other_h, other_w, batch=2, seed=1)]
 
 
 def export_metadata(cfg: Config, skeleton: Skeleton | None = None) -> dict[str, str]:
@@ -89,7 +89,7 @@ def export_onnx(
         torch.onnx.export(
             FinestOutput(model).eval(),
             (example,),
-            buffer,
+            buffer,  # type: ignore[arg-type]  # a file object, as torch's docs allow; its annotation names paths only
             dynamo=False,
             input_names=[INPUT_NAME],
             output_names=[OUTPUT_NAME],

@@ -42,8 +42,9 @@ def decode_grid(height: int, width: int, cfg: EvalConfig, stride: int = OUTPUT_S
     """(rows, cols) of the grid the maps are averaged and decoded on (``eval.decode_height``); ``auto``: the rows of
     the finest test scale's output (its input's, capped as ``scale_factors`` caps it, over ``stride``), at least
     ``AUTO_MIN_ROWS``, at most the image's."""
-    rows = cfg.decode_height
-    if rows == "auto":
+    if isinstance(cfg.decode_height, int):
+        rows = cfg.decode_height
+    else:  # "auto"
         finest = max(scale_factors(height, width, cfg), default=1.0)
         rows = min(height, max(AUTO_MIN_ROWS, math.ceil(height * finest / stride)))
     if rows <= 0 or rows == height:

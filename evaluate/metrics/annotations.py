@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from simplepose.config.schema import EvalConfig, NameMatch
+from simplepose.config.schema import EvalConfig
 from simplepose.config.skeleton import Skeleton
 from simplepose.data.coco_annotations import keypoint_category, load_coco_keypoints
 from simplepose.evaluate.metrics.own_ids import ground_truth
@@ -49,22 +49,13 @@ def load_ground_truth(annotations: str | Path, skeleton: Skeleton, cfg: EvalConf
     return GroundTruth(coco, keypoint_category(coco.dataset, skeleton, path), path, frozenset(checked.bad_image_ids))
 
 
-def load_coco(
-    annotations: str | Path,
-    skeleton: Skeleton | None = None,
-    skip_bad: bool = False,
-    keypoint_names: NameMatch = "exact",
-):
-    """pycocotools COCO of a person_keypoints JSON. With ``skeleton``: read and checked as ``load_ground_truth`` reads
-    it (``skip_bad``: bad annotations do not stop the reading; which images they were is ``GroundTruth``'s to
-    hold). Without ``skeleton``: the file as pycocotools reads it (for loading results against it); UserError when
-    missing or malformed."""
+def load_coco(annotations: str | Path):
+    """pycocotools COCO of a person_keypoints JSON as pycocotools reads it, unchecked (for loading results against
+    it); UserError when missing or malformed. The ground truth to score on, decode or draw is ``load_ground_truth``'s:
+    checked, with the evaluator's ids and the images left out as bad."""
     from pycocotools.coco import COCO
 
     path = Path(annotations)
-    if skeleton is not None:
-        checked = load_coco_keypoints(path, skeleton, skip_bad, keypoint_names, purpose="this evaluation")
-        return ground_truth(checked)
     if not path.is_file():
         raise AnnotationError(f"annotation file {path} not found (expected a COCO person_keypoints_*.json)", file=path)
     try:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import io
 from collections.abc import Sequence
+from typing import Any
 
 from simplepose.data.coco_annotations import CocoKeypoints
 
@@ -28,7 +29,8 @@ def ground_truth(checked: CocoKeypoints):
     filled) numbered 1..M in file order, and that category."""
     from pycocotools.coco import COCO
 
-    images, annotations = [], []
+    images: list[dict] = []
+    annotations: list[dict] = []
     for img in checked.images:
         images.append({k: v for k, v in img.items() if v is not None})
         for ann in checked.annotations_by_image.get(img["id"], []):
@@ -39,7 +41,7 @@ def ground_truth(checked: CocoKeypoints):
     return _indexed(COCO(), {"images": images, "annotations": annotations, "categories": [category]})
 
 
-def renumbered(coco, results: list[dict], image_ids: Sequence[int]) -> tuple[object, list[dict], list[int]]:
+def renumbered(coco, results: list[dict], image_ids: Sequence[int]) -> tuple[Any, list[dict], list[int]]:
     """(ground truth, results, image ids) for pycocotools: ``coco``'s images numbered 1..N in the order of their ids
     and its annotations 1..M, ``results`` (COCO keypoint results of those images) numbered 1..R with their image ids
     mapped alike, and ``image_ids`` (the evaluated images) mapped. ValueError for a result of an unknown image."""

@@ -12,7 +12,7 @@ from simplepose.evaluate.metrics.oks import oks_matrix
 
 def people_agreement(
     got: np.ndarray, want: np.ndarray, sigmas, min_oks: float = 0.5, distances: list[float] | None = None
-) -> dict[str, float]:
+) -> dict[str, int]:
     """How far two decodings of one image agree: ``got`` and ``want`` (P, K, 3) keypoints (x, y, score; score 0 or
     x NaN where not found) matched one to one by OKS (``evaluate.metrics.oks.oks_matrix`` over the ``want`` person's
     keypoints, scale: the area of its keypoint box), pairs below ``min_oks`` left unmatched. Returns the people of

@@ -34,9 +34,9 @@ from simplepose.engine.optim import build_optimizer
 from simplepose.engine.position import TrainingPosition
 from simplepose.models import build_model
 from simplepose.utils.errors import UserError
-from simplepose.utils.paths import COCO_SAMPLE_ANNOTATIONS, TINY_PRESET, coco_sample_dir
 from tests.harness.cases import Case, CaseResult, Outcome, run_cases
 from tests.harness.not_checkpoints import InjectedObject, NotACheckpoint, make_not_checkpoints
+from tests.paths import COCO_SAMPLE_ANNOTATIONS, TINY_PRESET, coco_sample_dir
 
 PAYLOAD_MARKER = "payload_ran"  # a file a pickled payload would create if a checkpoint were unpickled unsafely
 

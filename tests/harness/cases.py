@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from simplepose.utils.paths import REPO_ROOT
+from tests.paths import REPO_ROOT
 
 Outcome = Literal["clean_error", "counted_skip", "raw_traceback", "accepted"]
 OUTCOMES: tuple[Outcome, ...] = ("clean_error", "counted_skip", "raw_traceback", "accepted")

@@ -35,9 +35,9 @@ from simplepose.engine import batch_errors
 from simplepose.engine.batch_errors import LoaderError
 from simplepose.utils import progress_bar
 from simplepose.utils.errors import UserError
-from simplepose.utils.paths import REPO_ROOT, TINY_PRESET
 from tests.harness.cases import CaseResult
 from tests.helpers import saved_state, subprocess_env, tiny_run_args, torchrun_command
+from tests.paths import REPO_ROOT, TINY_PRESET
 
 TRACEBACK = "Traceback (most recent call last)"
 CHECKPOINTS = ("last.pt", "best.pt")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from simplepose.utils.paths import COCO_SAMPLE_ANNOTATIONS, TINY_PRESET
+from tests.paths import COCO_SAMPLE_ANNOTATIONS, TINY_PRESET
 
 # What no refusal may say: PyTorch's advice to load the file unsafely.
 UNSAFE_ADVICE = ("weights_only=False", "weights_only set to False", "`weights_only` set to `False`", "Re-running")

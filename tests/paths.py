@@ -56,7 +56,7 @@ def coco_sample_dir() -> Path:
 
 
 def inputs_or_sample(images: Path | None, annotations: Path | None) -> tuple[Path, Path]:
-    """(image folder, annotation file): those given, else the real COCO sample's (utils.paths.coco_sample_dir)."""
+    """(image folder, annotation file): those given, else the real COCO sample's (tests.paths.coco_sample_dir)."""
     if images is not None and annotations is not None:
         return images, annotations
     sample = coco_sample_dir()
