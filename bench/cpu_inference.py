@@ -32,12 +32,14 @@ import cv2
 import torch
 
 from simplepose.config.schema import EvalConfig
-from simplepose.evaluate.estimator import PoseEstimator, Timing
+from simplepose.evaluate.estimator import PoseEstimator
+from simplepose.evaluate.estimator_base import Timing
 from simplepose.evaluate.inference.checkpoint_model import load_model
 from simplepose.evaluate.inference.inference_setup import choose_setup
 from simplepose.evaluate.inference.map_source import MapSource, network_source
 from simplepose.evaluate.inference.onnx_export import export_metadata, export_onnx
-from simplepose.evaluate.inference.onnx_runner import CPU_PROVIDER, OnnxSource, import_onnxruntime
+from simplepose.evaluate.inference.onnx_runner import OnnxSource
+from simplepose.evaluate.inference.onnx_session import CPU_PROVIDER, import_onnxruntime
 from simplepose.models.fold import fold_batchnorm
 from simplepose.utils.errors import UserError, cli_main
 from simplepose.utils.precision import probe_capabilities

@@ -46,7 +46,8 @@ from simplepose.data.conversion import Source, convert
 from simplepose.data.dataset import SimplePoseDataset
 from simplepose.data.image_files import read_image
 from simplepose.data.synthetic_images import generate
-from simplepose.evaluate.estimator import PoseEstimator, Timing
+from simplepose.evaluate.estimator import PoseEstimator
+from simplepose.evaluate.estimator_base import Timing
 from simplepose.models import build_model
 from simplepose.models.summary import macs_and_shapes
 from simplepose.utils.errors import UserError, cli_main

@@ -10,29 +10,37 @@ and across a video's frames, a folder of pictures or a camera (evaluate/track.py
     for frame in estimator.stream("clip.mp4", PoseTracker(estimator.skeleton, TrackConfig(smooth=True))):
         frame.people  # each with .track_id
 
+An exported network without PyTorch (evaluate/onnx_estimator.py: ONNX Runtime, NumPy and OpenCV; the runtime
+install, runtime/pyproject.toml)::
+
+    people = OnnxPoseEstimator.from_onnx("model.onnx")("photo.jpg")
+
 The names below are imported when first used, so that importing a part of ``evaluate`` that needs no network
-(``evaluate.metrics``, ``evaluate.track``) does not load torch.
+(``evaluate.metrics``, ``evaluate.track``, ``OnnxPoseEstimator``) does not load torch.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import TYPE_CHECKING
 
 _HOME = {
     "FAST": "simplepose.evaluate.fast_setting",
-    "Frame": "simplepose.evaluate.estimator",
+    "Frame": "simplepose.evaluate.estimator_base",
+    "OnnxPoseEstimator": "simplepose.evaluate.onnx_estimator",
     "Person": "simplepose.codec.person",
     "PoseEstimator": "simplepose.evaluate.estimator",
     "PoseTracker": "simplepose.evaluate.track",
-    "Timing": "simplepose.evaluate.estimator",
+    "Timing": "simplepose.evaluate.estimator_base",
     "TrackConfig": "simplepose.config.schema",
-    "coco_results_json": "simplepose.evaluate.estimator",
+    "coco_results_json": "simplepose.evaluate.estimator_base",
 }
 
 __all__ = [
     "FAST",
     "Frame",
+    "OnnxPoseEstimator",
     "Person",
     "PoseEstimator",
     "PoseTracker",
@@ -44,15 +52,27 @@ __all__ = [
 if TYPE_CHECKING:
     from simplepose.codec.person import Person
     from simplepose.config.schema import TrackConfig
-    from simplepose.evaluate.estimator import Frame, PoseEstimator, Timing, coco_results_json
+    from simplepose.evaluate.estimator import PoseEstimator
+    from simplepose.evaluate.estimator_base import Frame, Timing, coco_results_json
     from simplepose.evaluate.fast_setting import FAST
+    from simplepose.evaluate.onnx_estimator import OnnxPoseEstimator
     from simplepose.evaluate.track import PoseTracker
 
 
 def __getattr__(name: str):
     if name not in _HOME:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_HOME[name]), name)
+    try:
+        module = importlib.import_module(_HOME[name])
+    except ModuleNotFoundError:
+        if importlib.util.find_spec("torch") is not None:
+            raise
+        raise ModuleNotFoundError(  # the runtime install has neither torch nor the modules on it
+            f"{name} needs PyTorch, which is not installed (the runtime install without it runs exported models: "
+            "from simplepose import OnnxPoseEstimator)",
+            name="torch",
+        ) from None
+    value = getattr(module, name)
     globals()[name] = value
     return value
 

@@ -9,7 +9,8 @@
     python -m evaluate.demo --onnx model.onnx --input photo.jpg --out demo_out/
     python -m evaluate.demo --from-ground-truth --annotations ann.json --input images/ --out demo_out/
 
-A short command over the Python API (``evaluate.PoseEstimator.stream``: the same frames, tracking included) and
+A short command over the Python API (``evaluate.PoseEstimator.stream``: the same frames, tracking included; with
+``--onnx``, ``evaluate.OnnxPoseEstimator``'s, which needs no PyTorch: the runtime install runs this command) and
 evaluate/demo_output.py (where the drawings go), with the run's ``eval`` settings. ``--input``: an image, a folder (its
 images, not recursive), a pattern in quotes that the demo expands (``'dir/*.jpg'``; ``**`` any depth), a video, or a
 camera index. ``--out DIR`` gets ``<name>_pose.jpg`` per image (below the folder or the pattern's fixed start,
@@ -41,9 +42,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import math
 from dataclasses import replace
 from pathlib import Path
+from types import ModuleType
 
 from simplepose.codec.person import Person
 from simplepose.config.config_file import add_config_arguments, config_from_args, load_config, parse_overrides
@@ -62,25 +65,41 @@ from simplepose.evaluate.demo_output import (
     planned_outputs,
     video_name,
 )
-from simplepose.evaluate.estimator import PoseEstimator, coco_results_json
+from simplepose.evaluate.estimator_base import EstimatorBase, coco_results_json
 from simplepose.evaluate.fast_setting import fast_overrides
 from simplepose.evaluate.frame_sources import Inputs, check_frames, open_inputs
-from simplepose.evaluate.inference.checkpoint_model import load_model
-from simplepose.evaluate.inference.onnx_runner import providers_for
-from simplepose.evaluate.metrics.annotations import load_ground_truth
+from simplepose.evaluate.inference.onnx_session import providers_for
+from simplepose.evaluate.onnx_estimator import OnnxPoseEstimator
 from simplepose.evaluate.track import PoseTracker
 from simplepose.evaluate.unannotated_images import file_image_ids
 from simplepose.utils.commands import command
-from simplepose.utils.distributed import select_device
 from simplepose.utils.errors import UserError, cli_main
 from simplepose.utils.io import atomic_write_text, check_writable, no_empty_folders_on_failure, refuse_to_overwrite
 from simplepose.utils.progress_bar import progress_bar
 from simplepose.utils.text import counted
 
 
-def ground_truth_estimator(args: argparse.Namespace, cfg: Config) -> PoseEstimator:
+def torch_path(option: str) -> ModuleType:
+    """``evaluate.estimator`` (PoseEstimator and PyTorch); UserError when PyTorch is not installed (the runtime
+    install), saying how ``option`` (--ckpt, --from-ground-truth) is replaced there."""
+    if importlib.util.find_spec("torch") is None:  # the runtime install has neither torch nor the modules on it
+        raise UserError(
+            f"{option} needs PyTorch, which is not installed (this install runs exported models only): export the "
+            f"checkpoint where PyTorch is installed ({command('evaluate.export_onnx', '--ckpt CKPT --out model.onnx')})"
+            " and give --onnx model.onnx",
+            key=option,
+        )
+    from simplepose.evaluate import estimator
+
+    return estimator
+
+
+def ground_truth_estimator(args: argparse.Namespace, cfg: Config) -> EstimatorBase:
     """The oracle's estimator for ``--from-ground-truth``: an image file is found by its name in the annotations, a
     video's frame by its index (the image whose id is the frame index)."""
+    estimator = torch_path("--from-ground-truth")
+    from simplepose.evaluate.metrics.annotations import load_ground_truth
+
     skeleton = skeleton_of(cfg)
     truth = load_ground_truth(args.annotations, skeleton, cfg.eval)
     images = truth.images  # those with bad annotations (eval.skip_bad) left out, as an evaluation leaves them out
@@ -97,11 +116,11 @@ def ground_truth_estimator(args: argparse.Namespace, cfg: Config) -> PoseEstimat
             return by_name[key.name]
         raise UserError(f"image {key.name} is not listed in {args.annotations}")
 
-    return PoseEstimator.from_ground_truth(truth.coco, cfg, skeleton, image_id_of)
+    return estimator.PoseEstimator.from_ground_truth(truth.coco, cfg, skeleton, image_id_of)
 
 
 def onnx_overrides(overrides: list[str], config: str | None) -> tuple[dict, TrackConfig]:
-    """The ``eval.*`` overrides as keyword arguments of ``PoseEstimator.from_onnx``, and the tracker's settings with
+    """The ``eval.*`` overrides as keyword arguments of ``OnnxPoseEstimator.from_onnx``, and the tracker's settings with
     the ``track.*`` ones; UserError for any other key (the file fixes the network and its skeleton)."""
     given = parse_overrides(overrides)
     others = [k for k in given if not k.startswith(("eval.", "track."))]
@@ -114,18 +133,23 @@ def onnx_overrides(overrides: list[str], config: str | None) -> tuple[dict, Trac
     return evals, load_config(None, [o for o in overrides if o.strip().startswith("track.")]).track
 
 
-def build_estimator(args: argparse.Namespace) -> tuple[PoseEstimator, TrackConfig]:
-    """(the estimator of a checkpoint, an ONNX file or the annotations' own maps; the tracker's settings)."""
+def build_estimator(args: argparse.Namespace) -> tuple[EstimatorBase, TrackConfig]:
+    """(the estimator of a checkpoint, an ONNX file or the annotations' own maps; the tracker's settings). An ONNX
+    file runs without PyTorch (``OnnxPoseEstimator``: the same people as ``PoseEstimator.from_onnx``)."""
     if args.from_ground_truth:
         cfg = config_from_args(args)
         return ground_truth_estimator(args, cfg), cfg.track
     if args.onnx:
         evals, track = onnx_overrides(args.overrides, args.config)
         providers = providers_for(args.device, cpu_hint="--device cpu")
-        return PoseEstimator.from_onnx(args.onnx, providers, **evals), track
+        return OnnxPoseEstimator.from_onnx(args.onnx, providers, **evals), track
+    estimator = torch_path("--ckpt")
+    from simplepose.evaluate.inference.checkpoint_model import load_model
+    from simplepose.utils.distributed import select_device
+
     device = select_device(args.device, cpu_hint="--device cpu")
     model, cfg = load_model(args.ckpt, args.config, args.overrides, device)
-    return PoseEstimator.from_model(model, cfg.eval, device), cfg.track
+    return estimator.PoseEstimator.from_model(model, cfg.eval, device), cfg.track
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -194,7 +218,7 @@ def check_arguments(args: argparse.Namespace, inputs: Inputs) -> None:
 class Run:
     """One demo run: the frames of the estimator's stream, each drawn and written, its people kept for the JSON."""
 
-    def __init__(self, args: argparse.Namespace, inputs: Inputs, estimator: PoseEstimator, tracker, out_dir):
+    def __init__(self, args: argparse.Namespace, inputs: Inputs, estimator: EstimatorBase, tracker, out_dir):
         self.args, self.inputs, self.estimator, self.tracker, self.out_dir = args, inputs, estimator, tracker, out_dir
         self.gate = "--min-score" if args.min_score is not None else "track.min_score"
         self.drawing = Drawing(estimator.skeleton, tracker is not None)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from simplepose.codec.network_input import check_input_shape
 from simplepose.config.config_file import add_config_arguments
 from simplepose.evaluate.inference.checkpoint_model import load_model
 from simplepose.evaluate.inference.onnx_export import (
@@ -29,8 +30,7 @@ from simplepose.evaluate.inference.onnx_export import (
     export_metadata,
     export_onnx,
 )
-from simplepose.evaluate.inference.onnx_runner import INPUT_NAME, OUTPUT_NAME
-from simplepose.models.posenet import check_input_shape
+from simplepose.evaluate.inference.onnx_session import INPUT_NAME, OUTPUT_NAME
 from simplepose.models.weights import carried_skeleton
 from simplepose.utils.commands import command
 from simplepose.utils.errors import UserError, cli_main

@@ -32,6 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
+from simplepose.codec.network_input import check_input_shape
 from simplepose.config.config_file import ConfigError
 from simplepose.config.schema import OUTPUT_STRIDE, Config, ModelConfig
 from simplepose.config.skeleton import Skeleton
@@ -44,11 +45,9 @@ from simplepose.models.layers import (
     init_original,
     leaky_relu_,
 )
-from simplepose.utils.errors import UserError
 
 DEPTH = 4  # hourglass levels: four poolings
 STEM_STRIDE = OUTPUT_STRIDE  # the stem: conv stride 2, then a max-pool
-SIZE_MULTIPLE = STEM_STRIDE * 2**DEPTH  # 64
 DILATIONS = (3, 3, 4, 4, 5, 5)
 # model.* settings that change how the network runs, not its weights: a run may resume with them changed
 WEIGHT_NEUTRAL_SETTINGS = frozenset({"checkpoint_activations"})
@@ -306,29 +305,6 @@ def check_model_config(cfg: ModelConfig) -> None:
         )
     if problems:
         raise ConfigError("; ".join(text for _, text in problems), key=problems[0][0])
-
-
-class InputShapeError(UserError):
-    """An input the network cannot take; ``shape``: the shape given."""
-
-    def __init__(self, message: str, shape: tuple[int, ...]) -> None:
-        super().__init__(message)
-        self.shape = shape
-
-
-def check_input_shape(shape: torch.Size | tuple[int, ...]) -> None:
-    """Raise UserError unless ``shape`` is (B, 3, H, W) with H and W multiples of 64."""
-    if len(shape) != 4 or shape[1] != 3:
-        raise InputShapeError(
-            f"the network takes images of shape (B, 3, H, W) (BGR/255, NCHW), got {tuple(shape)}", tuple(shape)
-        )
-    h, w = shape[2], shape[3]
-    if h < SIZE_MULTIPLE or w < SIZE_MULTIPLE or h % SIZE_MULTIPLE or w % SIZE_MULTIPLE:
-        raise InputShapeError(
-            f"the network cannot take a {h}x{w} input: height and width must be multiples of {SIZE_MULTIPLE} "
-            f"(64, 128, ..., 256, 320, 384, 448, 512, ...); pad or resize the image",
-            tuple(shape),
-        )
 
 
 def output_shapes(

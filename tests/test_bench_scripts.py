@@ -299,6 +299,22 @@ def test_cpu_inference_bench_prints_a_row_per_variant(tiny_ckpt, synthetic_sampl
     assert len(re.findall(r"\(auto\)", out)) <= 1  # what auto chooses here, marked once (or not among these)
 
 
+def test_runtime_bench_prints_both_install_sizes_and_a_row_per_path_and_setting(
+    tiny_ckpt, synthetic_sample_images, capsys, one_thread
+):
+    from bench import runtime
+
+    argv = ["--ckpt", str(tiny_ckpt), "--images", str(synthetic_sample_images), "--count", "1", "--rounds", "1",
+            "--boxsize", "64"]  # fmt: skip
+    assert runtime.main(argv) == 0
+    out = capsys.readouterr().out
+    sizes = re.findall(r"^install size, (PyTorch path|runtime): ([0-9]+) MB", out, re.M)
+    assert [name for name, _ in sizes] == ["PyTorch path", "runtime"] and all(int(mb) > 0 for _, mb in sizes)
+    rows = re.findall(r"^\| (1 scale|5 scales) \+ flip \| ([^|]+) \| [0-9.]+ \(", out, re.M)
+    paths = ["PyTorch network", "PoseEstimator.from_onnx", "runtime (OnnxPoseEstimator)"]
+    assert rows == [(s, p) for s in ("1 scale", "5 scales") for p in paths]
+
+
 def test_test_time_precision_bench_matches_people_and_scores_both_sides(
     trained_tiny_ckpt, synthetic_sample_images, synthetic_sample_annotations, capsys, one_thread
 ):

@@ -18,7 +18,7 @@ from simplepose.checkpoint.format import CheckpointError
 from simplepose.config.config_file import ConfigError
 from simplepose.data.image_files import ImageFileError, read_image
 from simplepose.evaluate import Person, PoseEstimator, coco_eval, coco_results_json
-from simplepose.evaluate.estimator import Timing
+from simplepose.evaluate.estimator_base import Timing
 from simplepose.evaluate.frame_sources import open_inputs
 from simplepose.evaluate.image_to_bgr import as_bgr
 from simplepose.evaluate.inference.multiscale import multiscale_maps

@@ -11,15 +11,15 @@ import pytest
 import torch
 
 from simplepose.codec.decoder.decode import decode_people
+from simplepose.codec.network_input import InputShapeError
 from simplepose.codec.person import keypoint_array
 from simplepose.config.config_file import ConfigError, to_dict
 from simplepose.data.synthetic_clips import crossing_video, write_video
 from simplepose.evaluate import PoseEstimator, demo, export_onnx
-from simplepose.evaluate.inference import onnx_export, onnx_runner
+from simplepose.evaluate.inference import onnx_export, onnx_runner, onnx_session
 from simplepose.evaluate.inference.checkpoint_model import load_model
 from simplepose.evaluate.inference.map_source import network_source
 from simplepose.evaluate.inference.multiscale import multiscale_maps
-from simplepose.models.posenet import InputShapeError
 from simplepose.utils.errors import UserError
 from tests.helpers import AGREEMENT_IMAGES, COCO, assert_people_agree, people_agreement, tiny_model
 
@@ -131,21 +131,21 @@ def test_bad_onnx_files_give_clean_errors(tmp_path):
     onnx_export.export_onnx(tiny_model(), bare, (64, 64))  # no metadata
     with pytest.raises(UserError) as e:
         onnx_runner.load_onnx(bare)
-    assert (e.value.file, e.value.key) == (str(bare), onnx_runner.CONFIG_KEY)
+    assert (e.value.file, e.value.key) == (str(bare), onnx_session.CONFIG_KEY)
 
 
 def test_missing_onnxruntime_and_unknown_devices_give_clean_errors(monkeypatch):
-    available = onnx_runner.import_onnxruntime().get_available_providers()
-    assert onnx_runner.providers_for("cpu") == ["CPUExecutionProvider"]
+    available = onnx_session.import_onnxruntime().get_available_providers()
+    assert onnx_session.providers_for("cpu") == ["CPUExecutionProvider"]
     if "CUDAExecutionProvider" in available:
-        assert onnx_runner.providers_for("cuda:1")[0] == ("CUDAExecutionProvider", {"device_id": 1})
+        assert onnx_session.providers_for("cuda:1")[0] == ("CUDAExecutionProvider", {"device_id": 1})
     else:
-        assert onnx_runner.providers_for("auto") == ["CPUExecutionProvider"]
+        assert onnx_session.providers_for("auto") == ["CPUExecutionProvider"]
         with pytest.raises(UserError) as e:
-            onnx_runner.providers_for("cuda")
+            onnx_session.providers_for("cuda")
         assert e.value.key == "device"
     with pytest.raises(UserError) as e:
-        onnx_runner.providers_for("tpu")
+        onnx_session.providers_for("tpu")
     assert e.value.key == "device"
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import fails as when it is not installed
     with pytest.raises(UserError) as e:

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from simplepose.config.config_file import load_config
-from simplepose.evaluate.inference import multiscale
+from simplepose.evaluate.inference import host_maps, multiscale
 from simplepose.evaluate.inference.multiscale import (
     input_sizes,
     multiscale_maps,
@@ -65,13 +65,13 @@ def cuda_rule_bicubic(counts):
 def test_torch_and_opencv_resize_agree_on_the_grid_over_image_sizes(monkeypatch):
     counts = {"resized": 0, "one_row_more": 0, "cubic_resample": 0}
     monkeypatch.setattr(multiscale, "bicubic_resize", cuda_rule_bicubic(counts))
-    real_cubic_resample = multiscale._cubic_resample
+    real_cubic_resample = host_maps._cubic_resample
 
     def cubic_resample(*args):  # OpenCV's path where cv2.resize would copy instead of resampling
         counts["cubic_resample"] += 1
         return real_cubic_resample(*args)
 
-    monkeypatch.setattr(multiscale, "_cubic_resample", cubic_resample)
+    monkeypatch.setattr(host_maps, "_cubic_resample", cubic_resample)
     sizes = [(h, 640) for h in range(64, 701, 4)] + [(640, w) for w in range(64, 701, 4)] + SHORT_BY_FLOOR
     rng = torch.Generator().manual_seed(0)
     stride, cases, worst = 4, 0, 0.0

@@ -1,10 +1,11 @@
 import pytest
 import torch
 
+from simplepose.codec.network_input import InputShapeError
 from simplepose.config.config_file import ConfigError, load_config
 from simplepose.config.schema import Config, ModelConfig
 from simplepose.models import PoseNet, build_model
-from simplepose.models.posenet import InputShapeError, output_shapes
+from simplepose.models.posenet import output_shapes
 from simplepose.models.summary import macs_and_shapes, meta_model, parameter_counts
 from tests.helpers import COCO
 from tests.paths import REPO_ROOT

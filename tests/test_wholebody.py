@@ -10,7 +10,8 @@ import pytest
 from simplepose.config.skeleton_file import load_skeleton
 from simplepose.data.synthetic_images import generate
 from simplepose.evaluate import coco_eval
-from simplepose.evaluate.inference.multiscale import CV_MAX_RESIZE_CHANNELS, cubic_resize_channels, resize_to_grid
+from simplepose.evaluate.inference.host_maps import CV_MAX_RESIZE_CHANNELS, cubic_resize_channels
+from simplepose.evaluate.inference.multiscale import resize_to_grid
 
 WHOLEBODY = load_skeleton("coco_wholebody")
 HALPE = load_skeleton("halpe")

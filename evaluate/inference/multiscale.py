@@ -15,45 +15,24 @@ C = the skeleton's channels (``config.skeleton.Skeleton``, COCO: 50); the flip f
 
 from __future__ import annotations
 
-import math
 import typing
 from collections.abc import Hashable, Iterator, Sequence
 
-import cv2
 import numpy as np
 import torch
 
-from simplepose.codec.decoder.resample import cubic_weights
-from simplepose.codec.network_input import pixels_to_input, scale_input_
+from simplepose.codec.network_input import scale_input_
 from simplepose.config.schema import EvalConfig, ResizeBackend
 from simplepose.config.skeleton import Skeleton
+from simplepose.evaluate.inference.host_maps import (
+    bucket_size,
+    grid_crop,
+    input_sizes,
+    prepare_input,
+    resize_on_host,
+)
 from simplepose.evaluate.inference.map_source import ImageMeta, InputBatch, MapSource
 from simplepose.evaluate.inference.plan import InferencePlan, scale_factors
-
-
-def input_sizes(height: int, width: int, m: float, cfg: EvalConfig) -> tuple[tuple[int, int], tuple[int, int]]:
-    """(rows, cols) of a height x width image resized by m, and of that image padded to max_downsample."""
-    hr, wr = max(1, round(height * m)), max(1, round(width * m))
-    step = cfg.max_downsample
-    return (hr, wr), (math.ceil(hr / step) * step, math.ceil(wr / step) * step)
-
-
-def prepare_input(
-    image: np.ndarray, m: float, cfg: EvalConfig, padded_hw: tuple[int, int] | None = None
-) -> tuple[np.ndarray, tuple[int, int]]:
-    """Resize a BGR uint8 image by m (bicubic), pad bottom/right to a multiple of max_downsample (or to
-    ``padded_hw``, a shape bucket).
-
-    Returns the padded (Hp, Wp, 3) float32 BGR/255 array and the resized (rows, cols) before padding.
-    """
-    height, width = image.shape[:2]
-    (hr, wr), (hp, wp) = input_sizes(height, width, m, cfg)
-    if padded_hw is not None:
-        hp, wp = padded_hw
-    resized = cv2.resize(image, (wr, hr), interpolation=cv2.INTER_CUBIC)
-    padded = np.full((hp, wp, 3), cfg.pad_value, np.uint8)
-    padded[:hr, :wr] = resized
-    return pixels_to_input(padded), (hr, wr)
 
 
 def make_batch(padded: list[np.ndarray], flip: bool, device: torch.device) -> torch.Tensor:
@@ -64,16 +43,6 @@ def make_batch(padded: list[np.ndarray], flip: bool, device: torch.device) -> to
     if device.type == "cuda":
         return x.pin_memory().to(device, non_blocking=True)
     return x.to(device)
-
-
-def bucket_size(n: int, step: int) -> int:
-    """``n`` (a multiple of ``step``) rounded up to the shape ladder of ``eval.shape_buckets``: multiples of
-    ``step`` up to 16 steps, of 2 steps up to 32, of 4 steps up to 64, ... (8 sizes per octave, at most 1/8
-    more)."""
-    unit = step
-    while n > 16 * unit:
-        unit *= 2
-    return math.ceil(n / unit) * unit
 
 
 def uses_buckets(setting: str, device: torch.device) -> bool:
@@ -141,10 +110,8 @@ def resize_to_grid(
     "torch" returns (n, C, rows, cols) on the tensor's device; "auto" picks OpenCV on CPU, torch elsewhere.
     Both give the grid's exact size and the same pixel-centre alignment.
     """
-    (hr, wr), (gh, gw) = valid_hw, grid_hw
-    hc, wc = math.ceil(hr / stride), math.ceil(wr / stride)
-    # exact factors (not rounded sizes) keep the image's extent aligned with the grid to the sub-cell
-    fy, fx = gh * stride / hr, gw * stride / wr
+    gh, gw = grid_hw
+    hc, wc, fx, fy = grid_crop(valid_hw, grid_hw, stride)
     crop = fused[:, :, :hc, :wc]
     if uses_torch_resize(backend, crop.device):
         if (fy, fx) == (1.0, 1.0):
@@ -153,16 +120,7 @@ def resize_to_grid(
         # ask for one more row then, and drop it
         extra = int((hc, wc) == (gh, gw))
         return bicubic_resize(crop, (gh + extra, gw), (fy, fx))[:, :, :gh]
-    out = []
-    for hwc in crop.permute(0, 2, 3, 1).cpu().numpy():
-        hwc = np.ascontiguousarray(hwc)
-        if (fy, fx) != (1.0, 1.0):
-            if (round(hc * fy), round(wc * fx)) != (hc, wc):
-                hwc = cubic_resize_channels(hwc, fx, fy)
-            else:  # OpenCV ignores the factors and copies when the rounded size is unchanged
-                hwc = _cubic_resample(_cubic_resample(hwc, 0, fy, gh), 1, fx, gw)
-        out.append(hwc[:gh, :gw])
-    return out[0][None] if len(out) == 1 else np.stack(out)  # no copy for a single image
+    return resize_on_host(crop.cpu().numpy(), fx, fy, grid_hw)
 
 
 def uses_torch_resize(backend: ResizeBackend, device: torch.device) -> bool:
@@ -180,40 +138,6 @@ def bicubic_resize(x: torch.Tensor, size: tuple[int, int], factors: tuple[float,
     the grid), scale_factor= outputs floor(h * fy) rows, one short when h * fy is rows less a rounding error.
     The ATen op under it takes both."""
     return torch.ops.aten.upsample_bicubic2d(x, list(size), False, *factors)
-
-
-CV_MAX_RESIZE_CHANNELS = 128  # cv2.resize refuses arrays of more channels
-
-
-def cubic_resize_channels(hwc: np.ndarray, fx: float, fy: float) -> np.ndarray:
-    """``cv2.resize`` (bicubic, by the factors) of an (h, w, C) array of any number of channels: OpenCV takes at
-    most 128 at once, so wider maps (whole-body skeletons: ~280) are resized in slices of 128 channels, each
-    with the same kernel (channels are independent); the cost stays linear in C."""
-    c = hwc.shape[2]
-    if c <= CV_MAX_RESIZE_CHANNELS:
-        resized = cv2.resize(hwc, None, fx=fx, fy=fy, interpolation=cv2.INTER_CUBIC)
-        return resized.reshape(*resized.shape[:2], c)  # OpenCV drops the axis of one channel
-    parts = [
-        cubic_resize_channels(np.ascontiguousarray(hwc[:, :, i : i + CV_MAX_RESIZE_CHANNELS]), fx, fy)
-        for i in range(0, c, CV_MAX_RESIZE_CHANNELS)
-    ]
-    return np.concatenate(parts, axis=2)
-
-
-def _cubic_resample(a: np.ndarray, axis: int, factor: float, size: int) -> np.ndarray:
-    """Resample one axis by ``factor`` (pixel centres aligned, edge replicated) to ``size`` samples."""
-    if factor == 1.0 and a.shape[axis] >= size:
-        return a
-    src = (np.arange(size) + 0.5) / factor - 0.5
-    base = np.floor(src).astype(np.int64)
-    weights = cubic_weights((src - base).astype(np.float32))
-    n = a.shape[axis]
-    shape = [1] * a.ndim
-    shape[axis] = size
-    out = np.zeros(a.shape[:axis] + (size,) + a.shape[axis + 1 :], np.float32)
-    for tap, w in zip(range(-1, 3), weights):
-        out += np.take(a, np.clip(base + tap, 0, n - 1), axis=axis) * w.reshape(shape)
-    return out
 
 
 def scale_inputs(

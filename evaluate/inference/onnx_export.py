@@ -15,18 +15,12 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from simplepose.codec.network_input import SIZE_MULTIPLE, check_input_shape
 from simplepose.config.config_file import to_dict
 from simplepose.config.schema import Config
 from simplepose.config.skeleton import Skeleton
-from simplepose.evaluate.inference.onnx_runner import (
-    CONFIG_KEY,
-    INPUT_NAME,
-    OUTPUT_NAME,
-    SKELETON_KEY,
-    OnnxSource,
-    open_session,
-)
-from simplepose.models.posenet import SIZE_MULTIPLE, check_input_shape
+from simplepose.evaluate.inference.onnx_runner import OnnxSource
+from simplepose.evaluate.inference.onnx_session import CONFIG_KEY, INPUT_NAME, OUTPUT_NAME, SKELETON_KEY, open_session
 from simplepose.utils.errors import UserError
 from simplepose.utils.io import atomic_write_bytes
 from simplepose.utils.optional import require

@@ -6,7 +6,8 @@ its ``eval`` settings (``InferencePlan.of``), so that nothing per image rebuilds
     plan.flip_index(device)      # the mirror's channel permutation, (C,) int64 on the device (made once per device)
     plan.check_channels(c)       # the source's output fits the skeleton's layout (checked once per channel count)
 
-Also the geometry of the test scales (``scale_factors``, ``decode_grid``), which the plan and the multi-scale forward
+It needs no PyTorch (only ``flip_index`` imports it), so the runtime without PyTorch shares it. Also the geometry of
+the test scales (``scale_factors``, ``decode_grid``), which the plan and the multi-scale forward
 (evaluate/inference/multiscale.py) share.
 """
 
@@ -14,13 +15,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-
-import torch
+from typing import TYPE_CHECKING
 
 from simplepose.codec.pose_codec import PoseCodec
 from simplepose.config.schema import OUTPUT_STRIDE, EvalConfig
 from simplepose.config.skeleton import Skeleton
 from simplepose.config.skeleton_check import KeypointSet, check_compatible
+
+if TYPE_CHECKING:
+    import torch
 
 # the fewest rows eval.decode_height=auto decodes on: a single-scale or small-input network's own output grid is too
 # coarse to keep apart the keypoints of people close together, and the bicubic maps lose nothing when upsampled
@@ -78,9 +81,12 @@ class InferencePlan:
         return decode_grid(height, width, self.cfg, self.stride)
 
     def flip_index(self, device: torch.device) -> torch.Tensor:
-        """The codec's ``layout.flip`` as an index tensor on ``device``, made at its first use there."""
+        """The codec's ``layout.flip`` as an index tensor on ``device``, made at its first use there (torch is
+        imported here only: the plan also serves the runtime without PyTorch, evaluate/inference/host_maps.py)."""
         index = self._flip_index.get(device)
         if index is None:
+            import torch
+
             index = self._flip_index[device] = torch.tensor(self.codec.layout.flip, device=device)
         return index
 
