@@ -24,8 +24,8 @@ Format 2 (written now):
                     train.ema; such a file holds no train_state: a run resumes from last.pt, which keeps both)
     train_state     only in checkpoints a run resumes from: optimizer, scaler ({} without loss scaling), epoch, step,
                     global_step, best_metric, counters (engine.position.TrainingPosition), world_size, rng (every
-                    global RNG state, one per rank), ranks_in_sync (every rank held the same parameters when it was
-                    written), ema (under train.ema: the weight average's state dict and update count)
+                    global RNG state, one per rank), ranks_in_sync (every rank held the same parameters and buffers
+                    when it was written), ema (under train.ema: the weight average's state dict and update count)
 
 Also read: format 1 (the same entries flat at the top level, ``version`` for the code version, ``rng`` one state or a
 list by rank, and a ``scheduler`` entry that nothing needs: the schedule is a function of the position and the

@@ -92,6 +92,8 @@ class CocoKeypoints:
     images_without_size: int = 0
     category: int = PERSON_CATEGORY
     keypoint_names: tuple[str, ...] | None = None  # as the file's category lists them, when it does
+    # per image id, parallel to annotations_by_image: the annotation had no 'segmentation', its box stands in
+    box_regions: dict[int, list[bool]] = field(default_factory=dict)
 
     @property
     def bad_image_ids(self) -> set[int]:
@@ -149,7 +151,7 @@ def load_coco_keypoints(
         (c.get("keypoints") for c in data.get("categories") or [] if isinstance(c, dict) and c.get("id") == category),
         None,
     )
-    by_image, bad, filled = _person_annotations_by_image(
+    by_image, bad, filled, box_regions = _person_annotations_by_image(
         data["annotations"], image_ids, path, skip_bad, skeleton, category, purpose
     )
     joined = filled.pop("parts_joined")
@@ -193,6 +195,7 @@ def load_coco_keypoints(
         unsized,
         category,
         tuple(listed) if isinstance(listed, list) and listed else None,
+        box_regions,
     )
 
 
@@ -418,15 +421,16 @@ def _validated_images(entries: list, path: Path) -> list[dict]:
 
 def _person_annotations_by_image(
     entries: list, image_ids: set[int], path: Path, skip_bad: bool, skeleton: Skeleton, category: int, purpose: str
-) -> tuple[dict[int, list[dict]], list[dict], dict[str, int]]:
+) -> tuple[dict[int, list[dict]], list[dict], dict[str, int], dict[int, list[bool]]]:
     """The person annotations (of the keypoint category ``category``, defaults filled) grouped by image id, in file
-    order, (with ``skip_bad``) the bad ones, and how many lacked each optional field ("stand_ins": area or
-    segmentation).
+    order, (with ``skip_bad``) the bad ones, how many lacked each optional field ("stand_ins": area or
+    segmentation), and per image which of its annotations lacked a segmentation (the box is their region).
 
     Annotations of other categories are ignored. A duplicate annotation id is always an error; an annotation
     with bad values is an error unless ``skip_bad``, then it is listed as {"annotation_id", "image_id", "reason"}.
     """
     by_image: dict[int, list[dict]] = {}
+    box_regions: dict[int, list[bool]] = {}  # parallel to by_image: no segmentation, the box stands in
     bad: list[dict] = []
     ann_ids: dict[int, int] = {}
     filled = dict.fromkeys((*FILLED_WITH, "stand_ins", "parts_joined"), 0)
@@ -466,6 +470,7 @@ def _person_annotations_by_image(
                 filled[key] += 1
             filled["stand_ins"] += "area" in missing or "segmentation" in missing
             by_image.setdefault(ann["image_id"], []).append(ann)
+            box_regions.setdefault(ann["image_id"], []).append("segmentation" in missing)
         elif skip_bad:
             reason = str(problem) if isinstance(problem, SkeletonMismatch) else problem[1]
             bad.append({"annotation_id": ann_id, "image_id": ann.get("image_id"), "reason": reason})
@@ -487,7 +492,7 @@ def _person_annotations_by_image(
                 annotation_id=ann_id,
                 image_id=ann.get("image_id"),
             )
-    return by_image, bad, filled
+    return by_image, bad, filled, box_regions
 
 
 def _annotation_problem(

@@ -76,6 +76,7 @@ class _Planned:
     mains: list[int]
     path: Path
     source: int  # index into the sources
+    box_regions: list[bool]  # per person of anns: no segmentation in the annotations, its box is its region
 
 
 def _plan(
@@ -111,7 +112,8 @@ def _plan(
             if not mains:
                 counts["images_without_main_person"] += 1
                 continue
-            mine.append(_Planned(img, anns, mains, image_path(source.images, img, coco.path), k))
+            boxes = coco.box_regions.get(img["id"], [False] * len(anns))
+            mine.append(_Planned(img, anns, mains, image_path(source.images, img, coco.path), k, boxes))
         missing = missing_files([p.path for p in mine])
         if missing and not bad.skip_bad:
             listed = "\n  ".join(map(str, missing[:10])) + ("\n  ..." if len(missing) > 10 else "")
@@ -194,7 +196,7 @@ def convert(
         "samples": 0,
         "images_without_main_person": 0,
         "people_with_empty_box": 0,
-        "people_with_box_as_region": sum(c.stand_ins for _, c in loaded),
+        "people_with_box_as_region": sum(sum(boxes) for _, c in loaded for boxes in c.box_regions.values()),
         "images_without_size": sum(c.images_without_size for _, c in loaded),
     }
     bad_images = [BadImages(s.images, skip_bad) for s in sources]
@@ -213,7 +215,7 @@ def convert(
                 continue
             assert data is not None and size is not None  # read_checked gives both when nothing is wrong
             img = {**p.img, "width": size[0], "height": size[1]}
-            _add_image(cols, img, p.anns, p.mains, data, masks, num_keypoints)
+            _add_image(cols, img, p.anns, p.mains, data, masks, num_keypoints, p.box_regions)
             counts["images"] += 1
             counts["people"] += len(p.anns)
             counts["samples"] += len(p.mains)
@@ -275,9 +277,16 @@ def _prepare(job: tuple[Path, dict, list[dict]]) -> tuple[bytes | None, tuple[in
 
 
 def _add_image(
-    cols: RowBuffer, img: dict, anns: list[dict], mains: list[int], data: bytes, masks: tuple, num_keypoints: int
+    cols: RowBuffer,
+    img: dict,
+    anns: list[dict],
+    mains: list[int],
+    data: bytes,
+    masks: tuple,
+    num_keypoints: int,
+    box_regions: list[bool],
 ) -> None:
-    """Buffer one image's rows: ``masks`` as ``_prepare`` gives them."""
+    """Buffer one image's rows: ``masks`` as ``_prepare`` gives them; ``box_regions`` per person of ``anns``."""
     runs, has_ignore, has_person = masks
     first_person = sum(cols.person_counts)
     image_row = len(cols)
@@ -296,6 +305,7 @@ def _add_image(
         cols.people["num_keypoints"].append(ann["num_keypoints"])
         cols.people["iscrowd"].append(bool(ann["iscrowd"]))
         cols.people["annotation_id"].append(ann.get("id"))  # as given (None: none); data.h5_format stores it
+    cols.people["box_region"] += box_regions
     for m in mains:
         cols.samples["image"].append(image_row)
         cols.samples["person"].append(first_person + m)

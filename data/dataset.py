@@ -25,6 +25,7 @@ objects, so no copy-on-read growth in forked workers); only JPEG and mask bytes 
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -32,6 +33,7 @@ import h5py
 import numpy as np
 import torch
 
+from simplepose.codec.layout import ChannelLayout
 from simplepose.codec.pose_codec import PoseCodec
 from simplepose.config.schema import OUTPUT_STRIDE, Config
 from simplepose.config.skeleton import Skeleton
@@ -45,6 +47,7 @@ from simplepose.data.h5_format import (
     H5_FORMAT_VERSION,
     MASK_IGNORE_BIT,
     MASK_PERSON_BIT,
+    box_region_images,
     check_layout,
     decode_mask_runs,
     file_ids,
@@ -53,6 +56,8 @@ from simplepose.data.jpeg import decode_bgra
 from simplepose.data.keypoint_mapping import KeypointMapping
 from simplepose.utils.commands import command
 from simplepose.utils.errors import DataFileError, UserError
+
+log = logging.getLogger(__name__)
 
 # Look-up tables from the stored mask code (bit 0 ignore, bit 1 person) to the two {0,255} masks.
 _LUT_MISS = np.array([0 if c & MASK_IGNORE_BIT else 255 for c in range(256)], np.uint8)
@@ -126,7 +131,8 @@ class SimplePoseDataset(torch.utils.data.Dataset):
     and k < ``cfg.model.num_scales``; ``image_id`` is the int64 id column's (-1 for an id past +-2**63, which
     ``file_image_id`` holds). With a ``mapping`` (the file is one of several sources, its keypoints mapped onto
     ``skeleton`` by name) the item also holds ``"labelled"``: (C,) float32, 0 for the channels its source cannot
-    teach (``data.keypoint_mapping``).
+    teach (``data.keypoint_mapping``); so does every item of a file where some people's regions are their boxes (no
+    segmentation), with the person-mask channel 0 for the samples of those images (``channel_weights``).
     Masks are the ignore masks (1 = supervise), resized and thresholded per scale (docs/data.md#five-scales).
     Batch with ``collate`` and convert images with ``images_to_float`` (see the module docstring for why).
     ``train=False`` applies the identity augmentation (the main person is still centred and scaled).
@@ -213,10 +219,12 @@ class SimplePoseDataset(torch.utils.data.Dataset):
             self.keypoints = self.skeleton.to_internal(mapping.apply(stored[:]) if mapping else stored[:])
             self.bbox = f["people/bbox"][:]
             self.has_keypoints = (f["people/num_keypoints"][:] > 0) & ~f["people/iscrowd"][:]
+            self.box_region = box_region_images(f, settings)  # (N,) bool: the image's person mask holds boxes
         self.input_hw = (cfg.data.input_size, cfg.data.input_size)
         self.stride = OUTPUT_STRIDE
         self.grid_hw = (self.input_hw[0] // self.stride, self.input_hw[1] // self.stride)
         self.codec = PoseCodec(self.skeleton, cfg.targets, stride=self.stride)  # draws the targets
+        self._weights = self._channel_weight_table()
         self._epoch = torch.zeros(1, dtype=torch.int64).share_memory_()
         self._file: h5py.File | None = None
         self._blobs: dict[str, h5py.Dataset] = {}
@@ -305,6 +313,41 @@ class SimplePoseDataset(torch.utils.data.Dataset):
         up = np.array([[factor, 0, (factor - 1) / 2], [0, factor, (factor - 1) / 2], [0, 0, 1]])
         return img, matrix @ up
 
+    # ------------------------------------------------------------------ channel weights
+    def _channel_weight_table(self) -> dict[tuple[bool, bool], np.ndarray] | None:
+        """(box regions, flipped) -> (C,) loss weight per channel; None when every sample teaches every channel (no
+        mapping, silhouettes only). The person-mask channel of an image whose person mask holds boxes is 0: a box
+        would teach the rectangle around a person as "person" and its corners next to the silhouettes of other
+        sources' people (docs/training.md#sources-without-silhouettes)."""
+        boxed = int(self.box_region.sum())
+        if boxed:
+            log.info(
+                "%s: %d of %d images hold people without a silhouette (no segmentation: their box is their region); "
+                "the person-mask channel is not taught on those images' samples",
+                self.path,
+                boxed,
+                self.num_images,
+            )
+        elif self.mapping is None:
+            return None
+        ones = np.ones(self.skeleton.num_channels, np.float32)
+        straight, mirrored = (self.mapping.labelled, self.mapping.labelled_mirrored) if self.mapping else (ones, ones)
+        person = ChannelLayout.of(self.skeleton).person_mask
+        table = {}
+        for flip, weight in ((False, straight), (True, mirrored)):
+            table[False, flip] = weight
+            table[True, flip] = weight.copy()
+            table[True, flip][person] = 0.0
+        return table
+
+    def channel_weights(self, image: int, flip: bool) -> np.ndarray | None:
+        """(C,) float32 loss weight per channel of a sample of image ``image`` (``flip``: mirrored), or None where
+        every sample of the file teaches every channel: 0 for what its source cannot label (``mapping.labelled``)
+        and for the person-mask channel where the image's person regions include boxes."""
+        if self._weights is None:
+            return None
+        return self._weights[bool(self.box_region[image]), bool(flip)]
+
     # ------------------------------------------------------------------ one sample
     def sample_params(self, index: int, epoch: int | None = None) -> augment.AugmentParams:
         """The augmentation of sample ``index`` in ``epoch`` (default: the current epoch)."""
@@ -380,8 +423,8 @@ class SimplePoseDataset(torch.utils.data.Dataset):
         masks = self.codec.encode_masks(mask_miss, cfg.model.num_scales, cfg.loss.mask_threshold)
         targets = self.codec.encode(keypoints, mask_all, self.grid_hw, cfg.model.num_scales)
         sample = sample_tensors(warped, targets, masks)
-        if self.mapping is not None:
-            labelled = self.mapping.labelled_mirrored if params.flip else self.mapping.labelled
+        labelled = self.channel_weights(image, params.flip)
+        if labelled is not None:
             sample["labelled"] = torch.from_numpy(labelled)
         sample["meta"] = {"image_id": int(self.image_id[image]), "index": index, "epoch": epoch, "flip": params.flip}
         return sample

@@ -24,6 +24,8 @@ Layout (``H5_FORMAT_VERSION`` 1). ``N`` images, ``P`` person annotations (crowds
     people/num_keypoints       (P,)   int32
     people/iscrowd             (P,)   bool
     people/annotation_id       (P,)   int64
+    people/box_region          (P,)   bool     the annotation had no segmentation: its box is its region in the masks
+                                               (absent in files made before it: ``box_region_images``)
     samples/image              (S,)   int32    index into images/
     samples/person             (S,)   int64    index into people/ of the main person
     images/file_id             (N,)   str      optional: each image id as the annotation file gives it, as JSON text,
@@ -75,6 +77,7 @@ ROW_DATASETS = {
     "people/num_keypoints": ((), np.int32),
     "people/iscrowd": ((), bool),
     "people/annotation_id": ((), np.int64),
+    "people/box_region": ((), bool),
     "samples/image": ((), np.int32),
     "samples/person": ((), np.int64),
 }
@@ -84,6 +87,8 @@ MISSING_ID = -1  # an id column's value for an annotation without an id, or for 
 _INT64 = np.iinfo(np.int64)
 # The (N+1,) int64 offsets written once at the end: blob or person range of each image.
 OFFSET_DATASETS = {"jpeg": "images/jpeg_offsets", "mask": "images/mask_offsets", "person": "images/person_offsets"}
+# Row datasets a file made by an earlier version may lack (each reader says what stands in).
+OPTIONAL_DATASETS = ("people/box_region",)
 _REQUIRED_SETTINGS = {"format_version": int, "input_size": int, "counts": dict, "images": list, "annotations": list}
 
 
@@ -156,7 +161,7 @@ class RowBuffer:
     person_counts: list = field(default_factory=list)
     people: dict = field(
         default_factory=lambda: {
-            k: [] for k in ("keypoints", "bbox", "area", "num_keypoints", "iscrowd", "annotation_id")
+            k: [] for k in ("keypoints", "bbox", "area", "num_keypoints", "iscrowd", "annotation_id", "box_region")
         }
     )
     samples: dict = field(default_factory=lambda: {"image": [], "person": []})
@@ -261,7 +266,8 @@ def check_layout(f: h5py.File, path: str | Path) -> dict:
         raise DataFileError(
             f"{path}: its 'settings' lack or mistype {wrong}; {rebuild}", file=path, key=f"{SETTINGS_ATTR}.{wrong[0]}"
         )
-    missing = [name for name in (*ROW_DATASETS, *OFFSET_DATASETS.values()) if name not in f]
+    required = [name for name in ROW_DATASETS if name not in OPTIONAL_DATASETS]
+    missing = [name for name in (*required, *OFFSET_DATASETS.values()) if name not in f]
     if missing:
         raise DataFileError(
             f"{path} lacks the datasets {missing} (damaged or made by another version); {rebuild}",
@@ -269,3 +275,15 @@ def check_layout(f: h5py.File, path: str | Path) -> dict:
             key=missing[0],
         )
     return settings
+
+
+def box_region_images(f: h5py.File, settings: dict) -> np.ndarray:
+    """(N,) bool per image of an open converted file: some person's region in its masks is that person's box (the
+    annotations gave no segmentation), so its person mask holds boxes, not silhouettes. A file made before
+    ``people/box_region`` was written only counts such people (``counts.people_with_box_as_region``): where it
+    counts any, every image is taken as holding boxes."""
+    offsets = f[OFFSET_DATASETS["person"]][:]
+    if "people/box_region" in f:
+        boxes = np.r_[0, np.cumsum(f["people/box_region"][:], dtype=np.int64)]
+        return boxes[offsets[1:]] > boxes[offsets[:-1]]
+    return np.full(len(offsets) - 1, bool(settings["counts"].get("people_with_box_as_region", 0)))

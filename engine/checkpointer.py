@@ -145,13 +145,14 @@ class Checkpointer:
         position.settle()
         rngs = du.all_gather_object(rng_state())
         in_sync = ranks_in_sync(unwrap(self.model))
-        if self.ema is not None:  # each rank keeps its own average of the same weights: they must agree too
+        if self.ema is not None:  # each rank keeps its own average of the same state: they must agree too
             in_sync = ranks_in_sync(self.ema.module) and in_sync
         error: tuple[str, int | None] = ("", None)
         if self.rank == 0:
             if not in_sync:
                 log.warning(
-                    "the weights of the %d processes differ at global step %d; the checkpoint holds rank 0's",
+                    "the weights or statistics of the %d processes differ at global step %d; the checkpoint holds "
+                    "rank 0's",
                     self.world_size,
                     position.global_step,
                 )
@@ -354,19 +355,19 @@ def architecture(cfg: Config) -> dict[str, Any]:
     return {k: v for k, v in to_dict(cfg.model).items() if k not in WEIGHT_NEUTRAL_SETTINGS}
 
 
-def parameter_fingerprint(model: nn.Module) -> list[float]:
-    """Per-tensor float64 sums and sums of squares of the parameters: equal on all ranks unless they diverged.
-
-    Buffers are left out: without SyncBN each rank's BatchNorm running statistics follow its own batches
-    until DDP broadcasts rank 0's at the next forward."""
+def state_fingerprint(model: nn.Module) -> list[float | str]:
+    """Per-tensor float64 sums and sums of squares of the whole state (parameters and buffers: BatchNorm's running
+    statistics and batch counts): equal on all ranks unless they diverged ("nan" stands for NaN, so that NaN equals
+    itself)."""
     with torch.no_grad():
-        rows = [torch.stack([p.double().sum(), p.double().square().sum()]) for p in model.parameters()]
-        return torch.stack(rows).flatten().cpu().tolist() if rows else []
+        rows = [torch.stack([t.double().sum(), t.double().square().sum()]) for t in model.state_dict().values()]
+        values = torch.stack(rows).flatten().cpu().tolist() if rows else []
+    return [v if v == v else "nan" for v in values]
 
 
 def ranks_in_sync(model: nn.Module) -> bool:
-    """True when every rank holds the same parameters (a collective)."""
-    fingerprints = du.all_gather_object(parameter_fingerprint(model))
+    """True when every rank holds the same state, parameters and buffers (a collective)."""
+    fingerprints = du.all_gather_object(state_fingerprint(model))
     return all(f == fingerprints[0] for f in fingerprints)
 
 

@@ -11,8 +11,12 @@ The decay ramps up with the number of applied updates ``n`` as ``decay x (1 - ex
 first averages follow the fast-moving early weights instead of holding on to the random start. Everything stays on
 the device: the update reads nothing back to the host (the step's ``applied`` flag scales the update there).
 
-Under DDP every process keeps its own average of identical weights (gradients are all-reduced, buffers broadcast from
-rank 0), so the averages agree; checkpoints hold rank 0's. Why not ``torch.optim.swa_utils.AveragedModel``:
+A skipped step leaves the average bit for bit, whatever the trained network holds (a bad batch may leave NaN in its
+BatchNorm statistics): the moved average is computed and the old one selected, since NaN x 0 is NaN.
+
+Under DDP every process keeps its own average of the same state (gradients are all-reduced; BatchNorm statistics are
+SyncBN's or averaged over the processes after each step: ``engine.launch.Distributed.sync_statistics``), so the
+averages agree, buffers included; checkpoints hold rank 0's. Why not ``torch.optim.swa_utils.AveragedModel``:
 docs/libraries.md.
 """
 
@@ -44,17 +48,22 @@ class WeightAverage:
         """Move the average towards ``model``'s current state (the trained network, same architecture)."""
         module = unwrap(model)
         floats, ints = self._source_state if module is self.source else _split(module)
+        if isinstance(applied, bool) and not applied:
+            return  # known on the host: nothing to do
         applied = torch.as_tensor(applied, device=self.updates.device)
         self.updates += applied.to(self.updates.dtype)
-        # the weight of the new state: 1 - decay(n), 0 for a skipped step
         decay = self.decay * (1.0 - torch.exp(-self.updates / self.warmup_steps))
-        weight = ((1.0 - decay) * applied).float()
+        weight = (1.0 - decay).float()  # the weight of the new state: 1 - decay(n)
         with torch.no_grad():
-            deltas = torch._foreach_sub(floats, self._floats)
-            torch._foreach_mul_(deltas, weight)
-            torch._foreach_add_(self._floats, deltas)
+            moved = torch._foreach_sub(floats, self._floats)
+            torch._foreach_mul_(moved, weight)
+            torch._foreach_add_(moved, self._floats)
+            # a skipped step selects the old value, never scales a difference by 0: NaN x 0 is NaN, and a skipped
+            # step's BatchNorm statistics may be NaN
+            for mine, new in zip(self._floats, moved):
+                torch.where(applied, new, mine, out=mine)
             for mine, theirs in zip(self._ints, ints):
-                mine.copy_(torch.where(applied, theirs, mine))
+                torch.where(applied, theirs, mine, out=mine)
 
     def state_dict(self) -> dict[str, Any]:
         """What a checkpoint keeps to continue the average exactly: its state dict and the update count."""

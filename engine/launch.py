@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from simplepose.utils import distributed as du
+
 log = logging.getLogger(__name__)
 
 
@@ -58,6 +60,9 @@ class Launcher:
         """Context for a backward pass whose gradients are not yet to be synchronised (accumulation)."""
         return nullcontext()
 
+    def sync_statistics(self, wrapped: nn.Module) -> None:
+        """After each optimiser step: make every process's BatchNorm statistics the same (one process: nothing)."""
+
 
 @dataclass
 class SingleDevice(Launcher):
@@ -84,15 +89,19 @@ class Distributed(Launcher):
     # no_sync steps): DDP may then plan its buckets once
     static_graph: bool = False
     name: str = "distributed"
+    average_statistics: bool = False  # set by wrap: plain BatchNorm in several processes (sync_statistics)
 
     def wrap(self, model: nn.Module, loss: nn.Module) -> nn.Module:
         if not torch.distributed.is_initialized():
             return model
-        if self.sync_bn:
-            if self.device.type == "cuda":
-                model = sync_batchnorm(model)
-            elif self.rank == 0:
-                log.info("note: SyncBatchNorm needs CUDA; on the CPU each process keeps plain BatchNorm")
+        synced = self.sync_bn and self.device.type == "cuda"
+        self.average_statistics = not synced and self.world_size > 1
+        if synced:
+            model = sync_batchnorm(model)
+        elif self.rank == 0:
+            why = "SyncBatchNorm needs CUDA; on the CPU" if self.sync_bn else "dist.sync_bn=false:"
+            averaged = ", their running statistics averaged after every optimiser step" * self.average_statistics
+            log.info(f"note: {why} each process keeps plain BatchNorm{averaged}")
         ids = [self.device.index] if self.device.type == "cuda" else None
         # gradients live in DDP's buckets (no copy into and out of them at each all-reduce)
         return nn.parallel.DistributedDataParallel(
@@ -105,6 +114,26 @@ class Distributed(Launcher):
 
     def no_sync(self, wrapped: nn.Module) -> AbstractContextManager:
         return wrapped.no_sync() if isinstance(wrapped, nn.parallel.DistributedDataParallel) else nullcontext()
+
+    def sync_statistics(self, wrapped: nn.Module) -> None:
+        """Plain BatchNorm under DDP (the CPU, or dist.sync_bn=false): each process's running mean and variance
+        followed its own batches; they become their mean over the processes (one all-reduce), so that every
+        process holds the same network, its weight average included, and validates with the same statistics.
+        BatchNorms in eval mode (train.bn_eval) keep theirs."""
+        if not self.average_statistics:
+            return
+        du.average_(running_statistics(wrapped))
+
+
+def running_statistics(model: nn.Module) -> list[torch.Tensor]:
+    """The running means and variances of ``model``'s BatchNorms in training mode, in module order."""
+    return [
+        stat
+        for m in model.modules()
+        if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.training and m.track_running_stats
+        for stat in (m.running_mean, m.running_var)
+        if stat is not None
+    ]
 
 
 @dataclass

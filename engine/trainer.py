@@ -218,6 +218,7 @@ class Trainer:
         total = torch.stack(losses).mean()
         breakdown = {k: torch.stack([b[k].detach() for b in breakdowns]).mean(0) for k in breakdowns[0]}
         applied, skipped, grad_norm = self.scaled_update(total) if self.scaler.is_enabled() else self.update(total)
+        self.launcher.sync_statistics(self.model)  # plain BatchNorm under DDP: every process's the same
         if self.ema is not None:
             self.ema.update(self.model, applied)
         self.position.count_skip(skipped)

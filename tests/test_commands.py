@@ -5,6 +5,7 @@ lines, help texts and library messages alike, and no command spelled by hand els
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from simplepose import train_distributed
 from simplepose.data.dataset import read_settings
 from simplepose.utils import commands
 from simplepose.utils.commands import PACKAGE_ROOT, command, commands_here
@@ -108,7 +110,10 @@ def test_help_and_printed_commands_under_both_starts(tmp_path):
         r = run_python(folder, "-m", module, "--help")
         assert r.returncode == 0 and r.stdout.startswith(f"usage: {shown} "), r.stdout + r.stderr
     for n, (module, convert) in enumerate(
-        (("data.synthetic", "python -m data.coco_to_hdf5"), ("simplepose.data.synthetic", "python -m simplepose."))
+        (
+            ("data.synthetic", "python -m data.coco_to_hdf5"),
+            ("simplepose.data.synthetic", "python -m simplepose.data.coco_to_hdf5"),
+        )
     ):
         out = tmp_path / f"synth{n}"
         r = run_python(PACKAGE_ROOT, "-m", module, "--out", str(out), "--num-images", "1", "--val-fraction", "0")
@@ -116,8 +121,6 @@ def test_help_and_printed_commands_under_both_starts(tmp_path):
 
 
 def test_a_launchers_help_under_the_package_name_from_another_folder(started_as, tmp_path, capsys):
-    from simplepose import train_distributed
-
     started_as("simplepose.train_distributed", tmp_path)
     with pytest.raises(SystemExit) as e:
         train_distributed.main(["--help"])
@@ -135,17 +138,17 @@ HAND_SPELLED = re.compile(
 )
 
 
-def library_files() -> list[Path]:
-    """The wheel's modules: the root's (the API, the launchers) and the subpackages'."""
+@functools.cache
+def library_modules() -> dict[Path, ast.Module]:
+    """The wheel's modules, parsed: the root's (the API, the launchers) and the subpackages'."""
     files = sorted(PACKAGE_ROOT.glob("*.py"))
     for package in commands.SUBPACKAGES:
         files += sorted((PACKAGE_ROOT / package).rglob("*.py"))
-    return files
+    return {path: ast.parse(path.read_text()) for path in files}
 
 
-def hand_spelled(source: str) -> list[tuple[int, str]]:
-    """(line, text) of each string of ``source``, docstrings aside, that spells a command line itself."""
-    tree = ast.parse(source)
+def hand_spelled(tree: ast.Module) -> list[tuple[int, str]]:
+    """(line, text) of each string of ``tree``, docstrings aside, that spells a command line itself."""
     docstrings = {
         id(node.body[0].value)
         for node in ast.walk(tree)
@@ -164,12 +167,14 @@ def hand_spelled(source: str) -> list[tuple[int, str]]:
 
 def test_the_check_finds_a_hand_spelled_command():
     found = hand_spelled(
-        '"""python -m data.synthetic: a docstring"""\n'
-        'A = "make it with python -m data.coco_to_hdf5"\n'
-        'B = f"or {x} python train.py"\n'
-        'C = "torchrun --nproc_per_node={n} train_distributed.py"\n'
-        'D = "torchrun --nproc_per_node=2 -m " + "evaluate.coco_eval"\n'
-        'E = "under torchrun --max-restarts the group restarts from last.pt"\n'
+        ast.parse(
+            '"""python -m data.synthetic: a docstring"""\n'
+            'A = "make it with python -m data.coco_to_hdf5"\n'
+            'B = f"or {x} python train.py"\n'
+            'C = "torchrun --nproc_per_node={n} train_distributed.py"\n'
+            'D = "torchrun --nproc_per_node=2 -m " + "evaluate.coco_eval"\n'
+            'E = "under torchrun --max-restarts the group restarts from last.pt"\n'
+        )
     )
     assert sorted(line for line, _ in found) == [2, 3, 4, 5]
 
@@ -179,17 +184,17 @@ def test_no_library_module_spells_a_command_by_hand():
     documentation; those shown by --help go through ``commands_here``)."""
     found = [
         f"{path.relative_to(PACKAGE_ROOT)}:{line}: {text[:80]!r}"
-        for path in library_files()
-        if path.name != "commands.py" or path.parent.name != "utils"
-        for line, text in hand_spelled(path.read_text())
+        for path, tree in library_modules().items()
+        if path != PACKAGE_ROOT / "utils" / "commands.py"
+        for line, text in hand_spelled(tree)
     ]
     assert not found, "spell these with simplepose.utils.commands.command:\n" + "\n".join(found)
 
 
 def test_every_argument_parser_of_the_library_names_its_program_through_command():
     unnamed = []
-    for path in library_files():
-        for node in ast.walk(ast.parse(path.read_text())):
+    for path, tree in library_modules().items():
+        for node in ast.walk(tree):
             if isinstance(node, ast.Call) and getattr(node.func, "attr", None) == "ArgumentParser":
                 prog = next((k.value for k in node.keywords if k.arg == "prog"), None)
                 if not (isinstance(prog, ast.Call) and getattr(prog.func, "id", None) == "command"):

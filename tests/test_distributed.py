@@ -121,8 +121,9 @@ def nan_run(synthetic_h5_64, tmp_path_factory, synthetic_sample_images, syntheti
     out = tmp_path_factory.mktemp("nan")
     validation = ["train.val_every=1", f"data.val={synthetic_h5_64}", f"data.val_images={synthetic_sample_images}",
                   f"data.val_annotations={synthetic_sample_annotations}", "eval.max_images=4"]  # fmt: skip
+    # plain BatchNorm (no SyncBN on the CPU, no train.bn_eval) and a weight average
     r = torchrun(with_faults("--nan-steps", "1", "--nan-rank", "1"), synthetic_h5_64, out, "train.epochs=1",
-                 "train.max_steps_per_epoch=3", *validation)  # fmt: skip
+                 "train.max_steps_per_epoch=3", "train.ema=0.5", "train.ema_warmup_steps=1", *validation)  # fmt: skip
     return out, r
 
 
@@ -131,14 +132,41 @@ def test_nan_on_one_rank_makes_every_rank_skip_the_step(nan_run):
     assert r.stdout.count("step skipped") == 1
     ckpt = Checkpoint.load(out / "last.pt")
     assert saved_state(ckpt).position.counters["skipped_nonfinite"] == 1 and saved_state(ckpt).position.global_step == 3
-    assert saved_state(ckpt).ranks_in_sync is True  # rank 0 skipped too (it saw a finite loss)
-    assert all(torch.isfinite(v).all() for v in ckpt.model.values() if v.is_floating_point())
+    # rank 0 skipped too (it saw a finite loss); the rank check covers the BatchNorm statistics and the average
+    assert saved_state(ckpt).ranks_in_sync is True and "statistics averaged after every optimiser step" in r.stdout
+    average = saved_state(ckpt).ema
+    assert average["updates"] == 2
+    for state in (ckpt.model, average["model"]):
+        assert all(torch.isfinite(v).all() for v in state.values() if v.is_floating_point())
     losses = [rec["loss"] for rec in train_records(out)]
     assert losses[1] == "nan" and all(isinstance(x, float) for x in losses[::2])
     # validation ran sharded over both ranks: one record, the loss over the val file and COCO AP of 4 images
     val = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if '"kind": "val"' in line]
     assert len(val) == 1 and val[0]["val_loss"] > 0 and 0 <= val[0]["AP"] <= 1
     assert json.loads((out / "val_results_epoch0.json").read_text()) is not None
+
+
+def test_without_syncbn_every_process_ends_each_step_with_the_same_statistics_and_average(tmp_path):
+    """Two processes (gloo, CPU) train plain BatchNorm on batches of their own: after each step their running
+    statistics are replaced by the mean of both (the rank check, which covers buffers, saw them differ before), so
+    both hold bit-identical networks and weight averages (tests/harness/plain_batchnorm_ranks.py)."""
+    from tests.harness.plain_batchnorm_ranks import run_rank
+
+    start = time.perf_counter()
+    # forked: the children start with this process's modules imported (each sets one thread before any torch work)
+    torch.multiprocessing.start_processes(run_rank, args=(2, str(tmp_path)), nprocs=2, start_method="fork")
+    print(f"2 processes: {time.perf_counter() - start:.1f} s wall")
+    ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in range(2)]
+    assert all(not r["in_sync_before"] and r["in_sync_after"] for r in ranks)
+    own = [r["before"] for r in ranks]
+    assert not torch.allclose(own[0][0], own[1][0], atol=0.1)  # the ranks' own statistics were far apart
+    stats = [ranks[0]["model"][k] for k in ("1.running_mean", "1.running_var")]
+    for mean, a, b in zip(stats, own[0], own[1]):
+        assert torch.allclose(mean, (a + b) / 2, rtol=1e-6, atol=0)
+    for kind in ("model", "average"):
+        a, b = ranks[0][kind], ranks[1][kind]
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), kind
+    assert not torch.equal(ranks[0]["average"]["1.running_mean"], stats[0])  # the average is not the network
 
 
 @pytest.mark.parametrize("nproc", [1, 2])

@@ -104,6 +104,41 @@ def test_a_skipped_step_leaves_the_average_and_its_count():
         assert torch.equal(v, before[k]), k
 
 
+def bits(state: dict[str, torch.Tensor]) -> dict[str, bytes]:
+    """Each tensor's bytes: equal only where bit-identical (NaN, -0.0 and +0.0 told apart)."""
+    return {k: v.detach().cpu().contiguous().numpy().tobytes() for k, v in state.items()}
+
+
+@pytest.mark.parametrize("flag", [torch.tensor(False), False], ids=["device flag", "host flag"])
+@pytest.mark.parametrize("poison", ["nan", "inf"])
+def test_a_skipped_step_leaves_the_average_bit_for_bit_whatever_the_network_holds(flag, poison):
+    """A bad batch's forward pass leaves NaN (or inf) in the trained network's BatchNorm statistics and the step is
+    skipped: the average keeps every bit (a difference scaled by 0 would be NaN), the next applied step moves it."""
+    net = small_net()
+    ema = WeightAverage(net, decay=0.5, warmup_steps=1)
+    with torch.no_grad():
+        net[0].weight.add_(1.0)
+        ema.update(net, torch.tensor(True))  # an average that is not the initial weights
+        ema.module[0].bias[0] = -0.0  # a negative zero must stay one
+    before = bits(ema.module.state_dict())
+    with torch.no_grad():
+        net[1].running_mean[1] = float(poison)
+        net[1].running_var.fill_(float(poison))
+        net[0].weight[0, 0, 0, 0] = float("nan")
+        net[1].num_batches_tracked += 3
+    ema.update(net, flag)
+    assert ema.updates.item() == 1
+    assert bits(ema.module.state_dict()) == before
+    with torch.no_grad():
+        net[1].running_mean.zero_()
+        net[1].running_var.fill_(2.0)
+        net[0].weight[0, 0, 0, 0] = 1.0
+    ema.update(net, torch.tensor(True))
+    assert ema.updates.item() == 2 and all(torch.isfinite(v).all() for v in ema.module.state_dict().values())
+    d = 0.5 * (1 - math.exp(-2))  # the decay at the second update
+    assert torch.allclose(ema.module[1].running_var, torch.full((3,), d * 1.0 + (1 - d) * 2.0))
+
+
 def test_batchnorm_statistics_are_averaged_and_the_batch_count_copied():
     net = small_net()
     ema = WeightAverage(net, decay=0.5, warmup_steps=1e-9)  # no warm-up: decay 0.5 from the first update

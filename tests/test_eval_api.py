@@ -348,6 +348,15 @@ def test_stream_gives_the_people_of_every_kind_of_input_as_predict_does(
         assert [p.score for p in frame.people] == pytest.approx([p.score for p in want[n]], abs=1e-6)
 
 
+def test_a_name_the_api_lacks_is_named_with_its_package():
+    import simplepose
+    from simplepose import evaluate
+
+    for module in (simplepose, evaluate):
+        with pytest.raises(AttributeError, match=rf"^module '{module.__name__}' has no attribute 'PoseEstimater'$"):
+            module.PoseEstimater  # noqa: B018
+
+
 def test_stream_logs_an_item_it_cannot_read(tiny_ckpt, tmp_path, caplog):
     """``stream("notes.txt")``: one frame without an image, its ``error`` saying why, and a warning naming the file
     (a program sees warnings by default)."""

@@ -123,6 +123,7 @@ def test_every_command_runs_as_python_m_simplepose_from_any_folder(tiny_ckpt, sy
                           ("simplepose.data.coco_to_hdf5", "--input-size")):  # fmt: skip
         r = run_in(tmp_path, ["-m", module, "--help"])
         assert r.returncode == 0 and words in r.stdout, (module, r.stderr[-1000:])
+        assert r.stdout.split()[:4] == ["usage:", "python", "-m", module], r.stdout[:200]  # as it runs here
 
 
 def _wheel(folder: Path) -> Path:

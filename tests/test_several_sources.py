@@ -215,3 +215,84 @@ def test_each_sources_coverage_is_logged_when_the_set_opens(sources, tmp_path, c
     lines = [r.getMessage() for r in caplog.records]
     assert any("coco64.h5: 17 of coco's 17 keypoints, 50 of 50 channels taught" in line for line in lines)
     assert any("crowdpose64.h5: 12 of coco's 17 keypoints" in line and "unlabelled: nose" in line for line in lines)
+
+
+@pytest.fixture(scope="module")
+def boxes_only(synthetic_crowdpose: Path, tmp_path_factory) -> Path:
+    """The synthetic CrowdPose training split as CrowdPose and AI Challenger publish theirs: no segmentation (the
+    box stands in for each person's region), converted with its own keypoints (input 64)."""
+    out = tmp_path_factory.mktemp("boxes")
+    data = json.loads((synthetic_crowdpose / "annotations" / "person_keypoints_train.json").read_text())
+    for ann in data["annotations"]:
+        del ann["segmentation"]
+    annotations = out / "crowdpose_boxes.json"
+    annotations.write_text(json.dumps(data))
+    h5 = out / "crowdpose_boxes64.h5"
+    convert([Source(synthetic_crowdpose / "images", annotations)], h5, 64, progress=False, skeleton="crowdpose")
+    return h5
+
+
+def person_weights(dataset) -> set[float]:
+    """The person-mask channel's loss weight over every sample of ``dataset`` (a SourceMix's source), both ways."""
+    person = ChannelLayout.of(dataset.skeleton).person_mask
+    weights = [dataset.channel_weights(int(image), flip) for image in dataset.sample_image for flip in (False, True)]
+    return {float(w[person]) if w is not None else 1.0 for w in weights}
+
+
+def test_a_source_without_silhouettes_does_not_teach_the_person_channel(sources, boxes_only, tmp_path, caplog):
+    """Its person regions are boxes (people/box_region): weight 0 on the person-mask channel of each of its samples,
+    the other channels as its keypoints allow; a source with silhouettes keeps weight 1 there."""
+    import h5py
+
+    from simplepose.data.dataset import SimplePoseDataset
+
+    with h5py.File(boxes_only) as f, h5py.File(sources["crowdpose"]) as g:
+        assert f["people/box_region"][:].all() and not g["people/box_region"][:].any()
+        assert json.loads(f.attrs["settings"])["counts"]["people_with_box_as_region"] == len(f["people/bbox"])
+    cfg = tiny_cfg(sources["coco"], tmp_path / "run")
+    with caplog.at_level("INFO", logger="simplepose.data.dataset"):
+        mix = open_sources([str(sources["coco"]), str(boxes_only)], cfg, train=True)
+    assert any("crowdpose_boxes64.h5: 12 of 12 images hold people without a silhouette" in r.getMessage()
+               for r in caplog.records)  # fmt: skip
+    coco, boxes = mix.sources
+    assert person_weights(coco) == {1.0} and person_weights(boxes) == {0.0}
+    person = ChannelLayout.of(COCO).person_mask
+    sample = mix[len(coco)]  # one of the box source's, as training reads it
+    expected = boxes.mapping.labelled_mirrored if sample["meta"]["flip"] else boxes.mapping.labelled
+    others = np.arange(COCO.num_channels) != person
+    np.testing.assert_array_equal(sample["labelled"].numpy()[others], expected[others])
+    assert sample["labelled"][person] == 0 and float(sample["targets"][0][person].max()) > 0  # drawn, not taught
+    # alone (data.train): the same rule; a file with silhouettes only carries no weights at all
+    crowd = tiny_cfg(boxes_only, tmp_path / "run", "data.skeleton=crowdpose")
+    assert person_weights(SimplePoseDataset(boxes_only, crowd, train=True)) == {0.0}
+    assert "labelled" not in SimplePoseDataset(sources["crowdpose"], crowd, train=True)[0]
+
+
+def test_a_file_made_before_people_box_region_falls_back_on_its_count(sources, boxes_only, tmp_path):
+    """Without the dataset, a file whose settings count people with their box as region is all boxes; one that
+    counts none is all silhouettes."""
+    import shutil
+
+    import h5py
+
+    from simplepose.data.dataset import SimplePoseDataset
+
+    cfg = tiny_cfg(sources["crowdpose"], tmp_path / "run", "data.skeleton=crowdpose")
+    for h5, expected in ((boxes_only, {0.0}), (sources["crowdpose"], {1.0})):
+        old = tmp_path / h5.name
+        shutil.copy(h5, old)
+        with h5py.File(old, "a") as f:
+            del f["people/box_region"]
+        assert person_weights(SimplePoseDataset(old, cfg, train=True)) == expected
+
+
+def test_the_real_coco_sample_is_outlined_and_teaches_every_channel(coco_sample_h5, tmp_path):
+    """COCO outlines every person: no box region in the converted sample, so its samples carry no channel weights."""
+    import h5py
+
+    from simplepose.data.dataset import SimplePoseDataset
+
+    with h5py.File(coco_sample_h5) as f:
+        assert len(f["people/box_region"]) == len(f["people/bbox"]) > 0 and not f["people/box_region"][:].any()
+    dataset = SimplePoseDataset(coco_sample_h5, tiny_cfg(coco_sample_h5, tmp_path / "run", "data.input_size=256"), True)
+    assert person_weights(dataset) == {1.0} and dataset.channel_weights(0, False) is None

@@ -203,6 +203,19 @@ def all_reduce_mean(t: torch.Tensor) -> torch.Tensor:
     return t / get_world_size()
 
 
+def average_(tensors: list[torch.Tensor]) -> None:
+    """Replace each tensor (floating point, on one device) by its mean over the ranks, in place, with one all-reduce
+    of their concatenation; no host read. Every rank gets the same bits."""
+    if not is_distributed() or not tensors:
+        return
+    flat = torch.cat([t.detach().reshape(-1) for t in tensors])
+    dist.all_reduce(flat, op=dist.ReduceOp.SUM)
+    flat /= get_world_size()
+    with torch.no_grad():
+        for t, part in zip(tensors, flat.split([t.numel() for t in tensors])):
+            t.copy_(part.view_as(t))
+
+
 def all_ranks(flag: torch.Tensor) -> torch.Tensor:
     """A 0-d bool tensor, True where ``flag`` is True on every rank; decided on the device (no host read)."""
     if not is_distributed():
