@@ -256,6 +256,9 @@ class TrainConfig:
     tensorboard: Literal["auto", "on", "off"] = "auto"
     # also write last.pt every N steps
     checkpoint_every_steps: int = ranged(0, Range(0, note="0: at epoch ends only"))
+    # also write last.pt at the first step after this many minutes since the last one: what a hard kill (SIGKILL, a
+    # lost node) can lose; SIGTERM and Ctrl-C write it at the step they stop at (docs/training.md#fault-handling)
+    checkpoint_every_minutes: float = ranged(30.0, Range(0, note="0: not by time"))
     # shortens epochs (smoke runs)
     max_steps_per_epoch: int = ranged(0, Range(0, note="0: the whole epoch"))
     device: str = "auto"  # auto, cpu, cuda, cuda:1, ...

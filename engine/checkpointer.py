@@ -191,11 +191,12 @@ class Checkpointer:
         state.ema = self.ema.state_dict() if self.ema is not None else {}
         return Checkpoint(unwrap(self.model).state_dict(), self.cfg, self.skeleton, state.to_dict(), code_version())
 
-    def restore(self, position: TrainingPosition, steps_per_epoch: int) -> Path | None:
+    def restore(self, position: TrainingPosition, steps_per_epoch: int, read: Checkpoint | None = None) -> Path | None:
         """Resume from ``train.resume`` (the file every rank agrees on; None: a fresh start): check that it fits this
         run, load the weights (strictly), the optimiser and scaler states, ``position`` and (same world size) this
         rank's RNG states; the learning-rate plan into ``schedule`` (a changed train.epochs re-plans the cosine). What
-        the resume changes in the recipe is logged, named. Returns the file resumed from."""
+        the resume changes in the recipe is logged, named. ``read``: that file already read (engine.preflight).
+        Returns the file resumed from."""
         path = agreed_resume_path(self.cfg.train.resume, self.out_dir)
         if path is None:
             if self.rank == 0 and self.cfg.train.resume == "auto":
@@ -203,7 +204,7 @@ class Checkpointer:
                     "train.resume=auto: %s holds no last.pt yet; the run starts from the beginning there", self.out_dir
                 )
             return None
-        ckpt = Checkpoint.load(path)
+        ckpt = read if read is not None and Path(read.file) == path else Checkpoint.load(path)
         check_same_model(ckpt, self.cfg)
         saved_cfg = ckpt.run_config()
         state = TrainState.of(ckpt)

@@ -18,7 +18,9 @@ refuses an order that breaks it. ``Trainer.default_hooks`` builds the standard l
     WatchdogHook     the stall watchdog of multi-process runs (utils/watchdog.py)
     LoggingHook      progress bar, metrics.jsonl / TensorBoard records, the epoch's summary line
     ValidationHook   validation loss and COCO AP every train.val_every epochs (engine/validation.py)
-    CheckpointHook   last.pt every train.checkpoint_every_steps and at each epoch end, best.pt when the metric improves
+    CheckpointHook   last.pt every train.checkpoint_every_steps and train.checkpoint_every_minutes, at each epoch
+                     end and on a stop signal (SIGTERM, Ctrl-C: then it stops training); best.pt when the metric
+                     improves
 
 A new hook: subclass ``Hook``, override the methods it needs, give its constructor what it uses (a logger, a
 collaborator, a few numbers; not the trainer), and register it: ``trainer.register_hooks([MyHook(...)])`` (it runs
@@ -43,6 +45,7 @@ from simplepose.engine.logger import Meter, MetricsLogger, step_values
 from simplepose.engine.position import TrainingPosition
 from simplepose.engine.validation import Validator, validation_metric
 from simplepose.utils import distributed as du
+from simplepose.utils import stop_signals
 from simplepose.utils.progress_bar import progress_bar
 from simplepose.utils.watchdog import Watchdog, beat
 
@@ -202,19 +205,51 @@ class ValidationHook(Hook):
         summary.update(figures)
 
 
+class TrainingStopped(Exception):
+    """Training stopped at a step boundary on a stop signal (``signum``), after last.pt was written there."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"stopped by {stop_signals.signal_name(signum)}")
+        self.signum = signum
+
+
 class CheckpointHook(Hook):
-    """``last.pt`` every ``every_steps`` optimiser steps (0: never mid-epoch) and at each epoch end; ``best.pt`` when
-    the epoch's validation metric (``engine.validation.validation_metric``, which ``ValidationHook`` writes into the
-    summary: hence ``runs_after``) beats ``position.best_metric``."""
+    """``last.pt`` every ``every_steps`` optimiser steps (0: never mid-epoch), every ``every_minutes`` of training
+    (0: never by time; rank 0's clock decides), at each epoch end, and when a stop signal arrived
+    (``utils.stop_signals``: then training stops with ``TrainingStopped``); ``best.pt`` when the epoch's validation
+    metric (``engine.validation.validation_metric``, which ``ValidationHook`` writes into the summary: hence
+    ``runs_after``) beats ``position.best_metric``. Every rank takes the same decisions at the same step
+    (``utils.distributed.AgreedFlags``: under several processes, one step after a rank asked)."""
 
     runs_after = (ValidationHook,)
 
-    def __init__(self, checkpointer: Checkpointer, every_steps: int) -> None:
-        self.checkpointer, self.every_steps = checkpointer, every_steps
+    def __init__(self, checkpointer: Checkpointer, every_steps: int, every_minutes: float = 0.0) -> None:
+        self.checkpointer, self.every_steps, self.every_minutes = checkpointer, every_steps, every_minutes
+        self.flags = du.AgreedFlags(2)  # (the stop signal, last.pt due by time)
+        self.saved_at = time.monotonic()
+
+    def before_train(self, position: TrainingPosition) -> None:
+        self.saved_at = time.monotonic()
+
+    def due(self) -> int:
+        """1 when rank 0's last last.pt is ``every_minutes`` old (counted again from now on), else 0."""
+        if not self.every_minutes or self.checkpointer.rank != 0:
+            return 0
+        if time.monotonic() - self.saved_at < self.every_minutes * 60:
+            return 0
+        self.saved_at = time.monotonic()
+        return 1
+
+    def save_last(self, position: TrainingPosition) -> None:
+        self.checkpointer.save("last.pt", position)
+        self.saved_at = time.monotonic()
 
     def after_step(self, position: TrainingPosition, result: StepResult) -> None:
-        if self.every_steps and position.global_step % self.every_steps == 0:
-            self.checkpointer.save("last.pt", position)
+        stop, timed = self.flags.exchange([stop_signals.requested(), self.due()])
+        if stop or timed or (self.every_steps and position.global_step % self.every_steps == 0):
+            self.save_last(position)
+        if stop:
+            raise TrainingStopped(stop)
 
     def after_epoch(self, position: TrainingPosition, summary: dict[str, float]) -> None:
         position.settle()  # before the copy below, which starts without the device-side count
@@ -225,4 +260,10 @@ class CheckpointHook(Hook):
         end = dataclasses.replace(position, epoch=position.epoch + 1, step=0)  # where a resumed run starts
         if improved:
             self.checkpointer.save("best.pt", end)
-        self.checkpointer.save("last.pt", end)
+        self.save_last(end)
+        (stop, _) = self.flags.exchange([stop_signals.requested(), 0], now=True)  # asked during the epoch's end
+        if stop and end.epoch < self.checkpointer.cfg.train.epochs:
+            raise TrainingStopped(stop)
+
+    def after_train(self, position: TrainingPosition) -> None:
+        self.flags.drop()

@@ -15,6 +15,7 @@ import argparse
 import logging
 import os
 import shlex
+import signal
 import sys
 import threading
 import time
@@ -31,6 +32,7 @@ from simplepose.engine.batch_errors import dead_workers_named
 from simplepose.engine.checkpointer import TrainState, check_same_model, resolve_resume
 from simplepose.engine.curves import plot_run
 from simplepose.engine.hook_base import Hook
+from simplepose.engine.hooks import TrainingStopped
 from simplepose.engine.launch import DataParallelBalanced, Distributed, Launcher, SingleDevice
 from simplepose.engine.run_folder import continues_folder, launch_owns, undone_if_start_fails
 from simplepose.engine.trainer import Trainer, training_data
@@ -38,8 +40,9 @@ from simplepose.engine.validation import validation_sets
 from simplepose.evaluate.prediction_sheet import draw_predictions
 from simplepose.utils import distributed as du
 from simplepose.utils.commands import command, commands_here
-from simplepose.utils.errors import UserError
+from simplepose.utils.errors import Stopped, UserError
 from simplepose.utils.io import OUT_OF_SPACE_OR_READ_ONLY, disk_errors, write_error_message
+from simplepose.utils.stop_signals import exit_status, requested, signal_name, stop_requests
 from simplepose.utils.text import counted
 
 log = logging.getLogger(__name__)
@@ -168,12 +171,17 @@ def run(
                 start = time.perf_counter()
                 # a full disk or read-only folder while writing logs, config or plots; a start that fails leaves
                 # no run behind
-                with disk_errors(resume_hint), undone_if_start_fails(cfg.train.out_dir, rank):
+                # SIGTERM and Ctrl-C from here on: every rank stops at one step boundary, last.pt written there
+                with disk_errors(resume_hint), undone_if_start_fails(cfg.train.out_dir, rank), stop_requests(rank == 0):
                     trainer = Trainer(cfg, launcher)
                     if extra_hooks is not None:
                         trainer.register_hooks(extra_hooks(trainer))
                     try:
-                        result = trainer.fit()
+                        try:
+                            stop_before_training()
+                            result = trainer.fit()
+                        except TrainingStopped as e:
+                            raise stopped(trainer, e.signum, command_line(kind, argv)) from None
                     except KeyboardInterrupt:
                         if launcher.rank != 0:
                             raise
@@ -246,6 +254,37 @@ def interrupted_message(trainer: Trainer, command: list[str]) -> str:
     return (
         f"stopped at {p.where()}; continue the run with: {again} (it resumes from {trainer.out_dir / 'last.pt'} at "
         f"global step {saved}: {counted(p.global_step - saved, 'step')} since that checkpoint will be redone)"
+    )
+
+
+def stop_before_training() -> None:
+    """``TrainingStopped`` when a stop signal came while the run was starting, on any rank (a collective)."""
+    (signum,) = du.AgreedFlags(1).exchange([requested()], now=True)
+    if signum:
+        raise TrainingStopped(signum)
+
+
+def stopped(trainer: Trainer, signum: int, command: list[str]) -> Stopped:
+    """A run stopped by ``signum`` (every rank at the same step, last.pt written): rank 0 says so (``stopped_message``)
+    while the stop handlers still hold back a second signal (torchrun sends one to the processes left when the
+    first exits), and every rank waits for that line before it exits. Returns the command's ``Stopped``."""
+    if trainer.is_main:
+        sys.stderr.write(stopped_message(trainer, signum, command) + "\n")
+        sys.stderr.flush()
+    du.barrier()
+    return Stopped("", exit_status(signum))
+
+
+def stopped_message(trainer: Trainer, signum: int, command: list[str]) -> str:
+    """What a run stopped by ``signum`` says: where, that last.pt holds that step, and the command that continues it
+    (``train.resume=auto`` added to the command as given)."""
+    again = with_settings(command, {"train.resume": "auto"})
+    how = "interrupted (SIGINT)" if signum == signal.SIGINT else f"terminated ({signal_name(signum)})"
+    if trainer.checkpointer.last_saved_step is None:  # stopped while starting, before any step or checkpoint
+        return f"{how}: stopped before the first step, nothing trained or kept; start the run with: {again}"
+    return (
+        f"{how}: stopped at {trainer.position.where()}, where {trainer.out_dir / 'last.pt'} was written; continue "
+        f"the run with: {again}"
     )
 
 

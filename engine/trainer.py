@@ -24,8 +24,6 @@ from simplepose.config.config_file import save_config
 from simplepose.config.schema import Config
 from simplepose.config.skeleton_file import skeleton_of
 from simplepose.data.batching import batch_to_device, labelled_to_device
-from simplepose.data.dataset import SimplePoseDataset
-from simplepose.data.sources import SourceMix, check_training_file, open_sources
 from simplepose.engine.batch_errors import loader_errors, out_of_memory
 from simplepose.engine.batches import TrainBatches
 from simplepose.engine.checkpointer import Checkpointer, remove_stale_temporaries
@@ -37,6 +35,7 @@ from simplepose.engine.launch import Launcher, SingleDevice
 from simplepose.engine.logger import MetricsLogger, check_tensorboard
 from simplepose.engine.optim import apply_freeze, batchnorm_eval, build_optimizer, fused_supported
 from simplepose.engine.position import TrainingPosition
+from simplepose.engine.preflight import open_inputs
 from simplepose.engine.process_setup import configure_cpu_threads, seed_everything
 from simplepose.engine.recipe import recipe_line
 from simplepose.engine.run_folder import claim_run_folder
@@ -45,7 +44,6 @@ from simplepose.engine.validation import Validator
 from simplepose.models import MultiTaskLoss, build_model
 from simplepose.models.weights import LoadReport, carried_skeleton, unwrap
 from simplepose.utils import distributed as du
-from simplepose.utils.commands import command
 from simplepose.utils.errors import DataFileError
 from simplepose.utils.precision import precision_for
 from simplepose.utils.watchdog import beat
@@ -64,6 +62,8 @@ class Trainer:
         self.is_main = self.rank == 0
         self.out_dir = Path(t.out_dir)
         check_tensorboard(t.tensorboard)
+        self.skeleton = skeleton_of(cfg)  # handed to the data, the model and the loss; saved in checkpoints
+        inputs = open_inputs(cfg, self.skeleton)  # everything the run reads, checked before anything is written
         claim_run_folder(t, self.rank)  # before anything is written: a new run never overwrites an earlier one
         self.compile = choose_compile(t.compile, self.device, self.launcher.name)
         if self.is_main:
@@ -71,10 +71,7 @@ class Trainer:
         seed_everything(t.seed, t.deterministic)
         configure_cpu_threads(self.device, cfg.data.num_workers)
         self.precision = precision_for(t.amp, self.device, "train.amp")
-        self.skeleton = skeleton_of(cfg)  # handed to the data, the model and the loss; saved in checkpoints
-
-        self.train_set = training_set(cfg)
-        self.val_set = training_file(cfg, "data.val", train=False) if cfg.data.val else None
+        self.train_set, self.val_set, self.ground_truth = inputs.train_set, inputs.val_set, inputs.ground_truth
         self.batches = TrainBatches(self.train_set, cfg, self.rank, self.world_size, self.device)
         if self.steps_per_epoch == 0:
             raise DataFileError(
@@ -85,7 +82,7 @@ class Trainer:
             )
 
         model = build_model(cfg, self.skeleton).to(self.device)
-        self.initial_weights = init_weights(model, t.init_weights, self.is_main) if t.init_weights else None
+        self.initial_weights = init_weights(model, inputs.init_weights, self.is_main) if inputs.init_weights else None
         self.frozen = apply_freeze(model, t.freeze)
         if t.channels_last:
             model = model.to(memory_format=torch.channels_last)
@@ -112,7 +109,7 @@ class Trainer:
             self.schedule)  # fmt: skip
         if self.is_main:
             remove_stale_temporaries(self.out_dir)  # left by a process killed while writing a checkpoint
-        self.checkpointer.restore(self.position, self.steps_per_epoch)
+        self.checkpointer.restore(self.position, self.steps_per_epoch, inputs.resume)
         self.hooks = HookList(self.default_hooks())
         if self.is_main:
             save_config(cfg, self.out_dir / "config.yaml")
@@ -135,14 +132,22 @@ class Trainer:
         logger = MetricsLogger(self.out_dir, enabled=self.is_main, tensorboard=t.tensorboard)
         validated = self.ema.module if self.ema else self.model  # the weights best.pt keeps
         validator = Validator(
-            self.cfg, validated, self.loss_fn, self.val_set, self.device, self.precision, self.rank, self.world_size
+            self.cfg,
+            validated,
+            self.loss_fn,
+            self.val_set,
+            self.device,
+            self.precision,
+            self.rank,
+            self.world_size,
+            self.ground_truth,
         )
         samples_per_step = self.world_size * t.batch_size * t.accumulate_steps
         return [
             WatchdogHook(self.cfg.dist.timeout_s, self.rank, self.world_size),
             LoggingHook(logger, self.steps_per_epoch, t.log_every, samples_per_step, self.device, self.is_main),
             ValidationHook(validator, t.val_every, t.epochs, logger, self.cfg.data, self.is_main),
-            CheckpointHook(self.checkpointer, t.checkpoint_every_steps),
+            CheckpointHook(self.checkpointer, t.checkpoint_every_steps, t.checkpoint_every_minutes),
         ]
 
     def register_hooks(self, hooks: list[Hook]) -> None:
@@ -268,32 +273,13 @@ def training_data(cfg: Config) -> str:
     return ", ".join(cfg.data.train_sources) if cfg.data.train_sources else cfg.data.train
 
 
-def training_set(cfg: Config) -> SimplePoseDataset | SourceMix:
-    """The training samples: ``data.train_sources`` mixed (data.sources) when given, else ``data.train``."""
-    d = cfg.data
-    if d.train_sources:
-        return open_sources(d.train_sources, cfg, train=True, weights=d.source_weights or None)
-    return training_file(cfg, "data.train", train=True)
-
-
-def training_file(cfg: Config, key: str, train: bool) -> SimplePoseDataset:
-    """The dataset of the HDF5 file config key ``key`` (``data.train`` or ``data.val``) names."""
-    path = cfg.data.train if key == "data.train" else cfg.data.val
-    if not path:
-        raise DataFileError(
-            f"{key} is empty: give the HDF5 file made by `{command('data.coco_to_hdf5')}` ({key}=FILE)", key=key
-        )
-    check_training_file(path, key)
-    return SimplePoseDataset(path, cfg, train=train, skeleton=skeleton_of(cfg))
-
-
-def init_weights(model: torch.nn.Module, path: str, say: bool = True) -> LoadReport:
-    """``train.init_weights``: a checkpoint's weights (ours or the original's) into a fresh ``model``, as the start
-    of a new run. A checkpoint of another skeleton loads every tensor but the skeleton-dependent ones, which keep
-    their initialisation (listed in the log and in the report's ``reinitialised``); another network size is still
-    refused."""
-    ckpt = Checkpoint.load(path)
+def init_weights(model: torch.nn.Module, ckpt: Checkpoint, say: bool = True) -> LoadReport:
+    """``train.init_weights``: a checkpoint's weights (ours or the original's; read by engine.preflight) into a
+    fresh ``model``, as the start of a new run. A checkpoint of another skeleton loads every tensor but the
+    skeleton-dependent ones, which keep their initialisation (listed in the log and in the report's
+    ``reinitialised``); another network size is still refused."""
     report = ckpt.load_into(model, other_skeleton=True)
+    path = ckpt.file
     if report.reinitialised and say:
         loaded = len(unwrap(model).state_dict()) - len(report.reinitialised)
         log.info(

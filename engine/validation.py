@@ -1,7 +1,7 @@
 """Validation during training: the loss on ``data.val`` and COCO AP on ``data.val_images`` / ``data.val_annotations``
 and on each training source's (``data.source_val_images`` / ``data.source_val_annotations``, figures named
 ``SOURCE/AP``, ...), sharded over the processes (every rank takes part, every rank receives the figures). The
-annotations are read and checked once, at the first evaluation, and held for the later ones
+annotations are read and checked once, before the first step (engine/preflight.py), and held for every evaluation
 (``evaluate.metrics.annotations.GroundTruth``)."""
 
 from __future__ import annotations
@@ -57,11 +57,13 @@ class Validator:
         precision: Precision,
         rank: int,
         world_size: int,
+        ground_truth: dict[str, GroundTruth] | None = None,
     ) -> None:
         self.cfg, self.model, self.loss, self.val_set, self.device = cfg, model, loss, val_set, device
         self.precision, self.rank, self.world_size = precision, rank, world_size
         self.sets = validation_sets(cfg.data)
-        self._ground_truth: dict[str, GroundTruth] = {}  # by annotation file, loaded at the first evaluation
+        # by annotation file: read at the start (engine.preflight, given here), else at the first evaluation
+        self._ground_truth: dict[str, GroundTruth] = dict(ground_truth or {})
 
     def ground_truth(self, model: nn.Module, annotation_file: str) -> GroundTruth:
         """``annotation_file`` read and checked for ``model``'s skeleton, once per run."""

@@ -27,7 +27,9 @@ from pathlib import Path
 import torch
 
 from simplepose.config.config_file import add_config_arguments, load_config
+from simplepose.config.schema import Config
 from simplepose.config.skeleton_check import NAME_MATCHES
+from simplepose.config.skeleton_file import skeleton_of
 from simplepose.evaluate.estimator import PoseEstimator
 from simplepose.evaluate.evaluation import (
     check_images_dir,
@@ -37,8 +39,10 @@ from simplepose.evaluate.evaluation import (
     score_results,
 )
 from simplepose.evaluate.inference.checkpoint_model import load_model
+from simplepose.evaluate.metrics.annotations import load_ground_truth
 from simplepose.evaluate.metrics.keypoint_stats import format_stats
 from simplepose.evaluate.unannotated_images import folder_image_list, image_info_list
+from simplepose.models.weights import carried_skeleton
 from simplepose.utils import distributed as dist
 from simplepose.utils.commands import command
 from simplepose.utils.errors import UserError, cli_main
@@ -158,6 +162,35 @@ def run_unscored(args: argparse.Namespace, image_list: dict[int, dict], ids_from
         )
 
 
+def checked_outputs(args: argparse.Namespace) -> None:
+    """Rank 0, which writes them, can write into the folders of ``--out`` and ``--diagnose``."""
+    if dist.is_main_process():
+        for given, folder in ((args.out, Path(args.out or ".").parent), (args.diagnose, Path(args.diagnose or "."))):
+            if given:
+                check_writable(folder)
+
+
+def opened_model(args: argparse.Namespace, overrides: list[str], device: torch.device) -> tuple:
+    """(model, cfg, the annotations' ``GroundTruth``) of a scored evaluation: everything it reads opened and checked,
+    and its outputs' folders, before its first image (the checkpoint, the image folder, the annotations for the
+    model's skeleton)."""
+    model, cfg = load_model(args.ckpt, args.config, overrides, device)
+    check_images_dir(args.images)
+    truth = load_ground_truth(args.annotations, carried_skeleton(model), cfg.eval)
+    checked_outputs(args)
+    return model, cfg, truth
+
+
+def checked_oracle(args: argparse.Namespace, overrides: list[str]) -> Config:
+    """The config of a ``--from-ground-truth`` evaluation, its image folder, annotation file and outputs' folders
+    checked before its first image."""
+    cfg = load_config(args.config, overrides)
+    check_images_dir(args.images)
+    load_ground_truth(args.annotations, skeleton_of(cfg), cfg.eval)
+    checked_outputs(args)
+    return cfg
+
+
 @cli_main
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
@@ -180,12 +213,13 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         overrides = eval_option_overrides(args)
         if args.from_ground_truth:
-            cfg = load_config(args.config, overrides)
+            # every rank checks what it reads before the first image, and all stop together on a problem
+            cfg = dist.agreed(lambda: checked_oracle(args, overrides))
             stats, summary = evaluate_oracle(args.images, args.annotations, cfg, args.out, diagnose_dir=args.diagnose)
         else:
-            model, cfg = load_model(args.ckpt, args.config, overrides, device)
+            model, cfg, truth = dist.agreed(lambda: opened_model(args, overrides, device))
             stats, summary = evaluate_model(
-                model, args.images, args.annotations, cfg, device, args.out, diagnose_dir=args.diagnose
+                model, args.images, truth, cfg, device, args.out, diagnose_dir=args.diagnose
             )
         if dist.is_main_process():
             print(summary, end="")

@@ -5,6 +5,7 @@ worker, the DataParallel loss balancing and the SyncBN conversion."""
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -16,7 +17,15 @@ from torch import nn
 
 from simplepose.checkpoint.format import Checkpoint
 from simplepose.engine.launch import DataParallelBalanced, ModelWithLoss, sync_batchnorm
-from tests.helpers import COCO, saved_state, subprocess_env, tiny_cfg, tiny_run_args, torchrun_command
+from tests.helpers import (
+    COCO,
+    flat_optimizer_state,
+    saved_state,
+    subprocess_env,
+    tiny_cfg,
+    tiny_run_args,
+    torchrun_command,
+)
 from tests.paths import REPO_ROOT
 
 # per process: batch 2, 4 steps, a checkpoint every 2 steps; BatchNorm in eval mode makes N x b == 1 x N*b exact
@@ -208,6 +217,33 @@ def test_a_restart_before_the_first_checkpoint_starts_the_run_again_in_its_folde
     assert saved_state(ckpt).position.global_step == 4
     assert [rec["global_step"] for rec in train_records(tmp_path)] == [1, 2, 3, 4]
     assert_close_states(Checkpoint.load(two_process_run[0] / "last.pt").model, ckpt.model, rtol=0, atol=0)
+
+
+def test_sigterm_to_torchrun_stops_both_ranks_at_one_step_and_the_resume_ends_as_the_unstopped_run(
+    synthetic_h5_64, two_process_run, tmp_path
+):
+    """SIGTERM to torchrun's agent (a cluster stopping the job; it sends it on to both processes) at global step 1:
+    both ranks stop at one step boundary (step 3: the ranks agree one step after a request), rank 0 writes last.pt
+    there (a step that is no checkpoint's otherwise) and gives the command that continues; that resume, in 2
+    processes, ends bit-identical to the run never stopped."""
+    command = torchrun_command([*with_faults("--signal-step", "1", "--signal-parent"),
+                                *tiny_run_args(synthetic_h5_64, tmp_path, *RUN)], 2)  # fmt: skip
+    r = subprocess.run(command, cwd=REPO_ROOT, env=subprocess_env(OMP_NUM_THREADS="1"), capture_output=True,
+                       text=True, timeout=300)  # fmt: skip
+    assert "rank 0 sends SIGTERM to its parent at global step 1" in r.stdout
+    assert f'File "{REPO_ROOT}' not in r.stderr, r.stderr[-3000:]  # torchrun prints its own SignalException
+    again = shlex.join(["torchrun", "--nproc_per_node=2", "train_distributed.py",
+                        *tiny_run_args(synthetic_h5_64, tmp_path, *RUN), "train.resume=auto"])  # fmt: skip
+    stopped = (f"terminated (SIGTERM): stopped at epoch 0, step 3 (global step 3), where {tmp_path / 'last.pt'} was "
+               f"written; continue the run with: {again}")  # fmt: skip
+    assert r.stderr.count(stopped) == 1 and r.stderr.count("SIGTERM received") == 1, r.stderr[-3000:]
+    assert saved_state(tmp_path / "last.pt").position.global_step == 3
+    torchrun("train_distributed.py", synthetic_h5_64, tmp_path, *RUN, "train.resume=auto")
+    final, reference = Checkpoint.load(tmp_path / "last.pt"), Checkpoint.load(two_process_run[0] / "last.pt")
+    assert saved_state(final).position.global_step == 4
+    assert_close_states(reference.model, final.model, rtol=0, atol=0)
+    assert all(map(torch.equal, flat_optimizer_state(saved_state(final).optimizer),
+                   flat_optimizer_state(saved_state(reference).optimizer)))  # fmt: skip
 
 
 def test_a_second_launch_into_a_run_folder_is_refused_by_every_rank_and_attempt(synthetic_h5_64, two_process_run,

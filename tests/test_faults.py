@@ -35,6 +35,7 @@ from tests.harness.faults import (
     Tally,
     deaths_at_every_point,
     failed_starts,
+    same_training_state,
     start_faults,
     temporaries,
     translated_with_death_at,
@@ -188,6 +189,92 @@ def test_ctrl_c_says_how_to_continue_and_the_steps_redone(synthetic_h5_64, tmp_p
     assert saved_state(run_dir / "last.pt").position.global_step == 4
 
 
+class SendSignal(Hook):
+    """Sends ``signum`` to this process after optimiser step ``at`` (a global step), as a cluster stopping the job."""
+
+    def __init__(self, at: int, signum: int) -> None:
+        self.at, self.signum = at, signum
+
+    def after_step(self, progress, result) -> None:
+        if progress.global_step == self.at:
+            os.kill(os.getpid(), self.signum)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stop_signal_saves_the_step_reached_and_the_resume_ends_as_the_unstopped_run(
+    synthetic_h5_64, tmp_path, capfd, signum
+):
+    """SIGTERM (what SLURM, Kubernetes and torchrun send before a kill) or Ctrl-C mid-epoch: the step under way
+    finishes, last.pt holds the step reached (not only the last epoch end), one line says where and gives the command
+    that continues, the exit status is 128 + the signal; that command ends bit-identical to a run never stopped."""
+    run_dir, reference_dir = tmp_path / "run", tmp_path / "reference"
+    argv = tiny_run_args(synthetic_h5_64, run_dir, *SHORT, "train.max_steps_per_epoch=3", "train.epochs=2")
+    Trainer(tiny_cfg(synthetic_h5_64, reference_dir, *SHORT, "train.max_steps_per_epoch=3", "train.epochs=2")).fit()
+    capfd.readouterr()
+    main = cli_main(lambda args: run("single", "train.py", args, extra_hooks=lambda t: [SendSignal(1, signum)]))
+    assert main(argv) == 128 + signum
+    name = signal.Signals(signum).name
+    again = shlex.join(["python", "train.py", *argv, "train.resume=auto"])
+    how = "interrupted (SIGINT)" if signum == signal.SIGINT else "terminated (SIGTERM)"
+    assert capfd.readouterr().err.strip().splitlines()[-2:] == [
+        f"{name} received: stopping after this step, with last.pt saved there"
+        + ("; Ctrl-C again stops at once" if signum == signal.SIGINT else ""),
+        f"{how}: stopped at epoch 0, step 2 (global step 2), where {run_dir / 'last.pt'} was written; continue the "
+        f"run with: {again}",
+    ]
+    assert saved_state(run_dir / "last.pt").position.global_step == 2  # the step reached: no epoch end yet
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL  # the handlers are put back
+    assert train.main(shlex.split(again)[2:]) == 0
+    final, reference = Checkpoint.load(run_dir / "last.pt"), Checkpoint.load(reference_dir / "last.pt")
+    assert same_training_state(final, reference) and saved_state(final).position.global_step == 6
+
+
+def test_a_stop_signal_while_the_run_starts_stops_it_before_the_first_step_leaving_no_folder(
+    synthetic_h5_64, tmp_path, capfd
+):
+    """SIGTERM while the run is being built (reading its data, its checkpoints): it stops before its first step,
+    keeps nothing (no run folder: the same command runs again), and says so, exit 143."""
+    run_dir = tmp_path / "run"
+    argv = tiny_run_args(synthetic_h5_64, run_dir, *SHORT)
+
+    def signal_now(trainer):
+        os.kill(os.getpid(), signal.SIGTERM)
+        return []
+
+    assert cli_main(lambda args: run("single", "train.py", args, extra_hooks=signal_now))(argv) == 143
+    again = shlex.join(["python", "train.py", *argv, "train.resume=auto"])
+    line = capfd.readouterr().err.strip().splitlines()[-1]
+    assert (
+        line
+        == f"terminated (SIGTERM): stopped before the first step, nothing trained or kept; start the run with: {again}"
+    )
+    assert not run_dir.exists()
+
+
+def test_last_pt_is_written_every_checkpoint_every_minutes(synthetic_h5_64, tmp_path, monkeypatch):
+    """train.checkpoint_every_minutes: last.pt at the first step after that many minutes since the last one (rank
+    0's clock), what a hard kill can lose; the epoch end's last.pt counts as one."""
+    from simplepose.engine import hooks
+
+    clock = [0.0]
+    monkeypatch.setattr(hooks.time, "monotonic", lambda: clock[0])
+
+    class Minutes(Hook):
+        def before_step(self, progress) -> None:
+            clock[0] += 60.0  # each step takes a minute
+
+    cfg = tiny_cfg(synthetic_h5_64, tmp_path, *SHORT, "train.max_steps_per_epoch=4", "train.epochs=2",
+                   "train.checkpoint_every_minutes=2.5")  # fmt: skip
+    trainer = Trainer(cfg)
+    written: list[int] = []
+    save = trainer.checkpointer.save
+    trainer.checkpointer.save = lambda name, position: (written.append(position.global_step), save(name, position))
+    trainer.register_hooks([Minutes()])
+    trainer.fit()
+    # after step 3, 3 minutes since the start: due; the epoch end (step 4) writes it and resets the clock; 7; 8
+    assert written == [3, 4, 7, 8]
+
+
 # ---- a worker's death reported at any point of the translation (torch's SIGCHLD handler raises between bytecodes)
 
 
@@ -233,3 +320,18 @@ def test_failed_starts_end_in_one_line_and_leave_no_run_folder(synthetic_h5_64, 
     start_faults(synthetic_h5_64, tmp_path, tally)
     assert tally.failures == [] and tally.lost == {}
     assert tally.clean_errors == tally.fault_cases == len(failed_starts(synthetic_h5_64)) and tally.raw_tracebacks == 0
+
+
+def test_the_fault_table_runs_to_its_end_and_prints_its_table(capsys):
+    """``python -m tests.harness.fault_table`` prints its table after its scenarios (it crashed there, on
+    ``failed_starts(Path())``): here the quickest scenario, in process; every row, the failures none."""
+    from tests.harness import fault_table
+
+    assert fault_table.main(["--scenarios", "translation"]) == 0
+    out = capsys.readouterr().out
+    rows = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in out.splitlines()[2:] if "|" in line}
+    names = ["trials", "SIGTERM stops", "kills", "checkpoints loadable", "resumes completed", "bad inputs tried",
+             "clean errors", "raw tracebacks", "data lost"]  # fmt: skip
+    assert list(rows) == names
+    assert int(rows["bad inputs tried"]) == int(rows["clean errors"]) >= 10  # each point of the translation
+    assert rows["raw tracebacks"] == rows["data lost"] == "0" and "min, seed 0" in out

@@ -18,8 +18,8 @@ from simplepose.data.batching import collate, labelled_to_device
 from simplepose.data.conversion import Source, convert
 from simplepose.data.keypoint_mapping import KeypointMapping
 from simplepose.data.sources import open_sources
+from simplepose.engine.preflight import training_file
 from simplepose.engine.sampler import EpochSampler
-from simplepose.engine.trainer import training_file
 from simplepose.models.loss import MultiTaskLoss
 from simplepose.utils.errors import DataFileError
 from tests.helpers import FAINT_MAPS, SHORT_RUN, read_metrics, tiny_cfg

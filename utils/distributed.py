@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import datetime
 import os
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -80,6 +81,7 @@ def select_device(name: str = "auto", cpu_hint: str = "train.device=cpu") -> tor
 
 
 _STORE: dist.Store | None = None  # this attempt's rendezvous store (heartbeats of utils.watchdog)
+_FLAGS_GROUP: Any = None  # a gloo group of every rank, for AgreedFlags' CPU all-reduces (also beside NCCL)
 
 
 def under_torchrun() -> bool:
@@ -103,6 +105,8 @@ def init_distributed(device: torch.device, backend: str = "auto", timeout_s: flo
     if store is not None:
         kwargs.update(store=store, rank=int(os.environ["RANK"]), world_size=env_world_size())
     dist.init_process_group(**kwargs)
+    global _FLAGS_GROUP
+    _FLAGS_GROUP = dist.new_group(backend="gloo")
     return True
 
 
@@ -134,10 +138,10 @@ def get_store() -> dist.Store | None:
 
 
 def cleanup() -> None:
-    global _STORE
+    global _STORE, _FLAGS_GROUP
     if is_distributed():
         dist.destroy_process_group()
-    _STORE = None
+    _STORE = _FLAGS_GROUP = None
 
 
 def barrier() -> None:
@@ -161,6 +165,33 @@ def broadcast_object(obj: Any, src: int = 0) -> Any:
     box = [obj]
     dist.broadcast_object_list(box, src=src)
     return box[0]
+
+
+T = TypeVar("T")
+
+
+def agreed(check: Callable[[], T]) -> T:
+    """``check()`` on every rank, and one verdict for all (a collective): when it raises a ``UserError`` on any rank,
+    every rank raises one with the same message (the lowest failing rank's; when only some ranks failed, the message
+    says which, e.g. a file that is not on every node), so that no rank goes on to wait for the others. Returns this
+    rank's result."""
+    from simplepose.utils.errors import UserError
+
+    try:
+        value, error = check(), None
+    except UserError as e:
+        value, error = None, e
+    seen = all_gather_object(None if error is None else (str(error), error.file, error.key))
+    failed = [(rank, e) for rank, e in enumerate(seen) if e is not None]
+    if not failed:
+        return value  # type: ignore[return-value]
+    _, (message, file, key) = failed[0]
+    if len(failed) < len(seen):
+        ranks = ", ".join(str(rank) for rank, _ in failed)
+        message += f" (on rank {ranks} of {len(seen)} processes only: is the path on every node's filesystem?)"
+    if error is not None and str(error) == message:
+        raise error
+    raise UserError(message, file=file, key=key)
 
 
 def all_reduce_mean(t: torch.Tensor) -> torch.Tensor:
@@ -199,3 +230,39 @@ def shard(n: int, rank: int | None = None, world: int | None = None) -> range:
     rank = get_rank() if rank is None else rank
     world = get_world_size() if world is None else world
     return range(rank, n, world)
+
+
+class AgreedFlags:
+    """``size`` small integers each rank gives at every step boundary, and the maximum over the ranks that every rank
+    receives: one decision for all (to checkpoint, to stop) without a device sync or a wait. In one process the values
+    come back at once; with several, those given at boundary k are received at boundary k + 1 (a CPU all-reduce over
+    gloo, started at k and long finished by k + 1), or at once with ``now`` (a blocking exchange, at an epoch end).
+    Every rank calls ``exchange`` at the same boundaries."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._pending: tuple[Any, torch.Tensor] | None = None
+
+    def exchange(self, values: list[int], now: bool = False) -> list[int]:
+        """Give this rank's ``values``; returns the agreed ones (see the class; with ``now``, the maximum of those
+        still under way and of ``values``)."""
+        if not is_distributed():
+            return list(values)
+        received = [0] * self.size
+        if self._pending is not None:
+            work, t = self._pending
+            work.wait()
+            received = [int(v) for v in t.tolist()]
+            self._pending = None
+        t = torch.tensor(values, dtype=torch.int64)
+        group = _FLAGS_GROUP if _FLAGS_GROUP is not None else dist.group.WORLD
+        work = dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group, async_op=True)
+        if not now:
+            self._pending = (work, t)
+            return received
+        work.wait()
+        return [max(a, int(b)) for a, b in zip(received, t.tolist())]
+
+    def drop(self) -> None:
+        """Forget the exchange under way (training ended: a rank that failed may never give its part)."""
+        self._pending = None

@@ -60,10 +60,20 @@ class AnnotationError(UserError):
         self.image_id = image_id
 
 
+class Stopped(Exception):
+    """A command stopped on request (a signal, ``utils.stop_signals``): its one line (empty: another process says
+    it) and its exit status (128 + the signal: 143 for SIGTERM, 130 for SIGINT)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 def cli_main(fn: Callable[..., int | None]) -> Callable[..., int]:
     """Wrap a command's ``main``: while it runs, logging goes to the terminal (``utils.logs.terminal_logging``), and a
     ``UserError`` prints ``error: <message>`` and exits with status 2; Ctrl-C (``KeyboardInterrupt``) prints
-    ``interrupted`` (with the exception's words, where the command gave some) and exits with status 130."""
+    ``interrupted`` (with the exception's words, where the command gave some) and exits with status 130; a command
+    stopped cleanly on a signal (``Stopped``) prints its line and exits with its status."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs) -> int:
@@ -78,6 +88,11 @@ def cli_main(fn: Callable[..., int | None]) -> Callable[..., int]:
                 sys.stderr.write(f"error: {e}\n")
                 sys.stderr.flush()
                 return 2
+            except Stopped as e:  # stopped cleanly on a signal, where it says
+                if str(e):
+                    sys.stderr.write(f"\n{e}\n")
+                    sys.stderr.flush()
+                return e.status
             except KeyboardInterrupt as e:  # Ctrl-C; a command may say where it stopped and how to go on
                 sys.stderr.write(f"\ninterrupted: {e}\n" if str(e) else "\ninterrupted\n")
                 sys.stderr.flush()

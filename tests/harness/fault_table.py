@@ -1,8 +1,9 @@
-"""Fault injection: kill -9 during training, a torchrun worker death, a full disk, a read-only run folder, a
-corrupt sample and a killed DataLoader worker, plus the bad-input corpus (tests.harness.bad_inputs); prints one
-table.
+"""Fault injection: kill -9 and SIGTERM during training (1 and 2 processes), a torchrun worker death, a full disk, a
+read-only run folder, a corrupt sample and a killed DataLoader worker, plus the bad-input corpus
+(tests.harness.bad_inputs); prints one table.
 
-    python -m tests.harness.fault_table [--trials 20] [--seed 0] [--work DIR]
+    python -m tests.harness.fault_table [--trials 20] [--sigterm-trials 6] [--seed 0] [--work DIR]
+    python -m tests.harness.fault_table --scenarios translation      # some of them (tests/test_faults.py)
 
 What is measured (all on a tiny model, 64 px input, a 16-image synthetic dataset made once by data.synthetic and
 data.coco_to_hdf5):
@@ -18,6 +19,12 @@ data.coco_to_hdf5):
   epoch, the sample order depends only on (seed, epoch) and each sample's augmentation only on (seed, epoch,
   index), so a resumed run redoes exactly the steps lost since the last checkpoint (deterministic CPU kernels,
   one thread).
+- SIGTERM (what SLURM, Kubernetes and torchrun send before they kill a job) to ``python train.py`` once it has
+  logged a seeded random number of steps (0: as soon as its folder is claimed, while it starts; last.pt at epoch ends
+  only), and to torchrun's agent of a 2-process run at a seeded random step (it sends it on to both processes): exit
+  143, one line naming the step and the command that continues, no traceback of ours (torchrun prints its own on
+  SIGTERM), ``last.pt`` loadable and holding that step (or, stopped while starting, a line saying so and no run
+  folder); then ``train.resume=auto`` (in as many processes) must end bit-identical to the run never stopped.
 - torchrun --nproc_per_node=2 --max-restarts=1 with rank 1 dying (os._exit, no clean-up) at step 3: the group
   restarts, resumes from last.pt and completes the same 6 x 2 steps.
 - ENOSPC and EROFS at the checkpoint write, injected (``write_fault``) and, where this process may mount, on a
@@ -49,11 +56,12 @@ from tests.harness.cases import OUTCOMES
 from tests.harness.faults import (
     Tally,
     disk_faults,
-    failed_starts,
     kill_and_resume,
     loader_faults,
     make_data,
+    sigterm_and_resume,
     start_faults,
+    torchrun_sigterm,
     torchrun_worker_death,
     translation_faults,
 )
@@ -69,12 +77,20 @@ def table_rows(t: Tally, trials: int, disk_kinds: list[str]) -> list[tuple[str, 
     partial = sum(bool(r.partial_output) for r in t.corpus)
     corpus_note = (f"tests.harness.bad_input_table: {len(t.corpus)} inputs ({outcomes['counted_skip']} counted skips, "
                    f"{outcomes['accepted']} accepted)")  # fmt: skip
+    kill_trials = t.trials - sum(t.stops.values()) - t.torchrun_deaths
     lost = f"{sum(t.lost.values()) + partial}" + (f" (+{partial} partial outputs)" if partial else "")
     return [
         (
             "trials",
             f"{t.trials}",
-            f"{trials} kill -9 of train.py (seeded; 1 in 4 aimed at a checkpoint write), 1 torchrun worker death",
+            f"{kill_trials} kill -9 of train.py (seeded; 1 in 4 aimed at "
+            f"a checkpoint write), {t.stops.get(1, 0)} SIGTERM to train.py and {t.stops.get(2, 0)} to torchrun's agent "
+            f"of 2 processes (seeded), {t.torchrun_deaths} torchrun worker death",
+        ),
+        (
+            "SIGTERM stops",
+            f"{t.stops_clean}/{sum(t.stops.values())}",
+            "exit 143, one line naming the step reached and the resume command, last.pt holding that step",
         ),
         (
             "kills",
@@ -87,12 +103,16 @@ def table_rows(t: Tally, trials: int, disk_kinds: list[str]) -> list[tuple[str, 
             f"{t.checkpoints_loadable}/{t.checkpoints}",
             "every last.pt/best.pt after each kill, each resume and each disk fault",
         ),
-        ("resumes completed", f"{t.resumes_completed}/{t.resumes}", "train.resume=auto; torchrun --max-restarts=1"),
+        (
+            "resumes completed",
+            f"{t.resumes_completed}/{t.resumes}",
+            "train.resume=auto after kills and stops (1 and 2 processes); torchrun --max-restarts=1",
+        ),
         (
             "bad inputs tried",
             f"{len(t.corpus) + t.fault_cases}",
             f"{corpus_note}; {t.fault_cases} fault cases ({', '.join(disk_kinds)}; "
-            f"corrupt JPEG in a worker; worker SIGKILL; {len(failed_starts(Path()))} failed starts; a worker's "
+            f"corrupt JPEG in a worker; worker SIGKILL; {t.failed_starts} failed starts; a worker's "
             f"death raised at each of the "
             f"{t.translation_points} lines of a loader failure's translation)",
         ),
@@ -124,11 +144,22 @@ def timed(label: str, step):
     return result
 
 
-def run_all(work: Path, trials: int, seed: int, tally: Tally) -> list[str]:
-    """Every scenario, then the bad-input corpus, into ``tally``; returns the kinds of disk fault tried."""
-    train_h5, val_h5 = make_data(work)
-    timed("kill -9 and resume", lambda: kill_and_resume(train_h5, val_h5, work, trials, seed, tally))
-    timed("torchrun worker death", lambda: torchrun_worker_death(train_h5, work, tally))
+SCENARIOS = ("kill", "sigterm", "torchrun", "disk", "translation", "corpus")
+
+
+def run_all(work: Path, trials: int, sigterm_trials: int, seed: int, tally: Tally,
+            scenarios: tuple[str, ...] = SCENARIOS) -> list[str]:  # fmt: skip
+    """The ``scenarios`` (every one by default), into ``tally``; returns the kinds of disk fault tried."""
+    needs_data = set(scenarios) & {"kill", "sigterm", "torchrun", "disk"}
+    train_h5, val_h5 = make_data(work) if needs_data else (Path(), Path())
+    if "kill" in scenarios:
+        timed("kill -9 and resume", lambda: kill_and_resume(train_h5, val_h5, work, trials, seed, tally))
+    if "sigterm" in scenarios:
+        timed("SIGTERM and resume", lambda: sigterm_and_resume(train_h5, val_h5, work, sigterm_trials, seed, tally))
+    if "torchrun" in scenarios:
+        timed("torchrun worker death", lambda: torchrun_worker_death(train_h5, work, tally))
+        stops = max(1, sigterm_trials // 3)
+        timed("torchrun SIGTERM and resume", lambda: torchrun_sigterm(train_h5, work, stops, seed, tally))
 
     def disk_and_loader() -> list[str]:
         kinds = disk_faults(train_h5, work, tally)
@@ -136,25 +167,42 @@ def run_all(work: Path, trials: int, seed: int, tally: Tally) -> list[str]:
         start_faults(train_h5, work, tally)
         return kinds
 
-    disk_kinds = timed("disk, loader and start faults", disk_and_loader)
-    timed("a worker's death at each point of a translation", lambda: translation_faults(tally))
-    tally.corpus = timed("bad-input corpus", lambda: run_corpus(work / "bad_inputs"))
+    disk_kinds = timed("disk, loader and start faults", disk_and_loader) if "disk" in scenarios else []
+    if "translation" in scenarios:
+        timed("a worker's death at each point of a translation", lambda: translation_faults(tally))
+    if "corpus" in scenarios:
+        tally.corpus = timed("bad-input corpus", lambda: run_corpus(work / "bad_inputs"))
     return disk_kinds
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=20, help="kill -9 trials (default 20)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the kill moments")
+    parser.add_argument(
+        "--sigterm-trials",
+        type=int,
+        default=6,
+        help="SIGTERM trials of train.py (default 6; a third as many, at least 1, of 2 processes)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the kill and signal moments")
+    parser.add_argument(
+        "--scenarios",
+        default=",".join(SCENARIOS),
+        help=f"which to run, comma-separated (default all: {','.join(SCENARIOS)})",
+    )
     parser.add_argument("--work", type=Path, default=None, help="working folder (default: a temporary one)")
     parser.add_argument("--keep", action="store_true", help="keep the working folder")
     args = parser.parse_args(argv)
+    scenarios = tuple(x for x in args.scenarios.split(",") if x)
+    if set(scenarios) - set(SCENARIOS):
+        parser.error(f"--scenarios: {', '.join(sorted(set(scenarios) - set(SCENARIOS)))} unknown; choose of "
+                     f"{','.join(SCENARIOS)}")  # fmt: skip
     work = args.work or Path(tempfile.mkdtemp(prefix="simplepose_faults_"))
     work.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     tally = Tally()
     try:
-        disk_kinds = run_all(work, args.trials, args.seed, tally)
+        disk_kinds = run_all(work, args.trials, args.sigterm_trials, args.seed, tally, scenarios)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

@@ -1,5 +1,6 @@
-"""Fault injection on real training runs of a tiny model: kill -9 then resume, a torchrun worker death, a full or
-read-only disk at the checkpoint write, a corrupt sample and a killed DataLoader worker. Each scenario adds what
+"""Fault injection on real training runs of a tiny model: kill -9 then resume, SIGTERM then resume (1 and 2
+processes), a torchrun worker death, a full or read-only disk at the checkpoint write, a corrupt sample and a killed
+DataLoader worker. Each scenario adds what
 it saw to a ``Tally``; ``python -m tests.harness.fault_table`` runs them all and prints the table (its help says
 what each scenario measures), tests/test_faults.py reuses ``write_fault`` and ``temporaries`` for its quick cases.
 """
@@ -47,6 +48,8 @@ RUN_STEPS = 6 * 2
 RUN = ["train.epochs=6", "train.max_steps_per_epoch=2", "train.checkpoint_every_steps=1", "train.val_every=1",
        "train.optimizer=sgd", "train.lr=0.01", "train.ema=0.9", "train.ema_warmup_steps=2"]  # fmt: skip
 ENV = subprocess_env(OMP_NUM_THREADS="1")
+# the SIGTERM trials: last.pt at epoch ends only, so that the one a stop writes is its own
+STOP_RUN = ["train.checkpoint_every_steps=0"]
 
 
 @dataclass
@@ -66,6 +69,10 @@ class Tally:
     lost: dict[str, int] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
     translation_points: int = 0  # a worker's death injected at each line of a loader failure's translation
+    failed_starts: int = 0  # starts that fail (failed_starts)
+    torchrun_deaths: int = 0  # torchrun groups whose worker died (torchrun_worker_death)
+    stops: dict[int, int] = field(default_factory=dict)  # SIGTERM stops tried, by number of processes
+    stops_clean: int = 0  # of those: exit 143, the line naming the step and the resume command, last.pt there
     corpus: list[CaseResult] = field(default_factory=list)  # the bad-input corpus (tests.harness.bad_inputs)
 
     def lose(self, kind: str, detail: str) -> None:
@@ -298,10 +305,133 @@ def kill_and_resume(train_h5: Path, val_h5: Path, work: Path, trials: int, seed:
         resume_and_compare(train_h5, out_dir, common, trial, reference, tally)
 
 
+# ---------------------------------------------------------------------------------------------- SIGTERM
+STOPPED = re.compile(r"terminated \(SIGTERM\): stopped at epoch (\d+), step (\d+) \(global step (\d+)\), where (\S+) "
+                     r"was written; continue the run with: (.+ train\.resume=auto)$", re.MULTILINE)  # fmt: skip
+STOPPED_EARLY = "terminated (SIGTERM): stopped before the first step, nothing trained or kept; start the run with: "
+
+
+def check_stop(r: subprocess.CompletedProcess, out_dir: Path, label: str, tally: Tally, torchrun: bool) -> bool:
+    """A run stopped by SIGTERM: exit 143 (torchrun: its own failure status), no traceback of ours, the line naming
+    the step and the command that continues, last.pt loadable and holding that step; or, stopped while starting, the
+    line saying so and no run folder left. Returns whether it held and a resume should follow."""
+    ours = f'File "{REPO_ROOT}' in r.stderr if torchrun else TRACEBACK in r.stderr  # torchrun prints its own
+    if ours:
+        tally.raw_tracebacks += 1
+        tally.failures.append(f"{label}: raw traceback\n{r.stderr[-2000:]}")
+        return False
+    line, early = STOPPED.search(r.stderr), STOPPED_EARLY in r.stderr
+    if (not torchrun and r.returncode != 143) or (line is None and not early):
+        tally.failures.append(f"{label}: exit {r.returncode}, no stop line:\n{r.stderr[-1500:]}")
+        return False
+    if line is None:  # before the first step: nothing kept, the folder left as it was (here: none)
+        if out_dir.exists():
+            tally.lose("run folder left by a run stopped while starting", f"{label}: {sorted(out_dir.iterdir())}")
+            return False
+        tally.stops_clean += 1
+        return False
+    last = check_checkpoints(out_dir, tally, label).get("last.pt")
+    if last is None or saved_state(last).position.global_step != int(line.group(3)):
+        tally.lose("stopped without last.pt at the step reached", f"{label}: {line.group(0)}")
+        return False
+    tally.stops_clean += 1
+    return True
+
+
+def steps_logged(out_dir: Path) -> int:
+    """The training steps ``out_dir/metrics.jsonl`` has recorded so far (the tiny preset logs every step)."""
+    try:
+        return (out_dir / "metrics.jsonl").read_text().count('"kind": "train"')
+    except OSError:
+        return 0
+
+
+def sigterm_run(train_h5: Path, out_dir: Path, common: list[str], trial: int, rng: random.Random,
+                tally: Tally) -> subprocess.CompletedProcess | None:  # fmt: skip
+    """``python train.py`` sent SIGTERM once it has logged a number of steps drawn from ``rng`` (0: as soon as its
+    folder is claimed, while it starts; its handlers are in place then: earlier, in the interpreter's start, the
+    signal ends it as any program, with nothing written yet); a run that ends first is run once more. None when it
+    never could be signalled."""
+    for _attempt in range(3):
+        steps = rng.randint(0, RUN_STEPS - 2)
+        p = start_train(tiny_run_args(train_h5, out_dir, *common))
+        while p.poll() is None and not (out_dir.is_dir() and steps_logged(out_dir) >= steps):
+            time.sleep(0.005)
+        if p.poll() is None:
+            os.kill(p.pid, signal.SIGTERM)
+            out, err = p.communicate(timeout=600)
+            if p.returncode == 143 or not trained_to_the_end(out_dir):
+                return subprocess.CompletedProcess(p.args, p.returncode, out, err)
+            # the signal came as the last step ended or after it (validation, the curves): the run had finished
+        p.communicate()
+        shutil.rmtree(out_dir, ignore_errors=True)
+    tally.failures.append(f"SIGTERM trial {trial}: the run ended three times before its signal")
+    return None
+
+
+def trained_to_the_end(out_dir: Path) -> bool:
+    """Whether ``out_dir/last.pt`` holds the end of the run (``RUN_STEPS``)."""
+    try:
+        return saved_state(Checkpoint.load(out_dir / "last.pt")).position.global_step == RUN_STEPS
+    except UserError:
+        return False
+
+
+def sigterm_and_resume(train_h5: Path, val_h5: Path, work: Path, trials: int, seed: int, tally: Tally) -> None:
+    """``trials`` SIGTERMs to ``python train.py`` at seeded random moments, each followed by the checks of
+    ``check_stop`` and ``train.resume=auto``, which must end bit-identical to the uninterrupted run."""
+    common = [f"data.val={val_h5}", *RUN, *STOP_RUN]
+    reference, _ = reference_run(train_h5, work / "sigterm_reference", common)
+    rng = random.Random(seed + 1)
+    for trial in range(trials):
+        out_dir = work / f"sigterm{trial:02d}"
+        tally.trials += 1
+        tally.stops[1] = tally.stops.get(1, 0) + 1
+        r = sigterm_run(train_h5, out_dir, common, trial, rng, tally)
+        if r is not None and check_stop(r, out_dir, f"SIGTERM trial {trial}", tally, torchrun=False):
+            resume_and_compare(train_h5, out_dir, common, trial, reference, tally)
+
+
+def torchrun_sigterm(train_h5: Path, work: Path, trials: int, seed: int, tally: Tally) -> None:
+    """SIGTERM to torchrun's agent (as a cluster stopping the job: it sends it on to both processes) at a seeded
+    random step of a 2-process run, ``trials`` times: the checks of ``check_stop``, then ``train.resume=auto`` under
+    torchrun must end bit-identical to the 2-process run never stopped."""
+    ref_dir = work / "torchrun_reference"
+    r = run(torchrun_command(["train_distributed.py", *tiny_run_args(train_h5, ref_dir, *RUN)], nproc=2))
+    if r.returncode != 0:
+        raise SystemExit(f"the uninterrupted 2-process run failed:\n{r.stderr[-3000:]}")
+    reference = {name: Checkpoint.load(ref_dir / name) for name in CHECKPOINTS if (ref_dir / name).is_file()}
+    rng = random.Random(seed + 2)
+    for trial in range(trials):
+        out_dir, step = work / f"torchrun_sigterm{trial:02d}", rng.randint(1, RUN_STEPS - 3)
+        tally.trials += 1
+        tally.stops[2] = tally.stops.get(2, 0) + 1
+        faulty = ["-m", "tests.harness.faulty_trainer", "--launcher", "distributed", "--signal-step", str(step),
+                  "--signal-parent", "--"]  # fmt: skip
+        r = run(torchrun_command([*faulty, *tiny_run_args(train_h5, out_dir, *RUN, *STOP_RUN)], nproc=2))
+        label = f"torchrun SIGTERM at global step {step}"
+        if not check_stop(r, out_dir, label, tally, torchrun=True):
+            continue
+        tally.resumes += 1
+        again = tiny_run_args(train_h5, out_dir, *RUN, *STOP_RUN, "train.resume=auto")
+        resumed = run(torchrun_command(["train_distributed.py", *again], nproc=2))
+        if resumed.returncode != 0 or f'File "{REPO_ROOT}' in resumed.stderr:
+            tally.failures.append(f"{label}: the resume failed (exit {resumed.returncode}):\n{resumed.stderr[-1500:]}")
+            continue
+        tally.resumes_completed += 1
+        final = check_checkpoints(out_dir, tally, f"{label}, after the resume")
+        for name in CHECKPOINTS:
+            if (name in final) != (name in reference):
+                tally.lose("resumed run's checkpoints differ from the uninterrupted run's", f"{label}: {name}")
+            elif name in final and not same_training_state(final[name], reference[name]):
+                tally.lose("resumed weights differ from the uninterrupted run", f"{label}: {name}")
+
+
 # ---------------------------------------------------------------------------------------------- b. torchrun
 def torchrun_worker_death(train_h5: Path, work: Path, tally: Tally) -> None:
     out_dir = work / "torchrun"
     tally.trials += 1
+    tally.torchrun_deaths += 1
     tally.resumes += 1
     faulty = ["-m", "tests.harness.faulty_trainer", "--launcher", "distributed", "--exit-step", "3", "--"]
     program = [*faulty, *tiny_run_args(train_h5, out_dir, *RUN)]
@@ -439,6 +569,7 @@ def start_faults(train_h5: Path, work: Path, tally: Tally) -> None:
     """Each failed start: a clean error naming what to change, and no run folder left behind (else the same command,
     corrected, would be refused the folder)."""
     for name, extra, must_name in failed_starts(train_h5):
+        tally.failed_starts += 1
         out_dir = work / "failed_start" / name.replace(" ", "_") / "run"
         r = run_train([*tiny_run_args(train_h5, out_dir), *extra])
         classify_error(tally, f"failed start: {name}", r, must_name)

@@ -8,6 +8,7 @@ nothing else of the trainer.
     torchrun ... -m tests.harness.faulty_trainer --launcher distributed --exit-step 3 --exit-rank 1 -- ...
     torchrun ... -m tests.harness.faulty_trainer --launcher distributed --hang-step 2 --hang-rank 1 -- ...
     python -m tests.harness.faulty_trainer --oom-step 2 -- ...
+    torchrun ... -m tests.harness.faulty_trainer --launcher distributed --signal-step 2 --signal-parent -- ...
 
     trainer = with_faults(Trainer(cfg), nan_steps={5})       # in a test
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -29,6 +31,7 @@ from simplepose.engine.hook_base import Hook, StepResult
 from simplepose.engine.position import TrainingPosition
 from simplepose.engine.run import run
 from simplepose.engine.trainer import Trainer
+from simplepose.utils import stop_signals
 from simplepose.utils.errors import cli_main
 
 
@@ -50,8 +53,11 @@ class Faults:
     - ``hang_step``: process ``hang_rank`` hangs inside the forward pass (sleeps for an hour);
     - ``oom_step``: the forward pass raises torch.cuda.OutOfMemoryError;
     - ``crash_at_loss``: the N-th training forward pass of this process (0-based, micro-batches counted) raises
-      ``Crash``.
-    Exits and hangs happen in the first attempt of a torchrun job only, so that an elastic restart can resume."""
+      ``Crash``;
+    - ``signal_step``: process ``signal_rank`` sends SIGTERM before the step, to itself or (``signal_parent``) to its
+      parent, torchrun's agent, which sends it on to every process, as a cluster stopping the job does.
+    Exits, hangs and signals happen in the first attempt of a torchrun job only, so that an elastic restart can
+    resume."""
 
     nan_steps: set[int] = field(default_factory=set)
     nan_rank: int = -1
@@ -61,6 +67,9 @@ class Faults:
     hang_step: int = -1
     hang_rank: int = 1
     crash_at_loss: int = -1
+    signal_step: int = -1
+    signal_rank: int = 0
+    signal_parent: bool = False
 
 
 class FaultHook(Hook):
@@ -79,6 +88,14 @@ class FaultHook(Hook):
         if here == f.exit_step and self.rank == f.exit_rank and first_attempt():
             print(f"fault: rank {self.rank} dies at global step {here}", flush=True)
             os._exit(13)
+        if here == f.signal_step and self.rank == f.signal_rank and first_attempt():
+            target = os.getppid() if f.signal_parent else os.getpid()
+            print(f"fault: rank {self.rank} sends SIGTERM to {'its parent' if f.signal_parent else 'itself'} at "
+                  f"global step {here}", flush=True)  # fmt: skip
+            os.kill(target, signal.SIGTERM)
+            deadline = time.monotonic() + 30  # torchrun's agent sends it on: wait for it here, so the step is known
+            while not stop_signals.requested() and time.monotonic() < deadline:
+                time.sleep(0.01)
         self.step = here
 
     def after_step(self, progress: TrainingPosition, result: StepResult) -> None:
@@ -128,8 +145,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--oom-step", type=int, default=-1)
     p.add_argument("--hang-step", type=int, default=-1)
     p.add_argument("--hang-rank", type=int, default=1)
+    p.add_argument("--signal-step", type=int, default=-1)
+    p.add_argument("--signal-rank", type=int, default=0)
+    p.add_argument("--signal-parent", action="store_true", help="send the signal to torchrun's agent")
     a = p.parse_args(ours)
-    faults = Faults(set(a.nan_steps), a.nan_rank, a.exit_step, a.exit_rank, a.oom_step, a.hang_step, a.hang_rank)
+    faults = Faults(set(a.nan_steps), a.nan_rank, a.exit_step, a.exit_rank, a.oom_step, a.hang_step, a.hang_rank,
+                    signal_step=a.signal_step, signal_rank=a.signal_rank, signal_parent=a.signal_parent)  # fmt: skip
     return run(a.launcher, __doc__, rest, extra_hooks=lambda trainer: [FaultHook(faults, trainer.model, trainer.rank)])
 
 

@@ -1,0 +1,80 @@
+"""Stop requests by signal: SIGTERM (what SLURM, Kubernetes and torchrun send a job before they kill it) and SIGINT
+(Ctrl-C) ask a training run to stop at its next step boundary, where it writes last.pt and says how to continue.
+
+    with stop_requests():          # the training command, around the run (main thread; elsewhere: nothing)
+        ...                        # the loop asks requested() at each step boundary (engine.hooks.CheckpointHook)
+
+The handlers only record the signal; the loop decides when to act (every rank at the same step). A second Ctrl-C
+stops at once (``KeyboardInterrupt``, as before: the steps since the last checkpoint are redone); a second SIGTERM
+changes nothing (the job's manager sends SIGKILL when its grace period ends). The exit status of a stopped run is
+``128 + the signal`` (``exit_status``): 143 for SIGTERM, 130 for SIGINT, as a shell reports a process the signal
+ended.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+_received = 0  # the first stop signal received while the handlers are in place (0: none)
+_say = True  # whether the handler says that it received it
+
+
+def requested() -> int:
+    """The signal that asked this process to stop (``signal.SIGTERM``, ``signal.SIGINT``), 0 when none did."""
+    return _received
+
+
+def signal_name(signum: int) -> str:
+    return signal.Signals(signum).name
+
+
+def exit_status(signum: int) -> int:
+    """The exit status of a run stopped by ``signum``: 128 + its number (143 for SIGTERM, 130 for SIGINT)."""
+    return 128 + signum
+
+
+def _handle(signum: int, frame) -> None:
+    global _received
+    if _received:
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt  # Ctrl-C again: stop now
+        return
+    _received = signum
+    if not _say:
+        return
+    # one write, safe in a handler (no lock taken); the progress bar shares stderr, hence the leading newline
+    again = "; Ctrl-C again stops at once" if signum == signal.SIGINT else ""
+    os.write(
+        2, f"\n{signal_name(signum)} received: stopping after this step, with last.pt saved there{again}\n".encode()
+    )
+
+
+@contextmanager
+def stop_requests(say: bool = True) -> Iterator[None]:
+    """SIGTERM and SIGINT recorded (``requested``) instead of ending the process, while the block runs; the previous
+    handlers back after it. ``say``: a line on stderr when the first arrives (one process of a group says it).
+    Outside the main thread (where Python cannot set handlers) nothing changes."""
+    global _received, _say
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {s: signal.signal(s, _handle) for s in STOP_SIGNALS}
+    _received, _say = 0, say
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+        _received = 0
+
+
+def ignore_stop_signals() -> None:
+    """In a helper process (a DataLoader worker): SIGTERM and SIGINT sent to the whole job or process group leave it
+    running, so that the process it serves can finish its step and stop it."""
+    for s in STOP_SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
