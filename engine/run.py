@@ -132,7 +132,9 @@ def resolved_config(cfg: Config, quickstart: bool, rank: int) -> Config:
     """``cfg`` with what the launch adds: ``train.resume=auto`` after an elastic restart, the quick start's data."""
     derived = restart_overrides(cfg)
     if quickstart and not cfg.data.train and not cfg.data.train_sources:
-        derived.update(quickstart_overrides(cfg, rank))
+        made = quickstart_overrides(cfg, rank)
+        # a data.* path the user gave is kept (and checked before the first step), never replaced in silence
+        derived.update({key: value for key, value in made.items() if not getattr(cfg.data, key.split(".", 1)[1])})
     return with_overrides(cfg, derived, "set by the launcher") if derived else cfg
 
 

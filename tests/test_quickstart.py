@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from simplepose.config.config_file import load_config
+from simplepose.engine import run
 from simplepose.engine.curves import plot_run
 from simplepose.engine.run import QUICKSTART_PRESET
 from simplepose.engine.run_folder import run_files
@@ -50,3 +51,23 @@ def test_quickstart_smoke_end_to_end(tmp_path):
     assert (synthetic / f"train{size}.h5").stat().st_mtime == mtime
     assert f"{run / 'last.pt'} holds a finished run: 2 epochs done" in r.stdout and "nothing was trained" in r.stdout
     assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
+
+
+def test_the_quick_start_keeps_a_data_path_the_user_gave(monkeypatch):
+    """The quick start fills in its synthetic data's paths, but a data.* path given on the command line stays (and is
+    then checked before the first step), never replaced in silence by the synthetic set's."""
+    made = {
+        "data.train": "cache/synthetic/train.h5",
+        "data.val": "cache/synthetic/val.h5",
+        "data.val_images": "cache/synthetic/images",
+        "data.val_annotations": "cache/synthetic/annotations/person_keypoints_val.json",
+    }
+    monkeypatch.setattr(run, "quickstart_overrides", lambda cfg, rank: made)
+    cfg = load_config(QUICKSTART_PRESET, ["data.val_annotations=/missing.json"])
+    resolved = run.resolved_config(cfg, quickstart=True, rank=0)
+    assert resolved.data.val_annotations == "/missing.json"
+    assert (resolved.data.train, resolved.data.val, resolved.data.val_images) == (
+        made["data.train"],
+        made["data.val"],
+        made["data.val_images"],
+    )
