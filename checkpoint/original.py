@@ -21,7 +21,7 @@ from simplepose.config.skeleton_file import load_skeleton
 from simplepose.models.posenet import PoseNet
 from simplepose.models.weights import infer_model_config, model_section_overrides
 from simplepose.utils.code_version import code_version
-from simplepose.utils.commands import command
+from simplepose.utils.commands import command, commands_here
 from simplepose.utils.errors import cli_main
 from simplepose.utils.io import refuse_to_overwrite
 
@@ -50,7 +50,9 @@ def convert(weights_path: str | Path) -> tuple[Checkpoint, Config]:
 
 @cli_main
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=command("checkpoint.original"), description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog=command("checkpoint.original"), description=commands_here(__doc__.split("\n")[0])
+    )
     parser.add_argument("--weights", required=True, help="the original checkpoint, e.g. PoseNet_52_epoch.pth")
     parser.add_argument("--out", required=True, help="SimplePose weights file to write, e.g. simplepose_original.pt")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --out file")

@@ -25,13 +25,13 @@ from simplepose.config.skeleton_check import NAME_MATCHES
 from simplepose.data.command_options import add_annotation_file_options
 from simplepose.data.conversion import MAX_AUTO_WORKERS, POOL_FROM, VAL_HOLDOUT, Source, convert
 from simplepose.data.image_files import MAX_SKIPPED_SHARE
-from simplepose.utils.commands import command
+from simplepose.utils.commands import command, commands_here
 from simplepose.utils.errors import UserError, cli_main
 from simplepose.utils.io import refuse_to_overwrite
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=command("data.coco_to_hdf5"), description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog=command("data.coco_to_hdf5"), description=commands_here(__doc__.split("\n\n")[0]))
     p.add_argument(
         "--images",
         required=True,

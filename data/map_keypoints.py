@@ -24,13 +24,13 @@ from simplepose.config.skeleton_file import load_skeleton
 from simplepose.data.annotation_mapping import map_annotation_file
 from simplepose.data.coco_annotations import not_json
 from simplepose.data.command_options import add_annotation_file_options
-from simplepose.utils.commands import command
+from simplepose.utils.commands import command, commands_here
 from simplepose.utils.errors import AnnotationError, UserError, cli_main
 from simplepose.utils.io import atomic_write_bytes
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=command("data.map_keypoints"), description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog=command("data.map_keypoints"), description=commands_here(__doc__.split("\n\n")[0]))
     add_annotation_file_options(
         p,
         skeleton="the skeleton to map onto",

@@ -20,7 +20,7 @@ from simplepose.config.config_file import add_config_arguments, config_from_args
 from simplepose.config.skeleton import Skeleton
 from simplepose.config.skeleton_definition import skeleton_from_dict
 from simplepose.data.dataset import SimplePoseDataset, read_settings
-from simplepose.utils.commands import command
+from simplepose.utils.commands import command, commands_here
 from simplepose.utils.errors import UserError, cli_main
 from simplepose.utils.io import atomic_write_bytes
 
@@ -109,7 +109,7 @@ def render(ds: SimplePoseDataset, index: int) -> np.ndarray:
 
 @cli_main
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog=command("data.show_sample"), description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog=command("data.show_sample"), description=commands_here(__doc__.split("\n\n")[0]))
     p.add_argument("--h5", required=True, help=f"HDF5 file made by {command('data.coco_to_hdf5')}")
     p.add_argument("--index", type=int, default=0, help="sample index")
     p.add_argument("--out", required=True, help="PNG file to write")

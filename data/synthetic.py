@@ -23,7 +23,7 @@ from pathlib import Path
 
 from simplepose.config.skeleton_file import load_skeleton
 from simplepose.data.synthetic_images import generate
-from simplepose.utils.commands import command
+from simplepose.utils.commands import command, commands_here
 from simplepose.utils.errors import cli_main
 from simplepose.utils.io import refuse_to_overwrite
 
@@ -37,7 +37,7 @@ def planned_files(out: Path) -> list[Path]:
 
 @cli_main
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog=command("data.synthetic"), description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog=command("data.synthetic"), description=commands_here(__doc__.split("\n\n")[0]))
     p.add_argument("--out", required=True, type=Path, help="output folder")
     p.add_argument("--num-images", type=int, default=600)
     p.add_argument("--seed", type=int, default=0)

@@ -21,14 +21,16 @@ import numpy as np
 
 from simplepose.config.skeleton_file import load_skeleton
 from simplepose.data.synthetic_clips import coco_annotations, random_video, write_video
-from simplepose.utils.commands import command
+from simplepose.utils.commands import command, commands_here
 from simplepose.utils.errors import UserError, cli_main
 from simplepose.utils.io import atomic_write_text, refuse_to_overwrite
 
 
 @cli_main
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog=command("data.synthetic_video"), description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog=command("data.synthetic_video"), description=commands_here(__doc__.split("\n\n")[0])
+    )
     p.add_argument("--out", required=True, type=Path, help="output folder")
     p.add_argument("--frames", type=int, default=90)
     p.add_argument("--people", type=int, default=4)

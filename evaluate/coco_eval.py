@@ -44,14 +44,14 @@ from simplepose.evaluate.metrics.keypoint_stats import format_stats
 from simplepose.evaluate.unannotated_images import folder_image_list, image_info_list
 from simplepose.models.weights import carried_skeleton
 from simplepose.utils import distributed as dist
-from simplepose.utils.commands import command
+from simplepose.utils.commands import command, commands_here
 from simplepose.utils.errors import UserError, cli_main
 from simplepose.utils.io import check_writable, refuse_to_overwrite
 from simplepose.utils.text import counted
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=command("evaluate.coco_eval"), description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog=command("evaluate.coco_eval"), description=commands_here(__doc__.split("\n\n")[0]))
     p.add_argument("--ckpt", help="checkpoint (ours, the original's, or a bare state dict)")
     p.add_argument("--from-ground-truth", action="store_true", help="decode the annotations' own target maps")
     p.add_argument("--results", help="score this COCO keypoint results file (made by any tool) on --annotations")

@@ -72,7 +72,7 @@ from simplepose.evaluate.inference.onnx_session import providers_for
 from simplepose.evaluate.onnx_estimator import OnnxPoseEstimator
 from simplepose.evaluate.track import PoseTracker
 from simplepose.evaluate.unannotated_images import file_image_ids
-from simplepose.utils.commands import command
+from simplepose.utils.commands import command, commands_here
 from simplepose.utils.errors import UserError, cli_main
 from simplepose.utils.io import atomic_write_text, check_writable, no_empty_folders_on_failure, refuse_to_overwrite
 from simplepose.utils.progress_bar import progress_bar
@@ -153,7 +153,7 @@ def build_estimator(args: argparse.Namespace) -> tuple[EstimatorBase, TrackConfi
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=command("evaluate.demo"), description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog=command("evaluate.demo"), description=commands_here(__doc__.split("\n\n")[0]))
     p.add_argument("--ckpt", help="checkpoint")
     p.add_argument("--onnx", help=f"ONNX model written by {command('evaluate.export_onnx')} (run by ONNX Runtime)")
     p.add_argument("--from-ground-truth", action="store_true", help="draw the annotations' decoded target maps")

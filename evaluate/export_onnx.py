@@ -32,7 +32,7 @@ from simplepose.evaluate.inference.onnx_export import (
 )
 from simplepose.evaluate.inference.onnx_session import INPUT_NAME, OUTPUT_NAME
 from simplepose.models.weights import carried_skeleton
-from simplepose.utils.commands import command
+from simplepose.utils.commands import command, commands_here
 from simplepose.utils.errors import UserError, cli_main
 from simplepose.utils.io import refuse_to_overwrite
 
@@ -47,7 +47,9 @@ def input_size(text: str) -> tuple[int, int]:
 
 @cli_main
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog=command("evaluate.export_onnx"), description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog=command("evaluate.export_onnx"), description=commands_here(__doc__.split("\n\n")[0])
+    )
     p.add_argument("--ckpt", required=True)
     p.add_argument("--out", required=True, help="ONNX file to write (an existing one: with --overwrite)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
