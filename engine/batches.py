@@ -29,9 +29,21 @@ class ForkSafeLoader(DataLoader):
         threads = cv2.getNumThreads()
         cv2.setNumThreads(1)
         try:
-            return super().__iter__()  # forks the workers (non-persistent ones: at every epoch)
+            batches = super().__iter__()  # forks the workers (non-persistent ones: at every epoch)
         finally:
             cv2.setNumThreads(threads)
+        return _workers_ended_with(batches)
+
+
+def _workers_ended_with(batches: Iterator) -> Iterator:
+    """``batches``, whose worker processes end as soon as the iteration does, also when it raises. Without this a
+    loader error kept its iterator, and so its workers, alive through the traceback until the process exited."""
+    try:
+        yield from batches
+    finally:
+        shutdown = getattr(batches, "_shutdown_workers", None)  # what torch runs when the iterator is collected
+        if shutdown is not None:
+            shutdown()
 
 
 def make_loader(dataset: Dataset, sampler: Sampler, batch_size: int, cfg: DataConfig, device: torch.device):

@@ -15,6 +15,8 @@ itself (conversion, masks, JPEG decoding, the oracle) run on the generated peopl
 from __future__ import annotations
 
 import functools
+import gc
+import multiprocessing
 import os
 from pathlib import Path
 
@@ -51,6 +53,26 @@ def torch_threads_kept():
     yield
     if torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
+
+
+@pytest.fixture(autouse=True)
+def no_process_left():
+    """Each test ends the worker processes it started (DataLoader workers, process pools). Python's exit joins the
+    ones left: a worker that did not end kept the finished suite, and the CI job reading its output, waiting for
+    ever. A test that leaves one fails here, naming it, and the process is killed."""
+    before = set(multiprocessing.active_children())
+    yield
+    left = [p for p in multiprocessing.active_children() if p not in before]
+    if not left:
+        return
+    gc.collect()  # an iterator kept by a reference cycle ends its workers when collected
+    for p in left:
+        p.join(5)
+    alive = [p for p in left if p.is_alive()]
+    for p in alive:
+        p.kill()
+        p.join(5)
+    assert not alive, f"worker processes left running by this test (killed now): {alive}"
 
 
 # ---------------------------------------------------------------------------------------------- the real sample
