@@ -147,17 +147,21 @@ def test_nan_on_one_rank_makes_every_rank_skip_the_step(nan_run):
 
 
 def test_without_syncbn_every_process_ends_each_step_with_the_same_statistics_and_average(tmp_path):
-    """Two processes (gloo, CPU) train plain BatchNorm on batches of their own: after each step their running
-    statistics are replaced by the mean of both (the rank check, which covers buffers, saw them differ before), so
-    both hold bit-identical networks and weight averages (tests/harness/plain_batchnorm_ranks.py)."""
+    """Two processes (gloo, CPU) train plain BatchNorm on batches of their own, two micro-batches a step: each
+    process's statistics follow all of its own micro-batches (DDP broadcasts rank 0's buffers before a step's first
+    forward pass only, when they are already the same everywhere), and after each step they are replaced by the
+    mean of both (the rank check, which covers buffers, saw them differ before), so both hold bit-identical networks
+    and weight averages (tests/harness/plain_batchnorm_ranks.py)."""
     from tests.harness.plain_batchnorm_ranks import run_rank
 
     start = time.perf_counter()
     # forked: the children start with this process's modules imported (each sets one thread before any torch work)
-    torch.multiprocessing.start_processes(run_rank, args=(2, str(tmp_path)), nprocs=2, start_method="fork")
+    torch.multiprocessing.start_processes(run_rank, args=(2, str(tmp_path), 2), nprocs=2, start_method="fork")
     print(f"2 processes: {time.perf_counter() - start:.1f} s wall")
     ranks = [torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in range(2)]
     assert all(not r["in_sync_before"] and r["in_sync_after"] for r in ranks)
+    for r in ranks:  # every micro-batch of the step counted, on rank 1 too
+        assert all(torch.allclose(got, want, rtol=1e-6, atol=1e-7) for got, want in zip(r["before"], r["own"]))
     own = [r["before"] for r in ranks]
     assert not torch.allclose(own[0][0], own[1][0], atol=0.1)  # the ranks' own statistics were far apart
     stats = [ranks[0]["model"][k] for k in ("1.running_mean", "1.running_var")]

@@ -1,15 +1,19 @@
 """Two processes (gloo, CPU) train a small BatchNorm network under DDP without SyncBN, each on batches of its own,
 with a weight average; each saves what it held, for tests/test_distributed.py to compare.
 
-    torch.multiprocessing.start_processes(run_rank, args=(2, str(out_dir)), nprocs=2, start_method="fork")
+    torch.multiprocessing.start_processes(run_rank, args=(2, str(out_dir), 2), nprocs=2, start_method="fork")
 
-Per rank, ``out_dir/rank{r}.pt``: ``before`` (its BatchNorm running statistics after its last forward pass, before
-they were averaged), ``model`` and ``average`` (the state dicts after the last step), ``in_sync_before`` /
-``in_sync_after`` (the checkpointer's rank check at those two moments).
+Each step is ``micro_batches`` forward and backward passes (gradient accumulation: DDP's no_sync for all but the
+last). Per rank, ``out_dir/rank{r}.pt``: ``before`` (its BatchNorm running statistics after its last forward pass,
+before they were averaged), ``own`` (what its statistics become when its step's micro-batches alone update the
+statistics the step started from, in a copy of the network), ``model`` and ``average`` (the state dicts after the
+last step), ``in_sync_before`` / ``in_sync_after`` (the checkpointer's rank check at those two moments).
 """
 
 from __future__ import annotations
 
+import contextlib
+import copy
 from pathlib import Path
 
 import torch
@@ -29,7 +33,7 @@ def small_net() -> nn.Module:
     return nn.Sequential(nn.Conv2d(2, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Conv2d(4, 1, 1))
 
 
-def run_rank(rank: int, world_size: int, out_dir: str) -> None:
+def run_rank(rank: int, world_size: int, out_dir: str, micro_batches: int = 1) -> None:
     torch.set_num_threads(1)
     store = dist.FileStore(str(Path(out_dir) / "store"), world_size)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=world_size)
@@ -40,9 +44,16 @@ def run_rank(rank: int, world_size: int, out_dir: str) -> None:
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
         data = torch.Generator().manual_seed(100 + rank)  # each rank's own batches, of different statistics
         for _ in range(STEPS):
-            images = torch.randn(3, 2, 8, 8, generator=data) * (1 + rank) + 2 * rank
+            batches = [torch.randn(3, 2, 8, 8, generator=data) * (1 + rank) + 2 * rank for _ in range(micro_batches)]
+            replay = copy.deepcopy(unwrap(model))
+            with torch.no_grad():
+                for images in batches:
+                    replay(images)
+            own = [t.clone() for t in running_statistics(replay)]
             optimizer.zero_grad()
-            model(images).square().mean().backward()
+            for i, images in enumerate(batches):
+                with launcher.no_sync(model) if i < micro_batches - 1 else contextlib.nullcontext():
+                    (model(images).square().mean() / micro_batches).backward()
             optimizer.step()
             before = [t.clone() for t in running_statistics(model)]
             in_sync_before = ranks_in_sync(unwrap(model))
@@ -50,6 +61,7 @@ def run_rank(rank: int, world_size: int, out_dir: str) -> None:
             ema.update(model, torch.tensor(True))
         record = {
             "before": before,
+            "own": own,
             "model": unwrap(model).state_dict(),
             "average": ema.module.state_dict(),
             "in_sync_before": in_sync_before,
