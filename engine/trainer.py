@@ -40,6 +40,7 @@ from simplepose.engine.process_setup import configure_cpu_threads, seed_everythi
 from simplepose.engine.recipe import recipe_line
 from simplepose.engine.run_folder import claim_run_folder
 from simplepose.engine.schedule import LRSchedule
+from simplepose.engine.statistics_backup import StatisticsBackup
 from simplepose.engine.validation import Validator
 from simplepose.models import MultiTaskLoss, build_model
 from simplepose.models.weights import LoadReport, carried_skeleton, unwrap
@@ -98,6 +99,7 @@ class Trainer:
             )
         # the weight average starts at the initial (or init_weights') weights; a resume below replaces it
         self.ema = WeightAverage(model, t.ema, t.ema_warmup_steps) if t.ema else None
+        self.statistics = StatisticsBackup(model)  # put back when a step is skipped
         self.schedule = LRSchedule.from_config(t, self.steps_per_epoch, self.world_size)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision.grad_scaler)
         # a fused step takes the skip as a device flag; without one (or with fp16 loss scaling) it is read back
@@ -195,6 +197,7 @@ class Trainer:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.optimizer.zero_grad(set_to_none=True)
+        self.statistics.save()
         losses, breakdowns, samples = [], [], 0
         for i, batch in enumerate(micro_batches):
             images, targets, masks = batch_to_device(batch, self.device, self.cfg.train.channels_last)
@@ -245,8 +248,11 @@ class Trainer:
         if self.device_skip:
             self.optimizer.found_inf = (~applied).to(torch.float32)  # type: ignore[attr-defined]  # the fused step reads it
             self.optimizer.step()
+            self.statistics.keep_if(applied)
         elif bool(applied):
             self.optimizer.step()
+        else:
+            self.statistics.restore()
         return applied, (~applied).to(torch.int32), grad_norm
 
     def scaled_update(self, total: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -264,6 +270,8 @@ class Trainer:
             self.optimizer.zero_grad(set_to_none=True)
             self.scaler.update(self.scaler.get_scale() / 2)
         applied = loss_finite and bool(torch.isfinite(grad_norm))
+        if not loss_finite:
+            self.statistics.restore()  # an overflow of the gradients alone leaves them: its forward pass was finite
         skipped = torch.tensor(int(not loss_finite), device=self.device)
         return torch.tensor(applied, device=self.device), skipped, grad_norm
 

@@ -219,6 +219,46 @@ def test_under_bf16_autocast_the_average_stays_float32_and_a_nan_step_leaves_it(
     assert floats and all(v.dtype == torch.float32 and torch.isfinite(v).all() for v in floats)
 
 
+@pytest.mark.parametrize("optimizer, skip_on", [("sgd", "host"), ("adamw", "device")])
+def test_a_step_skipped_for_a_nan_picture_leaves_the_batchnorm_statistics(
+    synthetic_h5_64, tmp_path, optimizer, skip_on
+):
+    """NaN pictures reach every BatchNorm's running statistics in the forward pass, before the step is found
+    non-finite and skipped: the skip puts them back (they stayed NaN for the rest of the run: validation, last.pt
+    and the weight average held a network that outputs NaN). Both ways a step learns of its skip: read on the host
+    (an optimiser without a fused step, fp16 loss scaling) or as a device flag (a fused step)."""
+    out = tmp_path / "run"
+    trainer = Trainer(tiny_cfg(synthetic_h5_64, out, *RECIPE, f"train.optimizer={optimizer}", "train.epochs=1"))
+    trainer.device_skip = skip_on == "device"
+    net = unwrap(trainer.model)
+    forward, train_step = trainer.step_forward, trainer.train_step
+    before: dict[str, torch.Tensor] = {}
+
+    def nan_pictures_at_step_2(images, *rest):
+        if trainer.position.global_step == 2:
+            images = torch.full_like(images, float("nan"))
+        return forward(images, *rest)
+
+    def train_step_and_compare(*args):
+        bad = trainer.position.global_step == 2
+        if bad:
+            before.update({k: v.clone() for k, v in net.state_dict().items() if "running_" in k})
+        result = train_step(*args)
+        if bad:
+            assert not bool(result.applied)
+            after = net.state_dict()
+            assert all(torch.equal(after[k], v) for k, v in before.items()), "the skipped step moved the statistics"
+        return result
+
+    trainer.step_forward, trainer.train_step = nan_pictures_at_step_2, train_step_and_compare
+    trainer.fit()
+    assert before and trainer.position.counters["skipped_nonfinite"] == 1
+    last = Checkpoint.load(out / "last.pt")
+    for state in (net.state_dict(), last.model, last.train_state["ema"]["model"]):
+        stats = [v for k, v in state.items() if "running_" in k]
+        assert stats and all(torch.isfinite(v).all() for v in stats)
+
+
 def test_best_pt_holds_the_validated_average_and_last_pt_both(synthetic_h5_64, tmp_path):
     out = tmp_path / "run"
     trainer = Trainer(tiny_cfg(synthetic_h5_64, out, *RECIPE, "train.epochs=1", f"data.val={synthetic_h5_64}",
