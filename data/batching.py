@@ -13,7 +13,7 @@ import torch
 from torch.utils.data import default_collate
 
 from simplepose.codec.network_input import scale_input_
-from simplepose.utils.stop_signals import leave_stops_to_parent
+from simplepose.utils.stop_signals import ignore_stop_signals
 
 
 def images_to_float(images: torch.Tensor, channels_last: bool = False) -> torch.Tensor:
@@ -60,8 +60,8 @@ def collate(samples: list[dict]) -> dict:
 
 def worker_init_fn(worker_id: int) -> None:
     """For DataLoader workers: one thread each for OpenCV and torch (the workers already run in parallel); SIGTERM
-    and Ctrl-C sent to the whole job leave them running, for the training process to finish its step and stop them;
-    the training process's own SIGTERM ends them (utils/stop_signals.py)."""
+    and Ctrl-C sent to the whole job leave them running, for the training process to finish its step and stop them
+    (utils/stop_signals.py)."""
     cv2.setNumThreads(1)
     torch.set_num_threads(1)
-    leave_stops_to_parent()
+    ignore_stop_signals()

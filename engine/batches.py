@@ -12,6 +12,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from simplepose.config.schema import Config, DataConfig
 from simplepose.data.batching import collate, worker_init_fn
+from simplepose.engine.loader_workers import ended_with
 from simplepose.engine.sampler import EpochSampler, groups_of
 
 
@@ -32,18 +33,7 @@ class ForkSafeLoader(DataLoader):
             batches = super().__iter__()  # forks the workers (non-persistent ones: at every epoch)
         finally:
             cv2.setNumThreads(threads)
-        return _workers_ended_with(batches)
-
-
-def _workers_ended_with(batches: Iterator) -> Iterator:
-    """``batches``, whose worker processes end as soon as the iteration does, also when it raises. Without this a
-    loader error kept its iterator, and so its workers, alive through the traceback until the process exited."""
-    try:
-        yield from batches
-    finally:
-        shutdown = getattr(batches, "_shutdown_workers", None)  # what torch runs when the iterator is collected
-        if shutdown is not None:
-            shutdown()
+        return ended_with(batches)  # its workers end with the iteration (engine/loader_workers.py)
 
 
 def make_loader(dataset: Dataset, sampler: Sampler, batch_size: int, cfg: DataConfig, device: torch.device):

@@ -1,9 +1,12 @@
-"""DataLoader workers and stop signals: a job-wide SIGTERM or Ctrl-C leaves them to the training process, which
-ends them itself (its SIGTERM, torch's shutdown, Python's exit); a loader's error ends its workers at once."""
+"""DataLoader workers and stop signals: a job-wide SIGTERM or Ctrl-C leaves them serving (they ignore both), and the
+training process ends them itself (engine/loader_workers.py): with the loader's iteration, whichever way it ends,
+and at exit. Workers deaf to SIGTERM once kept a finished process, and the CI job reading its output, waiting for
+ever in Python's exit."""
 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import signal
 import subprocess
 import sys
@@ -15,16 +18,15 @@ from torch.utils.data import Dataset
 
 from simplepose.data.batching import worker_init_fn
 from simplepose.engine.batches import ForkSafeLoader
-from simplepose.utils.stop_signals import stop_requests
 
-pytestmark = pytest.mark.skipif(
-    not hasattr(signal, "sigwaitinfo"), reason="sigwaitinfo is missing here: workers keep SIGTERM's default"
-)
+START_METHODS = ["fork", "forkserver"]  # Linux's default up to Python 3.13, and from 3.14
 
 
 class Numbers(Dataset):
-    def __init__(self, size: int = 64, fail_at: int = -1):
-        self.size, self.fail_at = size, fail_at
+    """``size`` one-number samples; ``fail_at`` raises, ``stuck_at`` sleeps (a worker stuck without dying)."""
+
+    def __init__(self, size: int = 64, fail_at: int = -1, stuck_at: int = -1):
+        self.size, self.fail_at, self.stuck_at = size, fail_at, stuck_at
 
     def __len__(self) -> int:
         return self.size
@@ -32,12 +34,24 @@ class Numbers(Dataset):
     def __getitem__(self, i: int) -> torch.Tensor:
         if i == self.fail_at:
             raise ValueError(f"sample {i} is unreadable")
+        if i == self.stuck_at:
+            time.sleep(600)
         return torch.tensor([i])
 
 
-def wait_dead(process: multiprocessing.Process, seconds: float = 10.0) -> bool:
-    process.join(seconds)
-    return not process.is_alive()
+def loader(dataset: Dataset, start_method: str, **kwargs) -> ForkSafeLoader:
+    return ForkSafeLoader(dataset, batch_size=2, num_workers=2, worker_init_fn=worker_init_fn,
+                          multiprocessing_context=start_method, **kwargs)  # fmt: skip
+
+
+def new_children(before: set) -> list:
+    return [p for p in multiprocessing.active_children() if p not in before]
+
+
+def all_ended(workers: list, seconds: float = 10.0) -> bool:
+    for w in workers:
+        w.join(seconds)
+    return not any(w.is_alive() for w in workers)
 
 
 def signal_from_elsewhere(pid: int, signum: int) -> None:
@@ -45,56 +59,71 @@ def signal_from_elsewhere(pid: int, signum: int) -> None:
     subprocess.run(["kill", f"-{signum}", str(pid)], check=True)
 
 
-def serve(ready) -> None:
-    """A DataLoader worker's life: set up as ours are, then serve until ended."""
-    worker_init_fn(0)
-    ready.set()
-    while True:
-        time.sleep(0.05)
-
-
-def test_a_worker_outlives_a_job_wide_stop_and_ends_on_its_parents_sigterm():
-    fork = multiprocessing.get_context("fork")  # as DataLoader starts its workers on Linux
-    ready = fork.Event()
-    with stop_requests(say=False):  # forked while training runs: the training process's handlers are inherited
-        worker = fork.Process(target=serve, args=(ready,), daemon=True)
-        worker.start()
-    assert ready.wait(30)
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal_from_elsewhere(worker.pid, signum)
-    time.sleep(0.5)
-    assert worker.is_alive()
-    worker.terminate()  # SIGTERM from this process: what torch's shutdown and Python's exit send
-    assert wait_dead(worker), "the worker ignored its parent's SIGTERM: an exit that joins it would wait for ever"
-    assert worker.exitcode == -signal.SIGTERM
-
-
-def test_a_loaders_error_ends_its_workers_before_the_traceback_is_dropped():
+@pytest.mark.parametrize("start_method", START_METHODS)
+def test_workers_serve_through_a_job_wide_stop_and_end_with_their_loader(start_method):
     before = set(multiprocessing.active_children())
-    loader = ForkSafeLoader(Numbers(fail_at=5), batch_size=2, num_workers=2, worker_init_fn=worker_init_fn)
+    batches = iter(loader(Numbers(), start_method))
+    # a batch from each worker: both have run worker_init_fn (a signal before it ends a worker, as any process)
+    assert [next(batches).tolist() for _ in range(2)] == [[[0], [1]], [[2], [3]]]
+    workers = new_children(before)
+    assert len(workers) == 2
+    for w in workers:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal_from_elsewhere(w.pid, signum)
+    time.sleep(0.5)
+    assert all(w.is_alive() for w in workers)
+    assert [b.tolist() for b in batches][-1] == [[62], [63]]  # every batch came
+    assert all_ended(workers)
+
+
+@pytest.mark.parametrize("start_method", START_METHODS)
+def test_a_loaders_error_ends_its_workers_before_the_traceback_is_dropped(start_method):
+    before = set(multiprocessing.active_children())
+    batches = iter(loader(Numbers(fail_at=5), start_method))
+    next(batches)
+    workers = new_children(before)
     with pytest.raises(ValueError, match="sample 5 is unreadable") as raised:
-        for _ in loader:
+        for _ in batches:
             pass
     assert raised.value is not None  # the traceback, which holds torch's iterator, is still alive here
-    workers = [p for p in multiprocessing.active_children() if p not in before]
-    assert all(wait_dead(w, 5) for w in workers), f"workers left running after the error: {workers}"
+    assert len(workers) == 2 and all_ended(workers, 0), f"workers left running after the error: {workers}"
 
 
-def test_an_interpreter_holding_a_failed_loader_exits():
-    """The hang this guards against: Python's exit sends SIGTERM to the loader's workers and joins them; a worker
-    that ignored SIGTERM kept the process (and a CI job reading its output) waiting for ever."""
+def test_a_stuck_worker_is_killed_when_its_loader_gives_up():
+    """A worker stuck in a sample never reads torch's end-of-work sentinel and ignores SIGTERM: SIGKILL ends it."""
+    before = set(multiprocessing.active_children())
+    batches = iter(loader(Numbers(stuck_at=6), "fork", timeout=1))
+    next(batches)
+    workers = new_children(before)
+    with pytest.raises(RuntimeError, match="timed out"):
+        for _ in batches:
+            pass
+    assert len(workers) == 2 and all_ended(workers, 0), f"workers left running: {workers}"
+    assert sorted(w.exitcode for w in workers) == [-signal.SIGKILL, 0]  # the stuck one killed, the other left
+
+
+def test_an_interpreter_holding_a_loader_at_exit_ends():
+    """Python's exit ends leftover workers with SIGTERM and joins them: workers that ignore SIGTERM, one of them
+    stuck, kept it waiting for ever. The loader's workers are ended before that join."""
     code = (
-        "import sys, torch\n"
-        "from torch.utils.data import DataLoader\n"
+        "import sys\n"
         "from simplepose.data.batching import worker_init_fn\n"
-        "class D(torch.utils.data.Dataset):\n"
-        "    def __len__(self): return 8\n"
-        "    def __getitem__(self, i): return torch.tensor([i])\n"
-        "batches = iter(DataLoader(D(), batch_size=2, num_workers=2, worker_init_fn=worker_init_fn))\n"
+        "from simplepose.engine.batches import ForkSafeLoader\n"
+        "from tests.test_worker_signals import Numbers\n"
+        "batches = iter(ForkSafeLoader(Numbers(stuck_at=7), batch_size=2, num_workers=2,\n"
+        "                              worker_init_fn=worker_init_fn, multiprocessing_context='fork'))\n"
         "next(batches)\n"
-        "sys.modules['__main__'].kept = batches._workers  # alive at exit, as a kept traceback keeps them\n"
-        "batches._shutdown_workers = lambda: None  # torch's own shutdown out of the way: only the exit's remains\n"
-        "print('ready', flush=True)\n"
+        "print('ready', flush=True)  # exits with the loader alive, one worker stuck in sample 7\n"
     )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0 and r.stdout.strip() == "ready", r.stderr[-2000:]
+    start = time.perf_counter()
+    # a session of its own: on failure its workers, which would hold the output pipes open, are killed with it
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)  # fmt: skip
+    try:
+        out, err = p.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        pytest.fail("the process did not end in 120 s: its exit waited for its loader's workers")
+    assert p.returncode == 0 and out.strip() == "ready", err[-2000:]
+    print(f"exit with a stuck worker: {time.perf_counter() - start:.1f} s")

@@ -73,27 +73,9 @@ def stop_requests(say: bool = True) -> Iterator[None]:
         _received = 0
 
 
-def leave_stops_to_parent() -> None:
-    """In a helper process (a DataLoader worker): a stop sent to the whole job or process group (Ctrl-C, SLURM's
-    SIGTERM to every process of a step) leaves it running, so that the process it serves can finish its step and
-    stop it; a SIGTERM from that process (multiprocessing's ``terminate``, torch's shutdown of its workers, Python's
-    exit) ends it as it always does.
-
-    SIGTERM is blocked and a thread takes it with ``sigwaitinfo``, which names the sender. Ignoring SIGTERM outright
-    left a worker no process could end short of SIGKILL: an interpreter whose exit joins its workers (a loader kept
-    alive by a traceback) waited for ever. Where ``sigwaitinfo`` is missing (macOS, Windows) SIGTERM keeps its
-    default."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if not hasattr(signal, "sigwaitinfo"):
-        return
-    parent = os.getppid()
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not a handler inherited from the training process (fork)
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # before the thread starts: none goes astray
-    threading.Thread(target=_end_on_parents_sigterm, args=(parent,), name="sigterm-from-parent", daemon=True).start()
-
-
-def _end_on_parents_sigterm(parent: int) -> None:
-    while signal.sigwaitinfo({signal.SIGTERM}).si_pid != parent:
-        pass  # the job's stop: the parent ends this process once its step is done (or torch does when it dies)
-    os.kill(os.getpid(), signal.SIGTERM)  # pending while blocked; delivered here with its default action
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+def ignore_stop_signals() -> None:
+    """In a helper process (a DataLoader worker): SIGTERM and SIGINT sent to the whole job or process group leave it
+    running, so that the process it serves can finish its step and stop it. That process's own SIGTERM is ignored
+    too: it ends such workers itself, with SIGKILL where they do not leave (engine/loader_workers.py)."""
+    for s in STOP_SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
