@@ -78,7 +78,7 @@ def range_of(f: Any) -> Range | None:
 
 @dataclass
 class DataConfig:
-    train: str = ""  # HDF5 file made by `python -m data.coco_to_hdf5` (training samples)
+    train: str = ""  # HDF5 file made by `python -m simplepose.data.coco_to_hdf5` (training samples)
     val: str = ""  # HDF5 file for the validation loss (optional)
     val_images: str = ""  # image folder for validation AP (optional)
     val_annotations: str = ""  # COCO person_keypoints JSON for validation AP (optional)
@@ -88,7 +88,7 @@ class DataConfig:
     # each source's share of an epoch's samples (relative; empty: in proportion to the sources' sizes)
     source_weights: list[float] = ranged([], Range(0, low_open=True, note="one per data.train_sources entry"))
     # per source (aligned with data.train_sources; "" for none): validation images and annotations in data.skeleton's
-    # keypoint names (python -m data.map_keypoints maps other names); validation reports AP per source
+    # keypoint names (python -m simplepose.data.map_keypoints maps other names); validation reports AP per source
     source_val_images: list[str] = field(default_factory=list)
     source_val_annotations: list[str] = field(default_factory=list)
     # square network input, pixels; the HDF5 file must be built for it
@@ -401,15 +401,15 @@ class EvalConfig(DecodeSettings):
     # the network's BatchNorms folded into its convolutions for inference (models/fold.py)
     fold_batchnorm: bool = True
     # in-training validation also diagnoses where its AP goes (keypoint errors, scoring, background:
-    # evaluate/metrics/diagnosis.py) into train.out_dir/diagnosis_epoch{N}/; python -m evaluate.coco_eval takes
-    # --diagnose DIR
+    # evaluate/metrics/diagnosis.py) into train.out_dir/diagnosis_epoch{N}/;
+    # python -m simplepose.evaluate.coco_eval takes --diagnose DIR
     diagnose: bool = False
 
 
 @dataclass
 class TrackConfig:
     """Identities across video frames and keypoint smoothing (evaluate/track.py, docs/evaluation.md#tracking), for
-    ``python -m evaluate.demo --track [--smooth]`` and ``evaluate.PoseTracker``."""
+    ``python -m simplepose.evaluate.demo --track [--smooth]`` and ``evaluate.PoseTracker``."""
 
     # People scored below this are not tracked (nor reported): the decoder's fragments of a person (a few keypoints,
     # ranked last for AP) would each start a track. 0.9167 = 0.5 + 0.5 * 5 / 6: a total keypoint and link score of

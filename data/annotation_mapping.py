@@ -1,5 +1,5 @@
 """A COCO-format person-keypoints file's keypoints put onto another skeleton, by name
-(docs/data.md#mapping-annotations-onto-another-skeleton; the command: ``python -m data.map_keypoints``).
+(docs/data.md#mapping-annotations-onto-another-skeleton; the command: ``python -m simplepose.data.map_keypoints``).
 
     mapped, mapping = map_annotation_file(json.load(f), load_skeleton("coco"), "crowdpose_val.json")
     mapping.coverage()      # what is kept, what the file cannot label, what is dropped

@@ -1,5 +1,5 @@
 """COCO person keypoints (JSON + image folder) to one HDF5 training file, streaming: ``convert`` (what
-``python -m data.coco_to_hdf5`` runs) and ``rebuild_command`` (the command that makes a file again).
+``python -m simplepose.data.coco_to_hdf5`` runs) and ``rebuild_command`` (the command that makes a file again).
 
 Only images with at least one main person (``data.main_person.main_person_indices``) are stored; each main
 person is one sample. Left out and counted (``counts``, and the summary line): images without a main person

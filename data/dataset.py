@@ -124,7 +124,7 @@ def image_to_tensor(image_hwc: np.ndarray) -> torch.Tensor:
 
 
 class SimplePoseDataset(torch.utils.data.Dataset):
-    """Samples of an HDF5 file made by ``python -m data.coco_to_hdf5``.
+    """Samples of an HDF5 file made by ``python -m simplepose.data.coco_to_hdf5``.
 
     Item: ``{"image": (3, H, W) uint8 BGR (a view of (H, W, 3) pixels), "targets": [(C, h/2^k, w/2^k)],
     "masks": [(1, h/2^k, w/2^k)], "meta": {"image_id", "index", "epoch", "flip"}}`` with ``h = H / stride``

@@ -1,9 +1,9 @@
 """The quick start's data: a synthetic COCO-format dataset, made and converted once, then reused.
 
-``python train.py`` with no --config and no data.train calls ``prepare_synthetic_data`` and applies the
+``python -m simplepose.train`` with no --config and no data.train calls ``prepare_synthetic_data`` and applies the
 settings it returns; the files are cached under ``data.synthetic_dir`` and rebuilt only when their settings
-change. The figures are of ``data.skeleton`` (COCO persons by default; ``python train.py data.skeleton=crowdpose``
-trains on synthetic CrowdPose figures).
+change. The figures are of ``data.skeleton`` (COCO persons by default;
+``python -m simplepose.train data.skeleton=crowdpose`` trains on synthetic CrowdPose figures).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Short synthetic videos of moving figures with known identities, for tracking (any skeleton); written as files by
-``python -m data.synthetic_video``.
+``python -m simplepose.data.synthetic_video``.
 
 In Python::
 

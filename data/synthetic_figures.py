@@ -1,4 +1,5 @@
-"""Articulated figures of any skeleton, for the synthetic dataset (``python -m data.synthetic --skeleton FILE``).
+"""Articulated figures of any skeleton, for the synthetic dataset
+(``python -m simplepose.data.synthetic --skeleton FILE``).
 
 A figure is built from the skeleton's limb graph alone (docs/keypoint_sets.md#synthetic-figures). A tree walk from the
 root (the first limb's "from" keypoint: skeleton files list their spanning tree root outwards) gives every other

@@ -1,6 +1,6 @@
 """A synthetic COCO-format keypoint dataset that a small network learns in minutes on a CPU: ``generate`` (what
-``python -m data.synthetic`` runs: ``generate(out, num_images, seed, val_fraction, skeleton)``), and the pictures'
-people.
+``python -m simplepose.data.synthetic`` runs: ``generate(out, num_images, seed, val_fraction, skeleton)``), and the
+pictures' people.
 
 Each picture (256-384 px) has 1-4 large articulated people (bbox height mostly 35-80% of the picture) drawn as
 filled body shapes over a random background (gradient, noise or stripes), plus tiny people without keypoints

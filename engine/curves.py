@@ -1,5 +1,5 @@
 """Training curves from a run's metrics file (``metrics.jsonl``): loss, learning rate, validation AP, as one PNG;
-drawn after every run and by ``python -m engine.plot RUN_DIR``."""
+drawn after every run and by ``python -m simplepose.engine.plot RUN_DIR``."""
 
 from __future__ import annotations
 

@@ -62,8 +62,8 @@ class PoseEstimator(EstimatorBase):
 
     @classmethod
     def from_onnx(cls, path: str | Path, providers: str | Providers | None = None, **eval_overrides: Any):
-        """An exported network (``python -m evaluate.export_onnx``) run by ONNX Runtime, with the config and skeleton
-        stored in the file. ``providers``: None (the CPU), a device ("cpu", "cuda", "cuda:N", "auto") or an
+        """An exported network (``python -m simplepose.evaluate.export_onnx``) run by ONNX Runtime, with the config
+        and skeleton stored in the file. ``providers``: None (the CPU), a device ("cpu", "cuda", "cuda:N", "auto") or an
         onnxruntime provider list; ``eval_overrides`` as in ``from_checkpoint``."""
         if isinstance(providers, str):
             providers = providers_for(providers)

@@ -2,7 +2,7 @@
 ``eval.amp=auto`` (bf16 where the CPU computes it natively, with channels_last there; float32 elsewhere).
 
     estimator = PoseEstimator.from_checkpoint("runs/quickstart/best.pt", **FAST)   # the API
-    python -m evaluate.demo --ckpt runs/quickstart/best.pt --input photos --fast     # the demo
+    python -m simplepose.evaluate.demo --ckpt runs/quickstart/best.pt --input photos --fast     # the demo
 
 What it costs and gains, measured (the quick-start model on the synthetic validation split; the paper network on
 real photos): docs/benchmarks.md#inference-on-the-cpu. Later ``eval.*`` overrides win over it.

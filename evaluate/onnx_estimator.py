@@ -1,5 +1,6 @@
-"""The runtime without PyTorch: an exported network (``python -m evaluate.export_onnx``) run by ONNX Runtime, its
-multi-scale + flip maps made with NumPy and OpenCV, grouped by the NumPy decoder; the API of ``PoseEstimator``.
+"""The runtime without PyTorch: an exported network (``python -m simplepose.evaluate.export_onnx``) run by ONNX
+Runtime, its multi-scale + flip maps made with NumPy and OpenCV, grouped by the NumPy decoder; the API of
+``PoseEstimator``.
 
     estimator = OnnxPoseEstimator.from_onnx("model.onnx")  # or ("model.onnx", "cuda", scales=[1.0], flip=False)
     people = estimator("photo.jpg")  # list[Person]; a list of images gives a list per image

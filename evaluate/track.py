@@ -134,7 +134,8 @@ class HeldBack(NamedTuple):
 class PoseTracker:
     """Track ids for the people of a video's frames, one frame at a time (module docstring; any skeleton).
 
-    ``cfg``: a ``TrackConfig`` (default settings when None; ``python -m evaluate.demo`` takes ``track.*=...``).
+    ``cfg``: a ``TrackConfig`` (default settings when None; ``python -m simplepose.evaluate.demo`` takes
+    ``track.*=...``).
     Tracks are held as arrays over tracks, so that a frame costs a few dozen NumPy calls, not a few per person.
     """
 

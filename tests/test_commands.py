@@ -191,6 +191,30 @@ def test_no_library_module_spells_a_command_by_hand():
     assert not found, "spell these with simplepose.utils.commands.command:\n" + "\n".join(found)
 
 
+SHORT_FORM = re.compile(
+    rf"\bpython -m (?:{'|'.join(commands.SUBPACKAGES)})\.|\bpython (?:{'|'.join(commands.LAUNCHERS)})\.py\b"
+)
+
+
+def is_command(tree: ast.Module) -> bool:
+    """A command module: its help is its docstring, printed through ``commands_here``."""
+    return any(isinstance(n, ast.Call) and getattr(n.func, "attr", None) == "ArgumentParser" for n in ast.walk(tree))
+
+
+def test_library_docstrings_spell_commands_by_the_package_name():
+    """A library module's docstrings and comments are read where the package is installed (``help()``, an editor):
+    a command there is ``python -m simplepose.X``, which runs from any folder once installed. Only a command's own
+    docstring, its help, keeps the checkout's spelling, which ``commands_here`` respells where it is printed."""
+    found = [
+        f"{path.relative_to(PACKAGE_ROOT)}:{n}: {line.strip()[:80]}"
+        for path, tree in library_modules().items()
+        if path.parent != PACKAGE_ROOT and path != PACKAGE_ROOT / "utils" / "commands.py" and not is_command(tree)
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if SHORT_FORM.search(line)
+    ]
+    assert not found, "spell these python -m simplepose.X:\n" + "\n".join(found)
+
+
 def test_every_argument_parser_of_the_library_names_its_program_through_command():
     unnamed = []
     for path, tree in library_modules().items():

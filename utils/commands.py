@@ -14,6 +14,9 @@ The rule (``short_form``): a process started by the package's name (``python -m 
 root of the package it imports (the checkout of ``python -m X``, ``python train.py``, a test, a notebook there), and
 the package's name anywhere else (a user's folder, an installed wheel, another checkout). ``bench.*`` and
 ``tests.*`` are not in the package: they run from the checkout's root alone and are always spelled short.
+Docstrings: a command's own (its --help) are written in the checkout's spelling and printed through
+``commands_here``; every other library module's, read by ``help()`` and editors wherever the package is installed,
+spell ``python -m simplepose.X`` (tests/test_commands.py keeps both).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The network as an ONNX file: image (B, 3, H, W) -> maps (B, C, H/4, W/4), batch, height and width dynamic, with the
 run's config and skeleton in its metadata (what ``evaluate.inference.onnx_runner.load_onnx`` reads back), and the
-check of the file against PyTorch with ONNX Runtime. The command is ``python -m evaluate.export_onnx``.
+check of the file against PyTorch with ONNX Runtime. The command is ``python -m simplepose.evaluate.export_onnx``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""An exported network (``python -m evaluate.export_onnx``) as a test-time map source of the PyTorch path.
+"""An exported network (``python -m simplepose.evaluate.export_onnx``) as a test-time map source of the PyTorch path.
 
 Users call it through the Python API: ``evaluate.PoseEstimator.from_onnx("simplepose.onnx", "cuda", scales=[1.0])``
 (image in, people out). Underneath:

@@ -1,5 +1,5 @@
-"""An exported network (``python -m evaluate.export_onnx``) opened with ONNX Runtime, with NumPy in and out: no
-PyTorch is imported, so the runtime without it (evaluate/onnx_estimator.py) and the PyTorch path's map source
+"""An exported network (``python -m simplepose.evaluate.export_onnx``) opened with ONNX Runtime, with NumPy in and
+out: no PyTorch is imported, so the runtime without it (evaluate/onnx_estimator.py) and the PyTorch path's map source
 (evaluate/inference/onnx_runner.py) run the same session, config and skeleton.
 
     network, cfg = load_onnx_network("simplepose.onnx")              # CPU

@@ -1,8 +1,8 @@
 """The keypoint evaluator: people of images in, COCO / CrowdPose figures out.
 
-One metric for every evaluation of the repository (in-training validation, ``python -m evaluate.coco_eval`` with a
-checkpoint, the oracle or a results file, the bench scripts), used as detectron2's evaluators and mmpose's metrics
-are::
+One metric for every evaluation of the repository (in-training validation,
+``python -m simplepose.evaluate.coco_eval`` with a checkpoint, the oracle or a results file, the bench scripts),
+used as detectron2's evaluators and mmpose's metrics are::
 
     evaluator = KeypointEvaluator(skeleton, coco)
     evaluator.reset()
