@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from simplepose.engine.statistics_backup import running_statistics
 from simplepose.utils import distributed as du
 
 log = logging.getLogger(__name__)
@@ -122,18 +123,7 @@ class Distributed(Launcher):
         BatchNorms in eval mode (train.bn_eval) keep theirs."""
         if not self.average_statistics:
             return
-        du.average_(running_statistics(wrapped))
-
-
-def running_statistics(model: nn.Module) -> list[torch.Tensor]:
-    """The running means and variances of ``model``'s BatchNorms in training mode, in module order."""
-    return [
-        stat
-        for m in model.modules()
-        if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.training and m.track_running_stats
-        for stat in (m.running_mean, m.running_var)
-        if stat is not None
-    ]
+        du.average_(running_statistics(wrapped, training_only=True))
 
 
 @dataclass

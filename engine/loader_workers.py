@@ -14,17 +14,23 @@ waiting for ever (seen as a test suite that hung after its last line). So:
 from __future__ import annotations
 
 import atexit
+import multiprocessing.util  # noqa: F401  (its exit function registered first: ours, registered below, runs before it)
 import weakref
 from collections.abc import Iterator
 from typing import Any
 
 _alive: weakref.WeakSet = weakref.WeakSet()  # iterators whose workers may still run
-_exit_registered = False
 
 
 def ended_with(batches: Any) -> Iterator:
-    """``batches`` (a DataLoader's iterator), whose worker processes end with the iteration, whichever way it ends."""
-    _track(batches)
+    """``batches`` (a DataLoader's iterator), whose worker processes end with the iteration, whichever way it ends
+    (tracked at once: its workers run from now on, also if no batch is ever asked for)."""
+    if getattr(batches, "_workers", None):
+        _alive.add(batches)
+    return _until_done(batches)
+
+
+def _until_done(batches: Any) -> Iterator:
     try:
         yield from batches
     finally:
@@ -44,17 +50,7 @@ def end_workers(batches: Any) -> None:
     _alive.discard(batches)
 
 
-def _track(batches: Any) -> None:
-    global _exit_registered
-    if not getattr(batches, "_workers", None):
-        return
-    _alive.add(batches)
-    if not _exit_registered:
-        # registered after multiprocessing's own exit function (imported by now), so it runs before it
-        atexit.register(_end_all)
-        _exit_registered = True
-
-
+@atexit.register
 def _end_all() -> None:
     for batches in list(_alive):
         end_workers(batches)

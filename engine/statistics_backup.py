@@ -19,12 +19,14 @@ import torch
 from torch import nn
 
 
-def batchnorm_statistics(model: nn.Module) -> list[torch.Tensor]:
-    """The running means and variances of every BatchNorm of ``model`` that tracks them, in module order."""
+def running_statistics(model: nn.Module, training_only: bool = False) -> list[torch.Tensor]:
+    """The running means and variances of ``model``'s BatchNorms that track them (``training_only``: of those in
+    training mode, the ones a forward pass updates), in module order."""
+    norms = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.track_running_stats]
     return [
         stat
-        for m in model.modules()
-        if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.track_running_stats
+        for m in norms
+        if m.training or not training_only
         for stat in (m.running_mean, m.running_var)
         if stat is not None
     ]
@@ -34,7 +36,7 @@ class StatisticsBackup:
     """A copy of ``model``'s BatchNorm running statistics (the same tensors every step: the copy is made once)."""
 
     def __init__(self, model: nn.Module) -> None:
-        self.live = batchnorm_statistics(model)
+        self.live = running_statistics(model)
         self.saved = [t.detach().clone() for t in self.live]
 
     def save(self) -> None:

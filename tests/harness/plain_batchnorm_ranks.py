@@ -22,7 +22,8 @@ from torch import nn
 
 from simplepose.engine.checkpointer import ranks_in_sync
 from simplepose.engine.ema import WeightAverage
-from simplepose.engine.launch import Distributed, running_statistics
+from simplepose.engine.launch import Distributed
+from simplepose.engine.statistics_backup import running_statistics
 from simplepose.models.weights import unwrap
 
 STEPS = 3
@@ -49,13 +50,13 @@ def run_rank(rank: int, world_size: int, out_dir: str, micro_batches: int = 1) -
             with torch.no_grad():
                 for images in batches:
                     replay(images)
-            own = [t.clone() for t in running_statistics(replay)]
+            own = [t.clone() for t in running_statistics(replay, training_only=True)]
             optimizer.zero_grad()
             for i, images in enumerate(batches):
                 with launcher.no_sync(model) if i < micro_batches - 1 else contextlib.nullcontext():
                     (model(images).square().mean() / micro_batches).backward()
             optimizer.step()
-            before = [t.clone() for t in running_statistics(model)]
+            before = [t.clone() for t in running_statistics(model, training_only=True)]
             in_sync_before = ranks_in_sync(unwrap(model))
             launcher.sync_statistics(model)
             ema.update(model, torch.tensor(True))
