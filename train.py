@@ -1,7 +1,7 @@
 """Train Simple Pose on one device: the first GPU when there is one, else the CPU.
 
-    python train.py                                   # quick start: synthetic data, small model, CPU minutes
-    python train.py --config config/simplepose_coco.yaml data.train=coco_train512.h5 \\
+    simplepose train                                  # quick start: synthetic data, small model, CPU minutes
+    simplepose train --config config/simplepose_coco.yaml data.train=coco_train512.h5 \\
         data.val_images=coco/val2017 data.val_annotations=coco/annotations/person_keypoints_val2017.json
 
 Every config value can be overridden with key=value (see config/schema.py); train.resume=auto continues a run.

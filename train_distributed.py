@@ -1,11 +1,12 @@
 """Train Simple Pose with DistributedDataParallel, one process per device, started by torchrun.
 
-    torchrun --nproc_per_node=4 train_distributed.py --config config/simplepose_coco.yaml data.train=coco_train512.h5
+    torchrun --nproc_per_node=4 -m simplepose train-distributed --config config/simplepose_coco.yaml \\
+        data.train=coco_train512.h5
     # several machines (run on each; the same command everywhere, train.out_dir on a shared filesystem):
     torchrun --nnodes=2 --nproc_per_node=8 --rdzv_backend=c10d --rdzv_endpoint=HOST:29500 --rdzv_id=pose1 \\
-        train_distributed.py --config config/simplepose_coco.yaml ...
+        -m simplepose train-distributed --config config/simplepose_coco.yaml ...
     # elastic: a worker that dies restarts the whole group, which resumes from out_dir/last.pt by itself
-    torchrun --nproc_per_node=4 --max-restarts=3 train_distributed.py ... train.checkpoint_every_steps=500
+    torchrun --nproc_per_node=4 --max-restarts=3 -m simplepose train-distributed ... train.checkpoint_every_steps=500
 
 train.batch_size is per process (global batch = batch_size x processes) and train.lr is per process,
 multiplied by the world size (linear scaling as the paper: 4 GPUs x batch 4 at 2.5e-5 x 4;

@@ -5,8 +5,8 @@ multi-scale outputs are never gathered on the first GPU (the original's "load ba
 all replicas divided by the global batch give the same loss and gradients as one device. Without GPUs this
 trains on the CPU like train.py. Prefer train_distributed.py (DDP) when you can: it is faster and syncs BN.
 
-    python train_parallel.py --config config/simplepose_coco.yaml data.train=coco_train512.h5 train.batch_size=16
-    python train_parallel.py ... dist.dp_device_ids=[0,1,2,3]
+    simplepose train-parallel --config config/simplepose_coco.yaml data.train=coco_train512.h5 train.batch_size=16
+    simplepose train-parallel ... dist.dp_device_ids=[0,1,2,3]
 
 Here train.batch_size is the GLOBAL batch, split over the GPUs (16 on 4 GPUs = 4 per GPU), and train.lr is
 used as given (one process: no world-size scaling). Each GPU normalises BatchNorm over its own slice.

@@ -1,6 +1,6 @@
 """Convert the original Simple Pose checkpoint (e.g. PoseNet_52_epoch.pth) to a SimplePose weights file.
 
-    python -m checkpoint.original --weights PoseNet_52_epoch.pth --out simplepose_original.pt
+    simplepose convert-weights --weights PoseNet_52_epoch.pth --out simplepose_original.pt
 
 The output is an ``checkpoint.format.Checkpoint`` of weights only: the state dict in our names (float32), the whole
 config with the model section read off the weights, COCO's skeleton and the original file as its ``origin``, written

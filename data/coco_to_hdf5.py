@@ -1,6 +1,6 @@
 """Convert COCO person keypoints (JSON + image folder) into one HDF5 training file, streaming.
 
-    python -m data.coco_to_hdf5 --images coco/train2017 \\
+    simplepose convert --images coco/train2017 \\
         --annotations coco/annotations/person_keypoints_train2017.json --out coco_train512.h5 [--input-size 512] \\
         [--skeleton coco]
 

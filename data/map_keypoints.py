@@ -1,6 +1,6 @@
 """Write a COCO-format person-keypoints JSON again with its keypoints on another skeleton, matched by name.
 
-    python -m data.map_keypoints --annotations crowdpose_val.json --skeleton coco --out crowdpose_val_coco.json \\
+    simplepose map-keypoints --annotations crowdpose_val.json --skeleton coco --out crowdpose_val_coco.json \\
         [--keypoint-names spelling|exact|position] [--rename OLD=NEW ...]
 
 Prints what is kept, what the file cannot label (unlabelled: 0, 0, 0 in every annotation) and what is dropped.

@@ -1,6 +1,6 @@
 """Draw one training sample as a panel picture: image with keypoints, keypoint maps, limb maps, masks, scales.
 
-    python -m data.show_sample --h5 coco_train512.h5 --index 0 --out sample.png [--train] [--epoch E]
+    simplepose show-sample --h5 coco_train512.h5 --index 0 --out sample.png [--train] [--epoch E]
         [--config FILE] [key=value ...]
 
 Without ``--train`` the sample is the identity augmentation (centred and scaled main person). Without a config

@@ -1,10 +1,10 @@
 """A synthetic COCO-format keypoint dataset that a small network learns in minutes on a CPU.
 
-    python -m data.synthetic --out synth [--num-images 600 --seed 0 --val-fraction 0.2] [--skeleton NAME|FILE]
+    simplepose synthetic --out synth [--num-images 600 --seed 0 --val-fraction 0.2] [--skeleton NAME|FILE]
 
 writes ``synth/images/*.jpg`` and ``synth/annotations/person_keypoints_{train,val}.json`` (images, annotations
 with 17 keypoints, num_keypoints, bbox, area, polygon segmentation, iscrowd, categories), to be converted with
-``python -m data.coco_to_hdf5`` like COCO itself. Deterministic from the seed.
+``simplepose convert`` like COCO itself. Deterministic from the seed.
 
 ``--skeleton`` (default coco) draws figures of another keypoint set instead, articulated from its limb graph
 (data/synthetic_figures.py), with the same backgrounds, sizes, occlusion, tiny figures and crowds, and annotations

@@ -1,9 +1,9 @@
 """Short synthetic videos of moving figures with known identities, for tracking (any skeleton).
 
-    python -m data.synthetic_video --out synth_video [--frames 90 --people 4 --fps 30 --seed 0 --skeleton NAME]
+    simplepose synthetic-video --out synth_video [--frames 90 --people 4 --fps 30 --seed 0 --skeleton NAME]
 
 writes ``synth_video/video.mp4`` and ``synth_video/annotations.json``: COCO keypoint annotations, one image per
-frame (image id = frame index from 0, as ``python -m evaluate.demo --json`` numbers a video's frames), each person
+frame (image id = frame index from 0, as ``simplepose demo --json`` numbers a video's frames), each person
 with its identity as ``track_id`` (as PoseTrack's files).
 
 An earlier run's ``video.mp4`` or ``annotations.json`` in ``--out`` is refused before anything is written, unless

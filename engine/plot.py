@@ -1,6 +1,6 @@
 """Training curves from a run's metrics file.
 
-python -m engine.plot RUN_DIR [--out curves.png]
+simplepose plot RUN_DIR [--out curves.png]
 """
 
 from __future__ import annotations

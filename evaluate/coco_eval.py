@@ -1,12 +1,12 @@
 """COCO keypoint AP of a model (or of the oracle maps), in one process or sharded over torchrun ranks.
 
-    python -m evaluate.coco_eval --ckpt runs/x/best.pt --images coco/val2017 \
+    simplepose eval --ckpt runs/x/best.pt --images coco/val2017 \
         --annotations coco/annotations/person_keypoints_val2017.json [--scales 1] [--no-flip] [--out res.json]
-    torchrun --nproc_per_node=4 -m evaluate.coco_eval ...        # images split over ranks
-    python -m evaluate.coco_eval --from-ground-truth --images ... --annotations ...   # decoder upper bound
-    python -m evaluate.coco_eval --ckpt ... --images coco/test2017 \
+    torchrun --nproc_per_node=4 -m simplepose eval ...           # images split over ranks
+    simplepose eval --from-ground-truth --images ... --annotations ...                # decoder upper bound
+    simplepose eval --ckpt ... --images coco/test2017 \
         --image-info coco/annotations/image_info_test-dev2017.json --out results.json   # test-dev: not scored
-    python -m evaluate.coco_eval --results their_results.json --annotations ann.json [--skeleton crowdpose]
+    simplepose eval --results their_results.json --annotations ann.json [--skeleton crowdpose]
         # a results file made by any tool, scored as this project scores its own
 
 A short command over the evaluation library (evaluate/evaluation.py): ranks take a strided shard of the (sorted)

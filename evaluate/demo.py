@@ -1,13 +1,13 @@
 """Find the people in images, a folder, a video or a camera: drawn pictures and/or COCO results JSON.
 
-    python -m evaluate.demo --ckpt runs/x/best.pt --input photo.jpg   # runs/demo/1/: photo_pose.jpg, results.json
-    python -m evaluate.demo --ckpt runs/x/best.pt --input images/ --json results.json
-    python -m evaluate.demo --ckpt runs/x/best.pt --input 'shots/**/*.jpg' --out demo_out/ --min-score 0.5
-    python -m evaluate.demo --ckpt runs/x/best.pt --input clip.mp4 --out demo_out/ --json clip.json eval.scales=[1.0]
-    python -m evaluate.demo --ckpt runs/x/best.pt --input 0 --out demo_out/     # camera 0, until Ctrl-C
-    python -m evaluate.demo --ckpt runs/x/best.pt --input clip.mp4 --track --smooth --out demo_out/ --json clip.json
-    python -m evaluate.demo --onnx model.onnx --input photo.jpg --out demo_out/
-    python -m evaluate.demo --from-ground-truth --annotations ann.json --input images/ --out demo_out/
+    simplepose demo --ckpt runs/x/best.pt --input photo.jpg           # runs/demo/1/: photo_pose.jpg, results.json
+    simplepose demo --ckpt runs/x/best.pt --input images/ --json results.json
+    simplepose demo --ckpt runs/x/best.pt --input 'shots/**/*.jpg' --out demo_out/ --min-score 0.5
+    simplepose demo --ckpt runs/x/best.pt --input clip.mp4 --out demo_out/ --json clip.json eval.scales=[1.0]
+    simplepose demo --ckpt runs/x/best.pt --input 0 --out demo_out/             # camera 0, until Ctrl-C
+    simplepose demo --ckpt runs/x/best.pt --input clip.mp4 --track --smooth --out demo_out/ --json clip.json
+    simplepose demo --onnx model.onnx --input photo.jpg --out demo_out/
+    simplepose demo --from-ground-truth --annotations ann.json --input images/ --out demo_out/
 
 A short command over the Python API (``evaluate.PoseEstimator.stream``: the same frames, tracking included; with
 ``--onnx``, ``evaluate.OnnxPoseEstimator``'s, which needs no PyTorch: the runtime install runs this command) and

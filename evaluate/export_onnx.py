@@ -1,6 +1,6 @@
 """Export the network to ONNX: image (B, 3, H, W) -> maps (B, 50, H/4, W/4), batch, height and width dynamic.
 
-    python -m evaluate.export_onnx --ckpt runs/x/best.pt --out simplepose.onnx [--input-size 384x512] [key=value ...]
+    simplepose export --ckpt runs/x/best.pt --out simplepose.onnx [--input-size 384x512] [key=value ...]
 
 A short command over evaluate/inference/onnx_export.py. Input "image": float32 BGR/255, NCHW, height and width multiples
 of 64 (the evaluator pads every resized scale to such a size, so inputs are padded and rarely square). Output "maps":

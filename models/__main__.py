@@ -1,7 +1,7 @@
 """Print a model summary: parameters (total and per part), output shapes and MACs per image.
 
-python -m models --config config/simplepose_coco.yaml
-python -m models --config config/quickstart.yaml data.input_size=320
+simplepose summary --config config/simplepose_coco.yaml
+simplepose summary --config config/quickstart.yaml data.input_size=320
 """
 
 from __future__ import annotations

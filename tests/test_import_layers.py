@@ -35,6 +35,8 @@ LAYERS: dict[str, int] = {
     "train": 7,
     "train_parallel": 7,
     "train_distributed": 7,
+    "cli": 7,  # the console command simplepose: starts the commands by name (importlib), imports none
+    "__main__": 7,
     "bench": 7,
     "tests": 7,
 }

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from simplepose import __version__
 from simplepose.checkpoint.format import Checkpoint
 from simplepose.evaluate import PoseEstimator
 from simplepose.models.posenet import build_model
@@ -119,11 +120,13 @@ def test_every_command_runs_as_python_m_simplepose_from_any_folder(tiny_ckpt, sy
     written = json.loads((tmp_path / "found.json").read_text())  # relative to the caller's folder
     here = PoseEstimator.from_checkpoint(tiny_ckpt, device="cpu", scales=[1.0], flip=False)(str(image))
     assert len(written) == len(here)
-    for module, words in (("simplepose.train", "train.resume=auto"), ("simplepose.evaluate.coco_eval", "--ckpt"),
-                          ("simplepose.data.coco_to_hdf5", "--input-size")):  # fmt: skip
-        r = run_in(tmp_path, ["-m", module, "--help"])
+    for module, sub, words in (("simplepose.train", "train", "train.resume=auto"),
+                               ("simplepose.evaluate.coco_eval", "eval", "--ckpt"),
+                               ("simplepose.data.coco_to_hdf5", "convert", "--input-size")):  # fmt: skip
+        r = run_in(tmp_path, ["-m", module, "--help"], PATH=str(tmp_path))  # no console command on PATH
         assert r.returncode == 0 and words in r.stdout, (module, r.stderr[-1000:])
-        assert r.stdout.split()[:4] == ["usage:", "python", "-m", module], r.stdout[:200]  # as it runs here
+        # as it runs here: the console command through python, as no simplepose is on PATH
+        assert r.stdout.split()[:5] == ["usage:", "python", "-m", "simplepose", sub], r.stdout[:200]
 
 
 def _wheel(folder: Path) -> Path:
@@ -184,6 +187,12 @@ def test_the_wheel_installs_and_runs_in_a_fresh_venv(tiny_ckpt, synthetic_sample
                python=python)  # fmt: skip
     assert r.returncode == 0, r.stderr[-2000:]
     assert (user / "model.onnx").stat().st_size > 10_000
+    # the console command the wheel installs: its version, a subcommand's help spelled as it runs
+    console = str(venv / ("Scripts/simplepose.exe" if os.name == "nt" else "bin/simplepose"))
+    r = subprocess.run([console, "--version"], cwd=user, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == f"simplepose {__version__}", r.stderr[-2000:]
+    r = run_in(user, ["-m", "simplepose", "export", "--help"], python=python, PATH=str(venv / "bin"))
+    assert r.returncode == 0 and r.stdout.startswith("usage: simplepose export "), r.stdout[:300] + r.stderr[-1000:]
     # presets by name from the installed package, whatever the folder (issue 52 item 7)
     presets = "from simplepose.config.config_file import preset_file; import sys; print(preset_file(sys.argv[1]))"
     for given in ("tiny", "tiny.yaml", "config/tiny.yaml", "simplepose_coco_modern"):

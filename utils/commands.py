@@ -1,48 +1,81 @@
 """How a printed command line is spelled: the one that runs where the user is.
 
-Two spellings run the same command. From the checkout's root the short one, as the README writes it::
+Every command is a subcommand of one console command, ``simplepose`` (``simplepose.cli``; ``SUBCOMMANDS`` below),
+installed with the package::
+
+    simplepose convert --images DIR ...      simplepose train ...      simplepose eval --ckpt ...
+    torchrun --nproc_per_node=4 -m simplepose train-distributed ...
+
+That is the spelling wherever the package is installed and ``simplepose`` is on PATH; ``python -m simplepose
+train ...`` where it is importable but the command is not on PATH (a virtual environment's python called by its
+path). A checkout run without an install has neither: from its root (the package's root, not started by the
+package's name) the short form runs, as the mission's lines are written::
 
     python -m data.coco_to_hdf5 ...      python train.py ...      torchrun --nproc_per_node=4 train_distributed.py ...
 
-and from any folder, once the package is installed (editable or from a wheel), the package's name::
-
-    python -m simplepose.data.coco_to_hdf5 ...      python -m simplepose.train ...
-    torchrun --nproc_per_node=4 -m simplepose.train_distributed ...
-
-The rule (``short_form``): a process started by the package's name (``python -m simplepose.X``, also under
-``torchrun -m``) prints the package's name; any other process prints the short form when its working folder is the
-root of the package it imports (the checkout of ``python -m X``, ``python train.py``, a test, a notebook there), and
-the package's name anywhere else (a user's folder, an installed wheel, another checkout). ``bench.*`` and
-``tests.*`` are not in the package: they run from the checkout's root alone and are always spelled short.
-Docstrings: a command's own (its --help) are written in the checkout's spelling and printed through
-``commands_here``; every other library module's, read by ``help()`` and editors wherever the package is installed,
-spell ``python -m simplepose.X`` (tests/test_commands.py keeps both).
+``bench.*`` and ``tests.*`` are not in the package: they run from the checkout's root alone, always spelled short.
+A command's help (its module docstring) is written in the console command's spelling; ``commands_here`` respells
+its ``simplepose SUB`` lines where the user is.
 """
 
 from __future__ import annotations
 
 import re
+import shutil
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 PACKAGE = "simplepose"
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # the checkout's root, or site-packages/simplepose
 SUBPACKAGES = ("checkpoint", "codec", "config", "data", "engine", "evaluate", "models", "utils")
 LAUNCHERS = ("train", "train_parallel", "train_distributed")  # train.py ... at the root: `python train.py`
 
+
+class Subcommand(NamedTuple):
+    """``simplepose NAME``: the module (relative to the package) whose ``main(argv)`` runs it, and one line for
+    ``simplepose --help``."""
+
+    name: str
+    module: str
+    summary: str
+
+
+SUBCOMMANDS = (
+    Subcommand("train", "train", "train on one device (first GPU, else CPU); no arguments: the quick start"),
+    Subcommand("train-parallel", "train_parallel", "train with DataParallel over the visible GPUs"),
+    Subcommand("train-distributed", "train_distributed", "train with DDP, one process per device, under torchrun"),
+    Subcommand("eval", "evaluate.coco_eval", "COCO keypoint AP of a checkpoint, the ground truth or a results file"),
+    Subcommand("diagnose", "evaluate.coco_eval", "where the AP goes: eval with --diagnose DIR"),
+    Subcommand("demo", "evaluate.demo", "people found in images, a folder, a video or a camera"),
+    Subcommand("export", "evaluate.export_onnx", "export a checkpoint's network to ONNX"),
+    Subcommand("convert", "data.coco_to_hdf5", "COCO-format keypoints (JSON + images) to an HDF5 training file"),
+    Subcommand("map-keypoints", "data.map_keypoints", "COCO-format annotations in another skeleton's keypoints"),
+    Subcommand("show-sample", "data.show_sample", "draw one training sample with its targets and mask"),
+    Subcommand("synthetic", "data.synthetic", "a synthetic COCO-format dataset (any skeleton)"),
+    Subcommand("synthetic-video", "data.synthetic_video", "a synthetic video with its identities, for tracking"),
+    Subcommand("plot", "engine.plot", "training curves from a run's metrics.jsonl"),
+    Subcommand("summary", "models", "a network's parameters, output shapes and multiply-accumulates"),
+    Subcommand("convert-weights", "checkpoint.original", "the original's released weights to a SimplePose file"),
+)
+_BY_MODULE = {s.module: s for s in reversed(SUBCOMMANDS)}  # a module's first subcommand (eval, not diagnose)
+_BY_NAME = {s.name: s for s in SUBCOMMANDS}
+
 _IN_PACKAGE = re.compile(rf"^(?:{'|'.join(SUBPACKAGES + LAUNCHERS)})(?:\.|$)")
 
 
 def started_by_package_name() -> bool:
-    """True when this process's main module was started by the package's name (``python -m simplepose.X``,
-    ``torchrun -m simplepose.X``); its ``__spec__`` holds the name it was given."""
+    """True when this process was started by the package's name: the console command ``simplepose`` (also as
+    ``torchrun $(which simplepose)``), ``python -m simplepose`` or ``python -m simplepose.X`` (``torchrun -m``)."""
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
-    return getattr(spec, "name", "").startswith(PACKAGE + ".")
+    if getattr(spec, "name", "").startswith(PACKAGE + "."):
+        return True
+    return Path(sys.argv[0] if sys.argv else "").stem == PACKAGE  # the console script (simplepose, simplepose.exe)
 
 
 def short_form() -> bool:
-    """True when the short spelling (``python -m data.coco_to_hdf5``) runs where the user is: not started by the
-    package's name, and the working folder is the root of the imported package."""
+    """True when the checkout's short spelling (``python -m data.coco_to_hdf5``) runs where the user is: not
+    started by the package's name, and the working folder is the root of the imported package."""
     if started_by_package_name():
         return False
     try:
@@ -51,38 +84,52 @@ def short_form() -> bool:
         return False
 
 
+def console() -> str:
+    """How the console command is called: ``simplepose`` when on PATH, else ``python -m simplepose``."""
+    return PACKAGE if shutil.which(PACKAGE) else f"python -m {PACKAGE}"
+
+
+def _short(module: str, program: str) -> str:
+    """``module`` in the checkout's short spelling, started by ``program`` (``python``, ``torchrun ...``)."""
+    return f"{program} {module}.py" if module in LAUNCHERS else f"{program} -m {module}"
+
+
 def command(module: str, args: str = "", torchrun: str = "") -> str:
     """The command line that runs ``module`` (dotted, relative to the package: ``data.coco_to_hdf5``, ``train``)
     with ``args`` where the user is; ``torchrun``: that launcher's options (``--nproc_per_node=4``), started by it.
 
-    ``command("data.coco_to_hdf5", "--images DIR")`` -> ``python -m data.coco_to_hdf5 --images DIR`` from the
-    checkout's root, ``python -m simplepose.data.coco_to_hdf5 --images DIR`` elsewhere."""
+    ``command("data.coco_to_hdf5", "--images DIR")`` -> ``simplepose convert --images DIR`` where the package is
+    installed, ``python -m data.coco_to_hdf5 --images DIR`` from a checkout's root."""
     program = f"torchrun {torchrun}".rstrip() if torchrun else "python"
+    sub = _BY_MODULE.get(module)
     if not _IN_PACKAGE.match(module):  # bench.*, tests.*: the checkout's root only
         line = f"{program} -m {module}"
-    elif not short_form():
+    elif short_form():
+        line = _short(module, program)
+    elif sub is None:  # a module of the package without a subcommand
         line = f"{program} -m {PACKAGE}.{module}"
-    elif module in LAUNCHERS:
-        line = f"{program} {module}.py"
+    elif torchrun:  # torchrun starts a module by -m, the console command by its path: -m runs wherever importable
+        line = f"{program} -m {PACKAGE} {sub.name}"
     else:
-        line = f"{program} -m {module}"
+        line = f"{console()} {sub.name}"
     return f"{line} {args}".rstrip()
 
 
-# the short spellings in a text: `python -m data.x`, `-m evaluate.x` (after torchrun), `python train.py`, and a
-# launcher's file name among the words of a torchrun command (`torchrun --...` up to the line's end, over `\`
-# continuations)
-_MODULE = re.compile(rf"(?<=-m )(?=(?:{'|'.join(SUBPACKAGES)})\b)")
-_PYTHON_LAUNCHER = re.compile(rf"\bpython ({'|'.join(LAUNCHERS)})\.py\b")
-_TORCHRUN = re.compile(r"\btorchrun(?= -)(?:[^\n]*\\\n)*[^\n]*")
-_LAUNCHER_FILE = re.compile(rf"(?<=\s)({'|'.join(LAUNCHERS)})\.py\b")
+# `simplepose SUB` in a help text, or `-m simplepose SUB` after torchrun
+_SUBCOMMAND = re.compile(
+    rf"(?<![\w.-])(-m )?{PACKAGE} ({'|'.join(sorted(map(re.escape, _BY_NAME), key=len, reverse=True))})(?![\w-])"
+)
 
 
 def commands_here(text: str) -> str:
-    """``text`` (a help text written in the checkout's spelling, such as a command's docstring) with its command
-    lines spelled as ``command`` spells them where the user is: unchanged from the checkout's root."""
-    if short_form():
-        return text
-    text = _TORCHRUN.sub(lambda m: _LAUNCHER_FILE.sub(rf"-m {PACKAGE}.\1", m.group(0)), text)
-    text = _PYTHON_LAUNCHER.sub(rf"python -m {PACKAGE}.\1", text)
-    return _MODULE.sub(f"{PACKAGE}.", text)
+    """``text`` (a help text, such as a command's docstring, written in the console command's spelling) with its
+    ``simplepose SUB`` and ``torchrun ... -m simplepose SUB`` spelled as ``command`` spells them where the user
+    is."""
+
+    def here(m: re.Match[str]) -> str:
+        module = _BY_NAME[m.group(2)].module
+        if m.group(1):  # after torchrun: its program part
+            return _short(module, "").lstrip() if short_form() else m.group(0)
+        return command(module)
+
+    return _SUBCOMMAND.sub(here, text)

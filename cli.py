@@ -1,0 +1,77 @@
+"""The console command ``simplepose``: one subcommand per command of the package, each its module's ``main``.
+
+    simplepose --help                       # the subcommands, one line each
+    simplepose train --config my.yaml       # the launcher train.py, as the checkout runs it
+    simplepose demo --help                  # the module's own help
+    torchrun --nproc_per_node=4 -m simplepose train-distributed --config my.yaml
+
+The subcommands are ``simplepose.utils.commands.SUBCOMMANDS``; a subcommand whose module this installation lacks
+(the runtime distribution has no training) says which install brings it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+
+from simplepose import __version__
+from simplepose.utils.commands import PACKAGE, SUBCOMMANDS, Subcommand, console
+from simplepose.utils.errors import UserError, cli_main
+
+FULL_INSTALL = "pip install simplepose"
+
+
+def installed(sub: Subcommand) -> bool:
+    """Whether this installation holds ``sub``'s module (found without importing it: no torch loads)."""
+    try:
+        return importlib.util.find_spec(f"{PACKAGE}.{sub.module}") is not None
+    except ModuleNotFoundError:  # its package is missing too
+        return False
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=console(),
+        description="Simple Pose: bottom-up multi-person pose estimation. Each subcommand's --help gives its options.",
+        epilog=f"config overrides: key=value after the options, e.g. {console()} train train.epochs=10",
+    )
+    p.add_argument("--version", action="version", version=f"{PACKAGE} {__version__}")
+    subs = p.add_subparsers(title="subcommands", metavar="SUBCOMMAND")
+    for sub in SUBCOMMANDS:
+        note = "" if installed(sub) else f" [needs the full install: {FULL_INSTALL}]"
+        subs.add_parser(sub.name, help=sub.summary + note, add_help=False)
+    return p
+
+
+@cli_main
+def check(sub: Subcommand, argv: list[str]) -> None:
+    """One line when this installation lacks ``sub``'s module, or its arguments lack what it is for."""
+    if not installed(sub):
+        raise UserError(f"{console()} {sub.name} needs the full install (PyTorch): {FULL_INSTALL}")
+    asks_help = "-h" in argv or "--help" in argv
+    if sub.name == "diagnose" and not asks_help and not any(a.split("=")[0] == "--diagnose" for a in argv):
+        raise UserError(f"{console()} diagnose: give --diagnose DIR, the folder for the diagnosis (see --help)")
+
+
+def run_subcommand(sub: Subcommand, argv: list[str]) -> int:
+    """``sub``'s module's ``main(argv)`` (itself a command: its errors are its own lines)."""
+    rc = check(sub, argv)
+    if rc:
+        return rc
+    main = importlib.import_module(f"{PACKAGE}.{sub.module}").main
+    return int(main(argv) or 0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    sub = next((s for s in SUBCOMMANDS if argv and s.name == argv[0]), None)
+    if sub is not None:
+        return run_subcommand(sub, argv[1:])
+    p = parser()
+    if not argv:
+        p.print_help()
+        return 0
+    p.parse_args(argv)  # --help, --version, or an unknown subcommand (argparse's error names the choices)
+    return 2
