@@ -17,7 +17,7 @@ import importlib.util
 import sys
 
 from simplepose import __version__
-from simplepose.utils.commands import PACKAGE, SUBCOMMANDS, Subcommand, console
+from simplepose.utils.commands import COMMAND, PACKAGE, SUBCOMMANDS, Subcommand, console
 from simplepose.utils.errors import UserError, cli_main
 
 FULL_INSTALL = "pip install simplepose"
@@ -32,15 +32,19 @@ def installed(sub: Subcommand) -> bool:
 
 
 def parser() -> argparse.ArgumentParser:
+    lacking = [] if all(installed(s) for s in SUBCOMMANDS) else [f"[full install]: {FULL_INSTALL} (with PyTorch)"]
     p = argparse.ArgumentParser(
         prog=console(),
         description="Simple Pose: bottom-up multi-person pose estimation. Each subcommand's --help gives its options.",
-        epilog=f"config overrides: key=value after the options, e.g. {console()} train train.epochs=10",
+        epilog="\n".join(
+            [f"config overrides: key=value after the options, e.g. {console()} train train.epochs=10"] + lacking
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--version", action="version", version=f"{PACKAGE} {__version__}")
+    p.add_argument("--version", action="version", version=f"{COMMAND} {__version__}")
     subs = p.add_subparsers(title="subcommands", metavar="SUBCOMMAND")
     for sub in SUBCOMMANDS:
-        note = "" if installed(sub) else f" [needs the full install: {FULL_INSTALL}]"
+        note = "" if installed(sub) else " [full install]"
         subs.add_parser(sub.name, help=sub.summary + note, add_help=False)
     return p
 

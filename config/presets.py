@@ -21,7 +21,7 @@ _SUFFIXES = (".yaml", ".yml")
 
 def preset_folder() -> Path:
     """The folder of the shipped presets (the package's ``config/``)."""
-    return Path(str(resources.files("simplepose.config")))
+    return Path(str(resources.files(__package__ or "")))
 
 
 def preset_names() -> tuple[str, ...]:

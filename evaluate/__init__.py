@@ -25,16 +25,18 @@ import importlib
 import importlib.util
 from typing import TYPE_CHECKING
 
+_TOP = __name__.rpartition(".")[0]  # the package's import name: simplepose (simplepose_runtime in the runtime)
+# each name's module, relative to the package
 _HOME = {
-    "FAST": "simplepose.evaluate.fast_setting",
-    "Frame": "simplepose.evaluate.estimator_base",
-    "OnnxPoseEstimator": "simplepose.evaluate.onnx_estimator",
-    "Person": "simplepose.codec.person",
-    "PoseEstimator": "simplepose.evaluate.estimator",
-    "PoseTracker": "simplepose.evaluate.track",
-    "Timing": "simplepose.evaluate.estimator_base",
-    "TrackConfig": "simplepose.config.schema",
-    "coco_results_json": "simplepose.evaluate.estimator_base",
+    "FAST": ".evaluate.fast_setting",
+    "Frame": ".evaluate.estimator_base",
+    "OnnxPoseEstimator": ".evaluate.onnx_estimator",
+    "Person": ".codec.person",
+    "PoseEstimator": ".evaluate.estimator",
+    "PoseTracker": ".evaluate.track",
+    "Timing": ".evaluate.estimator_base",
+    "TrackConfig": ".config.schema",
+    "coco_results_json": ".evaluate.estimator_base",
 }
 
 __all__ = [
@@ -63,13 +65,13 @@ def __getattr__(name: str):
     if name not in _HOME:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     try:
-        module = importlib.import_module(_HOME[name])
+        module = importlib.import_module(_TOP + _HOME[name])
     except ModuleNotFoundError:
         if importlib.util.find_spec("torch") is not None:
             raise
         raise ModuleNotFoundError(  # the runtime install has neither torch nor the modules on it
             f"{name} needs PyTorch, which is not installed (the runtime install without it runs exported models: "
-            "from simplepose import OnnxPoseEstimator)",
+            f"from {_TOP} import OnnxPoseEstimator)",
             name="torch",
         ) from None
     value = getattr(module, name)

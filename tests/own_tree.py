@@ -18,7 +18,7 @@ import simplepose
 
 TREE = Path(__file__).resolve().parents[1]
 # folders of the checkout that are not the package (pyproject's [tool.setuptools] packages)
-NOT_PACKAGE = {"tests", "bench", "build", "build_backend", "cache", "runs", "docs", "dist"}
+NOT_PACKAGE = {"tests", "bench", "build", "build_backend", "runtime", "cache", "runs", "docs", "dist"}
 
 
 def package_modules(tree: Path) -> list[Path]:

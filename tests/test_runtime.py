@@ -1,29 +1,44 @@
-"""The runtime without PyTorch (evaluate/onnx_estimator.py, the distribution of runtime/pyproject.toml): with torch
-made unimportable (tests/no_torch.py), the API and the demo's --onnx find the people, boxes, scores and JSON of
-``PoseEstimator.from_onnx`` under PyTorch, at one scale + flip and five + flip; the runtime wheel holds exactly the
-modules that path imports, none of which imports torch."""
+"""The runtime without PyTorch (evaluate/onnx_estimator.py, the distribution simplepose-runtime of runtime/): with
+torch made unimportable (tests/no_torch.py), the API and the demo's --onnx find the people, boxes, scores and JSON of
+``PoseEstimator.from_onnx`` under PyTorch, at one scale + flip and five + flip; the runtime's distribution holds
+exactly the modules that path imports (derived by runtime/backend.py), none of which imports torch, under an import
+name of its own; its wheel and sdist build, install and run beside the full install."""
 
-import ast
+import importlib.util
 import json
+import os
+import re
+import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+import simplepose
 from simplepose.evaluate import PoseEstimator, coco_results_json, export_onnx
 from tests.helpers import AGREEMENT_IMAGES, UNSCORED_IMAGES, image_folder, subprocess_env
 from tests.paths import REPO_ROOT
 from tests.test_import_layers import module_files
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10
+    import tomli as tomllib
+
+# the runtime distribution's build backend: what it holds, derived (runtime/pyproject.toml)
+_spec = importlib.util.spec_from_file_location("runtime_backend", REPO_ROOT / "runtime" / "backend.py")
+backend = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(backend)
+RUNTIME_ENTRIES = backend.RUNTIME_ENTRIES
 
 SETTINGS = {  # a small box keeps five scales fast; the thresholds are the defaults
     "1 scale + flip": dict(scales=[1.0], flip=True, boxsize=128),
     "5 scales + flip": dict(scales=[0.5, 1.0, 1.5, 2.0, 3.0], flip=True, boxsize=96),
 }
 KEYPOINT_PX, SCORE = 1e-3, 1e-5  # what "the same people" allows: image pixels, scores
-# what the runtime API and command are: the runtime wheel holds them and what they import (runtime_closure)
-RUNTIME_ENTRIES = ("simplepose.evaluate.onnx_estimator", "simplepose.evaluate.demo", "simplepose.evaluate.track")
 # the runtime's own script: people of each image of argv[2:] as JSON, per setting of SETTINGS, without torch
 RUN_WITHOUT_TORCH = """
 import json, sys
@@ -106,81 +121,97 @@ def test_without_torch_the_pytorch_paths_say_what_to_do(installed, tiny_ckpt, sy
     assert run.returncode == 1 and "PoseEstimator needs PyTorch" in run.stderr and "OnnxPoseEstimator" in run.stderr
 
 
-def imports(path: Path) -> tuple[set[str], set[str]]:
-    """(the modules a file imports when it is loaded: at module level, not under ``TYPE_CHECKING``; those it imports
-    later, inside functions)."""
-    loaded, later = set(), set()
+def test_the_runtime_holds_what_its_entries_load_and_no_torch(tmp_path):
+    """runtime/backend.py derives the runtime's modules (what its entries load, read with ``ast``) and dependencies
+    (the main pyproject's, as written there): none loads torch, every outside import is a dependency, and the
+    staged tree is those modules under the runtime's import name, no ``simplepose`` import left."""
+    modules, outside = runtime_closure()
+    assert "torch" not in outside and set(RUNTIME_ENTRIES) <= modules
+    assert "simplepose.evaluate.estimator" not in modules and "simplepose.engine" not in modules
+    declared = {re.split(r"[<>=!~;\[ ]", d, maxsplit=1)[0] for d in backend.dependencies()}
+    third_party = {m for m in outside if m not in sys.stdlib_module_names}
+    assert {backend.PIP_NAME.get(m, m) for m in third_party} | {"onnxruntime"} == declared, third_party
+    main = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert set(backend.dependencies()) <= set(main["dependencies"]) | set(main["optional-dependencies"]["onnx"])
+    staged = backend.stage(tmp_path)
+    files = {p.relative_to(staged / "simplepose_runtime") for p in (staged / "simplepose_runtime").rglob("*.py")}
+    expected = {backend.package_files()[m].relative_to(REPO_ROOT) for m in modules}
+    assert files == expected
+    for path in (staged / "simplepose_runtime").rglob("*.py"):
+        assert not re.search(r"^\s*(from|import) simplepose\b(?!_runtime)", path.read_text(), re.M), path
+    assert f'version = "{simplepose.__version__}"' in (staged / "pyproject.toml").read_text()
 
-    def names(node) -> set[str]:
-        if isinstance(node, ast.Import):
-            return {a.name for a in node.names}
-        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            return {node.module} | {f"{node.module}.{a.name}" for a in node.names}
-        return set()
 
-    def visit(body):
-        for node in body:
-            loaded.update(names(node))
-            if isinstance(node, ast.If) and not (isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"):
-                visit(node.body + node.orelse)
-            elif isinstance(node, ast.Try):
-                visit(node.body + node.orelse + node.finalbody + [n for h in node.handlers for n in h.body])
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                later.update(n for inner in ast.walk(node) for n in names(inner))
+def build(kind: str, folder: Path) -> Path:
+    """``runtime/backend.py``'s ``build_wheel`` or ``build_sdist`` into ``folder``, in a subprocess (setuptools'
+    logs stay there); the built file."""
+    code = f"import sys; sys.path.insert(0, sys.argv[1]); import backend; print(backend.build_{kind}(sys.argv[2]))"
+    r = subprocess.run([sys.executable, "-c", code, str(REPO_ROOT / "runtime"), str(folder)], cwd=folder.parent,
+                       capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    return folder / r.stdout.strip().splitlines()[-1]
 
-    visit(ast.parse(path.read_text(encoding="utf-8")).body)
-    return loaded, later
+
+RUNTIME_USER = """
+import json, sys
+sys.modules["torch"] = None  # as where PyTorch is not installed
+from simplepose_runtime import OnnxPoseEstimator
+people = OnnxPoseEstimator.from_onnx(sys.argv[1], scales=[1.0], flip=True, boxsize=128)(sys.argv[2])
+print(json.dumps([[p.keypoints.tolist(), p.score] for p in people]))
+"""
+
+
+@pytest.mark.slow
+def test_the_runtime_builds_installs_and_runs_beside_the_full_install(trained_onnx, synthetic_sample_images, tmp_path):
+    """Its wheel and sdist build (the sdist's wheel with setuptools alone, away from the checkout, which keeps no
+    build output); in a venv its import name and console command run the exported model; its files and the main
+    wheel's are disjoint, so both install in either order and uninstalling either leaves the other whole."""
+    before = sorted(p.name for p in (REPO_ROOT / "runtime").iterdir())
+    dist = tmp_path / "dist"
+    dist.mkdir()
+    wheel, sdist = build("wheel", dist), build("sdist", dist)
+    assert sorted(p.name for p in (REPO_ROOT / "runtime").iterdir()) == before
+    unpacked = tmp_path / "sdist"
+    shutil.unpack_archive(sdist, unpacked)
+    (source,) = unpacked.iterdir()
+    pip_wheel = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q"]
+    r = subprocess.run([*pip_wheel, "-w", str(tmp_path / "from_sdist"), str(source)], capture_output=True, text=True,
+                       timeout=600)  # fmt: skip
+    assert r.returncode == 0 and len(list((tmp_path / "from_sdist").glob("*.whl"))) == 1, r.stderr[-2000:]
+
+    names = zipfile.ZipFile(wheel).namelist()
+    assert all(n.startswith(("simplepose_runtime/", "simplepose_runtime-")) for n in names), names[:5]
+    main = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert set(main["project"]["scripts"]) == {"simplepose"}  # the runtime's script: simplepose-runtime
+    assert (
+        "simplepose-runtime = "
+        in zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
+    )
+
+    venv = tmp_path / "venv"  # this environment's packages (numpy, onnxruntime, ...) seen, torch blocked below
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
+    python, command = str(venv / "bin" / "python"), str(venv / "bin" / "simplepose-runtime")
+    r = subprocess.run([sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "--no-index", "-q",
+                        str(wheel)], capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "find.py").write_text(RUNTIME_USER)
+    image = str(synthetic_sample_images / AGREEMENT_IMAGES[0])
+    r = subprocess.run([python, "find.py", str(trained_onnx), image], cwd=user, capture_output=True, text=True,
+                       timeout=600, env={**subprocess_env(OMP_NUM_THREADS="1"), "PYTHONPATH": ""})  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    found = json.loads(r.stdout.strip().splitlines()[-1])
+    here = PoseEstimator.from_onnx(trained_onnx, scales=[1.0], flip=True, boxsize=128)(image)
+    assert len(found) == len(here) and [s for _, s in found] == pytest.approx([p.score for p in here], abs=SCORE)
+    r = subprocess.run([command, "--version"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == f"simplepose-runtime {simplepose.__version__}", r.stderr
+    on_path = {**os.environ, "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}"}  # as an activated venv
+    r = subprocess.run([command, "train"], capture_output=True, text=True, timeout=300, env=on_path)
+    assert r.returncode == 2 and r.stderr.strip() == (
+        "error: simplepose-runtime train needs the full install (PyTorch): pip install simplepose"
+    ), r.stderr
 
 
 def runtime_closure() -> tuple[set[str], set[str]]:
-    """(the project's modules the runtime's entries load or import later, with their packages, leaving out those that
-    load torch (the PyTorch paths the runtime refuses in one line); the outside modules they load)."""
-    shipped = module_files().items()  # the package's modules: not the tests' and benches' (no package of it)
-    files = {f"simplepose.{name}": path for name, path in shipped if name.split(".")[0] not in ("tests", "bench")}
-    files["simplepose"] = REPO_ROOT / "__init__.py"
-    parsed = {name: imports(path) for name, path in files.items()}
-
-    def project(names: set[str]) -> set[str]:  # a name imported from a module is not a module: dropped
-        return {n for n in names if n in files}
-
-    def loads(name: str) -> set[str]:
-        """Every module that loading ``name`` loads, itself and its packages included."""
-        out, todo = set(), [name]
-        while todo:
-            module = todo.pop()
-            if module in out:
-                continue
-            out.add(module)
-            todo.extend(project(parsed[module][0]) | ({module.rpartition(".")[0]} - {""}))
-        return out
-
-    def outside(name: str) -> set[str]:
-        return {n.split(".")[0] for n in parsed[name][0] if n.split(".")[0] != "simplepose"}
-
-    needs_torch = {n for n in files if any("torch" in outside(m) for m in loads(n))}
-    todo, modules = list(RUNTIME_ENTRIES), set()
-    while todo:
-        name = todo.pop()
-        if name in modules or name in needs_torch:
-            continue
-        loaded = loads(name)
-        modules |= loaded
-        todo.extend(later for module in loaded for later in project(parsed[module][1]))
-    return modules, {n for m in modules for n in outside(m)}
-
-
-def test_the_runtime_wheel_holds_what_the_runtime_loads_and_no_torch():
-    modules, outside = runtime_closure()
-    assert "torch" not in outside
-    tomllib = pytest.importorskip("tomllib" if sys.version_info >= (3, 11) else "tomli")  # Python 3.10: tomli
-    project = tomllib.loads((REPO_ROOT / "runtime" / "pyproject.toml").read_text(encoding="utf-8"))
-    setup = project["tool"]["setuptools"]
-    listed = {m.removesuffix(".__init__") for m in setup["py-modules"]}
-    for package in setup["packages"]:  # a whole package: its every module
-        folder = REPO_ROOT.joinpath(*package.split(".")[1:])
-        listed |= {package} | {f"{package}.{f.stem}" for f in folder.glob("*.py") if f.stem != "__init__"}
-    assert listed == modules
-    declared = {d.split(">")[0].split("=")[0].strip() for d in project["project"]["dependencies"]}
-    pip_name = {"cv2": "opencv-python-headless", "yaml": "PyYAML", "PIL": "Pillow"}
-    third_party = {m for m in outside if m not in sys.stdlib_module_names}
-    assert {pip_name.get(m, m) for m in third_party} <= declared, third_party
+    return backend.runtime_closure()

@@ -26,7 +26,8 @@ import sys
 from pathlib import Path
 from typing import NamedTuple
 
-PACKAGE = "simplepose"
+PACKAGE = __name__.partition(".")[0]  # the import name: simplepose (simplepose_runtime in the runtime)
+COMMAND = PACKAGE.replace("_", "-")  # the console command: simplepose (simplepose-runtime)
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # the checkout's root, or site-packages/simplepose
 SUBPACKAGES = ("checkpoint", "codec", "config", "data", "engine", "evaluate", "models", "utils")
 LAUNCHERS = ("train", "train_parallel", "train_distributed")  # train.py ... at the root: `python train.py`
@@ -70,7 +71,7 @@ def started_by_package_name() -> bool:
     spec = getattr(sys.modules.get("__main__"), "__spec__", None)
     if getattr(spec, "name", "").startswith(PACKAGE + "."):
         return True
-    return Path(sys.argv[0] if sys.argv else "").stem == PACKAGE  # the console script (simplepose, simplepose.exe)
+    return Path(sys.argv[0] if sys.argv else "").stem == COMMAND  # the console script (simplepose, simplepose.exe)
 
 
 def short_form() -> bool:
@@ -85,8 +86,9 @@ def short_form() -> bool:
 
 
 def console() -> str:
-    """How the console command is called: ``simplepose`` when on PATH, else ``python -m simplepose``."""
-    return PACKAGE if shutil.which(PACKAGE) else f"python -m {PACKAGE}"
+    """How the console command is called: ``simplepose`` when on PATH, else ``python -m simplepose`` (the runtime's:
+    ``simplepose-runtime``, ``python -m simplepose_runtime``)."""
+    return COMMAND if shutil.which(COMMAND) else f"python -m {PACKAGE}"
 
 
 def _short(module: str, program: str) -> str:
@@ -115,9 +117,9 @@ def command(module: str, args: str = "", torchrun: str = "") -> str:
     return f"{line} {args}".rstrip()
 
 
-# `simplepose SUB` in a help text, or `-m simplepose SUB` after torchrun
+# `simplepose SUB` in a help text (written so in either distribution), or `-m simplepose SUB` after torchrun
 _SUBCOMMAND = re.compile(
-    rf"(?<![\w.-])(-m )?{PACKAGE} ({'|'.join(sorted(map(re.escape, _BY_NAME), key=len, reverse=True))})(?![\w-])"
+    rf"(?<![\w.-])(-m )?simplepose ({'|'.join(sorted(map(re.escape, _BY_NAME), key=len, reverse=True))})(?![\w-])"
 )
 
 

@@ -19,7 +19,8 @@ from collections.abc import Iterator
 
 from tqdm import tqdm
 
-PACKAGES = ("simplepose",)  # the loggers' top-level names (every module logs as getLogger(__name__))
+# the loggers' top-level names: the package's import name (every module logs as getLogger(__name__))
+PACKAGES = (__name__.partition(".")[0],)
 _PREFIX = {logging.WARNING: "warning: ", logging.ERROR: "error: ", logging.CRITICAL: "error: "}
 
 
