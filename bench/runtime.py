@@ -4,7 +4,7 @@
     python -m bench.runtime --ckpt runs/quickstart/best.pt --images cache/synthetic/images --count 3 --rounds 3
 
 Install size: the files of the installed distributions each install needs (their RECORD), in this environment:
-PyTorch's install is the main distribution's dependencies, the runtime's is runtime/pyproject.toml's (one level of
+PyTorch's install is the main distribution's dependencies, the runtime's what runtime/backend.py derives (one level of
 dependencies each, then theirs, read from the metadata). Speed: the checkpoint exported to ONNX (in a temporary
 folder), then three estimators on the first ``--count`` .jpg images of ``--images``: ``PoseEstimator`` with the
 PyTorch network (float32, BatchNorm folded), ``PoseEstimator.from_onnx`` and the runtime's ``OnnxPoseEstimator``,
@@ -17,6 +17,7 @@ network. Figures are printed, never asserted.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import re
 import statistics
 import tempfile
@@ -70,11 +71,22 @@ def project_requirements(pyproject: Path) -> list[str]:
     return re.findall(r'"([^"]+)"', block)
 
 
+def runtime_requirements() -> list[str]:
+    """The runtime distribution's requirements, as its build backend derives them (runtime/backend.py)."""
+    spec = importlib.util.spec_from_file_location("runtime_backend", REPO_ROOT / "runtime" / "backend.py")
+    assert spec is not None and spec.loader is not None
+    backend = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(backend)
+    return backend.dependencies()
+
+
 def sizes() -> list[str]:
     lines = []
-    for name, pyproject in (("PyTorch path", REPO_ROOT / "pyproject.toml"), ("runtime", REPO_ROOT / "runtime" /
-                            "pyproject.toml")):  # fmt: skip
-        mb, missing = installed_size(requirement_names(project_requirements(pyproject)))
+    for name, requirements in (
+        ("PyTorch path", project_requirements(REPO_ROOT / "pyproject.toml")),
+        ("runtime", runtime_requirements()),
+    ):
+        mb, missing = installed_size(requirement_names(requirements))
         extra = " + onnxruntime (the onnx extra)" if name == "PyTorch path" else ""
         if name == "PyTorch path":
             mb += installed_size(["onnxruntime"])[0]
