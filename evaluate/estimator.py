@@ -51,7 +51,9 @@ class PoseEstimator(EstimatorBase):
         self.device = device
 
     @classmethod
-    def from_checkpoint(cls, path: str | Path, device: str | torch.device = "auto", **eval_overrides: Any):
+    def from_checkpoint(
+        cls, path: str | Path, device: str | torch.device = "auto", **eval_overrides: Any
+    ) -> PoseEstimator:
         """The network of a checkpoint (ours, the original's, a bare state dict), rebuilt from the file alone, with
         its run's ``eval`` settings changed by ``eval_overrides`` (``EvalConfig`` fields: ``scales=[1.0]``,
         ``flip=False``, ``batch_size=8``...). ``device``: "auto" (CUDA when present), "cpu", "cuda:1"...; the
@@ -61,7 +63,9 @@ class PoseEstimator(EstimatorBase):
         return cls.from_model(model, eval_settings(cfg, eval_overrides, "PoseEstimator.from_checkpoint"), device)
 
     @classmethod
-    def from_onnx(cls, path: str | Path, providers: str | Providers | None = None, **eval_overrides: Any):
+    def from_onnx(
+        cls, path: str | Path, providers: str | Providers | None = None, **eval_overrides: Any
+    ) -> PoseEstimator:
         """An exported network (``python -m simplepose.evaluate.export_onnx``) run by ONNX Runtime, with the config
         and skeleton stored in the file. ``providers``: None (the CPU), a device ("cpu", "cuda", "cuda:N", "auto") or an
         onnxruntime provider list; ``eval_overrides`` as in ``from_checkpoint``."""

@@ -19,7 +19,7 @@ import time
 from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, overload
+from typing import TYPE_CHECKING, Any, Protocol, overload
 
 import numpy as np
 
@@ -34,6 +34,13 @@ from simplepose.evaluate.inference.plan import InferencePlan
 from simplepose.evaluate.metrics.coco_results import coco_results, results_text
 from simplepose.evaluate.video import VideoReader
 from simplepose.utils.text import counted
+
+if TYPE_CHECKING:
+    from PIL import Image
+
+# several images for one call: a list of any one kind (list is invariant: list[Path] is no list[ImageLike]), a list
+# of mixed kinds, or a tuple
+ImageList = list[ImageLike] | list[np.ndarray] | list["Image.Image"] | list[str] | list[Path] | tuple[ImageLike, ...]
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +127,7 @@ class EstimatorBase:
     @overload
     def __call__(self, images: ImageLike) -> list[Person]: ...
     @overload
-    def __call__(self, images: list[ImageLike] | tuple[ImageLike, ...]) -> list[list[Person]]: ...
+    def __call__(self, images: ImageList) -> list[list[Person]]: ...
 
     def __call__(self, images):
         """The people of one image, or of each image of a list or tuple (``predict_batch``). An image: a BGR uint8

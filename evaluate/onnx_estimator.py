@@ -43,7 +43,9 @@ class OnnxPoseEstimator(EstimatorBase):
         self.network = network
 
     @classmethod
-    def from_onnx(cls, path: str | Path, providers: str | Providers | None = None, **eval_overrides: Any):
+    def from_onnx(
+        cls, path: str | Path, providers: str | Providers | None = None, **eval_overrides: Any
+    ) -> OnnxPoseEstimator:
         """The file's network with the config and skeleton stored in it. ``providers``: None (the CPU), a device
         ("cpu", "cuda", "cuda:N", "auto") or an onnxruntime provider list; ``eval_overrides``: ``EvalConfig``
         fields (``scales=[1.0]``, ``flip=False``, ``batch_size=8``...), checked as a ``key=value`` is."""
