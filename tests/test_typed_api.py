@@ -1,4 +1,4 @@
-"""The public API is typed end to end (README "Use in Python"): mypy reads a user's script (tests/data/typed_user.py)
+"""The public API is typed end to end (README "Use in Python"): mypy reads a user's script (tests/typed_user.py)
 without an error, and every object that script gets from the API (``from_checkpoint``, ``from_onnx``, a call, a
 frame of ``stream``) has its type, none is ``Any``."""
 
@@ -15,7 +15,7 @@ import pytest
 import simplepose
 from tests.paths import REPO_ROOT
 
-USER_SCRIPT = REPO_ROOT / "tests" / "data" / "typed_user.py"
+USER_SCRIPT = REPO_ROOT / "tests" / "typed_user.py"
 
 
 def test_a_users_script_type_checks_and_sees_no_any(tmp_path):
