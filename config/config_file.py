@@ -12,6 +12,7 @@ import argparse
 import copy
 import dataclasses
 import difflib
+import re
 import sys
 import types
 import typing
@@ -26,6 +27,7 @@ from simplepose.utils.commands import command
 from simplepose.utils.errors import UserError
 from simplepose.utils.file_kind import file_kind
 from simplepose.utils.io import atomic_write_text
+from simplepose.utils.user_paths import expand_home_value
 
 
 class ConfigError(UserError):
@@ -164,7 +166,7 @@ def set_key(cfg: Config, key: str, value: Any, where: str) -> None:
             tp = _field_type(obj, part)
             if dataclasses.is_dataclass(tp):
                 raise ConfigError(f"config key '{key}' is a section; set its fields, e.g. '{key}.<name>'", key=key)
-            setattr(obj, part, _coerce(value, tp, key))
+            setattr(obj, part, _coerce(expand_home_value(value), tp, key))
         else:
             obj = getattr(obj, part)
 
@@ -219,8 +221,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
             except ConfigError as e:
                 e.file = str(p)
                 raise
-    for text in overrides or []:
-        key, value = parse_override(text)
+    for key, value in parse_overrides(overrides).items():
         set_key(cfg, key, value, "command-line override")
     validate(cfg)
     return cfg
@@ -253,6 +254,12 @@ def preset_chain(p: Path, inside: tuple[Path, ...] = ()) -> list[tuple[Path, dic
         raise not_a_config_file(p) from None
     if not isinstance(data, dict):
         raise ConfigError(f"config file {p} must hold a mapping of sections, got {type(data).__name__}", file=p)
+    if "dataset_keypoints" in data or "keypoints" in data and "limbs" in data:
+        raise ConfigError(
+            f"--config {p} is a skeleton file, not a config: give it as data.skeleton={p} (with --config a preset, "
+            "e.g. --config tiny, or a config file)",
+            file=p,
+        )
     base = data.pop("base", None)
     if base is None:
         return [(p, data)]
@@ -299,8 +306,22 @@ def with_overrides(cfg: Config, values: dict[str, Any], where: str) -> Config:
 
 
 def parse_overrides(overrides: list[str] | None) -> dict[str, Any]:
-    """``["train.lr=1e-4", ...]`` -> ``{"train.lr": 1e-4, ...}`` (values parsed as YAML; the last one wins)."""
-    return dict(parse_override(text) for text in overrides or [])
+    """``["train.lr=1e-4", ...]`` -> ``{"train.lr": 1e-4, ...}`` (values parsed as YAML; the last one wins). A list
+    the shell split at a space (``train.freeze=[a,`` then ``b]``) is named as such."""
+    out = {}
+    words = list(overrides or [])
+    for i, text in enumerate(words):
+        before = words[i - 1] if i else ""
+        if "=" not in text and before.count("[") > before.count("]"):
+            whole = f"{before} {text}"
+            raise ConfigError(
+                f"{whole}: the shell split this list at its space; quote it ('{whole}') or write it without "
+                f"spaces ({whole.replace(' ', '')})",
+                key=before.split("=", 1)[0],
+            )
+        key, value = parse_override(text)
+        out[key] = value
+    return out
 
 
 INPUT_SIZE_MULTIPLE = OUTPUT_STRIDE * 2**4  # the stem divides by 4, the hourglass's four poolings by 16
@@ -368,11 +389,25 @@ def validate(cfg: Config) -> None:
             key="loss.scale_weights",
         )
     check_sources(cfg.data)
+    check_freeze(cfg.train.freeze)
     a = cfg.augment
     if a.scale_min > a.scale_max:
         raise ConfigError(
             f"augment.scale_min ({a.scale_min}) must be <= augment.scale_max ({a.scale_max})", key="augment.scale_min"
         )
+
+
+def check_freeze(patterns: list[str]) -> None:
+    """Each ``train.freeze`` entry is a regular expression (``re``), before a model is built."""
+    for pattern in patterns:
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            raise ConfigError(
+                f"train.freeze: {pattern!r} is not a regular expression ({e}); fix it, e.g. "
+                "train.freeze=['^(?!.*(heads|merge))'] (quoted for the shell) freezes all but the heads and merges",
+                key="train.freeze",
+            ) from None
 
 
 def check_sources(d: DataConfig) -> None:

@@ -171,7 +171,7 @@ def load_coco_keypoints(
         where=f"annotation file {path}",
         match=names,
         expected_by=purpose,
-        fix=_names_fix(purpose),
+        fix=_names_fix(purpose, path, skeleton),
         file=path,
     )
     if mismatch is not None:
@@ -199,14 +199,29 @@ def load_coco_keypoints(
     )
 
 
-def _names_fix(purpose: str) -> str:
-    def option(value: str) -> str:
-        return f"--keypoint-names {value}" + ("" if "--skeleton" in purpose else f" (eval.keypoint_names={value})")
+def _remap(path: Path, skeleton: Skeleton) -> str:
+    """The fix for annotations whose keypoints are not those of the model they are scored against: the command that
+    writes them in ``skeleton``'s keypoints (matched by name), and the file to give then."""
+    mapped = path.with_name(f"{path.stem}_{skeleton.name}.json")
+    remap = command("data.map_keypoints", f"--annotations {path} --skeleton {skeleton.reference()} --out {mapped}")
+    return f"write the annotations in this skeleton's keypoints (`{remap}`) and give {mapped}"
 
+
+def _names_fix(purpose: str, path: Path, skeleton: Skeleton) -> str:
+    """What to do when a file's keypoints are not ``skeleton``'s: a conversion takes the dataset's own skeleton; an
+    evaluation or a run's validation, whose skeleton is the model's, takes the annotations mapped onto it."""
+    converting = "--skeleton" in purpose
+
+    def option(value: str) -> str:
+        return f"--keypoint-names {value}" + ("" if converting else f" (eval.keypoint_names={value})")
+
+    if converting:
+        first = "give the skeleton of this dataset's keypoints (a file in config/skeletons/ or your own)"
+    else:
+        first = _remap(path, skeleton)
     return (
-        f"give the skeleton of this dataset's keypoints (a file in config/skeletons/ or your own); if the names "
-        f"differ only in spelling (Right-ankle for right_ankle) pass {option('spelling')}, if they are other names "
-        f"for the same keypoints in the same order, {option('position')}"
+        f"{first}; if the names differ only in spelling (Right-ankle for right_ankle) pass {option('spelling')}, if "
+        f"they are other names for the same keypoints in the same order, {option('position')}"
     )
 
 
@@ -337,6 +352,12 @@ def _read_annotation_json(path: Path, need_annotations: bool = True, compact: bo
     """The parsed file, checked to be an object with an 'images' and (when needed) an 'annotations' list.
     ``compact``: polygons parsed into arrays as they are read (``_compact_polygons``), for a reader that only draws
     them (the converter): a large file's peak memory is then about a quarter lower."""
+    if path.is_dir():
+        raise AnnotationError(
+            f"--annotations {path} is a folder (the images? --images takes the image folder, --annotations the COCO "
+            "person_keypoints_*.json file)",
+            file=path,
+        )
     if not path.is_file():
         raise AnnotationError(
             f"annotation file {path} not found; pass the COCO person_keypoints_*.json file", file=path
@@ -541,7 +562,7 @@ def _keypoints_problem(
         fix = (
             "if the dataset has another keypoint set, convert it with its skeleton (--skeleton NAME or FILE)"
             if "--skeleton" in purpose
-            else "evaluate with the skeleton of this dataset (data.skeleton=NAME or FILE; a checkpoint carries its own)"
+            else f"{_remap(path, skeleton)}, or evaluate a model of this dataset's skeleton"
         ) + _skip_hint(purpose)
         other = annotation_keypoints(kp, skeleton, where=where, expected_by=purpose, fix=fix, file=path)
         if other is not None:

@@ -41,7 +41,14 @@ from simplepose.data.h5_format import (
     fits_id_column,
     mask_code,
 )
-from simplepose.data.image_files import MAX_SKIPPED_SHARE, BadImages, image_path, missing_files, read_checked
+from simplepose.data.image_files import (
+    MAX_SKIPPED_SHARE,
+    BadImages,
+    check_image_folder,
+    image_path,
+    missing_files,
+    read_checked,
+)
 from simplepose.data.main_person import has_empty_box, main_person_indices
 from simplepose.data.person_masks import image_masks
 from simplepose.utils.commands import command
@@ -181,10 +188,7 @@ def convert(
     skeleton_file = skeleton.reference() if isinstance(skeleton, Skeleton) else str(skeleton)
     skeleton = skeleton if isinstance(skeleton, Skeleton) else load_skeleton(skeleton)
     for s in sources:
-        if not s.images.is_dir():
-            raise UserError(
-                f"image folder {s.images} not found; pass the folder holding the image files (--images)", file=s.images
-            )
+        check_image_folder(s.images)
     loaded = [
         (s, load_coco_keypoints(s.annotations, skeleton, skip_bad, keypoint_names, compact=True)) for s in sources
     ]

@@ -56,6 +56,7 @@ from simplepose.data.jpeg import decode_bgra
 from simplepose.data.keypoint_mapping import KeypointMapping
 from simplepose.utils.commands import command
 from simplepose.utils.errors import DataFileError, UserError
+from simplepose.utils.file_kind import file_kind
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,12 @@ def read_settings(h5_path: str | Path) -> dict:
         with _open(path) as f:
             return check_layout(f, path)
     except OSError:
+        kind = file_kind(path)
+        if kind.name not in ("hdf5", "unknown", "empty"):  # an image, a checkpoint, a JSON... in the wrong place
+            make = command("data.coco_to_hdf5", "--images DIR --annotations FILE.json --out FILE.h5")
+            raise DataFileError(
+                f"{path} is {kind.description}, not an HDF5 training file: give the file made by `{make}`", file=path
+            ) from None
         raise DataFileError(
             f"{path} is not a readable HDF5 file; rebuild it with `{command('data.coco_to_hdf5')}`", file=path
         ) from None

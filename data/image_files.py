@@ -34,6 +34,7 @@ import numpy as np
 from PIL import Image
 
 from simplepose.utils.errors import AnnotationError, UserError
+from simplepose.utils.file_kind import file_kind
 from simplepose.utils.safe_paths import safe_image_path
 
 log = logging.getLogger(__name__)
@@ -320,3 +321,18 @@ class BadImages:
 def missing_files(paths: list[Path]) -> list[Path]:
     """The paths that are not files (checked before any work, so that a wrong folder fails at once)."""
     return [p for p in paths if not p.is_file()]
+
+
+def check_image_folder(folder: str | Path, option: str = "--images") -> None:
+    """UserError unless ``folder`` is a folder: a file given there (most often the annotations JSON, with
+    ``--annotations`` given the folder: the two swapped) is named as what it is."""
+    path = Path(folder)
+    if path.is_dir():
+        return
+    if path.is_file():
+        kind = file_kind(path)
+        annotations = kind.name == "json" or path.suffix.lower() == ".json"
+        hint = " (the annotations? --annotations takes the JSON file, --images its image folder)" if annotations else ""
+        what = kind.description or "a file"
+        raise UserError(f"{option} {path} is {what}, not a folder of images{hint}", file=path)
+    raise UserError(f"image folder {path} not found; give the folder holding the image files ({option})", file=path)

@@ -43,7 +43,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
-import math
 from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
@@ -199,8 +198,11 @@ def check_arguments(args: argparse.Namespace, inputs: Inputs) -> None:
         raise UserError("--from-ground-truth needs --annotations FILE and image or video input")
     if not args.fps > 0:
         raise UserError(f"--fps must be > 0 frames per second, got {args.fps}")
-    if args.min_score is not None and not math.isfinite(args.min_score):
-        raise UserError(f"--min-score must be a number, got {args.min_score}")
+    if args.min_score is not None and not 0 <= args.min_score <= 1:  # NaN too
+        raise UserError(
+            f"--min-score is a person's score, in [0, 1], got {args.min_score} (nothing could pass it); e.g. "
+            "--min-score 0.3"
+        )
     stray = [o for o in args.overrides if "=" not in o]
     if stray:
         raise UserError(

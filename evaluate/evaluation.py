@@ -24,7 +24,7 @@ import torch
 
 from simplepose.config.schema import Config, EvalConfig
 from simplepose.config.skeleton_file import skeleton_of
-from simplepose.data.image_files import BadImages, image_path, read_decoded_checked
+from simplepose.data.image_files import BadImages, check_image_folder, image_path, read_decoded_checked
 from simplepose.evaluate.estimator import PoseEstimator
 from simplepose.evaluate.metrics.annotations import GroundTruth, load_ground_truth
 from simplepose.evaluate.metrics.coco_results import write_results
@@ -32,7 +32,6 @@ from simplepose.evaluate.metrics.evaluator import KeypointEvaluator
 from simplepose.evaluate.metrics.results_file import read_results
 from simplepose.models.eval_mode import eval_mode
 from simplepose.utils import distributed as dist
-from simplepose.utils.errors import UserError
 from simplepose.utils.progress_bar import progress_bar
 from simplepose.utils.watchdog import beat
 
@@ -40,8 +39,7 @@ SKIP_OPTION = "--skip-bad (eval.skip_bad=true)"
 
 
 def check_images_dir(images_dir: str | Path) -> None:
-    if not Path(images_dir).is_dir():
-        raise UserError(f"image folder {images_dir} not found (check --images / data.val_images)", file=images_dir)
+    check_image_folder(images_dir, "--images (or data.val_images)")
 
 
 def evaluated_ids(image_list: Mapping[int, dict], cfg: EvalConfig) -> list[int]:

@@ -62,6 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--opset", type=int, default=17)
     add_config_arguments(p)
     args = p.parse_args(argv)
+    if Path(args.out).suffix.lower() != ".onnx":
+        raise UserError(
+            f"--out {args.out}: an ONNX file is named *.onnx: e.g. --out {Path(args.out).with_suffix('.onnx')}"
+        )
     height, width = input_size(args.input_size)
     inputs = check_inputs(height, width)
     for x in inputs:

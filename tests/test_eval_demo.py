@@ -144,7 +144,7 @@ def test_demo_camera_reads_until_ctrl_c_then_writes_what_it_has(
         ("no_camera", "camera 9 could not be opened"),
         ("pattern_matches_no_image", "input pattern '{tmp}/*.png' matches no image files"),
         ("unquoted_pattern", "'{tmp}/b.jpg' is not a key=value override; for several images give a folder"),
-        ("min_score_nan", "--min-score must be a number, got nan"),
+        ("min_score_nan", "--min-score is a person's score, in [0, 1], got nan"),
         ("json_exists", "{tmp}/r.json exists: an earlier result is never replaced silently; give --overwrite"),
         ("two_models", "give one of --ckpt CKPT, --onnx FILE"),
         ("onnx_model_override", "--onnx takes only eval.* and track.* overrides"),

@@ -15,6 +15,7 @@ Subclasses live beside what they describe: ``config.config_file.ConfigError``, `
 from __future__ import annotations
 
 import functools
+import inspect
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -73,12 +74,19 @@ def cli_main(fn: Callable[..., int | None]) -> Callable[..., int]:
     """Wrap a command's ``main``: while it runs, logging goes to the terminal (``utils.logs.terminal_logging``), and a
     ``UserError`` prints ``error: <message>`` and exits with status 2; Ctrl-C (``KeyboardInterrupt``) prints
     ``interrupted`` (with the exception's words, where the command gave some) and exits with status 130; a command
-    stopped cleanly on a signal (``Stopped``) prints its line and exits with its status."""
+    stopped cleanly on a signal (``Stopped``) prints its line and exits with its status. A ``~`` starting a path among
+    the arguments (``--ckpt ~/x.pt``, ``--out=~/x``, ``data.train=~/x.h5``) is expanded (``utils.user_paths``)."""
+
+    takes_argv = next(iter(inspect.signature(fn).parameters), None) == "argv"  # main(argv)
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs) -> int:
         from simplepose.utils.logs import terminal_logging
+        from simplepose.utils.user_paths import expand_home
 
+        if takes_argv and (not args or args[0] is None or isinstance(args[0], list)):  # its words, ~ expanded
+            argv = args[0] if args else kwargs.pop("argv", None)
+            args = ([expand_home(word) for word in (sys.argv[1:] if argv is None else argv)], *args[1:])
         with terminal_logging():
             try:
                 rc = fn(*args, **kwargs)
