@@ -168,6 +168,7 @@ class Checkpointer:
             ckpt = self._checkpoint(name, state)
             try:
                 ckpt.save(self.out_dir / name)
+                log.info("wrote %s (%s)", self.out_dir / name, position.where())
             except WriteError as e:
                 error = (str(e), e.errno)
         message, code = du.broadcast_object(error)

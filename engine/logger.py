@@ -105,6 +105,15 @@ class MetricsLogger:
         record.update({k: _plain(v) for k, v in values.items()})
         with self.path.open("a") as f:
             f.write(json.dumps(record) + "\n")
+        if kind == "train":  # the console shows each record train.log_every writes (through the progress bar)
+            log.info(
+                "epoch %d step %s: loss %.4g, lr %.3g, %.1f samples/s",
+                epoch,
+                values.get("step", global_step),
+                values.get("loss", math.nan),
+                values.get("lr", math.nan),
+                values.get("samples_per_s", math.nan),
+            )
         if self.tb is not None:
             for k, v in record.items():
                 if isinstance(v, (int, float)) and k not in ("epoch", "global_step", "time"):

@@ -8,10 +8,12 @@ import io
 import logging
 import os
 import pty
+import re
 import struct
 import subprocess
 import sys
 import termios
+from pathlib import Path
 
 import h5py
 import pytest
@@ -191,3 +193,21 @@ def test_on_without_tensorboard_refuses_before_writing_anything(not_installed, s
         Trainer(tiny_cfg(synthetic_h5_64, tmp_path / "run", "train.tensorboard=on"))
     assert e.value.key == "train.tensorboard" and "pip install tensorboard" in str(e.value)
     assert not (tmp_path / "run").exists()
+
+
+# ---------------------------------------------------------------------------------------------- the console
+def test_the_console_shows_every_logged_step_and_every_checkpoint_written(synthetic_h5_64, tmp_path, capsys):
+    """``train.log_every`` sets the console's step lines as it sets metrics.jsonl's records (and the epoch's last
+    step), and each checkpoint written gets a line with its file and position."""
+    from simplepose import train
+
+    out = tmp_path / "run"
+    argv = tiny_run_args(synthetic_h5_64, out, "train.epochs=2", "train.max_steps_per_epoch=5", "train.log_every=2")
+    assert train.main(argv) == 0
+    printed = capsys.readouterr().out
+    steps = [(int(e), int(s)) for e, s in re.findall(r"^epoch (\d+) step (\d+): loss \S+, lr \S+, ", printed, re.M)]
+    records = [(r["epoch"], r["step"]) for r in engine_logger.read_metrics(out) if r["kind"] == "train"]
+    assert steps == records == [(0, 2), (0, 4), (0, 5), (1, 2), (1, 4), (1, 5)]
+    written = re.findall(r"^wrote (\S+) \(epoch (\d+), step (\d+) \(global step (\d+)\)\)", printed, re.M)
+    assert written and all(Path(f).parent == out and Path(f).is_file() for f, *_ in written), printed
+    assert (str(out / "last.pt"), "1", "5", "10") in written or (str(out / "last.pt"), "2", "0", "10") in written
