@@ -30,7 +30,7 @@ from simplepose.codec.person import Person, keypoint_array
 from simplepose.config.skeleton import Skeleton
 from simplepose.evaluate.estimator import PoseEstimator
 from simplepose.evaluate.inference.checkpoint_model import load_model
-from simplepose.evaluate.metrics.annotations import load_coco
+from simplepose.evaluate.metrics.annotations import load_ground_truth
 from simplepose.evaluate.metrics.coco_results import coco_results
 from simplepose.evaluate.metrics.keypoint_stats import keypoint_stats
 from simplepose.evaluate.metrics.people_agreement import people_agreement
@@ -47,11 +47,16 @@ class Side:
     seconds: float = 0.0
 
 
-def image_files(images: Path, annotations: str | None, limit: int) -> tuple[dict[int, Path], object]:
-    """(image id -> file, the COCO annotations or None), the first ``limit`` (0: all) by id."""
+def image_files(
+    images: Path, annotations: str | None, limit: int, ckpt: str, overrides: list[str]
+) -> tuple[dict[int, Path], object]:
+    """(image id -> file, the COCO annotations or None), the first ``limit`` (0: all) by id. The annotations are
+    read as an evaluation reads them (``load_ground_truth``: checked against the checkpoint's skeleton)."""
     if annotations:
-        coco = load_coco(annotations)
-        files = {i: images / coco.imgs[i]["file_name"] for i in sorted(coco.imgs)}
+        model, cfg = load_model(ckpt, None, overrides, CPU)
+        truth = load_ground_truth(annotations, model.skeleton, cfg.eval)
+        coco = truth.coco
+        files = {i: images / truth.images[i]["file_name"] for i in sorted(truth.images)}
     else:
         coco, files = None, {i: f for i, f in enumerate(sorted(images.glob("*.jpg")))}
     if not files:
@@ -115,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--candidate", nargs="+", default=["eval.amp=auto", "eval.channels_last=auto"])
     p.add_argument("overrides", nargs="*", help="key=value config overrides for both sides")
     args = p.parse_args(argv)
-    files, coco = image_files(args.images, args.annotations, args.max_images)
+    files, coco = image_files(args.images, args.annotations, args.max_images, args.ckpt, args.overrides)
     ref = run_side(f"reference ({' '.join(args.reference)})", args.ckpt, [*args.overrides, *args.reference], files)
     cand = run_side(f"candidate ({' '.join(args.candidate)})", args.ckpt, [*args.overrides, *args.candidate], files)
     print("\n".join(summary(ref, cand, coco, list(files))))

@@ -348,10 +348,10 @@ def _compact_polygons(obj: dict) -> dict:
     return obj
 
 
-def _read_annotation_json(path: Path, need_annotations: bool = True, compact: bool = False) -> dict:
-    """The parsed file, checked to be an object with an 'images' and (when needed) an 'annotations' list.
-    ``compact``: polygons parsed into arrays as they are read (``_compact_polygons``), for a reader that only draws
-    them (the converter): a large file's peak memory is then about a quarter lower."""
+def read_annotation_file(path: Path, want: str = "pass the COCO person_keypoints_*.json file", compact: bool = False):
+    """The parsed JSON of an annotation file, unchecked (the one place such a file is opened and parsed); an
+    AnnotationError naming it when it is a folder, missing, unreadable or not JSON (``want``: what to give
+    instead). ``compact``: polygons parsed into arrays as they are read (``_compact_polygons``)."""
     if path.is_dir():
         raise AnnotationError(
             f"--annotations {path} is a folder (the images? --images takes the image folder, --annotations the COCO "
@@ -359,9 +359,7 @@ def _read_annotation_json(path: Path, need_annotations: bool = True, compact: bo
             file=path,
         )
     if not path.is_file():
-        raise AnnotationError(
-            f"annotation file {path} not found; pass the COCO person_keypoints_*.json file", file=path
-        )
+        raise AnnotationError(f"annotation file {path} not found; {want}", file=path)
     try:
         with open(path, "rb") as f:
             data = json.load(f, object_hook=_compact_polygons if compact else None)
@@ -372,9 +370,17 @@ def _read_annotation_json(path: Path, need_annotations: bool = True, compact: bo
             file=path,
         ) from None
     except UnicodeDecodeError:
-        raise not_json(path, "pass the COCO person_keypoints_*.json file") from None
+        raise not_json(path, want) from None
     except OSError as e:
         raise AnnotationError(f"cannot read annotation file {path}: {e}; {_fix_hint(path)}", file=path) from None
+    return data
+
+
+def _read_annotation_json(path: Path, need_annotations: bool = True, compact: bool = False) -> dict:
+    """The parsed file, checked to be an object with an 'images' and (when needed) an 'annotations' list.
+    ``compact``: polygons parsed into arrays as they are read, for a reader that only draws them (the converter): a
+    large file's peak memory is then about a quarter lower."""
+    data = read_annotation_file(path, compact=compact)
     if not isinstance(data, dict) or not isinstance(data.get("images"), list):
         raise AnnotationError(
             f"annotation file {path} has no 'images' list; {_fix_hint(path)}", file=path, key="images"

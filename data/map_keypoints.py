@@ -17,15 +17,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from simplepose.config.skeleton_check import NAME_MATCHES
 from simplepose.config.skeleton_file import load_skeleton
 from simplepose.data.annotation_mapping import map_annotation_file
-from simplepose.data.coco_annotations import not_json
+from simplepose.data.coco_annotations import read_annotation_file
 from simplepose.data.command_options import add_annotation_file_options
 from simplepose.utils.commands import command, commands_here
-from simplepose.utils.errors import AnnotationError, UserError, cli_main
+from simplepose.utils.errors import UserError, cli_main
 from simplepose.utils.io import atomic_write_bytes
 
 
@@ -68,24 +67,6 @@ def parse_renames(items: list[str]) -> dict[str, str]:
     return out
 
 
-def read_json(path: Path) -> dict:
-    if not path.is_file():
-        raise AnnotationError(f"annotation file {path} not found; pass a COCO-format person_keypoints JSON", file=path)
-    try:
-        with open(path, "rb") as f:
-            return json.load(f)
-    except json.JSONDecodeError as e:
-        raise AnnotationError(
-            f"annotation file {path} is not valid JSON ({e.msg} at line {e.lineno}, column {e.colno}); the file looks "
-            "truncated or corrupt: download it again",
-            file=path,
-        ) from None
-    except UnicodeDecodeError:
-        raise not_json(path, "pass the COCO-format person_keypoints JSON whose keypoints to map") from None
-    except OSError as e:
-        raise AnnotationError(f"cannot read annotation file {path}: {e}", file=path) from None
-
-
 @cli_main
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
@@ -100,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
             file=args.out,
         )
     skeleton = load_skeleton(args.skeleton)
-    data = read_json(args.annotations)
+    data = read_annotation_file(args.annotations, "pass the COCO-format person_keypoints JSON whose keypoints to map")
     mapped, mapping = map_annotation_file(data, skeleton, str(args.annotations), rename, args.keypoint_names)
     print(mapping.coverage())
     atomic_write_bytes(args.out, json.dumps(mapped, separators=(",", ":")).encode())
