@@ -42,6 +42,11 @@ def parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--version", action="version", version=f"{COMMAND} {__version__}")
+    p.add_argument(
+        "--completion",
+        choices=["bash"],
+        help=f'print a shell completion script: eval "$({COMMAND} --completion bash)" in ~/.bashrc',
+    )
     subs = p.add_subparsers(title="subcommands", metavar="SUBCOMMAND")
     for sub in SUBCOMMANDS:
         note = "" if installed(sub) else " [full install]"
@@ -77,5 +82,23 @@ def main(argv: list[str] | None = None) -> int:
     if not argv:
         p.print_help()
         return 0
-    p.parse_args(argv)  # --help, --version, or an unknown subcommand (argparse's error names the choices)
+    args = p.parse_args(argv)  # --help, --version, --completion, or an unknown subcommand (argparse names them)
+    if args.completion:
+        print(bash_completion())
+        return 0
     return 2
+
+
+def bash_completion() -> str:
+    """A bash completion for the console command: the subcommands and options as the first word, then file names
+    (the subcommands' own options are in their --help)."""
+    words = " ".join([*(s.name for s in SUBCOMMANDS), "--help", "--version", "--completion"])
+    function = f"_{COMMAND.replace('-', '_')}_complete"
+    return (
+        f"{function}() {{\n"
+        '    local word="${COMP_WORDS[COMP_CWORD]}"\n'
+        f'    if [ "$COMP_CWORD" -eq 1 ]; then COMPREPLY=($(compgen -W "{words}" -- "$word"));\n'
+        '    else COMPREPLY=($(compgen -f -- "$word")); fi\n'
+        "}\n"
+        f"complete -o filenames -F {function} {COMMAND}"
+    )

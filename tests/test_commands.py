@@ -9,6 +9,7 @@ import ast
 import functools
 import os
 import re
+import shutil
 import subprocess
 import sys
 import types
@@ -321,3 +322,23 @@ def test_every_argument_parser_of_the_library_names_its_program_through_command(
                 if not named:  # console(): the console command's own parser (cli.py)
                     unnamed.append(f"{path.relative_to(PACKAGE_ROOT)}:{node.lineno}")
     assert not unnamed, f"give prog=command(...) to: {unnamed}"
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash here")
+def test_bash_completes_the_subcommands_then_files(tmp_path, capsys):
+    assert cli.main(["--completion", "bash"]) == 0
+    script = tmp_path / "completion.sh"
+    script.write_text(capsys.readouterr().out)
+    (tmp_path / "model.onnx").write_bytes(b"")
+
+    def complete(*words: str) -> list[str]:
+        line = " ".join(words)
+        code = f"source {script}; COMP_WORDS=({line}); COMP_CWORD={len(words) - 1}; _simplepose_complete; "
+        r = subprocess.run(["bash", "-c", code + 'printf "%s\\n" "${COMPREPLY[@]}"'], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert r.returncode == 0, r.stderr
+        return r.stdout.split()
+
+    assert complete("simplepose", "tr") == ["train", "train-parallel", "train-distributed"]
+    assert complete("simplepose", "ex") == ["export"]
+    assert complete("simplepose", "demo", "--onnx", "mod") == ["model.onnx"]
