@@ -242,19 +242,23 @@ def _shared_peaks(table, members, mask, owner, parts, evidence: JoinEvidence, sh
     ends = table[:, :2].astype(np.int64)
     strongest = np.zeros(len(own))
     np.maximum.at(strongest, ends.ravel(), np.repeat(table[:, 2], 2))
-    across = table[own[ends[:, 0]] != own[ends[:, 1]]]
+    # each accepted connection in both directions (a keypoint of the person, the peak it may take), kept where the
+    # person has two or more keypoints, lacks the peak's type, and the connection is nearly the strongest to the peak
+    mine, other = np.concatenate([ends, ends[:, ::-1]]).T
+    s = np.concatenate([table[:, 2], table[:, 2]])
+    held, part = own[mine], np.asarray(parts)[other]
+    person_mask = np.asarray(mask, dtype=object)[held]
+    size = np.fromiter(map(len, members), np.int64, len(members))[held]
+    lacks = np.fromiter((not (m >> t) & 1 for m, t in zip(person_mask.tolist(), part.tolist())), bool, len(held))
+    keep = np.flatnonzero((held != own[other]) & (size >= 2) & lacks & (s >= share * strongest[other]))
     out: dict[int, list[int]] = {}
     taken: dict[int, int] = {}  # person -> bit mask of the types it took
-    for pa_f, pb_f, s in across[np.argsort(-across[:, 2], kind="stable"), :3].tolist():
-        for mine, other in ((int(pa_f), int(pb_f)), (int(pb_f), int(pa_f))):
-            q = owner[mine]
-            bit = 1 << parts[other]
-            if len(members[q]) < 2 or (mask[q] | taken.get(q, 0)) & bit or s < share * strongest[other]:
-                continue
-            if not evidence.joins([other], members[q], bit, mask[q]):
-                continue
-            out.setdefault(q, []).append(other)
-            taken[q] = taken.get(q, 0) | bit
+    for k in keep[np.argsort(-s[keep], kind="stable")].tolist():
+        q, peak, bit = int(held[k]), int(other[k]), 1 << int(part[k])
+        if taken.get(q, 0) & bit or not evidence.joins([peak], members[q], bit, mask[q]):
+            continue
+        out.setdefault(q, []).append(peak)
+        taken[q] = taken.get(q, 0) | bit
     return out
 
 
@@ -270,7 +274,11 @@ class JoinEvidence:
     def __init__(self, table: np.ndarray, parts: list[int], limbs: tuple[tuple[int, int], ...], types: int, required):
         self.required = float(required) if limbs else 0.0
         self.parts = parts
-        self.accepted = {(int(a), int(b)) for a, b in table[:, :2].tolist()} if self.required > 0 else set()
+        ends = table[:, :2].astype(np.int64)
+        self.n = len(parts)
+        # every accepted pair as one integer a * n + b, both ways round
+        keys = np.concatenate([ends @ (self.n, 1), ends @ (1, self.n)]) if self.required else ends[:0, 0]
+        self.accepted = set(keys.tolist())
         # per keypoint type: the bit mask of the types a limb links it to
         self.linked = [0] * types
         for a, b in limbs:
@@ -293,7 +301,7 @@ class JoinEvidence:
             while reach:
                 low = reach & -reach
                 q = peak_of[low.bit_length() - 1]
-                if (p, q) in self.accepted or (q, p) in self.accepted:
+                if p * self.n + q in self.accepted:
                     accepted += 1
                 else:
                     refused += 1
