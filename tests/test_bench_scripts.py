@@ -78,6 +78,21 @@ def test_grouping_bench_prints_both_rates(sample_kind, sample_images, sample_ann
         assert rate, figure  # printed as a number; its value is a measurement, not asserted
 
 
+def test_grouping_bench_alternates_two_decoders_and_times_crowds(capsys):
+    """``--versus``: a rate per side over the same maps; ``--crowds``: a time per image and per person for each crowd
+    size and side, every person of the synthetic crowd found by both."""
+    rc = grouping.main(["--repeat", "1", "--versus", "eval.join_limbs=0", "eval.share_peaks=0", "--crowds", "3", "6"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    for side in ("configured", "eval.join_limbs=0 eval.share_peaks=0"):
+        assert re.search(f"^decoding, alternated rounds: {side}: [0-9.]+ images/s", out, re.M), side
+        for n in (3, 6):
+            found = re.search(
+                f"^crowd of {n}, {side}: [0-9.]+ ms per image, [0-9.]+ ms per person, ([0-9.]+) found", out, re.M
+            )
+            assert found and float(found.group(1)) >= n, (n, side)
+
+
 def test_grouping_bench_finds_the_sample_through_the_environment(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("SIMPLEPOSE_COCO_SAMPLE", str(tmp_path / "elsewhere"))
     assert grouping.main(["--repeat", "1"]) == 2
