@@ -286,3 +286,5 @@ def test_the_diagnosis_counts_people_lost_to_merges_and_misses(scene, tmp_path):
     assert without_first.lost_people == {"merged": 0, "missed": 1}
     assert without_first.lost_ap_cost["missed"] > 0.1
     assert without_first.ap["baseline"] + without_first.lost_ap_cost["missed"] == pytest.approx(1.0, abs=0.01)
+    nothing = diagnose(truth, [])  # everyone missed: without them no one is left to score, nothing is wrong (1.0)
+    assert nothing.lost_people == {"merged": 0, "missed": len(kp)} and nothing.lost_ap_cost["missed"] == 1.0

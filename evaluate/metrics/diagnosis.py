@@ -151,8 +151,8 @@ def diagnose(
     base = scorer.run(dts, fast_oks=False, keep_ious=True)  # the evaluator's own figures
     ap["baseline"], curves["baseline"] = scorer.ap(base), scorer.curves(base)
     lost = _LostPeople(base, scorer, LOST_OKS)
-    lost_cost = {c: scorer.ap(scorer.run_ap(dts, scorer.without(lost.of(c)))) - ap["baseline"] for c in LOST_CAUSES}
     base.ious = {}
+    lost_cost = {c: _ap_without(scorer, dts, lost.of(c), len(kps.people)) - ap["baseline"] for c in LOST_CAUSES}
     corrected = dts
     for kind in CORRECTED:
         corrected = kps.corrected(corrected, (kind,))
@@ -472,6 +472,16 @@ class _KeypointAnalysis:
 
 
 LOST_OKS = 0.5  # the OKS at which people lost are counted by cause
+
+
+def _ap_without(scorer: _Scorer, dts: list[dict], people: set[int], total: int) -> float:
+    """The AP of ``dts`` with ``people`` left out of the ground truth (of ``total`` people); 1.0 where no one is left
+    to score (nothing is wrong any more; pycocotools says -1)."""
+    if len(people) >= total:
+        return 1.0
+    if not dts:
+        return 0.0
+    return scorer.ap(scorer.run_ap(dts, scorer.without(people)))
 
 
 class _LostPeople:
