@@ -1,12 +1,19 @@
 """Grouping speed on ground-truth maps of the real COCO sample, one thread.
 
     python -m bench.grouping [--images DIR --annotations FILE] [--repeat 3] [key=value ...]
+    python -m bench.grouping --versus eval.join_limbs=0 eval.share_peaks=0 [--crowds 5 10 20 40] [--repeat 5]
 
 Prints two figures (recorded with the original's on the same machine in docs/benchmarks.md#decoding):
 * decoding: peaks + limb scoring + assembly on the averaged maps;
 * post-network: flip fusion + resize onto the decoding grid + decoding, starting from the network-shaped
   (2, 50, h, w) output at scale 1 (boxsize / image height; the maps a perfect network would give, drawn
   from the annotations).
+
+``--versus key=value ...``: the decoding figure of the configured decoder and of the same with those overrides, in
+alternate rounds over the same maps (``--repeat`` rounds each; the median round's rate and the range). ``--crowds N
+...``: also the decoding time of synthetic crowds of N people (copies of the sample's most complete person, jittered
+on a 480 x 640 picture, drawn as targets at scale 1), per image and per person, for each side: how the decoding
+scales with the crowd.
 """
 
 from __future__ import annotations
@@ -22,7 +29,8 @@ import torch
 
 from simplepose.codec.decoder.decode import decode_people
 from simplepose.codec.layout import ChannelLayout
-from simplepose.config.config_file import add_config_arguments, config_from_args
+from simplepose.codec.pose_codec import PoseCodec
+from simplepose.config.config_file import add_config_arguments, config_from_args, load_config
 from simplepose.config.schema import OUTPUT_STRIDE, DecodeSettings
 from simplepose.config.skeleton import Skeleton
 from simplepose.config.skeleton_file import skeleton_of
@@ -65,6 +73,32 @@ def post_network(out, valid_hw, grid, image_hw, cfg, stride: int, skeleton: Skel
     return decode_people(maps, params, (image_hw[1] / grid[1], image_hw[0] / grid[0]), skeleton=skeleton)
 
 
+def alternated(sides: dict[str, tuple], maps: list[tuple], rounds: int, skeleton: Skeleton) -> dict[str, list[float]]:
+    """{side: images/s of each round} of decoding ``maps`` ((maps, scale) per image) with each side's settings
+    (``sides``: name -> DecodeSettings), the sides in turn within each round."""
+    out: dict[str, list[float]] = {name: [] for name in sides}
+    for _ in range(rounds):
+        for name, params in sides.items():
+            start = time.perf_counter()
+            for m, sc in maps:
+                decode_people(m, params, sc, skeleton=skeleton)
+            out[name].append(len(maps) / (time.perf_counter() - start))
+    return out
+
+
+def crowd_maps(truth_kp: np.ndarray, n: int, skeleton: Skeleton, cfg, seed: int = 0) -> tuple[np.ndarray, float]:
+    """(maps, scale) of a synthetic crowd: ``n`` copies of one person's internal keypoints ``truth_kp`` (K, 3), scaled
+    to 200 px tall and jittered over a 480 x 640 picture (seeded), drawn as the targets of scale 1."""
+    rng = np.random.default_rng(seed + n)
+    labelled = truth_kp[:, 2] < 2
+    xy = truth_kp[:, :2] - truth_kp[labelled, :2].min(0)
+    xy *= 200.0 / max(np.ptp(truth_kp[labelled, 1]), 1.0)
+    people = np.repeat(truth_kp[None], n, 0).astype(np.float32)
+    people[..., :2] = xy + rng.uniform((0, 0), (560, 260), (n, 1, 2))
+    codec = PoseCodec(skeleton, cfg.targets)
+    return codec.encode(people, None, (480 // OUTPUT_STRIDE, 640 // OUTPUT_STRIDE))[0], float(OUTPUT_STRIDE)
+
+
 def rate(fn, items, repeat: int) -> float:
     start = time.perf_counter()
     for _ in range(repeat):
@@ -79,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--images", type=Path, help="image folder (default: the real COCO sample's)")
     p.add_argument("--annotations", type=Path, help="COCO keypoint annotations (default: the real COCO sample's)")
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--versus", nargs="+", default=[], metavar="key=value", help="the other side's overrides")
+    p.add_argument("--crowds", nargs="+", type=int, default=[], metavar="N", help="people per synthetic crowd")
     add_config_arguments(p)
     args = p.parse_args(argv)
     cfg = config_from_args(args)
@@ -97,7 +133,32 @@ def main(argv: list[str] | None = None) -> int:
     print(f"decoding (peaks + limbs + assembly): {decode_rate:.1f} images/s")
     print(f"post-network (flip fusion + resize + decoding): {post_rate:.1f} images/s")
     print(f"decoding maps: {np.mean([m.shape[1] * m.shape[2] for m, _ in decoded]):.0f} pixels on average")
+    if args.versus:
+        compare(args, cfg, sk, decoded)
     return 0
+
+
+def compare(args: argparse.Namespace, cfg, sk: Skeleton, decoded: list[tuple]) -> None:
+    """``--versus`` and ``--crowds`` (module docstring): the configured decoder against it with ``args.versus``."""
+    sides = {
+        "configured": cfg.eval,
+        " ".join(args.versus): load_config(args.config, [*args.overrides, *args.versus]).eval,
+    }
+    report_sides(alternated(sides, decoded, args.repeat, sk), "decoding, alternated rounds")
+    truth = load_ground_truth(inputs_or_sample(args.images, args.annotations)[1], sk, cfg.eval).coco
+    fullest = max(truth.dataset["annotations"], key=lambda a: a.get("num_keypoints", 0))
+    kp = sk.to_internal(np.asarray(fullest["keypoints"], np.float32).reshape(1, -1, 3))[0]
+    for n in args.crowds:
+        maps = [crowd_maps(kp, n, sk, cfg, seed) for seed in range(5)]
+        for name, r in alternated(sides, maps, args.repeat, sk).items():
+            found = np.mean([len(decode_people(m, sides[name], sc, skeleton=sk)) for m, sc in maps])
+            ms = 1000.0 / float(np.median(r))
+            print(f"crowd of {n}, {name}: {ms:.1f} ms per image, {ms / n:.2f} ms per person, {found:.1f} found")
+
+
+def report_sides(rates: dict[str, list[float]], what: str) -> None:
+    for name, r in rates.items():
+        print(f"{what}: {name}: {np.median(r):.1f} images/s (rounds {min(r):.1f}-{max(r):.1f})")
 
 
 if __name__ == "__main__":

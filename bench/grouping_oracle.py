@@ -9,7 +9,9 @@ its mirror, on a blank picture of the image's size, so the whole test-time path 
 averaging, decoding) runs as with a perfect network. Every point lost is lost by peaks, limb scoring and assembly.
 
 Per decoder and subset it prints AP (and AP easy / medium / hard where the skeleton is CrowdPose's), the diagnosis'
-swaps and misses (matched keypoints, and the AP each would add if corrected), the detections that match no person, and
+swaps and misses (matched keypoints, and the AP each would add if corrected), the people lost at OKS 0.5 by cause
+(merged: a detection reaches 0.5 with them but was matched to another person; missed: none does; each with the AP it
+costs, the AP gained with those people left out of the ground truth), the detections that match no person, and
 the decoding speed (images/s of ``decode_people`` alone, one thread, maps made beforehand). Subsets: ``all``,
 ``crowdedN`` (the N images of highest ``crowdIndex``, CrowdPose's crowding measure; else the most people per image),
 ``even`` / ``odd`` (image ids; tune on even, report odd).
@@ -18,6 +20,7 @@ Decoders (``--decoders``; each a set of ``eval.*`` values over the configured on
   original     the original's grouping (image-size grid, centroid refinement with its x/y swap, 2 parts, window mean)
   before       this project's default until the crowd decoder (docs/benchmarks.md#grouping-in-crowds)
   before_full  the same at the image's own size (decode_height=0)
+  before_60    the default until issue 60: partial people joined without the limb maps' word, each peak in one person
   default      config/schema.py's defaults as they are now
   default_auto the same on the finest test scale's grid (decode_height=auto)
 
@@ -76,10 +79,12 @@ BEFORE = {  # the original's grouping with the former defaults' grid, refinement
     "peak_score": "input_window",
     "max_peaks": 100,
 }
+BEFORE_60 = {"join_limbs": 0.0, "share_peaks": 0.0}  # the default until issue 60: joins without the maps' word
 DECODERS = {
     "original": ORIGINAL,
     "before": BEFORE,
     "before_full": {**BEFORE, "decode_height": 0},
+    "before_60": BEFORE_60,
     "default": {},
     "default_auto": {"decode_height": "auto"},
 }
@@ -120,7 +125,13 @@ class Row:
     miss_gain: float
     detections: int
     unmatched: int  # detections matching no person
+    people: int  # labelled people, not crowds
+    merged: int  # people lost at OKS 0.5 to a detection matched to another person
+    missed: int  # people lost at OKS 0.5 that no detection reaches
+    merged_cost: float  # AP gained with the merged people left out of the ground truth
+    missed_cost: float
     images_per_s: float
+    lost: list[dict]  # each person lost at OKS 0.5 (``Diagnosis.lost``): in --json only
 
 
 def oracle_maps(coco, image_id: int, cfg, skeleton: Skeleton, plans: dict[int, InferencePlan]) -> dict[int, tuple]:
@@ -180,6 +191,12 @@ def score(coco, ids, people: list[list[Person]], skeleton: Skeleton) -> tuple[di
         miss_gain=d.ap_alone.get("miss", 0.0) - d.ap["baseline"],
         detections=d.detections,
         unmatched=d.background["detections_matching_no_person"],
+        people=d.people,
+        merged=d.lost_people["merged"],
+        missed=d.lost_people["missed"],
+        merged_cost=d.lost_ap_cost["merged"],
+        missed_cost=d.lost_ap_cost["missed"],
+        lost=d.lost,
     )
     return stats, diag
 
@@ -187,7 +204,8 @@ def score(coco, ids, people: list[list[Person]], skeleton: Skeleton) -> tuple[di
 def table(rows: list[Row], crowdpose: bool) -> str:
     head = ["decoder", "subset", "images", "AP"]
     head += ["AP easy", "AP medium", "AP hard"] if crowdpose else ["AP50", "AP75"]
-    head += ["swaps (AP if fixed)", "misses (AP if fixed)", "detections matching no one", "decoding img/s"]
+    head += ["swaps (AP if fixed)", "misses (AP if fixed)", "people merged (AP cost)", "people missed (AP cost)"]
+    head += ["detections matching no one", "decoding img/s"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         s = r.stats
@@ -197,6 +215,8 @@ def table(rows: list[Row], crowdpose: bool) -> str:
         cells += [
             f"{100 * r.swaps:.1f} % (+{r.swap_gain:.3f})",
             f"{100 * r.misses:.1f} % (+{r.miss_gain:.3f})",
+            f"{r.merged} of {r.people} ({r.merged_cost:.3f})",
+            f"{r.missed} of {r.people} ({r.missed_cost:.3f})",
             f"{r.unmatched} of {r.detections}",
             f"{r.images_per_s:.0f}",
         ]

@@ -335,6 +335,17 @@ class DecodeSettings:
     # keypoints are within this many times the larger one's size (its keypoints' box diagonal), nearest first;
     # 0: never (the original). docs/benchmarks.md#grouping-in-crowds
     join_fragments: float = ranged(0.75, Range(0, note="0: never"))
+    # strongest_first: two partial people join (through a connection, or as fragments) only when at least this
+    # fraction of the skeleton's limbs between their keypoints is accepted by the limb maps, each by the criterion a
+    # limb within one person passes: the maps draw every limb of one person, so two people the maps do not join
+    # stay two (fragments that no limb could join are not affected). 0: no check (the behaviour before issue 60).
+    # docs/evaluation.md#person-assembly
+    join_limbs: float = ranged(0.5, FRACTION)
+    # strongest_first: a person lacking a keypoint type also takes another person's peak of that type when an accepted
+    # connection links it to one of its keypoints, scoring at least this fraction of the strongest connection to that
+    # peak (and join_limbs' test passes): two people's keypoints of one type a few pixels apart make one peak, which
+    # both keep. 0: each peak in one person only (before issue 60)
+    share_peaks: float = ranged(0.7, Range(0, 1, note="0: never"))
     # drop people with fewer keypoints; 1 also returns keypoints no limb reached as one-keypoint people
     # (ranked after every person of 2+ keypoints, so they only add recall: docs/benchmarks.md#decoder-settings).
     # The original's filter (count < 2) never fired.

@@ -78,6 +78,21 @@ def test_grouping_bench_prints_both_rates(sample_kind, sample_images, sample_ann
         assert rate, figure  # printed as a number; its value is a measurement, not asserted
 
 
+def test_grouping_bench_alternates_two_decoders_and_times_crowds(capsys):
+    """``--versus``: a rate per side over the same maps; ``--crowds``: a time per image and per person for each crowd
+    size and side, every person of the synthetic crowd found by both."""
+    rc = grouping.main(["--repeat", "1", "--versus", "eval.join_limbs=0", "eval.share_peaks=0", "--crowds", "3", "6"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    for side in ("configured", "eval.join_limbs=0 eval.share_peaks=0"):
+        assert re.search(f"^decoding, alternated rounds: {side}: [0-9.]+ images/s", out, re.M), side
+        for n in (3, 6):
+            found = re.search(
+                f"^crowd of {n}, {side}: [0-9.]+ ms per image, [0-9.]+ ms per person, ([0-9.]+) found", out, re.M
+            )
+            assert found and float(found.group(1)) >= n, (n, side)
+
+
 def test_grouping_bench_finds_the_sample_through_the_environment(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("SIMPLEPOSE_COCO_SAMPLE", str(tmp_path / "elsewhere"))
     assert grouping.main(["--repeat", "1"]) == 2
@@ -109,9 +124,11 @@ def test_the_oracle_table_shows_an_empty_crowd_group_as_a_dash_not_as_minus_one(
     """A subset without easy or medium images (the most crowded ones): pycocotools' -1 for those groups is printed as
     "-", the figures that exist as they are."""
     stats = {"AP": 0.925, "AP_easy": -1.0, "AP_medium": -1.0, "AP_hard": 0.924}
-    row = grouping_oracle.Row("default", "crowded100", 100, stats, 0.016, 0.019, 0.007, 0.024, 514, 6, 177.0)
+    row = grouping_oracle.Row("default", "crowded100", 100, stats, 0.016, 0.019, 0.007, 0.024, 514, 6, 430, 3, 2,
+                              0.004, 0.002, 177.0, [])  # fmt: skip
     cells = [c.strip() for c in grouping_oracle.table([row], crowdpose=True).splitlines()[2].split("|")[1:-1]]
     assert cells[3:7] == ["0.925", "-", "-", "0.924"]
+    assert cells[9:11] == ["3 of 430 (0.004)", "2 of 430 (0.002)"]  # people lost: merged, missed (the AP they cost)
     assert "-1.000" not in grouping_oracle.table([row], crowdpose=True)
 
 
@@ -128,6 +145,8 @@ def test_the_oracle_bench_decoders_are_what_their_names_say():
     assert grouping_oracle.decoder_config(base, "default") == base
     before = grouping_oracle.decoder_config(base, "before")
     assert before.decode_height == 192 and before.grouping == "limb_order" and before.join_fragments == 0
+    before_60 = grouping_oracle.decoder_config(base, "before_60")
+    assert before_60 == dataclasses.replace(base, join_limbs=0.0, share_peaks=0.0)
 
 
 def test_decoder_table_prints_a_row_per_candidate_for_each_kind_of_maps(

@@ -6,6 +6,7 @@ or beat on each scene."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ from simplepose.codec.decoder.peaks import local_maxima
 from simplepose.codec.person import keypoint_array
 from simplepose.config.schema import DecodeSettings, EvalConfig, TargetConfig
 from simplepose.evaluate.inference.multiscale import multiscale_maps
+from simplepose.evaluate.metrics.diagnosis import diagnose
 from simplepose.evaluate.metrics.oks import oks_matrix
 from tests.helpers import COCO, keypoints_oracle, person
 
@@ -115,7 +117,48 @@ def split_by_occluder() -> np.ndarray:
     return kp
 
 
-@pytest.mark.parametrize("scene", [crossing_arms, close_row, split_by_occluder])
+def only(kp: np.ndarray, names: tuple[str, ...]) -> np.ndarray:
+    """A copy of one person's internal keypoints ``kp`` (18, 3) with every keypoint but ``names`` unlabelled."""
+    out = kp.copy()
+    out[[n not in names for n in COCO.keypoints], 2] = UNLABELLED
+    return out
+
+
+UPPER = ("nose", "neck", "right_shoulder", "right_elbow", "right_wrist", "left_shoulder", "left_elbow", "left_wrist",
+         "right_eye", "left_eye", "right_ear", "left_ear")  # fmt: skip
+LEGS = ("right_hip", "right_knee", "right_ankle", "left_hip", "left_knee", "left_ankle")
+
+
+def partial_people() -> np.ndarray:
+    """A whole person, and beside it two partial people whose labelled parts do not overlap: an upper body (its legs
+    cut off or hidden) and, a hand's width to its side, another person's hips and legs (their upper body hidden). No
+    keypoint type stops the two partial people joining; the maps draw no limb between them."""
+    whole = person(130, 100)
+    upper = only(person(300, 100), UPPER)
+    legs = only(person(362, 64), LEGS)
+    return np.stack([whole, upper, legs])
+
+
+def head_beside_hips() -> np.ndarray:
+    """Two partial people side by side: one's head and shoulders, the other's hips alone, below and to the side of where
+    the first one's hips would be (the merge of the issue's COCO photo: one person's head and shoulders take another
+    person's two hips)."""
+    head = only(person(300, 100), ("nose", "neck", "right_shoulder", "left_shoulder", "right_eye", "left_eye"))
+    hips = only(person(350, 90, right_hip=(322, 178), left_hip=(360, 200)), ("right_hip", "left_hip"))
+    return np.stack([person(120, 100), head, hips])
+
+
+def shared_wrists() -> np.ndarray:
+    """Two people whose left hands meet: the left wrists 2 px apart make one peak, each forearm's limb ending on it."""
+    a = person(250, 100, left_wrist=(292, 215))
+    b = person(360, 100, left_elbow=(345, 190), left_wrist=(294, 216))
+    return np.stack([a, b])
+
+
+MERGE_CASES = [partial_people, head_beside_hips]
+
+
+@pytest.mark.parametrize("scene", [crossing_arms, close_row, split_by_occluder, *MERGE_CASES, shared_wrists])
 def test_synthetic_crowds_decode_into_the_right_people(scene):
     kp = scene()
     assert_right_people(decoded(kp), kp)
@@ -180,3 +223,68 @@ def test_fragments_join_the_nearest_person_they_complete():
     assert sorted(map(tuple, joined.tolist())) == [(0, 1, -1, -1), (2, 3, 4, 5)]
     apart, _ = assemble_strongest_first(connections, scores, parts, 4, DecodeSettings(join_fragments=0.2), xy)
     assert len(apart) == 3
+
+
+@pytest.mark.parametrize("scene", MERGE_CASES)
+def test_partial_people_join_as_before_only_when_asked(scene):
+    """The former assembly (``eval.join_limbs=0 eval.share_peaks=0``) joins the two partial people into one detection,
+    the default keeps each person once."""
+    kp = scene()
+    truth = dataset_truth(kp)
+    assert any(len(owners - {-1}) > 1 for owners in assignment(decoded(kp, join_limbs=0.0, share_peaks=0.0), truth))
+    assert all(len(owners - {-1}) == 1 for owners in assignment(decoded(kp), truth))
+
+
+def test_a_peak_two_people_share_is_kept_by_both_unless_the_former_assembly_is_asked_for():
+    kp = shared_wrists()
+    wrist = COCO.dataset_keypoints.index("left_wrist")
+    both = decoded(kp)
+    assert (both[:, wrist, 2] > 0).sum() == 2
+    assert (decoded(kp, share_peaks=0.0)[:, wrist, 2] > 0).sum() == 1
+
+
+def scene_file(kp: np.ndarray, path, image_hw=(480, 640)):
+    """A COCO keypoint annotation file of one image holding the people ``kp`` (internal keypoints), written to
+    ``path``."""
+    truth = dataset_truth(kp)
+    annotations = []
+    for i, t in enumerate(truth):
+        xy = t[t[:, 2] > 0, :2]
+        x0, y0 = xy.min(0) - 4
+        w, h = xy.max(0) - xy.min(0) + 8
+        flat = np.column_stack([t[:, :2] * t[:, 2:], 2 * t[:, 2]]).ravel().tolist()
+        annotations.append(dict(id=i + 1, image_id=1, category_id=1, iscrowd=0, keypoints=flat,
+                                num_keypoints=int(t[:, 2].sum()), bbox=[x0, y0, w, h], area=float(w * h)))  # fmt: skip
+    category = {"id": 1, "name": "person", "keypoints": list(COCO.dataset_keypoints), "skeleton": []}
+    image = {"id": 1, "file_name": "scene.jpg", "height": image_hw[0], "width": image_hw[1]}
+    path.write_text(json.dumps({"images": [image], "annotations": annotations, "categories": [category]}))
+    return path
+
+
+def results_of(people: np.ndarray) -> list[dict]:
+    """COCO results of decoded people (P, 17, 3) of image 1, scored by their number of keypoints."""
+    return [
+        {"image_id": 1, "category_id": 1, "keypoints": p.ravel().tolist(), "score": float((p[:, 2] > 0).sum())}
+        for p in people
+        if (p[:, 2] > 0).sum() >= 2
+    ]
+
+
+@pytest.mark.parametrize("scene", MERGE_CASES)
+def test_the_diagnosis_counts_people_lost_to_merges_and_misses(scene, tmp_path):
+    """The former assembly's joined detection loses one of the two partial people as merged, at an AP cost; the default
+    loses no one; a person whose detection is left out of the results is lost as missed."""
+    kp = scene()
+    truth = scene_file(kp, tmp_path / "scene.json")
+    before = diagnose(truth, results_of(decoded(kp, join_limbs=0.0, share_peaks=0.0)))
+    assert before.lost_people == {"merged": 1, "missed": 0}
+    assert before.lost_ap_cost["merged"] > 0.1 and before.lost_ap_cost["missed"] == 0
+    assert [p["cause"] for p in before.lost] == ["merged"] and before.lost[0]["best_oks"] >= 0.5
+    now = results_of(decoded(kp))
+    assert diagnose(truth, now).lost_people == {"merged": 0, "missed": 0}
+    without_first = diagnose(truth, now[1:])
+    assert without_first.lost_people == {"merged": 0, "missed": 1}
+    assert without_first.lost_ap_cost["missed"] > 0.1
+    assert without_first.ap["baseline"] + without_first.lost_ap_cost["missed"] == pytest.approx(1.0, abs=0.01)
+    nothing = diagnose(truth, [])  # everyone missed: without them no one is left to score, nothing is wrong (1.0)
+    assert nothing.lost_people == {"merged": 0, "missed": len(kp)} and nothing.lost_ap_cost["missed"] == 1.0

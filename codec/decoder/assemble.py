@@ -146,21 +146,24 @@ def assemble_strongest_first(
     num_parts: int,
     params: DecodeSettings,
     peak_xy: np.ndarray | None = None,
+    limbs: tuple[tuple[int, int], ...] = (),
 ) -> tuple[np.ndarray, np.ndarray]:
     """Group connections into people, strongest evidence first, whatever the limb (docs/evaluation.md#person-assembly).
 
     Every peak starts as a one-keypoint partial person. The connections of all limb types are visited in descending
     order of their margin (``limbs.candidate_pairs``: how clearly each beats the other pairs of its limb that share an
-    end); a connection joins the two
-    partial people holding its ends when they hold no keypoint type in common (and, as the original asks, it is
-    shorter than ``len_rate`` times the longer one's longest limb); otherwise it is dropped. A contested keypoint so
-    goes to the strongest connection that claims it, two fragments of one person join through any connection
-    between them, and the order of the skeleton's limbs plays no part.
+    end); a connection joins the two partial people holding its ends when they hold no keypoint type in common, it is
+    shorter than ``len_rate`` times the longer one's longest limb (as the original asks) and the maps join them
+    (``JoinEvidence``: enough of the skeleton's ``limbs`` between their keypoints accepted); otherwise it is dropped.
+    A contested keypoint so goes to the strongest connection that claims it, two fragments of one person join through
+    any connection between them, and the order of the skeleton's limbs plays no part.
 
     Args:
         connections: per limb, (M_k, 5) rows (peak id a, peak id b, limb score s, length L, margin): every accepted
             pair.
         peak_score, peak_part: (N,) score and keypoint type of every peak id.
+        peak_xy: (N, 2) peak positions in image pixels, for ``join_fragments`` (None: fragments are not joined).
+        limbs: the skeleton's limbs (type a, type b), for ``join_limbs`` (empty: no check).
     Returns:
         as ``assemble_people``: slots (P, num_parts) peak ids (-1 empty) and totals (P,) (peak scores plus the scores
         of the connections that joined them: one fewer than the keypoints), after the same filters.
@@ -175,8 +178,9 @@ def assemble_strongest_first(
     total = list(scores)
     maxlen = [0.0] * n
     owner = list(range(n))
-    if rows:
-        table = np.concatenate(rows)
+    table = np.concatenate(rows) if rows else np.zeros((0, 5))
+    evidence = JoinEvidence(table, parts, limbs, num_parts, params.join_limbs)
+    if len(table):
         order = np.argsort(-table[:, 4], kind="stable")  # ties: limb order, then the pairs' a-major order
         len_rate = params.len_rate
         for pa_f, pb_f, s, length, _ in table[order].tolist():
@@ -185,6 +189,8 @@ def assemble_strongest_first(
                 continue
             longest = max(maxlen[qa], maxlen[qb])
             if longest > 0 and length >= len_rate * longest:
+                continue
+            if not evidence.joins(members[qa], members[qb], mask[qa], mask[qb]):
                 continue
             if len(members[qa]) < len(members[qb]):
                 qa, qb = qb, qa
@@ -196,7 +202,9 @@ def assemble_strongest_first(
             total[qa] += total[qb] + s
             maxlen[qa] = max(longest, length)
     if params.join_fragments > 0 and peak_xy is not None:
-        _join_fragments(members, mask, total, owner, peak_xy, params.join_fragments)
+        _join_fragments(members, mask, total, owner, peak_xy, params.join_fragments, evidence)
+    share = params.share_peaks
+    shared = _shared_peaks(table, members, mask, owner, parts, evidence, share) if share > 0 else {}
     out_rows, totals = [], []
     lone: list[tuple[list[int], float]] = []
     for q in range(n):
@@ -209,6 +217,8 @@ def assemble_strongest_first(
         row = [EMPTY] * num_parts
         for peak in held:
             row[parts[peak]] = peak
+        for peak in shared.get(q, ()):
+            row[parts[peak]] = peak
         if count >= max(params.min_parts, 2):
             out_rows.append(row)
             totals.append(total[q])
@@ -219,10 +229,91 @@ def assemble_strongest_first(
     return np.array(out_rows, np.int64).reshape(-1, num_parts), np.array(totals, np.float64)
 
 
-def _join_fragments(members, mask, total, owner, peak_xy: np.ndarray, reach: float) -> None:
+def _shared_peaks(table, members, mask, owner, parts, evidence: JoinEvidence, share: float) -> dict[int, list[int]]:
+    """{partial person: the peaks of other people it holds too}. Two people's keypoints of one type that lie within a
+    blob's width of each other make one peak, which the assembly gives to one of them; the other keeps its accepted
+    connection to it. So a person of two or more keypoints that lacks a keypoint type takes another person's peak of
+    that type when an accepted connection (``table`` rows) links one of its keypoints to it, scoring at least
+    ``share`` times the strongest connection to that peak, and the maps join it to the rest of the person
+    (``evidence``); strongest connection first, one peak per type."""
+    if not len(table):
+        return {}
+    own = np.asarray(owner)
+    ends = table[:, :2].astype(np.int64)
+    strongest = np.zeros(len(own))
+    np.maximum.at(strongest, ends.ravel(), np.repeat(table[:, 2], 2))
+    # each accepted connection in both directions (a keypoint of the person, the peak it may take), kept where the
+    # person has two or more keypoints, lacks the peak's type, and the connection is nearly the strongest to the peak
+    mine, other = np.concatenate([ends, ends[:, ::-1]]).T
+    s = np.concatenate([table[:, 2], table[:, 2]])
+    held, part = own[mine], np.asarray(parts)[other]
+    person_mask = np.asarray(mask, dtype=object)[held]
+    size = np.fromiter(map(len, members), np.int64, len(members))[held]
+    lacks = np.fromiter((not (m >> t) & 1 for m, t in zip(person_mask.tolist(), part.tolist())), bool, len(held))
+    keep = np.flatnonzero((held != own[other]) & (size >= 2) & lacks & (s >= share * strongest[other]))
+    out: dict[int, list[int]] = {}
+    taken: dict[int, int] = {}  # person -> bit mask of the types it took
+    for k in keep[np.argsort(-s[keep], kind="stable")].tolist():
+        q, peak, bit = int(held[k]), int(other[k]), 1 << int(part[k])
+        if taken.get(q, 0) & bit or not evidence.joins([peak], members[q], bit, mask[q]):
+            continue
+        out.setdefault(q, []).append(peak)
+        taken[q] = taken.get(q, 0) | bit
+    return out
+
+
+class JoinEvidence:
+    """Whether the limb maps join two partial people: of the skeleton's limbs between a keypoint of one and a keypoint
+    of the other (the limbs the maps would draw if they were one person), at least the fraction ``required`` is among
+    the accepted connections (``table``'s pairs: each passed the criterion a limb within one person passes).
+
+    Two partial people between whose keypoint types the skeleton has no limb always join (nothing in the maps says
+    either way); ``required`` 0 never checks.
+    """
+
+    def __init__(self, table: np.ndarray, parts: list[int], limbs: tuple[tuple[int, int], ...], types: int, required):
+        self.required = float(required) if limbs else 0.0
+        self.parts = parts
+        ends = table[:, :2].astype(np.int64)
+        self.n = len(parts)
+        # every accepted pair as one integer a * n + b, both ways round
+        keys = np.concatenate([ends @ (self.n, 1), ends @ (1, self.n)]) if self.required else ends[:0, 0]
+        self.accepted = set(keys.tolist())
+        # per keypoint type: the bit mask of the types a limb links it to
+        self.linked = [0] * types
+        for a, b in limbs:
+            self.linked[a] |= 1 << b
+            self.linked[b] |= 1 << a
+
+    def joins(self, first: list[int], second: list[int], first_mask: int, second_mask: int) -> bool:
+        """Whether the partial people holding the peak ids ``first`` and ``second`` (type masks given) may join."""
+        if self.required <= 0:
+            return True
+        if len(first) > len(second):
+            first, second, second_mask = second, first, first_mask
+        parts, linked = self.parts, self.linked
+        if not any(linked[parts[p]] & second_mask for p in first):
+            return True
+        peak_of = {parts[p]: p for p in second}
+        accepted = refused = 0
+        for p in first:
+            reach = linked[parts[p]] & second_mask
+            while reach:
+                low = reach & -reach
+                q = peak_of[low.bit_length() - 1]
+                if p * self.n + q in self.accepted:
+                    accepted += 1
+                else:
+                    refused += 1
+                reach ^= low
+        return accepted >= self.required * (accepted + refused)
+
+
+def _join_fragments(members, mask, total, owner, peak_xy: np.ndarray, reach: float, evidence: JoinEvidence) -> None:
     """Join partial people that no connection joined: each to the nearest one at least as large that it can complete
-    (no keypoint type in common), when its nearest keypoint is within ``reach`` times the larger one's size (the
-    diagonal of its keypoints' box), nearest pairs (relative to that size) first."""
+    (no keypoint type in common) and that the maps do not keep apart (``evidence``), when its nearest keypoint is
+    within ``reach`` times the larger one's size (the diagonal of its keypoints' box), nearest pairs (relative to that
+    size) first."""
     alive = [q for q in range(len(members)) if len(members[q]) >= 1]
     big = [q for q in alive if len(members[q]) >= 2]
     if not big:
@@ -241,6 +332,8 @@ def _join_fragments(members, mask, total, owner, peak_xy: np.ndarray, reach: flo
     pairs.sort()
     for _, f, h in pairs:
         if not members[f] or not members[h] or mask[h] & mask[f]:
+            continue
+        if not evidence.joins(members[f], members[h], mask[f], mask[h]):
             continue
         for peak in members[f]:
             owner[peak] = h

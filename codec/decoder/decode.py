@@ -90,7 +90,7 @@ def decode_people(
         slots, totals = assemble_people(connections, skeleton.limbs, peaks[:, 2], part, skeleton.num_keypoints, params)
     else:
         slots, totals = assemble_strongest_first(
-            connections, peaks[:, 2], part, skeleton.num_keypoints, params, peaks[:, :2] * (sx, sy)
+            connections, peaks[:, 2], part, skeleton.num_keypoints, params, peaks[:, :2] * (sx, sy), skeleton.limbs
         )
     return people_from_slots(slots, totals, peaks, (sx, sy), skeleton)
 

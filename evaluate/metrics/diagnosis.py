@@ -23,7 +23,10 @@ The definitions (docs/evaluation.md#error-diagnosis):
 * scoring errors: after all keypoint corrections each detection is rescored by its best OKS with any person, with
   soft non-maximum suppression of duplicates (``optimal rescoring``);
 * background errors: then the detections that match no person at an OKS threshold are left out at that threshold
-  (false positives), and finally the people no detection matches (false negatives).
+  (false positives), and finally the people no detection matches (false negatives);
+* people lost at OKS 0.5 (matched by no detection there), by cause: **merged** (a detection reaches OKS 0.5 with them
+  but was matched to another person: one detection holds two people) or **missed** (none does), and the AP each
+  cause costs (the AP with those people left out of the ground truth, less the baseline).
 
 Everything is counted over COCO's area ranges (all, medium, large) and over the number of other people a person
 overlaps (box IoU > 0.1: 0, 1-2, 3 or more).
@@ -50,6 +53,7 @@ from simplepose.evaluate.metrics.own_ids import ground_truth as own_ground_truth
 from simplepose.evaluate.metrics.results_file import read_results
 
 ERROR_TYPES = ("good", "jitter", "inversion", "swap", "miss")
+LOST_CAUSES = ("merged", "missed")  # why a person no detection matches at OKS 0.5 is lost
 CLASS_NAMES = {**dict(enumerate(ERROR_TYPES)), -1: None}  # a keypoint's class index -> its name (-1: unlabelled)
 CORRECTED = ("miss", "swap", "inversion", "jitter")  # the order of the paper's cumulative corrections
 AREA_RANGES = {"all": (0.0, 1e10), "medium": (32.0**2, 96.0**2), "large": (96.0**2, 1e10)}  # pycocotools' own
@@ -87,6 +91,11 @@ class Diagnosis:
     by_overlap: dict[str, dict]
     pr_curves: dict[str, dict[str, list[float]]]  # OKS threshold -> {"recall": [...], stage: precision [...]}
     worst: list[dict]  # the worst detections: image, person, keypoint classes
+    # people no detection matches at OKS 0.5, by cause (LOST_CAUSES): {"merged": n, "missed": n}; the AP gained
+    # with each cause's people left out of the ground truth; and each lost person (``_LostPeople.listed``)
+    lost_people: dict[str, int] = field(default_factory=dict)
+    lost_ap_cost: dict[str, float] = field(default_factory=dict)
+    lost: list[dict] = field(default_factory=list)
     params: DiagnosisParams = field(default_factory=DiagnosisParams)
     # every matched detection: its index in the results given -> the class of each keypoint (None: not labelled).
     # Not in diagnosis.json (a COCO-sized file has tens of thousands); for finding, say, every inversion in Python.
@@ -139,8 +148,11 @@ def diagnose(
 
     ap: dict[str, float] = {}
     curves: dict[str, np.ndarray] = {}
-    base = scorer.run(dts, fast_oks=False)  # the evaluator's own figures
+    base = scorer.run(dts, fast_oks=False, keep_ious=True)  # the evaluator's own figures
     ap["baseline"], curves["baseline"] = scorer.ap(base), scorer.curves(base)
+    lost = _LostPeople(base, scorer, LOST_OKS)
+    base.ious = {}
+    lost_cost = {c: _ap_without(scorer, dts, lost.of(c), len(kps.people)) - ap["baseline"] for c in LOST_CAUSES}
     corrected = dts
     for kind in CORRECTED:
         corrected = kps.corrected(corrected, (kind,))
@@ -188,6 +200,9 @@ def diagnose(
         by_overlap=breakdown.by_overlap(),
         pr_curves=_pr_curves(curves, scorer),
         worst=kps.worst(file_image_id, params.worst),
+        lost_people={c: len(lost.of(c)) for c in LOST_CAUSES},
+        lost_ap_cost=lost_cost,
+        lost=lost.listed(gt, file_image_id),
         params=params,
         detection_classes={given[d - 1]: [CLASS_NAMES[c] for c in lab] for d, lab in labels.items()},
     )
@@ -253,6 +268,18 @@ class _Scorer:
             ev.evaluate()
             ev.accumulate()
         return ev
+
+    def without(self, people: set[int]) -> dict | None:
+        """A copy of the ground truth's dataset with ``people`` (annotation ids) left out: their keypoint counts set to
+        0, which COCO's evaluation ignores as it ignores crowds (a detection on them is neither right nor wrong); None
+        (the ground truth itself) when ``people`` is empty."""
+        if not people:
+            return None
+        dataset = dict(self.gt.dataset)
+        dataset["annotations"] = [
+            {**a, "num_keypoints": 0} if a["id"] in people else a for a in self.gt.dataset["annotations"]
+        ]
+        return dataset
 
     def ap(self, ev, area: str = "all") -> float:
         p = ev.eval["precision"][:, :, 0, self.areas.index(area), 0]
@@ -444,6 +471,66 @@ class _KeypointAnalysis:
         return out
 
 
+LOST_OKS = 0.5  # the OKS at which people lost are counted by cause
+
+
+def _ap_without(scorer: _Scorer, dts: list[dict], people: set[int], total: int) -> float:
+    """The AP of ``dts`` with ``people`` left out of the ground truth (of ``total`` people); 1.0 where no one is left
+    to score (nothing is wrong any more; pycocotools says -1)."""
+    if len(people) >= total:
+        return 1.0
+    if not dts:
+        return 0.0
+    return scorer.ap(scorer.run_ap(dts, scorer.without(people)))
+
+
+class _LostPeople:
+    """The people no detection matches at OKS ``oks`` in a pycocotools evaluation ``ev`` (run with its OKS matrices
+    kept), each with its cause: merged (a detection that is not ignored reaches ``oks`` with them: it was matched to
+    another person, a person it reaches better or earlier in score order) or missed."""
+
+    def __init__(self, ev, scorer: _Scorer, oks: float):
+        t = int(np.argmin(np.abs(ev.params.iouThrs - oks)))
+        self.people: dict[int, dict] = {}  # person id -> cause, best OKS, the detection's own match
+        for e in scorer._all_area(ev):
+            ious = ev.ious.get((e["image_id"], e["category_id"]), [])
+            gt_order = [g["id"] for g in ev._gts[e["image_id"], e["category_id"]]]
+            for g, gt_id in enumerate(e["gtIds"]):
+                if e["gtIgnore"][g] or e["gtMatches"][t][g]:
+                    continue
+                best, holder = 0.0, 0
+                if len(ious):
+                    column = np.asarray(ious)[:, gt_order.index(gt_id)]
+                    column = np.where(e["dtIgnore"][t][: len(column)], 0.0, column)
+                    d = int(column.argmax())
+                    best, holder = float(column[d]), int(e["dtMatches"][t][d])
+                cause = "merged" if best >= oks else "missed"
+                self.people[gt_id] = {"cause": cause, "oks": best, "held_by": holder if cause == "merged" else 0}
+
+    def of(self, cause: str) -> set[int]:
+        return {g for g, p in self.people.items() if p["cause"] == cause}
+
+    def listed(self, gt, file_image_id: dict[int, int]) -> list[dict]:
+        """Each lost person: its image (the file's id), its annotation (the file's id, where it has one), its labelled
+        keypoints, the cause, the best OKS any detection reaches with it and, when merged, the file's id of the
+        person that detection was matched to."""
+        out = []
+        for gt_id, p in sorted(self.people.items()):
+            ann = gt.anns[gt_id]
+            held = gt.anns[p["held_by"]].get("file_id") if p["held_by"] else None
+            out.append(
+                {
+                    "image_id": file_image_id[ann["image_id"]],
+                    "annotation_id": ann.get("file_id"),
+                    "keypoints_labelled": int(ann["num_keypoints"]),
+                    "cause": p["cause"],
+                    "best_oks": round(p["oks"], 4),
+                    "detection_matched_to": held,
+                }
+            )
+        return out
+
+
 def _ks(d: np.ndarray, targets: np.ndarray, area: np.ndarray, k2: np.ndarray, labelled: np.ndarray) -> np.ndarray:
     """(n, K) keypoint similarity of detection keypoints ``d`` (K, 2) with each target's (n, K, 2); -1 where the
     target keypoint is not labelled."""
@@ -570,11 +657,6 @@ class _Breakdown:
         return out
 
     def _ap_of(self, people: set[int]) -> float:
-        """The AP with only ``people`` scored: the others' keypoints counts set to 0 in a copy of the ground truth
-        (COCO's evaluation ignores people without keypoints)."""
-        dataset = dict(self.gt.dataset)
-        dataset["annotations"] = [
-            a if a["id"] in people or a["num_keypoints"] == 0 else {**a, "num_keypoints": 0}
-            for a in self.gt.dataset["annotations"]
-        ]
-        return self.scorer.ap(self.scorer.run_ap(self.dts, dataset))
+        """The AP with only ``people`` scored (the others left out: ``_Scorer.without``)."""
+        others = {a["id"] for a in self.gt.dataset["annotations"] if a["id"] not in people and a["num_keypoints"] > 0}
+        return self.scorer.ap(self.scorer.run_ap(self.dts, self.scorer.without(others)))

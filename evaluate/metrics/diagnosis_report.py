@@ -72,6 +72,9 @@ def summary_text(d: Diagnosis) -> str:
         f"AP correcting one type alone: " + ", ".join(f"{k} {v:.3f}" for k, v in d.ap_alone.items()) + "\n"
         f"background: {b['detections_matching_no_person']} of {d.detections} detections match no person, "
         f"{b['people_no_detection_reaches']} of {d.people} people no detection reaches\n"
+        f"people lost at OKS 0.5: "
+        + ", ".join(f"{c} {n} (AP {d.lost_ap_cost.get(c, 0.0):+.3f} without them)" for c, n in d.lost_people.items())
+        + "\n"
     )
 
 
