@@ -568,8 +568,8 @@ def _keypoints_problem(
         fix = (
             "if the dataset has another keypoint set, convert it with its skeleton (--skeleton NAME or FILE)"
             if "--skeleton" in purpose
-            else "evaluate with the skeleton of this dataset (data.skeleton=NAME or FILE; a checkpoint carries its own), or "
-            + _remap(path, skeleton)
+            else "evaluate with the skeleton of this dataset (data.skeleton=NAME or FILE; a checkpoint carries its "
+            f"own), or {_remap(path, skeleton)}"
         ) + _skip_hint(purpose)
         other = annotation_keypoints(kp, skeleton, where=where, expected_by=purpose, fix=fix, file=path)
         if other is not None:
