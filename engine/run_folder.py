@@ -41,6 +41,7 @@ from simplepose.config.schema import TrainConfig
 from simplepose.engine.checkpointer import TrainState
 from simplepose.utils import distributed as du
 from simplepose.utils.errors import UserError
+from simplepose.utils.folder_lock import FolderHeld
 from simplepose.utils.io import atomic_write_text, check_writable
 
 log = logging.getLogger(__name__)
@@ -90,6 +91,8 @@ def undone_if_start_fails(out_dir: str | Path, rank: int) -> Iterator[None]:
     continued = bool(run_files(out))
     try:
         yield
+    except FolderHeld:  # another run's folder, written by it meanwhile: nothing here is this start's
+        raise
     except BaseException:
         if rank == 0 and not continued and out.is_dir() and not has_trained(out):
             try:

@@ -74,6 +74,7 @@ from simplepose.evaluate.track import PoseTracker
 from simplepose.evaluate.unannotated_images import file_image_ids
 from simplepose.utils.commands import command, commands_here
 from simplepose.utils.errors import UserError, cli_main
+from simplepose.utils.folder_lock import check_not_held
 from simplepose.utils.io import atomic_write_text, check_writable, no_empty_folders_on_failure, refuse_to_overwrite
 from simplepose.utils.progress_bar import progress_bar
 from simplepose.utils.text import counted
@@ -208,6 +209,9 @@ def check_arguments(args: argparse.Namespace, inputs: Inputs) -> None:
             "the demo expands (--input 'dir/*.jpg', --input 'dir/**/*.jpg' for sub-folders too)",
             key="input",
         )
+    for given, option in ((args.out, "--out"), (args.json, "--json")):
+        if given:
+            check_not_held(given, option)  # a training run's folder, while it runs
     for folder, option in ((args.out, "--out"), (args.json and Path(args.json).parent, "the folder of --json")):
         if folder:
             check_writable(folder, option)
