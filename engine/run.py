@@ -31,13 +31,12 @@ from simplepose.engine.batch_errors import dead_workers_named
 from simplepose.engine.checkpointer import TrainState, check_same_model, resolve_resume
 from simplepose.engine.curves import plot_run
 from simplepose.engine.hook_base import Hook
-from simplepose.engine.hooks import TrainingStopped
 from simplepose.engine.launch import DataParallelBalanced, Distributed, Launcher, SingleDevice
 from simplepose.engine.run_folder import continues_folder, launch_owns, undone_if_start_fails
 from simplepose.engine.run_life import (
+    TrainingStopped,
     held_folder,
     one_process_launch,
-    signal_reason,
     stop_before_training,
     stop_line,
     stopped,
@@ -49,7 +48,7 @@ from simplepose.utils import distributed as du
 from simplepose.utils.commands import command, commands_here
 from simplepose.utils.errors import UserError
 from simplepose.utils.io import OUT_OF_SPACE_OR_READ_ONLY, disk_errors, write_error_message
-from simplepose.utils.stop_signals import stop_requests
+from simplepose.utils.stop_signals import stop_reason, stop_requests
 from simplepose.utils.text import counted
 
 log = logging.getLogger(__name__)
@@ -220,7 +219,7 @@ def train_until_stopped(
             return trainer.fit()
         except TrainingStopped as e:
             line = stopped_message(trainer, e.signum, command_line(kind, argv)) if trainer.is_main else None
-            raise stopped(line, e.signum) from None
+            raise stopped(line, e) from None
     except KeyboardInterrupt:
         if launcher.rank != 0:
             raise
@@ -258,7 +257,8 @@ def finished_run(cfg: Config) -> tuple[str, int, int] | None:
     if state is None:
         return None
     p = state.position
-    return (str(path), p.epoch, p.global_step) if p.epoch >= cfg.train.epochs and not p.step else None
+    done = p.epoch >= cfg.train.epochs and not p.step and not p.validation_due
+    return (str(path), p.epoch, p.global_step) if done else None
 
 
 def finished_message(cfg: Config, path: str, epochs: int, global_step: int, command: list[str]) -> str:
@@ -294,7 +294,7 @@ def stopped_message(trainer: Trainer, signum: int, command: list[str]) -> str:
     (``train.resume=auto`` added to the command as given)."""
     saved = trainer.out_dir / "last.pt" if trainer.checkpointer.last_saved_step is not None else None
     again = with_settings(command, {"train.resume": "auto"})
-    return stop_line(signal_reason(signum), trainer.position.where(), str(saved) if saved else None, again)
+    return stop_line(stop_reason(signum), trainer.position, str(saved) if saved else None, again)
 
 
 def _quiet_disk_errors_in_threads(args: threading.ExceptHookArgs) -> None:

@@ -220,7 +220,7 @@ def _last_checkpoint(path: Path) -> tuple[str, int]:
     epochs = ckpt.config.train.epochs if ckpt.config is not None else None
     done = f"{p.epoch} of {_epochs(epochs)}" if isinstance(epochs, int) else _epochs(p.epoch)
     into = f" and {p.step} steps into the next" if p.step else ""
-    finished = epochs if isinstance(epochs, int) and p.epoch >= epochs and not p.step else 0
+    finished = epochs if isinstance(epochs, int) and p.epoch >= epochs and not p.step and not p.validation_due else 0
     return f"last.pt after {done}{into} at global step {p.global_step}", finished
 
 

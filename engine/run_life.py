@@ -24,13 +24,12 @@ another way a run ends (a lost peer) calls it with its own reason.
 from __future__ import annotations
 
 import shlex
-import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from simplepose.config.schema import TrainConfig
-from simplepose.engine.hooks import TrainingStopped
+from simplepose.engine.position import TrainingPosition
 from simplepose.engine.run_folder import launch_id
 from simplepose.utils import distributed as du
 from simplepose.utils.commands import command
@@ -81,6 +80,15 @@ def held_folder(train: TrainConfig, rank: int) -> Iterator[None]:
 
 
 # ------------------------------------------------------------------------------------- 2.-5. stop on a signal
+class TrainingStopped(Exception):
+    """Training stopped on a stop signal (``signum``) after last.pt was written: at a step boundary every rank agreed
+    on (``agreed``), or in validation, which each rank left on its own."""
+
+    def __init__(self, signum: int, agreed: bool = True) -> None:
+        super().__init__(f"stopped by {signal_name(signum)}")
+        self.signum, self.agreed = signum, agreed
+
+
 def stop_before_training() -> None:
     """``TrainingStopped`` when a stop signal came while the run was starting, on any rank (a collective)."""
     (signum,) = du.AgreedFlags(1).exchange([requested()], now=True)
@@ -88,25 +96,25 @@ def stop_before_training() -> None:
         raise TrainingStopped(signum)
 
 
-def stop_line(reason: str, where: str, last_pt: str | None, again: str) -> str:
-    """The line a stopped run ends with: ``reason`` (``terminated (SIGTERM)``), ``where`` it stopped, the
+def stop_line(reason: str, position: TrainingPosition, last_pt: str | None, again: str) -> str:
+    """The line a stopped run ends with: ``reason`` (``terminated (SIGTERM)``), where it stopped (``position``), the
     checkpoint that holds it (``last_pt``: None before the first) and ``again``, the command that continues."""
     if last_pt is None:
         return f"{reason}: stopped before the first step, nothing trained or kept; start the run with: {again}"
-    return f"{reason}: stopped at {where}, where {last_pt} was written; continue the run with: {again}"
+    at = f"at {position.where()}"
+    if position.validation_due:  # left validation: last.pt of the epoch end, which the resume validates first
+        at = f"in the validation of epoch {position.epoch - 1} (global step {position.global_step})"
+    return f"{reason}: stopped {at}, where {last_pt} was written; continue the run with: {again}"
 
 
-def signal_reason(signum: int) -> str:
-    """``interrupted (SIGINT)`` or ``terminated (SIGTERM)``."""
-    return "interrupted (SIGINT)" if signum == signal.SIGINT else f"terminated ({signal_name(signum)})"
-
-
-def stopped(line: str | None, signum: int) -> Stopped:
+def stopped(line: str | None, stop: TrainingStopped) -> Stopped:
     """Every rank at the stop: rank 0 (``line`` given; None on the others) says it while the stop handlers still
-    hold back a second signal (torchrun sends one to the processes left when the first exits), every rank waits for
-    it; returns the command's ``Stopped`` (exit status 128 + the signal)."""
+    hold back a second signal (torchrun sends one to the processes left when the first exits), and where the ranks
+    stopped at one agreed point every rank waits for it (not when each left validation on its own: one may still
+    be in validation's last collective); returns the command's ``Stopped`` (exit status 128 + the signal)."""
     if line is not None:
         sys.stderr.write(line + "\n")
         sys.stderr.flush()
-    du.barrier()
-    return Stopped("", exit_status(signum))
+    if stop.agreed:
+        du.barrier()
+    return Stopped("", exit_status(stop.signum))

@@ -17,6 +17,7 @@ from torch import nn
 
 from simplepose.checkpoint.format import Checkpoint
 from simplepose.engine.launch import DataParallelBalanced, ModelWithLoss, sync_batchnorm
+from simplepose.engine.logger import read_metrics
 from tests.helpers import (
     COCO,
     flat_optimizer_state,
@@ -248,6 +249,11 @@ def test_sigterm_to_torchrun_stops_both_ranks_at_one_step_and_the_resume_ends_as
     assert_close_states(reference.model, final.model, rtol=0, atol=0)
     assert all(map(torch.equal, flat_optimizer_state(saved_state(final).optimizer),
                    flat_optimizer_state(saved_state(reference).optimizer)))  # fmt: skip
+    # every record as the unbroken run's, the epoch's train_loss over both ranks' 4 steps (the sums carried in last.pt)
+    timed = ("time", "data_time", "compute_time", "samples_per_s")
+    got, unbroken = ([{k: v for k, v in r.items() if k not in timed} for r in read_metrics(d)]
+                     for d in (tmp_path, two_process_run[0]))  # fmt: skip
+    assert got == unbroken and [r["kind"] for r in got].count("epoch") == 1
 
 
 def test_a_second_launch_into_a_run_folder_is_refused_by_every_rank_and_attempt(synthetic_h5_64, two_process_run,

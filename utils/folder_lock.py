@@ -84,7 +84,7 @@ class LockRecord:
         try:
             text = path.read_text()
             stat = path.stat()
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # no lock; a file where its folder would be
             return None
         try:
             d = json.loads(text)
