@@ -214,6 +214,13 @@ class ValidationHook(Hook):
                 figures = self.validator.validate(e)
         except ValidationStopped as stop:
             raise TrainingStopped(stop.signum, agreed=False) from None
+        except RuntimeError:
+            # in validation's last collective when the ranks that left it on a stop exit (gloo: the connection
+            # closes): that stop, not the collective's error
+            signum = stop_signals.requested_in_group() if du.get_world_size() > 1 else 0
+            if not signum:
+                raise
+            raise TrainingStopped(signum, agreed=False) from None
         if figures:
             self.logger.log("val", e, position.global_step, **figures)
             if self.is_main:

@@ -292,9 +292,15 @@ def interrupted_message(trainer: Trainer, command: list[str]) -> str:
 def stopped_message(trainer: Trainer, signum: int, command: list[str]) -> str:
     """What a run stopped by ``signum`` says: where, that last.pt holds that step, and the command that continues it
     (``train.resume=auto`` added to the command as given)."""
-    saved = trainer.out_dir / "last.pt" if trainer.checkpointer.last_saved_step is not None else None
+    return end_line(trainer, stop_reason(signum), command)
+
+
+def end_line(trainer: Trainer, reason: str, command: list[str]) -> str:
+    """The one line of a run that ends early for ``reason`` (a stop signal's, a lost peer's): where, the global
+    step its last.pt holds, and the command that continues it (``train.resume=auto`` added to the command)."""
     again = with_settings(command, {"train.resume": "auto"})
-    return stop_line(stop_reason(signum), trainer.position, str(saved) if saved else None, again)
+    last_pt = str(trainer.out_dir / "last.pt")
+    return stop_line(reason, trainer.position, last_pt, trainer.checkpointer.last_saved_step, again)
 
 
 def _quiet_disk_errors_in_threads(args: threading.ExceptHookArgs) -> None:

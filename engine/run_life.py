@@ -17,8 +17,9 @@
                                              6. release: the lock removed at every exit (a hard kill's is taken over
                                                 by the next run)
 
-``stop_line`` is the one line every stop ends with (the checkpoint reached and the resume command); a handler of
-another way a run ends (a lost peer) calls it with its own reason.
+``stop_line`` is the one line every stop ends with (where, the global step last.pt holds, the resume command); a
+handler of another way a run ends early (a lost peer) gives it its own reason, through ``engine.run.end_line(trainer,
+reason, command)``, which knows the trainer's position and the command line, then exits as ``stopped`` does.
 """
 
 from __future__ import annotations
@@ -96,15 +97,21 @@ def stop_before_training() -> None:
         raise TrainingStopped(signum)
 
 
-def stop_line(reason: str, position: TrainingPosition, last_pt: str | None, again: str) -> str:
-    """The line a stopped run ends with: ``reason`` (``terminated (SIGTERM)``), where it stopped (``position``), the
-    checkpoint that holds it (``last_pt``: None before the first) and ``again``, the command that continues."""
-    if last_pt is None:
-        return f"{reason}: stopped before the first step, nothing trained or kept; start the run with: {again}"
+def stop_line(reason: str, position: TrainingPosition, last_pt: str, saved_step: int | None, again: str) -> str:
+    """The line a run that stopped (or lost a peer: ``reason``) ends with: ``reason`` (``terminated (SIGTERM)``),
+    where it stopped (``position``), the checkpoint ``last_pt`` and the global step it holds (``saved_step``; None:
+    none yet) and ``again``, the command that continues."""
+    if saved_step is None:
+        before = "first checkpoint, nothing kept" if position.global_step else "first step, nothing trained or kept"
+        return f"{reason}: stopped before the {before}; start the run with: {again}"
     at = f"at {position.where()}"
     if position.validation_due:  # left validation: last.pt of the epoch end, which the resume validates first
         at = f"in the validation of epoch {position.epoch - 1} (global step {position.global_step})"
-    return f"{reason}: stopped {at}, where {last_pt} was written; continue the run with: {again}"
+    if saved_step == position.global_step:
+        return f"{reason}: stopped {at}, where {last_pt} was written; continue the run with: {again}"
+    redo = position.global_step - saved_step
+    return (f"{reason}: stopped {at}; {last_pt} holds global step {saved_step} ({redo} step{'s' * (redo != 1)} to "
+            f"redo); continue the run with: {again}")  # fmt: skip
 
 
 def stopped(line: str | None, stop: TrainingStopped) -> Stopped:

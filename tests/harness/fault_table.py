@@ -83,7 +83,7 @@ def table_rows(t: Tally, trials: int, disk_kinds: list[str]) -> list[tuple[str, 
     partial = sum(bool(r.partial_output) for r in t.corpus)
     corpus_note = (f"tests.harness.bad_input_table: {len(t.corpus)} inputs ({outcomes['counted_skip']} counted skips, "
                    f"{outcomes['accepted']} accepted)")  # fmt: skip
-    kill_trials = t.trials - sum(t.stops.values()) - t.torchrun_deaths
+    kill_trials = t.trials - sum(t.stops.values()) - t.torchrun_deaths - t.life_cases
     lost = f"{sum(t.lost.values()) + partial}" + (f" (+{partial} partial outputs)" if partial else "")
     return [
         (
@@ -91,7 +91,7 @@ def table_rows(t: Tally, trials: int, disk_kinds: list[str]) -> list[tuple[str, 
             f"{t.trials}",
             f"{kill_trials} kill -9 of train.py (seeded; 1 in 4 aimed at "
             f"a checkpoint write), {t.stops.get(1, 0)} SIGTERM to train.py and {t.stops.get(2, 0)} to torchrun's agent "
-            f"of 2 processes (seeded), {t.torchrun_deaths} torchrun worker death",
+            f"of 2 processes (seeded), {t.torchrun_deaths} torchrun worker death, {t.life_cases} run-life faults",
         ),
         (
             "SIGTERM stops",
