@@ -67,7 +67,8 @@ def held_folder(train: TrainConfig, rank: int) -> Iterator[None]:
     if rank == 0:
         try:
             what = f"train.out_dir={train.out_dir}"
-            lock = FolderLock.acquire(train.out_dir, train.lock_stale_minutes * 60, what, owners)
+            owner = launch_id() if owners else ""
+            lock = FolderLock.acquire(train.out_dir, train.lock_stale_minutes * 60, what, owners, owner)
         except FolderHeld as e:
             message = str(e)
     message = du.broadcast_object(message)

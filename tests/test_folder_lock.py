@@ -168,3 +168,15 @@ def test_one_process_launchers_refuse_several_torchrun_processes(main, name, tmp
     assert f"python {name} trains in one process, but torchrun started 2 (WORLD_SIZE=2)" in line
     assert f"torchrun --nproc_per_node=2 train_distributed.py train.out_dir={tmp_path / 'run'}" in line
     assert not (tmp_path / "run").exists()
+
+
+def test_a_torchrun_restart_takes_over_its_launchs_lock_at_once(tmp_path):
+    """A lock fresh from another host, written by an earlier attempt of this torchrun launch (its agent among this
+    launch's): torchrun ended that attempt on every node, so the restart takes it over without waiting; the lock
+    of another launch stays a live run's."""
+    fake_lock(tmp_path, host="node-2", pid=77, owner="node-2:900:5")
+    with pytest.raises(FolderHeld, match="host node-2, pid 77"):
+        FolderLock.acquire(tmp_path, 300, owners=frozenset({"node-1:800:4"}), owner="node-1:800:4")
+    with FolderLock.acquire(tmp_path, 300, owners=frozenset({"node-1:800:4", "node-2:900:5"}), owner="node-1:800:4"):
+        record = LockRecord.read(tmp_path / LOCK_NAME)
+        assert record is not None and record.owner == "node-1:800:4" and record.pid == os.getpid()

@@ -132,13 +132,19 @@ class FolderLock:
 
     @classmethod
     def acquire(
-        cls, folder: str | Path, stale_s: float, what: str = "the folder", owners: frozenset[str] = frozenset()
+        cls,
+        folder: str | Path,
+        stale_s: float,
+        what: str = "the folder",
+        owners: frozenset[str] = frozenset(),
+        owner: str = "",
     ) -> FolderLock:
         """Hold ``folder`` (made when missing); ``FolderHeld`` naming the live run that holds it. ``what`` names
-        the folder in messages (``train.out_dir=runs/x``); ``owners``: the torchrun launch of this process."""
+        the folder in messages (``train.out_dir=runs/x``); ``owners``: the torchrun agents of this process's launch
+        (a lock of one of them is an earlier attempt's); ``owner``: this process's agent, recorded."""
         path = Path(folder) / LOCK_NAME
         path.parent.mkdir(parents=True, exist_ok=True)
-        mine = LockRecord.mine(next(iter(owners), ""))
+        mine = LockRecord.mine(owner)
         for _ in range(5):  # a few rounds: another process may take over or release at the same moment
             if _link_new(path, mine.dumps()):
                 return cls(path, mine, stale_s)
