@@ -259,6 +259,9 @@ class TrainConfig:
     # also write last.pt at the first step after this many minutes since the last one: what a hard kill (SIGKILL, a
     # lost node) can lose; SIGTERM and Ctrl-C write it at the step they stop at (docs/training.md#fault-handling)
     checkpoint_every_minutes: float = ranged(30.0, Range(0, note="0: not by time"))
+    # one run per folder: a run holds train.out_dir with a lock file (host, pid, start time) refreshed every minute;
+    # a lock not refreshed for this many minutes on another host is a dead run's, taken over (utils/folder_lock.py)
+    lock_stale_minutes: float = ranged(5.0, POSITIVE)
     # shortens epochs (smoke runs)
     max_steps_per_epoch: int = ranged(0, Range(0, note="0: the whole epoch"))
     device: str = "auto"  # auto, cpu, cuda, cuda:1, ...

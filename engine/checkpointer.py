@@ -37,6 +37,7 @@ from simplepose.engine.schedule import LRSchedule
 from simplepose.models.posenet import WEIGHT_NEUTRAL_SETTINGS
 from simplepose.models.weights import unwrap
 from simplepose.utils import distributed as du
+from simplepose.utils import stop_signals
 from simplepose.utils.code_version import code_version
 from simplepose.utils.errors import UserError
 from simplepose.utils.io import WriteError
@@ -58,6 +59,8 @@ class TrainState:
     ranks_in_sync: bool = True
     ema: dict[str, Any] = field(default_factory=dict)  # WeightAverage.state_dict(); {} without train.ema
     schedule: dict[str, Any] = field(default_factory=dict)  # LRSchedule.state_dict(); {} in earlier checkpoints
+    # every rank's (loss x samples summed, samples) of the epoch's steps so far, by rank ([] at an epoch end)
+    epoch_loss: list[list[float]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         p = self.position
@@ -69,6 +72,8 @@ class TrainState:
             "global_step": p.global_step,
             "best_metric": p.best_metric,
             "counters": dict(p.counters),
+            **({"validation_due": True} if p.validation_due else {}),
+            **({"epoch_loss": self.epoch_loss} if self.epoch_loss else {}),
             "world_size": self.world_size,
             "rng": list(self.rng),
             "ranks_in_sync": self.ranks_in_sync,
@@ -86,6 +91,7 @@ class TrainState:
             global_step=int(_entry(d, "global_step", file)),
             best_metric=float(d.get("best_metric", -math.inf)),
             counters={"skipped_nonfinite": 0, **dict(d.get("counters") or {})},
+            validation_due=bool(d.get("validation_due", False)),
         )
         return cls(
             optimizer=dict(_entry(d, "optimizer", file)),
@@ -96,6 +102,7 @@ class TrainState:
             ranks_in_sync=bool(d.get("ranks_in_sync", True)),
             ema=dict(d.get("ema") or {}),
             schedule=dict(d.get("schedule") or {}),
+            epoch_loss=[[float(v) for v in sums] for sums in d.get("epoch_loss") or []],
         )
 
     @classmethod
@@ -141,9 +148,16 @@ class Checkpointer:
         Every rank takes part (RNG states and a weight fingerprint are gathered); rank 0 writes; then all learn
         whether it could, so a full disk stops every process with the same message instead of leaving the others
         waiting."""
+        with stop_signals.uninterrupted():  # a second Ctrl-C waits for the file (and every rank's part)
+            self._save(name, position)
+
+    def _save(self, name: str, position: TrainingPosition) -> None:
         beat("checkpoint", f"{name} at {position.where()}")
         position.settle()
         rngs = du.all_gather_object(rng_state())
+        # mid-epoch: every rank's sums of the epoch's loss so far, which a resumed epoch continues
+        mine = position.epoch_loss.tolist() if position.step and position.epoch_loss is not None else []
+        sums = du.all_gather_object(mine) if mine or du.get_world_size() > 1 else []
         in_sync = ranks_in_sync(unwrap(self.model))
         if self.ema is not None:  # each rank keeps its own average of the same state: they must agree too
             in_sync = ranks_in_sync(self.ema.module) and in_sync
@@ -164,6 +178,7 @@ class Checkpointer:
                 self.scaler.state_dict() if self.scaler.is_enabled() else {},
                 in_sync,
                 schedule=self.schedule.state_dict() if self.schedule is not None else {},
+                epoch_loss=sums if all(sums) else [],
             )
             ckpt = self._checkpoint(name, state)
             try:
@@ -192,13 +207,19 @@ class Checkpointer:
         state.ema = self.ema.state_dict() if self.ema is not None else {}
         return Checkpoint(unwrap(self.model).state_dict(), self.cfg, self.skeleton, state.to_dict(), code_version())
 
-    def restore(self, position: TrainingPosition, steps_per_epoch: int, read: Checkpoint | None = None) -> Path | None:
+    def restore(
+        self, position: TrainingPosition, steps_per_epoch: int, read: Checkpoint | None = None, resolved: bool = False
+    ) -> Path | None:
         """Resume from ``train.resume`` (the file every rank agrees on; None: a fresh start): check that it fits this
         run, load the weights (strictly), the optimiser and scaler states, ``position`` and (same world size) this
         rank's RNG states; the learning-rate plan into ``schedule`` (a changed train.epochs re-plans the cosine). What
-        the resume changes in the recipe is logged, named. ``read``: that file already read (engine.preflight).
+        the resume changes in the recipe is logged, named. ``read``: that file already read (engine.preflight);
+        ``resolved``: ``read`` is train.resume resolved already (None: nothing to resume), not looked up again.
         Returns the file resumed from."""
-        path = agreed_resume_path(self.cfg.train.resume, self.out_dir)
+        if resolved:
+            path = Path(read.file) if read is not None else None
+        else:
+            path = agreed_resume_path(self.cfg.train.resume, self.out_dir)
         if path is None:
             if self.rank == 0 and self.cfg.train.resume == "auto":
                 log.info(
@@ -230,6 +251,8 @@ class Checkpointer:
         position.epoch, position.step, position.global_step = saved.epoch, saved.step, saved.global_step
         position.best_metric = saved.best_metric
         position.counters.update(saved.counters)
+        position.validation_due = saved.validation_due
+        position.epoch_loss = self._restored_epoch_loss(state, position.step)
         if path.resolve() == (self.out_dir / "last.pt").resolve():
             self.last_saved_step = saved.global_step
         if position.step and state.world_size != self.world_size:
@@ -252,6 +275,15 @@ class Checkpointer:
             for line in changes:
                 log.info(line)
         return path
+
+    def _restored_epoch_loss(self, state: TrainState, step: int) -> torch.Tensor | None:
+        """This rank's sums of the epoch's loss so far (a mid-epoch checkpoint; the same world size: its own, else
+        an equal share of every rank's), float64 (2,) on the CPU; None at an epoch start or without them."""
+        if not step or not state.epoch_loss:
+            return None
+        if state.world_size == self.world_size and len(state.epoch_loss) == self.world_size:
+            return torch.tensor(state.epoch_loss[self.rank], dtype=torch.float64)
+        return torch.tensor(state.epoch_loss, dtype=torch.float64).sum(0) / self.world_size
 
     def _restore_optimizer(self, state: TrainState, path: Path, saved_cfg: Config | None) -> None:
         """The saved optimiser state (moments, step counts) under this run's settings (decay, momentum: the config's);

@@ -46,6 +46,12 @@ class Hook:
     def after_epoch(self, position: TrainingPosition, summary: dict[str, float]) -> None:
         pass
 
+    def validate(self, position: TrainingPosition, summary: dict[str, float]) -> None:
+        pass
+
+    def after_validation(self, position: TrainingPosition, summary: dict[str, float]) -> None:
+        pass
+
     def after_train(self, position: TrainingPosition) -> None:
         pass
 
@@ -87,6 +93,14 @@ class HookList(Hook):
     def after_epoch(self, position: TrainingPosition, summary: dict[str, float]) -> None:
         for h in self.hooks:
             h.after_epoch(position, summary)
+
+    def validate(self, position: TrainingPosition, summary: dict[str, float]) -> None:
+        for h in self.hooks:
+            h.validate(position, summary)
+
+    def after_validation(self, position: TrainingPosition, summary: dict[str, float]) -> None:
+        for h in self.hooks:
+            h.after_validation(position, summary)
 
     def after_train(self, position: TrainingPosition) -> None:
         for h in self.hooks:

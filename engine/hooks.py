@@ -8,6 +8,10 @@ The loop calls, in the order of the hook list:
     after_step(position, result)               after it (``result``: engine.trainer.StepResult)
     after_epoch(position, summary)             after the epoch's last step; ``summary`` is the epoch's dict of
                                                figures, filled by the hooks (``Trainer.fit`` returns the last)
+    validate(position, summary)                then, where the epoch is validated (``position``: the next epoch's
+                                               start, ``validation_due``); also first thing after a resume from a
+                                               checkpoint of an epoch end whose validation a stop cut short
+    after_validation(position, summary)        after it, ``summary`` holding the validation figures
     after_train(position)                      once, at the end, also when training stops with an error
 
 ``position`` (engine.position.TrainingPosition) is the run's position; hooks read it (the checkpoint hook alone records
@@ -17,10 +21,11 @@ refuses an order that breaks it. ``Trainer.default_hooks`` builds the standard l
 
     WatchdogHook     the stall watchdog of multi-process runs (utils/watchdog.py)
     LoggingHook      progress bar, metrics.jsonl / TensorBoard records, the epoch's summary line
-    ValidationHook   validation loss and COCO AP every train.val_every epochs (engine/validation.py)
+    ValidationHook   validation loss and COCO AP every train.val_every epochs (engine/validation.py); a stop
+                     signal ends it within a batch
     CheckpointHook   last.pt every train.checkpoint_every_steps and train.checkpoint_every_minutes, at each epoch
-                     end and on a stop signal (SIGTERM, Ctrl-C: then it stops training); best.pt when the metric
-                     improves
+                     end before validation and again after it, and on a stop signal (SIGTERM, Ctrl-C: then it stops
+                     training); best.pt when the metric of a finished validation improves
 
 A new hook: subclass ``Hook``, override the methods it needs, give its constructor what it uses (a logger, a
 collaborator, a few numbers; not the trainer), and register it: ``trainer.register_hooks([MyHook(...)])`` (it runs
@@ -33,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -43,7 +49,8 @@ from simplepose.engine.checkpointer import Checkpointer
 from simplepose.engine.hook_base import Hook, StepResult
 from simplepose.engine.logger import Meter, MetricsLogger, step_values
 from simplepose.engine.position import TrainingPosition
-from simplepose.engine.validation import Validator, validation_metric
+from simplepose.engine.run_life import TrainingStopped
+from simplepose.engine.validation import ValidationStopped, Validator, validation_metric
 from simplepose.utils import distributed as du
 from simplepose.utils import stop_signals
 from simplepose.utils.progress_bar import progress_bar
@@ -95,14 +102,19 @@ class LoggingHook(Hook):
         self.bar: Any = None  # this epoch's progress bar (utils.progress_bar)
 
     def before_train(self, position: TrainingPosition) -> None:
-        # records past the position were written by a run that died after its last checkpoint: every step once
-        self.logger.truncate_after(position.global_step)
+        # records past the position were written by a run that died after its last checkpoint: every step once; at
+        # the position itself, the records of what is done again: mid-epoch (also at its last step) the epoch's end
+        # and validation, a validation still due
+        again = ("epoch", "val") if position.step else ("val",) if position.validation_due else ()
+        self.logger.truncate_after(position.global_step, drop_at_end=again)
 
     def before_epoch(self, position: TrainingPosition) -> None:
         self.data_time, self.compute_time = Meter(), Meter()
-        # the epoch's loss, summed over the samples of applied steps, on the device: read at log steps only
-        self.loss_sum = torch.zeros((), dtype=torch.float64, device=self.device)
-        self.loss_samples = torch.zeros((), dtype=torch.float64, device=self.device)
+        # the epoch's loss, summed over the samples of applied steps, on the device: read at log steps only; a run
+        # resumed mid-epoch continues the sums its checkpoint holds
+        carried = position.epoch_loss if position.step and position.epoch_loss is not None else None
+        zeros = torch.zeros(2, dtype=torch.float64, device=self.device)
+        position.epoch_loss = carried.to(self.device) if carried is not None else zeros
         self.bar = progress_bar(
             total=self.steps_per_epoch,
             initial=position.step,
@@ -122,17 +134,19 @@ class LoggingHook(Hook):
         self.tic = time.perf_counter()
         self.compute_time.update(self.tic - self.batch_ready)
         applied = result.applied
-        self.loss_sum += torch.where(applied, result.loss.detach().double() * result.samples, 0.0)
-        self.loss_samples += applied.double() * result.samples
+        added = torch.stack([torch.where(applied, result.loss.detach().double() * result.samples, 0.0),
+                             applied.double() * result.samples])  # fmt: skip
+        position.epoch_loss = added if position.epoch_loss is None else position.epoch_loss + added
         if position.step % self.log_every == 0 or position.step == self.steps_per_epoch:
             self.log_step(position, result)
-            self.bar.set_postfix(loss=f"{self.epoch_loss():.4g}", lr=f"{result.lr:.3g}", refresh=False)
+            self.bar.set_postfix(loss=f"{self.epoch_loss(position):.4g}", lr=f"{result.lr:.3g}", refresh=False)
         self.bar.update(1)
 
-    def epoch_loss(self) -> float:
+    @staticmethod
+    def epoch_loss(position: TrainingPosition) -> float:
         """This process's mean loss per sample over the epoch's applied steps so far (a host read)."""
-        count = float(self.loss_samples.item())
-        return float(self.loss_sum.item()) / count if count else float("nan")
+        total, count = position.epoch_loss.tolist() if position.epoch_loss is not None else (0.0, 0.0)
+        return total / count if count else float("nan")
 
     def log_step(self, position: TrainingPosition, result: StepResult) -> None:
         skipped = position.settle()
@@ -163,10 +177,12 @@ class LoggingHook(Hook):
     def after_epoch(self, position: TrainingPosition, summary: dict[str, float]) -> None:
         if self.bar is not None:
             self.bar.close()
-        mean_loss = du.all_reduce_mean(torch.tensor(self.epoch_loss(), device=self.device)).item()
+        mean_loss = du.all_reduce_mean(torch.tensor(self.epoch_loss(position), device=self.device)).item()
+        samples = position.epoch_loss[1] if position.epoch_loss is not None else torch.zeros((), device=self.device)
         samples_per_s = self.samples_per_step / max(self.data_time.mean + self.compute_time.mean, 1e-9)
         stats = {
             "train_loss": mean_loss,
+            "samples": round(du.all_reduce_mean(samples).item() * du.get_world_size()),
             "skipped_nonfinite": position.counters["skipped_nonfinite"],
             "samples_per_s": samples_per_s,
         }
@@ -182,35 +198,34 @@ class LoggingHook(Hook):
 
 
 class ValidationHook(Hook):
-    """Validation every ``every`` epochs and after the last one (``epochs``); the figures go into the epoch's
-    summary, a ``val`` record and a line. ``every`` = 0: never."""
+    """The validation of the epoch that ended (the trainer calls ``validate`` where it is due: every
+    ``train.val_every`` epochs and after the last, ``engine.validation.validation_due``); the figures go into the
+    epoch's summary, a ``val`` record and a line. A stop signal ends it within a batch: ``TrainingStopped``, not
+    agreed among the ranks (each leaves validation on its own; last.pt of the epoch end was written before)."""
 
-    def __init__(
-        self, validator: Validator, every: int, epochs: int, logger: MetricsLogger, data: DataConfig, is_main: bool
-    ) -> None:
-        self.validator, self.every, self.epochs, self.logger = validator, every, epochs, logger
-        self.data, self.is_main = data, is_main
+    def __init__(self, validator: Validator, logger: MetricsLogger, data: DataConfig, is_main: bool) -> None:
+        self.validator, self.logger, self.data, self.is_main = validator, logger, data, is_main
 
-    def after_epoch(self, position: TrainingPosition, summary: dict[str, float]) -> None:
-        e = position.epoch
-        if not self.every or not ((e + 1) % self.every == 0 or e + 1 == self.epochs):
-            return
+    def validate(self, position: TrainingPosition, summary: dict[str, float]) -> None:
+        e = position.epoch - 1
         beat("validation", f"epoch {e}")
-        with loader_errors(self.data.val, self.data, lambda: "validating"):
-            figures = self.validator.validate(e)
+        try:
+            with loader_errors(self.data.val, self.data, lambda: "validating"):
+                figures = self.validator.validate(e)
+        except ValidationStopped as stop:
+            raise TrainingStopped(stop.signum, agreed=False) from None
+        except RuntimeError:
+            # in validation's last collective when the ranks that left it on a stop exit (gloo: the connection
+            # closes): that stop, not the collective's error
+            signum = stop_signals.requested_in_group() if du.get_world_size() > 1 else 0
+            if not signum:
+                raise
+            raise TrainingStopped(signum, agreed=False) from None
         if figures:
             self.logger.log("val", e, position.global_step, **figures)
             if self.is_main:
                 log.info("epoch %d validation: %s", e, ", ".join(f"{k} {v:.4f}" for k, v in figures.items()))
         summary.update(figures)
-
-
-class TrainingStopped(Exception):
-    """Training stopped at a step boundary on a stop signal (``signum``), after last.pt was written there."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(f"stopped by {stop_signals.signal_name(signum)}")
-        self.signum = signum
 
 
 class CheckpointHook(Hook):
@@ -219,12 +234,21 @@ class CheckpointHook(Hook):
     (``utils.stop_signals``: then training stops with ``TrainingStopped``); ``best.pt`` when the epoch's validation
     metric (``engine.validation.validation_metric``, which ``ValidationHook`` writes into the summary: hence
     ``runs_after``) beats ``position.best_metric``. Every rank takes the same decisions at the same step
-    (``utils.distributed.AgreedFlags``: under several processes, one step after a rank asked)."""
+    (``utils.distributed.AgreedFlags``: under several processes, one step after a rank asked). ``validates(e)``:
+    whether epoch ``e`` is validated (last.pt of its end then holds ``validation_due``, and is written again after
+    the validation)."""
 
     runs_after = (ValidationHook,)
 
-    def __init__(self, checkpointer: Checkpointer, every_steps: int, every_minutes: float = 0.0) -> None:
+    def __init__(
+        self,
+        checkpointer: Checkpointer,
+        every_steps: int,
+        every_minutes: float = 0.0,
+        validates: Callable[[int], bool] = lambda epoch: False,
+    ) -> None:
         self.checkpointer, self.every_steps, self.every_minutes = checkpointer, every_steps, every_minutes
+        self.validates = validates
         self.flags = du.AgreedFlags(2)  # (the stop signal, last.pt due by time)
         self.saved_at = time.monotonic()
 
@@ -252,17 +276,30 @@ class CheckpointHook(Hook):
             raise TrainingStopped(stop)
 
     def after_epoch(self, position: TrainingPosition, summary: dict[str, float]) -> None:
+        """last.pt of the epoch end, before its validation: what a stop during validation keeps."""
         position.settle()  # before the copy below, which starts without the device-side count
-        metric = validation_metric(summary)
-        improved = metric is not None and metric > position.best_metric
-        if metric is not None and improved:
-            position.best_metric = metric
-        end = dataclasses.replace(position, epoch=position.epoch + 1, step=0)  # where a resumed run starts
-        if improved:
-            self.checkpointer.save("best.pt", end)
+        # where a resumed run starts
+        end = dataclasses.replace(
+            position, epoch=position.epoch + 1, step=0, validation_due=self.validates(position.epoch)
+        )
         self.save_last(end)
-        (stop, _) = self.flags.exchange([stop_signals.requested(), 0], now=True)  # asked during the epoch's end
-        if stop and end.epoch < self.checkpointer.cfg.train.epochs:
+        self.stop_if_asked(end)
+
+    def after_validation(self, position: TrainingPosition, summary: dict[str, float]) -> None:
+        """best.pt when the finished validation's metric improved; last.pt again, its validation done."""
+        metric = validation_metric(summary)
+        position.validation_due = False
+        if metric is not None and metric > position.best_metric:
+            position.best_metric = metric
+            self.checkpointer.save("best.pt", position)
+        self.save_last(position)
+        self.stop_if_asked(position)
+
+    def stop_if_asked(self, saved: TrainingPosition) -> None:
+        """``TrainingStopped`` when a stop signal came during the epoch's end (on any rank) and the run saved at
+        ``saved`` has something left to do."""
+        (stop, _) = self.flags.exchange([stop_signals.requested(), 0], now=True)
+        if stop and (saved.epoch < self.checkpointer.cfg.train.epochs or saved.validation_due):
             raise TrainingStopped(stop)
 
     def after_train(self, position: TrainingPosition) -> None:

@@ -83,9 +83,10 @@ class MetricsLogger:
             return
         self.tb = writer(log_dir=str(Path(out_dir) / "tensorboard"))
 
-    def truncate_after(self, global_step: int) -> None:
-        """Drop records past ``global_step`` (written by a run that died after its last checkpoint), and a last
-        line cut short by a process killed while writing it."""
+    def truncate_after(self, global_step: int, drop_at_end: tuple[str, ...] = ()) -> None:
+        """Drop records past ``global_step`` (written by a run that died after its last checkpoint), those of the
+        kinds ``drop_at_end`` at ``global_step`` itself (work to be done again there), and a last line cut short by
+        a process killed while writing it."""
         if not self.enabled or not self.path.is_file():
             return
         kept = []
@@ -94,7 +95,8 @@ class MetricsLogger:
                 record = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            if record.get("global_step", 0) <= global_step:
+            step = record.get("global_step", 0)
+            if step < global_step or (step == global_step and record.get("kind") not in drop_at_end):
                 kept.append(line)
         atomic_write_text(self.path, "".join(line + "\n" for line in kept))  # a kill here loses no line
 

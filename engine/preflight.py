@@ -1,6 +1,6 @@
 """Everything a training run will read, opened and checked before anything is written or trained.
 
-    inputs = open_inputs(cfg, skeleton)      # a collective: every rank checks, all agree on one verdict
+    inputs = open_inputs(cfg, skeleton)      # a collective: rank 0 checks, every rank opens, one verdict
 
 The training files (``data.train`` or each of ``data.train_sources``) and ``data.val``; each validation set that
 validation will score (``data.val_images`` / ``data.val_annotations``, each source's ``data.source_val_images`` /
@@ -8,7 +8,10 @@ validation will score (``data.val_images`` / ``data.val_annotations``, each sour
 ``train.init_weights``; the checkpoint ``train.resume`` continues from. A problem is one ``UserError`` naming the
 setting and the path, raised on every rank (``utils.distributed.agreed``) within seconds of the start, before the
 run folder is claimed: a long run never finds a missing validation file after its first epoch. What was opened is
-handed on, so that nothing is read twice.
+handed on, so that nothing is read twice. The checks run once: rank 0 makes them (the images listed, the pairs of
+settings, the checkpoints' entries) and resolves the checkpoint to resume from (``train.resume=auto``: the folder's
+``last.pt`` or none); the other ranks open only what they use (the datasets, the annotations, the checkpoints at the
+path rank 0 resolved), and every rank takes one verdict.
 """
 
 from __future__ import annotations
@@ -44,28 +47,36 @@ class RunInputs:
     ground_truth: dict[str, GroundTruth] = field(default_factory=dict)
     init_weights: Checkpoint | None = None
     resume: Checkpoint | None = None
+    resolved: bool = False  # ``resume`` is train.resume resolved (by rank 0, for every rank): nothing to look up again
 
 
 def open_inputs(cfg: Config, skeleton: Skeleton) -> RunInputs:
     """Open and check everything the run of ``cfg`` will read (the module docstring); a collective."""
-    return du.agreed(lambda: _open(cfg, skeleton))
+    checks = du.get_rank() == 0
+    resume = du.agreed(lambda: str(resolve_resume(cfg.train.resume, cfg.train.out_dir) or "") if checks else "")
+    resume = du.broadcast_object(resume)
+    return du.agreed(lambda: _open(cfg, skeleton, resume, checks))
 
 
-def _open(cfg: Config, skeleton: Skeleton) -> RunInputs:
+def _open(cfg: Config, skeleton: Skeleton, resume: str, checks: bool = True) -> RunInputs:
+    """What ``open_inputs`` opens (``resume``: the checkpoint train.resume resolved to, "" for none); ``checks``:
+    also the checks that read more than the run uses (rank 0)."""
     d, t = cfg.data, cfg.train
     inputs = RunInputs(training_set(cfg), training_file(cfg, "data.val", train=False) if d.val else None)
     if t.val_every:
-        check_pairs(cfg)
+        if checks:
+            check_pairs(cfg)
         for name, images, annotation_file in validation_sets(d):
             keys = ("data.val_images", "data.val_annotations") if not name else validation_keys(cfg, name)
             truth = ground_truth(annotation_file, keys[1], skeleton, cfg)
-            check_images(images, keys[0], truth, cfg)
+            if checks:
+                check_images(images, keys[0], truth, cfg)
             inputs.ground_truth[annotation_file] = truth
     if t.init_weights:
         inputs.init_weights = checkpoint(t.init_weights, "train.init_weights")
-    resume = resolve_resume(t.resume, t.out_dir)
-    if resume is not None:
-        inputs.resume = checkpoint(str(resume), "train.resume")
+    inputs.resolved = True
+    if resume:
+        inputs.resume = checkpoint(resume, "train.resume")
         check_same_model(inputs.resume, cfg)
         TrainState.of(inputs.resume)  # its training entries are all there
     return inputs

@@ -15,7 +15,6 @@ import argparse
 import logging
 import os
 import shlex
-import signal
 import sys
 import threading
 import time
@@ -32,17 +31,24 @@ from simplepose.engine.batch_errors import dead_workers_named
 from simplepose.engine.checkpointer import TrainState, check_same_model, resolve_resume
 from simplepose.engine.curves import plot_run
 from simplepose.engine.hook_base import Hook
-from simplepose.engine.hooks import TrainingStopped
 from simplepose.engine.launch import DataParallelBalanced, Distributed, Launcher, SingleDevice
 from simplepose.engine.run_folder import continues_folder, launch_owns, undone_if_start_fails
+from simplepose.engine.run_life import (
+    TrainingStopped,
+    held_folder,
+    one_process_launch,
+    stop_before_training,
+    stop_line,
+    stopped,
+)
 from simplepose.engine.trainer import Trainer, training_data
 from simplepose.engine.validation import validation_sets
 from simplepose.evaluate.prediction_sheet import draw_predictions
 from simplepose.utils import distributed as du
 from simplepose.utils.commands import command, commands_here
-from simplepose.utils.errors import Stopped, UserError
+from simplepose.utils.errors import UserError
 from simplepose.utils.io import OUT_OF_SPACE_OR_READ_ONLY, disk_errors, write_error_message
-from simplepose.utils.stop_signals import exit_status, requested, signal_name, stop_requests
+from simplepose.utils.stop_signals import stop_reason, stop_requests
 from simplepose.utils.text import counted
 
 log = logging.getLogger(__name__)
@@ -147,12 +153,13 @@ def run(
     """Parse the command line, resolve the config, pick the launcher, train, report. ``extra_hooks(trainer)``: hooks
     to add to the trainer's (tests/harness injects faults with one)."""
     args = parse_args(description, argv, kind)
+    one_process_launch(kind, LAUNCHERS[kind], sys.argv[1:] if argv is None else argv)
     cfg = load_config(args.config or QUICKSTART_PRESET, args.overrides)
     quickstart = args.config is None or preset_file(args.config).resolve() == QUICKSTART_PRESET
-    trainer: Trainer | None = None
+    built: list[Trainer] = []
 
     def position() -> str:
-        return trainer.position.where() if trainer is not None else "while the run was starting"
+        return built[0].position.where() if built else "while the run was starting"
 
     # a DataLoader worker's death reported anywhere (torch raises it from a signal handler, at any point: also while
     # another error is reported or the processes are shut down) ends in its one line, never a traceback
@@ -160,41 +167,63 @@ def run(
         rank = start_processes(kind, cfg)
         try:
             cfg = resolved_config(cfg, quickstart, rank)
-            # before anything is written
-            finished: tuple[str, int, int] | None = du.broadcast_object(finished_run(cfg) if rank == 0 else None)
-            if finished is not None:
-                if rank == 0:
-                    print(finished_message(cfg, *finished, command_line(kind, argv)))
-                return 0
-            launcher = make_launcher(kind, cfg)
             resume_hint = f"then continue the run with train.resume=auto train.out_dir={cfg.train.out_dir}"
             previous_hook, threading.excepthook = threading.excepthook, _quiet_disk_errors_in_threads
             try:
                 start = time.perf_counter()
                 # a full disk or read-only folder while writing logs, config or plots; a start that fails leaves
-                # no run behind
+                # no run behind; the folder held (engine/run_life.py) before anything is read or written there;
                 # SIGTERM and Ctrl-C from here on: every rank stops at one step boundary, last.pt written there
-                with disk_errors(resume_hint), undone_if_start_fails(cfg.train.out_dir, rank), stop_requests(rank == 0):
-                    trainer = Trainer(cfg, launcher)
-                    if extra_hooks is not None:
-                        trainer.register_hooks(extra_hooks(trainer))
-                    try:
-                        try:
-                            stop_before_training()
-                            result = trainer.fit()
-                        except TrainingStopped as e:
-                            raise stopped(trainer, e.signum, command_line(kind, argv)) from None
-                    except KeyboardInterrupt:
-                        if launcher.rank != 0:
-                            raise
-                        raise KeyboardInterrupt(interrupted_message(trainer, command_line(kind, argv))) from None
+                with (
+                    disk_errors(resume_hint),
+                    undone_if_start_fails(cfg.train.out_dir, rank),
+                    held_folder(cfg.train, rank),
+                ):
+                    finished: tuple[str, int, int] | None = du.broadcast_object(
+                        finished_run(cfg) if rank == 0 else None
+                    )
+                    if finished is not None:
+                        if rank == 0:
+                            print(finished_message(cfg, *finished, command_line(kind, argv)))
+                        return 0
+                    launcher = make_launcher(kind, cfg)
+                    with stop_requests(rank == 0):
+                        trained = train_until_stopped(kind, cfg, launcher, argv, extra_hooks, built.append)
                     if launcher.rank == 0:
-                        report(cfg, result, time.perf_counter() - start, quickstart)
+                        report(cfg, trained, time.perf_counter() - start, quickstart)
             finally:
                 threading.excepthook = previous_hook
         finally:
             du.cleanup()
     return 0
+
+
+def train_until_stopped(
+    kind: str,
+    cfg: Config,
+    launcher: Launcher,
+    argv: list[str] | None,
+    extra_hooks: Callable[[Trainer], list[Hook]] | None,
+    keep: Callable[[Trainer], None],
+) -> dict[str, float]:
+    """Start or resume the run, train it to its end and return its last summary; a stop signal ends it with its
+    line (``Stopped``), a second Ctrl-C with ``KeyboardInterrupt`` saying where. ``keep``: given the trainer once
+    built (for messages of the run's position)."""
+    trainer = Trainer(cfg, launcher)
+    keep(trainer)
+    if extra_hooks is not None:
+        trainer.register_hooks(extra_hooks(trainer))
+    try:
+        try:
+            stop_before_training()
+            return trainer.fit()
+        except TrainingStopped as e:
+            line = stopped_message(trainer, e.signum, command_line(kind, argv)) if trainer.is_main else None
+            raise stopped(line, e) from None
+    except KeyboardInterrupt:
+        if launcher.rank != 0:
+            raise
+        raise KeyboardInterrupt(interrupted_message(trainer, command_line(kind, argv))) from None
 
 
 def command_line(kind: str, argv: list[str] | None) -> list[str]:
@@ -228,7 +257,8 @@ def finished_run(cfg: Config) -> tuple[str, int, int] | None:
     if state is None:
         return None
     p = state.position
-    return (str(path), p.epoch, p.global_step) if p.epoch >= cfg.train.epochs and not p.step else None
+    done = p.epoch >= cfg.train.epochs and not p.step and not p.validation_due
+    return (str(path), p.epoch, p.global_step) if done else None
 
 
 def finished_message(cfg: Config, path: str, epochs: int, global_step: int, command: list[str]) -> str:
@@ -259,35 +289,18 @@ def interrupted_message(trainer: Trainer, command: list[str]) -> str:
     )
 
 
-def stop_before_training() -> None:
-    """``TrainingStopped`` when a stop signal came while the run was starting, on any rank (a collective)."""
-    (signum,) = du.AgreedFlags(1).exchange([requested()], now=True)
-    if signum:
-        raise TrainingStopped(signum)
-
-
-def stopped(trainer: Trainer, signum: int, command: list[str]) -> Stopped:
-    """A run stopped by ``signum`` (every rank at the same step, last.pt written): rank 0 says so (``stopped_message``)
-    while the stop handlers still hold back a second signal (torchrun sends one to the processes left when the
-    first exits), and every rank waits for that line before it exits. Returns the command's ``Stopped``."""
-    if trainer.is_main:
-        sys.stderr.write(stopped_message(trainer, signum, command) + "\n")
-        sys.stderr.flush()
-    du.barrier()
-    return Stopped("", exit_status(signum))
-
-
 def stopped_message(trainer: Trainer, signum: int, command: list[str]) -> str:
     """What a run stopped by ``signum`` says: where, that last.pt holds that step, and the command that continues it
     (``train.resume=auto`` added to the command as given)."""
+    return end_line(trainer, stop_reason(signum), command)
+
+
+def end_line(trainer: Trainer, reason: str, command: list[str]) -> str:
+    """The one line of a run that ends early for ``reason`` (a stop signal's, a lost peer's): where, the global
+    step its last.pt holds, and the command that continues it (``train.resume=auto`` added to the command)."""
     again = with_settings(command, {"train.resume": "auto"})
-    how = "interrupted (SIGINT)" if signum == signal.SIGINT else f"terminated ({signal_name(signum)})"
-    if trainer.checkpointer.last_saved_step is None:  # stopped while starting, before any step or checkpoint
-        return f"{how}: stopped before the first step, nothing trained or kept; start the run with: {again}"
-    return (
-        f"{how}: stopped at {trainer.position.where()}, where {trainer.out_dir / 'last.pt'} was written; continue "
-        f"the run with: {again}"
-    )
+    last_pt = str(trainer.out_dir / "last.pt")
+    return stop_line(reason, trainer.position, last_pt, trainer.checkpointer.last_saved_step, again)
 
 
 def _quiet_disk_errors_in_threads(args: threading.ExceptHookArgs) -> None:

@@ -41,6 +41,7 @@ from simplepose.config.schema import TrainConfig
 from simplepose.engine.checkpointer import TrainState
 from simplepose.utils import distributed as du
 from simplepose.utils.errors import UserError
+from simplepose.utils.folder_lock import FolderHeld
 from simplepose.utils.io import atomic_write_text, check_writable
 
 log = logging.getLogger(__name__)
@@ -90,6 +91,8 @@ def undone_if_start_fails(out_dir: str | Path, rank: int) -> Iterator[None]:
     continued = bool(run_files(out))
     try:
         yield
+    except FolderHeld:  # another run's folder, written by it meanwhile: nothing here is this start's
+        raise
     except BaseException:
         if rank == 0 and not continued and out.is_dir() and not has_trained(out):
             try:
@@ -217,7 +220,7 @@ def _last_checkpoint(path: Path) -> tuple[str, int]:
     epochs = ckpt.config.train.epochs if ckpt.config is not None else None
     done = f"{p.epoch} of {_epochs(epochs)}" if isinstance(epochs, int) else _epochs(p.epoch)
     into = f" and {p.step} steps into the next" if p.step else ""
-    finished = epochs if isinstance(epochs, int) and p.epoch >= epochs and not p.step else 0
+    finished = epochs if isinstance(epochs, int) and p.epoch >= epochs and not p.step and not p.validation_due else 0
     return f"last.pt after {done}{into} at global step {p.global_step}", finished
 
 

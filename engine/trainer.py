@@ -41,7 +41,7 @@ from simplepose.engine.recipe import recipe_line
 from simplepose.engine.run_folder import claim_run_folder
 from simplepose.engine.schedule import LRSchedule
 from simplepose.engine.statistics_backup import StatisticsBackup
-from simplepose.engine.validation import Validator
+from simplepose.engine.validation import Validator, validation_due, validation_sets
 from simplepose.models import MultiTaskLoss, build_model
 from simplepose.models.weights import LoadReport, carried_skeleton, unwrap
 from simplepose.utils import distributed as du
@@ -111,7 +111,7 @@ class Trainer:
             self.schedule)  # fmt: skip
         if self.is_main:
             remove_stale_temporaries(self.out_dir)  # left by a process killed while writing a checkpoint
-        self.checkpointer.restore(self.position, self.steps_per_epoch, inputs.resume)
+        self.checkpointer.restore(self.position, self.steps_per_epoch, inputs.resume, inputs.resolved)
         self.hooks = HookList(self.default_hooks())
         if self.is_main:
             save_config(cfg, self.out_dir / "config.yaml")
@@ -148,9 +148,15 @@ class Trainer:
         return [
             WatchdogHook(self.cfg.dist.timeout_s, self.rank, self.world_size),
             LoggingHook(logger, self.steps_per_epoch, t.log_every, samples_per_step, self.device, self.is_main),
-            ValidationHook(validator, t.val_every, t.epochs, logger, self.cfg.data, self.is_main),
-            CheckpointHook(self.checkpointer, t.checkpoint_every_steps, t.checkpoint_every_minutes),
+            ValidationHook(validator, logger, self.cfg.data, self.is_main),
+            CheckpointHook(self.checkpointer, t.checkpoint_every_steps, t.checkpoint_every_minutes, self.validates),
         ]
+
+    def validates(self, epoch: int) -> bool:
+        """Whether the end of ``epoch`` is validated (``train.val_every``, the last epoch; something to validate)."""
+        t = self.cfg.train
+        anything = self.val_set is not None or bool(validation_sets(self.cfg.data))
+        return anything and validation_due(epoch, t.val_every, t.epochs)
 
     def register_hooks(self, hooks: list[Hook]) -> None:
         """Add hooks, called after the standard ones."""
@@ -164,13 +170,24 @@ class Trainer:
         summary: dict[str, float] = {}
         try:
             self.hooks.before_train(p)
+            # resumed from an epoch end's last.pt whose validation a stop cut short: that validation first
+            summary = self.validate({"epoch": p.epoch - 1}) if p.validation_due else summary
             while p.epoch < self.cfg.train.epochs:
                 self.train_epoch()
                 summary = {"epoch": p.epoch}
-                self.hooks.after_epoch(p, summary)
-                p.epoch, p.step = p.epoch + 1, 0
+                self.hooks.after_epoch(p, summary)  # the epoch's record, its last.pt (before validation)
+                p.epoch, p.step, p.validation_due = p.epoch + 1, 0, self.validates(p.epoch)
+                if p.validation_due:
+                    summary = self.validate(summary)
         finally:
             self.hooks.after_train(p)
+        return summary
+
+    def validate(self, summary: dict[str, float]) -> dict[str, float]:
+        """The validation due at the current position (that of the epoch before it) and what follows it (best.pt,
+        last.pt); returns ``summary`` with its figures."""
+        self.hooks.validate(self.position, summary)
+        self.hooks.after_validation(self.position, summary)
         return summary
 
     def train_epoch(self) -> None:

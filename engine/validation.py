@@ -23,6 +23,7 @@ from simplepose.evaluate.metrics.annotations import GroundTruth, load_ground_tru
 from simplepose.models.eval_mode import eval_mode
 from simplepose.models.weights import carried_skeleton, unwrap
 from simplepose.utils import distributed as du
+from simplepose.utils import stop_signals
 from simplepose.utils.precision import Precision
 
 
@@ -35,6 +36,27 @@ def validation_sets(d: DataConfig) -> list[tuple[str, str, str]]:
         if images and annotation_file:
             sets.append((name, images, annotation_file))
     return sets
+
+
+def validation_due(epoch: int, every: int, epochs: int) -> bool:
+    """Whether epoch ``epoch`` (0-based) is validated: every ``every`` epochs (``train.val_every``; 0: never) and
+    after the last of ``epochs``."""
+    return bool(every) and ((epoch + 1) % every == 0 or epoch + 1 == epochs)
+
+
+class ValidationStopped(Exception):
+    """Validation left within a batch on a stop signal (``signum``), of this process or of another of its group."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"validation stopped by signal {signum}")
+        self.signum = signum
+
+
+def _stop_if_asked(module: nn.Module, args: object) -> None:
+    """A forward pre-hook: ``ValidationStopped`` once a stop signal came (``utils.stop_signals.requested_in_group``)."""
+    signum = stop_signals.requested_in_group()
+    if signum:
+        raise ValidationStopped(signum)
 
 
 def validation_metric(figures: dict[str, float]) -> float | None:
@@ -88,6 +110,8 @@ class Validator:
         # would be autotuned once more: heuristics there, the training's setting back after
         autotune = torch.backends.cudnn.benchmark
         torch.backends.cudnn.benchmark = False
+        # a stop signal ends validation at the next forward pass (ValidationStopped): the epoch's last.pt is written
+        stopping = unwrap(self.model).register_forward_pre_hook(_stop_if_asked)
         try:
             with eval_mode(unwrap(self.model)) as model:
                 if self.val_set is not None:
@@ -99,6 +123,7 @@ class Validator:
                 if "AP" not in out and per_source:
                     out["AP"] = sum(per_source) / len(per_source)
         finally:
+            stopping.remove()
             torch.backends.cudnn.benchmark = autotune
         return out
 

@@ -46,6 +46,7 @@ from simplepose.models.weights import carried_skeleton
 from simplepose.utils import distributed as dist
 from simplepose.utils.commands import command, commands_here
 from simplepose.utils.errors import UserError, cli_main
+from simplepose.utils.folder_lock import check_not_held
 from simplepose.utils.io import check_writable, refuse_to_overwrite
 from simplepose.utils.text import counted
 
@@ -138,6 +139,9 @@ def check_arguments(args: argparse.Namespace) -> None:
             raise UserError("without --annotations nothing can be scored: give --out results.json to write the results")
     if args.out and not args.overwrite:
         refuse_to_overwrite([Path(args.out)])
+    for given, option in ((args.out, "--out"), (args.diagnose, "--diagnose")):
+        if given:
+            check_not_held(given, option)  # a training run's folder, while it runs
 
 
 def unscored_image_list(args: argparse.Namespace) -> tuple[dict[int, dict], str]:

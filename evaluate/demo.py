@@ -71,8 +71,10 @@ from simplepose.evaluate.inference.onnx_session import providers_for
 from simplepose.evaluate.onnx_estimator import OnnxPoseEstimator
 from simplepose.evaluate.track import PoseTracker
 from simplepose.evaluate.unannotated_images import file_image_ids
+from simplepose.utils import stop_signals
 from simplepose.utils.commands import command, commands_here
-from simplepose.utils.errors import UserError, cli_main
+from simplepose.utils.errors import Stopped, UserError, cli_main
+from simplepose.utils.folder_lock import check_not_held
 from simplepose.utils.io import atomic_write_text, check_writable, no_empty_folders_on_failure, refuse_to_overwrite
 from simplepose.utils.progress_bar import progress_bar
 from simplepose.utils.text import counted
@@ -210,6 +212,9 @@ def check_arguments(args: argparse.Namespace, inputs: Inputs) -> None:
             "the demo expands (--input 'dir/*.jpg', --input 'dir/**/*.jpg' for sub-folders too)",
             key="input",
         )
+    for given, option in ((args.out, "--out"), (args.json, "--json")):
+        if given:
+            check_not_held(given, option)  # a training run's folder, while it runs
     for folder, option in ((args.out, "--out"), (args.json and Path(args.json).parent, "the folder of --json")):
         if folder:
             check_writable(folder, option)
@@ -227,6 +232,7 @@ class Run:
         self.indices: list[int] = []  # of the images read
         self.results: list[list[Person]] = []
         self.seen = self.dropped = 0  # people, and people below --min-score (without tracking)
+        self.stopped = 0  # the stop signal (SIGTERM, Ctrl-C) that ended a run over pictures early
         # pictures: the image id of each file and how they were made (evaluate/unannotated_images.py); a video: frame
         # indices
         self.file_ids, self.id_rule = file_image_ids(list(inputs.images)) if not inputs.is_video else ([], "")
@@ -242,11 +248,27 @@ class Run:
 
     def images(self) -> None:
         """Each picture: drawn into ``out_dir``, one line each; a file that cannot be read is skipped with a line
-        and counted (the others go on); UserError when none could be read."""
+        and counted (the others go on); UserError when none could be read. SIGTERM or Ctrl-C ends it after the
+        picture under way (``stopped``: the results of those done are still written; a second Ctrl-C at once)."""
         paths = self.inputs.images
         skipped: list[tuple[Path, ImageFileError]] = []
         writer = PictureWriter(self.out_dir, self.inputs) if self.out_dir is not None else None
+        with stop_signals.stop_requests(say=False):
+            self.stopped = self._pictures(writer, skipped)
+        print(f"image ids: {self.id_rule}")
+        if skipped:
+            names = ", ".join(p.name for p, _ in skipped[:5])
+            more = " ..." if len(skipped) > 5 else ""
+            print(f"{len(skipped)} of {len(paths)} files skipped as unreadable: {names}{more}")
+            if not self.results and not self.stopped:
+                first, error = skipped[0]
+                raise UserError(f"none of the {len(paths)} image files could be read; the first: {error}", file=first)
+
+    def _pictures(self, writer: PictureWriter | None, skipped: list[tuple[Path, ImageFileError]]) -> int:
+        """The pictures' loop (``images``); returns the stop signal that ended it early, 0 when it went through."""
         for frame in self.estimator.stream(self.inputs, self.tracker, self.args.fps):
+            if stop_signals.requested():
+                return stop_signals.requested()
             path = frame.path
             assert path is not None  # a picture's frame names its file
             if frame.error is not None:  # the stream has logged it: a warning naming the file and why
@@ -267,14 +289,7 @@ class Run:
                 f"{path.name}: {counted(len(people), 'person', 'people')}{held}, network "
                 f"{t.network_s * 1000:.1f} ms, decoding {t.decoding_s * 1000:.1f} ms"
             )
-        print(f"image ids: {self.id_rule}")
-        if skipped:
-            names = ", ".join(p.name for p, _ in skipped[:5])
-            more = " ..." if len(skipped) > 5 else ""
-            print(f"{len(skipped)} of {len(paths)} files skipped as unreadable: {names}{more}")
-            if not self.results:
-                first, error = skipped[0]
-                raise UserError(f"none of the {len(paths)} image files could be read; the first: {error}", file=first)
+        return stop_signals.requested()
 
     def video(self) -> None:
         """Every frame of a video or camera, drawn into ``out_dir/<name>_pose.mp4``, with a progress bar. Ctrl-C ends
@@ -368,7 +383,17 @@ def main(argv: list[str] | None = None) -> int:
                     out_dir.rmdir()  # only when empty: nothing was written
             raise
         run.report(json_file)
+    if run.stopped:
+        raise Stopped(stopped_line(run, json_file), stop_signals.exit_status(run.stopped))
     return 0
+
+
+def stopped_line(run: Run, json_file: Path | None) -> str:
+    """What a demo over pictures stopped by a signal says: how far it got and where its results are."""
+    how = stop_signals.stop_reason(run.stopped)
+    done = f"stopped after {len(run.indices)} of {len(run.inputs.images)} images"
+    kept = f"; the results of those are in {json_file}" if json_file is not None else ""
+    return f"{how}: {done}{kept}"
 
 
 if __name__ == "__main__":

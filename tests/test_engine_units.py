@@ -211,7 +211,7 @@ def test_validation_does_not_autotune_cudnn_per_shape_and_gives_training_its_set
 
 
 def test_hook_list_refuses_a_hook_placed_before_one_whose_figures_it_reads():
-    validation = ValidationHook(validator=None, every=1, epochs=1, logger=None, data=None, is_main=True)
+    validation = ValidationHook(validator=None, logger=None, data=None, is_main=True)
     checkpoint = CheckpointHook(checkpointer=None, every_steps=0)
     assert HookList([validation, checkpoint]).hooks == [validation, checkpoint]
     with pytest.raises(ValueError, match="CheckpointHook reads what ValidationHook writes"):

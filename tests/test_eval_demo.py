@@ -1,10 +1,13 @@
 """python -m evaluate.demo on the Python API: COCO results JSON of an image folder (pycocotools loads it against the
 sample's annotations; the same file as coco_eval's), a quoted pattern (recursive, sub-folders kept), a video round
-trip, a camera stopped by Ctrl-C, the default numbered output folder, no earlier result replaced without
---overwrite, --min-score in the pictures and the JSON, bad input. --onnx: tests/test_eval_onnx.py."""
+trip, a camera stopped by Ctrl-C, a folder stopped by SIGTERM or Ctrl-C (the results of the images done written),
+the default numbered output folder, no earlier result replaced without --overwrite, --min-score in the pictures and
+the JSON, bad input. --onnx: tests/test_eval_onnx.py."""
 
 import json
+import os
 import shutil
+import signal
 from pathlib import Path
 
 import cv2
@@ -341,3 +344,38 @@ def test_demo_fast_is_one_scale_without_flip_in_auto_precision_as_the_apis_fast(
     later = tmp_path / "later.json"  # an override after --fast wins
     assert demo.main([*common, "--fast", "eval.flip=true", "--json", str(later)]) == 0
     assert later.read_bytes() != fast.read_bytes()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_demo_over_a_folder_stopped_by_a_signal_writes_the_results_of_the_images_done(
+    trained_tiny_ckpt, synthetic_sample_images, tmp_path, capsys, monkeypatch, one_thread, signum
+):
+    """SIGTERM or Ctrl-C during the second picture: it is finished, the loop ends there, the JSON holds the people of
+    the two pictures done (as a run over those two alone), one line says so, exit 128 + the signal."""
+    out_json = tmp_path / "out.json"
+    kept, calls = demo.Run.kept, []
+
+    def kept_then_signal(self, people):
+        calls.append(1)
+        if len(calls) == 2:
+            os.kill(os.getpid(), signum)
+        return kept(self, people)
+
+    monkeypatch.setattr(demo.Run, "kept", kept_then_signal)
+    argv = ["--ckpt", str(trained_tiny_ckpt), *FAST, "--input", str(synthetic_sample_images), "--json", str(out_json)]
+    assert demo.main(argv) == 128 + signum
+    names = sorted(p.name for p in synthetic_sample_images.glob("*.jpg"))
+    how = "interrupted (SIGINT)" if signum == signal.SIGINT else "terminated (SIGTERM)"
+    err = capsys.readouterr().err
+    assert f"{how}: stopped after 2 of {len(names)} images; the results of those are in {out_json}" in err
+    assert "Traceback" not in err
+    results = json.loads(out_json.read_text())
+
+    monkeypatch.setattr(demo.Run, "kept", kept)
+    two = tmp_path / "two"
+    two.mkdir()
+    for name in names[:2]:
+        shutil.copy(synthetic_sample_images / name, two / name)
+    alone = tmp_path / "alone.json"
+    assert demo.main(["--ckpt", str(trained_tiny_ckpt), *FAST, "--input", str(two), "--json", str(alone)]) == 0
+    assert results == json.loads(alone.read_text()) and results

@@ -5,7 +5,8 @@
         ...                        # the loop asks requested() at each step boundary (engine.hooks.CheckpointHook)
 
 The handlers only record the signal; the loop decides when to act (every rank at the same step). A second Ctrl-C
-stops at once (``KeyboardInterrupt``, as before: the steps since the last checkpoint are redone); a second SIGTERM
+stops at once (``KeyboardInterrupt``, as before: the steps since the last checkpoint are redone), except inside a
+checkpoint's write (``uninterrupted``), which finishes first; a second SIGTERM
 changes nothing (the job's manager sends SIGKILL when its grace period ends). The exit status of a stopped run is
 ``128 + the signal`` (``exit_status``): 143 for SIGTERM, 130 for SIGINT, as a shell reports a process the signal
 ended.
@@ -22,6 +23,8 @@ from contextlib import contextmanager
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 _received = 0  # the first stop signal received while the handlers are in place (0: none)
 _say = True  # whether the handler says that it received it
+_saving = 0  # the depth of ``uninterrupted`` blocks under way
+_interrupt_held = False  # a second Ctrl-C came during such a block
 
 
 def requested() -> int:
@@ -29,8 +32,44 @@ def requested() -> int:
     return _received
 
 
+def requested_in_group() -> int:
+    """The stop signal of this process or of any process of its torchrun group (told through the group's rendezvous
+    store: a process that received one posts it), 0 when none did: what a loop without a collective per step
+    (validation) asks, so that every rank leaves it. One store lookup under torchrun; in one process, ``requested``."""
+    from simplepose.utils import distributed as du
+
+    store = du.get_store()
+    if store is None:
+        return _received
+    key = f"simplepose/stop/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
+    if _received:
+        store.set(key, str(_received))
+        return _received
+    return int(store.get(key)) if store.check([key]) else 0
+
+
+@contextmanager
+def uninterrupted() -> Iterator[None]:
+    """A block (a checkpoint's write) that a second Ctrl-C does not cut short: its ``KeyboardInterrupt`` comes as
+    the block ends."""
+    global _saving, _interrupt_held
+    _saving += 1
+    try:
+        yield
+    finally:
+        _saving -= 1
+        if not _saving and _interrupt_held:
+            _interrupt_held = False
+            raise KeyboardInterrupt
+
+
 def signal_name(signum: int) -> str:
     return signal.Signals(signum).name
+
+
+def stop_reason(signum: int) -> str:
+    """How a stopped command's line begins: ``interrupted (SIGINT)`` or ``terminated (SIGTERM)``."""
+    return "interrupted (SIGINT)" if signum == signal.SIGINT else f"terminated ({signal_name(signum)})"
 
 
 def exit_status(signum: int) -> int:
@@ -39,9 +78,12 @@ def exit_status(signum: int) -> int:
 
 
 def _handle(signum: int, frame) -> None:
-    global _received
+    global _received, _interrupt_held
     if _received:
         if signum == signal.SIGINT:
+            if _saving:  # a checkpoint being written finishes first (``uninterrupted``)
+                _interrupt_held = True
+                return
             raise KeyboardInterrupt  # Ctrl-C again: stop now
         return
     _received = signum
@@ -59,7 +101,7 @@ def stop_requests(say: bool = True) -> Iterator[None]:
     """SIGTERM and SIGINT recorded (``requested``) instead of ending the process, while the block runs; the previous
     handlers back after it. ``say``: a line on stderr when the first arrives (one process of a group says it).
     Outside the main thread (where Python cannot set handlers) nothing changes."""
-    global _received, _say
+    global _received, _say, _interrupt_held
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -70,7 +112,7 @@ def stop_requests(say: bool = True) -> Iterator[None]:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler if handler is not None else signal.SIG_DFL)
-        _received = 0
+        _received, _interrupt_held = 0, False
 
 
 def ignore_stop_signals() -> None:

@@ -25,6 +25,11 @@ data.coco_to_hdf5):
   143, one line naming the step and the command that continues, no traceback of ours (torchrun prints its own on
   SIGTERM), ``last.pt`` loadable and holding that step (or, stopped while starting, a line saying so and no run
   folder); then ``train.resume=auto`` (in as many processes) must end bit-identical to the run never stopped.
+- a run's life: a second run (and one with ``train.resume=auto``) on a live run's folder, refused with a line naming
+  it; a dead process's lock and another host's lock not refreshed for an hour, taken over; SIGTERM in validation
+  (epoch 2 and the last), SIGTERM then SIGINT there; each followed by ``train.resume=auto``. Every resumed run's
+  ``metrics.jsonl`` (and the kill and SIGTERM trials') must equal the unbroken run's, record for record but for the
+  figures of time.
 - torchrun --nproc_per_node=2 --max-restarts=1 with rank 1 dying (os._exit, no clean-up) at step 3: the group
   restarts, resumes from last.pt and completes the same 6 x 2 steps.
 - ENOSPC and EROFS at the checkpoint write, injected (``write_fault``) and, where this process may mount, on a
@@ -59,6 +64,7 @@ from tests.harness.faults import (
     kill_and_resume,
     loader_faults,
     make_data,
+    run_life_faults,
     sigterm_and_resume,
     start_faults,
     torchrun_sigterm,
@@ -77,7 +83,7 @@ def table_rows(t: Tally, trials: int, disk_kinds: list[str]) -> list[tuple[str, 
     partial = sum(bool(r.partial_output) for r in t.corpus)
     corpus_note = (f"tests.harness.bad_input_table: {len(t.corpus)} inputs ({outcomes['counted_skip']} counted skips, "
                    f"{outcomes['accepted']} accepted)")  # fmt: skip
-    kill_trials = t.trials - sum(t.stops.values()) - t.torchrun_deaths
+    kill_trials = t.trials - sum(t.stops.values()) - t.torchrun_deaths - t.life_cases
     lost = f"{sum(t.lost.values()) + partial}" + (f" (+{partial} partial outputs)" if partial else "")
     return [
         (
@@ -85,12 +91,23 @@ def table_rows(t: Tally, trials: int, disk_kinds: list[str]) -> list[tuple[str, 
             f"{t.trials}",
             f"{kill_trials} kill -9 of train.py (seeded; 1 in 4 aimed at "
             f"a checkpoint write), {t.stops.get(1, 0)} SIGTERM to train.py and {t.stops.get(2, 0)} to torchrun's agent "
-            f"of 2 processes (seeded), {t.torchrun_deaths} torchrun worker death",
+            f"of 2 processes (seeded), {t.torchrun_deaths} torchrun worker death, {t.life_cases} run-life faults",
         ),
         (
             "SIGTERM stops",
             f"{t.stops_clean}/{sum(t.stops.values())}",
             "exit 143, one line naming the step reached and the resume command, last.pt holding that step",
+        ),
+        (
+            "run-life faults",
+            f"{t.life_clean}/{t.life_cases}",
+            "a second run (also train.resume=auto) on a live folder refused naming it; a dead pid's lock and another "
+            "host's stale lock taken over; SIGTERM in validation (mid-run, last epoch), SIGTERM then SIGINT there",
+        ),
+        (
+            "metrics.jsonl true",
+            f"{t.records_equal}/{t.records_checked}",
+            "runs and resumed runs whose metrics.jsonl equals the unbroken run's, record for record (times aside)",
         ),
         (
             "kills",
@@ -144,13 +161,13 @@ def timed(label: str, step):
     return result
 
 
-SCENARIOS = ("kill", "sigterm", "torchrun", "disk", "translation", "corpus")
+SCENARIOS = ("kill", "sigterm", "torchrun", "life", "disk", "translation", "corpus")
 
 
 def run_all(work: Path, trials: int, sigterm_trials: int, seed: int, tally: Tally,
             scenarios: tuple[str, ...] = SCENARIOS) -> list[str]:  # fmt: skip
     """The ``scenarios`` (every one by default), into ``tally``; returns the kinds of disk fault tried."""
-    needs_data = set(scenarios) & {"kill", "sigterm", "torchrun", "disk"}
+    needs_data = set(scenarios) & {"kill", "sigterm", "torchrun", "life", "disk"}
     train_h5, val_h5 = make_data(work) if needs_data else (Path(), Path())
     if "kill" in scenarios:
         timed("kill -9 and resume", lambda: kill_and_resume(train_h5, val_h5, work, trials, seed, tally))
@@ -160,6 +177,9 @@ def run_all(work: Path, trials: int, sigterm_trials: int, seed: int, tally: Tall
         timed("torchrun worker death", lambda: torchrun_worker_death(train_h5, work, tally))
         stops = max(1, sigterm_trials // 3)
         timed("torchrun SIGTERM and resume", lambda: torchrun_sigterm(train_h5, work, stops, seed, tally))
+    if "life" in scenarios:
+        timed("a run's life: live folder, stale locks, signals in validation", lambda: run_life_faults(
+            train_h5, val_h5, work, tally))  # fmt: skip
 
     def disk_and_loader() -> list[str]:
         kinds = disk_faults(train_h5, work, tally)

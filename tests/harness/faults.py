@@ -11,11 +11,13 @@ import contextlib
 import errno
 import gc
 import hashlib
+import json
 import os
 import random
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -34,8 +36,10 @@ from simplepose.data.conversion import Source, convert
 from simplepose.data.synthetic_images import generate
 from simplepose.engine import batch_errors
 from simplepose.engine.batch_errors import LoaderError
+from simplepose.engine.logger import read_metrics
 from simplepose.utils import progress_bar
 from simplepose.utils.errors import UserError
+from simplepose.utils.folder_lock import LOCK_NAME
 from tests.harness.cases import CaseResult
 from tests.helpers import saved_state, subprocess_env, tiny_run_args, torchrun_command
 from tests.paths import REPO_ROOT, TINY_PRESET
@@ -74,6 +78,10 @@ class Tally:
     stops: dict[int, int] = field(default_factory=dict)  # SIGTERM stops tried, by number of processes
     stops_clean: int = 0  # of those: exit 143, the line naming the step and the resume command, last.pt there
     corpus: list[CaseResult] = field(default_factory=list)  # the bad-input corpus (tests.harness.bad_inputs)
+    life_cases: int = 0  # faults of a run's life (run_life_faults): a live folder, stale locks, signals in validation
+    life_clean: int = 0  # of those: the expected exit and line, nothing of the live run touched
+    records_checked: int = 0  # runs (and resumed runs) whose metrics.jsonl was compared with the unbroken run's
+    records_equal: int = 0
 
     def lose(self, kind: str, detail: str) -> None:
         self.lost[kind] = self.lost.get(kind, 0) + 1
@@ -239,14 +247,46 @@ def kill_when(p: subprocess.Popen, out_dir: Path, delay: float | None, nth_write
     return True
 
 
+TIMED = ("time", "data_time", "compute_time", "samples_per_s")  # record fields that vary from run to run
+
+
+def records(out_dir: Path) -> list[dict]:
+    """``out_dir/metrics.jsonl`` without the figures of time ([] without one)."""
+    try:
+        return [{k: v for k, v in r.items() if k not in TIMED} for r in read_metrics(out_dir)]
+    except OSError:
+        return []
+
+
 def reference_run(train_h5: Path, out_dir: Path, common: list[str]) -> tuple[dict[str, Checkpoint], float]:
-    """The uninterrupted run: ({checkpoint name: its final state}, wall seconds)."""
+    """The uninterrupted run: ({checkpoint name: its final state}, wall seconds); its records stay in ``out_dir``
+    (``REFERENCE_RECORDS``)."""
     start = time.perf_counter()
     r = run_train(tiny_run_args(train_h5, out_dir, *common))
     seconds = time.perf_counter() - start
     if r.returncode != 0:
         raise SystemExit(f"the uninterrupted reference run failed:\n{r.stderr[-3000:]}")
+    REFERENCE_RECORDS[tuple(common)] = records(out_dir)
     return {name: Checkpoint.load(out_dir / name) for name in CHECKPOINTS}, seconds
+
+
+# the records of each reference run, by its settings: every resumed run of those settings must end with them
+REFERENCE_RECORDS: dict[tuple[str, ...], list[dict]] = {}
+
+
+def check_records(out_dir: Path, common: list[str], label: str, tally: Tally) -> None:
+    """``out_dir/metrics.jsonl`` holds the unbroken run's records (of the same settings), none missing or twice."""
+    expected = REFERENCE_RECORDS.get(tuple(common))
+    if expected is None:
+        return
+    tally.records_checked += 1
+    got = records(out_dir)
+    if got == expected:
+        tally.records_equal += 1
+        return
+    differ = next((i for i, (a, b) in enumerate(zip(got, expected)) if a != b), min(len(got), len(expected)))
+    tally.lose("metrics.jsonl differs from the unbroken run's", f"{label}: {len(got)} records for {len(expected)}, "
+               f"the first difference at record {differ}")  # fmt: skip
 
 
 def kill_run(train_h5: Path, out_dir: Path, common: list[str], trial: int, rng: random.Random, run_seconds: float,
@@ -284,6 +324,7 @@ def resume_and_compare(train_h5: Path, out_dir: Path, common: list[str], trial: 
     tally.resumes_completed += 1
     if temporaries(out_dir):
         tally.lose("stray temporary file", f"trial {trial}: {temporaries(out_dir)}")
+    check_records(out_dir, common, f"trial {trial}", tally)
     final = check_checkpoints(out_dir, tally, f"trial {trial} after the resume")
     for name in CHECKPOINTS:
         if name in final and not same_training_state(final[name], reference[name]):
@@ -306,8 +347,9 @@ def kill_and_resume(train_h5: Path, val_h5: Path, work: Path, trials: int, seed:
 
 
 # ---------------------------------------------------------------------------------------------- SIGTERM
-STOPPED = re.compile(r"terminated \(SIGTERM\): stopped at epoch (\d+), step (\d+) \(global step (\d+)\), where (\S+) "
-                     r"was written; continue the run with: (.+ train\.resume=auto)$", re.MULTILINE)  # fmt: skip
+STOPPED = re.compile(r"terminated \(SIGTERM\): stopped (?:at epoch \d+, step \d+|in the validation of epoch \d+) "
+                     r"\(global step (?P<step>\d+)\), where (\S+) was written; continue the run with: "
+                     r"(.+ train\.resume=auto)$", re.MULTILINE)  # fmt: skip
 STOPPED_EARLY = "terminated (SIGTERM): stopped before the first step, nothing trained or kept; start the run with: "
 
 
@@ -331,7 +373,7 @@ def check_stop(r: subprocess.CompletedProcess, out_dir: Path, label: str, tally:
         tally.stops_clean += 1
         return False
     last = check_checkpoints(out_dir, tally, label).get("last.pt")
-    if last is None or saved_state(last).position.global_step != int(line.group(3)):
+    if last is None or saved_state(last).position.global_step != int(line.group("step")):
         tally.lose("stopped without last.pt at the step reached", f"{label}: {line.group(0)}")
         return False
     tally.stops_clean += 1
@@ -401,6 +443,7 @@ def torchrun_sigterm(train_h5: Path, work: Path, trials: int, seed: int, tally: 
     if r.returncode != 0:
         raise SystemExit(f"the uninterrupted 2-process run failed:\n{r.stderr[-3000:]}")
     reference = {name: Checkpoint.load(ref_dir / name) for name in CHECKPOINTS if (ref_dir / name).is_file()}
+    REFERENCE_RECORDS[("2 processes", *RUN)] = records(ref_dir)
     rng = random.Random(seed + 2)
     for trial in range(trials):
         out_dir, step = work / f"torchrun_sigterm{trial:02d}", rng.randint(1, RUN_STEPS - 3)
@@ -419,12 +462,124 @@ def torchrun_sigterm(train_h5: Path, work: Path, trials: int, seed: int, tally: 
             tally.failures.append(f"{label}: the resume failed (exit {resumed.returncode}):\n{resumed.stderr[-1500:]}")
             continue
         tally.resumes_completed += 1
+        check_records(out_dir, ["2 processes", *RUN], label, tally)
         final = check_checkpoints(out_dir, tally, f"{label}, after the resume")
         for name in CHECKPOINTS:
             if (name in final) != (name in reference):
                 tally.lose("resumed run's checkpoints differ from the uninterrupted run's", f"{label}: {name}")
             elif name in final and not same_training_state(final[name], reference[name]):
                 tally.lose("resumed weights differ from the uninterrupted run", f"{label}: {name}")
+
+
+# ---------------------------------------------------------------------------------------------- a run's life
+LIVE = re.compile(r"^error: train\.out_dir=\S+ is in use by a live run \(host \S+, pid (\d+), since [^)]+\)",
+                  re.MULTILINE)  # fmt: skip
+TOOK_OVER = "took over the lock of a run that is no longer running"
+
+
+def life_case(tally: Tally, label: str, r: subprocess.CompletedProcess, status: int, says: str) -> bool:
+    """A case of ``run_life_faults`` ended with exit ``status``, a line holding ``says`` and no traceback."""
+    tally.life_cases += 1
+    if TRACEBACK in r.stderr:
+        tally.raw_tracebacks += 1
+        tally.failures.append(f"{label}: raw traceback\n{r.stderr[-2000:]}")
+        return False
+    if r.returncode != status or says not in r.stderr:
+        tally.failures.append(f"{label}: exit {r.returncode} (expected {status}), no {says!r}:\n{r.stderr[-1500:]}")
+        return False
+    tally.life_clean += 1
+    return True
+
+
+def resumed_as_unbroken(train_h5: Path, out_dir: Path, common: list[str], label: str,
+                        reference: dict[str, Checkpoint], tally: Tally) -> None:  # fmt: skip
+    """``train.resume=auto`` in ``out_dir``: completed, its checkpoints and records those of the unbroken run."""
+    tally.resumes += 1
+    r = run_train(tiny_run_args(train_h5, out_dir, *common, "train.resume=auto"))
+    if r.returncode != 0 or TRACEBACK in r.stderr:
+        tally.raw_tracebacks += TRACEBACK in r.stderr
+        tally.failures.append(f"{label}: the resume failed (exit {r.returncode}):\n{r.stderr[-1500:]}")
+        return
+    tally.resumes_completed += 1
+    check_records(out_dir, common, label, tally)
+    final = check_checkpoints(out_dir, tally, f"{label}, after the resume")
+    for name in CHECKPOINTS:
+        if name in final and not same_training_state(final[name], reference[name]):
+            tally.lose("resumed weights differ from the uninterrupted run", f"{label}: {name}")
+
+
+def fake_lock(out_dir: Path, host: str, pid: int, refreshed: float) -> None:
+    """The lock file of a run that died (utils.folder_lock's record)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    record = {"host": host, "pid": pid, "started": refreshed - 60, "refreshed": refreshed}
+    (out_dir / LOCK_NAME).write_text(json.dumps(record))
+
+
+def run_life_faults(train_h5: Path, val_h5: Path, work: Path, tally: Tally) -> None:
+    """A second run on a live run's folder (and with train.resume=auto), a dead process's lock on this host, a lock
+    of another host not refreshed for an hour, SIGTERM during validation (mid-run and on the last epoch), SIGTERM
+    then SIGINT during validation; each followed by train.resume=auto, which must end with the unbroken run's
+    checkpoints and records (metrics.jsonl)."""
+    common = [f"data.val={val_h5}", *RUN, *STOP_RUN]
+    reference, _ = reference_run(train_h5, work / "life_reference", common)
+
+    live = work / "life_live"
+    slow = ["-m", "tests.harness.faulty_trainer", "--step-sleep", "3", "--"]  # 36 s of steps: alive for the others
+    first = start([sys.executable, *slow, *tiny_run_args(train_h5, live, *common)])
+    while first.poll() is None and not (live / "metrics.jsonl").exists():
+        time.sleep(0.01)
+    for extra in ([], ["train.resume=auto"]):
+        tally.trials += 1
+        second = run_train(tiny_run_args(train_h5, live, *common, *extra))
+        seen = LIVE.search(second.stderr)
+        named = seen is not None and int(seen.group(1)) == first.pid and "resume" not in seen.group(0)
+        if (
+            life_case(tally, f"a second run {extra} on a live folder", second, 2, "is in use by a live run")
+            and not named
+        ):
+            tally.failures.append(f"the refusal does not name the live run {first.pid}: {second.stderr[-500:]}")
+    out, err = first.communicate(timeout=600)
+    if first.returncode != 0:
+        tally.failures.append(f"the live run failed beside the refused ones (exit {first.returncode}):\n{err[-1500:]}")
+    check_records(live, common, "the live run beside refused ones", tally)
+    finished = run_train(tiny_run_args(train_h5, live, *common, "train.resume=auto"))  # the resume after it
+    tally.resumes += 1
+    tally.resumes_completed += finished.returncode == 0 and "holds a finished run" in finished.stdout
+
+    for label, host, pid, age in (("a dead process's lock", socket.gethostname(), dead_pid(), 0.0),
+                                  ("another host's stale lock", "node-gone.cluster", 4242, 3600.0)):  # fmt: skip
+        tally.trials += 1
+        out_dir = work / f"life_{label.split()[1]}"
+        fake_lock(out_dir, host, pid, time.time() - age)
+        r = run_train(tiny_run_args(train_h5, out_dir, *common))
+        if life_case(tally, label, r, 0, TOOK_OVER):
+            check_records(out_dir, common, label, tally)
+        resumed_as_unbroken(train_h5, out_dir, common, f"{label}, then a resume", reference, tally)
+
+    in_validation = [(["SIGTERM"], 2, 143, "terminated (SIGTERM): stopped in the validation of epoch 2"),
+                     (["SIGTERM"], 5, 143, "terminated (SIGTERM): stopped in the validation of epoch 5"),
+                     (["SIGTERM", "SIGINT"], 3, 130, "interrupted: stopped at epoch 4, step 0")]  # fmt: skip
+    for signals, epoch, status, says in in_validation:
+        tally.trials += 1
+        label = f"{' then '.join(signals)} in the validation of epoch {epoch}"
+        out_dir = work / f"life_{'_'.join(signals)}_{epoch}"
+        faulty = ["-m", "tests.harness.faulty_trainer", "--validation-signals", *signals, "--validation-epoch",
+                  str(epoch), "--"]  # fmt: skip
+        r = run([sys.executable, *faulty, *tiny_run_args(train_h5, out_dir, *common)])
+        if not life_case(tally, label, r, status, says):
+            continue
+        last = check_checkpoints(out_dir, tally, label).get("last.pt")
+        if last is None or not saved_state(last).position.validation_due:
+            tally.lose("stopped in validation without the epoch end's last.pt", label)
+            continue
+        resumed_as_unbroken(train_h5, out_dir, common, f"{label}, then a resume", reference, tally)
+
+
+def dead_pid() -> int:
+    """The pid of a process that has ended."""
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
 
 
 # ---------------------------------------------------------------------------------------------- b. torchrun

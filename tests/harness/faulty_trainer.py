@@ -9,6 +9,7 @@ nothing else of the trainer.
     torchrun ... -m tests.harness.faulty_trainer --launcher distributed --hang-step 2 --hang-rank 1 -- ...
     python -m tests.harness.faulty_trainer --oom-step 2 -- ...
     torchrun ... -m tests.harness.faulty_trainer --launcher distributed --signal-step 2 --signal-parent -- ...
+    python -m tests.harness.faulty_trainer --validation-signals SIGTERM SIGINT --validation-epoch 1 -- ...
 
     trainer = with_faults(Trainer(cfg), nan_steps={5})       # in a test
 
@@ -55,7 +56,10 @@ class Faults:
     - ``crash_at_loss``: the N-th training forward pass of this process (0-based, micro-batches counted) raises
       ``Crash``;
     - ``signal_step``: process ``signal_rank`` sends SIGTERM before the step, to itself or (``signal_parent``) to its
-      parent, torchrun's agent, which sends it on to every process, as a cluster stopping the job does.
+      parent, torchrun's agent, which sends it on to every process, as a cluster stopping the job does;
+    - ``validation_signals``: at the first forward pass of epoch ``validation_epoch``'s validation, this process sends
+      itself these signals (names: SIGTERM, SIGINT), one after the other;
+    - ``step_sleep``: every step waits this many seconds first (a long run, for a second run to meet it alive).
     Exits, hangs and signals happen in the first attempt of a torchrun job only, so that an elastic restart can
     resume."""
 
@@ -70,6 +74,9 @@ class Faults:
     signal_step: int = -1
     signal_rank: int = 0
     signal_parent: bool = False
+    validation_signals: list[str] = field(default_factory=list)
+    validation_epoch: int = 0
+    step_sleep: float = 0.0
 
 
 class FaultHook(Hook):
@@ -85,6 +92,7 @@ class FaultHook(Hook):
 
     def before_step(self, progress: TrainingPosition) -> None:
         f, here = self.faults, progress.global_step
+        time.sleep(f.step_sleep)
         if here == f.exit_step and self.rank == f.exit_rank and first_attempt():
             print(f"fault: rank {self.rank} dies at global step {here}", flush=True)
             os._exit(13)
@@ -100,6 +108,22 @@ class FaultHook(Hook):
 
     def after_step(self, progress: TrainingPosition, result: StepResult) -> None:
         self.step = None
+
+    def after_epoch(self, progress: TrainingPosition, summary: dict[str, float]) -> None:
+        """After the epoch end's last.pt: the next forward pass of any network (the validated one may be the weight
+        average) is validation's first."""
+        f = self.faults
+        if not (f.validation_signals and progress.epoch == f.validation_epoch and first_attempt()):
+            return
+
+        def send(module: nn.Module, inputs) -> None:
+            handle.remove()
+            sent = " then ".join(f.validation_signals)
+            print(f"fault: {sent} in the validation of epoch {progress.epoch}", flush=True)
+            for name in f.validation_signals:
+                os.kill(os.getpid(), signal.Signals[name])
+
+        handle = nn.modules.module.register_module_forward_pre_hook(send)
 
     def _before_forward(self, module: nn.Module, inputs) -> None:
         f, here = self.faults, self.step
@@ -148,9 +172,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--signal-step", type=int, default=-1)
     p.add_argument("--signal-rank", type=int, default=0)
     p.add_argument("--signal-parent", action="store_true", help="send the signal to torchrun's agent")
+    p.add_argument("--validation-signals", nargs="*", default=[], choices=["SIGTERM", "SIGINT"])
+    p.add_argument("--validation-epoch", type=int, default=0)
+    p.add_argument("--step-sleep", type=float, default=0.0)
     a = p.parse_args(ours)
     faults = Faults(set(a.nan_steps), a.nan_rank, a.exit_step, a.exit_rank, a.oom_step, a.hang_step, a.hang_rank,
-                    signal_step=a.signal_step, signal_rank=a.signal_rank, signal_parent=a.signal_parent)  # fmt: skip
+                    signal_step=a.signal_step, signal_rank=a.signal_rank, signal_parent=a.signal_parent,
+                    validation_signals=a.validation_signals, validation_epoch=a.validation_epoch,
+                    step_sleep=a.step_sleep)  # fmt: skip
     return run(a.launcher, __doc__, rest, extra_hooks=lambda trainer: [FaultHook(faults, trainer.model, trainer.rank)])
 
 
