@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from itertools import dropwhile
 from pathlib import Path
 
 import torch
@@ -42,6 +43,7 @@ from simplepose.utils import distributed as du
 from simplepose.utils.commands import command, commands_here
 from simplepose.utils.errors import Stopped, UserError
 from simplepose.utils.io import OUT_OF_SPACE_OR_READ_ONLY, disk_errors, write_error_message
+from simplepose.utils.peers import peer_loss_named
 from simplepose.utils.stop_signals import exit_status, requested, signal_name, stop_requests
 from simplepose.utils.text import counted
 
@@ -156,7 +158,11 @@ def run(
 
     # a DataLoader worker's death reported anywhere (torch raises it from a signal handler, at any point: also while
     # another error is reported or the processes are shut down) ends in its one line, never a traceback
-    with dead_workers_named(training_data(cfg), cfg.data, position):
+    # a peer lost (killed, its node gone) ends this rank with one line too: which rank, where, how to continue
+    def hint() -> str:
+        return continuation(trainer, kind, argv)
+
+    with dead_workers_named(training_data(cfg), cfg.data, position), peer_loss_named(position, hint):
         rank = start_processes(kind, cfg)
         try:
             cfg = resolved_config(cfg, quickstart, rank)
@@ -257,6 +263,24 @@ def interrupted_message(trainer: Trainer, command: list[str]) -> str:
         f"stopped at {p.where()}; continue the run with: {again} (it resumes from {trainer.out_dir / 'last.pt'} at "
         f"global step {saved}: {counted(p.global_step - saved, 'step')} since that checkpoint will be redone)"
     )
+
+
+def continuation(trainer: Trainer | None, kind: str, argv: list[str] | None) -> str:
+    """How a run that ended on a lost peer or a stall goes on: the checkpoint it resumes from and the command with
+    ``train.resume=auto`` (a job of several nodes: the program and its arguments, for the job's torchrun command on
+    every node)."""
+    command = command_line(kind, argv)
+    again = ": " + with_settings(command, {"train.resume": "auto"})
+    if du.env_node_count() > 1:  # the rendezvous options are the agents', unknown to this process
+        launched = list(dropwhile(lambda word: word == "torchrun" or word.startswith("--"), command))
+        again = (
+            f" the job's torchrun command on each of its {du.env_node_count()} nodes, running: "
+            f"{with_settings(launched, {'train.resume': 'auto'})}"
+        )
+    saved = trainer.checkpointer.last_saved_step if trainer is not None else None
+    if trainer is None or saved is None:
+        return f"no checkpoint of this run yet: start it again with{again}"
+    return f"{trainer.out_dir / 'last.pt'} holds global step {saved}: continue the run with{again}"
 
 
 def stop_before_training() -> None:
