@@ -180,7 +180,14 @@ def run(
                 # a full disk or read-only folder while writing logs, config or plots; a start that fails leaves
                 # no run behind
                 # SIGTERM and Ctrl-C from here on: every rank stops at one step boundary, last.pt written there
-                with disk_errors(resume_hint), undone_if_start_fails(cfg.train.out_dir, rank), stop_requests(rank == 0):
+                # a peer lost while training: named before the stop handlers go and the group is left (torchrun's
+                # SIGTERM to the ranks left would end them first); the start's collectives: around the whole run
+                with (
+                    peer_loss_named(position, hint),
+                    disk_errors(resume_hint),
+                    undone_if_start_fails(cfg.train.out_dir, rank),
+                    stop_requests(rank == 0),
+                ):
                     trainer = Trainer(cfg, launcher)
                     if extra_hooks is not None:
                         trainer.register_hooks(extra_hooks(trainer))

@@ -89,6 +89,7 @@ def select_device(name: str = "auto", cpu_hint: str = "train.device=cpu") -> tor
 
 _STORE: dist.Store | None = None  # this attempt's rendezvous store (heartbeats of utils.watchdog)
 _FLAGS_GROUP: Any = None  # a gloo group of every rank, for AgreedFlags' CPU all-reduces (also beside NCCL)
+_GROUP_BROKEN = False  # a peer is gone (forget_group)
 
 
 def under_torchrun() -> bool:
@@ -201,13 +202,20 @@ def gone(rank: int) -> bool:
         return False
 
 
+def forget_group() -> None:
+    """A peer of the group is gone (``utils.peers``): ``cleanup`` then forgets the group without a goodbye, which
+    could wait for the dead rank (NCCL)."""
+    global _GROUP_BROKEN
+    _GROUP_BROKEN = True
+
+
 def cleanup() -> None:
     """Leave the process group. The store stays readable (``get_store``) until the next ``init_distributed``: a rank
-    that lost a peer asks it who is gone after it has left (``utils.peers``)."""
-    global _FLAGS_GROUP
-    if is_distributed():
+    that lost a peer at the start asks it who is gone after it has left (``utils.peers``)."""
+    global _FLAGS_GROUP, _GROUP_BROKEN
+    if is_distributed() and not _GROUP_BROKEN:
         dist.destroy_process_group()
-    _FLAGS_GROUP = None
+    _FLAGS_GROUP, _GROUP_BROKEN = None, False
 
 
 def barrier() -> None:

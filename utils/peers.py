@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import re
 import signal
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -36,7 +37,7 @@ _COLLECTIVE_WORDS = ("gloo", "nccl", "processgroup", "c10d", "connection closed 
 
 
 class PeerLost(Stopped):
-    """This rank stops because a peer of its group is gone: its one line and ``EXIT_PEER_LOST``."""
+    """This rank stops because a peer of its group is gone (its line already said): ``EXIT_PEER_LOST``."""
 
 
 def collective_failure(error: BaseException) -> bool:
@@ -99,7 +100,8 @@ def peer_loss_named(where: Callable[[], str], hint: Callable[[], str]) -> Iterat
     """Around a multi-process run: a collective that fails because a peer is gone ends the block with ``PeerLost``
     (its line: see ``peer_lost_line``; ``where()``: the run's position, ``hint()``: how it continues); any other
     error, or one that every rank met alike, goes on unchanged. A stall's line (``utils.watchdog``) ends with
-    ``hint()`` too."""
+    ``hint()`` too. Used around the run's training (inside the stop handlers' and the process group's lifetime) and
+    around the whole run (its start's collectives); the inner one names the loss first."""
     try:
         with continue_hint(hint):
             yield
@@ -113,4 +115,8 @@ def peer_loss_named(where: Callable[[], str], hint: Callable[[], str]) -> Iterat
         if lost is not None and not any(lost):  # every rank answered: none is lost, the error is something else
             raise
         log.debug("collective failed after a peer was lost", exc_info=True)
-        raise PeerLost(peer_lost_line(e, where(), hint(), lost), EXIT_PEER_LOST) from None
+        du.forget_group()
+        # said at once, in one write (the ranks share stderr), then the process ends quietly with its status
+        sys.stderr.write(f"\n{peer_lost_line(e, where(), hint(), lost)}\n")
+        sys.stderr.flush()
+        raise PeerLost("", EXIT_PEER_LOST) from None

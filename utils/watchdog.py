@@ -6,7 +6,8 @@ Each process runs a ``Watchdog`` thread; the training loop and the evaluator cal
 go. When no beat has come for ``timeout_s``, the watchdog looks at where its main thread is (inside a
 torch.distributed collective, or busy elsewhere in the code), posts that to the rendezvous store, reads what the
 other ranks posted, and prints one ``error:`` line naming the stuck rank(s), the phase, the step and the line of
-code; then it ends the process with ``EXIT_STALLED``. Under ``torchrun --max-restarts`` the group restarts and
+code, ending with the checkpoint and the command that continue the run (``continue_hint``); then it ends the process
+with ``EXIT_STALLED``. Under ``torchrun --max-restarts`` the group restarts and
 resumes from ``last.pt``.
 
 ``beat`` is a no-op while no watchdog runs (one process, or evaluation alone).
