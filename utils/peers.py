@@ -8,7 +8,8 @@ gloo's or NCCL's traceback.
 On such a failure (``collective_failure``) the rank posts a note to the rendezvous store and reads the other ranks'
 for up to ``ANSWER_S`` seconds: a rank whose process has ended on this host is named as gone, one on another host
 that does not answer as silent. When every rank answers, no peer is lost and the error goes on as it was (a bug
-keeps its traceback). The process then ends with ``EXIT_PEER_LOST`` (as a stall, ``utils.watchdog``: a restart under
+keeps its traceback). Otherwise the line is written at once, torchrun's SIGTERM to the ranks left is ignored from
+then on, and the process ends with ``EXIT_PEER_LOST`` (as a stall, ``utils.watchdog``: a restart under
 ``torchrun --max-restarts`` resumes from last.pt). A peer that hangs without dying is the watchdog's to name.
 """
 
@@ -31,8 +32,8 @@ log = logging.getLogger(__name__)
 
 EXIT_PEER_LOST = EXIT_STALLED  # sysexits' EX_TEMPFAIL: the group can try again (a restart resumes)
 ANSWER_S = 10.0  # how long a rank waits for the others' notes (torchrun gives its workers 30 s after a SIGTERM)
+_SOURCE_PREFIX = re.compile(r"^\[[^\]]*\.(?:cc|cpp|h):\d+\]\s*")  # gloo's "[.../pair.cc:545] "
 # words of the errors gloo and NCCL raise as a plain RuntimeError when a peer is gone or a collective timed out
-_SOURCE_PREFIX = re.compile(r"^\[[^\]]*\.(?:cc|cpp|h):\d+\]\s*")
 _COLLECTIVE_WORDS = ("gloo", "nccl", "processgroup", "c10d", "connection closed by peer", "connection reset by peer")
 
 
