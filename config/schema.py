@@ -277,7 +277,8 @@ class DistConfig:
     # A process that makes no progress for this long (stuck in a collective, a hung network file system) ends
     # the run with an error naming the rank and the step; torchrun --max-restarts then resumes from last.pt.
     # Keep it above the longest silent stretch of a healthy run (a validation of rank-sharded images beats per
-    # batch; a checkpoint write on a slow disk does not).
+    # batch; a checkpoint write on a slow disk does not). The collectives themselves wait 60 s longer (gloo, NCCL),
+    # so that the watchdog names the stuck rank first; a peer that dies is named at once (utils/peers.py).
     timeout_s: float = ranged(1800.0, Range(0, low_open=True, note="seconds"))
     backend: Literal["auto", "nccl", "gloo"] = "auto"
     find_unused_parameters: bool = False

@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from itertools import dropwhile
 from pathlib import Path
 
 import torch
@@ -48,6 +49,7 @@ from simplepose.utils import distributed as du
 from simplepose.utils.commands import command, commands_here
 from simplepose.utils.errors import UserError
 from simplepose.utils.io import OUT_OF_SPACE_OR_READ_ONLY, disk_errors, write_error_message
+from simplepose.utils.peers import peer_loss_named
 from simplepose.utils.stop_signals import stop_reason, stop_requests
 from simplepose.utils.text import counted
 
@@ -161,9 +163,14 @@ def run(
     def position() -> str:
         return built[0].position.where() if built else "while the run was starting"
 
+    def hint() -> str:
+        return continuation(built[0] if built else None, kind, argv)
+
     # a DataLoader worker's death reported anywhere (torch raises it from a signal handler, at any point: also while
-    # another error is reported or the processes are shut down) ends in its one line, never a traceback
-    with dead_workers_named(training_data(cfg), cfg.data, position):
+    # another error is reported or the processes are shut down) ends in its one line, never a traceback; a peer lost
+    # (killed, its node gone) ends this rank with one line too: which rank, where, how to continue
+
+    with dead_workers_named(training_data(cfg), cfg.data, position), peer_loss_named(position, hint):
         rank = start_processes(kind, cfg)
         try:
             cfg = resolved_config(cfg, quickstart, rank)
@@ -174,7 +181,10 @@ def run(
                 # a full disk or read-only folder while writing logs, config or plots; a start that fails leaves
                 # no run behind; the folder held (engine/run_life.py) before anything is read or written there;
                 # SIGTERM and Ctrl-C from here on: every rank stops at one step boundary, last.pt written there
+                # a peer lost while training: named before the stop handlers go and the group is left (torchrun's
+                # SIGTERM to the ranks left would end them first); the start's collectives: around the whole run
                 with (
+                    peer_loss_named(position, hint),
                     disk_errors(resume_hint),
                     undone_if_start_fails(cfg.train.out_dir, rank),
                     held_folder(cfg.train, rank),
@@ -287,6 +297,24 @@ def interrupted_message(trainer: Trainer, command: list[str]) -> str:
         f"stopped at {p.where()}; continue the run with: {again} (it resumes from {trainer.out_dir / 'last.pt'} at "
         f"global step {saved}: {counted(p.global_step - saved, 'step')} since that checkpoint will be redone)"
     )
+
+
+def continuation(trainer: Trainer | None, kind: str, argv: list[str] | None) -> str:
+    """How a run that ended on a lost peer or a stall goes on: the checkpoint it resumes from and the command with
+    ``train.resume=auto`` (a job of several nodes: the program and its arguments, for the job's torchrun command on
+    every node)."""
+    command = command_line(kind, argv)
+    again = ": " + with_settings(command, {"train.resume": "auto"})
+    if du.env_node_count() > 1:  # the rendezvous options are the agents', unknown to this process
+        launched = list(dropwhile(lambda word: word == "torchrun" or word.startswith("--"), command))
+        again = (
+            f" the job's torchrun command on each of its {du.env_node_count()} nodes, running: "
+            f"{with_settings(launched, {'train.resume': 'auto'})}"
+        )
+    saved = trainer.checkpointer.last_saved_step if trainer is not None else None
+    if trainer is None or saved is None:
+        return f"no checkpoint of this run yet: start it again with{again}"
+    return f"{trainer.out_dir / 'last.pt'} holds global step {saved}: continue the run with{again}"
 
 
 def stopped_message(trainer: Trainer, signum: int, command: list[str]) -> str:

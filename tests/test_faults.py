@@ -330,8 +330,9 @@ def test_the_fault_table_runs_to_its_end_and_prints_its_table(capsys):
     assert fault_table.main(["--scenarios", "translation"]) == 0
     out = capsys.readouterr().out
     rows = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in out.splitlines()[2:] if "|" in line}
-    names = ["trials", "SIGTERM stops", "run-life faults", "metrics.jsonl true", "kills", "checkpoints loadable",
-             "resumes completed", "bad inputs tried", "clean errors", "raw tracebacks", "data lost"]  # fmt: skip
+    names = ["trials", "SIGTERM stops", "run-life faults", "metrics.jsonl true", "peers lost", "kills",
+             "checkpoints loadable", "resumes completed", "bad inputs tried", "clean errors", "raw tracebacks",
+             "data lost"]  # fmt: skip
     assert list(rows) == names
     assert int(rows["bad inputs tried"]) == int(rows["clean errors"]) >= 10  # each point of the translation
     assert rows["raw tracebacks"] == rows["data lost"] == "0" and "min, seed 0" in out

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import datetime
 import os
+import socket
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -18,6 +20,11 @@ import torch.distributed as dist
 
 def env_world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def env_node_count() -> int:
+    """The number of machines (torchrun agents) of this job, from torchrun's environment (1 without torchrun)."""
+    return int(os.environ.get("GROUP_WORLD_SIZE", "1"))
 
 
 def is_distributed() -> bool:
@@ -82,6 +89,7 @@ def select_device(name: str = "auto", cpu_hint: str = "train.device=cpu") -> tor
 
 _STORE: dist.Store | None = None  # this attempt's rendezvous store (heartbeats of utils.watchdog)
 _FLAGS_GROUP: Any = None  # a gloo group of every rank, for AgreedFlags' CPU all-reduces (also beside NCCL)
+_GROUP_BROKEN = False  # a peer is gone (forget_group)
 
 
 def under_torchrun() -> bool:
@@ -105,6 +113,8 @@ def init_distributed(device: torch.device, backend: str = "auto", timeout_s: flo
     if store is not None:
         kwargs.update(store=store, rank=int(os.environ["RANK"]), world_size=env_world_size())
     dist.init_process_group(**kwargs)
+    if store is not None:  # where this rank runs: a rank whose process has ended is named as gone (``gone``)
+        store.set(f"process/{get_rank()}", f"{socket.gethostname()} {os.getpid()}")
     global _FLAGS_GROUP
     _FLAGS_GROUP = dist.new_group(backend="gloo")
     return True
@@ -137,11 +147,75 @@ def get_store() -> dist.Store | None:
     return _STORE
 
 
+def compare_notes(
+    store: dist.Store | None,
+    topic: str,
+    rank: int,
+    world_size: int,
+    mine: str,
+    wait_s: float,
+    enough: Callable[[dict[int, str]], bool] | None = None,
+) -> dict[int, str]:
+    """Post this rank's note on ``topic`` to ``store`` and collect the other ranks' (rank -> note), those that answer
+    within ``wait_s`` seconds, or fewer once ``enough(seen)`` holds. Only this rank's note when there is no store or
+    it is gone (with a dead rank that hosted it)."""
+    seen = {rank: mine}
+    if store is None:
+        return seen
+    try:
+        store.set(f"{topic}/{rank}", mine)
+        deadline = time.monotonic() + wait_s
+        while len(seen) < world_size and time.monotonic() < deadline and not (enough and enough(seen)):
+            for r in range(world_size):
+                if r not in seen and store.check([f"{topic}/{r}"]):
+                    seen[r] = store.get(f"{topic}/{r}").decode()
+            time.sleep(0.1)
+    except Exception:  # noqa: BLE001  a store gone with a dead rank: what this rank knows
+        pass
+    return seen
+
+
+def gone(rank: int) -> bool:
+    """True when ``rank``'s process ran on this host and has ended (killed, crashed); False when it lives, runs on
+    another host, or cannot be looked up (no store, or the store is gone)."""
+    store = _STORE
+    try:
+        if store is None or not store.check([f"process/{rank}"]):
+            return False
+        host, pid = store.get(f"process/{rank}").decode().rsplit(" ", 1)
+    except Exception:  # noqa: BLE001  the store went with a dead rank
+        return False
+    if host != socket.gethostname():
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:  # a zombie (ended, not yet reaped by torchrun) has ended too
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+    except OSError:  # no /proc (macOS): ask the process table
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return True
+        except OSError:
+            pass
+        return False
+
+
+def forget_group() -> None:
+    """A peer of the group is gone (``utils.peers``): ``cleanup`` then forgets the group without a goodbye, which
+    could wait for the dead rank (NCCL)."""
+    global _GROUP_BROKEN
+    _GROUP_BROKEN = True
+
+
 def cleanup() -> None:
-    global _STORE, _FLAGS_GROUP
-    if is_distributed():
+    """Leave the process group. The store stays readable (``get_store``) until the next ``init_distributed``: a rank
+    that lost a peer at the start asks it who is gone after it has left (``utils.peers``)."""
+    global _FLAGS_GROUP, _GROUP_BROKEN
+    if is_distributed() and not _GROUP_BROKEN:
         dist.destroy_process_group()
-    _STORE = _FLAGS_GROUP = None
+    _FLAGS_GROUP, _GROUP_BROKEN = None, False
 
 
 def barrier() -> None:

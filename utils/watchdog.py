@@ -6,7 +6,8 @@ Each process runs a ``Watchdog`` thread; the training loop and the evaluator cal
 go. When no beat has come for ``timeout_s``, the watchdog looks at where its main thread is (inside a
 torch.distributed collective, or busy elsewhere in the code), posts that to the rendezvous store, reads what the
 other ranks posted, and prints one ``error:`` line naming the stuck rank(s), the phase, the step and the line of
-code; then it ends the process with ``EXIT_STALLED``. Under ``torchrun --max-restarts`` the group restarts and
+code, ending with the checkpoint and the command that continue the run (``continue_hint``); then it ends the process
+with ``EXIT_STALLED``. Under ``torchrun --max-restarts`` the group restarts and
 resumes from ``last.pt``.
 
 ``beat`` is a no-op while no watchdog runs (one process, or evaluation alone).
@@ -19,9 +20,13 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch.distributed as dist
+
+from simplepose.utils import distributed as du
 
 log = logging.getLogger(__name__)
 
@@ -30,12 +35,25 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 _WAITING_IN = (os.sep.join(("torch", "distributed")), os.sep.join(("torch", "nn", "parallel")))
 
 _active: Watchdog | None = None
+_continue_hint: Callable[[], str] | None = None  # where and how the run continues (``continue_hint``)
 
 
 def beat(phase: str, where: str = "") -> None:
     """Record progress: this process is now in ``phase`` (e.g. "forward pass") at ``where`` (e.g. the step)."""
     if _active is not None:
         _active.phase, _active.where, _active.last = phase, where, time.monotonic()
+
+
+@contextmanager
+def continue_hint(hint: Callable[[], str]) -> Iterator[None]:
+    """While the block runs, a stall's line ends with ``hint()``: the checkpoint the run continues from and the
+    command that does it (``engine.run``)."""
+    global _continue_hint
+    previous, _continue_hint = _continue_hint, hint
+    try:
+        yield
+    finally:
+        _continue_hint = previous
 
 
 def main_thread_location() -> tuple[bool, str]:
@@ -91,21 +109,12 @@ class Watchdog:
         return f"{int(waiting)}|{self.phase}{where}|{code}"
 
     def compare_notes(self, mine: str, wait_s: float = 3.0) -> dict[int, str]:
-        """Post this rank's state and collect the others' (those that answer within ``wait_s``)."""
-        if self.store is None:
-            return {self.rank: mine}
-        seen = {self.rank: mine}
-        try:
-            self.store.set(f"stalled/{self.rank}", mine)
-            deadline = time.monotonic() + wait_s
-            while len(seen) < self.world_size and time.monotonic() < deadline:
-                for r in range(self.world_size):
-                    if r not in seen and self.store.check([f"stalled/{r}"]):
-                        seen[r] = self.store.get(f"stalled/{r}").decode()
-                time.sleep(0.1)
-        except Exception:  # noqa: BLE001  a store gone with a dead rank: report what this rank knows
-            pass
-        return seen
+        """Post this rank's state and collect the others' (those that answer within ``wait_s``; a rank whose
+        process has ended on this host is not waited for)."""
+        return du.compare_notes(
+            self.store, "stalled", self.rank, self.world_size, mine, wait_s,
+            enough=lambda seen: all(r in seen or du.gone(r) for r in range(self.world_size)),
+        )  # fmt: skip
 
     def wait_for_reports(self, wait_s: float = 3.0) -> None:
         """Mark this rank's report as written, then wait up to ``wait_s`` for the other ranks' marks."""
@@ -130,10 +139,15 @@ class Watchdog:
         if stuck and len(stuck) < self.world_size:
             line += "; stuck: " + "; ".join(f"rank {r} in the {p}, busy in {c}" for r, (_, p, c) in stuck.items())
         silent = sorted(set(range(self.world_size)) - set(seen))
-        if silent and self.store is not None:
-            line += f"; no answer from rank {', '.join(map(str, silent))} (dead, or hung outside Python)"
+        ended = [r for r in silent if du.gone(r)]
+        if ended:
+            line += f"; rank {', '.join(map(str, ended))} is gone (its process ended)"
+        if silent != ended and self.store is not None:
+            others = [r for r in silent if r not in ended]
+            line += f"; no answer from rank {', '.join(map(str, others))} (dead, or hung outside Python)"
+        tail = f"; {_continue_hint()}" if _continue_hint is not None else ""
         return (
-            f"{line}. The run stops here (exit code {EXIT_STALLED}); under torchrun --max-restarts the group restarts "
-            f"and resumes from last.pt. If that process is only slow (a long validation, a slow disk), raise "
-            f"dist.timeout_s"
+            f"{line}. The run stops here (exit code {EXIT_STALLED}){tail}; under torchrun --max-restarts the group "
+            f"restarts and resumes from last.pt by itself. If that process is only slow (a long validation, a slow "
+            f"disk), raise dist.timeout_s"
         )

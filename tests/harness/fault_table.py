@@ -32,6 +32,10 @@ data.coco_to_hdf5):
   figures of time.
 - torchrun --nproc_per_node=2 --max-restarts=1 with rank 1 dying (os._exit, no clean-up) at step 3: the group
   restarts, resumes from last.pt and completes the same 6 x 2 steps.
+- a peer killed mid-collective: a 2-process torchrun run (no restarts) whose rank (seeded) hangs in a seeded step
+  while the other waits for it in a collective, then is killed with SIGKILL: the survivor's one line names it, the
+  step last.pt holds and the command that continues, no traceback of ours; then ``train.resume=auto`` must end
+  bit-identical to the run never broken (tests.harness.peer_faults).
 - ENOSPC and EROFS at the checkpoint write, injected (``write_fault``) and, where this process may mount, on a
   real small / read-only tmpfs: exit 2, a message naming the path and what to do, previous last.pt intact and
   loadable, no temporary file left.
@@ -71,6 +75,7 @@ from tests.harness.faults import (
     torchrun_worker_death,
     translation_faults,
 )
+from tests.harness.peer_faults import peer_killed_and_resume
 
 NO_DATA_LOST = ("no unloadable or half-written checkpoint, no stray temporary file, every resumed run bit-identical "
                 "to the uninterrupted one, no changed previous checkpoint, no run folder left by a failed "
@@ -83,7 +88,7 @@ def table_rows(t: Tally, trials: int, disk_kinds: list[str]) -> list[tuple[str, 
     partial = sum(bool(r.partial_output) for r in t.corpus)
     corpus_note = (f"tests.harness.bad_input_table: {len(t.corpus)} inputs ({outcomes['counted_skip']} counted skips, "
                    f"{outcomes['accepted']} accepted)")  # fmt: skip
-    kill_trials = t.trials - sum(t.stops.values()) - t.torchrun_deaths - t.life_cases
+    kill_trials = t.trials - sum(t.stops.values()) - t.torchrun_deaths - t.life_cases - t.peers_killed
     lost = f"{sum(t.lost.values()) + partial}" + (f" (+{partial} partial outputs)" if partial else "")
     return [
         (
@@ -91,7 +96,8 @@ def table_rows(t: Tally, trials: int, disk_kinds: list[str]) -> list[tuple[str, 
             f"{t.trials}",
             f"{kill_trials} kill -9 of train.py (seeded; 1 in 4 aimed at "
             f"a checkpoint write), {t.stops.get(1, 0)} SIGTERM to train.py and {t.stops.get(2, 0)} to torchrun's agent "
-            f"of 2 processes (seeded), {t.torchrun_deaths} torchrun worker death, {t.life_cases} run-life faults",
+            f"of 2 processes (seeded), {t.torchrun_deaths} torchrun worker death, {t.life_cases} run-life faults, "
+            f"{t.peers_killed} torchrun worker killed mid-collective (seeded)",
         ),
         (
             "SIGTERM stops",
@@ -110,6 +116,12 @@ def table_rows(t: Tally, trials: int, disk_kinds: list[str]) -> list[tuple[str, 
             "runs and resumed runs whose metrics.jsonl equals the unbroken run's, record for record (times aside)",
         ),
         (
+            "peers lost",
+            f"{t.peers_named}/{t.peers_killed}",
+            "the survivor of a worker killed mid-collective: one line naming it, the step last.pt holds and the "
+            "resume command, no traceback",
+        ),
+        (
             "kills",
             f"{t.kills}",
             f"{t.kills_during_write} while a checkpoint temporary file existed; the rest at "
@@ -123,7 +135,7 @@ def table_rows(t: Tally, trials: int, disk_kinds: list[str]) -> list[tuple[str, 
         (
             "resumes completed",
             f"{t.resumes_completed}/{t.resumes}",
-            "train.resume=auto after kills and stops (1 and 2 processes); torchrun --max-restarts=1",
+            "train.resume=auto after kills, stops and lost peers (1 and 2 processes); torchrun --max-restarts=1",
         ),
         (
             "bad inputs tried",
@@ -180,6 +192,7 @@ def run_all(work: Path, trials: int, sigterm_trials: int, seed: int, tally: Tall
     if "life" in scenarios:
         timed("a run's life: live folder, stale locks, signals in validation", lambda: run_life_faults(
             train_h5, val_h5, work, tally))  # fmt: skip
+        timed("a peer killed mid-collective", lambda: peer_killed_and_resume(train_h5, work, stops, seed, tally))
 
     def disk_and_loader() -> list[str]:
         kinds = disk_faults(train_h5, work, tally)

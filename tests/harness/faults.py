@@ -75,6 +75,8 @@ class Tally:
     translation_points: int = 0  # a worker's death injected at each line of a loader failure's translation
     failed_starts: int = 0  # starts that fail (failed_starts)
     torchrun_deaths: int = 0  # torchrun groups whose worker died (torchrun_worker_death)
+    peers_killed: int = 0  # torchrun workers killed mid-collective (tests.harness.peer_faults)
+    peers_named: int = 0  # of those: the survivor's one line naming it, last.pt's step and the resume command
     stops: dict[int, int] = field(default_factory=dict)  # SIGTERM stops tried, by number of processes
     stops_clean: int = 0  # of those: exit 143, the line naming the step and the resume command, last.pt there
     corpus: list[CaseResult] = field(default_factory=list)  # the bad-input corpus (tests.harness.bad_inputs)
@@ -455,20 +457,26 @@ def torchrun_sigterm(train_h5: Path, work: Path, trials: int, seed: int, tally: 
         label = f"torchrun SIGTERM at global step {step}"
         if not check_stop(r, out_dir, label, tally, torchrun=True):
             continue
-        tally.resumes += 1
-        again = tiny_run_args(train_h5, out_dir, *RUN, *STOP_RUN, "train.resume=auto")
-        resumed = run(torchrun_command(["train_distributed.py", *again], nproc=2))
-        if resumed.returncode != 0 or f'File "{REPO_ROOT}' in resumed.stderr:
-            tally.failures.append(f"{label}: the resume failed (exit {resumed.returncode}):\n{resumed.stderr[-1500:]}")
-            continue
-        tally.resumes_completed += 1
-        check_records(out_dir, ["2 processes", *RUN], label, tally)
-        final = check_checkpoints(out_dir, tally, f"{label}, after the resume")
-        for name in CHECKPOINTS:
-            if (name in final) != (name in reference):
-                tally.lose("resumed run's checkpoints differ from the uninterrupted run's", f"{label}: {name}")
-            elif name in final and not same_training_state(final[name], reference[name]):
-                tally.lose("resumed weights differ from the uninterrupted run", f"{label}: {name}")
+        resume_in_two(tiny_run_args(train_h5, out_dir, *RUN, *STOP_RUN), out_dir, label, reference, tally)
+
+
+def resume_in_two(args: list[str], out_dir: Path, label: str, reference: dict[str, Checkpoint], tally: Tally) -> None:
+    """``train.resume=auto`` of the run ``args`` in 2 processes under torchrun must finish, its checkpoints loadable
+    and bit-identical to ``reference`` (the 2-process run never stopped), its records those of that run (``RUN``'s
+    settings)."""
+    tally.resumes += 1
+    resumed = run(torchrun_command(["train_distributed.py", *args, "train.resume=auto"], nproc=2))
+    if resumed.returncode != 0 or f'File "{REPO_ROOT}' in resumed.stderr:
+        tally.failures.append(f"{label}: the resume failed (exit {resumed.returncode}):\n{resumed.stderr[-1500:]}")
+        return
+    tally.resumes_completed += 1
+    check_records(out_dir, ["2 processes", *RUN], label, tally)
+    final = check_checkpoints(out_dir, tally, f"{label}, after the resume")
+    for name in CHECKPOINTS:
+        if (name in final) != (name in reference):
+            tally.lose("resumed run's checkpoints differ from the uninterrupted run's", f"{label}: {name}")
+        elif name in final and not same_training_state(final[name], reference[name]):
+            tally.lose("resumed weights differ from the uninterrupted run", f"{label}: {name}")
 
 
 # ---------------------------------------------------------------------------------------------- a run's life
