@@ -171,6 +171,7 @@ class Trainer:
                 self.hooks.after_epoch(p, summary)
                 p.epoch, p.step = p.epoch + 1, 0
         finally:
+            self.batches.close()  # persistent loader workers
             self.hooks.after_train(p)
         return summary
 
