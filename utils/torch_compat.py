@@ -3,7 +3,7 @@
 The declared range is ``torch>=2.2`` (pyproject.toml); the floor job of ``.ci/run`` (``.ci/floors``) runs the
 commands on torch 2.2.0 and the main suite runs on the newest release. Where a newer torch has a public API the
 older one lacks, the name here probes for it (``hasattr``, a signature) and falls back to public operations that
-give the same result, so callers never test versions themselves:
+give the same result, so callers never test versions themselves (each missing in 2.2.0, present in 2.14.1):
 
 =====================================  =========  =============================================================
 here                                   torch has  before that
@@ -14,7 +14,10 @@ here                                   torch has  before that
 ``process_group_kwargs``               2.3        ``init_process_group(device_id=)``: left out
 ``OutOfMemoryError``                   2.5        ``torch.OutOfMemoryError``: ``torch.cuda.OutOfMemoryError``
 ``torchscript_onnx_export``            2.5        ``torch.onnx.export(dynamo=)``: left out (TorchScript is all)
+``buffers_left_alone``                 2.14 [*]_  ``DDP(forward_sync_buffers=)``: ``broadcast_buffers=``
 =====================================  =========  =============================================================
+
+.. [*] has it; the first release with it was not looked up (probed by its signature).
 
 Private names torch offers no public form of, each used only through this module (checked on torch 2.2.0 and
 2.14.1, the floor and the newest the project runs):
@@ -23,8 +26,8 @@ Private names torch offers no public form of, each used only through this module
   optimizers use them; a plain loop where one is missing;
 - ``torch._dynamo.exc.BackendCompilerFailed``: the error ``torch.compile`` raises when its compiler fails
   (``compiler_failed``);
-- ``torch._functorch.config.force_non_lazy_backward_lowering`` (torch 2.6 on; a no-op before): the backward graph
-  compiled with the forward one (``backward_compiled_with_forward``).
+- ``torch._functorch.config.force_non_lazy_backward_lowering`` (newer releases; a no-op where missing): the backward
+  graph compiled with the forward one (``backward_compiled_with_forward``).
 """
 
 from __future__ import annotations
@@ -91,6 +94,17 @@ def torchscript_onnx_export(*args: Any, **kwargs: Any) -> None:
     if "dynamo" in inspect.signature(torch.onnx.export).parameters:
         kwargs["dynamo"] = False
     torch.onnx.export(*args, **kwargs)
+
+
+def buffers_left_alone() -> dict[str, Any]:
+    """``DistributedDataParallel``'s keyword that leaves the buffers alone before each forward pass (they are made
+    rank 0's once, when it wraps the model): ``forward_sync_buffers=False`` where torch has it (it deprecates
+    ``broadcast_buffers``), else ``broadcast_buffers=False``."""
+    ddp = torch.nn.parallel.DistributedDataParallel
+    name = (
+        "forward_sync_buffers" if "forward_sync_buffers" in inspect.signature(ddp).parameters else "broadcast_buffers"
+    )
+    return {name: False}
 
 
 def foreach_copy_(dst: Sequence[torch.Tensor], src: Sequence[torch.Tensor]) -> None:
