@@ -9,9 +9,9 @@ them, through public means only (``multiprocessing``'s RawValue and Process):
   the interpreter's lock);
 * ``ended_with(batches, group)``: an iteration that raises ends its workers before the error goes on (its
   traceback would keep the iterator, and so the workers, alive);
-* at interpreter exit the groups not yet ended are: a thread of ours waits for the main thread to finish, which
-  Python does before it runs the exit functions (``multiprocessing``'s joins every child: workers left running kept
-  a finished process waiting for ever).
+* at interpreter exit the groups not yet ended are: a daemon thread of ours waits for the main thread to finish,
+  which Python marks before it runs the exit functions, and releases them while ``multiprocessing``'s joins every
+  child (workers left running kept a finished process waiting for ever).
 
 torch's own shutdown (at an epoch's end, or when an iterator is freed) still ends idle workers as it always does.
 """
@@ -88,8 +88,9 @@ def _watch(group: WorkerGroup) -> None:
             _groups.discard(done)  # ended by torch's own shutdown
         _groups.add(group)
         if _exit_watch is None:
-            # not a daemon: Python waits for it before the exit functions, and it waits for the main thread
-            _exit_watch = threading.Thread(target=_end_at_exit, name="loader-workers-exit", daemon=False)
+            # a daemon, so that it can never hold the exit up: woken when the main thread ends, it releases the workers
+            # while Python's exit functions run (multiprocessing's joins them)
+            _exit_watch = threading.Thread(target=_end_at_exit, name="loader-workers-exit", daemon=True)
             _exit_watch.start()
 
 
