@@ -32,6 +32,7 @@ from simplepose.models.loss import build_loss
 from simplepose.models.posenet import PoseNet, output_shapes
 from simplepose.utils.errors import UserError, cli_main
 from simplepose.utils.precision import Precision, precision_for
+from simplepose.utils.torch_compat import grad_scaler
 
 PRESETS = {"paper": "config/simplepose_coco.yaml", "quickstart": "config/quickstart.yaml"}
 DTYPE_SETTINGS = {"fp32": "off", "bf16": "bf16", "fp16": "fp16", "amp": "auto"}  # --dtypes -> train.amp
@@ -90,7 +91,7 @@ def training_step(cfg, device: torch.device, precision: Precision, batch: int) -
     targets, masks, loss_fn = loss_inputs(cfg, batch, size, device)
     params = list(model.parameters())
     optimizer = build_optimizer(params, cfg.train)
-    scaler = torch.amp.GradScaler(device.type, enabled=precision.grad_scaler)
+    scaler = grad_scaler(device.type, precision.grad_scaler)
 
     def step() -> None:
         optimizer.zero_grad(set_to_none=True)

@@ -13,7 +13,6 @@ import torch
 from torch.utils.data import default_collate
 
 from simplepose.codec.network_input import scale_input_
-from simplepose.utils.stop_signals import ignore_stop_signals
 
 
 def images_to_float(images: torch.Tensor, channels_last: bool = False) -> torch.Tensor:
@@ -59,9 +58,8 @@ def collate(samples: list[dict]) -> dict:
 
 
 def worker_init_fn(worker_id: int) -> None:
-    """For DataLoader workers: one thread each for OpenCV and torch (the workers already run in parallel); SIGTERM
-    and Ctrl-C sent to the whole job leave them running, for the training process to finish its step and stop them
-    (utils/stop_signals.py)."""
+    """For DataLoader workers: one thread each for OpenCV and torch (the workers already run in parallel). The
+    training loader (engine.batches.ForkSafeLoader) adds its stop handling: a job-wide SIGTERM or Ctrl-C leaves them
+    serving, the training process ends them (engine/loader_workers.py)."""
     cv2.setNumThreads(1)
     torch.set_num_threads(1)
-    ignore_stop_signals()

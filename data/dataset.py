@@ -147,6 +147,8 @@ class SimplePoseDataset(torch.utils.data.Dataset):
     have been converted for its keypoints.
     """
 
+    epoch_reaches_workers = True  # set_epoch writes shared memory: persistent workers see it (engine.batches)
+
     def __init__(
         self,
         h5_path: str | Path,

@@ -192,12 +192,15 @@ def _truncated(data: bytes) -> bool:
 @contextlib.contextmanager
 def _quiet_opencv() -> Iterator[None]:
     """OpenCV's decoders print their own error lines for a corrupt file; the caller reports it instead."""
-    level = cv2.utils.logging.getLogLevel()
-    cv2.utils.logging.setLogLevel(cv2.utils.logging.LOG_LEVEL_SILENT)
+    # cv2.utils.logging in newer OpenCV (5.x; 4.10 lacks it), the same functions at the top level in 4.x (0: silent)
+    api = getattr(cv2.utils, "logging", cv2)
+    get_level, set_level = api.getLogLevel, api.setLogLevel
+    level = get_level()
+    set_level(0)
     try:
         yield
     finally:
-        cv2.utils.logging.setLogLevel(level)
+        set_level(level)
 
 
 def image_path(images_dir: Path, img: dict, annotations: Path | str) -> Path:

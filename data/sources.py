@@ -38,6 +38,8 @@ class SourceMix(torch.utils.data.Dataset):
     """The samples of several ``SimplePoseDataset`` one after another: index i is sample ``i - offset[s]`` of
     source s. ``weights``: each source's relative share of an epoch (None: in proportion to their sizes)."""
 
+    epoch_reaches_workers = True  # its sources' set_epoch does (data/dataset.py)
+
     def __init__(self, sources: list[SimplePoseDataset], weights: list[float] | None = None) -> None:
         if weights is not None and len(weights) != len(sources):
             raise ValueError(f"{len(weights)} weights for {len(sources)} sources")

@@ -41,6 +41,7 @@ from simplepose.utils import stop_signals
 from simplepose.utils.code_version import code_version
 from simplepose.utils.errors import UserError
 from simplepose.utils.io import WriteError
+from simplepose.utils.torch_compat import GradScaler
 from simplepose.utils.watchdog import beat
 
 log = logging.getLogger(__name__)
@@ -131,7 +132,7 @@ class Checkpointer:
         skeleton: Skeleton,
         model: nn.Module,
         optimizer: torch.optim.Optimizer,
-        scaler: torch.amp.GradScaler,
+        scaler: GradScaler,
         rank: int,
         world_size: int,
         ema: WeightAverage | None = None,

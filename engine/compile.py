@@ -15,13 +15,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
-from torch._functorch import config as functorch_config
 
 from simplepose.utils.commands import command
+from simplepose.utils.torch_compat import OutOfMemoryError, backward_compiled_with_forward, compiler_failed
 
 log = logging.getLogger(__name__)
 
@@ -90,9 +89,9 @@ class TimedFirstCall:
         else:
             saved = _buffers(self.state)
             try:
-                with _backward_compiled_with_forward():
+                with backward_compiled_with_forward():
                     out = self.fn(*args, **kwargs)
-            except torch._dynamo.exc.BackendCompilerFailed as err:
+            except compiler_failed() as err:
                 cause = compiler_cause(err)
                 if raised_as_is(cause):
                     raise cause from None
@@ -124,15 +123,9 @@ def compiler_cause(err: BaseException) -> BaseException:
 
 def raised_as_is(cause: BaseException) -> bool:
     """Whether a compiler's error is raised even under ``train.compile=auto``: out of memory, an internal assertion."""
-    return isinstance(cause, (torch.OutOfMemoryError, MemoryError, AssertionError)) or (
+    return isinstance(cause, (OutOfMemoryError, MemoryError, AssertionError)) or (
         "INTERNAL ASSERT FAILED" in str(cause)
     )
-
-
-def _backward_compiled_with_forward():
-    if hasattr(functorch_config, "force_non_lazy_backward_lowering"):
-        return functorch_config.patch(force_non_lazy_backward_lowering=True)
-    return nullcontext()  # an older torch: a backward graph the compiler cannot build fails in the backward pass
 
 
 def _buffers(modules: Sequence[torch.nn.Module]) -> list[tuple[torch.Tensor, torch.Tensor]]:

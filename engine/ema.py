@@ -29,6 +29,7 @@ import torch
 from torch import nn
 
 from simplepose.models.weights import unwrap
+from simplepose.utils.torch_compat import foreach_lerp
 
 
 class WeightAverage:
@@ -55,9 +56,7 @@ class WeightAverage:
         decay = self.decay * (1.0 - torch.exp(-self.updates / self.warmup_steps))
         weight = (1.0 - decay).float()  # the weight of the new state: 1 - decay(n)
         with torch.no_grad():
-            moved = torch._foreach_sub(floats, self._floats)
-            torch._foreach_mul_(moved, weight)
-            torch._foreach_add_(moved, self._floats)
+            moved = foreach_lerp(self._floats, floats, weight)
             # a skipped step selects the old value, never scales a difference by 0: NaN x 0 is NaN, and a skipped
             # step's BatchNorm statistics may be NaN
             for mine, new in zip(self._floats, moved):

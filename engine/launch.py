@@ -21,6 +21,7 @@ from torch import nn
 
 from simplepose.engine.statistics_backup import running_statistics
 from simplepose.utils import distributed as du
+from simplepose.utils.torch_compat import buffers_left_alone
 
 log = logging.getLogger(__name__)
 
@@ -104,10 +105,15 @@ class Distributed(Launcher):
             averaged = ", their running statistics averaged after every optimiser step" * self.average_statistics
             log.info(f"note: {why} each process keeps plain BatchNorm{averaged}")
         ids = [self.device.index] if self.device.type == "cuda" else None
-        # gradients live in DDP's buckets (no copy into and out of them at each all-reduce)
+        # gradients live in DDP's buckets (no copy into and out of them at each all-reduce). Buffers are not
+        # broadcast before each forward pass: DDP makes them rank 0's once, when it wraps the model, and they stay the
+        # same on every rank by themselves: SyncBatchNorm's statistics are those of the whole batch, plain BatchNorm's
+        # are averaged after each step (sync_statistics), the batch counts advance alike. One mechanism, one
+        # collective a step fewer (bench/ddp_comm.py, docs/benchmarks.md#ddp-communication)
         return nn.parallel.DistributedDataParallel(
             model,
             device_ids=ids,
+            **buffers_left_alone(),
             find_unused_parameters=self.find_unused_parameters,
             gradient_as_bucket_view=True,
             static_graph=self.static_graph and not self.find_unused_parameters,

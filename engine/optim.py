@@ -65,13 +65,13 @@ def build_optimizer(params: list[nn.Parameter], cfg: TrainConfig, fused: bool = 
 
     SGD and Adam decay every parameter, as the original did; AdamW decays the weights of convolutions and linear
     layers only: ``decay_groups``. The decay is ``weight_decay_of(cfg)``."""
-    fused_or_default = True if fused else None  # None: torch's default
+    fused_or_default: dict = {"fused": True} if fused else {}  # none: torch's default (SGD takes none before 2.3)
     decay = weight_decay_of(cfg)
     if cfg.optimizer == "adamw":
-        return torch.optim.AdamW(decay_groups(params, decay), lr=cfg.lr, fused=fused_or_default)
+        return torch.optim.AdamW(decay_groups(params, decay), lr=cfg.lr, **fused_or_default)
     if cfg.optimizer == "adam":
-        return torch.optim.Adam(params, lr=cfg.lr, weight_decay=decay, fused=fused_or_default)
-    opt = torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=decay, fused=fused_or_default)
+        return torch.optim.Adam(params, lr=cfg.lr, weight_decay=decay, **fused_or_default)
+    opt = torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=decay, **fused_or_default)
     if fused and cfg.momentum:
         # fused SGD fills the momentum buffers with empty_like on its first step: a first step skipped on the
         # device (found_inf) would leave them uninitialised. Zeros give the same first update (buf = grad).

@@ -18,6 +18,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from simplepose.utils.torch_compat import foreach_copy_
+
 
 def running_statistics(model: nn.Module, training_only: bool = False) -> list[torch.Tensor]:
     """The running means and variances of ``model``'s BatchNorms that track them (``training_only``: of those in
@@ -41,11 +43,11 @@ class StatisticsBackup:
 
     def save(self) -> None:
         if self.live:
-            torch._foreach_copy_(self.saved, self.live)
+            foreach_copy_(self.saved, self.live)
 
     def restore(self) -> None:
         if self.live:
-            torch._foreach_copy_(self.live, self.saved)
+            foreach_copy_(self.live, self.saved)
 
     def keep_if(self, applied: torch.Tensor) -> None:
         """The statistics as the step left them where ``applied``, else as saved (a select: NaN x 0 is NaN)."""

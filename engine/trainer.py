@@ -47,6 +47,7 @@ from simplepose.models.weights import LoadReport, carried_skeleton, unwrap
 from simplepose.utils import distributed as du
 from simplepose.utils.errors import DataFileError
 from simplepose.utils.precision import precision_for
+from simplepose.utils.torch_compat import grad_scaler, total_norm
 from simplepose.utils.watchdog import beat
 
 log = logging.getLogger(__name__)
@@ -101,7 +102,7 @@ class Trainer:
         self.ema = WeightAverage(model, t.ema, t.ema_warmup_steps) if t.ema else None
         self.statistics = StatisticsBackup(model)  # put back when a step is skipped
         self.schedule = LRSchedule.from_config(t, self.steps_per_epoch, self.world_size)
-        self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.precision.grad_scaler)
+        self.scaler = grad_scaler(self.device.type, self.precision.grad_scaler)
         # a fused step takes the skip as a device flag; without one (or with fp16 loss scaling) it is read back
         self.device_skip = fused and not self.scaler.is_enabled()
 
@@ -180,6 +181,7 @@ class Trainer:
                 if p.validation_due:
                     summary = self.validate(summary)
         finally:
+            self.batches.close()  # persistent loader workers
             self.hooks.after_train(p)
         return summary
 
@@ -252,7 +254,7 @@ class Trainer:
         if clip:
             return torch.nn.utils.clip_grad_norm_(self.params, clip)
         grads = [p.grad for p in self.params if p.grad is not None]
-        return torch.nn.utils.get_total_norm(grads)
+        return total_norm(grads)
 
     def update(self, total: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """The optimiser step without loss scaling, unless the loss (on any rank) or the gradient is non-finite;

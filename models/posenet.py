@@ -45,6 +45,7 @@ from simplepose.models.layers import (
     init_original,
     leaky_relu_,
 )
+from simplepose.utils.torch_compat import is_compiling
 
 DEPTH = 4  # hourglass levels: four poolings
 STEM_STRIDE = OUTPUT_STRIDE  # the stem: conv stride 2, then a max-pool
@@ -266,7 +267,7 @@ def recomputed(modules: list[nn.Module], fn: Callable[..., T], *args) -> T:
     Under ``torch.compile`` the region is traced instead (dynamo takes no Python ``context_fn``): AOT autograd
     then recomputes from the functional graph, where the running-statistics update is applied once, after the
     forward, so the rerun cannot apply it twice (tests/test_compile.py checks the statistics)."""
-    if torch.compiler.is_compiling():
+    if is_compiling():
         return checkpoint(fn, *args, use_reentrant=False)
     return checkpoint(
         fn, *args, use_reentrant=False, preserve_rng_state=False, context_fn=partial(recompute_contexts, tuple(modules))

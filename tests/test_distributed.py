@@ -149,10 +149,9 @@ def test_nan_on_one_rank_makes_every_rank_skip_the_step(nan_run):
 
 def test_without_syncbn_every_process_ends_each_step_with_the_same_statistics_and_average(tmp_path):
     """Two processes (gloo, CPU) train plain BatchNorm on batches of their own, two micro-batches a step: each
-    process's statistics follow all of its own micro-batches (DDP broadcasts rank 0's buffers before a step's first
-    forward pass only, when they are already the same everywhere), and after each step they are replaced by the
-    mean of both (the rank check, which covers buffers, saw them differ before), so both hold bit-identical networks
-    and weight averages (tests/harness/plain_batchnorm_ranks.py)."""
+    process's statistics follow all of its own micro-batches (DDP broadcasts no buffers: engine/launch.py), and
+    after each step they are replaced by the mean of both (the rank check, which covers buffers, saw them differ
+    before), so both hold bit-identical networks and weight averages (tests/harness/plain_batchnorm_ranks.py)."""
     from tests.harness.plain_batchnorm_ranks import run_rank
 
     start = time.perf_counter()

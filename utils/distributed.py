@@ -17,6 +17,8 @@ from typing import Any, TypeVar
 import torch
 import torch.distributed as dist
 
+from simplepose.utils.torch_compat import process_group_kwargs
+
 
 def env_world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
@@ -107,8 +109,7 @@ def init_distributed(device: torch.device, backend: str = "auto", timeout_s: flo
         backend = "nccl" if device.type == "cuda" else "gloo"
     timeout = datetime.timedelta(seconds=timeout_s)
     kwargs: dict[str, Any] = {"backend": backend, "timeout": timeout}
-    if device.type == "cuda":
-        kwargs["device_id"] = device
+    kwargs.update(process_group_kwargs(device))
     store = _STORE = _attempt_store(timeout)
     if store is not None:
         kwargs.update(store=store, rank=int(os.environ["RANK"]), world_size=env_world_size())

@@ -113,11 +113,3 @@ def stop_requests(say: bool = True) -> Iterator[None]:
         for s, handler in previous.items():
             signal.signal(s, handler if handler is not None else signal.SIG_DFL)
         _received, _interrupt_held = 0, False
-
-
-def ignore_stop_signals() -> None:
-    """In a helper process (a DataLoader worker): SIGTERM and SIGINT sent to the whole job or process group leave it
-    running, so that the process it serves can finish its step and stop it. That process's own SIGTERM is ignored
-    too: it ends such workers itself, with SIGKILL where they do not leave (engine/loader_workers.py)."""
-    for s in STOP_SIGNALS:
-        signal.signal(s, signal.SIG_IGN)

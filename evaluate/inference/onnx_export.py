@@ -24,6 +24,7 @@ from simplepose.evaluate.inference.onnx_session import CONFIG_KEY, INPUT_NAME, O
 from simplepose.utils.errors import UserError
 from simplepose.utils.io import atomic_write_bytes
 from simplepose.utils.optional import require
+from simplepose.utils.torch_compat import torchscript_onnx_export
 
 TOLERANCE = 1e-4
 DEFAULT_INPUT_SIZE = (384, 512)  # (height, width) of the traced example: non-square, as the evaluator's inputs
@@ -80,11 +81,10 @@ def export_onnx(
         # the TorchScript exporter's deprecation notice, and tracer warnings about the input-shape check (it only
         # raises on bad sizes; the sizes themselves stay dynamic, see check_inputs)
         warnings.simplefilter("ignore")
-        torch.onnx.export(
+        torchscript_onnx_export(
             FinestOutput(model).eval(),
             (example,),
-            buffer,  # type: ignore[arg-type]  # a file object, as torch's docs allow; its annotation names paths only
-            dynamo=False,
+            buffer,  # a file object, as torch's docs allow
             input_names=[INPUT_NAME],
             output_names=[OUTPUT_NAME],
             dynamic_axes={
