@@ -201,6 +201,9 @@ def run(
                         trained = train_until_stopped(kind, cfg, launcher, argv, extra_hooks, built.append)
                     if launcher.rank == 0:
                         report(cfg, trained, time.perf_counter() - start, quickstart)
+                    # every rank has finished before any leaves the group: torch 2.2's gloo could hang for ever in
+                    # destroy_process_group on the rank that left last (pytorch/pytorch#75097)
+                    du.barrier()
             finally:
                 threading.excepthook = previous_hook
         finally:
