@@ -63,7 +63,7 @@ LAUNCHERS = {"single": "train", "data_parallel": "train_parallel", "distributed"
 def program(kind: str) -> str:
     """The command that starts ``kind``'s launcher where the user is (``utils.commands``; under torchrun with this
     launch's number of processes)."""
-    torchrun = f"--nproc_per_node={du.env_world_size()}" if kind == "distributed" else ""
+    torchrun = f"--nproc_per_node={du.env_local_world_size()}" if kind == "distributed" else ""
     return command(LAUNCHERS[kind], torchrun=torchrun)
 
 
@@ -304,20 +304,25 @@ def interrupted_message(trainer: Trainer, command: list[str]) -> str:
 
 def continuation(trainer: Trainer | None, kind: str, argv: list[str] | None) -> str:
     """How a run that ended on a lost peer or a stall goes on: the checkpoint it resumes from and the command with
-    ``train.resume=auto`` (a job of several nodes: the program and its arguments, for the job's torchrun command on
-    every node)."""
-    command = command_line(kind, argv)
-    again = ": " + with_settings(command, {"train.resume": "auto"})
-    if du.env_node_count() > 1:  # the rendezvous options are the agents', unknown to this process
-        launched = list(dropwhile(lambda word: word == "torchrun" or word.startswith("--"), command))
-        again = (
-            f" the job's torchrun command on each of its {du.env_node_count()} nodes, running: "
-            f"{with_settings(launched, {'train.resume': 'auto'})}"
-        )
+    ``train.resume=auto`` (``resume_command``)."""
+    again = resume_command(command_line(kind, argv))
+    again = (" " if du.env_node_count() > 1 else ": ") + again
     saved = trainer.checkpointer.last_saved_step if trainer is not None else None
     if trainer is None or saved is None:
         return f"no checkpoint of this run yet: start it again with{again}"
     return f"{trainer.out_dir / 'last.pt'} holds global step {saved}: continue the run with{again}"
+
+
+def resume_command(command: list[str]) -> str:
+    """``command`` with ``train.resume=auto``; on a job of several nodes, the program and its arguments for the job's
+    torchrun command on each node (the rendezvous options are the agents', unknown to this process)."""
+    if du.env_node_count() > 1:
+        launched = list(dropwhile(lambda word: word == "torchrun" or word.startswith("--"), command))
+        return (
+            f"the job's torchrun command on each of its {du.env_node_count()} nodes, running: "
+            f"{with_settings(launched, {'train.resume': 'auto'})}"
+        )
+    return with_settings(command, {"train.resume": "auto"})
 
 
 def stopped_message(trainer: Trainer, signum: int, command: list[str]) -> str:
@@ -329,7 +334,7 @@ def stopped_message(trainer: Trainer, signum: int, command: list[str]) -> str:
 def end_line(trainer: Trainer, reason: str, command: list[str]) -> str:
     """The one line of a run that ends early for ``reason`` (a stop signal's, a lost peer's): where, the global
     step its last.pt holds, and the command that continues it (``train.resume=auto`` added to the command)."""
-    again = with_settings(command, {"train.resume": "auto"})
+    again = resume_command(command)
     last_pt = str(trainer.out_dir / "last.pt")
     return stop_line(reason, trainer.position, last_pt, trainer.checkpointer.last_saved_step, again)
 

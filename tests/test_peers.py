@@ -203,3 +203,20 @@ def test_two_sigterms_to_torchrun_stop_the_workers_once_with_last_pt(synthetic_h
     step = saved_state(out / "last.pt").position.global_step
     assert f"(global step {step}), where {out / 'last.pt'} was written" in stop
     ours_without_traceback(stderr)
+
+
+def test_a_multi_node_jobs_commands_give_the_processes_of_one_node(monkeypatch):
+    """On 2 nodes of 2 processes, a printed torchrun command starts 2 processes a node (not the job's 4), and the
+    command that continues a stopped run is the program for the job's torchrun on each node."""
+    from simplepose.engine.run import command_line, program, resume_command
+
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    monkeypatch.setenv("GROUP_WORLD_SIZE", "1")
+    assert "--nproc_per_node=2" in program("distributed").split()
+    single_node = resume_command(command_line("distributed", ["train.epochs=3"]))
+    assert single_node.startswith("torchrun") and single_node.endswith("train.epochs=3 train.resume=auto")
+    monkeypatch.setenv("GROUP_WORLD_SIZE", "2")
+    again = resume_command(command_line("distributed", ["train.epochs=3"]))
+    assert again.startswith("the job's torchrun command on each of its 2 nodes, running: ")
+    assert "--nproc_per_node" not in again and again.endswith("train.epochs=3 train.resume=auto")

@@ -24,6 +24,11 @@ def env_world_size() -> int:
     return int(os.environ.get("WORLD_SIZE", "1"))
 
 
+def env_local_world_size() -> int:
+    """The number of processes torchrun started on this machine (its --nproc_per_node; 1 without torchrun)."""
+    return int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("WORLD_SIZE", "1")))
+
+
 def env_node_count() -> int:
     """The number of machines (torchrun agents) of this job, from torchrun's environment (1 without torchrun)."""
     return int(os.environ.get("GROUP_WORLD_SIZE", "1"))
