@@ -40,10 +40,13 @@ def commands(synthetic_sample, tiny_ckpt, tmp_path):
     }  # fmt: skip
 
 
+OUT_SUFFIX = {"export": ".onnx"}  # the name a command requires of its --out (export refuses any other)
+
+
 @pytest.mark.parametrize("name", ["converter", "evaluator", "export", "conversion"])
 def test_an_existing_out_file_is_kept_unless_overwrite(name, commands, tmp_path, capsys):
     main, args = commands[name]
-    out = tmp_path / "earlier_result"
+    out = tmp_path / f"earlier_result{OUT_SUFFIX.get(name, '')}"
     out.write_bytes(b"an earlier run's result")
     before = digest(out)
     assert main([*args, "--out", str(out)]) == 2
@@ -82,7 +85,7 @@ def test_a_failed_start_leaves_no_empty_out_folder(name, commands, tmp_path, cap
     main, args = commands[name]
     i = next(i for i, a in enumerate(args) if a in ("--images", "--ckpt", "--weights"))
     args = [*args[: i + 1], str(tmp_path / "missing"), *args[i + 2 :]]  # its input (images, checkpoint...) missing
-    assert main([*args, "--out", str(tmp_path / "new" / "deeper" / "result")]) == 2
+    assert main([*args, "--out", str(tmp_path / "new" / "deeper" / f"result{OUT_SUFFIX.get(name, '')}")]) == 2
     assert "missing" in capsys.readouterr().err
     assert not (tmp_path / "new").exists()
 

@@ -246,7 +246,7 @@ def test_a_source_without_silhouettes_does_not_teach_the_person_channel(sources,
 
     from simplepose.data.dataset import SimplePoseDataset
 
-    with h5py.File(boxes_only) as f, h5py.File(sources["crowdpose"]) as g:
+    with h5py.File(boxes_only, "r", locking=False) as f, h5py.File(sources["crowdpose"], "r", locking=False) as g:
         assert f["people/box_region"][:].all() and not g["people/box_region"][:].any()
         assert json.loads(f.attrs["settings"])["counts"]["people_with_box_as_region"] == len(f["people/bbox"])
     cfg = tiny_cfg(sources["coco"], tmp_path / "run")
