@@ -19,6 +19,7 @@ import logging
 import re
 import signal
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
@@ -26,11 +27,12 @@ import torch.distributed as dist
 
 from simplepose.utils import distributed as du
 from simplepose.utils.errors import Stopped
-from simplepose.utils.watchdog import EXIT_STALLED, continue_hint
+from simplepose.utils.watchdog import EXIT_STALLED, continue_hint, stall_reported
 
 log = logging.getLogger(__name__)
 
 EXIT_PEER_LOST = EXIT_STALLED  # sysexits' EX_TEMPFAIL: the group can try again (a restart resumes)
+STALL_REPORT_S = 30.0  # the longest a stall report takes before the watchdog exits (its waits: 3 s + 3 s)
 ANSWER_S = 10.0  # how long a rank waits for the others' notes (torchrun gives its workers 30 s after a SIGTERM)
 _SOURCE_PREFIX = re.compile(r"^\[[^\]]*\.(?:cc|cpp|h):\d+\]\s*")  # gloo's "[.../pair.cc:545] "
 # words of the errors gloo and NCCL raise as a plain RuntimeError when a peer is gone or a collective timed out
@@ -109,6 +111,8 @@ def peer_loss_named(where: Callable[[], str], hint: Callable[[], str]) -> Iterat
     except Exception as e:
         if not collective_failure(e):
             raise
+        if stall_reported():  # the peer left after a stall this rank's watchdog is reporting: its line is this rank's
+            time.sleep(STALL_REPORT_S)  # the watchdog ends the process within that time
         # torchrun's agent sends SIGTERM to the workers left when one fails: this one is ending already, and says
         # why first (as it would with the stop handlers of utils.stop_signals, gone by now)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)

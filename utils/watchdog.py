@@ -71,6 +71,14 @@ def main_thread_location() -> tuple[bool, str]:
     return waiting, code
 
 
+_stalled = threading.Event()  # this process's watchdog is reporting a stall, after which it ends the process
+
+
+def stall_reported() -> bool:
+    """True once this process's watchdog has begun its stall report (its line is this rank's one; it then exits)."""
+    return _stalled.is_set()
+
+
 class Watchdog:
     """Ends the process when no ``beat`` came for ``timeout_s`` seconds (see the module docstring).
 
@@ -96,6 +104,7 @@ class Watchdog:
     def _watch(self) -> None:
         while not self._stop.wait(min(5.0, self.timeout_s / 5)):
             if time.monotonic() - self.last > self.timeout_s:
+                _stalled.set()
                 log.critical(self.report())
                 sys.stderr.flush()
                 # the first process to exit makes torchrun end the others: wait (briefly) until every rank that
