@@ -16,7 +16,7 @@ def apply_freeze(model: nn.Module, patterns: list[str]) -> list[str]:
     """Set ``requires_grad=False`` on parameters whose name matches any regex; returns the frozen names.
 
     The original's ``--freeze`` meant "train only the output heads and merges", here
-    ``train.freeze=['^(?!.*(heads|merge))']`` (names as printed by ``python -m models``).
+    ``train.freeze=['^(?!.*(heads|merge))']`` (names as printed by ``simplepose summary``).
     """
     if not patterns:
         return []
