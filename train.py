@@ -7,7 +7,12 @@
 Every config value can be overridden with key=value (see config/schema.py); train.resume=auto continues a run.
 """
 
-from simplepose.utils.openmp import prefer_short_spin
+if not __package__:  # python train.py in a checkout: the package it imports must be this checkout's
+    import installed_tree
+
+    installed_tree.require()
+
+from simplepose.utils.openmp import prefer_short_spin  # noqa: E402
 
 prefer_short_spin()  # before torch loads: OpenMP reads its settings then
 

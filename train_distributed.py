@@ -15,7 +15,12 @@ Rank 0 alone writes checkpoints and metrics; train.resume=auto continues a run i
 Without torchrun this trains in one process, like train.py.
 """
 
-from simplepose.utils.openmp import prefer_short_spin
+if not __package__:  # python train_distributed.py in a checkout: the package it imports must be this checkout's
+    import installed_tree
+
+    installed_tree.require()
+
+from simplepose.utils.openmp import prefer_short_spin  # noqa: E402
 
 prefer_short_spin()  # before torch loads: OpenMP reads its settings then
 

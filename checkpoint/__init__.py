@@ -9,3 +9,8 @@ It stands above ``config``, ``data`` and ``models`` and below ``evaluate`` and `
 format, and neither reaches into the other. What only a training process needs (RNG states, the code version, resume
 paths, temporary files) is the training engine's (``engine.checkpointer``).
 """
+
+if "." not in __name__:  # python -m checkpoint.X in a checkout: the package it imports must be this checkout's
+    import installed_tree
+
+    installed_tree.require()

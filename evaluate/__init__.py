@@ -21,6 +21,11 @@ The names below are imported when first used, so that importing a part of ``eval
 
 from __future__ import annotations
 
+if "." not in __name__:  # python -m evaluate.X in a checkout: the package it imports must be this checkout's
+    import installed_tree
+
+    installed_tree.require()
+
 import importlib
 import importlib.util
 from typing import TYPE_CHECKING

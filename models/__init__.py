@@ -7,6 +7,11 @@ total, breakdown = build_loss(cfg)(outputs, targets, masks)
 Checkpoint.load(path).load_into(model)  # weights: checkpoint.format (any checkpoint form, the original's too)
 """
 
+if "." not in __name__:  # python -m models.X in a checkout: the package it imports must be this checkout's
+    import installed_tree
+
+    installed_tree.require()
+
 from simplepose.models.loss import MultiTaskLoss, build_loss
 from simplepose.models.posenet import PoseNet, build_model
 from simplepose.models.weights import load_state

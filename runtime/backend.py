@@ -102,7 +102,8 @@ def runtime_closure(root: Path = CHECKOUT) -> tuple[set[str], set[str]]:
         return out
 
     def outside(name: str) -> set[str]:
-        return {n.split(".")[0] for n in parsed[name][0] if n.split(".")[0] != "simplepose"}
+        # installed_tree, the checkout's guard, is imported by its bare name only when run from a checkout
+        return {n.split(".")[0] for n in parsed[name][0] if n.split(".")[0] not in ("simplepose", "installed_tree")}
 
     needs_torch = {n for n in files if any("torch" in outside(m) for m in loads(n))}
     todo, modules = list(RUNTIME_ENTRIES), set()

@@ -23,6 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Top-level package (or module) -> layer; higher layers may import lower ones.
 LAYERS: dict[str, int] = {
+    # the checkout's guard, imported by its bare name before the package can be (installed_tree.py): imports nothing
+    "installed_tree": 0,
     "utils": 0,
     "config": 1,
     "codec": 2,
@@ -44,8 +46,8 @@ ENTRY_LAYER = 7
 # The checkout's root is the package ``simplepose``: its modules import each other as ``simplepose.<package>...``
 # (``bare_imports``), never by the bare folder names, which would find a user's own ``utils`` or ``config`` first.
 PACKAGE = "simplepose"
-SUBPACKAGES = {name for name, layer in LAYERS.items() if layer < ENTRY_LAYER} | {"train", "train_parallel",
-                                                                                  "train_distributed"}  # fmt: skip
+SUBPACKAGES = ({name for name, layer in LAYERS.items() if layer < ENTRY_LAYER} - {"installed_tree"}) | {
+    "train", "train_parallel", "train_distributed"}  # fmt: skip
 
 # Stages inside evaluate/, the same rule one level down: the inference (images -> maps) and the metrics (people ->
 # figures) stand apart (each builds on the codec, a layer below); the rest of evaluate (the estimator API, the

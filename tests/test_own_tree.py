@@ -84,3 +84,33 @@ def test_a_copy_named_copy_tests_its_own_tree_or_stops_naming_both(tmp_path):
     lines = [x for x in (r.stdout + r.stderr).splitlines() if x.strip()]
     assert len(lines) == 1 and "Traceback" not in r.stderr, lines
     assert str(copy) in lines[0] and str(Path(simplepose.__file__).resolve().parent) in lines[0]
+
+
+def _commands_in(folder: Path) -> Path:
+    """A checkout's launcher and a command subpackage's first file, copied into ``folder`` (nothing else of it)."""
+    for rel in ("__init__.py", "installed_tree.py", "train.py", "data/__init__.py"):
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(TREE / rel, folder / rel)
+    return folder
+
+
+@pytest.mark.parametrize("command", [["train.py", "--help"], ["-m", "data.coco_to_hdf5", "--help"]])
+def test_a_checkout_command_with_another_trees_package_or_none_stops_in_one_line(tmp_path, command):
+    """``python train.py`` or ``python -m data.coco_to_hdf5`` in a checkout runs the installed ``simplepose``:
+    another tree's code, or nothing when none is installed. Either stops with one line naming the fix, before any
+    import of it."""
+    checkout = _commands_in(tmp_path / "checkout")
+    installed = Path(simplepose.__file__).resolve().parent
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    cases = {
+        "another tree": ([sys.executable, *command], {**env, "PYTHONPATH": os.environ.get("PYTHONPATH", "")}),
+        "none": ([sys.executable, "-S", *command], env),  # -S: no site-packages, so no install at all
+    }
+    for case, (argv, environment) in cases.items():
+        r = subprocess.run(argv, cwd=checkout, env=environment, capture_output=True, text=True, timeout=120)
+        lines = [x for x in (r.stdout + r.stderr).splitlines() if x.strip()]
+        assert r.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), (case, lines)
+        assert str(checkout) in lines[0] and 'pip install -e ".[dev]"' in lines[0], (case, lines)
+        assert (str(installed) in lines[0]) == (case == "another tree"), (case, lines)
+    r = subprocess.run([sys.executable, *command], cwd=TREE, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "usage:" in r.stdout, r.stderr[-2000:]  # this tree's own install runs
