@@ -31,8 +31,8 @@ def problem(tree: Path = TREE) -> str | None:
     if not (own.is_file() and found.exists() and found.samefile(own)):
         return (
             f"this checkout is {tree} but simplepose is installed from {found.resolve().parent}: run {INSTALL} in "
-            f"{tree} to run this checkout's code (a virtual environment of its own keeps both), or run the command "
-            "from the other checkout"
+            f"{tree} to run this checkout's code (a virtual environment of its own keeps both), or run the installed "
+            "one's command, simplepose (simplepose --help lists its subcommands)"
         )
     return None
 
