@@ -83,12 +83,12 @@ def held_folder(train: TrainConfig, rank: int) -> Iterator[None]:
 
 # ------------------------------------------------------------------------------------- 2.-5. stop on a signal
 class TrainingStopped(Exception):
-    """Training stopped on a stop signal (``signum``) after last.pt was written: at a step boundary every rank agreed
-    on (``agreed``), or in validation, which each rank left on its own."""
+    """Training stopped on a stop signal (``signum``) after last.pt was written, every rank at one point: a step
+    boundary, an epoch's end, or a collective of its validation (``engine.validation.StopAgreement``)."""
 
-    def __init__(self, signum: int, agreed: bool = True) -> None:
+    def __init__(self, signum: int) -> None:
         super().__init__(f"stopped by {signal_name(signum)}")
-        self.signum, self.agreed = signum, agreed
+        self.signum = signum
 
 
 def stop_before_training() -> None:
@@ -117,12 +117,10 @@ def stop_line(reason: str, position: TrainingPosition, last_pt: str, saved_step:
 
 def stopped(line: str | None, stop: TrainingStopped) -> Stopped:
     """Every rank at the stop: rank 0 (``line`` given; None on the others) says it while the stop handlers still
-    hold back a second signal (torchrun sends one to the processes left when the first exits), and where the ranks
-    stopped at one agreed point every rank waits for it (not when each left validation on its own: one may still
-    be in validation's last collective); returns the command's ``Stopped`` (exit status 128 + the signal)."""
+    hold back a second signal (torchrun sends one to the processes left when the first exits), and every rank waits
+    for it; returns the command's ``Stopped`` (exit status 128 + the signal)."""
     if line is not None:
         sys.stderr.write(line + "\n")
         sys.stderr.flush()
-    if stop.agreed:
-        du.barrier()
+    du.barrier()
     return Stopped("", exit_status(stop.signum))

@@ -7,8 +7,10 @@ holds every record of the unbroken run, equal (the epoch's train_loss over all i
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import signal
+import subprocess
 
 import pytest
 
@@ -22,7 +24,8 @@ from simplepose.models.weights import unwrap
 from simplepose.utils import stop_signals
 from simplepose.utils.errors import cli_main
 from tests.harness.faults import same_training_state
-from tests.helpers import saved_state, tiny_cfg, tiny_run_args
+from tests.helpers import saved_state, subprocess_env, tiny_cfg, tiny_run_args, torchrun_command
+from tests.paths import REPO_ROOT
 
 # 2 epochs of 3 steps, validated after each on the training file itself (its loss)
 RUN = [
@@ -186,3 +189,41 @@ def test_after_a_stop_at_any_step_and_the_resume_every_record_equals_the_unbroke
     assert train.main([*argv, "train.resume=auto"]) == 0
     assert records(run_dir) == records(reference)
     assert [r["epoch"] for r in records(run_dir) if r["kind"] == "epoch"] == [0, 1]
+
+
+def test_sigterm_to_one_of_two_processes_in_validation_stops_both_at_one_agreed_point(synthetic_h5_64, tmp_path):
+    """torchrun, 2 processes (gloo): rank 1 waits at its first validation forward pass of epoch 0, then gets SIGTERM
+    alone, while rank 0 has finished its share and waits in validation's collective. Both leave validation at one
+    point they agree on (no collective left waiting, no hang): each exits 143, one stop line (rank 0's), last.pt of
+    the epoch end kept and loadable (validation due), no best.pt; the 2-process resume ends with the unbroken run's
+    records."""
+    common = [*RUN, f"data.val={synthetic_h5_64}", "data.num_workers=0"]
+    faulty = ["-m", "tests.harness.faulty_trainer", "--launcher", "distributed", "--validation-signals", "SIGTERM",
+              "--validation-epoch", "0", "--validation-rank", "1", "--validation-wait", "3", "--"]  # fmt: skip
+
+    def torchrun(program: list[str], out_dir, *extra: str) -> subprocess.CompletedProcess:
+        command = torchrun_command([*program, *tiny_run_args(synthetic_h5_64, out_dir, *common, *extra)], 2)
+        env = subprocess_env(OMP_NUM_THREADS="1")
+        return subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=300)
+
+    run_dir, unbroken = tmp_path / "run", tmp_path / "unbroken"
+    r = torchrun(faulty, run_dir)
+    assert "fault: SIGTERM in the validation of epoch" in r.stdout, r.stdout[-2000:] + r.stderr[-3000:]
+    assert r.returncode != 0
+    exits = re.findall(r"exitcode\s*:\s*(-?\d+)", r.stderr)
+    assert exits and set(exits) == {"143"}, r.stderr[-3000:]
+    again = shlex.join(["torchrun", "--nproc_per_node=2", "train_distributed.py",
+                        *tiny_run_args(synthetic_h5_64, run_dir, *common), "train.resume=auto"])  # fmt: skip
+    line = (f"terminated (SIGTERM): stopped in the validation of epoch 0 (global step 3), where {run_dir / 'last.pt'} "
+            f"was written; continue the run with: {again}")  # fmt: skip
+    assert r.stderr.count("terminated (SIGTERM)") == 1 and line in r.stderr.splitlines(), r.stderr[-3000:]
+    assert f'File "{REPO_ROOT}' not in r.stderr, r.stderr[-3000:]  # torchrun prints its own ChildFailedError
+    state = saved_state(run_dir / "last.pt")
+    assert (state.position.global_step, state.position.validation_due) == (3, True)
+    assert not (run_dir / "best.pt").exists() and not (run_dir / ".run.lock").exists()
+
+    for done in (torchrun(["train_distributed.py"], run_dir, "train.resume=auto"),
+                 torchrun(["train_distributed.py"], unbroken)):  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+    assert records(run_dir) == records(unbroken)
+    assert saved_state(run_dir / "best.pt").position == saved_state(unbroken / "best.pt").position
