@@ -11,6 +11,7 @@ import re
 import shlex
 import signal
 import subprocess
+import time
 
 import pytest
 
@@ -167,11 +168,52 @@ def test_uninterrupted_holds_a_second_ctrl_c_to_its_end():
     with stop_signals.stop_requests(say=False):
         os.kill(os.getpid(), signal.SIGINT)
         assert stop_signals.requested() == signal.SIGINT
+        time.sleep(stop_signals.ONE_CTRL_C_S)  # a second Ctrl-C, not the first one delivered twice
         done = []
         with pytest.raises(KeyboardInterrupt), stop_signals.uninterrupted():
             os.kill(os.getpid(), signal.SIGINT)
             done.append(1)
         assert done == [1]
+
+
+class CtrlCTwiceAt(Hook):
+    """Ctrl-C delivered twice to this process during global step ``at``, ``apart`` seconds apart: the terminal's
+    and torchrun's copy of one Ctrl-C (milliseconds apart), or two presses."""
+
+    def __init__(self, at: int, apart: float) -> None:
+        self.at, self.apart = at, apart
+
+    def before_step(self, position) -> None:
+        if position.global_step == self.at - 1:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(self.apart)
+            os.kill(os.getpid(), signal.SIGINT)
+
+
+def test_one_ctrl_c_delivered_twice_at_once_is_one_stop_and_two_presses_are_two(synthetic_h5_64, tmp_path, capfd):
+    """Two SIGINTs milliseconds apart (one Ctrl-C under torchrun reaches a worker from the terminal and again from
+    the agent): one stop, at the step's end, last.pt written there, exit 130. Two a second apart (Ctrl-C pressed
+    again): the second stops at once, without last.pt of that step."""
+    once, twice = tmp_path / "once", tmp_path / "twice"
+    capfd.readouterr()
+    assert stopped_run(tiny_run_args(synthetic_h5_64, once, *RUN), lambda t: CtrlCTwiceAt(2, 0.0)) == 130
+    err = capfd.readouterr().err
+    assert err.count("SIGINT received") == 1
+    assert (
+        err.strip()
+        .splitlines()[-1]
+        .startswith(
+            f"interrupted (SIGINT): stopped at epoch 0, step 2 (global step 2), where {once / 'last.pt'} was written"
+        )
+    )
+    assert saved_state(once / "last.pt").position.global_step == 2
+
+    later = lambda t: CtrlCTwiceAt(2, stop_signals.ONE_CTRL_C_S + 0.5)  # noqa: E731
+    assert stopped_run(tiny_run_args(synthetic_h5_64, twice, *RUN), later) == 130
+    assert "interrupted: stopped at epoch 0, step 1 (global step 1), before the run's first checkpoint" in (
+        capfd.readouterr().err
+    )
+    assert not (twice / "last.pt").exists()
 
 
 @pytest.mark.parametrize("at", [2, 3, 5], ids=["mid_epoch", "epoch_last_step", "second_epoch"])
