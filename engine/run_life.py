@@ -17,9 +17,7 @@
                                              6. release: the lock removed at every exit (a hard kill's is taken over
                                                 by the next run)
 
-``stop_line`` is the one line every stop ends with (where, the global step last.pt holds, the resume command); a
-handler of another way a run ends early (a lost peer) gives it its own reason, through ``engine.run.end_line(trainer,
-reason, command)``, which knows the trainer's position and the command line, then exits as ``stopped`` does.
+``stop_line`` is the one line every stop ends with (how, where, the global step last.pt holds, the resume command).
 """
 
 from __future__ import annotations
@@ -28,6 +26,7 @@ import shlex
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from simplepose.config.schema import TrainConfig
 from simplepose.engine.position import TrainingPosition
@@ -36,7 +35,7 @@ from simplepose.utils import distributed as du
 from simplepose.utils.commands import command
 from simplepose.utils.errors import Stopped, UserError
 from simplepose.utils.folder_lock import FolderHeld, FolderLock
-from simplepose.utils.stop_signals import exit_status, requested, signal_name
+from simplepose.utils.stop_signals import exit_status, requested, signal_name, stop_reason
 
 
 # ------------------------------------------------------------------------------------- 0. the right launcher
@@ -98,10 +97,11 @@ def stop_before_training() -> None:
         raise TrainingStopped(signum)
 
 
-def stop_line(reason: str, position: TrainingPosition, last_pt: str, saved_step: int | None, again: str) -> str:
-    """The line a run that stopped (or lost a peer: ``reason``) ends with: ``reason`` (``terminated (SIGTERM)``),
-    where it stopped (``position``), the checkpoint ``last_pt`` and the global step it holds (``saved_step``; None:
-    none yet) and ``again``, the command that continues."""
+def stop_line(signum: int, position: TrainingPosition, last_pt: Path, saved_step: int | None, again: str) -> str:
+    """The line a run stopped by ``signum`` ends with: how (``terminated (SIGTERM)``), where it stopped
+    (``position``), the checkpoint ``last_pt`` and the global step it holds (``saved_step``; None: none yet) and
+    ``again``, the command that continues."""
+    reason = stop_reason(signum)
     if saved_step is None:
         before = "first checkpoint, nothing kept" if position.global_step else "first step, nothing trained or kept"
         return f"{reason}: stopped before the {before}; start the run with: {again}"
