@@ -35,7 +35,7 @@ from simplepose.utils import distributed as du
 from simplepose.utils.commands import command
 from simplepose.utils.errors import Stopped, UserError
 from simplepose.utils.folder_lock import FolderHeld, FolderLock
-from simplepose.utils.stop_signals import exit_status, requested, signal_name, stop_reason
+from simplepose.utils.stop_signals import ending, exit_status, requested, signal_name, stop_reason
 
 
 # ------------------------------------------------------------------------------------- 0. the right launcher
@@ -118,9 +118,12 @@ def stop_line(signum: int, position: TrainingPosition, last_pt: Path, saved_step
 def stopped(line: str | None, stop: TrainingStopped) -> Stopped:
     """Every rank at the stop: rank 0 (``line`` given; None on the others) says it while the stop handlers still
     hold back a second signal (torchrun sends one to the processes left when the first exits), and every rank waits
-    for it; returns the command's ``Stopped`` (exit status 128 + the signal)."""
+    for it; returns the command's ``Stopped`` (exit status 128 + the signal). Under torchrun, SIGTERM stays ignored
+    while the process ends (``utils.stop_signals.ending``): each rank exits with that status, not torchrun's -15."""
     if line is not None:
         sys.stderr.write(line + "\n")
         sys.stderr.flush()
     du.barrier()
+    if du.under_torchrun():
+        ending()
     return Stopped("", exit_status(stop.signum))

@@ -32,6 +32,7 @@ _received_at = 0.0  # when it came (time.monotonic)
 _say = True  # whether the handler says that it received it
 _saving = 0  # the depth of ``uninterrupted`` blocks under way
 _interrupt_held = False  # a second Ctrl-C came during such a block
+_ending = False  # this process ends on its stop (``ending``)
 
 
 def requested() -> int:
@@ -108,12 +109,20 @@ def _handle(signum: int, frame) -> None:
     )
 
 
+def ending() -> None:
+    """This process ends on its stop, with its exit status (128 + the signal): SIGTERM stays ignored once the
+    handlers go (torchrun's agent sends it to the processes left when the first exits, which would end one still
+    leaving its process group with -15 instead)."""
+    global _ending
+    _ending = True
+
+
 @contextmanager
 def stop_requests(say: bool = True) -> Iterator[None]:
     """SIGTERM and SIGINT recorded (``requested``) instead of ending the process, while the block runs; the previous
     handlers back after it. ``say``: a line on stderr when the first arrives (one process of a group says it).
     Outside the main thread (where Python cannot set handlers) nothing changes."""
-    global _received, _say, _interrupt_held
+    global _received, _say, _interrupt_held, _ending
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -124,4 +133,6 @@ def stop_requests(say: bool = True) -> Iterator[None]:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler if handler is not None else signal.SIG_DFL)
-        _received, _interrupt_held = 0, False
+        if _ending:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        _received, _interrupt_held, _ending = 0, False, False
