@@ -233,13 +233,21 @@ def test_after_a_stop_at_any_step_and_the_resume_every_record_equals_the_unbroke
     assert [r["epoch"] for r in records(run_dir) if r["kind"] == "epoch"] == [0, 1]
 
 
-def test_sigterm_to_one_of_two_processes_in_validation_stops_both_at_one_agreed_point(synthetic_h5_64, tmp_path):
+@pytest.mark.parametrize("measure", ["loss", "AP"])
+def test_sigterm_to_one_of_two_processes_in_validation_stops_both_at_one_agreed_point(
+    synthetic_h5_64, synthetic_sample_images, synthetic_sample_annotations, tmp_path, measure
+):
     """torchrun, 2 processes (gloo): rank 1 waits at its first validation forward pass of epoch 0, then gets SIGTERM
-    alone, while rank 0 has finished its share and waits in validation's collective. Both leave validation at one
-    point they agree on (no collective left waiting, no hang): each exits 143, one stop line (rank 0's), last.pt of
-    the epoch end kept and loadable (validation due), no best.pt; the 2-process resume ends with the unbroken run's
-    records."""
-    common = [*RUN, f"data.val={synthetic_h5_64}", "data.num_workers=0"]
+    alone, while rank 0 has finished its share and waits in validation's collective (the loss's mean over the
+    ranks; the evaluation's gather of its images). Both leave validation at one point they agree on (no collective
+    left waiting, no hang): each exits 143, one stop line (rank 0's), last.pt of the epoch end kept and loadable
+    (validation due), no best.pt; the 2-process resume ends with the unbroken run's records."""
+    validation = {
+        "loss": [f"data.val={synthetic_h5_64}"],
+        "AP": [f"data.val_images={synthetic_sample_images}", f"data.val_annotations={synthetic_sample_annotations}",
+               "eval.max_images=8"],
+    }[measure]  # fmt: skip
+    common = [*RUN, *validation, "data.num_workers=0"]
     faulty = ["-m", "tests.harness.faulty_trainer", "--launcher", "distributed", "--validation-signals", "SIGTERM",
               "--validation-epoch", "0", "--validation-rank", "1", "--validation-wait", "3", "--"]  # fmt: skip
 
