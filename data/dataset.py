@@ -5,6 +5,7 @@
     sample = ds[i]               # {"image", "targets", "masks", "meta"}
     loader = DataLoader(ds, batch_size=B, collate_fn=collate, ...)    # data.batching: a batch of samples
     images, targets, masks = batch_to_device(batch, device)   # images (B, 3, H, W) float32 BGR/255
+    ds.close()                   # this process's handle on the file closed (as ``with`` does); a read reopens it
 
 Image as uint8 (a deliberate departure from "image float tensor"): a sample's image is the warped uint8 picture,
 (3, H, W) as a channels-last view of its (H, W, 3) pixels. The float conversion (/255) happens once per batch, on
@@ -259,6 +260,20 @@ class SimplePoseDataset(torch.utils.data.Dataset):
         state = self.__dict__.copy()
         state["_file"], state["_blobs"], state["_file_pid"] = None, {}, -1
         return state
+
+    def close(self) -> None:
+        """Close this process's handle on the file (opened again by the next read). The engine closes its datasets
+        when a run ends: a handle left to the garbage collector (the dataset may sit in a reference cycle) stays open
+        after the run, and HDF5 refuses to open the file again in this process with other locking settings."""
+        if self._file is not None and self._file_pid == os.getpid():
+            self._file.close()
+        self._file, self._blobs, self._file_pid = None, {}, -1
+
+    def __enter__(self) -> SimplePoseDataset:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _blob(self, name: str) -> BlobReader:
         """The reader of dataset ``images/<name>`` on this process's own handle on the file (opened on first use)."""

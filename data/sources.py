@@ -68,6 +68,11 @@ class SourceMix(torch.utils.data.Dataset):
         for source in self.sources:
             source.set_epoch(epoch)
 
+    def close(self) -> None:
+        """Close every source's file (``SimplePoseDataset.close``)."""
+        for source in self.sources:
+            source.close()
+
     def sample_weights(self) -> torch.Tensor | None:
         """(N,) float64 drawing weight per sample (each source's weight spread over its samples), or None to visit
         every sample once per epoch (no data.source_weights)."""

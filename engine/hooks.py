@@ -200,8 +200,8 @@ class LoggingHook(Hook):
 class ValidationHook(Hook):
     """The validation of the epoch that ended (the trainer calls ``validate`` where it is due: every
     ``train.val_every`` epochs and after the last, ``engine.validation.validation_due``); the figures go into the
-    epoch's summary, a ``val`` record and a line. A stop signal ends it within a batch: ``TrainingStopped``, not
-    agreed among the ranks (each leaves validation on its own; last.pt of the epoch end was written before)."""
+    epoch's summary, a ``val`` record and a line. A stop signal ends it within a batch: ``TrainingStopped``, every
+    rank at one point (``engine.validation.StopAgreement``; last.pt of the epoch end was written before)."""
 
     def __init__(self, validator: Validator, logger: MetricsLogger, data: DataConfig, is_main: bool) -> None:
         self.validator, self.logger, self.data, self.is_main = validator, logger, data, is_main
@@ -213,14 +213,7 @@ class ValidationHook(Hook):
             with loader_errors(self.data.val, self.data, lambda: "validating"):
                 figures = self.validator.validate(e)
         except ValidationStopped as stop:
-            raise TrainingStopped(stop.signum, agreed=False) from None
-        except RuntimeError:
-            # in validation's last collective when the ranks that left it on a stop exit (gloo: the connection
-            # closes): that stop, not the collective's error
-            signum = stop_signals.requested_in_group() if du.get_world_size() > 1 else 0
-            if not signum:
-                raise
-            raise TrainingStopped(signum, agreed=False) from None
+            raise TrainingStopped(stop.signum) from None
         if figures:
             self.logger.log("val", e, position.global_step, **figures)
             if self.is_main:

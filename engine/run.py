@@ -50,7 +50,7 @@ from simplepose.utils.commands import command, commands_here
 from simplepose.utils.errors import UserError
 from simplepose.utils.io import OUT_OF_SPACE_OR_READ_ONLY, disk_errors, write_error_message
 from simplepose.utils.peers import peer_loss_named
-from simplepose.utils.stop_signals import stop_reason, stop_requests
+from simplepose.utils.stop_signals import stop_requests
 from simplepose.utils.text import counted
 
 log = logging.getLogger(__name__)
@@ -231,7 +231,11 @@ def train_until_stopped(
             stop_before_training()
             return trainer.fit()
         except TrainingStopped as e:
-            line = stopped_message(trainer, e.signum, command_line(kind, argv)) if trainer.is_main else None
+            line = None
+            if trainer.is_main:
+                again = resume_command(command_line(kind, argv))
+                saved = trainer.checkpointer.last_saved_step
+                line = stop_line(e.signum, trainer.position, trainer.out_dir / "last.pt", saved, again)
             raise stopped(line, e) from None
     except KeyboardInterrupt:
         if launcher.rank != 0:
@@ -323,20 +327,6 @@ def resume_command(command: list[str]) -> str:
             f"{with_settings(launched, {'train.resume': 'auto'})}"
         )
     return with_settings(command, {"train.resume": "auto"})
-
-
-def stopped_message(trainer: Trainer, signum: int, command: list[str]) -> str:
-    """What a run stopped by ``signum`` says: where, that last.pt holds that step, and the command that continues it
-    (``train.resume=auto`` added to the command as given)."""
-    return end_line(trainer, stop_reason(signum), command)
-
-
-def end_line(trainer: Trainer, reason: str, command: list[str]) -> str:
-    """The one line of a run that ends early for ``reason`` (a stop signal's, a lost peer's): where, the global
-    step its last.pt holds, and the command that continues it (``train.resume=auto`` added to the command)."""
-    again = resume_command(command)
-    last_pt = str(trainer.out_dir / "last.pt")
-    return stop_line(reason, trainer.position, last_pt, trainer.checkpointer.last_saved_step, again)
 
 
 def _quiet_disk_errors_in_threads(args: threading.ExceptHookArgs) -> None:

@@ -17,9 +17,7 @@
                                              6. release: the lock removed at every exit (a hard kill's is taken over
                                                 by the next run)
 
-``stop_line`` is the one line every stop ends with (where, the global step last.pt holds, the resume command); a
-handler of another way a run ends early (a lost peer) gives it its own reason, through ``engine.run.end_line(trainer,
-reason, command)``, which knows the trainer's position and the command line, then exits as ``stopped`` does.
+``stop_line`` is the one line every stop ends with (how, where, the global step last.pt holds, the resume command).
 """
 
 from __future__ import annotations
@@ -28,6 +26,7 @@ import shlex
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from simplepose.config.schema import TrainConfig
 from simplepose.engine.position import TrainingPosition
@@ -36,7 +35,7 @@ from simplepose.utils import distributed as du
 from simplepose.utils.commands import command
 from simplepose.utils.errors import Stopped, UserError
 from simplepose.utils.folder_lock import FolderHeld, FolderLock
-from simplepose.utils.stop_signals import exit_status, requested, signal_name
+from simplepose.utils.stop_signals import ending, exit_status, requested, signal_name, stop_reason
 
 
 # ------------------------------------------------------------------------------------- 0. the right launcher
@@ -83,12 +82,12 @@ def held_folder(train: TrainConfig, rank: int) -> Iterator[None]:
 
 # ------------------------------------------------------------------------------------- 2.-5. stop on a signal
 class TrainingStopped(Exception):
-    """Training stopped on a stop signal (``signum``) after last.pt was written: at a step boundary every rank agreed
-    on (``agreed``), or in validation, which each rank left on its own."""
+    """Training stopped on a stop signal (``signum``) after last.pt was written, every rank at one point: a step
+    boundary, an epoch's end, or a collective of its validation (``engine.validation.StopAgreement``)."""
 
-    def __init__(self, signum: int, agreed: bool = True) -> None:
+    def __init__(self, signum: int) -> None:
         super().__init__(f"stopped by {signal_name(signum)}")
-        self.signum, self.agreed = signum, agreed
+        self.signum = signum
 
 
 def stop_before_training() -> None:
@@ -98,10 +97,11 @@ def stop_before_training() -> None:
         raise TrainingStopped(signum)
 
 
-def stop_line(reason: str, position: TrainingPosition, last_pt: str, saved_step: int | None, again: str) -> str:
-    """The line a run that stopped (or lost a peer: ``reason``) ends with: ``reason`` (``terminated (SIGTERM)``),
-    where it stopped (``position``), the checkpoint ``last_pt`` and the global step it holds (``saved_step``; None:
-    none yet) and ``again``, the command that continues."""
+def stop_line(signum: int, position: TrainingPosition, last_pt: Path, saved_step: int | None, again: str) -> str:
+    """The line a run stopped by ``signum`` ends with: how (``terminated (SIGTERM)``), where it stopped
+    (``position``), the checkpoint ``last_pt`` and the global step it holds (``saved_step``; None: none yet) and
+    ``again``, the command that continues."""
+    reason = stop_reason(signum)
     if saved_step is None:
         before = "first checkpoint, nothing kept" if position.global_step else "first step, nothing trained or kept"
         return f"{reason}: stopped before the {before}; start the run with: {again}"
@@ -117,12 +117,13 @@ def stop_line(reason: str, position: TrainingPosition, last_pt: str, saved_step:
 
 def stopped(line: str | None, stop: TrainingStopped) -> Stopped:
     """Every rank at the stop: rank 0 (``line`` given; None on the others) says it while the stop handlers still
-    hold back a second signal (torchrun sends one to the processes left when the first exits), and where the ranks
-    stopped at one agreed point every rank waits for it (not when each left validation on its own: one may still
-    be in validation's last collective); returns the command's ``Stopped`` (exit status 128 + the signal)."""
+    hold back a second signal (torchrun sends one to the processes left when the first exits), and every rank waits
+    for it; returns the command's ``Stopped`` (exit status 128 + the signal). Under torchrun, SIGTERM stays ignored
+    while the process ends (``utils.stop_signals.ending``): each rank exits with that status, not torchrun's -15."""
     if line is not None:
         sys.stderr.write(line + "\n")
         sys.stderr.flush()
-    if stop.agreed:
-        du.barrier()
+    du.barrier()
+    if du.under_torchrun():
+        ending()
     return Stopped("", exit_status(stop.signum))

@@ -183,6 +183,9 @@ class Trainer:
         finally:
             self.batches.close()  # persistent loader workers
             self.hooks.after_train(p)
+            for dataset in (self.train_set, self.val_set):  # their HDF5 files (read again on a later use)
+                if dataset is not None:
+                    dataset.close()
         return summary
 
     def validate(self, summary: dict[str, float]) -> dict[str, float]:

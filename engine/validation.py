@@ -45,11 +45,12 @@ def validation_due(epoch: int, every: int, epochs: int) -> bool:
 
 
 class ValidationStopped(Exception):
-    """Validation left within a batch on a stop signal (``signum``), of this process or of another of its group."""
+    """Validation left on a stop signal (``signum``), of this process or of another of its group: by every rank at
+    one point (``agreed``), or by this rank alone, within a batch (``StopAgreement``)."""
 
-    def __init__(self, signum: int) -> None:
+    def __init__(self, signum: int, agreed: bool = False) -> None:
         super().__init__(f"validation stopped by signal {signum}")
-        self.signum = signum
+        self.signum, self.agreed = signum, agreed
 
 
 def _stop_if_asked(module: nn.Module, args: object) -> None:
@@ -57,6 +58,28 @@ def _stop_if_asked(module: nn.Module, args: object) -> None:
     signum = stop_signals.requested_in_group()
     if signum:
         raise ValidationStopped(signum)
+
+
+class StopAgreement:
+    """Where the ranks leave a validation that a stop signal cuts short: one point for all, so that no rank waits in
+    a collective for one that left. A rank leaves at its next forward pass (``_stop_if_asked``) and gives its stop
+    to one exchange (``leave``); every rank takes part in one such exchange before each of validation's
+    collectives (``before_collective``, through ``utils.distributed.before_collectives``): the rank that left meets
+    the others there, at the collective they reached, and every rank stops at it. In one process: nothing."""
+
+    def __init__(self) -> None:
+        self.flags = du.AgreedFlags(1)
+
+    def before_collective(self) -> None:
+        (signum,) = self.flags.exchange([stop_signals.requested_in_group()], now=True)
+        if signum:
+            raise ValidationStopped(signum, agreed=True)
+
+    def leave(self, stop: ValidationStopped) -> ValidationStopped:
+        """The stop of this rank's own (``stop``) agreed with the others at the collective they are at."""
+        if not stop.agreed:
+            self.flags.exchange([stop.signum], now=True)
+        return ValidationStopped(stop.signum, agreed=True)
 
 
 def validation_metric(figures: dict[str, float]) -> float | None:
@@ -110,10 +133,12 @@ class Validator:
         # would be autotuned once more: heuristics there, the training's setting back after
         autotune = torch.backends.cudnn.benchmark
         torch.backends.cudnn.benchmark = False
-        # a stop signal ends validation at the next forward pass (ValidationStopped): the epoch's last.pt is written
+        # a stop signal ends validation at the next forward pass (ValidationStopped), every rank at one collective
+        # (StopAgreement); the epoch's last.pt was written before
         stopping = unwrap(self.model).register_forward_pre_hook(_stop_if_asked)
+        agreement = StopAgreement()
         try:
-            with eval_mode(unwrap(self.model)) as model:
+            with eval_mode(unwrap(self.model)) as model, du.before_collectives(agreement.before_collective):
                 if self.val_set is not None:
                     out["val_loss"] = self.val_loss(model)
                 for name, images, annotation_file in self.sets:
@@ -122,6 +147,8 @@ class Validator:
                 per_source = [out[f"{name}/AP"] for name, _, _ in self.sets if name]
                 if "AP" not in out and per_source:
                     out["AP"] = sum(per_source) / len(per_source)
+        except ValidationStopped as stop:
+            raise agreement.leave(stop) from None
         finally:
             stopping.remove()
             torch.backends.cudnn.benchmark = autotune

@@ -217,6 +217,27 @@ def test_each_sources_coverage_is_logged_when_the_set_opens(sources, tmp_path, c
     assert any("crowdpose64.h5: 12 of coco's 17 keypoints" in line and "unlabelled: nose" in line for line in lines)
 
 
+def test_closing_the_mix_closes_its_files_and_a_later_read_opens_them_again(sources, tmp_path):
+    """``SourceMix.close`` (what the trainer calls when a run ends) closes every source's HDF5 file in this process
+    (HDF5 would refuse to open a file still open with other locking settings), and a read after it reopens it."""
+    import h5py
+
+    def open_here() -> set[Path]:
+        return {Path(f.name.decode()) for f in h5py.h5f.get_obj_ids(types=h5py.h5f.OBJ_FILE)} & set(map(Path, paths))
+
+    paths = [str(sources["coco"]), str(sources["crowdpose"])]
+    mix = open_sources(paths, tiny_cfg(sources["coco"], tmp_path / "run"), train=True)
+    first = mix[len(mix.sources[0])]  # a sample of each source: both files opened
+    mix[0]
+    assert open_here() == set(map(Path, paths))
+    mix.close()
+    assert not open_here()
+    for path in paths:
+        with h5py.File(path, "r", locking=True) as f:  # the locking default
+            assert len(f["people/bbox"])
+    assert torch.equal(mix[len(mix.sources[0])]["image"], first["image"])
+
+
 @pytest.fixture(scope="module")
 def boxes_only(synthetic_crowdpose: Path, tmp_path_factory) -> Path:
     """The synthetic CrowdPose training split as CrowdPose and AI Challenger publish theirs: no segmentation (the
@@ -246,7 +267,7 @@ def test_a_source_without_silhouettes_does_not_teach_the_person_channel(sources,
 
     from simplepose.data.dataset import SimplePoseDataset
 
-    with h5py.File(boxes_only, "r", locking=False) as f, h5py.File(sources["crowdpose"], "r", locking=False) as g:
+    with h5py.File(boxes_only) as f, h5py.File(sources["crowdpose"]) as g:
         assert f["people/box_region"][:].all() and not g["people/box_region"][:].any()
         assert json.loads(f.attrs["settings"])["counts"]["people_with_box_as_region"] == len(f["people/bbox"])
     cfg = tiny_cfg(sources["coco"], tmp_path / "run")

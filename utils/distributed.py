@@ -11,7 +11,8 @@ import datetime
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import torch
@@ -224,6 +225,27 @@ def cleanup() -> None:
     _FLAGS_GROUP, _GROUP_BROKEN = None, False
 
 
+_BEFORE_COLLECTIVE: list[Callable[[], None]] = []  # called before each collective below (``before_collectives``)
+
+
+@contextmanager
+def before_collectives(check: Callable[[], None]) -> Iterator[None]:
+    """``check()`` on every rank before each collective of this module's (``all_gather_object``, ``broadcast_object``,
+    ``all_reduce_mean``; not ``AgreedFlags``) while the block runs, under several processes: a point where every
+    rank is, where they can agree to leave the block together (``check`` raises on every rank) instead of one
+    waiting in a collective for a rank that left (engine/validation.py's stop signals)."""
+    _BEFORE_COLLECTIVE.append(check)
+    try:
+        yield
+    finally:
+        _BEFORE_COLLECTIVE.remove(check)
+
+
+def _before_collective() -> None:
+    for check in list(_BEFORE_COLLECTIVE):
+        check()
+
+
 def barrier() -> None:
     if is_distributed():
         dist.barrier()
@@ -233,6 +255,7 @@ def all_gather_object(obj: Any) -> list[Any]:
     """Gather any picklable object from every rank; returns the list in rank order (all ranks get it)."""
     if not is_distributed():
         return [obj]
+    _before_collective()
     out: list[Any] = [None] * get_world_size()
     dist.all_gather_object(out, obj)
     return out
@@ -242,6 +265,7 @@ def broadcast_object(obj: Any, src: int = 0) -> Any:
     """Send ``obj`` from rank ``src`` to every rank."""
     if not is_distributed():
         return obj
+    _before_collective()
     box = [obj]
     dist.broadcast_object_list(box, src=src)
     return box[0]
@@ -278,6 +302,7 @@ def all_reduce_mean(t: torch.Tensor) -> torch.Tensor:
     """Mean of a tensor over ranks (a new tensor; the input is unchanged)."""
     if not is_distributed():
         return t
+    _before_collective()
     t = t.detach().clone()
     dist.all_reduce(t, op=dist.ReduceOp.SUM)
     return t / get_world_size()

@@ -10,6 +10,8 @@ nothing else of the trainer.
     python -m tests.harness.faulty_trainer --oom-step 2 -- ...
     torchrun ... -m tests.harness.faulty_trainer --launcher distributed --signal-step 2 --signal-parent -- ...
     python -m tests.harness.faulty_trainer --validation-signals SIGTERM SIGINT --validation-epoch 1 -- ...
+    torchrun ... -m tests.harness.faulty_trainer --launcher distributed --validation-signals SIGTERM \
+        --validation-rank 1 --validation-wait 3 -- ...
 
     trainer = with_faults(Trainer(cfg), nan_steps={5})       # in a test
 
@@ -57,8 +59,9 @@ class Faults:
       ``Crash``;
     - ``signal_step``: process ``signal_rank`` sends SIGTERM before the step, to itself or (``signal_parent``) to its
       parent, torchrun's agent, which sends it on to every process, as a cluster stopping the job does;
-    - ``validation_signals``: at the first forward pass of epoch ``validation_epoch``'s validation, this process sends
-      itself these signals (names: SIGTERM, SIGINT), one after the other;
+    - ``validation_signals``: at the first forward pass of epoch ``validation_epoch``'s validation, this process
+      (process ``validation_rank``; -1: every one) sends itself these signals (names: SIGTERM, SIGINT), one after the
+      other, after waiting ``validation_wait`` seconds (a slow rank: the others reach validation's collectives);
     - ``step_sleep``: every step waits this many seconds first (a long run, for a second run to meet it alive).
     Exits, hangs and signals happen in the first attempt of a torchrun job only, so that an elastic restart can
     resume."""
@@ -76,6 +79,8 @@ class Faults:
     signal_parent: bool = False
     validation_signals: list[str] = field(default_factory=list)
     validation_epoch: int = 0
+    validation_rank: int = -1
+    validation_wait: float = 0.0
     step_sleep: float = 0.0
 
 
@@ -115,9 +120,12 @@ class FaultHook(Hook):
         f = self.faults
         if not (f.validation_signals and progress.epoch == f.validation_epoch and first_attempt()):
             return
+        if f.validation_rank not in (-1, self.rank):
+            return
 
         def send(module: nn.Module, inputs) -> None:
             handle.remove()
+            time.sleep(f.validation_wait)
             sent = " then ".join(f.validation_signals)
             print(f"fault: {sent} in the validation of epoch {progress.epoch}", flush=True)
             for name in f.validation_signals:
@@ -174,11 +182,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--signal-parent", action="store_true", help="send the signal to torchrun's agent")
     p.add_argument("--validation-signals", nargs="*", default=[], choices=["SIGTERM", "SIGINT"])
     p.add_argument("--validation-epoch", type=int, default=0)
+    p.add_argument("--validation-rank", type=int, default=-1, help="the process that sends them (-1: every one)")
+    p.add_argument("--validation-wait", type=float, default=0.0, help="seconds it waits first")
     p.add_argument("--step-sleep", type=float, default=0.0)
     a = p.parse_args(ours)
     faults = Faults(set(a.nan_steps), a.nan_rank, a.exit_step, a.exit_rank, a.oom_step, a.hang_step, a.hang_rank,
                     signal_step=a.signal_step, signal_rank=a.signal_rank, signal_parent=a.signal_parent,
                     validation_signals=a.validation_signals, validation_epoch=a.validation_epoch,
+                    validation_rank=a.validation_rank, validation_wait=a.validation_wait,
                     step_sleep=a.step_sleep)  # fmt: skip
     return run(a.launcher, __doc__, rest, extra_hooks=lambda trainer: [FaultHook(faults, trainer.model, trainer.rank)])
 
