@@ -17,10 +17,8 @@ import importlib.util
 import sys
 
 from simplepose import __version__
-from simplepose.utils.commands import COMMAND, PACKAGE, SUBCOMMANDS, Subcommand, console
+from simplepose.utils.commands import COMMAND, FULL_INSTALL, PACKAGE, SUBCOMMANDS, Subcommand, console
 from simplepose.utils.errors import UserError, cli_main
-
-FULL_INSTALL = "pip install simplepose"
 
 
 def installed(sub: Subcommand) -> bool:

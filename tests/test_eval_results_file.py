@@ -10,9 +10,10 @@ import pytest
 
 from simplepose.config.config_file import load_config
 from simplepose.evaluate import coco_eval
-from simplepose.evaluate.evaluation import evaluate_oracle, score_results
+from simplepose.evaluate.evaluation import evaluate_oracle
 from simplepose.evaluate.metrics.keypoint_stats import STAT_NAMES
 from simplepose.evaluate.metrics.results_file import ResultsError
+from simplepose.evaluate.results_scoring import score_results
 from simplepose.utils.errors import UserError
 from tests.helpers import COCO, imperfect_results, pycocotools_stats
 

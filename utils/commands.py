@@ -20,17 +20,21 @@ its ``simplepose SUB`` lines where the user is.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shutil
 import sys
 from pathlib import Path
 from typing import NamedTuple
 
+from simplepose.utils.errors import UserError
+
 PACKAGE = __name__.partition(".")[0]  # the import name: simplepose (simplepose_runtime in the runtime)
 COMMAND = PACKAGE.replace("_", "-")  # the console command: simplepose (simplepose-runtime)
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # the checkout's root, or site-packages/simplepose
 SUBPACKAGES = ("checkpoint", "codec", "config", "data", "engine", "evaluate", "models", "utils")
 LAUNCHERS = ("train", "train_parallel", "train_distributed")  # train.py ... at the root: `python train.py`
+FULL_INSTALL = "pip install simplepose"  # what the runtime distribution lacks: training, checkpoints (PyTorch)
 
 
 class Subcommand(NamedTuple):
@@ -89,6 +93,13 @@ def console() -> str:
     """How the console command is called: ``simplepose`` when on PATH, else ``python -m simplepose`` (the runtime's:
     ``simplepose-runtime``, ``python -m simplepose_runtime``)."""
     return COMMAND if shutil.which(COMMAND) else f"python -m {PACKAGE}"
+
+
+def refuse_without_full_install(what: str) -> None:
+    """UserError ``WHAT needs the full install (PyTorch): pip install simplepose`` in the runtime distribution, or
+    where torch is not installed; ``what``: the command (and option) that needs it."""
+    if PACKAGE != "simplepose" or importlib.util.find_spec("torch") is None:
+        raise UserError(f"{what} needs the full install (PyTorch): {FULL_INSTALL}")
 
 
 def _short(module: str, program: str) -> str:

@@ -27,7 +27,6 @@ from simplepose.evaluate.metrics.coco_results import coco_results, sort_results
 from simplepose.evaluate.metrics.diagnosis import diagnose
 from simplepose.evaluate.metrics.diagnosis_report import summary_text, write_diagnosis
 from simplepose.evaluate.metrics.keypoint_stats import keypoint_stats
-from simplepose.utils import distributed as dist
 
 
 class KeypointEvaluator:
@@ -52,13 +51,11 @@ class KeypointEvaluator:
         """The people found in each image (``people[i]`` of image ``image_ids[i]``)."""
         self._mine += coco_results(image_ids, people, self.category_id)
 
-    def process_results(self, results: Sequence[dict]) -> None:
-        """Results entries made elsewhere (a results file, checked by ``evaluate.metrics.results_file``)."""
-        self._mine += list(results)
-
     def gather(self, image_ids: Sequence[int]) -> list[dict]:
         """Every rank's results of ``image_ids`` (results of other images are left out), sorted, on rank 0; [] on the
         other ranks. Every rank must call it."""
+        from simplepose.utils import distributed as dist  # torch: scoring a results file (the runtime) needs none
+
         scored = set(image_ids)
         gathered = dist.all_gather_object(self._mine)
         if not dist.is_main_process():
