@@ -184,3 +184,12 @@ def test_crowdpose_results_equal_xtcocotools(synthetic_crowdpose, tmp_path):
         ev.accumulate()
         ev.summarize()
     assert list(ours.values()) == pytest.approx([float(v) for v in ev.stats], abs=1e-9)
+
+
+def test_results_and_annotations_swapped_say_so(synthetic_sample_annotations, tmp_path, capsys):
+    results = tmp_path / "r.json"
+    results.write_text(json.dumps(imperfect_results(json.loads(synthetic_sample_annotations.read_text()))))
+    assert coco_eval.main(["--results", str(synthetic_sample_annotations), "--annotations", str(results)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"annotation file {results} is a JSON list, as a results file is" in err
+    assert "the other way round" in err
