@@ -34,7 +34,13 @@ from simplepose.evaluate.metrics.annotations import load_ground_truth
 from simplepose.evaluate.metrics.keypoint_stats import format_stats
 from simplepose.evaluate.results_scoring import score_results
 from simplepose.evaluate.unannotated_images import folder_image_list, image_info_list
-from simplepose.utils.commands import command, commands_here, refuse_without_full_install
+from simplepose.utils.commands import (
+    FULL_INSTALL,
+    command,
+    commands_here,
+    full_install,
+    refuse_without_full_install,
+)
 from simplepose.utils.errors import UserError, cli_main
 from simplepose.utils.folder_lock import check_not_held
 from simplepose.utils.io import check_writable, refuse_to_overwrite
@@ -45,7 +51,14 @@ if TYPE_CHECKING:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=command("evaluate.coco_eval"), description=commands_here(__doc__.split("\n\n")[0]))
+    p = argparse.ArgumentParser(
+        prog=command("evaluate.coco_eval"),
+        description=commands_here(__doc__.split("\n\n")[0]),
+        epilog=None
+        if full_install()
+        else f"this install scores results files (--results); --ckpt and "
+        f"--from-ground-truth need the full install (PyTorch): {FULL_INSTALL}",
+    )
     p.add_argument("--ckpt", help="checkpoint (ours, the original's, or a bare state dict)")
     p.add_argument("--from-ground-truth", action="store_true", help="decode the annotations' own target maps")
     p.add_argument("--results", help="score this COCO keypoint results file (made by any tool) on --annotations")
@@ -206,6 +219,9 @@ def checked_oracle(args: argparse.Namespace, overrides: list[str]) -> Config:
 @cli_main
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if not args.results and (args.ckpt or args.from_ground_truth):  # before the other checks: the runtime runs neither
+        option = "--ckpt" if args.ckpt else "--from-ground-truth"
+        refuse_without_full_install(f"{command('evaluate.coco_eval')} {option}")
     check_arguments(args)
     if args.results:  # no model, no images, no processes: the file alone
         cfg = load_config(args.config, eval_option_overrides(args))
@@ -213,7 +229,6 @@ def main(argv: list[str] | None = None) -> int:
         print(summary, end="")
         print(format_stats(stats))
         return 0
-    refuse_without_full_install(f"{command('evaluate.coco_eval')} {'--ckpt' if args.ckpt else '--from-ground-truth'}")
     return run_network(args)
 
 

@@ -254,6 +254,12 @@ def test_the_runtime_builds_installs_and_runs_beside_the_full_install(
     assert r.returncode == 2 and r.stderr.strip() == (
         "error: simplepose-runtime train needs the full install (PyTorch): pip install simplepose"
     ), r.stderr
+    # torch is importable in this venv, yet the runtime has no PyTorch path: one line each, not a traceback
+    for argv in (["demo", "--ckpt", "x.pt", "--input", image], ["eval", "--ckpt", "x.pt", "--images", "."]):
+        r = subprocess.run([command, *argv], capture_output=True, text=True, timeout=300, env=on_path)
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "PyTorch" in r.stderr, r.stderr
+    r = subprocess.run([command, "eval", "--help"], capture_output=True, text=True, timeout=300, env=on_path)
+    assert "this install scores results files" in " ".join(r.stdout.split()), r.stdout
     # eval of a results file: the figures of the full package's eval; without pycocotools, its extra's pip command
     results = tmp_path / "results.json"
     results.write_text(json.dumps(imperfect_results(json.loads(synthetic_sample_annotations.read_text()))))

@@ -95,10 +95,16 @@ def console() -> str:
     return COMMAND if shutil.which(COMMAND) else f"python -m {PACKAGE}"
 
 
+def full_install() -> bool:
+    """Whether this installation runs PyTorch's paths: the main distribution, with torch installed (the runtime
+    distribution has neither the modules on torch nor, as a rule, torch)."""
+    return PACKAGE == "simplepose" and importlib.util.find_spec("torch") is not None
+
+
 def refuse_without_full_install(what: str) -> None:
-    """UserError ``WHAT needs the full install (PyTorch): pip install simplepose`` in the runtime distribution, or
-    where torch is not installed; ``what``: the command (and option) that needs it."""
-    if PACKAGE != "simplepose" or importlib.util.find_spec("torch") is None:
+    """UserError ``WHAT needs the full install (PyTorch): pip install simplepose`` where ``full_install`` is not;
+    ``what``: the command (and option) that needs it."""
+    if not full_install():
         raise UserError(f"{what} needs the full install (PyTorch): {FULL_INSTALL}")
 
 
