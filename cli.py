@@ -18,16 +18,14 @@ import sys
 from collections.abc import Callable
 
 from simplepose import __version__
+from simplepose.utils import commands
 from simplepose.utils.commands import COMMAND, FULL_INSTALL, PACKAGE, SUBCOMMANDS, Subcommand, console
 from simplepose.utils.errors import UserError, cli_main
 
 
 def installed(sub: Subcommand) -> bool:
     """Whether this installation holds ``sub``'s module (found without importing it: no torch loads)."""
-    try:
-        return importlib.util.find_spec(f"{PACKAGE}.{sub.module}") is not None
-    except ModuleNotFoundError:  # its package is missing too
-        return False
+    return commands.installed(sub.module)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -163,7 +161,7 @@ _BASH = """FUNCTION() {
     else
         COMPREPLY=($(compgen -f -- "$word") $(compgen -W "$keys" -- "$word"))
         if [[ ${#COMPREPLY[@]} -eq 1 && "${COMPREPLY[0]}" == *= ]] && type compopt &>/dev/null; then
-            compopt -o nospace  # a key: its value follows the "="
+            compopt -o nospace 2>/dev/null  # a key: its value follows the "="
         fi
     fi
 }

@@ -221,6 +221,18 @@ def test_every_subcommands_help_runs(capsys):
         assert e.value.code == 0 and capsys.readouterr().out.startswith("usage: "), sub.name
 
 
+def test_the_runtime_spells_a_command_it_lacks_as_the_full_install_runs_it(monkeypatch, tmp_path):
+    """In the runtime distribution (``simplepose_runtime``, command ``simplepose-runtime``), a hint naming
+    ``export`` or ``train`` names ``simplepose export``: the runtime has no such subcommand."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(commands, "PACKAGE", "simplepose_runtime")
+    monkeypatch.setattr(commands, "installed", lambda module: module.startswith("evaluate.demo"))
+    monkeypatch.setattr(commands, "console", lambda: "simplepose-runtime")
+    assert command("evaluate.export_onnx", "--ckpt CKPT") == "simplepose export --ckpt CKPT"
+    assert command("train") == "simplepose train"
+    assert command("evaluate.demo", "--onnx m.onnx") == "simplepose-runtime demo --onnx m.onnx"
+
+
 def test_diagnose_is_eval_with_its_folder(capsys):
     assert cli.main(["diagnose", "--results", "r.json", "--annotations", "a.json"]) == 2
     assert "diagnose: give --diagnose DIR" in capsys.readouterr().err

@@ -258,6 +258,7 @@ def test_the_runtime_builds_installs_and_runs_beside_the_full_install(
     for argv in (["demo", "--ckpt", "x.pt", "--input", image], ["eval", "--ckpt", "x.pt", "--images", "."]):
         r = subprocess.run([command, *argv], capture_output=True, text=True, timeout=300, env=on_path)
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "PyTorch" in r.stderr, r.stderr
+        assert "simplepose-runtime export" not in r.stderr  # the runtime has no export: the full install's command
     r = subprocess.run([command, "eval", "--help"], capture_output=True, text=True, timeout=300, env=on_path)
     assert "this install scores results files" in " ".join(r.stdout.split()), r.stdout
     # eval of a results file: the figures of the full package's eval; without pycocotools, its extra's pip command

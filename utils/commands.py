@@ -34,7 +34,8 @@ COMMAND = PACKAGE.replace("_", "-")  # the console command: simplepose (simplepo
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # the checkout's root, or site-packages/simplepose
 SUBPACKAGES = ("checkpoint", "codec", "config", "data", "engine", "evaluate", "models", "utils")
 LAUNCHERS = ("train", "train_parallel", "train_distributed")  # train.py ... at the root: `python train.py`
-FULL_INSTALL = "pip install simplepose"  # what the runtime distribution lacks: training, checkpoints (PyTorch)
+FULL_COMMAND = "simplepose"  # the main distribution's console command (and its name)
+FULL_INSTALL = f"pip install {FULL_COMMAND}"  # what the runtime distribution lacks: training, checkpoints (PyTorch)
 
 
 class Subcommand(NamedTuple):
@@ -95,6 +96,15 @@ def console() -> str:
     return COMMAND if shutil.which(COMMAND) else f"python -m {PACKAGE}"
 
 
+def installed(module: str) -> bool:
+    """Whether this installation holds ``module`` (dotted, relative to the package), found without importing it (no
+    torch loads): the runtime distribution lacks the modules on torch."""
+    try:
+        return importlib.util.find_spec(f"{PACKAGE}.{module}") is not None
+    except ModuleNotFoundError:  # its package is missing too
+        return False
+
+
 def full_install() -> bool:
     """Whether this installation runs PyTorch's paths: the main distribution, with torch installed (the runtime
     distribution has neither the modules on torch nor, as a rule, torch)."""
@@ -118,13 +128,16 @@ def command(module: str, args: str = "", torchrun: str = "") -> str:
     with ``args`` where the user is; ``torchrun``: that launcher's options (``--nproc_per_node=4``), started by it.
 
     ``command("data.coco_to_hdf5", "--images DIR")`` -> ``simplepose convert --images DIR`` where the package is
-    installed, ``python -m data.coco_to_hdf5 --images DIR`` from a checkout's root."""
+    installed, ``python -m data.coco_to_hdf5 --images DIR`` from a checkout's root; in the runtime distribution a
+    command it lacks (``export``) is spelled as the full install runs it (``simplepose export``)."""
     program = f"torchrun {torchrun}".rstrip() if torchrun else "python"
     sub = _BY_MODULE.get(module)
     if not _IN_PACKAGE.match(module):  # bench.*, tests.*: the checkout's root only
         line = f"{program} -m {module}"
     elif short_form():
         line = _short(module, program)
+    elif sub is not None and PACKAGE != FULL_COMMAND and not installed(module):  # the full install's alone
+        line = f"{FULL_COMMAND} {sub.name}"
     elif sub is None:  # a module of the package without a subcommand
         line = f"{program} -m {PACKAGE}.{module}"
     elif torchrun:  # torchrun starts a module by -m, the console command by its path: -m runs wherever importable
