@@ -8,8 +8,9 @@ installed with the package::
 
 That is the spelling wherever the package is installed and ``simplepose`` is on PATH; ``python -m simplepose
 train ...`` where it is importable but the command is not on PATH (a virtual environment's python called by its
-path). A checkout run without an install has neither: from its root (the package's root, not started by the
-package's name) the short form runs, as the mission's lines are written::
+path). A checkout run without an install has neither (no console script; ``-m simplepose`` imports only from the
+folder above the package's root): from its root, not started by the package's name, the short form runs, as the
+README writes the commands::
 
     python -m data.coco_to_hdf5 ...      python train.py ...      torchrun --nproc_per_node=4 train_distributed.py ...
 
@@ -149,7 +150,7 @@ def command(module: str, args: str = "", torchrun: str = "") -> str:
 
 # `simplepose SUB` in a help text (written so in either distribution), or `-m simplepose SUB` after torchrun
 _SUBCOMMAND = re.compile(
-    rf"(?<![\w.-])(-m )?simplepose ({'|'.join(sorted(map(re.escape, _BY_NAME), key=len, reverse=True))})(?![\w-])"
+    rf"(?<![\w.-])(-m )?{FULL_COMMAND} ({'|'.join(sorted(map(re.escape, _BY_NAME), key=len, reverse=True))})(?![\w-])"
 )
 
 
