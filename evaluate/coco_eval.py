@@ -126,10 +126,10 @@ def check_arguments(args: argparse.Namespace) -> None:
     if args.results:
         if not args.annotations:
             raise UserError("--results FILE is scored on annotations: give --annotations FILE")
-        if args.out or args.image_info or (args.images and not args.diagnose):
+        if args.out or args.image_info or args.scales or args.flip is not None or (args.images and not args.diagnose):
             raise UserError(
-                "--results scores a file as it is: --image-info and --out do not apply (--images: only "
-                "with --diagnose, for its pictures)"
+                "--results scores a file as it is: --image-info, --out, --scales and --flip do not apply (--images: "
+                "only with --diagnose, for its pictures)"
             )
         return
     if args.skeleton and args.ckpt:

@@ -66,6 +66,8 @@ def read_results(path: str | Path, coco, skeleton: Skeleton, category_id: int) -
 
 
 def _load_list(path: Path) -> list:
+    if path.is_dir():
+        raise ResultsError(f"results file {path} is a folder; give the COCO keypoint results JSON file", file=path)
     if not path.is_file():
         raise ResultsError(f"results file {path} not found (expected a COCO keypoint results JSON)", file=path)
     try:
