@@ -49,15 +49,14 @@ from simplepose.utils.text import counted
 if TYPE_CHECKING:
     import torch
 
+RUNTIME_LACKS = f"--ckpt and --from-ground-truth need the full install (PyTorch): {FULL_INSTALL}"
+
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=command("evaluate.coco_eval"),
         description=commands_here(__doc__.split("\n\n")[0]),
-        epilog=None
-        if full_install()
-        else f"this install scores results files (--results); --ckpt and "
-        f"--from-ground-truth need the full install (PyTorch): {FULL_INSTALL}",
+        epilog=None if full_install() else f"this install scores results files (--results); {RUNTIME_LACKS}",
     )
     p.add_argument("--ckpt", help="checkpoint (ours, the original's, or a bare state dict)")
     p.add_argument("--from-ground-truth", action="store_true", help="decode the annotations' own target maps")
@@ -117,6 +116,8 @@ def eval_option_overrides(args: argparse.Namespace) -> list[str]:
 def check_arguments(args: argparse.Namespace) -> None:
     """UserError for a combination of options that cannot run, before any work."""
     if sum(map(bool, (args.ckpt, args.from_ground_truth, args.results))) != 1:
+        if not full_install():
+            raise UserError(f"give --results FILE (this install scores results files; {RUNTIME_LACKS})")
         raise UserError("give exactly one of --ckpt CKPT, --from-ground-truth or --results FILE")
     if args.diagnose:
         if not args.annotations:

@@ -139,6 +139,8 @@ def test_without_torch_eval_scores_a_results_file_as_the_full_install(synthetic_
     assert re.search(r"^AP 0\.\d+ ", full, re.M) and "AP 0.000" not in full  # figures worth comparing
     run = without_torch(["-m", "tests.no_torch", "simplepose.evaluate.coco_eval", *argv], **runtime_modules_only())
     assert run.returncode == 0 and run.stdout == full, run.stderr
+    run = without_torch(["-m", "tests.no_torch", "simplepose.evaluate.coco_eval"], **runtime_modules_only())
+    assert run.returncode == 2 and "error: give --results FILE (this install scores results files" in run.stderr
     for option in (["--ckpt", "x.pt"], ["--from-ground-truth"]):
         run = without_torch(["-m", "tests.no_torch", "simplepose.evaluate.coco_eval", *option, "--images", ".",
                              "--annotations", str(synthetic_sample_annotations)], **runtime_modules_only())  # fmt: skip
