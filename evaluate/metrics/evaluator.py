@@ -51,6 +51,10 @@ class KeypointEvaluator:
         """The people found in each image (``people[i]`` of image ``image_ids[i]``)."""
         self._mine += coco_results(image_ids, people, self.category_id)
 
+    def process_results(self, results: Sequence[dict]) -> None:
+        """Results entries made elsewhere (a results file, checked by ``evaluate.metrics.results_file``)."""
+        self._mine += list(results)
+
     def gather(self, image_ids: Sequence[int]) -> list[dict]:
         """Every rank's results of ``image_ids`` (results of other images are left out), sorted, on rank 0; [] on the
         other ranks. Every rank must call it."""
