@@ -15,20 +15,17 @@ import argparse
 import importlib
 import importlib.util
 import sys
+from collections.abc import Callable
 
 from simplepose import __version__
-from simplepose.utils.commands import COMMAND, PACKAGE, SUBCOMMANDS, Subcommand, console
+from simplepose.utils import commands
+from simplepose.utils.commands import COMMAND, FULL_INSTALL, PACKAGE, SUBCOMMANDS, Subcommand, console
 from simplepose.utils.errors import UserError, cli_main
-
-FULL_INSTALL = "pip install simplepose"
 
 
 def installed(sub: Subcommand) -> bool:
     """Whether this installation holds ``sub``'s module (found without importing it: no torch loads)."""
-    try:
-        return importlib.util.find_spec(f"{PACKAGE}.{sub.module}") is not None
-    except ModuleNotFoundError:  # its package is missing too
-        return False
+    return commands.installed(sub.module)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -64,17 +61,27 @@ def check(sub: Subcommand, argv: list[str]) -> None:
         raise UserError(f"{console()} diagnose: give --diagnose DIR, the folder for the diagnosis (see --help)")
 
 
+def main_of(sub: Subcommand) -> Callable[[list[str]], int | None]:
+    """``sub``'s ``main``: its module's, or for a package (``models``) its ``__main__``'s, as ``python -m`` runs it."""
+    module = importlib.import_module(f"{PACKAGE}.{sub.module}")
+    if not hasattr(module, "main") and hasattr(module, "__path__"):
+        module = importlib.import_module(f"{module.__name__}.__main__")
+    return module.main
+
+
 def run_subcommand(sub: Subcommand, argv: list[str]) -> int:
     """``sub``'s module's ``main(argv)`` (itself a command: its errors are its own lines)."""
     rc = check(sub, argv)
     if rc:
         return rc
-    main = importlib.import_module(f"{PACKAGE}.{sub.module}").main
-    return int(main(argv) or 0)
+    return int(main_of(sub)(argv) or 0)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if len(argv) == 2 and argv[0] == "--complete":  # the bash completion's question (bash_completion): not in --help
+        print(completion_table(argv[1]))
+        return 0
     sub = next((s for s in SUBCOMMANDS if argv and s.name == argv[0]), None)
     if sub is not None:
         return run_subcommand(sub, argv[1:])
@@ -89,16 +96,82 @@ def main(argv: list[str] | None = None) -> int:
     return 2
 
 
+class _Parsed(BaseException):  # not an Exception: a command's own handlers (cli_main) let it through
+    """Raised in place of parsing a command's arguments: the parser its ``main`` built (``parser_of``)."""
+
+    def __init__(self, parser: argparse.ArgumentParser) -> None:
+        super().__init__()
+        self.parser = parser
+
+
+def parser_of(sub: Subcommand) -> argparse.ArgumentParser:
+    """The argument parser that ``sub``'s ``main`` builds: ``main`` runs up to parsing its arguments, and is stopped
+    there (a command reads and writes nothing before it has parsed them)."""
+
+    def stop(self: argparse.ArgumentParser, *args, **kwargs):
+        raise _Parsed(self)
+
+    parse = argparse.ArgumentParser.parse_known_args, argparse.ArgumentParser.parse_known_intermixed_args
+    argparse.ArgumentParser.parse_known_args = stop  # type: ignore[method-assign]
+    argparse.ArgumentParser.parse_known_intermixed_args = stop  # type: ignore[method-assign]
+    try:
+        main_of(sub)([])
+    except _Parsed as parsed:
+        return parsed.parser
+    finally:
+        argparse.ArgumentParser.parse_known_args = parse[0]  # type: ignore[method-assign]
+        argparse.ArgumentParser.parse_known_intermixed_args = parse[1]  # type: ignore[method-assign]
+    raise RuntimeError(f"{sub.module}'s main returned without parsing its arguments")
+
+
+def completion_table(name: str) -> str:
+    """What the bash completion offers after ``simplepose NAME``, a line each: every option with its choices
+    (``--keypoint-names exact spelling position``; ``--out *``: any file; ``--overwrite``: no value), then ``=``
+    and the config keys (``train.epochs=``) where the command takes ``key=value`` overrides; nothing for a
+    subcommand this installation lacks."""
+    from simplepose.config.config_file import all_keys
+
+    sub = next((s for s in SUBCOMMANDS if s.name == name), None)
+    if sub is None or not installed(sub):
+        return ""
+    lines = []
+    for action in parser_of(sub)._actions:  # argparse names its actions through no public attribute
+        choices = " ".join(map(str, action.choices or ())) or ("" if action.nargs == 0 else "*")  # *: files
+        lines += [f"{option} {choices}".rstrip() for option in action.option_strings]
+        if action.dest == "overrides":  # config.config_file.add_config_arguments
+            lines.append(" ".join(["=", *(f"{key}=" for key in all_keys())]))
+    return "\n".join(lines)
+
+
+# COMP_WORDS splits "--option=value" at "=", so "=" and the word before it are looked through
+_BASH = """FUNCTION() {
+    local word="${COMP_WORDS[COMP_CWORD]}" prev="${COMP_WORDS[COMP_CWORD-1]}" table choices options keys
+    if [ "$COMP_CWORD" -eq 1 ]; then COMPREPLY=($(compgen -W "FIRST" -- "$word")); return; fi
+    [ "$word" = "=" ] && word=""
+    [ "$prev" = "=" ] && prev="${COMP_WORDS[COMP_CWORD-2]}"
+    local cache="FUNCTION_${COMP_WORDS[1]//[^a-z]/_}"
+    [ -n "${!cache+x}" ] || printf -v "$cache" "%s" "$(COMMAND --complete "${COMP_WORDS[1]}" 2>/dev/null)"
+    table="${!cache}"
+    choices=$(printf "%s\\n" "$table" | awk -v o="$prev" '$1 == o && o ~ /^-/ {$1 = ""; print}')
+    options=$(printf "%s\\n" "$table" | awk '/^-/ {print $1}')
+    keys=$(printf "%s\\n" "$table" | awk '$1 == "=" {$1 = ""; print}')
+    if [ "$choices" = " *" ]; then COMPREPLY=($(compgen -f -- "$word"))
+    elif [ -n "$choices" ]; then COMPREPLY=($(compgen -W "$choices" -- "$word"))
+    elif [[ "$word" == -* ]]; then COMPREPLY=($(compgen -W "$options" -- "$word"))
+    else
+        COMPREPLY=($(compgen -f -- "$word") $(compgen -W "$keys" -- "$word"))
+        if [[ ${#COMPREPLY[@]} -eq 1 && "${COMPREPLY[0]}" == *= ]] && type compopt &>/dev/null; then
+            compopt -o nospace 2>/dev/null  # a key: its value follows the "="
+        fi
+    fi
+}
+complete -o filenames -F FUNCTION COMMAND"""
+
+
 def bash_completion() -> str:
-    """A bash completion for the console command: the subcommands and options as the first word, then file names
-    (the subcommands' own options are in their --help)."""
-    words = " ".join([*(s.name for s in SUBCOMMANDS), "--help", "--version", "--completion"])
+    """A bash completion for the console command: the subcommands as the first word; then a subcommand's options,
+    an option's choices, files and config keys (``key=``), from ``COMMAND --complete SUB`` (``completion_table``),
+    asked once per subcommand in a shell and kept there: the training commands' parsers load torch, seconds."""
+    first = " ".join([*(s.name for s in SUBCOMMANDS), "--help", "--version", "--completion"])
     function = f"_{COMMAND.replace('-', '_')}_complete"
-    return (
-        f"{function}() {{\n"
-        '    local word="${COMP_WORDS[COMP_CWORD]}"\n'
-        f'    if [ "$COMP_CWORD" -eq 1 ]; then COMPREPLY=($(compgen -W "{words}" -- "$word"));\n'
-        '    else COMPREPLY=($(compgen -f -- "$word")); fi\n'
-        "}\n"
-        f"complete -o filenames -F {function} {COMMAND}"
-    )
+    return _BASH.replace("FUNCTION", function).replace("FIRST", first).replace("COMMAND", COMMAND)

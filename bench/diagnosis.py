@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from simplepose.config.config_file import load_config
-from simplepose.evaluate.evaluation import score_results
 from simplepose.evaluate.metrics.diagnosis import diagnose
+from simplepose.evaluate.results_scoring import score_results
 from simplepose.utils.errors import cli_main
 from tests.paths import REPO_ROOT
 

@@ -13,11 +13,11 @@ from bench.peak_memory import PeakSampler, max_resident_mb
 from simplepose.codec.person import Person
 from simplepose.config.config_file import load_config
 from simplepose.config.skeleton_file import skeleton_of
-from simplepose.evaluate.evaluation import evaluated_ids
 from simplepose.evaluate.metrics.annotations import load_ground_truth
 from simplepose.evaluate.metrics.coco_results import write_results
 from simplepose.evaluate.metrics.evaluator import KeypointEvaluator
 from simplepose.evaluate.metrics.results_file import read_results
+from simplepose.evaluate.results_scoring import evaluated_ids
 
 
 def evaluation_stages(

@@ -381,6 +381,14 @@ def _read_annotation_json(path: Path, need_annotations: bool = True, compact: bo
     ``compact``: polygons parsed into arrays as they are read, for a reader that only draws them (the converter): a
     large file's peak memory is then about a quarter lower."""
     data = read_annotation_file(path, compact=compact)
+    if isinstance(data, list):  # a results file's form
+        raise AnnotationError(
+            f"annotation file {path} is a JSON list, as a results file is, not a COCO annotation file (an object "
+            "with 'images' and 'annotations'): were the results file and the annotation file given the other way "
+            "round?",
+            file=path,
+            key="images",
+        )
     if not isinstance(data, dict) or not isinstance(data.get("images"), list):
         raise AnnotationError(
             f"annotation file {path} has no 'images' list; {_fix_hint(path)}", file=path, key="images"

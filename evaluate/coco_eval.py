@@ -16,43 +16,48 @@ is byte-identical for any number of processes. The skeleton is the model's (the 
 ``--from-ground-truth``): results are in its dataset keypoint order, OKS uses its sigmas, and its ``evaluation``
 says which figures: COCO's, or CrowdPose's (evaluate/metrics/crowdpose_eval.py: AP, AR and AP easy/medium/hard). Without
 ``--annotations`` (a plain image folder, or an image-info JSON) the results JSON is written for an evaluation server
-and nothing is scored (evaluate/unannotated_images.py: ids).
+and nothing is scored (evaluate/unannotated_images.py: ids). Scoring a results file needs no PyTorch (the runtime
+install runs it): the modules on torch are imported by the functions that run a network.
 """
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from simplepose.config.config_file import add_config_arguments, load_config
 from simplepose.config.schema import Config
 from simplepose.config.skeleton_check import NAME_MATCHES
 from simplepose.config.skeleton_file import skeleton_of
-from simplepose.evaluate.estimator import PoseEstimator
-from simplepose.evaluate.evaluation import (
-    check_images_dir,
-    evaluate_model,
-    evaluate_oracle,
-    predict_unannotated,
-    score_results,
-)
-from simplepose.evaluate.inference.checkpoint_model import load_model
 from simplepose.evaluate.metrics.annotations import load_ground_truth
 from simplepose.evaluate.metrics.keypoint_stats import format_stats
+from simplepose.evaluate.results_scoring import score_results
 from simplepose.evaluate.unannotated_images import folder_image_list, image_info_list
-from simplepose.models.weights import carried_skeleton
-from simplepose.utils import distributed as dist
-from simplepose.utils.commands import command, commands_here
+from simplepose.utils.commands import (
+    FULL_INSTALL,
+    command,
+    commands_here,
+    full_install,
+    refuse_without_full_install,
+)
 from simplepose.utils.errors import UserError, cli_main
 from simplepose.utils.folder_lock import check_not_held
 from simplepose.utils.io import check_writable, refuse_to_overwrite
 from simplepose.utils.text import counted
 
+if TYPE_CHECKING:
+    import torch
+
+RUNTIME_LACKS = f"--ckpt and --from-ground-truth need the full install (PyTorch): {FULL_INSTALL}"
+
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=command("evaluate.coco_eval"), description=commands_here(__doc__.split("\n\n")[0]))
+    p = argparse.ArgumentParser(
+        prog=command("evaluate.coco_eval"),
+        description=commands_here(__doc__.split("\n\n")[0]),
+        epilog=None if full_install() else f"this install scores results files (--results); {RUNTIME_LACKS}",
+    )
     p.add_argument("--ckpt", help="checkpoint (ours, the original's, or a bare state dict)")
     p.add_argument("--from-ground-truth", action="store_true", help="decode the annotations' own target maps")
     p.add_argument("--results", help="score this COCO keypoint results file (made by any tool) on --annotations")
@@ -111,6 +116,8 @@ def eval_option_overrides(args: argparse.Namespace) -> list[str]:
 def check_arguments(args: argparse.Namespace) -> None:
     """UserError for a combination of options that cannot run, before any work."""
     if sum(map(bool, (args.ckpt, args.from_ground_truth, args.results))) != 1:
+        if not full_install():
+            raise UserError(f"give --results FILE (this install scores results files; {RUNTIME_LACKS})")
         raise UserError("give exactly one of --ckpt CKPT, --from-ground-truth or --results FILE")
     if args.diagnose:
         if not args.annotations:
@@ -120,10 +127,10 @@ def check_arguments(args: argparse.Namespace) -> None:
     if args.results:
         if not args.annotations:
             raise UserError("--results FILE is scored on annotations: give --annotations FILE")
-        if args.out or args.image_info or (args.images and not args.diagnose):
+        if args.out or args.image_info or args.scales or args.flip is not None or (args.images and not args.diagnose):
             raise UserError(
-                "--results scores a file as it is: --image-info and --out do not apply (--images: only "
-                "with --diagnose, for its pictures)"
+                "--results scores a file as it is: --image-info, --out, --scales and --flip do not apply (--images: "
+                "only with --diagnose, for its pictures)"
             )
         return
     if args.skeleton and args.ckpt:
@@ -146,6 +153,8 @@ def check_arguments(args: argparse.Namespace) -> None:
 
 def unscored_image_list(args: argparse.Namespace) -> tuple[dict[int, dict], str]:
     """(image list, where its ids come from) of a run without annotations: the image-info file, or the folder."""
+    from simplepose.evaluate.evaluation import check_images_dir
+
     if args.image_info:
         check_images_dir(args.images)
         return image_info_list(args.image_info), f"those of {args.image_info}"
@@ -154,6 +163,11 @@ def unscored_image_list(args: argparse.Namespace) -> tuple[dict[int, dict], str]
 
 def run_unscored(args: argparse.Namespace, image_list: dict[int, dict], ids_from: str, device: torch.device) -> None:
     """Write the results JSON of images without annotations, and say that nothing was scored."""
+    from simplepose.evaluate.estimator import PoseEstimator
+    from simplepose.evaluate.evaluation import predict_unannotated
+    from simplepose.evaluate.inference.checkpoint_model import load_model
+    from simplepose.utils import distributed as dist
+
     model, cfg = load_model(args.ckpt, args.config, eval_option_overrides(args), device)
     estimator = PoseEstimator.from_model(model, cfg.eval, device)
     listed_in = Path(args.image_info) if args.image_info else "the image folder"
@@ -168,6 +182,8 @@ def run_unscored(args: argparse.Namespace, image_list: dict[int, dict], ids_from
 
 def checked_outputs(args: argparse.Namespace) -> None:
     """Rank 0, which writes them, can write into the folders of ``--out`` and ``--diagnose``."""
+    from simplepose.utils import distributed as dist
+
     if dist.is_main_process():
         for given, folder in ((args.out, Path(args.out or ".").parent), (args.diagnose, Path(args.diagnose or "."))):
             if given:
@@ -178,6 +194,10 @@ def opened_model(args: argparse.Namespace, overrides: list[str], device: torch.d
     """(model, cfg, the annotations' ``GroundTruth``) of a scored evaluation: everything it reads opened and checked,
     and its outputs' folders, before its first image (the checkpoint, the image folder, the annotations for the
     model's skeleton)."""
+    from simplepose.evaluate.evaluation import check_images_dir
+    from simplepose.evaluate.inference.checkpoint_model import load_model
+    from simplepose.models.weights import carried_skeleton
+
     model, cfg = load_model(args.ckpt, args.config, overrides, device)
     check_images_dir(args.images)
     truth = load_ground_truth(args.annotations, carried_skeleton(model), cfg.eval)
@@ -188,6 +208,8 @@ def opened_model(args: argparse.Namespace, overrides: list[str], device: torch.d
 def checked_oracle(args: argparse.Namespace, overrides: list[str]) -> Config:
     """The config of a ``--from-ground-truth`` evaluation, its image folder, annotation file and outputs' folders
     checked before its first image."""
+    from simplepose.evaluate.evaluation import check_images_dir
+
     cfg = load_config(args.config, overrides)
     check_images_dir(args.images)
     load_ground_truth(args.annotations, skeleton_of(cfg), cfg.eval)
@@ -198,6 +220,9 @@ def checked_oracle(args: argparse.Namespace, overrides: list[str]) -> Config:
 @cli_main
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if not args.results and (args.ckpt or args.from_ground_truth):  # before the other checks: the runtime runs neither
+        option = "--ckpt" if args.ckpt else "--from-ground-truth"
+        refuse_without_full_install(f"{command('evaluate.coco_eval')} {option}")
     check_arguments(args)
     if args.results:  # no model, no images, no processes: the file alone
         cfg = load_config(args.config, eval_option_overrides(args))
@@ -205,6 +230,14 @@ def main(argv: list[str] | None = None) -> int:
         print(summary, end="")
         print(format_stats(stats))
         return 0
+    return run_network(args)
+
+
+def run_network(args: argparse.Namespace) -> int:
+    """A checkpoint's evaluation, or the oracle's (``--from-ground-truth``), scored or not: on PyTorch."""
+    from simplepose.evaluate.evaluation import evaluate_model, evaluate_oracle
+    from simplepose.utils import distributed as dist
+
     unscored = None
     if not args.annotations:  # bad input fails before the model loads and the images run
         check_writable(Path(args.out).parent)

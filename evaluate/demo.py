@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.util
 from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
@@ -72,7 +71,7 @@ from simplepose.evaluate.onnx_estimator import OnnxPoseEstimator
 from simplepose.evaluate.track import PoseTracker
 from simplepose.evaluate.unannotated_images import file_image_ids
 from simplepose.utils import stop_signals
-from simplepose.utils.commands import command, commands_here
+from simplepose.utils.commands import command, commands_here, full_install
 from simplepose.utils.errors import Stopped, UserError, cli_main
 from simplepose.utils.folder_lock import check_not_held
 from simplepose.utils.io import atomic_write_text, check_writable, no_empty_folders_on_failure, refuse_to_overwrite
@@ -83,7 +82,7 @@ from simplepose.utils.text import counted
 def torch_path(option: str) -> ModuleType:
     """``evaluate.estimator`` (PoseEstimator and PyTorch); UserError when PyTorch is not installed (the runtime
     install), saying how ``option`` (--ckpt, --from-ground-truth) is replaced there."""
-    if importlib.util.find_spec("torch") is None:  # the runtime install has neither torch nor the modules on it
+    if not full_install():  # the runtime install has neither torch nor the modules on it
         raise UserError(
             f"{option} needs PyTorch, which is not installed (this install runs exported models only): export the "
             f"checkpoint where PyTorch is installed ({command('evaluate.export_onnx', '--ckpt CKPT --out model.onnx')})"

@@ -3,7 +3,6 @@ over torchrun ranks.
 
     stats, summary = evaluate_model(model, "coco/val2017", "person_keypoints_val2017.json", cfg, device)
     stats, summary = evaluate_oracle("coco/val2017", "person_keypoints_val2017.json", cfg)  # the decoder's ceiling
-    stats, summary = score_results("their_results.json", "person_keypoints_val2017.json", cfg)  # any tool's file
     truth = load_ground_truth("person_keypoints_val2017.json", model.skeleton, cfg.eval)  # once: then, each epoch
     stats, summary = evaluate_model(model, "coco/val2017", truth, cfg, device)          # scored against the same
 
@@ -11,7 +10,8 @@ Each rank takes a strided shard of the sorted image ids, reads and checks each f
 the estimator (``evaluate.estimator.PoseEstimator``: a network, an ONNX file or the oracle) on batches of up to
 ``eval.batch_size`` images, and hands the people to the evaluator (``evaluate.metrics.evaluator.KeypointEvaluator``),
 which gathers them on rank 0; there ``report`` writes the results JSON, scores it and diagnoses it when asked; every
-rank receives the figures.
+rank receives the figures. A results file made by any tool is scored by evaluate/results_scoring.py (no
+PyTorch needed there).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from simplepose.evaluate.estimator import PoseEstimator
 from simplepose.evaluate.metrics.annotations import GroundTruth, load_ground_truth
 from simplepose.evaluate.metrics.coco_results import write_results
 from simplepose.evaluate.metrics.evaluator import KeypointEvaluator
-from simplepose.evaluate.metrics.results_file import read_results
+from simplepose.evaluate.results_scoring import evaluated_ids
 from simplepose.models.eval_mode import eval_mode
 from simplepose.utils import distributed as dist
 from simplepose.utils.progress_bar import progress_bar
@@ -40,12 +40,6 @@ SKIP_OPTION = "--skip-bad (eval.skip_bad=true)"
 
 def check_images_dir(images_dir: str | Path) -> None:
     check_image_folder(images_dir, "--images (or data.val_images)")
-
-
-def evaluated_ids(image_list: Mapping[int, dict], cfg: EvalConfig) -> list[int]:
-    """The images an evaluation predicts: the sorted ids, the first ``eval.max_images`` when set."""
-    ids = sorted(image_list)
-    return ids[: cfg.max_images] if cfg.max_images > 0 else ids
 
 
 def predict_images(
@@ -220,39 +214,6 @@ def evaluate_oracle(
     truth = load_ground_truth(annotations, skeleton, cfg.eval)
     estimator = PoseEstimator.from_ground_truth(truth.coco, cfg, skeleton)
     return evaluate_images(images_dir, truth, estimator, out_json, progress, diagnose_dir)
-
-
-def score_results(
-    results_file: str | Path,
-    annotations: str | Path,
-    cfg: Config,
-    diagnose_dir: str | Path | None = None,
-    images_dir: str | Path | None = None,
-) -> tuple[dict[str, float], str]:
-    """(stats, summary) of a results file made by any tool (``evaluate.metrics.results_file``: checked entry by entry)
-    on ``annotations``, read and scored exactly as an evaluation here scores its own results: the skeleton
-    ``cfg.data.skeleton`` names (its sigmas, its figures: COCO's or CrowdPose's), the evaluator's own ids, the
-    annotation file's images (the first ``eval.max_images`` when set; images with bad annotations left out with
-    ``eval.skip_bad``). Images without any result count as images where no one was found, and the summary says how
-    many there are. ``diagnose_dir``: also diagnose the results there (its worst examples drawn on the images of
-    ``images_dir`` when given)."""
-    skeleton = skeleton_of(cfg)
-    truth = load_ground_truth(annotations, skeleton, cfg.eval)
-    coco, category = truth.coco, truth.category_id
-    ids = evaluated_ids(truth.images, cfg.eval)
-    results = read_results(results_file, coco, skeleton, category)
-    scored = set(ids)
-    left_out = sum(r["image_id"] not in scored for r in results)
-    kept = [r for r in results if r["image_id"] in scored]
-    without = len(scored - {r["image_id"] for r in kept})
-    notes = [f"scored {len(kept)} results of {len(ids) - without} images on {len(ids)} images of {annotations}"]
-    if without:
-        notes.append(f"{without} of the {len(ids)} images have no result: scored as images where no one was found")
-    if left_out:
-        notes.append(f"{left_out} results of images outside the evaluated ones left out (eval.max_images, skip_bad)")
-    evaluator = KeypointEvaluator(skeleton, coco, category)
-    evaluator.process_results(results)
-    return figures_of(report(evaluator, ids, "".join(f"{n}\n" for n in notes), None, diagnose_dir, images_dir))
 
 
 def predict_unannotated(

@@ -5,7 +5,8 @@ What it holds is derived, never listed: the modules that the runtime's entries (
 estimator, the demo, the tracker, the console command) load or import later, read with ``ast``, leaving out those
 that load torch (the PyTorch paths, which refuse in one line without it); the config presets and skeletons. Its
 version is ``simplepose/__init__.py``'s ``__version__``; its dependencies are those of the main pyproject's that
-these modules import (and onnxruntime, of its ``onnx`` extra), with the same floors.
+these modules load (and onnxruntime, of its ``onnx`` extra), with the same floors; its extra ``eval``, those they
+import only inside functions (scoring a results file: pycocotools and the like).
 
 A wheel or an sdist is built from a staging folder outside the checkout (nothing is written here): the modules
 copied under ``simplepose_runtime/`` with their ``simplepose`` imports renamed, and a plain setuptools pyproject, so
@@ -15,6 +16,7 @@ the sdist builds its wheel anywhere with setuptools alone. Why a name of its own
 from __future__ import annotations
 
 import ast
+import json
 import os
 import re
 import shutil
@@ -35,12 +37,14 @@ RUNTIME_ENTRIES = (
     "simplepose.evaluate.onnx_estimator",
     "simplepose.evaluate.demo",
     "simplepose.evaluate.track",
+    "simplepose.evaluate.coco_eval",
     "simplepose.cli",
     "simplepose.__main__",
 )
 NOT_PACKAGE = ("tests", "bench", "build", "build_backend", "runtime", "cache", "runs", "docs", "dist")
 PACKAGE_DATA = ("py.typed", "config/*.yaml", "config/skeletons/*.yaml")
-PIP_NAME = {"cv2": "opencv-python-headless", "yaml": "PyYAML", "PIL": "Pillow"}  # import name -> distribution
+# import name -> distribution
+PIP_NAME = {"cv2": "opencv-python-headless", "yaml": "PyYAML", "PIL": "Pillow", "faster_coco_eval": "faster-coco-eval"}
 DESCRIPTION = "Simple Pose (AAAI 2020) without PyTorch: exported models run by ONNX Runtime, NumPy and OpenCV"
 _IMPORT = re.compile(r"^(\s*)(from|import) simplepose(?=[.\s])", re.M)
 
@@ -125,27 +129,53 @@ def version(root: Path = CHECKOUT) -> str:
     raise RuntimeError(f"{root / '__init__.py'} sets no __version__")
 
 
-def dependencies(root: Path = CHECKOUT) -> list[str]:
-    """The main pyproject's requirements (and its ``onnx`` extra's onnxruntime) that the runtime's modules import,
-    as written there."""
+def _written(root: Path) -> dict[str, str]:
+    """Distribution name -> requirement as the main pyproject writes it (its dependencies and its ``onnx`` extra)."""
     project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    written = {re.split(r"[<>=!~;\[ ]", d, maxsplit=1)[0]: d for d in project["dependencies"]}
-    written.update({re.split(r"[<>=!~;\[ ]", d, maxsplit=1)[0]: d for d in project["optional-dependencies"]["onnx"]})
+    requirements = [*project["dependencies"], *project["optional-dependencies"]["onnx"]]
+    return {re.split(r"[<>=!~;\[ ]", d, maxsplit=1)[0]: d for d in requirements}
+
+
+def _as_written(names: set[str], root: Path, what: str) -> list[str]:
+    written = _written(root)
+    missing = sorted(names - set(written))
+    if missing:
+        raise RuntimeError(f"the runtime imports {missing} ({what}), which {root / 'pyproject.toml'} does not require")
+    return sorted(written[name] for name in names)
+
+
+def dependencies(root: Path = CHECKOUT) -> list[str]:
+    """The main pyproject's requirements (and its ``onnx`` extra's onnxruntime) that the runtime's modules load, as
+    written there."""
     imported = {PIP_NAME.get(m, m) for m in runtime_closure(root)[1] if m not in sys.stdlib_module_names}
     imported.add("onnxruntime")  # loaded by name when a model is opened (utils.optional.require)
-    missing = sorted(imported - set(written))
-    if missing:
-        raise RuntimeError(f"the runtime imports {missing}, which {root / 'pyproject.toml'} does not require")
-    return sorted(written[name] for name in imported)
+    return _as_written(imported, root, "when loaded")
+
+
+def lazily_imported(root: Path = CHECKOUT) -> set[str]:
+    """The top-level names of the outside modules that the runtime's modules import only inside functions (scoring a
+    results file: pycocotools, faster_coco_eval, matplotlib), torch left out (its paths refuse in one line)."""
+    modules, loaded = runtime_closure(root)
+    files = package_files(root)
+    later = {n.split(".")[0] for m in modules for n in imports(files[m])[1]}
+    return {n for n in later - loaded - {"simplepose", "torch"} if n not in sys.stdlib_module_names}
+
+
+def optional_dependencies(root: Path = CHECKOUT) -> dict[str, list[str]]:
+    """The runtime's extra ``eval`` (``pip install "simplepose-runtime[eval]"``): the main pyproject's requirements
+    that its modules import only inside functions, as written there (docs/design.md#two-distributions)."""
+    return {"eval": _as_written({PIP_NAME.get(m, m) for m in lazily_imported(root)}, root, "inside functions")}
 
 
 def pyproject(root: Path = CHECKOUT) -> str:
     """The staged tree's pyproject.toml: plain setuptools, everything written out."""
     deps = "".join(f'    "{d}",\n' for d in dependencies(root))
+    extras = "".join(f"{name} = {json.dumps(required)}\n" for name, required in optional_dependencies(root).items())
     return (
         '[build-system]\nrequires = ["setuptools>=64"]\nbuild-backend = "setuptools.build_meta"\n\n'
         f'[project]\nname = "{NAME}"\nversion = "{version(root)}"\ndescription = "{DESCRIPTION}"\n'
         f'requires-python = ">=3.10"\ndependencies = [\n{deps}]\n\n'
+        f"[project.optional-dependencies]\n{extras}\n"
         f'[project.scripts]\n{COMMAND} = "{IMPORT_NAME}.cli:main"\n\n'
         '[tool.setuptools.packages.find]\ninclude = ["simplepose_runtime*"]\n\n'
         '[tool.setuptools.package-data]\n"*" = ["*.yaml", "skeletons/*.yaml", "py.typed"]\n'

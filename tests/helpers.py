@@ -252,6 +252,17 @@ def imperfect_results(data: dict, seed: int = 0) -> list[dict]:
     return out
 
 
+def pycocotools_coco(path: str | Path):
+    """pycocotools' ``COCO`` of an annotation file as pycocotools reads it (unchecked, quiet): for ``loadRes``."""
+    import contextlib
+    import io
+
+    from pycocotools.coco import COCO
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        return COCO(str(path))
+
+
 def pycocotools_stats(data: dict, results: list[dict], sigmas) -> list[float]:
     """pycocotools' own ten keypoint figures of ``results`` on the annotation file ``data`` as it is (its ids too)."""
     import contextlib

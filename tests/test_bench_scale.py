@@ -11,7 +11,7 @@ import pytest
 from bench import scale, scale_data
 from bench.scale_eval import evaluation_stages
 from simplepose.config.config_file import load_config
-from simplepose.evaluate.evaluation import score_results
+from simplepose.evaluate.results_scoring import score_results
 from simplepose.utils.errors import UserError
 from tests.paths import COCO_SAMPLE_ANNOTATIONS
 

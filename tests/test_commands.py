@@ -9,6 +9,7 @@ import ast
 import functools
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -18,7 +19,9 @@ from pathlib import Path
 import pytest
 
 from simplepose import __version__, cli, train_distributed
+from simplepose.config.skeleton_check import NAME_MATCHES
 from simplepose.data.dataset import read_settings
+from simplepose.evaluate import coco_eval
 from simplepose.utils import commands
 from simplepose.utils.commands import PACKAGE_ROOT, SUBCOMMANDS, command, commands_here
 from simplepose.utils.errors import UserError
@@ -209,6 +212,27 @@ def test_a_subcommand_this_install_lacks_says_which_install_brings_it(capsys, mo
     assert len(err.splitlines()) == 1
 
 
+def test_every_subcommands_help_runs(capsys):
+    """``simplepose SUB --help`` of each subcommand: its usage, status 0 (``summary``'s module is a package: its
+    ``main`` is its ``__main__``'s)."""
+    for sub in SUBCOMMANDS:
+        with pytest.raises(SystemExit) as e:
+            cli.main([sub.name, "--help"])
+        assert e.value.code == 0 and capsys.readouterr().out.startswith("usage: "), sub.name
+
+
+def test_the_runtime_spells_a_command_it_lacks_as_the_full_install_runs_it(monkeypatch, tmp_path):
+    """In the runtime distribution (``simplepose_runtime``, command ``simplepose-runtime``), a hint naming
+    ``export`` or ``train`` names ``simplepose export``: the runtime has no such subcommand."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(commands, "PACKAGE", "simplepose_runtime")
+    monkeypatch.setattr(commands, "installed", lambda module: module.startswith("evaluate.demo"))
+    monkeypatch.setattr(commands, "console", lambda: "simplepose-runtime")
+    assert command("evaluate.export_onnx", "--ckpt CKPT") == "simplepose export --ckpt CKPT"
+    assert command("train") == "simplepose train"
+    assert command("evaluate.demo", "--onnx m.onnx") == "simplepose-runtime demo --onnx m.onnx"
+
+
 def test_diagnose_is_eval_with_its_folder(capsys):
     assert cli.main(["diagnose", "--results", "r.json", "--annotations", "a.json"]) == 2
     assert "diagnose: give --diagnose DIR" in capsys.readouterr().err
@@ -325,20 +349,53 @@ def test_every_argument_parser_of_the_library_names_its_program_through_command(
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="no bash here")
-def test_bash_completes_the_subcommands_then_files(tmp_path, capsys):
+def test_bash_completes_subcommands_options_choices_files_and_config_keys(tmp_path, capsys):
+    """The completion script in bash, with COMP_WORDS set as bash sets them: the subcommands, then a subcommand's
+    options and an option's choices (asked of ``simplepose --complete SUB`` once per shell), files, config keys."""
     assert cli.main(["--completion", "bash"]) == 0
     script = tmp_path / "completion.sh"
     script.write_text(capsys.readouterr().out)
     (tmp_path / "model.onnx").write_bytes(b"")
+    bin_dir, asked = tmp_path / "bin", tmp_path / "asked.log"
+    bin_dir.mkdir()
+    (bin_dir / "simplepose").write_text(f'#!/bin/sh\necho "$*" >> {asked}\nexec {sys.executable} -m simplepose "$@"\n')
+    (bin_dir / "simplepose").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
 
-    def complete(*words: str) -> list[str]:
-        line = " ".join(words)
-        code = f"source {script}; COMP_WORDS=({line}); COMP_CWORD={len(words) - 1}; _simplepose_complete; "
-        r = subprocess.run(["bash", "-c", code + 'printf "%s\\n" "${COMPREPLY[@]}"'], cwd=tmp_path,
-                           capture_output=True, text=True, timeout=60)  # fmt: skip
+    def complete(*words: str, times: int = 1) -> list[str]:
+        code = f"source {script}; COMP_WORDS=({' '.join(map(shlex.quote, words))}); COMP_CWORD={len(words) - 1}; "
+        code += "COMPREPLY=(); _simplepose_complete; " * times
+        r = subprocess.run(["bash", "-c", code + 'printf "%s\\n" "${COMPREPLY[@]}"'], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, timeout=300)  # fmt: skip
         assert r.returncode == 0, r.stderr
         return r.stdout.split()
 
     assert complete("simplepose", "tr") == ["train", "train-parallel", "train-distributed"]
     assert complete("simplepose", "ex") == ["export"]
+    assert not asked.exists()  # the first word needs no question
+    assert complete("simplepose", "eval", "--keyp", times=2) == ["--keypoint-names"]
+    assert asked.read_text() == "--complete eval\n"  # asked once in a shell, then kept
+    assert complete("simplepose", "eval", "--keypoint-names", "") == list(NAME_MATCHES)
+    assert complete("simplepose", "eval", "--keypoint-names", "=", "sp") == ["spelling"]  # --keypoint-names=sp
     assert complete("simplepose", "demo", "--onnx", "mod") == ["model.onnx"]
+    assert complete("simplepose", "demo", "eval.sca") == ["eval.scales="]  # a config override's key
+    assert {"model.onnx", "model.stacks="} <= set(complete("simplepose", "demo", "mo"))  # a file or a key
+    assert complete("simplepose", "demo", "--overwrite", "eval.sca") == ["eval.scales="]  # after a flag: the same
+
+
+def test_the_completion_table_is_each_parsers_own(capsys, monkeypatch):
+    """``simplepose --complete SUB``: every option of the parser the subcommand's main builds, with its choices;
+    nothing where this installation lacks the subcommand; eval's without torch (the runtime completes it too)."""
+    assert cli.main(["--complete", "eval"]) == 0
+    table = {line.split()[0]: line.split()[1:] for line in capsys.readouterr().out.splitlines()}
+    parser = coco_eval.build_parser()
+    assert {o for o in table if o.startswith("-")} == set(parser._option_string_actions)
+    assert table["--keypoint-names"] == list(NAME_MATCHES) and table["--ckpt"] == ["*"] and table["--overwrite"] == []
+    assert "eval.scales=" in table["="]
+    assert cli.main(["--complete", "plot"]) == 0
+    assert "--out" in capsys.readouterr().out.split()
+    run = subprocess.run([sys.executable, "-m", "tests.no_torch", "simplepose", "--complete", "eval"],
+                         cwd=PACKAGE_ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert run.returncode == 0 and "--results" in run.stdout.split(), run.stderr
+    monkeypatch.setattr(cli, "installed", lambda sub: False)  # as the runtime distribution for train
+    assert cli.main(["--complete", "train"]) == 0 and capsys.readouterr().out.strip() == ""

@@ -42,10 +42,17 @@ from simplepose.data.synthetic_images import generate
 from simplepose.engine.logger import read_metrics
 from simplepose.engine.run import QUICKSTART_PRESET, parse_args
 from simplepose.engine.trainer import Trainer
-from simplepose.evaluate.metrics.annotations import load_coco
 from simplepose.evaluate.metrics.keypoint_stats import coco_keypoint_stats
 from simplepose.models.weights import unwrap
-from tests.helpers import flat_optimizer_state, run_args, saved_state, subprocess_env, tiny_run_args, torchrun_command
+from tests.helpers import (
+    flat_optimizer_state,
+    pycocotools_coco,
+    run_args,
+    saved_state,
+    subprocess_env,
+    tiny_run_args,
+    torchrun_command,
+)
 from tests.paths import PAPER_PRESET, REPO_ROOT
 
 CPU_DRY_RUN_SIZE = int(os.environ.get("SIMPLEPOSE_CUDA_TIER_ON_CPU") or 0)
@@ -384,7 +391,7 @@ def test_coco_eval_on_the_gpu_equals_the_cpu(small_checkpoint, odd_sized_set, tm
         out = tmp_path / f"{label}.json"
         run_command([sys.executable, *command, "--out", str(out)])
         results[label] = json.loads(out.read_text())
-    coco = load_coco(annotations)
+    coco = pycocotools_coco(annotations)
     ids = sorted(coco.getImgIds())
     stats = {label: coco_keypoint_stats(coco, r, ids)[0] for label, r in results.items()}
     offsets = {label: keypoint_offsets(results[label], results["cpu"]) for label in ("gpu", "gpu_tf32")}

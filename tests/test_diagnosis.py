@@ -14,11 +14,11 @@ from simplepose.config.config_file import load_config
 from simplepose.config.schema import EvalConfig
 from simplepose.config.skeleton_file import load_skeleton
 from simplepose.evaluate import coco_eval
-from simplepose.evaluate.evaluation import score_results
 from simplepose.evaluate.metrics.annotations import load_ground_truth
 from simplepose.evaluate.metrics.diagnosis import ERROR_TYPES, diagnose
 from simplepose.evaluate.metrics.diagnosis_report import write_diagnosis
 from simplepose.evaluate.metrics.keypoint_stats import keypoint_stats
+from simplepose.evaluate.results_scoring import score_results
 from tests.helpers import COCO, FAINT_MAPS, train_a_few_steps
 from tests.paths import COCO_SAMPLE_ANNOTATIONS
 

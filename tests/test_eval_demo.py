@@ -16,8 +16,7 @@ import pytest
 
 from simplepose.data.image_files import read_image
 from simplepose.evaluate import PoseEstimator, coco_eval, coco_results_json, demo, demo_output
-from simplepose.evaluate.metrics.annotations import load_coco
-from tests.helpers import LANDSCAPE, UNSCORED_IMAGES, InterruptedCamera
+from tests.helpers import LANDSCAPE, UNSCORED_IMAGES, InterruptedCamera, pycocotools_coco
 
 FRAME_HW = (96, 128)
 FAST = ["eval.scales=[1.0]", "eval.flip=false", "eval.boxsize=128"]  # seconds for the briefly trained model
@@ -68,7 +67,7 @@ def test_demo_json_of_an_image_folder_loads_against_the_annotations(
     assert f"images: {len(names)} images, " in printed and "ms per image)" in printed and "images/s" in printed
 
     results = json.loads(out_json.read_text())
-    coco = load_coco(synthetic_sample_annotations)
+    coco = pycocotools_coco(synthetic_sample_annotations)
     loaded = coco.loadRes(str(out_json))  # pycocotools asserts that every image id is one of the annotations'
     assert len(loaded.getAnnIds()) == len(results) > 0
     assert {r["image_id"] for r in results} <= set(coco.getImgIds())

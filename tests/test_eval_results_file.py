@@ -10,9 +10,10 @@ import pytest
 
 from simplepose.config.config_file import load_config
 from simplepose.evaluate import coco_eval
-from simplepose.evaluate.evaluation import evaluate_oracle, score_results
+from simplepose.evaluate.evaluation import evaluate_oracle
 from simplepose.evaluate.metrics.keypoint_stats import STAT_NAMES
 from simplepose.evaluate.metrics.results_file import ResultsError
+from simplepose.evaluate.results_scoring import score_results
 from simplepose.utils.errors import UserError
 from tests.helpers import COCO, imperfect_results, pycocotools_stats
 
@@ -146,7 +147,8 @@ def test_string_image_ids_are_named_as_strings_of_the_annotations_integers(synth
 def test_results_options_that_do_not_apply_are_refused(synthetic_sample_annotations, tmp_path, capsys):
     path = tmp_path / "r.json"
     path.write_text("[]")
-    for extra in (["--images", str(tmp_path)], ["--out", str(tmp_path / "o.json")], ["--ckpt", "x.pt"]):
+    for extra in (["--images", str(tmp_path)], ["--out", str(tmp_path / "o.json")], ["--ckpt", "x.pt"],
+                  ["--scales", "1", "2"], ["--no-flip"]):  # fmt: skip
         assert coco_eval.main(["--results", str(path), *extra, "--annotations", str(synthetic_sample_annotations)]) == 2
     assert coco_eval.main(["--results", str(path)]) == 2
     assert "--annotations" in capsys.readouterr().err
@@ -183,3 +185,14 @@ def test_crowdpose_results_equal_xtcocotools(synthetic_crowdpose, tmp_path):
         ev.accumulate()
         ev.summarize()
     assert list(ours.values()) == pytest.approx([float(v) for v in ev.stats], abs=1e-9)
+
+
+def test_results_and_annotations_swapped_or_a_folder_say_so(synthetic_sample_annotations, tmp_path, capsys):
+    results = tmp_path / "r.json"
+    results.write_text(json.dumps(imperfect_results(json.loads(synthetic_sample_annotations.read_text()))))
+    assert coco_eval.main(["--results", str(synthetic_sample_annotations), "--annotations", str(results)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"annotation file {results} is a JSON list, as a results file is" in err
+    assert "the other way round" in err
+    assert coco_eval.main(["--results", str(tmp_path), "--annotations", str(synthetic_sample_annotations)]) == 2
+    assert f"results file {tmp_path} is a folder" in capsys.readouterr().err

@@ -20,10 +20,10 @@ from simplepose.evaluate import Person, coco_eval, demo
 from simplepose.evaluate import prediction_sheet as layout
 from simplepose.evaluate.draw import draw_boxes, draw_detections, draw_people, draw_tracked, track_color
 from simplepose.evaluate.inference.checkpoint_model import load_model
-from simplepose.evaluate.metrics.annotations import load_coco, load_ground_truth
+from simplepose.evaluate.metrics.annotations import load_ground_truth
 from simplepose.evaluate.metrics.coco_results import sort_results
 from simplepose.evaluate.prediction_sheet import draw_predictions, ground_truth_keypoints, pair_tile
-from tests.helpers import LANDSCAPE, UNSCORED_IMAGES, image_folder, image_id
+from tests.helpers import LANDSCAPE, UNSCORED_IMAGES, image_folder, image_id, pycocotools_coco
 
 # Single scale at a small box, for the briefly trained model (people in both UNSCORED_IMAGES).
 UNSCORED_EVAL = ["--scales", "1", "--no-flip", "eval.boxsize=128"]
@@ -59,7 +59,9 @@ def test_coco_eval_without_annotations_writes_results_of_a_folder(
     results = json.loads(out.read_text())
     assert {r["image_id"] for r in results} == set(map(image_id, UNSCORED_IMAGES))  # the numbers of the file names
     assert results == sort_results(results) and all(len(r["keypoints"]) == 51 for r in results)
-    assert len(load_coco(synthetic_sample_annotations).loadRes(str(out)).getAnnIds()) == len(results)  # server-ready
+    assert len(pycocotools_coco(synthetic_sample_annotations).loadRes(str(out)).getAnnIds()) == len(
+        results
+    )  # server-ready
 
     # file names without numbers: ids 1..N in sorted order
     plain = image_folder(synthetic_sample_images, tmp_path / "plain", renamed=("b.jpg", "a.jpg"))

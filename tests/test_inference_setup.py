@@ -19,7 +19,6 @@ from simplepose.config.schema import EvalConfig, TargetConfig
 from simplepose.evaluate.estimator import PoseEstimator
 from simplepose.evaluate.inference.multiscale import multiscale_maps
 from simplepose.evaluate.inference.oracle import annotation_oracle
-from simplepose.evaluate.metrics.annotations import load_coco
 from tests.helpers import (
     AGREEMENT_IMAGES,
     COCO,
@@ -27,6 +26,7 @@ from tests.helpers import (
     PORTRAIT,
     assert_people_agree,
     people_agreement,
+    pycocotools_coco,
     tiny_model,
 )
 
@@ -184,7 +184,7 @@ def test_decoding_finds_the_same_people_in_maps_rounded_to_bf16(synthetic_sample
     """The annotated people of the synthetic sample, drawn as target maps (the oracle: clean peaks, as a trained
     network's) and decoded through multi-scale + flip, against the same maps rounded to bf16, as a bf16 network's last
     layer outputs them: the same people matched by OKS, keypoints within 1 px."""
-    coco = load_coco(synthetic_sample_annotations)
+    coco = pycocotools_coco(synthetic_sample_annotations)
     cfg = EvalConfig(**SMALL_EVAL)
     decoder = cfg
     agreements = []

@@ -18,8 +18,9 @@ import numpy as np
 import pytest
 
 import simplepose
-from simplepose.evaluate import PoseEstimator, coco_results_json, export_onnx
-from tests.helpers import AGREEMENT_IMAGES, UNSCORED_IMAGES, image_folder, subprocess_env
+from simplepose.evaluate import PoseEstimator, coco_eval, coco_results_json, export_onnx
+from simplepose.utils.optional import RUNTIME_EXTRAS
+from tests.helpers import AGREEMENT_IMAGES, UNSCORED_IMAGES, image_folder, imperfect_results, subprocess_env
 from tests.paths import REPO_ROOT
 from tests.test_import_layers import module_files
 
@@ -101,15 +102,20 @@ def test_the_demo_runs_an_onnx_model_without_torch(trained_onnx, synthetic_sampl
     assert out_json.read_text() == coco_results_json([int(f.stem) for f in files], want)
 
 
+def runtime_modules_only() -> dict[str, str]:
+    """The environment that makes the modules the runtime's wheel leaves out unimportable too (tests/no_torch.py)."""
+    left_out = {f"simplepose.{name}" for name in module_files()} - runtime_closure()[0]
+    return {
+        "NO_TORCH_ALSO": ",".join(
+            sorted(m for m in left_out if not m.startswith(("simplepose.tests", "simplepose.bench")))
+        )
+    }
+
+
 @pytest.mark.parametrize("installed", ["all modules", "the runtime's modules"])
 def test_without_torch_the_pytorch_paths_say_what_to_do(installed, tiny_ckpt, synthetic_sample_images, tmp_path):
     """With torch unimportable, and also the modules the runtime's wheel leaves out (as in its install)."""
-    env = {}
-    if installed == "the runtime's modules":
-        left_out = {f"simplepose.{name}" for name in module_files()} - runtime_closure()[0]
-        env["NO_TORCH_ALSO"] = ",".join(
-            sorted(m for m in left_out if not m.startswith(("simplepose.tests", "simplepose.bench")))
-        )
+    env = runtime_modules_only() if installed == "the runtime's modules" else {}
     image = str(synthetic_sample_images / AGREEMENT_IMAGES[0])
     run = without_torch(["-m", "tests.no_torch", "simplepose.evaluate.demo", "--ckpt", str(tiny_ckpt), "--input",
                          image, "--json", str(tmp_path / "x.json")], **env)  # fmt: skip
@@ -119,6 +125,37 @@ def test_without_torch_the_pytorch_paths_say_what_to_do(installed, tiny_ckpt, sy
     code = "from tests.no_torch import block_torch; block_torch(); from simplepose import PoseEstimator"
     run = without_torch(["-c", code], **env)
     assert run.returncode == 1 and "PoseEstimator needs PyTorch" in run.stderr and "OnnxPoseEstimator" in run.stderr
+
+
+def test_without_torch_eval_scores_a_results_file_as_the_full_install(synthetic_sample_annotations, tmp_path, capsys):
+    """``eval --results`` with the runtime's modules alone and no torch: the figures and lines of the full package's
+    eval on the same file; ``--ckpt`` and ``--from-ground-truth`` there say in one line that they need the full
+    install; without pycocotools, one line naming its pip command."""
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps(imperfect_results(json.loads(synthetic_sample_annotations.read_text()))))
+    argv = ["--results", str(results), "--annotations", str(synthetic_sample_annotations)]
+    assert coco_eval.main(argv) == 0
+    full = capsys.readouterr().out
+    assert re.search(r"^AP 0\.\d+ ", full, re.M) and "AP 0.000" not in full  # figures worth comparing
+    run = without_torch(["-m", "tests.no_torch", "simplepose.evaluate.coco_eval", *argv], **runtime_modules_only())
+    assert run.returncode == 0 and run.stdout == full, run.stderr
+    run = without_torch(["-m", "tests.no_torch", "simplepose.evaluate.coco_eval"], **runtime_modules_only())
+    assert run.returncode == 2 and "error: give --results FILE (this install scores results files" in run.stderr
+    for option in (["--ckpt", "x.pt"], ["--from-ground-truth"]):
+        run = without_torch(["-m", "tests.no_torch", "simplepose.evaluate.coco_eval", *option, "--images", ".",
+                             "--annotations", str(synthetic_sample_annotations)], **runtime_modules_only())  # fmt: skip
+        lines = run.stderr.strip().splitlines()
+        assert (
+            run.returncode == 2
+            and len(lines) == 1
+            and lines[0].endswith(f"eval {option[0]} needs the full install (PyTorch): pip install simplepose")
+        ), run.stderr
+    env = runtime_modules_only()
+    env["NO_TORCH_ALSO"] += ",pycocotools"
+    run = without_torch(["-m", "tests.no_torch", "simplepose.evaluate.coco_eval", *argv], **env)
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode == 2 and len(lines) == 1, run.stderr
+    assert "scoring a results file needs pycocotools" in lines[0] and lines[0].endswith("pip install pycocotools")
 
 
 def test_the_runtime_holds_what_its_entries_load_and_no_torch(tmp_path):
@@ -133,6 +170,11 @@ def test_the_runtime_holds_what_its_entries_load_and_no_torch(tmp_path):
     assert {backend.PIP_NAME.get(m, m) for m in third_party} | {"onnxruntime"} == declared, third_party
     main = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     assert set(backend.dependencies()) <= set(main["dependencies"]) | set(main["optional-dependencies"]["onnx"])
+    # its extra eval: what scoring a results file imports inside functions, pins as the main pyproject writes them
+    (extra,) = backend.optional_dependencies().values()
+    assert set(extra) <= set(main["dependencies"]) and not set(extra) & set(backend.dependencies())
+    assert {re.split(r"[<>=]", d)[0] for d in extra} == {p for e, p in RUNTIME_EXTRAS.values() if e == "eval"}
+    assert {"simplepose.evaluate.coco_eval", "simplepose.evaluate.results_scoring"} <= modules
     staged = backend.stage(tmp_path)
     files = {p.relative_to(staged / "simplepose_runtime") for p in (staged / "simplepose_runtime").rglob("*.py")}
     expected = {backend.package_files()[m].relative_to(REPO_ROOT) for m in modules}
@@ -162,10 +204,13 @@ print(json.dumps([[p.keypoints.tolist(), p.score] for p in people]))
 
 
 @pytest.mark.slow
-def test_the_runtime_builds_installs_and_runs_beside_the_full_install(trained_onnx, synthetic_sample_images, tmp_path):
+def test_the_runtime_builds_installs_and_runs_beside_the_full_install(
+    trained_onnx, synthetic_sample_images, synthetic_sample_annotations, tmp_path
+):
     """Its wheel and sdist build (the sdist's wheel with setuptools alone, away from the checkout, which keeps no
-    build output); in a venv its import name and console command run the exported model; its files and the main
-    wheel's are disjoint, so both install in either order and uninstalling either leaves the other whole."""
+        build output); in a venv its import name and console command run the exported model; its files and the main
+        wheel's are disjoint, so both install in either order and uninstalling either leaves the other whole; its eval
+    scores a results file as the full install's does, and names its extra where pycocotools is missing."""
     before = sorted(p.name for p in (REPO_ROOT / "runtime").iterdir())
     dist = tmp_path / "dist"
     dist.mkdir()
@@ -210,6 +255,27 @@ def test_the_runtime_builds_installs_and_runs_beside_the_full_install(trained_on
     r = subprocess.run([command, "train"], capture_output=True, text=True, timeout=300, env=on_path)
     assert r.returncode == 2 and r.stderr.strip() == (
         "error: simplepose-runtime train needs the full install (PyTorch): pip install simplepose"
+    ), r.stderr
+    # torch is importable in this venv, yet the runtime has no PyTorch path: one line each, not a traceback
+    for argv in (["demo", "--ckpt", "x.pt", "--input", image], ["eval", "--ckpt", "x.pt", "--images", "."]):
+        r = subprocess.run([command, *argv], capture_output=True, text=True, timeout=300, env=on_path)
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "PyTorch" in r.stderr, r.stderr
+        assert "simplepose-runtime export" not in r.stderr  # the runtime has no export: the full install's command
+    r = subprocess.run([command, "eval", "--help"], capture_output=True, text=True, timeout=300, env=on_path)
+    assert "this install scores results files" in " ".join(r.stdout.split()), r.stdout
+    # eval of a results file: the figures of the full package's eval; without pycocotools, its extra's pip command
+    results = tmp_path / "results.json"
+    results.write_text(json.dumps(imperfect_results(json.loads(synthetic_sample_annotations.read_text()))))
+    argv = ["eval", "--results", str(results), "--annotations", str(synthetic_sample_annotations)]
+    full = subprocess.run([sys.executable, "-m", "simplepose", *argv], cwd=user, capture_output=True, text=True,
+                          timeout=300, env=subprocess_env())  # fmt: skip
+    r = subprocess.run([command, *argv], cwd=user, capture_output=True, text=True, timeout=300, env=on_path)
+    assert full.returncode == 0 and r.returncode == 0 and "AP 0." in r.stdout, r.stderr + full.stderr
+    assert r.stdout.splitlines()[-1] == full.stdout.splitlines()[-1]
+    code = "import sys; sys.modules['pycocotools'] = None; from simplepose_runtime.cli import main; sys.exit(main())"
+    r = subprocess.run([python, "-c", code, *argv], cwd=user, capture_output=True, text=True, timeout=300, env=on_path)
+    assert r.returncode == 2 and r.stderr.strip().endswith(
+        'pip install "simplepose-runtime[eval]" (or pip install pycocotools)'
     ), r.stderr
 
 

@@ -8,8 +8,9 @@ installed with the package::
 
 That is the spelling wherever the package is installed and ``simplepose`` is on PATH; ``python -m simplepose
 train ...`` where it is importable but the command is not on PATH (a virtual environment's python called by its
-path). A checkout run without an install has neither: from its root (the package's root, not started by the
-package's name) the short form runs, as the mission's lines are written::
+path). A checkout run without an install has neither (no console script; ``-m simplepose`` imports only from the
+folder above the package's root): from its root, not started by the package's name, the short form runs, as the
+README writes the commands::
 
     python -m data.coco_to_hdf5 ...      python train.py ...      torchrun --nproc_per_node=4 train_distributed.py ...
 
@@ -20,17 +21,22 @@ its ``simplepose SUB`` lines where the user is.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shutil
 import sys
 from pathlib import Path
 from typing import NamedTuple
 
+from simplepose.utils.errors import UserError
+
 PACKAGE = __name__.partition(".")[0]  # the import name: simplepose (simplepose_runtime in the runtime)
 COMMAND = PACKAGE.replace("_", "-")  # the console command: simplepose (simplepose-runtime)
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # the checkout's root, or site-packages/simplepose
 SUBPACKAGES = ("checkpoint", "codec", "config", "data", "engine", "evaluate", "models", "utils")
 LAUNCHERS = ("train", "train_parallel", "train_distributed")  # train.py ... at the root: `python train.py`
+FULL_COMMAND = "simplepose"  # the main distribution's console command (and its name)
+FULL_INSTALL = f"pip install {FULL_COMMAND}"  # what the runtime distribution lacks: training, checkpoints (PyTorch)
 
 
 class Subcommand(NamedTuple):
@@ -91,6 +97,28 @@ def console() -> str:
     return COMMAND if shutil.which(COMMAND) else f"python -m {PACKAGE}"
 
 
+def installed(module: str) -> bool:
+    """Whether this installation holds ``module`` (dotted, relative to the package), found without importing it (no
+    torch loads): the runtime distribution lacks the modules on torch."""
+    try:
+        return importlib.util.find_spec(f"{PACKAGE}.{module}") is not None
+    except ModuleNotFoundError:  # its package is missing too
+        return False
+
+
+def full_install() -> bool:
+    """Whether this installation runs PyTorch's paths: the main distribution, with torch installed (the runtime
+    distribution has neither the modules on torch nor, as a rule, torch)."""
+    return PACKAGE == "simplepose" and importlib.util.find_spec("torch") is not None
+
+
+def refuse_without_full_install(what: str) -> None:
+    """UserError ``WHAT needs the full install (PyTorch): pip install simplepose`` where ``full_install`` is not;
+    ``what``: the command (and option) that needs it."""
+    if not full_install():
+        raise UserError(f"{what} needs the full install (PyTorch): {FULL_INSTALL}")
+
+
 def _short(module: str, program: str) -> str:
     """``module`` in the checkout's short spelling, started by ``program`` (``python``, ``torchrun ...``)."""
     return f"{program} {module}.py" if module in LAUNCHERS else f"{program} -m {module}"
@@ -101,13 +129,16 @@ def command(module: str, args: str = "", torchrun: str = "") -> str:
     with ``args`` where the user is; ``torchrun``: that launcher's options (``--nproc_per_node=4``), started by it.
 
     ``command("data.coco_to_hdf5", "--images DIR")`` -> ``simplepose convert --images DIR`` where the package is
-    installed, ``python -m data.coco_to_hdf5 --images DIR`` from a checkout's root."""
+    installed, ``python -m data.coco_to_hdf5 --images DIR`` from a checkout's root; in the runtime distribution a
+    command it lacks (``export``) is spelled as the full install runs it (``simplepose export``)."""
     program = f"torchrun {torchrun}".rstrip() if torchrun else "python"
     sub = _BY_MODULE.get(module)
     if not _IN_PACKAGE.match(module):  # bench.*, tests.*: the checkout's root only
         line = f"{program} -m {module}"
     elif short_form():
         line = _short(module, program)
+    elif sub is not None and PACKAGE != FULL_COMMAND and not installed(module):  # the full install's alone
+        line = f"{FULL_COMMAND} {sub.name}"
     elif sub is None:  # a module of the package without a subcommand
         line = f"{program} -m {PACKAGE}.{module}"
     elif torchrun:  # torchrun starts a module by -m, the console command by its path: -m runs wherever importable
@@ -119,7 +150,7 @@ def command(module: str, args: str = "", torchrun: str = "") -> str:
 
 # `simplepose SUB` in a help text (written so in either distribution), or `-m simplepose SUB` after torchrun
 _SUBCOMMAND = re.compile(
-    rf"(?<![\w.-])(-m )?simplepose ({'|'.join(sorted(map(re.escape, _BY_NAME), key=len, reverse=True))})(?![\w-])"
+    rf"(?<![\w.-])(-m )?{FULL_COMMAND} ({'|'.join(sorted(map(re.escape, _BY_NAME), key=len, reverse=True))})(?![\w-])"
 )
 
 

@@ -4,8 +4,6 @@ in-training validation loads it at its first evaluation and scores every later o
 
 from __future__ import annotations
 
-import contextlib
-import io
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,7 +12,6 @@ from simplepose.config.schema import EvalConfig
 from simplepose.config.skeleton import Skeleton
 from simplepose.data.coco_annotations import keypoint_category, load_coco_keypoints
 from simplepose.evaluate.metrics.own_ids import ground_truth
-from simplepose.utils.errors import AnnotationError
 
 if TYPE_CHECKING:
     from pycocotools.coco import COCO
@@ -47,20 +44,3 @@ def load_ground_truth(annotations: str | Path, skeleton: Skeleton, cfg: EvalConf
     checked = load_coco_keypoints(path, skeleton, cfg.skip_bad, cfg.keypoint_names, purpose="this evaluation")
     coco = ground_truth(checked)
     return GroundTruth(coco, keypoint_category(coco.dataset, skeleton, path), path, frozenset(checked.bad_image_ids))
-
-
-def load_coco(annotations: str | Path):
-    """pycocotools COCO of a person_keypoints JSON as pycocotools reads it, unchecked (for loading results against
-    it); UserError when missing or malformed. The ground truth to score on, decode or draw is ``load_ground_truth``'s:
-    checked, with the evaluator's ids and the images left out as bad."""
-    from pycocotools.coco import COCO
-
-    path = Path(annotations)
-    if not path.is_file():
-        raise AnnotationError(f"annotation file {path} not found (expected a COCO person_keypoints_*.json)", file=path)
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):
-            coco = COCO(str(path))
-    except (ValueError, KeyError, TypeError, AssertionError) as e:
-        raise AnnotationError(f"annotation file {path} is not a valid COCO annotation file: {e}", file=path) from None
-    return coco

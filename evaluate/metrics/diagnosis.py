@@ -118,9 +118,10 @@ def diagnose(
     params: DiagnosisParams = DiagnosisParams(),
 ) -> Diagnosis:
     """The diagnosis of ``results`` (a COCO keypoint results file made by any tool, or its list of entries, with the
-    annotation file's image ids) on ``ground_truth`` (a COCO person-keypoints file, or the ground truth
-    ``evaluate.metrics.annotations.load_coco`` read with ``skeleton``), with ``skeleton``'s sigmas and left-right pairs
-    (a name, a skeleton file or a ``Skeleton``), on ``image_ids`` (default: every image of the ground truth).
+    annotation file's image ids) on ``ground_truth`` (a COCO person-keypoints file, or the ``coco`` of the ground
+    truth ``evaluate.metrics.annotations.load_ground_truth`` read with ``skeleton``), with ``skeleton``'s sigmas and
+    left-right pairs (a name, a skeleton file or a ``Skeleton``), on ``image_ids`` (default: every image of the
+    ground truth).
     CrowdPose skeletons use CrowdPose's OKS scale (0.53 x the box area) and drop results without any found
     keypoint, as CrowdPose's evaluation does. The baseline AP is the evaluation's own."""
     skeleton = skeleton if isinstance(skeleton, Skeleton) else load_skeleton(skeleton)

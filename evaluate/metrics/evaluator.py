@@ -27,7 +27,6 @@ from simplepose.evaluate.metrics.coco_results import coco_results, sort_results
 from simplepose.evaluate.metrics.diagnosis import diagnose
 from simplepose.evaluate.metrics.diagnosis_report import summary_text, write_diagnosis
 from simplepose.evaluate.metrics.keypoint_stats import keypoint_stats
-from simplepose.utils import distributed as dist
 
 
 class KeypointEvaluator:
@@ -59,6 +58,8 @@ class KeypointEvaluator:
     def gather(self, image_ids: Sequence[int]) -> list[dict]:
         """Every rank's results of ``image_ids`` (results of other images are left out), sorted, on rank 0; [] on the
         other ranks. Every rank must call it."""
+        from simplepose.utils import distributed as dist  # torch: scoring a results file (the runtime) needs none
+
         scored = set(image_ids)
         gathered = dist.all_gather_object(self._mine)
         if not dist.is_main_process():

@@ -25,7 +25,7 @@ def coco_keypoint_stats(
     Scored on a renumbered copy (``evaluate.metrics.own_ids.renumbered``), so the file's ids cannot change the figures.
     A figure whose group has no ground truth (no medium people, say) is -1, as pycocotools gives it; no detections give
     0 where there is ground truth. Annotations without an 'area' are scored with 0.53 x their box area (CrowdPose's
-    stand-in; ``load_coco`` has already filled it)."""
+    stand-in; ``load_ground_truth`` has already filled it)."""
     from pycocotools.cocoeval import COCOeval
 
     gt, results, image_ids = renumbered(with_box_areas(coco), results, image_ids)

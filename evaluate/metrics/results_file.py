@@ -28,8 +28,9 @@ class ResultsError(UserError):
 
 
 def read_results(path: str | Path, coco, skeleton: Skeleton, category_id: int) -> list[dict]:
-    """The checked entries of results file ``path`` for the ground truth ``coco`` (pycocotools ``COCO``, as
-    ``evaluate.metrics.annotations.load_coco`` gives it) of ``skeleton``'s keypoints in category ``category_id``.
+    """The checked entries of results file ``path`` for the ground truth ``coco`` (pycocotools ``COCO``: the
+    ``coco`` of ``evaluate.metrics.annotations.load_ground_truth``) of ``skeleton``'s keypoints in category
+    ``category_id``.
 
     Each entry keeps only the fields scoring reads (``image_id``, ``category_id``, ``keypoints`` as floats,
     ``score``). ResultsError for a missing or unreadable file, an entry without a field, keypoints of another
@@ -65,6 +66,8 @@ def read_results(path: str | Path, coco, skeleton: Skeleton, category_id: int) -
 
 
 def _load_list(path: Path) -> list:
+    if path.is_dir():
+        raise ResultsError(f"results file {path} is a folder; give the COCO keypoint results JSON file", file=path)
     if not path.is_file():
         raise ResultsError(f"results file {path} not found (expected a COCO keypoint results JSON)", file=path)
     try:
