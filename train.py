@@ -7,7 +7,7 @@
 Every config value can be overridden with key=value (see config/schema.py); train.resume=auto continues a run.
 """
 
-if not __package__:  # python train.py in a checkout: the package it imports must be this checkout's
+if not __package__:  # run as a script from a checkout: the package it imports must be this checkout's
     import installed_tree
 
     installed_tree.require()

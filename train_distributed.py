@@ -15,7 +15,7 @@ Rank 0 alone writes checkpoints and metrics; train.resume=auto continues a run i
 Without torchrun this trains in one process, like train.py.
 """
 
-if not __package__:  # python train_distributed.py in a checkout: the package it imports must be this checkout's
+if not __package__:  # run as a script from a checkout: the package it imports must be this checkout's
     import installed_tree
 
     installed_tree.require()

@@ -12,7 +12,7 @@ Here train.batch_size is the GLOBAL batch, split over the GPUs (16 on 4 GPUs = 4
 used as given (one process: no world-size scaling). Each GPU normalises BatchNorm over its own slice.
 """
 
-if not __package__:  # python train_parallel.py in a checkout: the package it imports must be this checkout's
+if not __package__:  # run as a script from a checkout: the package it imports must be this checkout's
     import installed_tree
 
     installed_tree.require()

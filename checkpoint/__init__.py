@@ -10,7 +10,7 @@ format, and neither reaches into the other. What only a training process needs (
 paths, temporary files) is the training engine's (``engine.checkpointer``).
 """
 
-if "." not in __name__:  # python -m checkpoint.X in a checkout: the package it imports must be this checkout's
+if "." not in __name__:  # imported by its folder name from a checkout: the package must be that checkout's
     import installed_tree
 
     installed_tree.require()

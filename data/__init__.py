@@ -1,4 +1,4 @@
-if "." not in __name__:  # python -m data.X in a checkout: the package it imports must be this checkout's
+if "." not in __name__:  # imported by its folder name from a checkout: the package must be that checkout's
     import installed_tree
 
     installed_tree.require()

@@ -21,7 +21,7 @@ The names below are imported when first used, so that importing a part of ``eval
 
 from __future__ import annotations
 
-if "." not in __name__:  # python -m evaluate.X in a checkout: the package it imports must be this checkout's
+if "." not in __name__:  # imported by its folder name from a checkout: the package must be that checkout's
     import installed_tree
 
     installed_tree.require()

@@ -7,7 +7,7 @@ total, breakdown = build_loss(cfg)(outputs, targets, masks)
 Checkpoint.load(path).load_into(model)  # weights: checkpoint.format (any checkpoint form, the original's too)
 """
 
-if "." not in __name__:  # python -m models.X in a checkout: the package it imports must be this checkout's
+if "." not in __name__:  # imported by its folder name from a checkout: the package must be that checkout's
     import installed_tree
 
     installed_tree.require()
