@@ -136,13 +136,19 @@ def quickstart_overrides(cfg: Config, rank: int) -> dict[str, str]:
     return made if rank == 0 else prepare_synthetic_data(cfg.data)
 
 
-def resolved_config(cfg: Config, quickstart: bool, rank: int) -> Config:
-    """``cfg`` with what the launch adds: ``train.resume=auto`` after an elastic restart, the quick start's data."""
+def restarted_config(cfg: Config) -> Config:
+    """``cfg`` with ``train.resume=auto`` after an elastic restart."""
     derived = restart_overrides(cfg)
-    if quickstart and not cfg.data.train and not cfg.data.train_sources:
-        made = quickstart_overrides(cfg, rank)
-        # a data.* path the user gave is kept (and checked before the first step), never replaced in silence
-        derived.update({key: value for key, value in made.items() if not getattr(cfg.data, key.split(".", 1)[1])})
+    return with_overrides(cfg, derived, "set by the launcher") if derived else cfg
+
+
+def with_quickstart_data(cfg: Config, quickstart: bool, rank: int) -> Config:
+    """``cfg`` with the quick start's synthetic data (made once) where it trains on no data of the user's."""
+    if not quickstart or cfg.data.train or cfg.data.train_sources:
+        return cfg
+    made = quickstart_overrides(cfg, rank)
+    # a data.* path the user gave is kept (and checked before the first step), never replaced in silence
+    derived = {key: value for key, value in made.items() if not getattr(cfg.data, key.split(".", 1)[1])}
     return with_overrides(cfg, derived, "set by the launcher") if derived else cfg
 
 
@@ -173,7 +179,7 @@ def run(
     with dead_workers_named(training_data(cfg), cfg.data, position), peer_loss_named(position, hint):
         rank = start_processes(kind, cfg)
         try:
-            cfg = resolved_config(cfg, quickstart, rank)
+            cfg = restarted_config(cfg)
             resume_hint = f"then continue the run with train.resume=auto train.out_dir={cfg.train.out_dir}"
             previous_hook, threading.excepthook = threading.excepthook, _quiet_disk_errors_in_threads
             try:
@@ -196,6 +202,7 @@ def run(
                         if rank == 0:
                             print(finished_message(cfg, *finished, command_line(kind, argv)))
                         return 0
+                    cfg = with_quickstart_data(cfg, quickstart, rank)  # after: a finished run needs none made
                     launcher = make_launcher(kind, cfg)
                     with stop_requests(rank == 0):
                         trained = train_until_stopped(kind, cfg, launcher, argv, extra_hooks, built.append)

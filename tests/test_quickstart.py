@@ -1,6 +1,7 @@
 """The quick start end to end (`python train.py` with no --config), on a reduced schedule."""
 
 import json
+import shutil
 import subprocess
 import sys
 
@@ -52,6 +53,13 @@ def test_quickstart_smoke_end_to_end(tmp_path):
     assert f"{run / 'last.pt'} holds a finished run: 2 epochs done" in r.stdout and "nothing was trained" in r.stdout
     assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before
 
+    # ... and makes no synthetic data first: the finished run is found before the quick start's data is made.
+    shutil.rmtree(synthetic)
+    r = subprocess.run([sys.executable, "train.py", *args, "train.resume=auto"], cwd=REPO_ROOT, capture_output=True,
+                       text=True, timeout=600)  # fmt: skip
+    assert r.returncode == 0 and "holds a finished run" in r.stdout, r.stderr[-3000:]
+    assert not synthetic.exists()
+
 
 def test_the_quick_start_keeps_a_data_path_the_user_gave(monkeypatch):
     """The quick start fills in its synthetic data's paths, but a data.* path given on the command line stays (and is
@@ -64,7 +72,7 @@ def test_the_quick_start_keeps_a_data_path_the_user_gave(monkeypatch):
     }
     monkeypatch.setattr(run, "quickstart_overrides", lambda cfg, rank: made)
     cfg = load_config(QUICKSTART_PRESET, ["data.val_annotations=/missing.json"])
-    resolved = run.resolved_config(cfg, quickstart=True, rank=0)
+    resolved = run.with_quickstart_data(cfg, quickstart=True, rank=0)
     assert resolved.data.val_annotations == "/missing.json"
     assert (resolved.data.train, resolved.data.val, resolved.data.val_images) == (
         made["data.train"],
