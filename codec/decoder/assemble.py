@@ -183,10 +183,14 @@ def assemble_strongest_first(
     if len(table):
         order = np.argsort(-table[:, 4], kind="stable")  # ties: limb order, then the pairs' a-major order
         len_rate = params.len_rate
-        for pa_f, pb_f, s, length, _ in table[order].tolist():
-            qa, qb = owner[int(pa_f)], owner[int(pb_f)]
+        ranked = table[order]
+        # most connections are passed over at the first test (their ends already in one person, or in two people
+        # with a keypoint type in common): their score and length are read only for the rest
+        for k, (pa, pb) in enumerate(ranked[:, :2].astype(np.int64).tolist()):
+            qa, qb = owner[pa], owner[pb]
             if qa == qb or mask[qa] & mask[qb]:
                 continue
+            s, length = ranked[k, 2:4].tolist()
             longest = max(maxlen[qa], maxlen[qb])
             if longest > 0 and length >= len_rate * longest:
                 continue
