@@ -17,6 +17,7 @@ import numpy as np
 from simplepose.config.schema import DecodeSettings
 
 EMPTY = -1
+_WINDOW = 64  # connections given their first test at once (``_join_connections``)
 
 
 class _PartialPeople:
@@ -177,34 +178,12 @@ def assemble_strongest_first(
     mask = [1 << p for p in parts]
     total = list(scores)
     maxlen = [0.0] * n
-    owner = list(range(n))
+    owner = np.arange(n)
     table = np.concatenate(rows) if rows else np.zeros((0, 5))
     evidence = JoinEvidence(table, parts, limbs, num_parts, params.join_limbs)
     if len(table):
         order = np.argsort(-table[:, 4], kind="stable")  # ties: limb order, then the pairs' a-major order
-        len_rate = params.len_rate
-        ranked = table[order]
-        # most connections are passed over at the first test (their ends already in one person, or in two people
-        # with a keypoint type in common): their score and length are read only for the rest
-        for k, (pa, pb) in enumerate(ranked[:, :2].astype(np.int64).tolist()):
-            qa, qb = owner[pa], owner[pb]
-            if qa == qb or mask[qa] & mask[qb]:
-                continue
-            s, length = ranked[k, 2:4].tolist()
-            longest = max(maxlen[qa], maxlen[qb])
-            if longest > 0 and length >= len_rate * longest:
-                continue
-            if not evidence.joins(members[qa], members[qb], mask[qa], mask[qb]):
-                continue
-            if len(members[qa]) < len(members[qb]):
-                qa, qb = qb, qa
-            for peak in members[qb]:
-                owner[peak] = qa
-            members[qa] += members[qb]
-            members[qb] = []
-            mask[qa] |= mask[qb]
-            total[qa] += total[qb] + s
-            maxlen[qa] = max(longest, length)
+        _join_connections(table[order], members, mask, total, maxlen, owner, evidence, params.len_rate)
     if params.join_fragments > 0 and peak_xy is not None:
         _join_fragments(members, mask, total, owner, peak_xy, params.join_fragments, evidence)
     share = params.share_peaks
@@ -231,6 +210,43 @@ def assemble_strongest_first(
     out_rows += [r for r, _ in lone]
     totals += [t for _, t in lone]
     return np.array(out_rows, np.int64).reshape(-1, num_parts), np.array(totals, np.float64)
+
+
+def _join_connections(ranked, members, mask, total, maxlen, owner: np.ndarray, evidence, len_rate: float) -> None:
+    """The main pass of ``assemble_strongest_first``: each connection of ``ranked`` ((M, 5) rows, in turn) joins the two
+    partial people holding its ends where the tests pass (updating the partial people in place).
+
+    In crowds most connections fail the first test (their ends already in one person, or in two people with a
+    keypoint type in common), and one that fails it fails it for good (people only grow): so it is made with numpy
+    on ``_WINDOW`` connections at a time, and only those that pass go through the rest one by one."""
+    ends = ranked[:, :2].astype(np.int64)
+    # the people's type masks as integers, where they fit in int64 (else every connection is tested one by one)
+    masks = np.array(mask, np.int64) if len(mask) and max(mask).bit_length() < 63 else None
+    for start in range(0, len(ranked), _WINDOW):
+        window = np.arange(start, min(start + _WINDOW, len(ranked)))
+        if masks is not None:
+            qa, qb = owner[ends[window, 0]], owner[ends[window, 1]]
+            window = window[(qa != qb) & (masks[qa] & masks[qb] == 0)]
+        for k in window.tolist():
+            qa, qb = owner[ends[k]].tolist()
+            if qa == qb or mask[qa] & mask[qb]:
+                continue
+            s, length = ranked[k, 2:4].tolist()
+            longest = max(maxlen[qa], maxlen[qb])
+            if longest > 0 and length >= len_rate * longest:
+                continue
+            if not evidence.joins(members[qa], members[qb], mask[qa], mask[qb]):
+                continue
+            if len(members[qa]) < len(members[qb]):
+                qa, qb = qb, qa
+            owner[members[qb]] = qa
+            members[qa] += members[qb]
+            members[qb] = []
+            mask[qa] |= mask[qb]
+            if masks is not None:
+                masks[qa] = mask[qa]
+            total[qa] += total[qb] + s
+            maxlen[qa] = max(longest, length)
 
 
 def _shared_peaks(table, members, mask, owner, parts, evidence: JoinEvidence, share: float) -> dict[int, list[int]]:
