@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from simplepose.codec.decoder.person_channel import PersonAlong
 from simplepose.config.schema import DecodeSettings
 
 EMPTY = -1
@@ -148,6 +149,7 @@ def assemble_strongest_first(
     params: DecodeSettings,
     peak_xy: np.ndarray | None = None,
     limbs: tuple[tuple[int, int], ...] = (),
+    person: PersonAlong | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Group connections into people, strongest evidence first, whatever the limb (docs/evaluation.md#person-assembly).
 
@@ -165,6 +167,7 @@ def assemble_strongest_first(
         peak_score, peak_part: (N,) score and keypoint type of every peak id.
         peak_xy: (N, 2) peak positions in image pixels, for ``join_fragments`` (None: fragments are not joined).
         limbs: the skeleton's limbs (type a, type b), for ``join_limbs`` (empty: no check).
+        person: the person channel along segments between peaks, for ``join_person`` (None: no check).
     Returns:
         as ``assemble_people``: slots (P, num_parts) peak ids (-1 empty) and totals (P,) (peak scores plus the scores
         of the connections that joined them: one fewer than the keypoints), after the same filters.
@@ -181,6 +184,8 @@ def assemble_strongest_first(
     owner = np.arange(n)
     table = np.concatenate(rows) if rows else np.zeros((0, 5))
     evidence = JoinEvidence(table, parts, limbs, num_parts, params.join_limbs)
+    if person is not None and params.join_person > 0:
+        evidence.person, evidence.person_floor = person, params.join_person
     if len(table):
         order = np.argsort(-table[:, 4], kind="stable")  # ties: limb order, then the pairs' a-major order
         _join_connections(table[order], members, mask, total, maxlen, owner, evidence, params.len_rate)
@@ -220,10 +225,13 @@ def _join_connections(ranked, members, mask, total, maxlen, owner: np.ndarray, e
     keypoint type in common), and one that fails it fails it for good (people only grow): so it is made with numpy
     on ``_WINDOW`` connections at a time, and only those that pass go through the rest one by one."""
     ends = ranked[:, :2].astype(np.int64)
+    on_person = evidence.along(ends[:, 0], ends[:, 1])
     # the people's type masks as integers, where they fit in int64 (else every connection is tested one by one)
     masks = np.array(mask, np.int64) if len(mask) and max(mask).bit_length() < 63 else None
     for start in range(0, len(ranked), _WINDOW):
         window = np.arange(start, min(start + _WINDOW, len(ranked)))
+        if on_person is not None:
+            window = window[on_person[window]]
         if masks is not None:
             qa, qb = owner[ends[window, 0]], owner[ends[window, 1]]
             window = window[(qa != qb) & (masks[qa] & masks[qb] == 0)]
@@ -270,7 +278,9 @@ def _shared_peaks(table, members, mask, owner, parts, evidence: JoinEvidence, sh
     person_mask = np.asarray(mask, dtype=object)[held]
     size = np.fromiter(map(len, members), np.int64, len(members))[held]
     lacks = np.fromiter((not (m >> t) & 1 for m, t in zip(person_mask.tolist(), part.tolist())), bool, len(held))
-    keep = np.flatnonzero((held != own[other]) & (size >= 2) & lacks & (s >= share * strongest[other]))
+    ok = (held != own[other]) & (size >= 2) & lacks & (s >= share * strongest[other])
+    on_person = evidence.along(mine, other)
+    keep = np.flatnonzero(ok if on_person is None else ok & on_person)
     out: dict[int, list[int]] = {}
     taken: dict[int, int] = {}  # person -> bit mask of the types it took
     for k in keep[np.argsort(-s[keep], kind="stable")].tolist():
@@ -304,6 +314,15 @@ class JoinEvidence:
         for a, b in limbs:
             self.linked[a] |= 1 << b
             self.linked[b] |= 1 << a
+        self.person: PersonAlong | None = None  # with ``person_floor``: ``eval.join_person``'s test (``along``)
+        self.person_floor = 0.0
+
+    def along(self, a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+        """(M,) whether the person channel along each segment from peak ``a[i]`` to peak ``b[i]`` reaches
+        ``person_floor`` on average (a join there does not cross background); None: no such test."""
+        if self.person is None or not len(a):
+            return None if self.person is None else np.zeros(0, bool)
+        return self.person.mean(a, b) >= self.person_floor
 
     def joins(self, first: list[int], second: list[int], first_mask: int, second_mask: int) -> bool:
         """Whether the partial people holding the peak ids ``first`` and ``second`` (type masks given) may join."""
@@ -346,14 +365,19 @@ def _join_fragments(members, mask, total, owner, peak_xy: np.ndarray, reach: flo
                 continue
             hp, fp = xy[members[h]], xy[members[f]]
             size = max(np.hypot(*(hp.max(0) - hp.min(0))), np.hypot(*(fp.max(0) - fp.min(0))))
-            d = np.sqrt(((hp[:, None, :] - fp[None, :, :]) ** 2).sum(-1)).min()
+            dist = np.sqrt(((hp[:, None, :] - fp[None, :, :]) ** 2).sum(-1))
+            d = dist.min()
             if size > 0 and d <= reach * size:
-                pairs.append((d / size, f, h))
+                i, j = np.unravel_index(dist.argmin(), dist.shape)
+                pairs.append((d / size, f, h, members[h][i], members[f][j]))  # the nearest keypoints last
     pairs.sort()
-    for _, f, h in pairs:
+    for _, f, h, near_h, near_f in pairs:
         if not members[f] or not members[h] or mask[h] & mask[f]:
             continue
         if not evidence.joins(members[f], members[h], mask[f], mask[h]):
+            continue
+        on_person = evidence.along(np.array([near_h]), np.array([near_f]))
+        if on_person is not None and not on_person[0]:
             continue
         for peak in members[f]:
             owner[peak] = h

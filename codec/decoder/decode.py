@@ -14,6 +14,7 @@ import numpy as np
 from simplepose.codec.decoder.assemble import assemble_people, assemble_strongest_first, person_scores
 from simplepose.codec.decoder.limbs import LimbPairs, candidate_pairs, match_limb, score_flat_pairs
 from simplepose.codec.decoder.peaks import find_peaks
+from simplepose.codec.decoder.person_channel import PersonAlong
 from simplepose.codec.layout import ChannelLayout
 from simplepose.codec.person import Person
 from simplepose.config.schema import DecodeSettings
@@ -102,8 +103,18 @@ def decode_people(
     if in_order:
         slots, totals = assemble_people(connections, skeleton.limbs, peaks[:, 2], part, skeleton.num_keypoints, params)
     else:
+        person = (
+            PersonAlong(maps[layout.person_mask], peaks[:, :2], params.limb_samples) if params.join_person else None
+        )
         slots, totals = assemble_strongest_first(
-            connections, peaks[:, 2], part, skeleton.num_keypoints, params, peaks[:, :2] * (sx, sy), skeleton.limbs
+            connections,
+            peaks[:, 2],
+            part,
+            skeleton.num_keypoints,
+            params,
+            peaks[:, :2] * (sx, sy),
+            skeleton.limbs,
+            person,
         )
     return people_from_slots(slots, totals, peaks, (sx, sy), skeleton)
 
