@@ -2,6 +2,8 @@
 
     python -m bench.grouping [--images DIR --annotations FILE] [--repeat 3] [key=value ...]
     python -m bench.grouping --versus eval.join_limbs=0 eval.share_peaks=0 [--crowds 5 10 20 40] [--repeat 5]
+    python -m bench.grouping --record people.npz [key=value ...]    # then, after a change to the decoder:
+    python -m bench.grouping --same-as people.npz [key=value ...]
 
 Prints two figures (recorded with the original's on the same machine in docs/benchmarks.md#decoding):
 * decoding: peaks + limb scoring + assembly on the averaged maps;
@@ -14,6 +16,11 @@ alternate rounds over the same maps (``--repeat`` rounds each; the median round'
 ...``: also the decoding time of synthetic crowds of N people (copies of the sample's most complete person, jittered
 on a 480 x 640 picture, drawn as targets at scale 1), per image and per person, for each side: how the decoding
 scales with the crowd.
+
+``--record FILE`` / ``--same-as FILE``: whether a change to the decoder (one meant to make it faster) leaves its
+results alone. Decodes a fixed set of maps with the configured settings (the sample's, synthetic crowds of 2 to 40
+people, and a third of them with noise, a random gain and 16-bit rounding, as a network's) and writes every person's
+keypoints and score to a new FILE, or compares them with FILE's exactly (exit status 1 where any differs).
 """
 
 from __future__ import annotations
@@ -40,7 +47,8 @@ from simplepose.evaluate.inference.multiscale import fuse_flip, make_batch, prep
 from simplepose.evaluate.inference.oracle import annotation_oracle
 from simplepose.evaluate.inference.plan import decode_grid, scale_factors
 from simplepose.evaluate.metrics.annotations import load_ground_truth
-from simplepose.utils.errors import cli_main
+from simplepose.utils.errors import UserError, cli_main
+from simplepose.utils.io import atomic_write
 from tests.paths import inputs_or_sample
 
 
@@ -115,9 +123,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--versus", nargs="+", default=[], metavar="key=value", help="the other side's overrides")
     p.add_argument("--crowds", nargs="+", type=int, default=[], metavar="N", help="people per synthetic crowd")
+    p.add_argument("--record", type=Path, help="write the people of a fixed set of maps to this new .npz")
+    p.add_argument("--same-as", type=Path, help="compare the people of the same maps with a --record file")
     add_config_arguments(p)
     args = p.parse_args(argv)
     cfg = config_from_args(args)
+    if args.record and args.record.exists():
+        raise UserError(
+            f"{args.record} exists: give a new --record path (a record is never replaced)", file=args.record
+        )
+    if args.same_as and not args.same_as.is_file():
+        raise UserError(f"{args.same_as} not found: make it first with --record (before the change)", file=args.same_as)
     torch.set_num_threads(1)
     cv2.setNumThreads(1)
     sk = skeleton_of(cfg)
@@ -125,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     stride = OUTPUT_STRIDE
     decoded = [(grid_maps(o, v, g, cfg.eval.flip, stride, sk), (hw[1] / g[1], hw[0] / g[0])) for o, v, g, hw in items]
     params = cfg.eval
+    if args.record or args.same_as:
+        return identity(args, cfg, sk, decoded)
     people = sum(len(decode_people(m, params, s, skeleton=sk)) for m, s in decoded)
     decode_rate = rate(lambda m, s: decode_people(m, params, s, skeleton=sk), decoded, args.repeat)
     post_rate = rate(lambda o, v, g, hw: post_network(o, v, g, hw, cfg, stride, sk, params), items, args.repeat)
@@ -145,15 +163,50 @@ def compare(args: argparse.Namespace, cfg, sk: Skeleton, decoded: list[tuple]) -
         " ".join(args.versus): load_config(args.config, [*args.overrides, *args.versus]).eval,
     }
     report_sides(alternated(sides, decoded, args.repeat, sk), "decoding, alternated rounds")
-    truth = load_ground_truth(inputs_or_sample(args.images, args.annotations)[1], sk, cfg.eval).coco
-    fullest = max(truth.dataset["annotations"], key=lambda a: a.get("num_keypoints", 0))
-    kp = sk.to_internal(np.asarray(fullest["keypoints"], np.float32).reshape(1, -1, 3))[0]
+    kp = fullest_person(args, cfg, sk)
     for n in args.crowds:
         maps = [crowd_maps(kp, n, sk, cfg, seed) for seed in range(5)]
         for name, r in alternated(sides, maps, args.repeat, sk).items():
             found = np.mean([len(decode_people(m, sides[name], sc, skeleton=sk)) for m, sc in maps])
             ms = 1000.0 / float(np.median(r))
             print(f"crowd of {n}, {name}: {ms:.1f} ms per image, {ms / n:.2f} ms per person, {found:.1f} found")
+
+
+def fullest_person(args: argparse.Namespace, cfg, sk: Skeleton) -> np.ndarray:
+    """(K, 3) internal keypoints of the sample's person with the most keypoints (the synthetic crowds' model)."""
+    truth = load_ground_truth(inputs_or_sample(args.images, args.annotations)[1], sk, cfg.eval).coco
+    fullest = max(truth.dataset["annotations"], key=lambda a: a.get("num_keypoints", 0))
+    return sk.to_internal(np.asarray(fullest["keypoints"], np.float32).reshape(1, -1, 3))[0]
+
+
+def identity(args: argparse.Namespace, cfg, sk: Skeleton, decoded: list[tuple]) -> int:
+    """``--record`` / ``--same-as`` (module docstring)."""
+    kp = fullest_person(args, cfg, sk)
+    maps = list(decoded) + [crowd_maps(kp, n, sk, cfg, seed) for n in (2, 5, 10, 20, 40) for seed in range(2)]
+    rng = np.random.default_rng(1)
+    for m, sc in maps[::3]:
+        noisy = m * rng.uniform(0.7, 1.3) + rng.normal(0, 0.06, m.shape)
+        maps.append((noisy.astype(np.float16).astype(np.float32), sc))
+    found = {}
+    for i, (m, sc) in enumerate(maps):
+        people = decode_people(m, cfg.eval, sc, skeleton=sk)
+        found[f"keypoints_{i}"] = np.array([q.keypoints for q in people]).reshape(-1, sk.num_dataset_keypoints, 3)
+        found[f"scores_{i}"] = np.array([q.score for q in people], np.float64)
+    total = sum(len(v) for k, v in found.items() if k.startswith("scores"))
+    if args.record:
+        atomic_write(args.record, lambda f: np.savez(f, **found))
+        print(f"{len(maps)} maps, {total} people written to {args.record}")
+        return 0
+    with np.load(args.same_as, allow_pickle=False) as before:
+        differ = sorted(
+            {int(k.split("_")[1]) for k in set(found) | set(before.files)
+             if k not in before.files or k not in found or not np.array_equal(found[k], before[k], equal_nan=True)}
+        )  # fmt: skip
+    if differ:
+        print(f"different people in {len(differ)} of {len(maps)} maps (maps {differ[:10]}): the decoder changed")
+        return 1
+    print(f"the same people: {len(maps)} maps, {total} people, as in {args.same_as}")
+    return 0
 
 
 def report_sides(rates: dict[str, list[float]], what: str) -> None:

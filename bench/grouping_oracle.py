@@ -23,6 +23,9 @@ Decoders (``--decoders``; each a set of ``eval.*`` values over the configured on
   before_60    the default until issue 60: partial people joined without the limb maps' word, each peak in one person
   default      config/schema.py's defaults as they are now
   default_auto the same on the finest test scale's grid (decode_height=auto)
+  join_person  the default, a join refused where the person channel along it averages below 0.5 (eval.join_person)
+  len_rate_4   the default, a connection joining only when shorter than 4 (not 16) times the people's longest limb
+  len_rate_2   the same, 2 times
 
 ``--jobs N`` makes and decodes the maps of N images at once (the decoding figures are then per process, slower
 where the processes share cores).
@@ -87,6 +90,9 @@ DECODERS = {
     "before_60": BEFORE_60,
     "default": {},
     "default_auto": {"decode_height": "auto"},
+    "join_person": {"join_person": 0.5},
+    "len_rate_4": {"len_rate": 4.0},
+    "len_rate_2": {"len_rate": 2.0},
 }
 
 

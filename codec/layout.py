@@ -22,7 +22,7 @@ class ChannelLayout:
 
     limbs: slice  # the limb maps, in ``skeleton.limbs`` order
     keypoints: slice  # the keypoint maps, in the skeleton's internal keypoint order
-    person_mask: int  # the person-mask channel (auxiliary: trained, never decoded)
+    person_mask: int  # the person-mask channel (auxiliary: trained; decoded only for eval.join_person)
     max_keypoint: int  # the max-over-keypoints channel (auxiliary: trained, never decoded)
     num_channels: int
     # channel c of a prediction on a mirrored image holds what channel flip[c] holds on the original (a permutation

@@ -350,6 +350,11 @@ class DecodeSettings:
     # peak (and join_limbs' test passes): two people's keypoints of one type a few pixels apart make one peak, which
     # both keep. 0: each peak in one person only (before issue 60)
     share_peaks: float = ranged(0.7, Range(0, 1, note="0: never"))
+    # strongest_first: a join (a connection, two fragments' nearest keypoints, a shared peak's connection) also needs
+    # the person channel's mean along its segment to reach this: a join that crosses background is refused. Only for
+    # a model taught silhouettes (the channel is blank where training had boxes: CrowdPose). 0: no check (the
+    # default: every value tried lowered the oracle's AP, docs/benchmarks.md#no-two-people-in-one-issue-60)
+    join_person: float = ranged(0.0, FRACTION)
     # drop people with fewer keypoints; 1 also returns keypoints no limb reached as one-keypoint people
     # (ranked after every person of 2+ keypoints, so they only add recall: docs/benchmarks.md#decoder-settings).
     # The original's filter (count < 2) never fired.

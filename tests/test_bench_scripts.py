@@ -354,3 +354,21 @@ def test_test_time_precision_bench_matches_people_and_scores_both_sides(
     assert re.search(r"^all people, matched by OKS >= 0.5: \d+ pairs; unmatched: \d+ of the reference's", out, re.M)
     assert re.search(r"^all people: shared keypoints of matched people: \d+; within 1 px [0-9.]+%, within 2 px", out,
                      re.M)  # fmt: skip
+
+
+def test_grouping_bench_records_the_people_and_tells_a_changed_decoder(
+    sample_kind, sample_images, sample_annotations, tmp_path, capsys
+):
+    """``--record`` then ``--same-as``: the same decoder finds the same people (exit 0), another setting does not
+    (exit 1); a record is never replaced, and a missing one is named, both before any map is made."""
+    given = [] if sample_kind == "coco" else ["--images", str(sample_images), "--annotations", str(sample_annotations)]
+    record = tmp_path / "people.npz"
+    assert grouping.main([*given, "--record", str(record)]) == 0
+    assert re.search(r"^\d+ maps, \d+ people written to ", capsys.readouterr().out, re.M)
+    assert grouping.main([*given, "--same-as", str(record)]) == 0
+    assert "the same people" in capsys.readouterr().out
+    assert grouping.main([*given, "--same-as", str(record), "eval.peak_threshold=0.5"]) == 1
+    assert "the decoder changed" in capsys.readouterr().out
+    assert grouping.main([*given, "--record", str(record)]) == 2
+    assert grouping.main([*given, "--same-as", str(tmp_path / "none.npz")]) == 2
+    assert str(tmp_path / "none.npz") in capsys.readouterr().err

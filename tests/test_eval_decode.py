@@ -286,7 +286,7 @@ def test_each_decoder_setting_is_a_flat_eval_key(tmp_path):
                "refine_xy_swap_bug": True, "max_peaks": 7, "limb_threshold": 0.2, "connect_ratio": 0.6,
                "limb_samples": 9, "len_rate": 4.0, "connection_tolerance": 0.5, "remove_recon": True, "min_parts": 3,
                "min_mean_score": 0.4, "boxsize": 256, "grouping": "limb_order", "join_fragments": 0.1,
-               "one_per_plateau": False, "join_limbs": 0.2, "share_peaks": 0.3}  # fmt: skip
+               "one_per_plateau": False, "join_limbs": 0.2, "share_peaks": 0.3, "join_person": 0.4}  # fmt: skip
     assert set(changed) == {f.name for f in dataclasses.fields(DecodeSettings)}
     assert all(changed[k] != getattr(EvalConfig(), k) for k in changed)
     from_command_line = load_config(None, [f"eval.{k}={v}" for k, v in changed.items()])

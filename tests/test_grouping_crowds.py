@@ -288,3 +288,35 @@ def test_the_diagnosis_counts_people_lost_to_merges_and_misses(scene, tmp_path):
     assert without_first.ap["baseline"] + without_first.lost_ap_cost["missed"] == pytest.approx(1.0, abs=0.01)
     nothing = diagnose(truth, [])  # everyone missed: without them no one is left to score, nothing is wrong (1.0)
     assert nothing.lost_people == {"merged": 0, "missed": len(kp)} and nothing.lost_ap_cost["missed"] == 1.0
+
+
+def test_join_person_keeps_apart_pieces_the_person_channel_separates():
+    """An upper body and, beside it, someone's lone lower leg (no limb of the skeleton links their keypoint types, so
+    the limb maps say nothing): ``join_fragments`` joins them by distance; with ``eval.join_person`` the person
+    channel, background between their silhouettes, keeps them apart."""
+    import torch
+
+    from simplepose.evaluate.inference.oracle import OracleSource
+
+    upper = person(200, 100)
+    lower = {"right_hip", "right_knee", "right_ankle", "left_hip", "left_knee", "left_ankle"}
+    upper[[COCO.keypoints.index(n) for n in lower], 2] = UNLABELLED
+    leg = person(0, 0, right_knee=(300, 230), right_ankle=(300, 275))
+    leg[[i for i, n in enumerate(COCO.keypoints) if n not in ("right_knee", "right_ankle")], 2] = UNLABELLED
+    kp = np.stack([upper, leg])
+    mask = np.zeros((480, 640), np.uint8)  # each silhouette the box of its keypoints, 12 px around
+    for p in kp:
+        x0, y0 = p[p[:, 2] < UNLABELLED, :2].min(0) - 12
+        x1, y1 = p[p[:, 2] < UNLABELLED, :2].max(0) + 12
+        mask[int(y0) : int(y1) + 1, int(x0) : int(x1) + 1] = 255
+    source = OracleSource(lambda key: kp, TargetConfig(), COCO, mask_of=lambda key: mask)
+    cfg = EvalConfig(scales=[1.0])
+    maps, scale = multiscale_maps(np.zeros((480, 640, 3), np.uint8), cfg, source, torch.device(CPU), skeleton=COCO)
+
+    def sizes(**overrides) -> list[int]:
+        people = decode_people(maps, dataclasses.replace(cfg, **overrides), scale, skeleton=COCO)
+        return sorted(int(np.isfinite(p.keypoints[:, 0]).sum()) for p in people)
+
+    assert sizes() == [13]  # joined: one detection for two people (the upper body has 11 dataset keypoints)
+    assert sizes(join_person=0.5) == [2, 11]
+    assert sizes(join_person=0.0, join_fragments=0.0) == [2, 11]  # the distance test alone, for reference

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from simplepose.codec.decoder.person_channel import PersonAlong
 from simplepose.config.schema import DecodeSettings
 
 EMPTY = -1
+_WINDOW = 64  # connections given their first test at once (``_join_connections``)
 
 
 class _PartialPeople:
@@ -147,6 +149,7 @@ def assemble_strongest_first(
     params: DecodeSettings,
     peak_xy: np.ndarray | None = None,
     limbs: tuple[tuple[int, int], ...] = (),
+    person: PersonAlong | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Group connections into people, strongest evidence first, whatever the limb (docs/evaluation.md#person-assembly).
 
@@ -164,6 +167,7 @@ def assemble_strongest_first(
         peak_score, peak_part: (N,) score and keypoint type of every peak id.
         peak_xy: (N, 2) peak positions in image pixels, for ``join_fragments`` (None: fragments are not joined).
         limbs: the skeleton's limbs (type a, type b), for ``join_limbs`` (empty: no check).
+        person: the person channel along segments between peaks, for ``join_person`` (None: no check).
     Returns:
         as ``assemble_people``: slots (P, num_parts) peak ids (-1 empty) and totals (P,) (peak scores plus the scores
         of the connections that joined them: one fewer than the keypoints), after the same filters.
@@ -177,30 +181,14 @@ def assemble_strongest_first(
     mask = [1 << p for p in parts]
     total = list(scores)
     maxlen = [0.0] * n
-    owner = list(range(n))
+    owner = np.arange(n)
     table = np.concatenate(rows) if rows else np.zeros((0, 5))
     evidence = JoinEvidence(table, parts, limbs, num_parts, params.join_limbs)
+    if person is not None and params.join_person > 0:
+        evidence.person, evidence.person_floor = person, params.join_person
     if len(table):
         order = np.argsort(-table[:, 4], kind="stable")  # ties: limb order, then the pairs' a-major order
-        len_rate = params.len_rate
-        for pa_f, pb_f, s, length, _ in table[order].tolist():
-            qa, qb = owner[int(pa_f)], owner[int(pb_f)]
-            if qa == qb or mask[qa] & mask[qb]:
-                continue
-            longest = max(maxlen[qa], maxlen[qb])
-            if longest > 0 and length >= len_rate * longest:
-                continue
-            if not evidence.joins(members[qa], members[qb], mask[qa], mask[qb]):
-                continue
-            if len(members[qa]) < len(members[qb]):
-                qa, qb = qb, qa
-            for peak in members[qb]:
-                owner[peak] = qa
-            members[qa] += members[qb]
-            members[qb] = []
-            mask[qa] |= mask[qb]
-            total[qa] += total[qb] + s
-            maxlen[qa] = max(longest, length)
+        _join_connections(table[order], members, mask, total, maxlen, owner, evidence, params.len_rate)
     if params.join_fragments > 0 and peak_xy is not None:
         _join_fragments(members, mask, total, owner, peak_xy, params.join_fragments, evidence)
     share = params.share_peaks
@@ -229,6 +217,46 @@ def assemble_strongest_first(
     return np.array(out_rows, np.int64).reshape(-1, num_parts), np.array(totals, np.float64)
 
 
+def _join_connections(ranked, members, mask, total, maxlen, owner: np.ndarray, evidence, len_rate: float) -> None:
+    """The main pass of ``assemble_strongest_first``: each connection of ``ranked`` ((M, 5) rows, in turn) joins the two
+    partial people holding its ends where the tests pass (updating the partial people in place).
+
+    In crowds most connections fail the first test (their ends already in one person, or in two people with a
+    keypoint type in common), and one that fails it fails it for good (people only grow): so it is made with numpy
+    on ``_WINDOW`` connections at a time, and only those that pass go through the rest one by one."""
+    ends = ranked[:, :2].astype(np.int64)
+    on_person = evidence.along(ends[:, 0], ends[:, 1])
+    # the people's type masks as integers, where they fit in int64 (else every connection is tested one by one)
+    masks = np.array(mask, np.int64) if len(mask) and max(mask).bit_length() < 63 else None
+    for start in range(0, len(ranked), _WINDOW):
+        window = np.arange(start, min(start + _WINDOW, len(ranked)))
+        if on_person is not None:
+            window = window[on_person[window]]
+        if masks is not None:
+            qa, qb = owner[ends[window, 0]], owner[ends[window, 1]]
+            window = window[(qa != qb) & (masks[qa] & masks[qb] == 0)]
+        for k in window.tolist():
+            qa, qb = owner[ends[k]].tolist()
+            if qa == qb or mask[qa] & mask[qb]:
+                continue
+            s, length = ranked[k, 2:4].tolist()
+            longest = max(maxlen[qa], maxlen[qb])
+            if longest > 0 and length >= len_rate * longest:
+                continue
+            if not evidence.joins(members[qa], members[qb], mask[qa], mask[qb]):
+                continue
+            if len(members[qa]) < len(members[qb]):
+                qa, qb = qb, qa
+            owner[members[qb]] = qa
+            members[qa] += members[qb]
+            members[qb] = []
+            mask[qa] |= mask[qb]
+            if masks is not None:
+                masks[qa] = mask[qa]
+            total[qa] += total[qb] + s
+            maxlen[qa] = max(longest, length)
+
+
 def _shared_peaks(table, members, mask, owner, parts, evidence: JoinEvidence, share: float) -> dict[int, list[int]]:
     """{partial person: the peaks of other people it holds too}. Two people's keypoints of one type that lie within a
     blob's width of each other make one peak, which the assembly gives to one of them; the other keeps its accepted
@@ -250,7 +278,9 @@ def _shared_peaks(table, members, mask, owner, parts, evidence: JoinEvidence, sh
     person_mask = np.asarray(mask, dtype=object)[held]
     size = np.fromiter(map(len, members), np.int64, len(members))[held]
     lacks = np.fromiter((not (m >> t) & 1 for m, t in zip(person_mask.tolist(), part.tolist())), bool, len(held))
-    keep = np.flatnonzero((held != own[other]) & (size >= 2) & lacks & (s >= share * strongest[other]))
+    ok = (held != own[other]) & (size >= 2) & lacks & (s >= share * strongest[other])
+    on_person = evidence.along(mine, other)
+    keep = np.flatnonzero(ok if on_person is None else ok & on_person)
     out: dict[int, list[int]] = {}
     taken: dict[int, int] = {}  # person -> bit mask of the types it took
     for k in keep[np.argsort(-s[keep], kind="stable")].tolist():
@@ -284,6 +314,15 @@ class JoinEvidence:
         for a, b in limbs:
             self.linked[a] |= 1 << b
             self.linked[b] |= 1 << a
+        self.person: PersonAlong | None = None  # with ``person_floor``: ``eval.join_person``'s test (``along``)
+        self.person_floor = 0.0
+
+    def along(self, a: np.ndarray, b: np.ndarray) -> np.ndarray | None:
+        """(M,) whether the person channel along each segment from peak ``a[i]`` to peak ``b[i]`` reaches
+        ``person_floor`` on average (a join there does not cross background); None: no such test."""
+        if self.person is None or not len(a):
+            return None if self.person is None else np.zeros(0, bool)
+        return self.person.mean(a, b) >= self.person_floor
 
     def joins(self, first: list[int], second: list[int], first_mask: int, second_mask: int) -> bool:
         """Whether the partial people holding the peak ids ``first`` and ``second`` (type masks given) may join."""
@@ -326,14 +365,19 @@ def _join_fragments(members, mask, total, owner, peak_xy: np.ndarray, reach: flo
                 continue
             hp, fp = xy[members[h]], xy[members[f]]
             size = max(np.hypot(*(hp.max(0) - hp.min(0))), np.hypot(*(fp.max(0) - fp.min(0))))
-            d = np.sqrt(((hp[:, None, :] - fp[None, :, :]) ** 2).sum(-1)).min()
+            dist = np.sqrt(((hp[:, None, :] - fp[None, :, :]) ** 2).sum(-1))
+            d = dist.min()
             if size > 0 and d <= reach * size:
-                pairs.append((d / size, f, h))
+                i, j = np.unravel_index(dist.argmin(), dist.shape)
+                pairs.append((d / size, f, h, members[h][i], members[f][j]))  # the nearest keypoints last
     pairs.sort()
-    for _, f, h in pairs:
+    for _, f, h, near_h, near_f in pairs:
         if not members[f] or not members[h] or mask[h] & mask[f]:
             continue
         if not evidence.joins(members[f], members[h], mask[f], mask[h]):
+            continue
+        on_person = evidence.along(np.array([near_h]), np.array([near_f]))
+        if on_person is not None and not on_person[0]:
             continue
         for peak in members[f]:
             owner[peak] = h

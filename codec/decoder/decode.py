@@ -12,8 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from simplepose.codec.decoder.assemble import assemble_people, assemble_strongest_first, person_scores
-from simplepose.codec.decoder.limbs import candidate_pairs, match_limb, score_pairs
+from simplepose.codec.decoder.limbs import LimbPairs, candidate_pairs, match_limb, score_flat_pairs
 from simplepose.codec.decoder.peaks import find_peaks
+from simplepose.codec.decoder.person_channel import PersonAlong
 from simplepose.codec.layout import ChannelLayout
 from simplepose.codec.person import Person
 from simplepose.config.schema import DecodeSettings
@@ -36,14 +37,27 @@ def find_connections(
     length), one-to-one (``limbs.match_limb``); ``matched=False``: every accepted pair, (M, 5) rows with their key
     (``limbs.candidate_pairs``)."""
     start = np.searchsorted(part, np.arange(skeleton.num_keypoints + 1))
+    count = np.diff(start)
+    # every (a, b) candidate pair of every limb, a-major within each limb, scored in one call
+    ids_a, ids_b, limb_of = [], [], []
+    for k, (a, b) in enumerate(skeleton.limbs):
+        ids = np.arange(start[a], start[a + 1])
+        ids_a.append(np.repeat(ids, count[b]))
+        ids_b.append(np.tile(np.arange(start[b], start[b + 1]), len(ids)))
+        limb_of.append(np.full(len(ids) * count[b], k))
+    pa, pb, limb = (np.concatenate(x).astype(np.int64) for x in (ids_a, ids_b, limb_of))
+    flat = score_flat_pairs(
+        limb_maps, limb, np.stack([peaks[pa, :2], peaks[pb, :2]], 1), scale_xy, image_height, params
+    )
+    ends = np.searchsorted(limb, np.arange(len(skeleton.limbs) + 1))
     connections = []
     for k, (a, b) in enumerate(skeleton.limbs):
-        a0, a1, b0, b1 = start[a], start[a + 1], start[b], start[b + 1]
-        if a1 == a0 or b1 == b0:
+        a0, b0, na, nb = start[a], start[b], count[a], count[b]
+        if na == 0 or nb == 0:
             connections.append(np.zeros((0, 4 if matched else 5)))
             continue
-        pairs = score_pairs(limb_maps[k], peaks[a0:a1, :2], peaks[b0:b1, :2], scale_xy, image_height, params)
-        rows = (match_limb if matched else candidate_pairs)(pairs, peaks[a0:a1, 2], peaks[b0:b1, 2])
+        pairs = LimbPairs(*(x[ends[k] : ends[k + 1]].reshape(na, nb) for x in flat))
+        rows = (match_limb if matched else candidate_pairs)(pairs, peaks[a0 : a0 + na, 2], peaks[b0 : b0 + nb, 2])
         rows[:, 0] += a0
         rows[:, 1] += b0
         connections.append(rows)
@@ -89,8 +103,18 @@ def decode_people(
     if in_order:
         slots, totals = assemble_people(connections, skeleton.limbs, peaks[:, 2], part, skeleton.num_keypoints, params)
     else:
+        person = (
+            PersonAlong(maps[layout.person_mask], peaks[:, :2], params.limb_samples) if params.join_person else None
+        )
         slots, totals = assemble_strongest_first(
-            connections, peaks[:, 2], part, skeleton.num_keypoints, params, peaks[:, :2] * (sx, sy), skeleton.limbs
+            connections,
+            peaks[:, 2],
+            part,
+            skeleton.num_keypoints,
+            params,
+            peaks[:, :2] * (sx, sy),
+            skeleton.limbs,
+            person,
         )
     return people_from_slots(slots, totals, peaks, (sx, sy), skeleton)
 

@@ -28,19 +28,20 @@ def local_maxima(
     row-major order is its peak. False: every pixel of the plateau is a peak (the original), each a duplicate keypoint
     that breaks a person in two when a limb takes one copy and the next limb the other.
 
-    OpenCV's 3x3 dilation of all channels at once, then only the rows that hold a peak are scanned: on image-sized
-    grids several times faster than comparing each thresholded pixel with its neighbours in numpy."""
+    OpenCV's 3x3 dilation of all channels at once: on image-sized grids several times faster than comparing each
+    thresholded pixel with its neighbours in numpy."""
     k_all, h, w = heat.shape
     ks, ys, xs = [], [], []
     for c0 in range(0, k_all, _CV_MAX_CHANNELS):
         # channels last, as the maps are laid out in memory (a channels-first view of them)
         hwc = np.ascontiguousarray(np.moveaxis(heat[c0 : c0 + _CV_MAX_CHANNELS], 0, -1), dtype=np.float32)
         floor = cv2.dilate(hwc, _KERNEL_3X3, borderType=cv2.BORDER_REPLICATE).reshape(hwc.shape)
-        np.maximum(floor, threshold, out=floor)  # a peak is at least its neighbours and the threshold
-        found = hwc >= floor
-        rows = np.flatnonzero(found.reshape(h, -1).max(1))  # the few rows holding a peak, then the peaks in them
-        y, x, c = np.nonzero(found[rows])
-        ys.append(rows[y])
+        found = hwc >= floor  # a peak is at least its neighbours and the threshold
+        found &= hwc >= threshold
+        # the flat positions of the few peaks, then their (y, x, channel)
+        y, x_c = np.divmod(np.flatnonzero(found), w * hwc.shape[2])
+        x, c = np.divmod(x_c, hwc.shape[2])
+        ys.append(y)
         xs.append(x)
         ks.append(c + c0)
     k, y, x = (np.concatenate(a).astype(np.int64) for a in (ks, ys, xs))
