@@ -36,6 +36,10 @@ data.coco_to_hdf5):
   while the other waits for it in a collective, then is killed with SIGKILL: the survivor's one line names it, the
   step last.pt holds and the command that continues, no traceback of ours; then ``train.resume=auto`` must end
   bit-identical to the run never broken (tests.harness.peer_faults).
+- SIGTERM to one rank of a 2-process torchrun run in validation (seeded rank and epoch; it waits 3 s first, the other
+  waits in validation's collective): each rank exits 143 at the one point they agree on, one stop line naming that
+  validation, the epoch end's last.pt with validation due; then ``train.resume=auto`` in 2 processes must end with
+  the unbroken run's checkpoints, bit for bit, and records (tests.harness.rank_stops).
 - ENOSPC and EROFS at the checkpoint write, injected (``write_fault``) and, where this process may mount, on a
   real small / read-only tmpfs: exit 2, a message naming the path and what to do, previous last.pt intact and
   loadable, no temporary file left.
@@ -76,6 +80,7 @@ from tests.harness.faults import (
     translation_faults,
 )
 from tests.harness.peer_faults import peer_killed_and_resume
+from tests.harness.rank_stops import rank_stopped_in_validation
 
 NO_DATA_LOST = ("no unloadable or half-written checkpoint, no stray temporary file, every resumed run bit-identical "
                 "to the uninterrupted one, no changed previous checkpoint, no run folder left by a failed "
@@ -88,7 +93,8 @@ def table_rows(t: Tally, trials: int, disk_kinds: list[str]) -> list[tuple[str, 
     partial = sum(bool(r.partial_output) for r in t.corpus)
     corpus_note = (f"tests.harness.bad_input_table: {len(t.corpus)} inputs ({outcomes['counted_skip']} counted skips, "
                    f"{outcomes['accepted']} accepted)")  # fmt: skip
-    kill_trials = t.trials - sum(t.stops.values()) - t.torchrun_deaths - t.life_cases - t.peers_killed
+    stops = sum(t.stops.values()) + t.rank_stops
+    kill_trials = t.trials - stops - t.torchrun_deaths - t.life_cases - t.peers_killed
     lost = f"{sum(t.lost.values()) + partial}" + (f" (+{partial} partial outputs)" if partial else "")
     return [
         (
@@ -96,13 +102,15 @@ def table_rows(t: Tally, trials: int, disk_kinds: list[str]) -> list[tuple[str, 
             f"{t.trials}",
             f"{kill_trials} kill -9 of train.py (seeded; 1 in 4 aimed at "
             f"a checkpoint write), {t.stops.get(1, 0)} SIGTERM to train.py and {t.stops.get(2, 0)} to torchrun's agent "
-            f"of 2 processes (seeded), {t.torchrun_deaths} torchrun worker death, {t.life_cases} run-life faults, "
+            f"of 2 processes (seeded), {t.rank_stops} to one of 2 processes in validation (seeded), "
+            f"{t.torchrun_deaths} torchrun worker death, {t.life_cases} run-life faults, "
             f"{t.peers_killed} torchrun worker killed mid-collective (seeded)",
         ),
         (
             "SIGTERM stops",
-            f"{t.stops_clean}/{sum(t.stops.values())}",
-            "exit 143, one line naming the step reached and the resume command, last.pt holding that step",
+            f"{t.stops_clean}/{stops}",
+            "exit 143 (one rank stopped in validation: each rank), one line naming the step reached and the resume "
+            "command, last.pt holding that step",
         ),
         (
             "run-life faults",
@@ -189,10 +197,12 @@ def run_all(work: Path, trials: int, sigterm_trials: int, seed: int, tally: Tall
         timed("torchrun worker death", lambda: torchrun_worker_death(train_h5, work, tally))
         stops = max(1, sigterm_trials // 3)
         timed("torchrun SIGTERM and resume", lambda: torchrun_sigterm(train_h5, work, stops, seed, tally))
+        timed("a peer killed mid-collective", lambda: peer_killed_and_resume(train_h5, work, stops, seed, tally))
+        timed("SIGTERM to one rank in validation", lambda: rank_stopped_in_validation(
+            train_h5, val_h5, work, stops, seed, tally))  # fmt: skip
     if "life" in scenarios:
         timed("a run's life: live folder, stale locks, signals in validation", lambda: run_life_faults(
             train_h5, val_h5, work, tally))  # fmt: skip
-        timed("a peer killed mid-collective", lambda: peer_killed_and_resume(train_h5, work, stops, seed, tally))
 
     def disk_and_loader() -> list[str]:
         kinds = disk_faults(train_h5, work, tally)

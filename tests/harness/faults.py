@@ -78,7 +78,8 @@ class Tally:
     peers_killed: int = 0  # torchrun workers killed mid-collective (tests.harness.peer_faults)
     peers_named: int = 0  # of those: the survivor's one line naming it, last.pt's step and the resume command
     stops: dict[int, int] = field(default_factory=dict)  # SIGTERM stops tried, by number of processes
-    stops_clean: int = 0  # of those: exit 143, the line naming the step and the resume command, last.pt there
+    rank_stops: int = 0  # SIGTERM to one of 2 processes in validation (tests.harness.rank_stops)
+    stops_clean: int = 0  # of both: exit 143, the line naming the step and the resume command, last.pt there
     corpus: list[CaseResult] = field(default_factory=list)  # the bad-input corpus (tests.harness.bad_inputs)
     life_cases: int = 0  # faults of a run's life (run_life_faults): a live folder, stale locks, signals in validation
     life_clean: int = 0  # of those: the expected exit and line, nothing of the live run touched
@@ -460,17 +461,18 @@ def torchrun_sigterm(train_h5: Path, work: Path, trials: int, seed: int, tally: 
         resume_in_two(tiny_run_args(train_h5, out_dir, *RUN, *STOP_RUN), out_dir, label, reference, tally)
 
 
-def resume_in_two(args: list[str], out_dir: Path, label: str, reference: dict[str, Checkpoint], tally: Tally) -> None:
+def resume_in_two(args: list[str], out_dir: Path, label: str, reference: dict[str, Checkpoint], tally: Tally,
+                  settings: list[str] = RUN) -> None:  # fmt: skip
     """``train.resume=auto`` of the run ``args`` in 2 processes under torchrun must finish, its checkpoints loadable
-    and bit-identical to ``reference`` (the 2-process run never stopped), its records those of that run (``RUN``'s
-    settings)."""
+    and bit-identical to ``reference`` (the 2-process run never stopped), its records those of that run (of
+    ``settings``)."""
     tally.resumes += 1
     resumed = run(torchrun_command(["train_distributed.py", *args, "train.resume=auto"], nproc=2))
     if resumed.returncode != 0 or f'File "{REPO_ROOT}' in resumed.stderr:
         tally.failures.append(f"{label}: the resume failed (exit {resumed.returncode}):\n{resumed.stderr[-1500:]}")
         return
     tally.resumes_completed += 1
-    check_records(out_dir, ["2 processes", *RUN], label, tally)
+    check_records(out_dir, ["2 processes", *settings], label, tally)
     final = check_checkpoints(out_dir, tally, f"{label}, after the resume")
     for name in CHECKPOINTS:
         if (name in final) != (name in reference):

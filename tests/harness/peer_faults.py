@@ -15,7 +15,18 @@ import time
 from pathlib import Path
 
 from simplepose.checkpoint.format import Checkpoint
-from tests.harness.faults import CHECKPOINTS, ENV, RUN, RUN_STEPS, Tally, check_checkpoints, resume_in_two, run
+from tests.harness.faults import (
+    CHECKPOINTS,
+    ENV,
+    REFERENCE_RECORDS,
+    RUN,
+    RUN_STEPS,
+    Tally,
+    check_checkpoints,
+    records,
+    resume_in_two,
+    run,
+)
 from tests.helpers import saved_state, tiny_run_args, torchrun_command
 from tests.paths import REPO_ROOT
 
@@ -59,13 +70,17 @@ def killed_mid_collective(program: list[str], rank: int, log: Path) -> tuple[int
     return rc, err.read_text()
 
 
-def reference(train_h5: Path, work: Path) -> dict[str, Checkpoint]:
-    """The 2-process run never broken (that of tests.harness.faults.torchrun_sigterm when it ran already)."""
-    ref_dir = work / "torchrun_reference"
+def reference(train_h5: Path, work: Path, settings: list[str] = RUN, folder: str = "torchrun_reference"
+              ) -> dict[str, Checkpoint]:  # fmt: skip
+    """The 2-process run of ``settings`` never broken, in ``work / folder`` (that of
+    tests.harness.faults.torchrun_sigterm when it ran already): its final checkpoints; its records in
+    ``REFERENCE_RECORDS``."""
+    ref_dir = work / folder
     if not (ref_dir / "last.pt").is_file():
-        r = run(torchrun_command(["train_distributed.py", *tiny_run_args(train_h5, ref_dir, *RUN)], nproc=2))
+        r = run(torchrun_command(["train_distributed.py", *tiny_run_args(train_h5, ref_dir, *settings)], nproc=2))
         if r.returncode != 0:
             raise SystemExit(f"the uninterrupted 2-process run failed:\n{r.stderr[-3000:]}")
+    REFERENCE_RECORDS[("2 processes", *settings)] = records(ref_dir)
     return {name: Checkpoint.load(ref_dir / name) for name in CHECKPOINTS if (ref_dir / name).is_file()}
 
 
