@@ -16,6 +16,7 @@ import importlib
 import importlib.util
 import sys
 from collections.abc import Callable
+from types import ModuleType
 
 from simplepose import __version__
 from simplepose.utils import commands
@@ -61,12 +62,23 @@ def check(sub: Subcommand, argv: list[str]) -> None:
         raise UserError(f"{console()} diagnose: give --diagnose DIR, the folder for the diagnosis (see --help)")
 
 
-def main_of(sub: Subcommand) -> Callable[[list[str]], int | None]:
-    """``sub``'s ``main``: its module's, or for a package (``models``) its ``__main__``'s, as ``python -m`` runs it."""
+def command_module(sub: Subcommand) -> ModuleType:
+    """``sub``'s module, or for a package (``models``) its ``__main__``, as ``python -m`` runs it: its ``main(argv)``
+    parses ``argv`` with its ``build_parser()``."""
     module = importlib.import_module(f"{PACKAGE}.{sub.module}")
     if not hasattr(module, "main") and hasattr(module, "__path__"):
         module = importlib.import_module(f"{module.__name__}.__main__")
-    return module.main
+    return module
+
+
+def main_of(sub: Subcommand) -> Callable[[list[str]], int | None]:
+    """``sub``'s ``main``."""
+    return command_module(sub).main
+
+
+def parser_of(sub: Subcommand) -> argparse.ArgumentParser:
+    """The argument parser ``sub``'s ``main`` parses with: its module's ``build_parser()``."""
+    return command_module(sub).build_parser()
 
 
 def run_subcommand(sub: Subcommand, argv: list[str]) -> int:
@@ -94,34 +106,6 @@ def main(argv: list[str] | None = None) -> int:
         print(bash_completion())
         return 0
     return 2
-
-
-class _Parsed(BaseException):  # not an Exception: a command's own handlers (cli_main) let it through
-    """Raised in place of parsing a command's arguments: the parser its ``main`` built (``parser_of``)."""
-
-    def __init__(self, parser: argparse.ArgumentParser) -> None:
-        super().__init__()
-        self.parser = parser
-
-
-def parser_of(sub: Subcommand) -> argparse.ArgumentParser:
-    """The argument parser that ``sub``'s ``main`` builds: ``main`` runs up to parsing its arguments, and is stopped
-    there (a command reads and writes nothing before it has parsed them)."""
-
-    def stop(self: argparse.ArgumentParser, *args, **kwargs):
-        raise _Parsed(self)
-
-    parse = argparse.ArgumentParser.parse_known_args, argparse.ArgumentParser.parse_known_intermixed_args
-    argparse.ArgumentParser.parse_known_args = stop  # type: ignore[method-assign]
-    argparse.ArgumentParser.parse_known_intermixed_args = stop  # type: ignore[method-assign]
-    try:
-        main_of(sub)([])
-    except _Parsed as parsed:
-        return parsed.parser
-    finally:
-        argparse.ArgumentParser.parse_known_args = parse[0]  # type: ignore[method-assign]
-        argparse.ArgumentParser.parse_known_intermixed_args = parse[1]  # type: ignore[method-assign]
-    raise RuntimeError(f"{sub.module}'s main returned without parsing its arguments")
 
 
 def completion_table(name: str) -> str:

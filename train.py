@@ -7,6 +7,8 @@
 Every config value can be overridden with key=value (see config/schema.py); train.resume=auto continues a run.
 """
 
+import argparse
+
 if not __package__:  # run as a script from a checkout: the package it imports must be this checkout's
     import installed_tree
 
@@ -16,13 +18,17 @@ from simplepose.utils.openmp import prefer_short_spin  # noqa: E402
 
 prefer_short_spin()  # before torch loads: OpenMP reads its settings then
 
-from simplepose.engine.run import run  # noqa: E402
+from simplepose.engine import run  # noqa: E402
 from simplepose.utils.errors import cli_main  # noqa: E402
+
+
+def build_parser() -> argparse.ArgumentParser:
+    return run.build_parser(__doc__, "single")
 
 
 @cli_main
 def main(argv: list[str] | None = None) -> int:
-    return run("single", __doc__, argv)
+    return run.run("single", __doc__, argv)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ Rank 0 alone writes checkpoints and metrics; train.resume=auto continues a run i
 Without torchrun this trains in one process, like train.py.
 """
 
+import argparse
+
 if not __package__:  # run as a script from a checkout: the package it imports must be this checkout's
     import installed_tree
 
@@ -24,13 +26,17 @@ from simplepose.utils.openmp import prefer_short_spin  # noqa: E402
 
 prefer_short_spin()  # before torch loads: OpenMP reads its settings then
 
-from simplepose.engine.run import run  # noqa: E402
+from simplepose.engine import run  # noqa: E402
 from simplepose.utils.errors import cli_main  # noqa: E402
+
+
+def build_parser() -> argparse.ArgumentParser:
+    return run.build_parser(__doc__, "distributed")
 
 
 @cli_main
 def main(argv: list[str] | None = None) -> int:
-    return run("distributed", __doc__, argv)
+    return run.run("distributed", __doc__, argv)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,8 @@ Here train.batch_size is the GLOBAL batch, split over the GPUs (16 on 4 GPUs = 4
 used as given (one process: no world-size scaling). Each GPU normalises BatchNorm over its own slice.
 """
 
+import argparse
+
 if not __package__:  # run as a script from a checkout: the package it imports must be this checkout's
     import installed_tree
 
@@ -21,13 +23,17 @@ from simplepose.utils.openmp import prefer_short_spin  # noqa: E402
 
 prefer_short_spin()  # before torch loads: OpenMP reads its settings then
 
-from simplepose.engine.run import run  # noqa: E402
+from simplepose.engine import run  # noqa: E402
 from simplepose.utils.errors import cli_main  # noqa: E402
+
+
+def build_parser() -> argparse.ArgumentParser:
+    return run.build_parser(__doc__, "data_parallel")
 
 
 @cli_main
 def main(argv: list[str] | None = None) -> int:
-    return run("data_parallel", __doc__, argv)
+    return run.run("data_parallel", __doc__, argv)
 
 
 if __name__ == "__main__":

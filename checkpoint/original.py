@@ -48,15 +48,19 @@ def convert(weights_path: str | Path) -> tuple[Checkpoint, Config]:
     return converted, cfg
 
 
-@cli_main
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=command("checkpoint.original"), description=commands_here(__doc__.split("\n")[0])
     )
     parser.add_argument("--weights", required=True, help="the original checkpoint, e.g. PoseNet_52_epoch.pth")
     parser.add_argument("--out", required=True, help="SimplePose weights file to write, e.g. simplepose_original.pt")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
-    args = parser.parse_args(argv)
+    return parser
+
+
+@cli_main
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     if not args.overwrite:
         refuse_to_overwrite([Path(args.out)])
     converted, cfg = convert(args.weights)

@@ -107,8 +107,7 @@ def render(ds: SimplePoseDataset, index: int) -> np.ndarray:
     return np.vstack(rows)
 
 
-@cli_main
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=command("data.show_sample"), description=commands_here(__doc__.split("\n\n")[0]))
     p.add_argument("--h5", required=True, help=f"HDF5 file made by {command('data.coco_to_hdf5')}")
     p.add_argument("--index", type=int, default=0, help="sample index")
@@ -116,7 +115,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--train", action="store_true", help="random training augmentation instead of the identity")
     p.add_argument("--epoch", type=int, default=0, help="epoch whose augmentation draw to show (with --train)")
     add_config_arguments(p)
-    args = p.parse_args(argv)
+    return p
+
+
+@cli_main
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     settings = read_settings(args.h5)
     if not args.config and not any(o.startswith("data.input_size=") for o in args.overrides):
         args.overrides = [*args.overrides, f"data.input_size={settings['input_size']}"]

@@ -35,8 +35,7 @@ def planned_files(out: Path) -> list[Path]:
     return [out / "annotations" / f"person_keypoints_{split}.json" for split in ("train", "val")] + held
 
 
-@cli_main
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog=command("data.synthetic"), description=commands_here(__doc__.split("\n\n")[0]))
     p.add_argument("--out", required=True, type=Path, help="output folder")
     p.add_argument("--num-images", type=int, default=600)
@@ -49,7 +48,12 @@ def main(argv: list[str] | None = None) -> int:
         "skeleton YAML file",
     )
     p.add_argument("--overwrite", action="store_true", help="replace the set of an earlier run in --out")
-    args = p.parse_args(argv)
+    return p
+
+
+@cli_main
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     if not args.overwrite:
         refuse_to_overwrite(planned_files(args.out))
     skeleton = load_skeleton(args.skeleton)

@@ -26,8 +26,7 @@ from simplepose.utils.errors import UserError, cli_main
 from simplepose.utils.io import atomic_write_text, refuse_to_overwrite
 
 
-@cli_main
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=command("data.synthetic_video"), description=commands_here(__doc__.split("\n\n")[0])
     )
@@ -39,7 +38,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--skeleton", default="coco", help="a name in config/skeletons/ or a skeleton YAML file")
     p.add_argument("--overwrite", action="store_true", help="replace the video and annotations of an earlier run")
-    args = p.parse_args(argv)
+    return p
+
+
+@cli_main
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     if not args.overwrite:
         refuse_to_overwrite([args.out / "video.mp4", args.out / "annotations.json"])
     if args.frames < 1 or args.people < 0 or args.fps <= 0:

@@ -12,8 +12,7 @@ from simplepose.utils.commands import command, commands_here
 from simplepose.utils.errors import cli_main
 
 
-@cli_main
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=command("engine.plot"),
         description=commands_here(__doc__),
@@ -21,7 +20,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("run_dir")
     parser.add_argument("--out", default=None, help="PNG path (default RUN_DIR/curves.png)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+@cli_main
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     print(plot_run(args.run_dir, args.out))
     return 0
 

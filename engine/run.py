@@ -67,16 +67,21 @@ def program(kind: str) -> str:
     return command(LAUNCHERS[kind], torchrun=torchrun)
 
 
-def parse_args(description: str, argv: list[str] | None, kind: str = "single") -> argparse.Namespace:
-    """The launcher's arguments; ``description`` (its docstring, written as the checkout's root spells commands) and
-    the usage line spelled as the launch was started."""
+def build_parser(description: str, kind: str = "single") -> argparse.ArgumentParser:
+    """The parser of ``kind``'s launcher: ``description`` (its docstring, in the console command's spelling) and the
+    usage line spelled where the user is; each launcher's ``build_parser``."""
     parser = argparse.ArgumentParser(
         prog=command(LAUNCHERS[kind], torchrun="--nproc_per_node=N" if kind == "distributed" else ""),
         description=commands_here(description),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_config_arguments(parser)
-    return parser.parse_args(argv)
+    return parser
+
+
+def parse_args(description: str, argv: list[str] | None, kind: str = "single") -> argparse.Namespace:
+    """The launcher's arguments, parsed by ``build_parser(description, kind)``."""
+    return build_parser(description, kind).parse_args(argv)
 
 
 def start_processes(kind: str, cfg: Config) -> int:

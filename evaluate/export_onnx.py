@@ -45,8 +45,7 @@ def input_size(text: str) -> tuple[int, int]:
     return int(parts[0]), int(parts[-1])
 
 
-@cli_main
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=command("evaluate.export_onnx"), description=commands_here(__doc__.split("\n\n")[0])
     )
@@ -61,7 +60,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--opset", type=int, default=17)
     add_config_arguments(p)
-    args = p.parse_args(argv)
+    return p
+
+
+@cli_main
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     if Path(args.out).suffix.lower() != ".onnx":
         raise UserError(
             f"--out {args.out}: an ONNX file is named *.onnx: e.g. --out {Path(args.out).with_suffix('.onnx')}"

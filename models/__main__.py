@@ -15,11 +15,15 @@ from simplepose.utils.commands import command
 from simplepose.utils.errors import cli_main
 
 
-@cli_main
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=command("models"), description="Summary of the configured network.")
     add_config_arguments(parser)
-    cfg = config_from_args(parser.parse_args(argv))
+    return parser
+
+
+@cli_main
+def main(argv: list[str] | None = None) -> int:
+    cfg = config_from_args(build_parser().parse_args(argv))
     m, size, skeleton = cfg.model, cfg.data.input_size, skeleton_of(cfg)
     print(
         f"PoseNet: stacks={m.stacks} inp_dim={m.inp_dim} increase={m.increase} num_scales={m.num_scales} "

@@ -21,7 +21,6 @@ import pytest
 from simplepose import __version__, cli, train_distributed
 from simplepose.config.skeleton_check import NAME_MATCHES
 from simplepose.data.dataset import read_settings
-from simplepose.evaluate import coco_eval
 from simplepose.utils import commands
 from simplepose.utils.commands import PACKAGE_ROOT, SUBCOMMANDS, command, commands_here
 from simplepose.utils.errors import UserError
@@ -383,13 +382,30 @@ def test_bash_completes_subcommands_options_choices_files_and_config_keys(tmp_pa
     assert complete("simplepose", "demo", "--overwrite", "eval.sca") == ["eval.scales="]  # after a flag: the same
 
 
+def test_every_subcommands_main_parses_with_its_modules_build_parser(capsys):
+    """Each subcommand's module has ``build_parser()``, the parser its ``main`` parses with (``main`` builds none of
+    its own, and its --help is that parser's), and ``simplepose --complete SUB`` offers that parser's options."""
+    for sub in SUBCOMMANDS:
+        module = cli.command_module(sub)
+        assert callable(getattr(module, "build_parser", None)), f"{module.__name__} has no build_parser()"
+        main = next(n for n in ast.parse(Path(module.__file__).read_text()).body if getattr(n, "name", "") == "main")
+        calls = {getattr(n.func, "attr", None) for n in ast.walk(main) if isinstance(n, ast.Call)}
+        assert not calls & {"ArgumentParser", "add_argument"}, f"{module.__name__}.main builds its own parser"
+        parser = module.build_parser()
+        with pytest.raises(SystemExit) as e:
+            module.main(["--help"])
+        assert e.value.code == 0 and capsys.readouterr().out == parser.format_help(), sub.name
+        assert cli.main(["--complete", sub.name]) == 0
+        offered = [line.split()[0] for line in capsys.readouterr().out.splitlines() if line.startswith("-")]
+        assert sorted(offered) == sorted(parser._option_string_actions), sub.name
+
+
 def test_the_completion_table_is_each_parsers_own(capsys, monkeypatch):
-    """``simplepose --complete SUB``: every option of the parser the subcommand's main builds, with its choices;
-    nothing where this installation lacks the subcommand; eval's without torch (the runtime completes it too)."""
+    """``simplepose --complete SUB``: an option's choices, any file, or no value; the config keys where the command
+    takes overrides; nothing where this installation lacks the subcommand; eval's without torch (the runtime
+    completes it too)."""
     assert cli.main(["--complete", "eval"]) == 0
     table = {line.split()[0]: line.split()[1:] for line in capsys.readouterr().out.splitlines()}
-    parser = coco_eval.build_parser()
-    assert {o for o in table if o.startswith("-")} == set(parser._option_string_actions)
     assert table["--keypoint-names"] == list(NAME_MATCHES) and table["--ckpt"] == ["*"] and table["--overwrite"] == []
     assert "eval.scales=" in table["="]
     assert cli.main(["--complete", "plot"]) == 0
