@@ -197,7 +197,7 @@ def identity(args: argparse.Namespace, cfg, sk: Skeleton, decoded: list[tuple]) 
         atomic_write(args.record, lambda f: np.savez(f, **found))
         print(f"{len(maps)} maps, {total} people written to {args.record}")
         return 0
-    with np.load(args.same_as, allow_pickle=False) as before:
+    with np.load(args.same_as) as before:
         differ = sorted(
             {int(k.split("_")[1]) for k in set(found) | set(before.files)
              if k not in before.files or k not in found or not np.array_equal(found[k], before[k], equal_nan=True)}

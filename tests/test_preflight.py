@@ -14,7 +14,7 @@ import torch.multiprocessing as mp
 
 from simplepose import train
 from simplepose.engine.trainer import Trainer
-from simplepose.evaluate import coco_eval
+from simplepose.evaluate import coco_eval, evaluation
 from tests.helpers import save_tiny_checkpoint, tiny_model, tiny_model_cfg, tiny_run_args
 
 VALIDATE = ["train.val_every=1", "train.max_steps_per_epoch=1"]
@@ -152,7 +152,7 @@ def test_coco_eval_checks_its_inputs_and_outputs_before_the_first_image(
     def evaluated(*args, **kwargs):
         raise AssertionError("the images were evaluated before the check")
 
-    monkeypatch.setattr(coco_eval, "evaluate_model", evaluated)
+    monkeypatch.setattr(evaluation, "evaluate_model", evaluated)  # coco_eval imports it where a network runs
     rc = coco_eval.main(["--ckpt", str(checkpoint), *(w for k, v in args.items() for w in (f"--{k}", v)), "--device",
                          "cpu", "eval.scales=[1.0]"])  # fmt: skip
     err = capsys.readouterr().err

@@ -115,6 +115,8 @@ def annotation_oracle(
         if not anns or any(_box_stand_in(a) for a in anns):
             return None  # boxes, not silhouettes: training does not teach the person channel there
         info = coco.imgs[image_id]
+        if "height" not in info or "width" not in info:
+            return None  # the file gives no image size (an optional field): no silhouettes without reading pixels
         return image_masks(anns, int(info["height"]), int(info["width"]))[1]
 
     return OracleSource(keypoints_of, targets, skeleton, mask_of=mask_of)
