@@ -121,7 +121,7 @@ def init_distributed(device: torch.device, backend: str = "auto", timeout_s: flo
         kwargs.update(store=store, rank=int(os.environ["RANK"]), world_size=env_world_size())
     dist.init_process_group(**kwargs)
     if store is not None:  # where this rank runs: a rank whose process has ended is named as gone (``gone``)
-        store.set(f"process/{get_rank()}", f"{socket.gethostname()} {os.getpid()}")
+        post(store, f"process/{get_rank()}", f"{socket.gethostname()} {os.getpid()}")
     global _FLAGS_GROUP
     _FLAGS_GROUP = dist.new_group(backend="gloo")
     return True
@@ -149,6 +149,19 @@ def _attempt_store(timeout: datetime.timedelta) -> dist.Store | None:
     return dist.PrefixStore(f"simplepose/attempt_{attempt}", store)
 
 
+def post(store: dist.Store, key: str, value: str) -> None:
+    """Set ``key`` to ``value`` in a rendezvous store, so that ``posted`` finds it."""
+    store.set(key, value)
+    store.add(f"{key}/posted", 1)
+
+
+def posted(store: dist.Store, key: str) -> bool:
+    """Whether ``key`` was set by ``post``, without waiting for it: its counter, read by ``add(..., 0)``, which the
+    stores of every torch release have (torch 2.2's Python API has no ``Store.check``, and its ``compare_set`` of a key
+    that is set crashes the process)."""
+    return int(store.add(f"{key}/posted", 0)) > 0
+
+
 def get_store() -> dist.Store | None:
     """The rendezvous store of this torchrun attempt (None outside torchrun)."""
     return _STORE
@@ -170,11 +183,11 @@ def compare_notes(
     if store is None:
         return seen
     try:
-        store.set(f"{topic}/{rank}", mine)
+        post(store, f"{topic}/{rank}", mine)
         deadline = time.monotonic() + wait_s
         while len(seen) < world_size and time.monotonic() < deadline and not (enough and enough(seen)):
             for r in range(world_size):
-                if r not in seen and store.check([f"{topic}/{r}"]):
+                if r not in seen and posted(store, f"{topic}/{r}"):
                     seen[r] = store.get(f"{topic}/{r}").decode()
             time.sleep(0.1)
     except Exception:  # noqa: BLE001  a store gone with a dead rank: what this rank knows
@@ -187,7 +200,7 @@ def gone(rank: int) -> bool:
     another host, or cannot be looked up (no store, or the store is gone)."""
     store = _STORE
     try:
-        if store is None or not store.check([f"process/{rank}"]):
+        if store is None or not posted(store, f"process/{rank}"):
             return False
         host, pid = store.get(f"process/{rank}").decode().rsplit(" ", 1)
     except Exception:  # noqa: BLE001  the store went with a dead rank

@@ -64,7 +64,7 @@ def lost_ranks(wait_s: float = ANSWER_S) -> tuple[list[int], list[int]] | None:
     )
     if store is None or (len(seen) == 1 and not any(du.gone(r) for r in range(world) if r != rank)):
         try:  # one answer only: is the store itself still there?
-            if store is None or not store.check([f"peer_lost/{rank}"]):
+            if store is None or not du.posted(store, f"peer_lost/{rank}"):
                 return None
         except Exception:  # noqa: BLE001  the store went with the rank that hosted it
             return None

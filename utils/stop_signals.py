@@ -51,9 +51,9 @@ def requested_in_group() -> int:
         return _received
     key = f"simplepose/stop/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}"
     if _received:
-        store.set(key, str(_received))
+        du.post(store, key, str(_received))
         return _received
-    return int(store.get(key)) if store.check([key]) else 0
+    return int(store.get(key)) if du.posted(store, key) else 0
 
 
 @contextmanager

@@ -130,10 +130,10 @@ class Watchdog:
         if self.store is None:
             return
         try:
-            self.store.set(f"reported/{self.rank}", "1")
+            du.post(self.store, f"reported/{self.rank}", "1")
             others = [f"reported/{r}" for r in range(self.world_size) if r != self.rank]
             deadline = time.monotonic() + wait_s
-            while others and time.monotonic() < deadline and not self.store.check(others):
+            while others and time.monotonic() < deadline and not all(du.posted(self.store, k) for k in others):
                 time.sleep(0.1)
         except Exception:  # noqa: BLE001  a store gone with a dead rank: nothing more to wait for
             pass
