@@ -286,15 +286,16 @@ def test_a_rank_that_hangs_ends_the_run_by_name_and_the_group_resumes(synthetic_
     checkpoint of step 2 and ends with the weights of the uninterrupted run."""
     r = torchrun(with_faults("--hang-step", "2", "--hang-rank", "1"), synthetic_h5_64, tmp_path, *RUN,
                  "dist.timeout_s=5", max_restarts=1, label="2 processes, rank 1 hangs at step 2")  # fmt: skip
-    assert "rank 1 hangs at global step 2" in r.stdout
+    printed = f"stdout:\n{r.stdout[-3000:]}\nstderr:\n{r.stderr[-5000:]}"  # a failure shows what the run said
+    assert "rank 1 hangs at global step 2" in r.stdout, printed
     stalls = [line for line in r.stderr.splitlines() if line.startswith("error: rank ")]
-    assert stalls, r.stderr[-3000:]
+    assert stalls, printed
     stuck = "stuck: rank 1 in the forward pass at epoch 0, step 2 (global step 2), busy in tests/harness/faulty"
-    assert any(stuck in line for line in stalls)
-    assert any(line.startswith("error: rank 0") and "waiting in a collective" in line for line in stalls)
-    assert all("made no progress for 5 s (dist.timeout_s)" in line for line in stalls)
-    assert "Traceback" not in r.stderr.split("stuck: rank 1")[0]
-    assert "resumed from" in r.stdout and "step 2, global step 2" in r.stdout
+    assert any(stuck in line for line in stalls), printed
+    assert any(line.startswith("error: rank 0") and "waiting in a collective" in line for line in stalls), printed
+    assert all("made no progress for 5 s (dist.timeout_s)" in line for line in stalls), printed
+    assert "Traceback" not in r.stderr.split("stuck: rank 1")[0], printed
+    assert "resumed from" in r.stdout and "step 2, global step 2" in r.stdout, printed
     ckpt = Checkpoint.load(tmp_path / "last.pt")
     assert saved_state(ckpt).position.global_step == 4 and saved_state(ckpt).ranks_in_sync is True
     reference = Checkpoint.load(two_process_run[0] / "last.pt")
