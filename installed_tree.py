@@ -1,6 +1,7 @@
-"""A command run from a checkout's root (``python train.py``, ``python -m data.coco_to_hdf5``) runs the package
-``simplepose`` that Python finds: without an install there is none, and with another checkout's install it would run
-that checkout's code while this one's files are edited. ``require`` stops such a command with one line first.
+"""A command run from a checkout's root by its file or folder name (a launcher, or a command module in the short
+spelling of ``simplepose.utils.commands``) runs the package ``simplepose`` that Python finds: without an install
+there is none, and with another checkout's install it would run that checkout's code while this one's files are
+edited. ``require`` stops such a command with one line first.
 
 Imported by its top-level name, before anything of ``simplepose``: the launchers and the command subpackages' first
 lines do so when they run as the checkout's short form (their ``__package__`` has no ``simplepose.`` prefix). It

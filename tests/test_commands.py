@@ -327,8 +327,8 @@ def test_library_docstrings_spell_commands_by_the_package_name():
     the checkout's short form, which runs from the checkout's root alone."""
     found = [
         f"{path.relative_to(PACKAGE_ROOT)}:{n}: {line.strip()[:80]}"
-        for path in library_modules()
-        if path not in (PACKAGE_ROOT / "utils" / "commands.py", PACKAGE_ROOT / "installed_tree.py")  # the checkout's
+        for path in [*library_modules(), *sorted((PACKAGE_ROOT / "config").rglob("*.yaml"))]  # presets: in the wheel
+        if path != PACKAGE_ROOT / "utils" / "commands.py"
         for n, line in enumerate(path.read_text().splitlines(), 1)
         if SHORT_FORM.search(line)
     ]
