@@ -24,13 +24,9 @@ from simplepose.utils.commands import COMMAND, FULL_INSTALL, PACKAGE, SUBCOMMAND
 from simplepose.utils.errors import UserError, cli_main
 
 
-def installed(sub: Subcommand) -> bool:
-    """Whether this installation holds ``sub``'s module (found without importing it: no torch loads)."""
-    return commands.installed(sub.module)
-
-
 def parser() -> argparse.ArgumentParser:
-    lacking = [] if all(installed(s) for s in SUBCOMMANDS) else [f"[full install]: {FULL_INSTALL} (with PyTorch)"]
+    complete = all(commands.installed(s.module) for s in SUBCOMMANDS)
+    lacking = [] if complete else [f"[full install]: {FULL_INSTALL} (with PyTorch)"]
     p = argparse.ArgumentParser(
         prog=console(),
         description="Simple Pose: bottom-up multi-person pose estimation. Each subcommand's --help gives its options.",
@@ -47,7 +43,7 @@ def parser() -> argparse.ArgumentParser:
     )
     subs = p.add_subparsers(title="subcommands", metavar="SUBCOMMAND")
     for sub in SUBCOMMANDS:
-        note = "" if installed(sub) else " [full install]"
+        note = "" if commands.installed(sub.module) else " [full install]"
         subs.add_parser(sub.name, help=sub.summary + note, add_help=False)
     return p
 
@@ -55,7 +51,7 @@ def parser() -> argparse.ArgumentParser:
 @cli_main
 def check(sub: Subcommand, argv: list[str]) -> None:
     """One line when this installation lacks ``sub``'s module, or its arguments lack what it is for."""
-    if not installed(sub):
+    if not commands.installed(sub.module):
         raise UserError(f"{console()} {sub.name} needs the full install (PyTorch): {FULL_INSTALL}")
     asks_help = "-h" in argv or "--help" in argv
     if sub.name == "diagnose" and not asks_help and not any(a.split("=")[0] == "--diagnose" for a in argv):
@@ -116,7 +112,7 @@ def completion_table(name: str) -> str:
     from simplepose.config.config_file import all_keys
 
     sub = next((s for s in SUBCOMMANDS if s.name == name), None)
-    if sub is None or not installed(sub):
+    if sub is None or not commands.installed(sub.module):
         return ""
     lines = []
     for action in parser_of(sub)._actions:  # argparse names its actions through no public attribute
