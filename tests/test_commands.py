@@ -413,5 +413,5 @@ def test_the_completion_table_is_each_parsers_own(capsys, monkeypatch):
     run = subprocess.run([sys.executable, "-m", "tests.no_torch", "simplepose", "--complete", "eval"],
                          cwd=PACKAGE_ROOT, capture_output=True, text=True, timeout=300)  # fmt: skip
     assert run.returncode == 0 and "--results" in run.stdout.split(), run.stderr
-    monkeypatch.setattr(cli, "installed", lambda sub: False)  # as the runtime distribution for train
+    monkeypatch.setattr(commands, "installed", lambda module: False)  # as the runtime distribution for train
     assert cli.main(["--complete", "train"]) == 0 and capsys.readouterr().out.strip() == ""
